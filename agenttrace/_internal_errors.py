@@ -1,0 +1,45 @@
+"""The one place agenttrace's own failures go.
+
+Instrumentation must never break the host program: every wrapper catches our exceptions at its
+boundary and hands them here. A failure is reported once per place and exception type as a
+one-line warning on the ``agenttrace`` logger (the traceback at debug level), and the user's code
+runs on with less telemetry. Under agenttrace's own test suite (``AGENTTRACE_RAISE_INTERNAL_ERRORS``
+set) it is re-raised instead, so a test never hides an instrumentation bug.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+logger = logging.getLogger("agenttrace")
+
+_lock = threading.Lock()
+_reported: set[tuple[str, type[BaseException]]] = set()
+raise_internal_errors = os.environ.get("AGENTTRACE_RAISE_INTERNAL_ERRORS", "") not in ("", "0")
+"""Re-raise internal errors instead of logging them (set by the test suite)."""
+
+
+def report_internal_error(where: str, exc: BaseException) -> None:
+    """Log ``exc`` (raised inside agenttrace at ``where``) once, or re-raise it under the tests."""
+    if raise_internal_errors:
+        raise exc
+    key = (where, type(exc))
+    with _lock:
+        first = key not in _reported
+        _reported.add(key)
+    if first:
+        logger.warning(
+            "agenttrace: internal error in %s, your code still runs with less telemetry: %s: %s",
+            where,
+            type(exc).__name__,
+            exc,
+        )
+    logger.debug("agenttrace: internal error in %s", where, exc_info=exc)
+
+
+def reset_reported() -> None:
+    """Forget which failures were reported (for tests)."""
+    with _lock:
+        _reported.clear()

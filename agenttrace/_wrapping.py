@@ -1,0 +1,249 @@
+"""Wrap any kind of function so a scope is open exactly while it runs.
+
+One entry point, :func:`wrap`, picks the wrapper for plain functions, coroutines, generators and
+async generators once, at decoration time. Generators are the subtle case: the scope is made
+current only while the generator body runs (each ``next``/``send``/``throw``), never across a
+``yield``, so the caller's context is never left with our span attached and OpenTelemetry never
+reports "Failed to detach context". The span ends exactly once: when the body returns or raises,
+or when the generator is closed or abandoned.
+
+Failures inside agenttrace are reported and swallowed; the user's function always runs and its
+result or exception passes through unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import AsyncGenerator, Callable, Generator
+from typing import Any, Protocol, TypeVar
+
+from ._internal_errors import report_internal_error
+from ._runtime import runtime
+from .scopes import Scope
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Opener(Protocol):
+    """Starts the scope for one call and, later, finishes it."""
+
+    where: str
+    """Names this kind of scope in internal-error reports."""
+
+    def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Scope:
+        """Start (not activate) the scope for a call with these arguments."""
+        ...
+
+    def close(self, scope: Scope, error: BaseException | None, result: Any) -> None:
+        """Finish the scope: ``error`` is the exception the call raised, ``result`` its value."""
+        ...
+
+
+def _open(opener: Opener, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Scope | None:
+    if runtime.disabled:
+        return None
+    try:
+        return opener.open(args, kwargs)
+    except Exception as exc:
+        report_internal_error(opener.where, exc)
+        return None
+
+
+def _activate(opener: Opener, scope: Scope) -> bool:
+    try:
+        scope.activate()
+        return True
+    except Exception as exc:
+        report_internal_error(opener.where, exc)
+        return False
+
+
+def _deactivate(opener: Opener, scope: Scope) -> None:
+    try:
+        scope.deactivate()
+    except Exception as exc:
+        report_internal_error(opener.where, exc)
+
+
+def _close(opener: Opener, scope: Scope, error: BaseException | None, result: Any) -> None:
+    try:
+        opener.close(scope, error, result)
+    except Exception as exc:
+        report_internal_error(opener.where, exc)
+
+
+def wrap(fn: F, opener: Opener) -> F:
+    """``fn`` wrapped so that ``opener``'s scope covers each call (or generator lifetime)."""
+    if inspect.isasyncgenfunction(fn):
+        return _wrap_async_generator(fn, opener)  # type: ignore[return-value]
+    if inspect.iscoroutinefunction(fn):
+        return _wrap_coroutine(fn, opener)  # type: ignore[return-value]
+    if inspect.isgeneratorfunction(fn):
+        return _wrap_generator(fn, opener)  # type: ignore[return-value]
+    return _wrap_function(fn, opener)
+
+
+def _wrap_function(fn: F, opener: Opener) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        scope = _open(opener, args, kwargs)
+        if scope is None:
+            return fn(*args, **kwargs)
+        active = _activate(opener, scope)
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            if active:
+                _deactivate(opener, scope)
+            _close(opener, scope, exc, None)
+            raise
+        if active:
+            _deactivate(opener, scope)
+        _close(opener, scope, None, result)
+        return result
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _wrap_coroutine(fn: Callable[..., Any], opener: Opener) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        scope = _open(opener, args, kwargs)
+        if scope is None:
+            return await fn(*args, **kwargs)
+        active = _activate(opener, scope)
+        try:
+            result = await fn(*args, **kwargs)
+        except BaseException as exc:
+            if active:
+                _deactivate(opener, scope)
+            _close(opener, scope, exc, None)
+            raise
+        if active:
+            _deactivate(opener, scope)
+        _close(opener, scope, None, result)
+        return result
+
+    return wrapper
+
+
+def _wrap_generator(fn: Callable[..., Generator[Any, Any, Any]], opener: Opener) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+        scope = _open(opener, args, kwargs)
+        if scope is None:
+            return (yield from fn(*args, **kwargs))
+        return (yield from _drive_generator(opener, scope, fn, args, kwargs))
+
+    return wrapper
+
+
+def _drive_generator(
+    opener: Opener,
+    scope: Scope,
+    fn: Callable[..., Generator[Any, Any, Any]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Generator[Any, Any, Any]:
+    error: BaseException | None = None
+    result: Any = None
+    try:
+        active = _activate(opener, scope)
+        try:
+            gen = fn(*args, **kwargs)
+        finally:
+            if active:
+                _deactivate(opener, scope)
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            active = _activate(opener, scope)
+            try:
+                if thrown is not None:
+                    item = gen.throw(thrown)
+                else:
+                    item = gen.send(sent)
+            except StopIteration as stop:
+                result = stop.value
+                return result
+            finally:
+                thrown = None
+                if active:
+                    _deactivate(opener, scope)
+            try:
+                sent = yield item
+            except GeneratorExit:
+                # Closed by the caller or abandoned: close the body inside our scope, then end.
+                active = _activate(opener, scope)
+                try:
+                    gen.close()
+                finally:
+                    if active:
+                        _deactivate(opener, scope)
+                raise
+            except BaseException as exc:
+                thrown = exc
+                sent = None
+    except GeneratorExit:
+        raise
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        _close(opener, scope, error, result)
+
+
+def _wrap_async_generator(
+    fn: Callable[..., AsyncGenerator[Any, Any]], opener: Opener
+) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
+        scope = _open(opener, args, kwargs)
+        error: BaseException | None = None
+        try:
+            active = scope is not None and _activate(opener, scope)
+            try:
+                agen = fn(*args, **kwargs)
+            finally:
+                if active:
+                    _deactivate(opener, scope)  # type: ignore[arg-type]
+            sent: Any = None
+            thrown: BaseException | None = None
+            while True:
+                active = scope is not None and _activate(opener, scope)
+                try:
+                    if thrown is not None:
+                        item = await agen.athrow(thrown)
+                    else:
+                        item = await agen.asend(sent)
+                except StopAsyncIteration:
+                    return
+                finally:
+                    thrown = None
+                    if active:
+                        _deactivate(opener, scope)  # type: ignore[arg-type]
+                try:
+                    sent = yield item
+                except GeneratorExit:
+                    # Closed by the caller or abandoned: close the body inside our scope, then end.
+                    active = scope is not None and _activate(opener, scope)
+                    try:
+                        await agen.aclose()
+                    finally:
+                        if active:
+                            _deactivate(opener, scope)  # type: ignore[arg-type]
+                    raise
+                except BaseException as exc:
+                    thrown = exc
+                    sent = None
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            if scope is not None:
+                _close(opener, scope, error, None)
+
+    return wrapper

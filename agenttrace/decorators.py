@@ -1,0 +1,376 @@
+"""``agent``, ``turn``, ``tool`` and ``llm``: decorators that are context managers too.
+
+Each works bare (``@tool``), called (``@tool(name="search")``, ``@tool("search")``) and as a
+context manager (``with tool("search") as call:``), on plain functions, methods, coroutines,
+generators and async generators.
+
+On a method of an object that has ``name``, ``agent_id`` and ``language_model`` (or ``model``)
+attributes, ``@agent`` takes the agent's identity from them, so agent classes in the style of the
+seed documents need no extra arguments.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, Generic, TypeVar, overload
+
+from opentelemetry.util.types import AttributeValue
+
+from . import semconv as sc
+from ._internal_errors import report_internal_error
+from ._runtime import runtime
+from ._wrapping import wrap
+from .llm import classify_error, request_attributes, response_attributes, split_model, tool_calls_of
+from .redact import capped_json, redact
+from .scopes import OpScope, Scope, SessionScope, TurnScope, finish, start_op, start_session, start_turn
+
+F = TypeVar("F", bound=Callable[..., Any])
+S = TypeVar("S", bound=Scope)
+
+NO_RESULT: Any = object()
+"""Passed to ``close`` for a with-block, which has no return value to record."""
+
+
+class _Spec(Generic[S]):
+    """A decorator and context manager that opens one kind of scope."""
+
+    where = "span"
+
+    def __init__(self) -> None:
+        self._active: list[S] = []
+
+    # -- decorator ------------------------------------------------------------------------------
+    def __call__(self, fn: F) -> F:
+        return wrap(fn, self._for_function(fn))
+
+    def _for_function(self, fn: Callable[..., Any]) -> _Spec[S]:
+        return self
+
+    # -- what subclasses define -----------------------------------------------------------------
+    def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> S:
+        raise NotImplementedError
+
+    def close(self, scope: S, error: BaseException | None, result: Any) -> None:
+        finish(scope, error)
+
+    # -- context manager ------------------------------------------------------------------------
+    def __enter__(self) -> Handle:
+        if runtime.disabled:
+            self._active.append(None)  # type: ignore[arg-type]
+            return Handle(None)
+        try:
+            scope = self.open((), {})
+            scope.activate()
+        except Exception as exc:
+            report_internal_error(self.where, exc)
+            self._active.append(None)  # type: ignore[arg-type]
+            return Handle(None)
+        self._active.append(scope)
+        return Handle(scope)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        scope = self._active.pop() if self._active else None
+        if scope is None:
+            return
+        try:
+            scope.deactivate()
+            # A with-block has no return value: results were recorded through the handle.
+            self.close(scope, exc, NO_RESULT)
+        except Exception as internal:
+            report_internal_error(self.where, internal)
+
+    async def __aenter__(self) -> Handle:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+
+class Handle:
+    """What ``with agenttrace.tool(...) as call`` gives: record results on the open span."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, scope: Scope | None) -> None:
+        self._scope = scope
+
+    @property
+    def path(self) -> str | None:
+        """The opTree path label of this span (``None`` when agenttrace is disabled)."""
+        return self._scope.label if self._scope is not None else None
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        """Add an attribute to the span."""
+        if self._scope is not None:
+            self._scope.span.set_attribute(key, value)
+
+    def set_result(self, result: Any) -> None:
+        """Record a tool's result (size, and content when capture is on)."""
+        scope = self._scope
+        if isinstance(scope, OpScope) and scope.kind != sc.KIND_LLM:
+            scope.span.set_attributes(_tool_result_attributes(result))
+
+    def record_response(self, response: Any) -> None:
+        """Record an LLM response (tokens, finish reasons, output) on an ``llm`` span."""
+        scope = self._scope
+        if isinstance(scope, OpScope) and scope.kind == sc.KIND_LLM:
+            scope.span.set_attributes(_llm_result_attributes(scope, response))
+
+
+# --- agent runs ----------------------------------------------------------------------------
+
+
+class _AgentSpec(_Spec[SessionScope]):
+    where = "agent span"
+
+    def __init__(
+        self,
+        name: str | None,
+        agent_id: str | None,
+        model: str | None,
+        ingress: Mapping[str, Any] | None,
+        method: bool = False,
+    ) -> None:
+        super().__init__()
+        self.name, self.agent_id, self.model, self.ingress = name, agent_id, model, ingress
+        self.method = method
+
+    def _for_function(self, fn: Callable[..., Any]) -> _AgentSpec:
+        return _AgentSpec(
+            self.name or fn.__name__, self.agent_id, self.model, self.ingress, _is_method(fn)
+        )
+
+    def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> SessionScope:
+        name, agent_id, model = self.name, self.agent_id, self.model
+        if self.method and args:
+            owner = args[0]
+            name = _str_attr(owner, "name") or name
+            agent_id = agent_id or _str_attr(owner, "agent_id")
+            model = model or _str_attr(owner, "language_model") or _str_attr(owner, "model")
+        return start_session(name or "agent", agent_id=agent_id, model=model, ingress=self.ingress)
+
+
+@overload
+def agent(fn: F, /) -> F: ...
+@overload
+def agent(
+    name: str | None = None,
+    /,
+    *,
+    agent_id: str | None = None,
+    model: str | None = None,
+    ingress: Mapping[str, Any] | None = None,
+) -> _AgentSpec: ...
+def agent(
+    fn_or_name: Any = None,
+    /,
+    *,
+    agent_id: str | None = None,
+    model: str | None = None,
+    ingress: Mapping[str, Any] | None = None,
+    name: str | None = None,
+) -> Any:
+    """An agent run: a session span ``invoke_agent {name}``.
+
+    Inside a tool call it becomes that tool's sub-agent session (the tool span turns kind
+    ``session``), to any depth. ``ingress`` describes how a root run started (seed 002: ``source``
+    and details); sub-agents record their parent automatically.
+    """
+    if callable(fn_or_name):
+        return _AgentSpec(name, agent_id, model, ingress)(fn_or_name)
+    return _AgentSpec(fn_or_name or name, agent_id, model, ingress)
+
+
+# --- turns ----------------------------------------------------------------------------------
+
+
+class _TurnSpec(_Spec[TurnScope]):
+    where = "turn span"
+
+    def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TurnScope:
+        return start_turn()
+
+
+def turn(fn: Any = None, /) -> Any:
+    """One turn of an agent's loop: ``turn {index}``, 1-based within the agent run.
+
+    Without explicit turns agenttrace opens them itself: each LLM call directly in an agent run
+    starts the next turn, and the tool calls after it belong to that turn.
+    """
+    if callable(fn):
+        return _TurnSpec()(fn)
+    return _TurnSpec()
+
+
+# --- tool calls ---------------------------------------------------------------------------------
+
+
+class _ToolSpec(_Spec[OpScope]):
+    where = "tool span"
+
+    def __init__(
+        self,
+        name: str | None,
+        arguments: Mapping[str, Any] | None = None,
+        params: tuple[str, ...] = (),
+        skip_first: bool = False,
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.arguments = arguments
+        self.params = params
+        self.skip_first = skip_first
+
+    def _for_function(self, fn: Callable[..., Any]) -> _ToolSpec:
+        params = tuple(inspect.signature(fn).parameters)
+        return _ToolSpec(self.name or fn.__name__, None, params, _is_method(fn))
+
+    def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
+        name = self.name or "tool"
+        if self.arguments is not None:
+            arguments: Mapping[str, Any] = self.arguments
+        else:
+            if self.skip_first:
+                args = args[1:]
+                params = self.params[1:]
+            else:
+                params = self.params
+            arguments = dict(zip(params, args)) if args else {}
+            if kwargs:
+                arguments = {**arguments, **kwargs}
+        scope = start_op(sc.KIND_TOOL, name, _tool_request_attributes(arguments))
+        call = scope.turn.claim_tool_call(name)
+        if call is not None:
+            scope.span.set_attribute(sc.GEN_AI_TOOL_CALL_ID, call[0])
+        return scope
+
+    def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
+        ok = error is None and result is not NO_RESULT
+        finish(scope, error, _tool_result_attributes(result) if ok else {})
+
+
+def _tool_request_attributes(arguments: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    text = json.dumps(arguments, ensure_ascii=False, default=str) if arguments else "{}"
+    attributes: dict[str, AttributeValue] = {sc.TOOL_CHARS_IN: len(text)}
+    settings = runtime.settings
+    if settings.capture_content:
+        attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = capped_json(
+            redact(arguments), settings.max_payload_bytes
+        )
+    return attributes
+
+
+def _tool_result_attributes(result: Any) -> dict[str, AttributeValue]:
+    if result is None:
+        return {sc.TOOL_CHARS_OUT: 0}
+    text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+    attributes: dict[str, AttributeValue] = {sc.TOOL_CHARS_OUT: len(text)}
+    settings = runtime.settings
+    if settings.capture_content:
+        attributes[sc.GEN_AI_TOOL_CALL_RESULT] = capped_json(
+            redact(result if isinstance(result, (str, dict, list)) else text),
+            settings.max_payload_bytes,
+        )
+    return attributes
+
+
+@overload
+def tool(fn: F, /) -> F: ...
+@overload
+def tool(
+    name: str | None = None, /, *, arguments: Mapping[str, Any] | None = None
+) -> _ToolSpec: ...
+def tool(
+    fn_or_name: Any = None,
+    /,
+    *,
+    arguments: Mapping[str, Any] | None = None,
+    name: str | None = None,
+) -> Any:
+    """A tool call: ``execute_tool {name}``, in the current turn.
+
+    Its ``gen_ai.tool.call.id`` is taken from the turn's LLM response when that asked for a tool
+    of this name. As a context manager, pass ``arguments`` and call ``set_result`` on the handle.
+    """
+    if callable(fn_or_name):
+        return _ToolSpec(name)(fn_or_name)
+    return _ToolSpec(fn_or_name or name, arguments)
+
+
+# --- LLM calls (clients other than litellm) ----------------------------------------------------
+
+
+class _LLMSpec(_Spec[OpScope]):
+    where = "llm span"
+
+    def __init__(self, model: str | None, provider: str | None) -> None:
+        super().__init__()
+        self.model = model
+        self.provider = provider
+
+    def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
+        model = self.model or kwargs.get("model") or "unknown"
+        provider, short = split_model(str(model), self.provider)
+        scope = start_op(sc.KIND_LLM, sc.SPAN_LLM.format(model=short), new_turn=True)
+        scope.span.set_attributes(
+            request_attributes(
+                scope.session, short, provider, kwargs.get("messages"), 1, bool(kwargs.get("stream"))
+            )
+        )
+        return scope
+
+    def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
+        if error is not None:
+            finish(scope, error, {sc.ERROR_TYPE: classify_error(error)})
+        else:
+            ok = result is not None and result is not NO_RESULT
+            finish(scope, None, _llm_result_attributes(scope, result) if ok else {})
+
+
+def _llm_result_attributes(scope: OpScope, response: Any) -> dict[str, AttributeValue]:
+    calls = tool_calls_of(response)
+    if calls:
+        scope.turn.offer_tool_calls(calls)
+    return response_attributes(response)
+
+
+def llm(
+    fn_or_model: Any = None, /, *, model: str | None = None, provider: str | None = None
+) -> Any:
+    """One LLM attempt through a client agenttrace does not patch: ``chat {model}``.
+
+    The model comes from the argument or the call's ``model=`` keyword; tokens, finish reasons
+    and output are read from an OpenAI- or Anthropic-shaped return value.
+    """
+    if callable(fn_or_model):
+        return _LLMSpec(model, provider)(fn_or_model)
+    return _LLMSpec(fn_or_model or model, provider)
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _is_method(fn: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return False
+    return bool(params) and params[0] in ("self", "cls")
+
+
+def _str_attr(owner: Any, name: str) -> str | None:
+    value = getattr(owner, name, None)
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,1 @@
+"""Patches for LLM client libraries (litellm), applied with wrapt and undone exactly."""

@@ -1,0 +1,594 @@
+"""litellm, patched with wrapt: one ``chat {model}`` span per LLM attempt.
+
+Where each attempt passes (litellm 1.7x-1.10x, verified by the tests):
+
+- ``litellm.completion`` (the package attribute users call) and ``litellm.main.completion`` (the
+  module global that ``acompletion`` runs in an executor with ``acompletion=True``, and that
+  litellm's sync retry loop calls) are both wrapped with the *attempt* wrapper. For async calls
+  the inner call returns a coroutine; the span stays open until that coroutine finishes.
+- ``litellm.acompletion``, ``Router.completion`` / ``Router.acompletion`` and calls with
+  ``fallbacks`` only mark a *logical call*: attempts inside it are numbered 1, 2, ... and only the
+  first opens a new turn, so retries and fallbacks stay in one turn.
+- litellm's sync retry loop (``completion_with_retries``) runs *inside* the failed first attempt;
+  its wrapper ends that attempt's span and puts the context back, so retries are siblings.
+- Retries the OpenAI SDK makes inside one litellm call (``max_retries``) are invisible here: one
+  litellm call is one attempt.
+
+Streams come back as litellm's own ``CustomStreamWrapper`` type (a ``wrapt.ObjectProxy``) whose
+span ends exactly once: exhausted, closed, failed or garbage-collected.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import sys
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar, Token
+from typing import Any
+
+import wrapt
+from opentelemetry.util.types import AttributeValue
+
+from .. import semconv as sc
+from .._internal_errors import report_internal_error
+from .._runtime import runtime
+from ..llm import (
+    classify_error,
+    field,
+    provider_name,
+    request_attributes,
+    response_attributes,
+    split_model,
+    tool_calls_of,
+)
+from ..redact import is_secret_key, remember_secret
+from ..scopes import OpScope, Scope, current_scope, finish, make_current, start_op
+
+_WHERE = "litellm instrumentation"
+
+
+class _Call:
+    """One logical LLM call: the attempts litellm makes for it (retries, fallbacks)."""
+
+    __slots__ = ("attempts",)
+
+    def __init__(self) -> None:
+        self.attempts = itertools.count(1)
+
+
+_call: ContextVar[_Call | None] = ContextVar("agenttrace_litellm_call", default=None)
+_attempt: ContextVar[_Attempt | None] = ContextVar("agenttrace_litellm_attempt", default=None)
+
+
+class _Attempt:
+    """The span of one attempt and how to end it (once)."""
+
+    __slots__ = ("done", "messages", "model", "operation", "parent", "scope", "__weakref__")
+
+    def __init__(
+        self, scope: OpScope, operation: str, model: str, messages: Any, parent: Scope | None
+    ) -> None:
+        self.scope = scope
+        self.operation = operation
+        self.model = model
+        self.messages = messages
+        self.parent = parent  # the scope that was current when the attempt started
+        self.done = False
+
+    def fail(self, error: BaseException) -> None:
+        if self.done:
+            return
+        self.done = True
+        try:
+            finish(self.scope, error, {sc.ERROR_TYPE: classify_error(error)})
+        except Exception as exc:
+            report_internal_error(_WHERE, exc)
+
+    def succeed(self, attributes: dict[str, AttributeValue]) -> None:
+        if self.done:
+            return
+        self.done = True
+        finish(self.scope, None, attributes)
+
+
+# --- the wrappers ---------------------------------------------------------------------------------
+
+
+def _enter_call() -> Token[_Call | None] | None:
+    """Mark a logical call unless one is open; the token resets it."""
+    if _call.get() is None:
+        return _call.set(_Call())
+    return None
+
+
+def _attempt_wrapper(operation: str) -> Callable[..., Any]:
+    """The wrapper for ``completion`` (``operation="chat"``) and ``embedding``."""
+    async_flag = "acompletion" if operation == sc.OP_CHAT else "aembedding"
+
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if runtime.disabled or not _state.enabled or _attempt.get() is not None:
+            return wrapped(*args, **kwargs)
+        call_token = _enter_call()
+        try:
+            if operation == sc.OP_CHAT and _is_fallback_orchestration(kwargs):
+                # The attempts arrive as their own litellm.acompletion calls, inside this one.
+                return wrapped(*args, **kwargs)
+            attempt = _start_attempt(operation, args, kwargs)
+            if attempt is None:
+                return wrapped(*args, **kwargs)
+            token = _attempt.set(attempt)
+            active = _activate(attempt)
+            try:
+                result = wrapped(*args, **kwargs)
+            except BaseException as error:
+                _deactivate(attempt, active)
+                _attempt.reset(token)
+                attempt.fail(error)
+                raise
+            _deactivate(attempt, active)
+            _attempt.reset(token)
+            if kwargs.get(async_flag) and inspect.isawaitable(result):
+                return _finish_awaited(result, attempt)
+            return _finish(result, attempt)
+        finally:
+            if call_token is not None:
+                _call.reset(call_token)
+
+    return wrapper
+
+
+async def _finish_awaited(awaitable: Any, attempt: _Attempt) -> Any:
+    """Await the coroutine litellm's async path returned, inside the attempt's span."""
+    active = _activate(attempt)
+    try:
+        result = await awaitable
+    except BaseException as error:
+        _deactivate(attempt, active)
+        attempt.fail(error)
+        raise
+    _deactivate(attempt, active)
+    return _finish(result, attempt)
+
+
+def _finish(result: Any, attempt: _Attempt) -> Any:
+    try:
+        if _is_stream(result):
+            return _StreamProxy(result, attempt)
+        attempt.succeed(_result_attributes(attempt, result))
+    except Exception as exc:
+        report_internal_error(_WHERE, exc)
+        attempt.done = True
+    return result
+
+
+def _logical_call_wrapper(
+    wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """For sync entry points that may make several attempts (``Router.completion``)."""
+    token = _enter_call()
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        if token is not None:
+            _call.reset(token)
+
+
+async def _async_logical_call_wrapper(
+    wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """For ``acompletion``, ``Router.acompletion``: attempts run in executors and coroutines."""
+    token = _enter_call()
+    try:
+        return await wrapped(*args, **kwargs)
+    finally:
+        if token is not None:
+            _call.reset(token)
+
+
+def _retry_loop_wrapper(
+    wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """``completion_with_retries``: runs inside the failed first attempt; make retries siblings."""
+    attempt = _attempt.get()
+    if attempt is None:
+        return wrapped(*args, **kwargs)
+    error = sys.exc_info()[1]
+    attempt.fail(error if error is not None else RuntimeError("litellm retried the call"))
+    token = _attempt.set(None)
+    restored = _restore_parent(attempt)
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        if restored is not None:
+            restored()
+        _attempt.reset(token)
+
+
+def _restore_parent(attempt: _Attempt) -> Callable[[], None] | None:
+    """Make the attempt's parent scope current again (if the attempt was active); the undo."""
+    if attempt.scope.tokens is None:
+        return None
+    return make_current(attempt.parent)
+
+
+# --- attempt bookkeeping ---------------------------------------------------------------------
+
+
+def _start_attempt(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Attempt | None:
+    try:
+        call = _call.get()
+        number = next(call.attempts) if call is not None else 1
+        raw_model = kwargs.get("model", args[0] if args else None) or "unknown"
+        provider, model = _provider_and_model(str(raw_model), kwargs.get("custom_llm_provider"))
+        _remember_secrets(kwargs)
+        parent = current_scope()
+        if operation == sc.OP_CHAT:
+            name = sc.SPAN_LLM.format(model=model)
+            messages = kwargs.get("messages", args[1] if len(args) > 1 else None)
+        else:
+            name = sc.SPAN_EMBEDDING.format(model=model)
+            messages = None
+        start: dict[str, AttributeValue] = {
+            sc.GEN_AI_OPERATION_NAME: operation,
+            sc.GEN_AI_REQUEST_MODEL: model,
+            sc.ATTEMPT: number,
+        }
+        if provider:
+            start[sc.GEN_AI_PROVIDER_NAME] = provider
+        scope = start_op(
+            sc.KIND_LLM, name, start, new_turn=number == 1 and operation == sc.OP_CHAT
+        )
+        if messages is not None:
+            scope.span.set_attributes(
+                request_attributes(
+                    scope.session, model, provider, messages, number, bool(kwargs.get("stream"))
+                )
+            )
+        return _Attempt(scope, operation, model, messages, parent)
+    except Exception as exc:
+        report_internal_error(_WHERE, exc)
+        return None
+
+
+def _activate(attempt: _Attempt) -> bool:
+    try:
+        attempt.scope.activate()
+        return True
+    except Exception as exc:
+        report_internal_error(_WHERE, exc)
+        return False
+
+
+def _deactivate(attempt: _Attempt, active: bool) -> None:
+    if active:
+        try:
+            attempt.scope.deactivate()
+        except Exception as exc:
+            report_internal_error(_WHERE, exc)
+
+
+def _result_attributes(attempt: _Attempt, response: Any) -> dict[str, AttributeValue]:
+    attributes = response_attributes(response)
+    hidden = getattr(response, "_hidden_params", None)
+    cost = hidden.get("response_cost") if isinstance(hidden, Mapping) else None
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        attributes[sc.COST_USD] = float(cost)
+    if attempt.operation == sc.OP_CHAT:
+        calls = tool_calls_of(response)
+        if calls:
+            attempt.scope.turn.offer_tool_calls(calls)
+    return attributes
+
+
+def _provider_and_model(model: str, custom_provider: Any) -> tuple[str | None, str]:
+    if isinstance(custom_provider, str) and custom_provider:
+        return provider_name(custom_provider), model
+    if "/" in model:
+        return split_model(model)
+    litellm = sys.modules.get("litellm")
+    entry = getattr(litellm, "model_cost", {}).get(model) if litellm is not None else None
+    provider = entry.get("litellm_provider") if isinstance(entry, Mapping) else None
+    return provider_name(provider if isinstance(provider, str) else None), model
+
+
+def _remember_secrets(kwargs: Mapping[str, Any]) -> None:
+    for key, value in kwargs.items():
+        if isinstance(value, str):
+            if is_secret_key(key):
+                remember_secret(value)
+        elif key in ("headers", "extra_headers") and isinstance(value, Mapping):
+            for header, header_value in value.items():
+                if isinstance(header, str) and is_secret_key(header):
+                    remember_secret(header_value)
+                    if isinstance(header_value, str) and " " in header_value:
+                        remember_secret(header_value.split(" ", 1)[1])  # "Bearer <key>"
+
+
+def _is_fallback_orchestration(kwargs: Mapping[str, Any]) -> bool:
+    if kwargs.get("fallbacks"):
+        return True
+    litellm = sys.modules.get("litellm")
+    return bool(getattr(litellm, "model_fallbacks", None))
+
+
+def _is_stream(result: Any) -> bool:
+    stream_type = _state.stream_type
+    return stream_type is not None and isinstance(result, stream_type)
+
+
+# --- streams ------------------------------------------------------------------------------------
+
+
+class _StreamState:
+    """What a stream proxy needs to end its span; held apart so the proxy can be collected."""
+
+    __slots__ = ("attempt", "first_chunk_ns", "stream")
+
+    def __init__(self, attempt: _Attempt, stream: Any) -> None:
+        self.attempt = attempt
+        self.stream = stream
+        self.first_chunk_ns: int | None = None
+
+    def chunk(self) -> None:
+        if self.first_chunk_ns is None:
+            self.first_chunk_ns = time.time_ns()
+
+    def complete(self, abandoned: bool = False) -> None:
+        attempt = self.attempt
+        if attempt.done:
+            return
+        try:
+            attributes = _stream_attributes(self, abandoned)
+        except Exception as exc:
+            report_internal_error(_WHERE, exc)
+            attributes = {}
+        attempt.succeed(attributes)
+
+    def fail(self, error: BaseException) -> None:
+        self.attempt.fail(error)
+
+
+def _stream_attributes(state: _StreamState, abandoned: bool) -> dict[str, AttributeValue]:
+    attempt = state.attempt
+    attributes: dict[str, AttributeValue] = {}
+    if state.first_chunk_ns is not None:
+        attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
+            state.first_chunk_ns - attempt.scope.started_ns
+        ) / 1e9
+    if abandoned:
+        attributes[sc.STREAM_ABANDONED] = True
+    litellm = sys.modules.get("litellm")
+    chunks = list(getattr(state.stream, "chunks", None) or ())
+    if litellm is None or not chunks:
+        return attributes
+    built = litellm.stream_chunk_builder(chunks=chunks, messages=attempt.messages)
+    if built is None:
+        return attributes
+    attributes.update(_result_attributes(attempt, built))
+    if not attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS) and not attributes.get(
+        sc.GEN_AI_USAGE_OUTPUT_TOKENS
+    ):
+        attributes.update(_estimated_usage(litellm, attempt, built))
+    if sc.COST_USD not in attributes or not attributes[sc.COST_USD]:
+        cost = _cost(litellm, attempt.model, attributes)
+        if cost is not None:
+            attributes[sc.COST_USD] = cost
+    return attributes
+
+
+def _estimated_usage(litellm: Any, attempt: _Attempt, built: Any) -> dict[str, AttributeValue]:
+    """Count tokens ourselves when the provider streamed none (no ``include_usage``)."""
+    text = ""
+    choices = field(built, "choices") or []
+    if choices:
+        text = field(field(choices[0], "message"), "content") or ""
+    try:
+        prompt = litellm.token_counter(model=attempt.model, messages=attempt.messages or [])
+        completion = litellm.token_counter(model=attempt.model, text=text) if text else 0
+    except Exception:  # an unknown model for the tokenizer: leave tokens unknown
+        return {}
+    return {
+        sc.GEN_AI_USAGE_INPUT_TOKENS: int(prompt),
+        sc.GEN_AI_USAGE_OUTPUT_TOKENS: int(completion),
+        sc.USAGE_ESTIMATED: True,
+    }
+
+
+def _cost(litellm: Any, model: str, attributes: Mapping[str, Any]) -> float | None:
+    prompt = attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)
+    completion = attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cache_read_input_tokens=attributes.get(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS) or 0,
+            cache_creation_input_tokens=attributes.get(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS)
+            or 0,
+        )
+    except Exception:  # a model without a price in litellm's map
+        return None
+    return float(prompt_cost + completion_cost)
+
+
+class _StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+    """litellm's stream, as its own type, ending the attempt's span exactly once."""
+
+    def __init__(self, stream: Any, attempt: _Attempt) -> None:
+        super().__init__(stream)
+        state = _StreamState(attempt, stream)
+        self._self_state = state
+        # Abandoned without being exhausted or closed: end the span when the proxy is collected.
+        self._self_finalizer = weakref.finalize(self, state.complete, True)
+
+    def __iter__(self) -> _StreamProxy:
+        return self
+
+    def __next__(self) -> Any:
+        state = self._self_state
+        try:
+            chunk = self.__wrapped__.__next__()
+        except StopIteration:
+            self._self_finalizer.detach()
+            state.complete()
+            raise
+        except BaseException as error:
+            self._self_finalizer.detach()
+            state.fail(error)
+            raise
+        state.chunk()
+        return chunk
+
+    def __aiter__(self) -> _StreamProxy:
+        return self
+
+    async def __anext__(self) -> Any:
+        state = self._self_state
+        try:
+            chunk = await self.__wrapped__.__anext__()
+        except StopAsyncIteration:
+            self._self_finalizer.detach()
+            state.complete()
+            raise
+        except BaseException as error:
+            self._self_finalizer.detach()
+            state.fail(error)
+            raise
+        state.chunk()
+        return chunk
+
+    def close(self) -> None:
+        """Stop reading: the span ends now, with what was received."""
+        self._self_finalizer.detach()
+        self._self_state.complete(abandoned=True)
+        close = getattr(self.__wrapped__, "close", None)
+        if callable(close):
+            close()
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        self._self_finalizer.detach()
+        self._self_state.complete(abandoned=True)
+        await self.__wrapped__.aclose()
+
+    def __enter__(self) -> _StreamProxy:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+# --- instrument / uninstrument --------------------------------------------------------------------
+
+
+class _State:
+    __slots__ = ("enabled", "patches", "stream_type")
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.patches: list[tuple[Any, str, Any]] = []  # (owner, attribute, our FunctionWrapper)
+        self.stream_type: type | None = None
+
+
+_state = _State()
+
+
+def _patch_targets(litellm: Any) -> list[tuple[Any, str, Callable[..., Any]]]:
+    import litellm.main as litellm_main
+
+    chat = _attempt_wrapper(sc.OP_CHAT)
+    embeddings = _attempt_wrapper(sc.OP_EMBEDDINGS)
+    targets: list[tuple[Any, str, Callable[..., Any]]] = [
+        (litellm_main, "completion", chat),
+        (litellm, "completion", chat),
+        (litellm, "acompletion", _async_logical_call_wrapper),
+        (litellm_main, "embedding", embeddings),
+        (litellm, "embedding", embeddings),
+        (litellm, "aembedding", _async_logical_call_wrapper),
+        (litellm, "completion_with_retries", _retry_loop_wrapper),
+        (litellm, "acompletion_with_retries", _retry_loop_wrapper),
+    ]
+    router = getattr(litellm, "Router", None)
+    if router is not None:
+        for method, wrapper in (
+            ("completion", _logical_call_wrapper),
+            ("acompletion", _async_logical_call_wrapper),
+            ("embedding", _logical_call_wrapper),
+            ("aembedding", _async_logical_call_wrapper),
+        ):
+            targets.append((router, method, wrapper))
+    return [(owner, name, wrapper) for owner, name, wrapper in targets if hasattr(owner, name)]
+
+
+def _attribute(owner: Any, name: str) -> Any:
+    """The attribute itself (for a class, not the bound method its descriptor would give)."""
+    return vars(owner).get(name) if isinstance(owner, type) else getattr(owner, name, None)
+
+
+class LiteLLMInstrumentor:
+    """Patches litellm so every LLM attempt is a span; ``uninstrument`` puts it back exactly."""
+
+    def instrument(self) -> None:
+        """Patch litellm (imports it). A second call warns and changes nothing."""
+        if _state.patches:
+            import logging
+
+            logging.getLogger("agenttrace").warning("agenttrace: litellm is already instrumented")
+            return
+        import litellm
+        from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
+
+        _state.stream_type = CustomStreamWrapper
+        for owner, name, wrapper in _patch_targets(litellm):
+            wrapt.wrap_function_wrapper(owner, name, wrapper)
+            _state.patches.append((owner, name, _attribute(owner, name)))
+        _state.enabled = True
+
+    def uninstrument(self) -> None:
+        """Undo :meth:`instrument`: every patched attribute gets its original back.
+
+        If another instrumentation wrapped litellm on top of ours, our layer stays inside theirs
+        but passes calls straight through.
+        """
+        _state.enabled = False
+        for owner, name, ours in reversed(_state.patches):
+            if _attribute(owner, name) is ours:
+                setattr(owner, name, ours.__wrapped__)
+        _state.patches.clear()
+
+    @property
+    def is_instrumented(self) -> bool:
+        """True between ``instrument`` and ``uninstrument``."""
+        return bool(_state.patches)
+
+
+def instrument_when_imported() -> Callable[[], None]:
+    """Instrument litellm now if it is imported, else as soon as it is; returns the undo."""
+    instrumentor = LiteLLMInstrumentor()
+    cancelled = False
+
+    def hook(module: Any) -> None:
+        if cancelled or instrumentor.is_instrumented:
+            return
+        try:
+            instrumentor.instrument()
+        except Exception as exc:
+            report_internal_error(_WHERE, exc)
+
+    if "litellm" in sys.modules:
+        hook(sys.modules["litellm"])
+    else:
+        wrapt.register_post_import_hook(hook, "litellm")
+
+    def undo() -> None:
+        nonlocal cancelled
+        cancelled = True
+        if instrumentor.is_instrumented:
+            instrumentor.uninstrument()
+
+    return undo

@@ -1,0 +1,210 @@
+"""``init``, ``shutdown`` and ``force_flush``: wiring agenttrace into OpenTelemetry.
+
+``init`` never replaces a TracerProvider the application already set: it adds our processor to
+it. Only when there is none does it create one (and then, if an OTLP endpoint is configured, an
+OTLP exporter behind a batch processor). ``OTEL_SDK_DISABLED=true`` makes agenttrace a no-op.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from . import __version__
+from ._runtime import INSTRUMENTATION_NAME, runtime
+from .config import ConsoleMode, Settings
+from .console import ConsoleSink
+from .processor import AgentTraceProcessor
+from .redact import remember_environment_secrets
+
+logger = logging.getLogger("agenttrace")
+
+
+class Tracing:
+    """What ``init`` set up; ``shutdown`` undoes it (safe to call twice)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        provider: TracerProvider | None,
+        processor: AgentTraceProcessor | None,
+        owns_provider: bool,
+    ) -> None:
+        self.settings = settings
+        self.provider = provider
+        self.processor = processor
+        self.owns_provider = owns_provider
+        self._undo: list[Callable[[], None]] = []
+        self._shut_down = False
+
+    @property
+    def enabled(self) -> bool:
+        """False when ``OTEL_SDK_DISABLED`` (or ``disabled=True``) made agenttrace a no-op."""
+        return self.processor is not None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Write out everything buffered: our outputs, then the provider's exporters."""
+        ok = True
+        if self.processor is not None:
+            ok = self.processor.force_flush(timeout_millis)
+        if self.provider is not None:
+            ok = self.provider.force_flush(timeout_millis) and ok
+        return ok
+
+    def shutdown(self) -> None:
+        """Flush, stop our processor, undo the litellm patch; the provider too if we made it."""
+        global _active
+        with _lock:
+            if self._shut_down:
+                return
+            self._shut_down = True
+            if _active is self:
+                _active = None
+        atexit.unregister(self.shutdown)
+        for undo in reversed(self._undo):
+            try:
+                undo()
+            except Exception:
+                logger.exception("agenttrace: undoing instrumentation failed")
+        if self.processor is not None:
+            self.processor.force_flush()
+            self.processor.shutdown()
+            if runtime.processor is self.processor:
+                runtime.processor = None
+        if self.provider is not None:
+            if self.owns_provider:
+                self.provider.shutdown()
+            else:
+                self.provider.force_flush()
+        runtime.tracer = trace.get_tracer(INSTRUMENTATION_NAME)
+
+
+_lock = threading.RLock()
+_active: Tracing | None = None
+
+
+def init(
+    *,
+    service_name: str | None = None,
+    endpoint: str | None = None,
+    protocol: str | None = None,
+    tracer_provider: TracerProvider | None = None,
+    console: ConsoleMode | None = None,
+    console_stream: TextIO | Callable[[], TextIO] | None = None,
+    capture_content: bool | None = None,
+    max_payload_bytes: int | None = None,
+    sessions_dir: str | Path | None = None,
+    billing_file: str | Path | None = None,
+    redacted_save: bool | None = None,
+    disabled: bool | None = None,
+    instrument_litellm: bool = True,
+) -> Tracing:
+    """Start tracing agent code; returns a handle whose ``shutdown()`` undoes it.
+
+    Arguments win over ``AGENTTRACE_*`` and ``OTEL_*`` variables (see the README's table).
+    ``tracer_provider``: use this provider instead of the global one. ``endpoint``: export OTLP
+    there (``http://host:4318`` for ``http/protobuf``, ``http://host:4317`` for ``grpc``); from
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` the exporter is only added to a provider agenttrace creates,
+    since an application with its own provider has configured its own export.
+    ``instrument_litellm``: patch litellm now, or as soon as it is imported.
+
+    Calling ``init`` again while tracing is on returns the same handle and changes nothing.
+    """
+    global _active
+    with _lock:
+        if _active is not None:
+            logger.debug("agenttrace.init called again; keeping the first configuration")
+            return _active
+        settings = Settings.resolve(
+            service_name=service_name,
+            otlp_endpoint=endpoint,
+            otlp_protocol=protocol,
+            console=console,
+            capture_content=capture_content,
+            max_payload_bytes=max_payload_bytes,
+            sessions_dir=sessions_dir,
+            billing_file=billing_file,
+            redacted_save=redacted_save,
+            disabled=disabled,
+        )
+        runtime.settings = settings
+        runtime.disabled = settings.disabled
+        if settings.disabled:
+            handle = Tracing(settings, None, None, owns_provider=False)
+            _active = handle
+            return handle
+        remember_environment_secrets()
+        provider, owns = _provider(tracer_provider, settings)
+        processor = AgentTraceProcessor(
+            (ConsoleSink(settings.console, console_stream, settings.max_payload_bytes),)
+        )
+        provider.add_span_processor(processor)
+        if settings.otlp_endpoint and (owns or endpoint is not None):
+            provider.add_span_processor(
+                BatchSpanProcessor(_otlp_exporter(settings, explicit=endpoint is not None))
+            )
+        runtime.processor = processor
+        runtime.tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
+        handle = Tracing(settings, provider, processor, owns)
+        if instrument_litellm:
+            from .instrumentation.litellm import instrument_when_imported
+
+            handle._undo.append(instrument_when_imported())
+        atexit.register(handle.shutdown)
+        _active = handle
+        return handle
+
+
+def shutdown() -> None:
+    """Shut down what ``init`` set up (no-op if it was not called)."""
+    handle = _active
+    if handle is not None:
+        handle.shutdown()
+
+
+def force_flush(timeout_millis: int = 30000) -> bool:
+    """Flush agenttrace's outputs and the provider's exporters."""
+    handle = _active
+    return handle.force_flush(timeout_millis) if handle is not None else True
+
+
+def _provider(given: TracerProvider | None, settings: Settings) -> tuple[TracerProvider, bool]:
+    if given is not None:
+        return given, False
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        return current, False
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: settings.service_name}))
+    trace.set_tracer_provider(provider)
+    return provider, True
+
+
+def _otlp_exporter(settings: Settings, explicit: bool) -> SpanExporter:
+    endpoint: Any = settings.otlp_endpoint if explicit else None  # None: the exporter reads env
+    if settings.otlp_protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter(endpoint=endpoint)
+    if settings.otlp_protocol not in ("http/protobuf", "http"):
+        print(
+            f"agenttrace: OTLP protocol {settings.otlp_protocol!r} is not supported; "
+            "using http/protobuf",
+            file=sys.stderr,
+        )
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HTTPSpanExporter,
+    )
+
+    if endpoint is not None and not endpoint.rstrip("/").endswith("/v1/traces"):
+        endpoint = endpoint.rstrip("/") + "/v1/traces"
+    return HTTPSpanExporter(endpoint=endpoint)

@@ -1,0 +1,336 @@
+"""What an LLM attempt's span says: request, response, tokens, cost, failure category.
+
+Shared by the ``@llm`` decorator (any client) and the litellm patch. Responses and usage blocks
+are read by duck typing, as objects or dicts, in the shapes OpenAI, Anthropic and litellm use.
+
+Tokens follow the GenAI conventions: ``input_tokens`` counts *all* input, cache reads and cache
+writes included. OpenAI-style usage already counts cached tokens inside ``prompt_tokens``;
+Anthropic-style usage (``input_tokens`` with ``cache_read_input_tokens`` and
+``cache_creation_input_tokens`` beside it) counts them on top, so they are added.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.util.types import AttributeValue
+
+from . import semconv as sc
+from ._runtime import runtime
+from .redact import capped_json, redact
+from .scopes import SessionScope
+
+
+def field(obj: Any, name: str) -> Any:
+    """``obj.name`` or ``obj[name]``, ``None`` when absent."""
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# --- provider and model --------------------------------------------------------------------
+
+_PROVIDER_NAMES = {
+    "openai": "openai",
+    "text-completion-openai": "openai",
+    "azure": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference",
+    "anthropic": "anthropic",
+    "bedrock": "aws.bedrock",
+    "vertex_ai": "gcp.vertex_ai",
+    "gemini": "gcp.gemini",
+    "cohere": "cohere",
+    "groq": "groq",
+    "mistral": "mistral_ai",
+    "deepseek": "deepseek",
+    "xai": "x_ai",
+    "perplexity": "perplexity",
+    "watsonx": "ibm.watsonx.ai",
+}
+
+
+def provider_name(provider: str | None) -> str | None:
+    """The GenAI conventions' name for a provider (litellm's ``custom_llm_provider``)."""
+    if not provider:
+        return None
+    return _PROVIDER_NAMES.get(provider, provider)
+
+
+def split_model(model: str, provider: str | None = None) -> tuple[str | None, str]:
+    """``("openai", "gpt-4o")`` from ``"openai/gpt-4o"``; the provider argument wins."""
+    if provider is None and "/" in model:
+        prefix, _, rest = model.partition("/")
+        return provider_name(prefix), rest
+    return provider_name(provider), model
+
+
+# --- tokens -----------------------------------------------------------------------------------
+
+
+def usage_attributes(usage: Any) -> dict[str, AttributeValue]:
+    """Token counts from an OpenAI-, Anthropic- or litellm-style usage block."""
+    if usage is None:
+        return {}
+    prompt = _int(field(usage, "prompt_tokens"))
+    cache_read = _int(field(usage, "cache_read_input_tokens"))
+    cache_write = _int(field(usage, "cache_creation_input_tokens"))
+    prompt_details = field(usage, "prompt_tokens_details") or field(usage, "input_tokens_details")
+    if cache_read is None:
+        cache_read = _int(field(prompt_details, "cached_tokens"))
+    if cache_write is None:
+        cache_write = _int(field(prompt_details, "cache_creation_tokens")) or _int(
+            field(prompt_details, "cache_write_tokens")
+        )
+    if prompt is not None:
+        input_tokens: int | None = prompt  # OpenAI style: cache already inside
+        output = _int(field(usage, "completion_tokens"))
+    else:
+        input_tokens = _int(field(usage, "input_tokens"))
+        output = _int(field(usage, "output_tokens"))
+        if input_tokens is not None and field(usage, "input_tokens_details") is None:
+            # Anthropic style: cache reads and writes are billed on top of input_tokens.
+            input_tokens += (cache_read or 0) + (cache_write or 0)
+    completion_details = field(usage, "completion_tokens_details") or field(
+        usage, "output_tokens_details"
+    )
+    reasoning = _int(field(completion_details, "reasoning_tokens"))
+    attributes: dict[str, AttributeValue] = {}
+    if input_tokens is not None:
+        attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
+    if output is not None:
+        attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output
+    if cache_read:
+        attributes[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cache_read
+    if cache_write:
+        attributes[sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = cache_write
+    if reasoning:
+        attributes[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = reasoning
+    return attributes
+
+
+# --- request and response ----------------------------------------------------------------------
+
+
+def request_attributes(
+    session: SessionScope,
+    model: str,
+    provider: str | None,
+    messages: Any,
+    attempt: int,
+    stream: bool = False,
+) -> dict[str, AttributeValue]:
+    """Attributes known when an attempt starts, the new input messages among them."""
+    attributes: dict[str, AttributeValue] = {
+        sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
+        sc.GEN_AI_REQUEST_MODEL: model,
+        sc.ATTEMPT: attempt,
+    }
+    if provider:
+        attributes[sc.GEN_AI_PROVIDER_NAME] = provider
+    if stream:
+        attributes[sc.GEN_AI_REQUEST_STREAM] = True
+    if isinstance(messages, Sequence) and not isinstance(messages, str):
+        attributes[sc.REQUEST_MESSAGES] = len(messages)
+        settings = runtime.settings
+        if settings.capture_content:
+            new, skipped = new_messages(session, messages)
+            attributes[sc.GEN_AI_INPUT_MESSAGES] = capped_json(
+                redact(_plain(new)), settings.max_payload_bytes
+            )
+            attributes[sc.INPUT_MESSAGES_SKIPPED] = skipped
+    return attributes
+
+
+def new_messages(session: SessionScope, messages: Sequence[Any]) -> tuple[Sequence[Any], int]:
+    """The messages new since this agent's previous LLM request, and how many were skipped.
+
+    Recording the whole history on every attempt makes a trace grow with the square of its
+    length; the delta keeps it linear. The history counts as unchanged when the message that
+    ended the previous request is still at the same position (agents append to their
+    transcript); a rewritten history (summarised, trimmed) is recorded whole.
+    """
+    histories = session.run.histories
+    key = session.agent_id
+    previous = histories.get(key)
+    count = len(messages)
+    histories[key] = (count, messages[-1] if count else None)
+    if previous is None:
+        return messages, 0
+    seen, last = previous
+    if 0 < seen <= count and _same_message(messages[seen - 1], last):
+        return messages[seen:], seen
+    return messages, 0
+
+
+def _same_message(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except Exception:  # exotic message objects that refuse comparison
+        return False
+
+
+def response_attributes(response: Any) -> dict[str, AttributeValue]:
+    """Attributes from a chat completion response (OpenAI/litellm or Anthropic shape)."""
+    attributes: dict[str, AttributeValue] = {}
+    model = field(response, "model")
+    if isinstance(model, str) and model:
+        attributes[sc.GEN_AI_RESPONSE_MODEL] = model
+    response_id = field(response, "id")
+    if isinstance(response_id, str) and response_id:
+        attributes[sc.GEN_AI_RESPONSE_ID] = response_id
+    reasons = finish_reasons(response)
+    if reasons:
+        attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+    attributes.update(usage_attributes(field(response, "usage")))
+    settings = runtime.settings
+    if settings.capture_content:
+        output = output_messages(response)
+        if output:
+            attributes[sc.GEN_AI_OUTPUT_MESSAGES] = capped_json(
+                redact(output), settings.max_payload_bytes
+            )
+    return attributes
+
+
+def finish_reasons(response: Any) -> list[str]:
+    """``finish_reason`` of each choice (or Anthropic's ``stop_reason``)."""
+    choices = field(response, "choices")
+    if isinstance(choices, Sequence):
+        return [r for r in (field(c, "finish_reason") for c in choices) if isinstance(r, str)]
+    stop = field(response, "stop_reason")
+    return [stop] if isinstance(stop, str) else []
+
+
+def output_messages(response: Any) -> list[dict[str, Any]]:
+    """The response's messages as plain dicts (role, content, tool_calls)."""
+    choices = field(response, "choices")
+    if isinstance(choices, Sequence):
+        messages = []
+        for choice in choices:
+            message = field(choice, "message")
+            if message is not None:
+                messages.append(_plain_message(message))
+        return messages
+    content = field(response, "content")
+    if content is not None and field(response, "role") == "assistant":
+        return [{"role": "assistant", "content": _plain(content)}]
+    return []
+
+
+def tool_calls_of(response: Any) -> list[tuple[str, str, str]]:
+    """(id, name, arguments) of each tool call the first choice asks for."""
+    choices = field(response, "choices")
+    if not isinstance(choices, Sequence) or not choices:
+        return []
+    message = field(choices[0], "message")
+    calls = field(message, "tool_calls")
+    result: list[tuple[str, str, str]] = []
+    if isinstance(calls, Sequence):
+        for call in calls:
+            function = field(call, "function")
+            call_id, name = field(call, "id"), field(function, "name")
+            if isinstance(call_id, str) and isinstance(name, str):
+                arguments = field(function, "arguments")
+                result.append((call_id, name, arguments if isinstance(arguments, str) else ""))
+    return result
+
+
+def _plain_message(message: Any) -> dict[str, Any]:
+    plain: dict[str, Any] = {"role": field(message, "role") or "assistant"}
+    content = field(message, "content")
+    if content is not None:
+        plain["content"] = _plain(content)
+    calls = field(message, "tool_calls")
+    if calls:
+        plain["tool_calls"] = _plain(calls)
+    reasoning = field(message, "reasoning_content")
+    if reasoning:
+        plain["reasoning_content"] = reasoning
+    return plain
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready copy of messages given as dicts, pydantic models or plain objects."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence):
+        return [_plain(v) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return _plain(dump(exclude_none=True))
+        except Exception:  # not pydantic after all
+            pass
+    if hasattr(value, "__dict__"):
+        return {k: _plain(v) for k, v in vars(value).items() if not k.startswith("_")}
+    return str(value)
+
+
+def to_json(value: Any) -> str:
+    """Compact JSON of ``value`` (objects as their plain form)."""
+    return json.dumps(_plain(value), ensure_ascii=False, default=str)
+
+
+# --- failures ---------------------------------------------------------------------------------
+
+_CATEGORY_BY_CLASS = {
+    "AuthenticationError": "auth",
+    "PermissionDeniedError": "auth",
+    "RateLimitError": "quota",
+    "BudgetExceededError": "quota",
+    "Timeout": "timeout",
+    "APITimeoutError": "timeout",
+    "TimeoutError": "timeout",
+    "TimeoutException": "timeout",
+    "ReadTimeout": "timeout",
+    "ConnectTimeout": "timeout",
+    "APIConnectionError": "network",
+    "ConnectError": "network",
+    "ConnectionError": "network",
+    "RemoteProtocolError": "network",
+    "ServiceUnavailableError": "model",
+    "InternalServerError": "model",
+    "NotFoundError": "model",
+    "APIError": "model",
+    "BadGatewayError": "model",
+    "BadRequestError": "invalid",
+    "ContextWindowExceededError": "invalid",
+    "ContentPolicyViolationError": "invalid",
+    "UnprocessableEntityError": "invalid",
+    "UnsupportedParamsError": "invalid",
+    "JSONSchemaValidationError": "invalid",
+    "ValueError": "invalid",
+    "TypeError": "invalid",
+}
+
+
+def classify_error(error: BaseException) -> str:
+    """One of ``auth/quota/network/model/timeout/invalid`` for an LLM call's exception."""
+    for cls in type(error).__mro__:
+        category = _CATEGORY_BY_CLASS.get(cls.__name__)
+        if category is not None:
+            return category
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int):
+        if status in (401, 403):
+            return "auth"
+        if status in (402, 429):
+            return "quota"
+        if status == 408:
+            return "timeout"
+        if 400 <= status < 500:
+            return "invalid"
+        return "model"
+    return "model"

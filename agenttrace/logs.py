@@ -1,0 +1,70 @@
+"""Logs and reasoning, attached to the op that is running: span events with their path.
+
+Seed 002's levels: ``VRB`` (verbose), ``WRN``, ``ERR``, ``TRC`` (trace), ``THK`` (thinking),
+``FIN`` (final). Reasoning chunks are their own events, so a viewer can rebuild the thinking
+text without parsing log lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.util.types import AttributeValue
+
+from . import semconv as sc
+from ._internal_errors import report_internal_error
+from ._runtime import runtime
+from .redact import capped_json, redact, scrub_text
+from .scopes import current_scope
+
+
+def log(level: str, message: str, **details: Any) -> None:
+    """Attach a log line to the current agenttrace span (op, turn or agent run).
+
+    ``level`` is one of ``VRB WRN ERR TRC THK FIN`` (anything else is reported once and logged
+    as ``VRB``); ``details`` are recorded as JSON (redacted,
+    capped). WRN and ERR lines also go to the console at once. Outside any agenttrace span, or
+    with agenttrace disabled, this does nothing.
+    """
+    if runtime.disabled:
+        return
+    try:
+        level = str(level).upper()
+        if level not in sc.LEVELS:
+            report_internal_error(
+                "log", ValueError(f"log level must be one of {' '.join(sc.LEVELS)}, not {level!r}")
+            )
+            level = "VRB"
+        attributes: dict[str, AttributeValue] = {
+            sc.LOG_LEVEL: level,
+            sc.LOG_MESSAGE: scrub_text(str(message)),
+        }
+        if details:
+            attributes[sc.LOG_DETAILS] = capped_json(
+                redact(details), runtime.settings.max_payload_bytes
+            )
+        _emit(sc.EVENT_LOG, attributes)
+    except Exception as exc:
+        report_internal_error("log", exc)
+
+
+def thinking(text: str) -> None:
+    """Record one chunk of the model's reasoning on the current span (a ``THK`` event)."""
+    if runtime.disabled:
+        return
+    try:
+        _emit(sc.EVENT_REASONING, {sc.REASONING_TEXT: scrub_text(str(text))})
+    except Exception as exc:
+        report_internal_error("thinking", exc)
+
+
+def _emit(name: str, attributes: dict[str, AttributeValue]) -> None:
+    scope = current_scope()
+    if scope is None:
+        return
+    attributes[sc.PATH] = scope.label
+    span = scope.span
+    span.add_event(name, attributes)
+    processor = runtime.processor
+    if processor is not None and span.is_recording():
+        processor.on_event(span, name, attributes)  # type: ignore[arg-type]

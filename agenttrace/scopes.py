@@ -1,0 +1,489 @@
+"""Scopes: the agent run, turn and operation that are executing now, and their spans.
+
+A scope is the live counterpart of an opTree node: it owns one span, knows its address and path
+label, and numbers its children. The innermost scope lives in a context variable, so asyncio tasks
+and threads that copy the context nest correctly. Scopes are created and finished by the
+decorators and the litellm patch; nothing here catches the user's exceptions.
+
+Rules (DESIGN §1-2):
+
+- A session (agent run) started with no scope around it is a root session. Started inside an op,
+  it is that op's next child session and the op becomes kind ``session``. Started inside a turn or
+  session without an op, agenttrace opens an implicit tool op named after the agent to host it.
+- An op started in a session with no explicit turn goes into the session's *auto turn*: an LLM call
+  there opens a new auto turn, and the tool calls after it belong to that turn until the next one.
+- An op started inside another op is a sibling in the same turn (seed 002: inner tool calls are
+  siblings in the turn), though its span nests under the op's span.
+- An op or turn started with nothing around it gets an implicit session (and turn), so a bare
+  litellm call after ``init()`` still gives session → turn → op.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar, Token
+from typing import Any, Union
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from . import semconv as sc
+from ._runtime import runtime
+from .paths import Address, format_label
+from .redact import scrub_text
+
+Scope = Union["SessionScope", "TurnScope", "OpScope"]
+
+_current: ContextVar[Scope | None] = ContextVar("agenttrace_scope", default=None)
+
+
+def current_scope() -> Scope | None:
+    """The innermost agenttrace scope in this context, if any."""
+    return _current.get()
+
+
+def new_txn_id() -> str:
+    """A fresh transaction id: 16 hex digits, short enough for console lines, unique enough."""
+    return os.urandom(8).hex()
+
+
+class Run:
+    """What a root agent run shares with every sub-agent inside it."""
+
+    __slots__ = ("_agent_counter", "_agent_ids", "_lock", "histories", "origin_txn_id", "session_id")
+
+    def __init__(self, origin_txn_id: str, session_id: str | None = None) -> None:
+        self.origin_txn_id = origin_txn_id
+        self.session_id = session_id or origin_txn_id
+        self._agent_ids: dict[str, str] = {}
+        self._agent_counter = itertools.count(1)
+        self._lock = threading.Lock()
+        self.histories: dict[str, tuple[int, Any]] = {}
+        """Per agent id: (message count, last message) of its previous LLM request."""
+
+    def agent_id_for(self, name: str) -> str:
+        """The agent id of the agent called ``name`` in this run, allocated on first use."""
+        agent_id = self._agent_ids.get(name)
+        if agent_id is None:
+            with self._lock:
+                agent_id = self._agent_ids.get(name)
+                if agent_id is None:
+                    agent_id = f"agent_{next(self._agent_counter):03d}"
+                    self._agent_ids[name] = agent_id
+        return agent_id
+
+
+class _BaseScope:
+    __slots__ = ("address", "label", "span", "started_ns", "tokens")
+
+    span: Span
+    address: Address
+    label: str
+    started_ns: int
+    tokens: tuple[Token[Any], Token[Any]] | None
+
+    def activate(self) -> None:
+        """Make this scope (and its span) current in this context until :meth:`deactivate`."""
+        self.tokens = (
+            _current.set(self),  # type: ignore[arg-type]
+            otel_context.attach(trace.set_span_in_context(self.span)),
+        )
+
+    def deactivate(self) -> None:
+        """Undo :meth:`activate`; must run in the same context that activated."""
+        tokens = self.tokens
+        if tokens is not None:
+            self.tokens = None
+            otel_context.detach(tokens[1])
+            _current.reset(tokens[0])
+
+
+class SessionScope(_BaseScope):
+    """One agent run: a session span ``invoke_agent {name}``."""
+
+    __slots__ = (
+        "agent_id",
+        "auto_turn",
+        "call_path",
+        "common",
+        "host_op",
+        "model",
+        "name",
+        "parent_txn_id",
+        "run",
+        "txn_id",
+        "_turns",
+    )
+
+    name: str
+    agent_id: str
+    model: str | None
+    txn_id: str
+    parent_txn_id: str | None
+    call_path: str
+    run: Run
+    auto_turn: TurnScope | None
+    host_op: OpScope | None
+    """The implicit op agenttrace opened to host this session, finished with it."""
+    common: dict[str, AttributeValue]
+    """Attributes every span inside this session carries (txn ids, agent id)."""
+
+    def next_turn_index(self) -> int:
+        return next(self._turns)
+
+    @property
+    def is_root(self) -> bool:
+        return not self.address
+
+
+class TurnScope(_BaseScope):
+    """One turn of an agent's loop: ``turn {index}``."""
+
+    __slots__ = ("implicit", "index", "owned_session", "pending_tool_calls", "session", "_ops")
+
+    session: SessionScope
+    index: int
+    implicit: bool
+    owned_session: SessionScope | None
+    pending_tool_calls: deque[tuple[str, str, str]]
+    """Tool calls the turn's LLM asked for and no tool span has claimed yet: (id, name, args)."""
+
+    def next_op_index(self) -> int:
+        return next(self._ops)
+
+    def offer_tool_calls(self, calls: list[tuple[str, str, str]]) -> None:
+        """Remember the tool calls an LLM response asked for, to link the tool spans to them."""
+        self.pending_tool_calls.extend(calls)
+
+    def claim_tool_call(self, name: str) -> tuple[str, str, str] | None:
+        """The oldest unclaimed tool call named ``name`` (removed), if any."""
+        pending = self.pending_tool_calls
+        for call in pending:
+            if call[1] == name:
+                pending.remove(call)
+                return call
+        return None
+
+
+class OpScope(_BaseScope):
+    """One operation: an LLM attempt or a tool call (kind ``session`` once it hosts a sub-agent)."""
+
+    __slots__ = ("kind", "name", "owned_session", "session", "turn", "_children")
+
+    kind: str
+    name: str
+    turn: TurnScope
+    session: SessionScope
+    owned_session: SessionScope | None
+    """The implicit session opened for an op that had none (a bare LLM call), finished with it."""
+
+    def next_child_index(self) -> int:
+        if self.kind != sc.KIND_SESSION:
+            self.kind = sc.KIND_SESSION
+            self.span.set_attribute(sc.KIND, sc.KIND_SESSION)
+        return next(self._children)
+
+
+def make_current(scope: Scope | None) -> Callable[[], None]:
+    """Make ``scope`` (and its span; ``None``: no scope, no span) current; returns the undo."""
+    span = scope.span if scope is not None else trace.INVALID_SPAN
+    scope_token = _current.set(scope)
+    otel_token = otel_context.attach(trace.set_span_in_context(span))
+
+    def undo() -> None:
+        otel_context.detach(otel_token)
+        _current.reset(scope_token)
+
+    return undo
+
+
+# --- starting scopes -------------------------------------------------------------------------
+
+
+def _start_span(
+    name: str, attributes: dict[str, AttributeValue], parent: Span | None, started_ns: int
+) -> Span:
+    ctx = trace.set_span_in_context(parent) if parent is not None else None
+    return runtime.tracer.start_span(name, context=ctx, attributes=attributes, start_time=started_ns)
+
+
+def start_session(
+    name: str,
+    *,
+    agent_id: str | None = None,
+    model: str | None = None,
+    ingress: Mapping[str, Any] | None = None,
+    implicit: bool = False,
+) -> SessionScope:
+    """Open a session span for an agent run, placed by the rules in the module docstring."""
+    parent = _current.get()
+    host_op: OpScope | None = None
+    if parent is not None and not isinstance(parent, OpScope):
+        host_op = start_op(sc.KIND_TOOL, name, implicit=True)
+        parent = host_op
+    scope = SessionScope()
+    scope.started_ns = time.time_ns()
+    scope.name = name
+    scope.model = model
+    scope.host_op = host_op
+    scope.auto_turn = None
+    scope._turns = itertools.count(1)
+    scope.tokens = None
+    scope.txn_id = new_txn_id()
+    attributes: dict[str, AttributeValue]
+    if parent is None:
+        run = Run(scope.txn_id)
+        scope.address = ()
+        scope.parent_txn_id = None
+        scope.call_path = name
+        attributes = _flatten_ingress(ingress if ingress is not None else default_ingress())
+    else:
+        run = parent.session.run
+        scope.address = (*parent.address, parent.next_child_index())
+        scope.parent_txn_id = parent.session.txn_id
+        scope.call_path = f"{parent.session.call_path}/{name}"
+        attributes = _flatten_ingress(
+            ingress
+            if ingress is not None
+            else {
+                "source": "sub-agent",
+                "sub_agent": {
+                    "parent_trace_id": format(parent.span.get_span_context().trace_id, "032x"),
+                    "parent_call_path": parent.session.call_path,
+                    "tool_name": parent.name,
+                },
+            }
+        )
+        attributes[sc.TXN_PARENT] = scope.parent_txn_id
+    scope.run = run
+    scope.agent_id = agent_id or run.agent_id_for(name)
+    scope.label = format_label(scope.address)
+    scope.common = {
+        sc.TXN_ID: scope.txn_id,
+        sc.TXN_ORIGIN: run.origin_txn_id,
+        sc.AGENT_ID: scope.agent_id,
+    }
+    attributes.update(scope.common)
+    attributes[sc.KIND] = sc.KIND_SESSION
+    attributes[sc.PATH] = scope.label
+    attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
+    attributes[sc.GEN_AI_AGENT_NAME] = name
+    attributes[sc.GEN_AI_AGENT_ID] = scope.agent_id
+    attributes[sc.GEN_AI_CONVERSATION_ID] = run.session_id
+    attributes[sc.SESSION_ID] = run.session_id
+    attributes[sc.CALL_PATH] = scope.call_path
+    if model:
+        attributes[sc.AGENT_MODEL] = model
+    if implicit:
+        attributes[sc.IMPLICIT] = True
+    # A hosting op agenttrace opened itself is not current in the context: parent explicitly.
+    parent_span = host_op.span if host_op is not None else None
+    scope.span = _start_span(
+        sc.SPAN_SESSION.format(name=name), attributes, parent_span, scope.started_ns
+    )
+    return scope
+
+
+def start_turn(*, implicit: bool = False, session: SessionScope | None = None) -> TurnScope:
+    """Open a turn in ``session`` (default: the current scope's session, or an implicit one)."""
+    owned: SessionScope | None = None
+    if session is None:
+        parent = _current.get()
+        if parent is None:
+            owned = session = start_session(_default_agent_name(), implicit=True)
+        else:
+            session = parent if isinstance(parent, SessionScope) else parent.session
+    if session.auto_turn is not None:
+        close_auto_turn(session)
+    scope = TurnScope()
+    scope.started_ns = time.time_ns()
+    scope.session = session
+    scope.implicit = implicit
+    scope.owned_session = owned
+    scope.index = session.next_turn_index()
+    scope.address = (*session.address, scope.index)
+    scope.label = format_label(scope.address)
+    scope._ops = itertools.count(1)
+    scope.pending_tool_calls = deque()
+    scope.tokens = None
+    attributes: dict[str, AttributeValue] = {
+        **session.common,
+        sc.KIND: sc.KIND_TURN,
+        sc.PATH: scope.label,
+        sc.TURN_INDEX: scope.index,
+    }
+    if implicit:
+        attributes[sc.IMPLICIT] = True
+    scope.span = _start_span(
+        sc.SPAN_TURN.format(index=scope.index), attributes, session.span, scope.started_ns
+    )
+    if implicit:
+        session.auto_turn = scope
+    return scope
+
+
+def close_auto_turn(session: SessionScope) -> None:
+    """End the session's open auto turn, if any."""
+    turn = session.auto_turn
+    if turn is not None:
+        session.auto_turn = None
+        finish(turn)
+
+
+def start_op(
+    kind: str,
+    name: str,
+    attributes: dict[str, AttributeValue] | None = None,
+    *,
+    new_turn: bool = False,
+    implicit: bool = False,
+) -> OpScope:
+    """Open an op span of ``kind`` (``llm``/``tool``) in the current turn.
+
+    ``new_turn``: this op starts a new LLM request, so when it runs directly in a session (no
+    explicit turn) it opens the next auto turn. ``attributes`` are added to the span at start.
+    """
+    parent = _current.get()
+    owned: SessionScope | None = None
+    parent_span: Span | None = None
+    if parent is None:
+        owned = start_session(_default_agent_name(), implicit=True)
+        turn = start_turn(implicit=True, session=owned)
+        parent_span = turn.span
+    elif isinstance(parent, SessionScope):
+        turn = parent.auto_turn  # type: ignore[assignment]
+        if turn is None or new_turn:
+            turn = start_turn(implicit=True, session=parent)
+        parent_span = turn.span
+    elif isinstance(parent, TurnScope):
+        turn = parent
+    else:
+        turn = parent.turn
+    scope = OpScope()
+    scope.started_ns = time.time_ns()
+    scope.kind = kind
+    scope.name = name
+    scope.turn = turn
+    scope.session = turn.session
+    scope.owned_session = owned
+    scope.address = (*turn.address, turn.next_op_index())
+    scope.label = format_label(scope.address)
+    scope._children = itertools.count(1)
+    scope.tokens = None
+    span_attributes: dict[str, AttributeValue] = {
+        **turn.session.common,
+        sc.KIND: kind,
+        sc.PATH: scope.label,
+    }
+    if kind == sc.KIND_TOOL:
+        span_attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
+        span_attributes[sc.GEN_AI_TOOL_NAME] = name
+        span_name = sc.SPAN_TOOL.format(name=name)
+    else:
+        span_name = name
+    if implicit:
+        span_attributes[sc.IMPLICIT] = True
+    if attributes:
+        span_attributes.update(attributes)
+    scope.span = _start_span(span_name, span_attributes, parent_span, scope.started_ns)
+    return scope
+
+
+# --- finishing scopes ------------------------------------------------------------------------
+
+
+def finish(
+    scope: Scope,
+    error: BaseException | None = None,
+    attributes: dict[str, AttributeValue] | None = None,
+) -> None:
+    """End ``scope``'s span with status, latency and ``attributes``; close what it owns.
+
+    ``error`` is the exception that ended it (recorded, scrubbed of secrets); ``None``: success.
+    """
+    if isinstance(scope, SessionScope) and scope.auto_turn is not None:
+        close_auto_turn(scope)
+    ended_ns = time.time_ns()
+    span = scope.span
+    final: dict[str, AttributeValue] = attributes if attributes is not None else {}
+    final[sc.LATENCY_MS] = (ended_ns - scope.started_ns) / 1e6
+    if error is None:
+        final[sc.STATUS] = sc.STATUS_OK
+        span.set_attributes(final)
+    else:
+        final[sc.STATUS] = sc.STATUS_FAILED
+        final.setdefault(sc.ERROR_TYPE, type(error).__qualname__)
+        span.set_attributes(final)
+        record_error(span, error)
+    span.end(ended_ns)
+    if isinstance(scope, OpScope):
+        if scope.owned_session is not None:
+            finish(scope.owned_session, error)
+    elif isinstance(scope, SessionScope):
+        if scope.host_op is not None:
+            finish(scope.host_op, error)
+    elif scope.owned_session is not None:
+        finish(scope.owned_session, error)
+
+
+def record_error(span: Span, error: BaseException) -> None:
+    """Set ERROR status and add an ``exception`` event, both scrubbed of secrets."""
+    message = scrub_text(f"{type(error).__name__}: {error}")
+    span.set_status(Status(StatusCode.ERROR, message))
+    module = type(error).__module__
+    qualname = type(error).__qualname__
+    span.add_event(
+        "exception",
+        {
+            "exception.type": qualname if module == "builtins" else f"{module}.{qualname}",
+            "exception.message": scrub_text(str(error)),
+            "exception.stacktrace": scrub_text("".join(traceback.format_exception(error))),
+            "exception.escaped": "True",
+        },
+    )
+
+
+# --- ingress ---------------------------------------------------------------------------------
+
+
+def default_ingress() -> dict[str, Any]:
+    """Seed 002's ingress block for a run started from a Python program: source ``cli``."""
+    return {
+        "source": "cli",
+        "cli": {"pid": os.getpid(), "argv0": sys.argv[0] if sys.argv else "", "cwd": _cwd()},
+    }
+
+
+def _cwd() -> str:
+    try:
+        return os.getcwd()
+    except OSError:  # the directory was removed under us
+        return ""
+
+
+def _flatten_ingress(ingress: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    flat: dict[str, AttributeValue] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), item)
+        elif isinstance(value, (str, bool, int, float)):
+            flat[sc.INGRESS_PREFIX + prefix] = scrub_text(value) if isinstance(value, str) else value
+
+    walk("", ingress)
+    flat.setdefault(sc.INGRESS_SOURCE, "api")
+    return flat
+
+
+def _default_agent_name() -> str:
+    return runtime.settings.service_name

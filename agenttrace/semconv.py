@@ -1,0 +1,115 @@
+"""Every span, attribute and event name agenttrace puts on the wire.
+
+OpenTelemetry GenAI semantic conventions (``gen_ai.*``) are used where they have a name; everything
+else lives under ``agenttrace.*``. No other module spells one of these strings.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- span names (GenAI conventions: "{operation} {target}") -------------------------------------
+SPAN_SESSION: Final = "invoke_agent {name}"
+SPAN_TURN: Final = "turn {index}"
+SPAN_LLM: Final = "chat {model}"
+SPAN_EMBEDDING: Final = "embeddings {model}"
+SPAN_TOOL: Final = "execute_tool {name}"
+
+# --- gen_ai.* ----------------------------------------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+"""``invoke_agent`` on session spans, ``chat``/``embeddings`` on LLM spans, ``execute_tool`` on tools."""
+OP_INVOKE_AGENT: Final = "invoke_agent"
+OP_CHAT: Final = "chat"
+OP_EMBEDDINGS: Final = "embeddings"
+OP_EXECUTE_TOOL: Final = "execute_tool"
+
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_AGENT_ID: Final = "gen_ai.agent.id"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
+"""Seconds from the request to the first streamed chunk (GenAI conventions use seconds)."""
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+"""All input tokens, cache reads and cache writes included (OpenAI-style totals)."""
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+"""JSON: the messages that are new since this agent's previous LLM call (capped)."""
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+ERROR_TYPE: Final = "error.type"
+"""LLM failures: one of ``ERROR_CATEGORIES``; tool failures: the exception's class name."""
+
+# --- agenttrace.* on every span of ours ---------------------------------------------------------
+KIND: Final = "agenttrace.kind"
+"""``session``, ``turn``, ``llm`` or ``tool``; a tool that runs a sub-agent turns ``session``."""
+KIND_SESSION: Final = "session"
+KIND_TURN: Final = "turn"
+KIND_LLM: Final = "llm"
+KIND_TOOL: Final = "tool"
+PATH: Final = "agenttrace.path"
+"""The opTree path label, bijective with the node's position (see ``agenttrace.paths``)."""
+TXN_ID: Final = "agenttrace.txn.id"
+TXN_ORIGIN: Final = "agenttrace.txn.origin"
+TXN_PARENT: Final = "agenttrace.txn.parent"
+AGENT_ID: Final = "agenttrace.agent.id"
+STATUS: Final = "agenttrace.status"
+STATUS_OK: Final = "ok"
+STATUS_FAILED: Final = "failed"
+LATENCY_MS: Final = "agenttrace.latency_ms"
+
+# --- session spans ------------------------------------------------------------------------------
+CALL_PATH: Final = "agenttrace.call_path"
+SESSION_ID: Final = "agenttrace.session.id"
+AGENT_MODEL: Final = "agenttrace.agent.model"
+INGRESS_SOURCE: Final = "agenttrace.ingress.source"
+"""``cli``, ``api``, ``web``, ``slack`` or ``sub-agent`` (seed 002's ingress block)."""
+INGRESS_PREFIX: Final = "agenttrace.ingress."
+"""Ingress details are flattened below this prefix, e.g. ``agenttrace.ingress.cli.pid``."""
+RESUMED_FROM: Final = "agenttrace.resumed_from"
+IMPLICIT: Final = "agenttrace.implicit"
+"""True on a span agenttrace opened on its own: an auto turn, a session for a bare LLM call."""
+
+# --- turn spans ---------------------------------------------------------------------------------
+TURN_INDEX: Final = "agenttrace.turn.index"
+
+# --- llm spans ----------------------------------------------------------------------------------
+ATTEMPT: Final = "agenttrace.attempt"
+COST_USD: Final = "agenttrace.cost.usd"
+INPUT_MESSAGES_SKIPPED: Final = "agenttrace.input.messages_skipped"
+"""How many leading history messages were left off ``gen_ai.input.messages`` (already recorded)."""
+USAGE_ESTIMATED: Final = "agenttrace.usage.estimated"
+"""True when the provider reported no tokens (a stream without usage) and litellm counted them."""
+STREAM_ABANDONED: Final = "agenttrace.stream.abandoned"
+"""True when the caller closed or dropped a stream before its end."""
+REQUEST_MESSAGES: Final = "agenttrace.request.messages"
+"""Number of messages in the request (the whole history, not the delta)."""
+
+# --- tool spans ---------------------------------------------------------------------------------
+TOOL_CHARS_IN: Final = "agenttrace.tool.chars_in"
+TOOL_CHARS_OUT: Final = "agenttrace.tool.chars_out"
+
+# --- span events --------------------------------------------------------------------------------
+EVENT_LOG: Final = "agenttrace.log"
+EVENT_REASONING: Final = "agenttrace.reasoning"
+LOG_LEVEL: Final = "agenttrace.log.level"
+LOG_MESSAGE: Final = "agenttrace.log.message"
+LOG_DETAILS: Final = "agenttrace.log.details"
+REASONING_TEXT: Final = "agenttrace.reasoning.text"
+
+LEVELS: Final = ("VRB", "WRN", "ERR", "TRC", "THK", "FIN")
+"""Seed 002's log levels: verbose, warning, error, trace, thinking, final."""
+
+ERROR_CATEGORIES: Final = ("auth", "quota", "network", "model", "timeout", "invalid")

@@ -1,0 +1,112 @@
+"""Fixtures: a real TracerProvider with an in-memory exporter, and the local LLM server."""
+
+from __future__ import annotations
+
+import os
+
+# Before litellm or agenttrace is imported: offline cost map, and internal errors re-raised.
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["AGENTTRACE_RAISE_INTERNAL_ERRORS"] = "1"
+for _name in list(os.environ):
+    if _name.startswith(("AGENTTRACE_", "OTEL_")) and _name != "AGENTTRACE_RAISE_INTERNAL_ERRORS":
+        del os.environ[_name]
+
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import agenttrace
+
+from .llm_server import LLMServer
+
+
+@dataclass
+class Traced:
+    """What a traced test sees: the finished spans and the console output."""
+
+    exporter: InMemorySpanExporter
+    provider: TracerProvider
+    console: io.StringIO
+    handle: agenttrace.Tracing
+
+    def spans(self) -> list[ReadableSpan]:
+        self.handle.force_flush()
+        return sorted(self.exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
+
+    def ours(self) -> list[ReadableSpan]:
+        return [s for s in self.spans() if s.attributes and "agenttrace.kind" in s.attributes]
+
+    def by_name(self, name: str) -> list[ReadableSpan]:
+        return [s for s in self.spans() if s.name == name]
+
+    def one(self, name: str) -> ReadableSpan:
+        found = self.by_name(name)
+        assert len(found) == 1, f"expected one span {name!r}, got {[s.name for s in self.spans()]}"
+        return found[0]
+
+    def tree(self) -> list[str]:
+        """Spans as indented ``name [path]`` lines, children under parents, in start order."""
+        spans = self.spans()
+        children: dict[int | None, list[ReadableSpan]] = {}
+        ids = {s.context.span_id for s in spans}
+        for span in spans:
+            parent = span.parent.span_id if span.parent and span.parent.span_id in ids else None
+            children.setdefault(parent, []).append(span)
+        lines: list[str] = []
+
+        def walk(parent: int | None, depth: int) -> None:
+            for span in children.get(parent, []):
+                path = (span.attributes or {}).get("agenttrace.path")
+                lines.append("  " * depth + span.name + (f" [{path}]" if path else ""))
+                walk(span.context.span_id, depth + 1)
+
+        walk(None, 0)
+        return lines
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+@pytest.fixture
+def traced(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Traced]:
+    """agenttrace initialised on a fresh provider; ``@pytest.mark.console("verbose")`` etc."""
+    marker = request.node.get_closest_marker("console")
+    init_kwargs = request.node.get_closest_marker("init")
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    console = io.StringIO()
+    handle = agenttrace.init(
+        tracer_provider=provider,
+        console=marker.args[0] if marker else "quiet",
+        console_stream=console,
+        sessions_dir=tmp_path / "sessions",
+        billing_file=tmp_path / "accounting.jsonl",
+        **(init_kwargs.kwargs if init_kwargs else {}),
+    )
+    try:
+        yield Traced(exporter, provider, console, handle)
+    finally:
+        handle.shutdown()
+        provider.shutdown()
+
+
+@pytest.fixture(scope="session")
+def llm_server() -> Iterator[LLMServer]:
+    server = LLMServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def llm(llm_server: LLMServer) -> LLMServer:
+    """The local LLM server, with an empty script and no recorded requests."""
+    llm_server.reset()
+    return llm_server

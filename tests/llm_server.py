@@ -1,0 +1,211 @@
+"""A small OpenAI- and Anthropic-compatible HTTP server on 127.0.0.1, for the LLM path in tests.
+
+Speaks ``POST /v1/chat/completions`` (plain JSON and SSE streaming), ``POST /v1/messages``
+(Anthropic) and ``POST /v1/embeddings``. Each request takes the next scripted :class:`Reply`
+(or the default): a status code for failures (401, 429, 500, ...), a delay for timeouts, the
+content, tool calls and usage to answer with. Every request is recorded, headers included, so
+tests can check what litellm actually sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclasses.dataclass
+class Reply:
+    """What the server answers to one request."""
+
+    status: int = 200
+    content: str = "Hello!"
+    tool_calls: list[dict[str, Any]] | None = None
+    usage: dict[str, Any] | None = None
+    delay: float = 0.0
+    chunk_delay: float = 0.0
+    error_message: str | None = None
+
+    def openai_usage(self) -> dict[str, Any]:
+        return self.usage or {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+
+
+@dataclasses.dataclass
+class Request:
+    """One request the server received."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+class LLMServer:
+    """Start with :meth:`start`; ``api_base`` is the OpenAI base URL (``.../v1``)."""
+
+    def __init__(self) -> None:
+        self.script: deque[Reply] = deque()
+        self.default = Reply()
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                reply = server._take(Request(self.path, dict(self.headers.items()), body))
+                if reply.delay:
+                    time.sleep(reply.delay)
+                try:
+                    if reply.status != 200:
+                        self._json(reply.status, _error_body(reply))
+                    elif self.path.endswith("/messages"):
+                        self._json(200, _anthropic_body(body, reply))
+                    elif self.path.endswith("/embeddings"):
+                        self._json(200, _embeddings_body(body))
+                    elif body.get("stream"):
+                        self._stream(body, reply)
+                    else:
+                        self._json(200, _chat_body(body, reply))
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout test)
+
+            def _json(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, body: dict[str, Any], reply: Reply) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for chunk in _chat_chunks(body, reply):
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    self.wfile.flush()
+                    if reply.chunk_delay:
+                        time.sleep(reply.chunk_delay)
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        self.api_base = f"http://127.0.0.1:{self.port}/v1"
+        self.base_url = f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> LLMServer:
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def reset(self, *replies: Reply) -> None:
+        """Forget recorded requests; answer the next requests with ``replies``, then the default."""
+        with self._lock:
+            self.script = deque(replies)
+            self.requests = []
+            self.default = Reply()
+
+    def _take(self, request: Request) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            return self.script.popleft() if self.script else self.default
+
+
+def _error_body(reply: Reply) -> dict[str, Any]:
+    return {
+        "error": {
+            "message": reply.error_message or f"scripted failure {reply.status}",
+            "type": "invalid_request_error" if reply.status < 500 else "server_error",
+            "code": str(reply.status),
+        }
+    }
+
+
+def _chat_body(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = reply.tool_calls
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model"),
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+            }
+        ],
+        "usage": reply.openai_usage(),
+    }
+
+
+def _chat_chunks(body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
+    base = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body.get("model"),
+    }
+    pieces = [reply.content[i : i + 4] for i in range(0, len(reply.content), 4)] or [""]
+    chunks = []
+    for i, piece in enumerate(pieces):
+        delta: dict[str, Any] = {"content": piece}
+        if i == 0:
+            delta["role"] = "assistant"
+        chunks.append({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    if (body.get("stream_options") or {}).get("include_usage"):
+        chunks.append({**base, "choices": [], "usage": reply.openai_usage()})
+    return chunks
+
+
+def _anthropic_body(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    return {
+        "id": "msg_test",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model"),
+        "content": [{"type": "text", "text": reply.content}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": reply.usage
+        or {
+            "input_tokens": 10,
+            "cache_creation_input_tokens": 20,
+            "cache_read_input_tokens": 30,
+            "output_tokens": 5,
+        },
+    }
+
+
+def _embeddings_body(body: dict[str, Any]) -> dict[str, Any]:
+    inputs = body.get("input")
+    inputs = inputs if isinstance(inputs, list) else [inputs]
+    return {
+        "object": "list",
+        "data": [
+            {"object": "embedding", "index": i, "embedding": [0.1, 0.2, 0.3]}
+            for i in range(len(inputs))
+        ],
+        "model": body.get("model"),
+        "usage": {"prompt_tokens": 5, "total_tokens": 5},
+    }
