@@ -35,7 +35,7 @@ class Opener(Protocol):
         """Start (not activate) the scope for a call with these arguments."""
         ...
 
-    def close(self, scope: Scope, error: BaseException | None, result: Any) -> None:
+    def close(self, scope: Any, error: BaseException | None, result: Any) -> None:
         """Finish the scope: ``error`` is the exception the call raised, ``result`` its value."""
         ...
 
@@ -128,7 +128,9 @@ def _wrap_coroutine(fn: Callable[..., Any], opener: Opener) -> Callable[..., Any
     return wrapper
 
 
-def _wrap_generator(fn: Callable[..., Generator[Any, Any, Any]], opener: Opener) -> Callable[..., Any]:
+def _wrap_generator(
+    fn: Callable[..., Generator[Any, Any, Any]], opener: Opener
+) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
         scope = _open(opener, args, kwargs)
@@ -160,10 +162,7 @@ def _drive_generator(
         while True:
             active = _activate(opener, scope)
             try:
-                if thrown is not None:
-                    item = gen.throw(thrown)
-                else:
-                    item = gen.send(sent)
+                item = gen.throw(thrown) if thrown is not None else gen.send(sent)
             except StopIteration as stop:
                 result = stop.value
                 return result

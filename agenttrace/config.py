@@ -42,9 +42,7 @@ class Settings:
     redacted_save: bool = False
 
     @classmethod
-    def resolve(
-        cls, env: Mapping[str, str] | None = None, **overrides: object
-    ) -> Settings:
+    def resolve(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         """Settings from ``overrides`` (``None`` values ignored), then ``env``, then defaults."""
         env = os.environ if env is None else env
         values: dict[str, object] = {

@@ -84,7 +84,11 @@ class ConsoleSink(Sink):
         if name == sc.EVENT_LOG:
             level = attributes.get(sc.LOG_LEVEL, "VRB")
             if level in self._levels:
-                self._write(format_line(span.attributes or {}, f"{level} {attributes.get(sc.LOG_MESSAGE, '')}"))
+                self._write(
+                    format_line(
+                        span.attributes or {}, f"{level} {attributes.get(sc.LOG_MESSAGE, '')}"
+                    )
+                )
         elif name == sc.EVENT_REASONING and "THK" in self._levels:
             text = str(attributes.get(sc.REASONING_TEXT, ""))
             self._write(format_line(span.attributes or {}, f"THK {text}"))
@@ -94,7 +98,9 @@ class ConsoleSink(Sink):
         kind = attributes.get(sc.KIND)
         failed = attributes.get(sc.STATUS) == sc.STATUS_FAILED
         if failed:
-            level = "ERR" if kind == sc.KIND_SESSION and not attributes.get(sc.TXN_PARENT) else "WRN"
+            level = (
+                "ERR" if kind == sc.KIND_SESSION and not attributes.get(sc.TXN_PARENT) else "WRN"
+            )
             self._write(format_line(attributes, f"{level} {_failure(span)}"))
         elif self.mode != "quiet" and kind in (sc.KIND_LLM, sc.KIND_TOOL, sc.KIND_SESSION):
             summary = _summary(attributes)

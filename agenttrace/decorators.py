@@ -25,7 +25,16 @@ from ._runtime import runtime
 from ._wrapping import wrap
 from .llm import classify_error, request_attributes, response_attributes, split_model, tool_calls_of
 from .redact import capped_json, redact
-from .scopes import OpScope, Scope, SessionScope, TurnScope, finish, start_op, start_session, start_turn
+from .scopes import (
+    OpScope,
+    Scope,
+    SessionScope,
+    TurnScope,
+    finish,
+    start_op,
+    start_session,
+    start_turn,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 S = TypeVar("S", bound=Scope)
@@ -248,7 +257,8 @@ class _ToolSpec(_Spec[OpScope]):
                 params = self.params[1:]
             else:
                 params = self.params
-            arguments = dict(zip(params, args)) if args else {}
+            # Extra positional values (a *args tail) are left out of the recorded arguments.
+            arguments = dict(zip(params, args, strict=False)) if args else {}
             if kwargs:
                 arguments = {**arguments, **kwargs}
         scope = start_op(sc.KIND_TOOL, name, _tool_request_attributes(arguments))
@@ -276,7 +286,9 @@ def _tool_request_attributes(arguments: Mapping[str, Any]) -> dict[str, Attribut
 def _tool_result_attributes(result: Any) -> dict[str, AttributeValue]:
     if result is None:
         return {sc.TOOL_CHARS_OUT: 0}
-    text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+    text = (
+        result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+    )
     attributes: dict[str, AttributeValue] = {sc.TOOL_CHARS_OUT: len(text)}
     settings = runtime.settings
     if settings.capture_content:
@@ -327,7 +339,12 @@ class _LLMSpec(_Spec[OpScope]):
         scope = start_op(sc.KIND_LLM, sc.SPAN_LLM.format(model=short), new_turn=True)
         scope.span.set_attributes(
             request_attributes(
-                scope.session, short, provider, kwargs.get("messages"), 1, bool(kwargs.get("stream"))
+                scope.session,
+                short,
+                provider,
+                kwargs.get("messages"),
+                1,
+                bool(kwargs.get("stream")),
             )
         )
         return scope

@@ -317,11 +317,37 @@ _CATEGORY_BY_CLASS = {
 
 
 def classify_error(error: BaseException) -> str:
-    """One of ``auth/quota/network/model/timeout/invalid`` for an LLM call's exception."""
+    """One of ``auth/quota/network/model/timeout/invalid`` for an LLM call's exception.
+
+    litellm reports a refused connection as a 500 ``InternalServerError``; the transport error
+    that caused it is further down the exception chain, so a generic ``model`` verdict is
+    refined by looking there for a network or timeout failure.
+    """
+    category = _category(error)
+    if category == "model":
+        cause = error.__cause__ or error.__context__
+        for _ in range(10):
+            if cause is None:
+                break
+            deeper = _category_by_class(cause)
+            if deeper in ("network", "timeout"):
+                return deeper
+            cause = cause.__cause__ or cause.__context__
+    return category
+
+
+def _category_by_class(error: BaseException) -> str | None:
     for cls in type(error).__mro__:
         category = _CATEGORY_BY_CLASS.get(cls.__name__)
         if category is not None:
             return category
+    return None
+
+
+def _category(error: BaseException) -> str:
+    category = _category_by_class(error)
+    if category is not None:
+        return category
     status = getattr(error, "status_code", None)
     if isinstance(status, int):
         if status in (401, 403):

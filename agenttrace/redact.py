@@ -94,7 +94,7 @@ def scrub_text(text: str) -> str:
 
 
 def redact(value: Any) -> Any:
-    """A copy of ``value`` (dicts, lists, strings) with secrets replaced; other values as they are."""
+    """A copy of ``value`` (dicts, lists, strings) with secrets replaced; other values as is."""
     if isinstance(value, str):
         return scrub_text(value)
     if isinstance(value, Mapping):

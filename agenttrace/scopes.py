@@ -59,7 +59,14 @@ def new_txn_id() -> str:
 class Run:
     """What a root agent run shares with every sub-agent inside it."""
 
-    __slots__ = ("_agent_counter", "_agent_ids", "_lock", "histories", "origin_txn_id", "session_id")
+    __slots__ = (
+        "_agent_counter",
+        "_agent_ids",
+        "_lock",
+        "histories",
+        "origin_txn_id",
+        "session_id",
+    )
 
     def __init__(self, origin_txn_id: str, session_id: str | None = None) -> None:
         self.origin_txn_id = origin_txn_id
@@ -120,8 +127,8 @@ class SessionScope(_BaseScope):
         "name",
         "parent_txn_id",
         "run",
+        "turn_counter",
         "txn_id",
-        "_turns",
     )
 
     name: str
@@ -136,9 +143,10 @@ class SessionScope(_BaseScope):
     """The implicit op agenttrace opened to host this session, finished with it."""
     common: dict[str, AttributeValue]
     """Attributes every span inside this session carries (txn ids, agent id)."""
+    turn_counter: itertools.count[int]
 
     def next_turn_index(self) -> int:
-        return next(self._turns)
+        return next(self.turn_counter)
 
     @property
     def is_root(self) -> bool:
@@ -148,17 +156,25 @@ class SessionScope(_BaseScope):
 class TurnScope(_BaseScope):
     """One turn of an agent's loop: ``turn {index}``."""
 
-    __slots__ = ("implicit", "index", "owned_session", "pending_tool_calls", "session", "_ops")
+    __slots__ = (
+        "implicit",
+        "index",
+        "op_counter",
+        "owned_session",
+        "pending_tool_calls",
+        "session",
+    )
 
     session: SessionScope
     index: int
     implicit: bool
     owned_session: SessionScope | None
+    op_counter: itertools.count[int]
     pending_tool_calls: deque[tuple[str, str, str]]
     """Tool calls the turn's LLM asked for and no tool span has claimed yet: (id, name, args)."""
 
     def next_op_index(self) -> int:
-        return next(self._ops)
+        return next(self.op_counter)
 
     def offer_tool_calls(self, calls: list[tuple[str, str, str]]) -> None:
         """Remember the tool calls an LLM response asked for, to link the tool spans to them."""
@@ -177,12 +193,13 @@ class TurnScope(_BaseScope):
 class OpScope(_BaseScope):
     """One operation: an LLM attempt or a tool call (kind ``session`` once it hosts a sub-agent)."""
 
-    __slots__ = ("kind", "name", "owned_session", "session", "turn", "_children")
+    __slots__ = ("child_counter", "kind", "name", "owned_session", "session", "turn")
 
     kind: str
     name: str
     turn: TurnScope
     session: SessionScope
+    child_counter: itertools.count[int]
     owned_session: SessionScope | None
     """The implicit session opened for an op that had none (a bare LLM call), finished with it."""
 
@@ -190,7 +207,7 @@ class OpScope(_BaseScope):
         if self.kind != sc.KIND_SESSION:
             self.kind = sc.KIND_SESSION
             self.span.set_attribute(sc.KIND, sc.KIND_SESSION)
-        return next(self._children)
+        return next(self.child_counter)
 
 
 def make_current(scope: Scope | None) -> Callable[[], None]:
@@ -213,7 +230,9 @@ def _start_span(
     name: str, attributes: dict[str, AttributeValue], parent: Span | None, started_ns: int
 ) -> Span:
     ctx = trace.set_span_in_context(parent) if parent is not None else None
-    return runtime.tracer.start_span(name, context=ctx, attributes=attributes, start_time=started_ns)
+    return runtime.tracer.start_span(
+        name, context=ctx, attributes=attributes, start_time=started_ns
+    )
 
 
 def start_session(
@@ -236,7 +255,7 @@ def start_session(
     scope.model = model
     scope.host_op = host_op
     scope.auto_turn = None
-    scope._turns = itertools.count(1)
+    scope.turn_counter = itertools.count(1)
     scope.tokens = None
     scope.txn_id = new_txn_id()
     attributes: dict[str, AttributeValue]
@@ -312,7 +331,7 @@ def start_turn(*, implicit: bool = False, session: SessionScope | None = None) -
     scope.index = session.next_turn_index()
     scope.address = (*session.address, scope.index)
     scope.label = format_label(scope.address)
-    scope._ops = itertools.count(1)
+    scope.op_counter = itertools.count(1)
     scope.pending_tool_calls = deque()
     scope.tokens = None
     attributes: dict[str, AttributeValue] = {
@@ -377,7 +396,7 @@ def start_op(
     scope.owned_session = owned
     scope.address = (*turn.address, turn.next_op_index())
     scope.label = format_label(scope.address)
-    scope._children = itertools.count(1)
+    scope.child_counter = itertools.count(1)
     scope.tokens = None
     span_attributes: dict[str, AttributeValue] = {
         **turn.session.common,
@@ -478,7 +497,9 @@ def _flatten_ingress(ingress: Mapping[str, Any]) -> dict[str, AttributeValue]:
             for key, item in value.items():
                 walk(f"{prefix}.{key}" if prefix else str(key), item)
         elif isinstance(value, (str, bool, int, float)):
-            flat[sc.INGRESS_PREFIX + prefix] = scrub_text(value) if isinstance(value, str) else value
+            flat[sc.INGRESS_PREFIX + prefix] = (
+                scrub_text(value) if isinstance(value, str) else value
+            )
 
     walk("", ingress)
     flat.setdefault(sc.INGRESS_SOURCE, "api")

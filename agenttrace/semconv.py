@@ -17,7 +17,7 @@ SPAN_TOOL: Final = "execute_tool {name}"
 
 # --- gen_ai.* ----------------------------------------------------------------------------------
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
-"""``invoke_agent`` on session spans, ``chat``/``embeddings`` on LLM spans, ``execute_tool`` on tools."""
+"""``invoke_agent`` (sessions), ``chat``/``embeddings`` (LLM spans), ``execute_tool`` (tools)."""
 OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_CHAT: Final = "chat"
 OP_EMBEDDINGS: Final = "embeddings"

@@ -132,7 +132,11 @@ def _error_body(reply: Reply) -> dict[str, Any]:
     return {
         "error": {
             "message": reply.error_message or f"scripted failure {reply.status}",
-            "type": "invalid_request_error" if reply.status < 500 else "server_error",
+            "type": {
+                400: "invalid_request_error",
+                401: "authentication_error",
+                429: "rate_limit_error",
+            }.get(reply.status, "server_error"),
             "code": str(reply.status),
         }
     }

@@ -72,7 +72,9 @@ async def test_coroutines_and_gathered_sub_agents_nest(traced: Traced) -> None:
 
     @agenttrace.tool
     async def discuss(prompt: str) -> list[str]:
-        return list(await asyncio.gather(Agent("Jack").respond(prompt), Agent("Jill").respond(prompt)))
+        return list(
+            await asyncio.gather(Agent("Jack").respond(prompt), Agent("Jill").respond(prompt))
+        )
 
     @agenttrace.agent("Root")
     async def root() -> list[str]:
@@ -135,7 +137,9 @@ async def test_concurrent_tool_calls_in_one_turn(traced: Traced) -> None:
     paths = sorted(attrs(s)[sc.PATH] for s in traced.by_name("execute_tool fetch"))
     assert paths == ["1.1", "1.2", "1.3"]
     turn_id = traced.one("turn 1").context.span_id
-    assert all(s.parent and s.parent.span_id == turn_id for s in traced.by_name("execute_tool fetch"))
+    assert all(
+        s.parent and s.parent.span_id == turn_id for s in traced.by_name("execute_tool fetch")
+    )
 
 
 def test_auto_turns_group_tools_after_each_llm_call(traced: Traced) -> None:
@@ -149,8 +153,11 @@ def test_auto_turns_group_tools_after_each_llm_call(traced: Traced) -> None:
                         "role": "assistant",
                         "content": None,
                         "tool_calls": [
-                            {"id": "call_9", "type": "function",
-                             "function": {"name": "lookup", "arguments": "{\"q\": \"x\"}"}}
+                            {
+                                "id": "call_9",
+                                "type": "function",
+                                "function": {"name": "lookup", "arguments": '{"q": "x"}'},
+                            }
                         ],
                     },
                     "finish_reason": "tool_calls",
@@ -342,7 +349,10 @@ def test_user_exceptions_pass_through_and_mark_failure(traced: Traced) -> None:
     assert caught.value is error
     tool = traced.one("execute_tool fails")
     assert attrs(tool)[sc.STATUS] == "failed"
-    assert attrs(tool)[sc.ERROR_TYPE] == "test_user_exceptions_pass_through_and_mark_failure.<locals>.Boom"
+    assert (
+        attrs(tool)[sc.ERROR_TYPE]
+        == "test_user_exceptions_pass_through_and_mark_failure.<locals>.Boom"
+    )
     assert tool.status.status_code.name == "ERROR"
     assert "no luck" in (tool.status.description or "")
     assert [e.name for e in tool.events] == ["exception"]
@@ -447,7 +457,10 @@ def test_thread_pool_with_bind_context(traced: Traced) -> None:
         return results
 
     assert pool_run() == [0, 1, 4, 9, 0, 1]
-    turns = {s.context.span_id: attrs(s)[sc.PATH] for s in traced.by_name("turn 1") + traced.by_name("turn 2")}
+    turns = {
+        s.context.span_id: attrs(s)[sc.PATH]
+        for s in traced.by_name("turn 1") + traced.by_name("turn 2")
+    }
     works = traced.by_name("execute_tool work")
     assert len(works) == 6
     assert sorted(turns[s.parent.span_id] for s in works if s.parent) == ["1"] * 4 + ["2"] * 2

@@ -66,7 +66,7 @@ _attempt: ContextVar[_Attempt | None] = ContextVar("agenttrace_litellm_attempt",
 class _Attempt:
     """The span of one attempt and how to end it (once)."""
 
-    __slots__ = ("done", "messages", "model", "operation", "parent", "scope", "__weakref__")
+    __slots__ = ("__weakref__", "done", "messages", "model", "operation", "parent", "scope")
 
     def __init__(
         self, scope: OpScope, operation: str, model: str, messages: Any, parent: Scope | None
@@ -217,7 +217,9 @@ def _restore_parent(attempt: _Attempt) -> Callable[[], None] | None:
 # --- attempt bookkeeping ---------------------------------------------------------------------
 
 
-def _start_attempt(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Attempt | None:
+def _start_attempt(
+    operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> _Attempt | None:
     try:
         call = _call.get()
         number = next(call.attempts) if call is not None else 1
@@ -238,9 +240,7 @@ def _start_attempt(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         }
         if provider:
             start[sc.GEN_AI_PROVIDER_NAME] = provider
-        scope = start_op(
-            sc.KIND_LLM, name, start, new_turn=number == 1 and operation == sc.OP_CHAT
-        )
+        scope = start_op(sc.KIND_LLM, name, start, new_turn=number == 1 and operation == sc.OP_CHAT)
         if messages is not None:
             scope.span.set_attributes(
                 request_attributes(
@@ -416,7 +416,7 @@ def _cost(litellm: Any, model: str, attributes: Mapping[str, Any]) -> float | No
     return float(prompt_cost + completion_cost)
 
 
-class _StreamProxy(wrapt.ObjectProxy):  # type: ignore[misc]
+class _StreamProxy(wrapt.ObjectProxy[Any]):
     """litellm's stream, as its own type, ending the attempt's span exactly once."""
 
     def __init__(self, stream: Any, attempt: _Attempt) -> None:
