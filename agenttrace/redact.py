@@ -8,6 +8,7 @@ credential in the environment) are scrubbed from any text, wherever they appear.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -19,13 +20,17 @@ REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
 """Shorter values are not scrubbed from free text: they would eat ordinary words."""
 
-_SECRET_KEY = re.compile(
-    r"(?:^|[^a-z0-9])(?:"
-    r"api[-_]?key|apikey|authorization|auth|password|passwd|passphrase|pwd|secret|"
+_SECRET_WORDS = (
+    r"api[-_]?key|apikey|authorization|auth|password|passwd|passphrase|secret|"
     r"client[-_]secret|token|access[-_]?token|refresh[-_]?token|id[-_]?token|auth[-_]?token|"
     r"session[-_]?token|bearer|credentials?|private[-_]?key|secret[-_]?key|access[-_]?key|"
     r"signature|cookie|set[-_]cookie"
-    r")$",
+)
+_SECRET_KEY = re.compile(rf"(?:^|[^a-z0-9])(?:{_SECRET_WORDS})$", re.IGNORECASE)
+# A "key": "value" pair in JSON text whose key names a secret, also inside an escaped JSON
+# string (\"password\": \"x\"), e.g. tool-call arguments inside a message.
+_JSON_SECRET_PAIR = re.compile(
+    rf'(\\*")((?:[A-Za-z0-9_.\-]*[_.\-])?(?:{_SECRET_WORDS}))\1(\s*:\s*)\1((?:(?!\1).)*)\1',
     re.IGNORECASE,
 )
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
@@ -34,7 +39,12 @@ _KEY_SHAPES = re.compile(
     r"|AKIA[0-9A-Z]{16})"
 )
 
+# Cheap tests that decide which of the (slower) patterns above can match at all.
+_JSON_KEY = re.compile(r'"([A-Za-z0-9_.\-]{1,64})\\?"\s*:')
+_MARKS = re.compile(r"sk-|xox|AKIA|gh[pousr]_|[Bb]earer|BEARER|[Bb]asic |BASIC ")
 
+
+@functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
     """True if a mapping key names a credential (``x-api-key``) rather than data (``session``)."""
     return bool(_SECRET_KEY.search(key))
@@ -61,7 +71,9 @@ class _SecretValues:
     def scrub(self, text: str) -> str:
         pattern = self._pattern
         if pattern is not None:
-            text = pattern.sub(REDACTED, text)
+            for value in self._values:
+                if value in text:  # substring tests are far cheaper than the regex
+                    return pattern.sub(REDACTED, text)
         return text
 
     def clear(self) -> None:
@@ -88,9 +100,50 @@ def remember_environment_secrets(environ: Mapping[str, str] | None = None) -> No
 def scrub_text(text: str) -> str:
     """Replace known secret values, bearer credentials and API-key-shaped tokens in ``text``."""
     text = secret_values.scrub(text)
-    if "earer" in text or "asic " in text:
+    if _MARKS.search(text) is not None:
         text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-    return _KEY_SHAPES.sub(REDACTED, text)
+        text = _KEY_SHAPES.sub(REDACTED, text)
+    return text
+
+
+def scrub_json_text(text: str) -> str:
+    """:func:`scrub_text` for JSON: also replaces the values of secret-named keys in it."""
+    text = scrub_text(text)
+    for key in _JSON_KEY.findall(text):
+        if is_secret_key(key):
+            return _JSON_SECRET_PAIR.sub(rf"\1\2\1\3\1{REDACTED}\1", text)
+    return text
+
+
+def recorded_json(value: Any, max_bytes: int) -> tuple[int, str]:
+    """``value`` as JSON: (its length in characters, the text to record: redacted and capped).
+
+    The fast path serialises once and redacts the text; only an over-long value is walked
+    again to shorten its strings so that the recorded text stays valid JSON.
+    """
+    text = (
+        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=jsonable)
+    )
+    length = len(text)
+    clean = scrub_json_text(text)
+    if len(clean) > max_bytes // 4 and len(clean.encode("utf-8")) > max_bytes:
+        if isinstance(value, str):
+            return length, truncate_utf8(clean, max_bytes)
+        clean = capped_json(json.loads(clean), max_bytes)
+    return length, clean
+
+
+def jsonable(value: Any) -> Any:
+    """``json.dumps`` default: pydantic models and plain objects as dicts, anything else as str."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump(exclude_none=True)
+        except Exception:  # not pydantic after all
+            pass
+    if hasattr(value, "__dict__"):
+        return {k: v for k, v in vars(value).items() if not k.startswith("_")}
+    return str(value)
 
 
 def redact(value: Any) -> Any:
