@@ -114,6 +114,8 @@ class ConsoleSink(Sink):
                     self._write(format_line(attributes, f"TRC {label} {text}"))
 
 
+_MAX_REASON = 300
+
 _BODIES = (
     (sc.GEN_AI_INPUT_MESSAGES, "request"),
     (sc.GEN_AI_OUTPUT_MESSAGES, "response"),
@@ -135,7 +137,8 @@ def _failure(span: ReadableSpan) -> str:
         what += f" ({error_type})"
     attempt = attributes.get(sc.ATTEMPT)
     prefix = f"attempt {attempt} " if attempt else ""
-    description = span.status.description or ""
+    # One line: an exception message may carry a whole traceback (litellm's do).
+    description = (span.status.description or "").strip().split("\n", 1)[0][:_MAX_REASON]
     return f"{prefix}{what} after {_ms(attributes)}: {description}".rstrip(": ")
 
 

@@ -12,7 +12,6 @@ seed documents need no extra arguments.
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Generic, TypeVar, overload
@@ -23,8 +22,15 @@ from . import semconv as sc
 from ._internal_errors import report_internal_error
 from ._runtime import runtime
 from ._wrapping import wrap
-from .llm import classify_error, request_attributes, response_attributes, split_model, tool_calls_of
-from .redact import capped_json, redact
+from .llm_attributes import (
+    classify_error,
+    input_attributes,
+    request_attributes,
+    response_attributes,
+    split_model,
+    tool_calls_of,
+)
+from .redact import recorded_json
 from .scopes import (
     OpScope,
     Scope,
@@ -273,29 +279,22 @@ class _ToolSpec(_Spec[OpScope]):
 
 
 def _tool_request_attributes(arguments: Mapping[str, Any]) -> dict[str, AttributeValue]:
-    text = json.dumps(arguments, ensure_ascii=False, default=str) if arguments else "{}"
-    attributes: dict[str, AttributeValue] = {sc.TOOL_CHARS_IN: len(text)}
     settings = runtime.settings
+    length, recorded = recorded_json(arguments, settings.max_payload_bytes)
+    attributes: dict[str, AttributeValue] = {sc.TOOL_CHARS_IN: length}
     if settings.capture_content:
-        attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = capped_json(
-            redact(arguments), settings.max_payload_bytes
-        )
+        attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = recorded
     return attributes
 
 
 def _tool_result_attributes(result: Any) -> dict[str, AttributeValue]:
     if result is None:
         return {sc.TOOL_CHARS_OUT: 0}
-    text = (
-        result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
-    )
-    attributes: dict[str, AttributeValue] = {sc.TOOL_CHARS_OUT: len(text)}
     settings = runtime.settings
+    length, recorded = recorded_json(result, settings.max_payload_bytes)
+    attributes: dict[str, AttributeValue] = {sc.TOOL_CHARS_OUT: length}
     if settings.capture_content:
-        attributes[sc.GEN_AI_TOOL_CALL_RESULT] = capped_json(
-            redact(result if isinstance(result, (str, dict, list)) else text),
-            settings.max_payload_bytes,
-        )
+        attributes[sc.GEN_AI_TOOL_CALL_RESULT] = recorded
     return attributes
 
 
@@ -336,18 +335,14 @@ class _LLMSpec(_Spec[OpScope]):
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
         model = self.model or kwargs.get("model") or "unknown"
         provider, short = split_model(str(model), self.provider)
-        scope = start_op(sc.KIND_LLM, sc.SPAN_LLM.format(model=short), new_turn=True)
-        scope.span.set_attributes(
-            request_attributes(
-                scope.session,
-                short,
-                provider,
-                kwargs.get("messages"),
-                1,
-                bool(kwargs.get("stream")),
-            )
+        messages = kwargs.get("messages")
+        return start_op(
+            sc.KIND_LLM,
+            sc.SPAN_LLM.format(model=short),
+            request_attributes(short, provider, 1, bool(kwargs.get("stream"))),
+            new_turn=True,
+            more=(lambda session: input_attributes(session, messages)) if messages else None,
         )
-        return scope
 
     def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
         if error is not None:

@@ -19,17 +19,24 @@ from opentelemetry.util.types import AttributeValue
 
 from . import semconv as sc
 from ._runtime import runtime
-from .redact import capped_json, redact
+from .redact import jsonable, recorded_json
 from .scopes import SessionScope
+
+_MISSING = object()
 
 
 def field(obj: Any, name: str) -> Any:
     """``obj.name`` or ``obj[name]``, ``None`` when absent."""
     if obj is None:
         return None
+    if type(obj) is dict:  # the common cases first: an ABC isinstance check is slow
+        return obj.get(name)
+    value = getattr(obj, name, _MISSING)
+    if value is not _MISSING:
+        return value
     if isinstance(obj, Mapping):
         return obj.get(name)
-    return getattr(obj, name, None)
+    return None
 
 
 def _int(value: Any) -> int | None:
@@ -120,14 +127,9 @@ def usage_attributes(usage: Any) -> dict[str, AttributeValue]:
 
 
 def request_attributes(
-    session: SessionScope,
-    model: str,
-    provider: str | None,
-    messages: Any,
-    attempt: int,
-    stream: bool = False,
+    model: str, provider: str | None, attempt: int, stream: bool = False
 ) -> dict[str, AttributeValue]:
-    """Attributes known when an attempt starts, the new input messages among them."""
+    """Attributes an attempt has when it starts."""
     attributes: dict[str, AttributeValue] = {
         sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
         sc.GEN_AI_REQUEST_MODEL: model,
@@ -137,15 +139,21 @@ def request_attributes(
         attributes[sc.GEN_AI_PROVIDER_NAME] = provider
     if stream:
         attributes[sc.GEN_AI_REQUEST_STREAM] = True
-    if isinstance(messages, Sequence) and not isinstance(messages, str):
-        attributes[sc.REQUEST_MESSAGES] = len(messages)
-        settings = runtime.settings
-        if settings.capture_content:
-            new, skipped = new_messages(session, messages)
-            attributes[sc.GEN_AI_INPUT_MESSAGES] = capped_json(
-                redact(_plain(new)), settings.max_payload_bytes
-            )
-            attributes[sc.INPUT_MESSAGES_SKIPPED] = skipped
+    return attributes
+
+
+def input_attributes(session: SessionScope, messages: Any) -> dict[str, AttributeValue]:
+    """The request's size and, when content capture is on, its new messages (redacted, capped)."""
+    if not isinstance(messages, Sequence) or isinstance(messages, str):
+        return {}
+    attributes: dict[str, AttributeValue] = {sc.REQUEST_MESSAGES: len(messages)}
+    settings = runtime.settings
+    if settings.capture_content:
+        new, skipped = new_messages(session, messages)
+        attributes[sc.GEN_AI_INPUT_MESSAGES] = recorded_json(list(new), settings.max_payload_bytes)[
+            1
+        ]
+        attributes[sc.INPUT_MESSAGES_SKIPPED] = skipped
     return attributes
 
 
@@ -196,9 +204,9 @@ def response_attributes(response: Any) -> dict[str, AttributeValue]:
     if settings.capture_content:
         output = output_messages(response)
         if output:
-            attributes[sc.GEN_AI_OUTPUT_MESSAGES] = capped_json(
-                redact(output), settings.max_payload_bytes
-            )
+            attributes[sc.GEN_AI_OUTPUT_MESSAGES] = recorded_json(
+                output, settings.max_payload_bytes
+            )[1]
     return attributes
 
 
@@ -223,7 +231,7 @@ def output_messages(response: Any) -> list[dict[str, Any]]:
         return messages
     content = field(response, "content")
     if content is not None and field(response, "role") == "assistant":
-        return [{"role": "assistant", "content": _plain(content)}]
+        return [{"role": "assistant", "content": content}]
     return []
 
 
@@ -246,13 +254,25 @@ def tool_calls_of(response: Any) -> list[tuple[str, str, str]]:
 
 
 def _plain_message(message: Any) -> dict[str, Any]:
+    # Read the fields directly: a pydantic model_dump of litellm's Message costs more than the
+    # rest of the span together.
     plain: dict[str, Any] = {"role": field(message, "role") or "assistant"}
     content = field(message, "content")
     if content is not None:
-        plain["content"] = _plain(content)
+        plain["content"] = content
     calls = field(message, "tool_calls")
     if calls:
-        plain["tool_calls"] = _plain(calls)
+        plain["tool_calls"] = [
+            {
+                "id": field(call, "id"),
+                "type": field(call, "type") or "function",
+                "function": {
+                    "name": field(field(call, "function"), "name"),
+                    "arguments": field(field(call, "function"), "arguments"),
+                },
+            }
+            for call in calls
+        ]
     reasoning = field(message, "reasoning_content")
     if reasoning:
         plain["reasoning_content"] = reasoning
@@ -267,15 +287,7 @@ def _plain(value: Any) -> Any:
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, Sequence):
         return [_plain(v) for v in value]
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return _plain(dump(exclude_none=True))
-        except Exception:  # not pydantic after all
-            pass
-    if hasattr(value, "__dict__"):
-        return {k: _plain(v) for k, v in vars(value).items() if not k.startswith("_")}
-    return str(value)
+    return _plain(jsonable(value))
 
 
 def to_json(value: Any) -> str:

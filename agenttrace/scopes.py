@@ -126,6 +126,7 @@ class SessionScope(_BaseScope):
         "model",
         "name",
         "parent_txn_id",
+        "prefix",
         "run",
         "turn_counter",
         "txn_id",
@@ -143,6 +144,8 @@ class SessionScope(_BaseScope):
     """The implicit op agenttrace opened to host this session, finished with it."""
     common: dict[str, AttributeValue]
     """Attributes every span inside this session carries (txn ids, agent id)."""
+    prefix: str
+    """What this session's turn labels start with (``paths.format_label``, built incrementally)."""
     turn_counter: itertools.count[int]
 
     def next_turn_index(self) -> int:
@@ -199,11 +202,13 @@ class OpScope(_BaseScope):
     name: str
     turn: TurnScope
     session: SessionScope
-    child_counter: itertools.count[int]
+    child_counter: itertools.count[int] | None
     owned_session: SessionScope | None
     """The implicit session opened for an op that had none (a bare LLM call), finished with it."""
 
     def next_child_index(self) -> int:
+        if self.child_counter is None:  # made on first use: most ops host no sub-agent
+            self.child_counter = itertools.count(1)
         if self.kind != sc.KIND_SESSION:
             self.kind = sc.KIND_SESSION
             self.span.set_attribute(sc.KIND, sc.KIND_SESSION)
@@ -262,12 +267,17 @@ def start_session(
     if parent is None:
         run = Run(scope.txn_id)
         scope.address = ()
+        scope.label = format_label(())
+        scope.prefix = ""
         scope.parent_txn_id = None
         scope.call_path = name
         attributes = _flatten_ingress(ingress if ingress is not None else default_ingress())
     else:
         run = parent.session.run
-        scope.address = (*parent.address, parent.next_child_index())
+        child = parent.next_child_index()
+        scope.address = (*parent.address, child)
+        scope.label = f"{parent.label}:{child}"
+        scope.prefix = f"{parent.label}." if child == 1 else f"{scope.label}."
         scope.parent_txn_id = parent.session.txn_id
         scope.call_path = f"{parent.session.call_path}/{name}"
         attributes = _flatten_ingress(
@@ -285,7 +295,6 @@ def start_session(
         attributes[sc.TXN_PARENT] = scope.parent_txn_id
     scope.run = run
     scope.agent_id = agent_id or run.agent_id_for(name)
-    scope.label = format_label(scope.address)
     scope.common = {
         sc.TXN_ID: scope.txn_id,
         sc.TXN_ORIGIN: run.origin_txn_id,
@@ -330,7 +339,7 @@ def start_turn(*, implicit: bool = False, session: SessionScope | None = None) -
     scope.owned_session = owned
     scope.index = session.next_turn_index()
     scope.address = (*session.address, scope.index)
-    scope.label = format_label(scope.address)
+    scope.label = f"{session.prefix}{scope.index}"
     scope.op_counter = itertools.count(1)
     scope.pending_tool_calls = deque()
     scope.tokens = None
@@ -365,11 +374,13 @@ def start_op(
     *,
     new_turn: bool = False,
     implicit: bool = False,
+    more: Callable[[SessionScope], dict[str, AttributeValue]] | None = None,
 ) -> OpScope:
     """Open an op span of ``kind`` (``llm``/``tool``) in the current turn.
 
     ``new_turn``: this op starts a new LLM request, so when it runs directly in a session (no
-    explicit turn) it opens the next auto turn. ``attributes`` are added to the span at start.
+    explicit turn) it opens the next auto turn. ``attributes`` are added to the span at start,
+    and so are those ``more`` computes from the session the op turns out to run in.
     """
     parent = _current.get()
     owned: SessionScope | None = None
@@ -394,9 +405,10 @@ def start_op(
     scope.turn = turn
     scope.session = turn.session
     scope.owned_session = owned
-    scope.address = (*turn.address, turn.next_op_index())
-    scope.label = format_label(scope.address)
-    scope.child_counter = itertools.count(1)
+    index = turn.next_op_index()
+    scope.address = (*turn.address, index)
+    scope.label = f"{turn.label}.{index}"
+    scope.child_counter = None
     scope.tokens = None
     span_attributes: dict[str, AttributeValue] = {
         **turn.session.common,
@@ -413,6 +425,8 @@ def start_op(
         span_attributes[sc.IMPLICIT] = True
     if attributes:
         span_attributes.update(attributes)
+    if more is not None:
+        span_attributes.update(more(scope.session))
     scope.span = _start_span(span_name, span_attributes, parent_span, scope.started_ns)
     return scope
 

@@ -35,9 +35,10 @@ from opentelemetry.util.types import AttributeValue
 from .. import semconv as sc
 from .._internal_errors import report_internal_error
 from .._runtime import runtime
-from ..llm import (
+from ..llm_attributes import (
     classify_error,
     field,
+    input_attributes,
     provider_name,
     request_attributes,
     response_attributes,
@@ -66,14 +67,30 @@ _attempt: ContextVar[_Attempt | None] = ContextVar("agenttrace_litellm_attempt",
 class _Attempt:
     """The span of one attempt and how to end it (once)."""
 
-    __slots__ = ("__weakref__", "done", "messages", "model", "operation", "parent", "scope")
+    __slots__ = (
+        "__weakref__",
+        "done",
+        "messages",
+        "model",
+        "operation",
+        "parent",
+        "raw_model",
+        "scope",
+    )
 
     def __init__(
-        self, scope: OpScope, operation: str, model: str, messages: Any, parent: Scope | None
+        self,
+        scope: OpScope,
+        operation: str,
+        model: str,
+        raw_model: str,
+        messages: Any,
+        parent: Scope | None,
     ) -> None:
         self.scope = scope
         self.operation = operation
         self.model = model
+        self.raw_model = raw_model  # as the caller wrote it, provider prefix included
         self.messages = messages
         self.parent = parent  # the scope that was current when the attempt started
         self.done = False
@@ -150,14 +167,26 @@ async def _finish_awaited(awaitable: Any, attempt: _Attempt) -> Any:
         attempt.fail(error)
         raise
     _deactivate(attempt, active)
-    return _finish(result, attempt)
+    return _finish(result, attempt, price_it=True)
 
 
-def _finish(result: Any, attempt: _Attempt) -> Any:
+def _finish(result: Any, attempt: _Attempt, price_it: bool = False) -> Any:
+    """End the attempt with ``result``; a stream gets a proxy that ends it later.
+
+    ``price_it``: on litellm's async path the price is added to the response only after the
+    attempt returns, so agenttrace prices it from the tokens itself (off the mocked hot path,
+    where litellm's own price is already there).
+    """
     try:
         if _is_stream(result):
             return _StreamProxy(result, attempt)
-        attempt.succeed(_result_attributes(attempt, result))
+        attributes = _result_attributes(attempt, result)
+        if price_it and sc.COST_USD not in attributes:
+            litellm = sys.modules.get("litellm")
+            cost = _cost(litellm, attempt.raw_model, attributes) if litellm else None
+            if cost is not None:
+                attributes[sc.COST_USD] = cost
+        attempt.succeed(attributes)
     except Exception as exc:
         report_internal_error(_WHERE, exc)
         attempt.done = True
@@ -233,21 +262,17 @@ def _start_attempt(
         else:
             name = sc.SPAN_EMBEDDING.format(model=model)
             messages = None
-        start: dict[str, AttributeValue] = {
-            sc.GEN_AI_OPERATION_NAME: operation,
-            sc.GEN_AI_REQUEST_MODEL: model,
-            sc.ATTEMPT: number,
-        }
-        if provider:
-            start[sc.GEN_AI_PROVIDER_NAME] = provider
-        scope = start_op(sc.KIND_LLM, name, start, new_turn=number == 1 and operation == sc.OP_CHAT)
-        if messages is not None:
-            scope.span.set_attributes(
-                request_attributes(
-                    scope.session, model, provider, messages, number, bool(kwargs.get("stream"))
-                )
-            )
-        return _Attempt(scope, operation, model, messages, parent)
+        start = request_attributes(model, provider, number, bool(kwargs.get("stream")))
+        if operation != sc.OP_CHAT:
+            start[sc.GEN_AI_OPERATION_NAME] = operation
+        scope = start_op(
+            sc.KIND_LLM,
+            name,
+            start,
+            new_turn=number == 1 and operation == sc.OP_CHAT,
+            more=(lambda session: input_attributes(session, messages)) if messages else None,
+        )
+        return _Attempt(scope, operation, model, str(raw_model), messages, parent)
     except Exception as exc:
         report_internal_error(_WHERE, exc)
         return None
@@ -373,7 +398,7 @@ def _stream_attributes(state: _StreamState, abandoned: bool) -> dict[str, Attrib
     ):
         attributes.update(_estimated_usage(litellm, attempt, built))
     if sc.COST_USD not in attributes or not attributes[sc.COST_USD]:
-        cost = _cost(litellm, attempt.model, attributes)
+        cost = _cost(litellm, attempt.raw_model, attributes)
         if cost is not None:
             attributes[sc.COST_USD] = cost
     return attributes
