@@ -11,6 +11,7 @@ seed documents need no extra arguments.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -24,7 +25,8 @@ from ._runtime import runtime
 from ._wrapping import wrap
 from .llm_attributes import (
     classify_error,
-    input_attributes,
+    input_content,
+    input_summary,
     request_attributes,
     response_attributes,
     split_model,
@@ -336,20 +338,31 @@ class _LLMSpec(_Spec[OpScope]):
         model = self.model or kwargs.get("model") or "unknown"
         provider, short = split_model(str(model), self.provider)
         messages = kwargs.get("messages")
+
+        def summarise_input(session: SessionScope) -> dict[str, AttributeValue]:
+            attributes, new = input_summary(session, messages)
+            attributes.update(input_content(new))  # here, so later appends cannot change it
+            return attributes
+
         return start_op(
             sc.KIND_LLM,
             sc.SPAN_LLM.format(model=short),
             request_attributes(short, provider, 1, bool(kwargs.get("stream"))),
             new_turn=True,
-            more=(lambda session: input_attributes(session, messages)) if messages else None,
+            more=summarise_input if messages else None,
         )
 
     def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
         if error is not None:
             finish(scope, error, {sc.ERROR_TYPE: classify_error(error)})
         else:
-            ok = result is not None and result is not NO_RESULT
-            finish(scope, None, _llm_result_attributes(scope, result) if ok else {})
+            if result is None or result is NO_RESULT:
+                finish(scope, None)
+                return
+            calls = tool_calls_of(result)  # now: the tool spans that follow need the call ids
+            if calls:
+                scope.turn.offer_tool_calls(calls)
+            finish(scope, None, functools.partial(response_attributes, result))
 
 
 def _llm_result_attributes(scope: OpScope, response: Any) -> dict[str, AttributeValue]:

@@ -142,19 +142,27 @@ def request_attributes(
     return attributes
 
 
-def input_attributes(session: SessionScope, messages: Any) -> dict[str, AttributeValue]:
-    """The request's size and, when content capture is on, its new messages (redacted, capped)."""
+def input_summary(session: SessionScope, messages: Any) -> tuple[dict[str, AttributeValue], Any]:
+    """At request time: the request's size, and a copy of the messages new since this agent's
+    previous request (``None`` when content capture is off). The copy is serialised later, by
+    :func:`input_content`, off the hot path; copying the list keeps what the agent appends to
+    its transcript afterwards out of it.
+    """
     if not isinstance(messages, Sequence) or isinstance(messages, str):
-        return {}
+        return {}, None
     attributes: dict[str, AttributeValue] = {sc.REQUEST_MESSAGES: len(messages)}
-    settings = runtime.settings
-    if settings.capture_content:
-        new, skipped = new_messages(session, messages)
-        attributes[sc.GEN_AI_INPUT_MESSAGES] = recorded_json(list(new), settings.max_payload_bytes)[
-            1
-        ]
-        attributes[sc.INPUT_MESSAGES_SKIPPED] = skipped
-    return attributes
+    if not runtime.settings.capture_content:
+        return attributes, None
+    new, skipped = new_messages(session, messages)
+    attributes[sc.INPUT_MESSAGES_SKIPPED] = skipped
+    return attributes, list(new)
+
+
+def input_content(new: Any) -> dict[str, AttributeValue]:
+    """The new input messages as the span records them (redacted, capped JSON)."""
+    if new is None:
+        return {}
+    return {sc.GEN_AI_INPUT_MESSAGES: recorded_json(new, runtime.settings.max_payload_bytes)[1]}
 
 
 def new_messages(session: SessionScope, messages: Sequence[Any]) -> tuple[Sequence[Any], int]:

@@ -2,9 +2,11 @@
 
 OpenTelemetry calls ``on_start``/``on_end`` for every span; agenttrace's own span events (logs,
 reasoning, canonical events) arrive through :meth:`AgentTraceProcessor.on_event` the moment they
-are added, so outputs that must not wait for a span to end (console warnings, the event stream)
-see them at once. Each output is a :class:`Sink`; the processor hands our spans to every sink and
-ignores spans that are not ours.
+are added, so outputs that must not wait for a span to end (the event stream) see them at once.
+Everything else is handed to the background worker (``_worker``), which also ends agenttrace's
+spans: sinks see starts, events and ends in the order they happened, off the agent's hot path.
+Each output is a :class:`Sink`; the processor hands our spans to every sink and ignores spans
+that are not ours.
 
 Like the SDK's processors, it never lets an error reach its caller: a failing sink is reported
 once (and re-raised under the test suite) and the others go on.
@@ -21,10 +23,18 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from . import semconv as sc
 from ._internal_errors import report_internal_error
+from ._worker import worker
 
 
 class Sink:
-    """One output derived from our spans. Methods must not block for long or raise."""
+    """One output derived from our spans. Methods must not block for long or raise.
+
+    ``on_start`` and ``on_event`` run on agenttrace's background worker, in order with the span
+    ends (which the worker performs), unless ``inline`` is true: then ``on_event`` runs in the
+    caller's thread at once (for outputs that must be on disk before the call returns).
+    """
+
+    inline = False
 
     def on_start(self, span: ReadableSpan) -> None:
         """An agenttrace span started (its start attributes are set)."""
@@ -47,9 +57,12 @@ class AgentTraceProcessor(SpanProcessor):
     """Feeds agenttrace's spans and events to its sinks (console, stream, session file, ...)."""
 
     def __init__(self, sinks: tuple[Sink, ...] = ()) -> None:
-        self._sinks = sinks  # copy-on-write: iterated on every span without a lock
+        self._sinks: tuple[Sink, ...] = ()  # copy-on-write: iterated without a lock
+        self._start_sinks: tuple[Sink, ...] = ()
         self._lock = threading.Lock()
         self._shut_down = False
+        for sink in sinks:
+            self.add_sink(sink)
 
     @property
     def sinks(self) -> tuple[Sink, ...]:
@@ -60,37 +73,47 @@ class AgentTraceProcessor(SpanProcessor):
         """Add a sink; it sees spans and events from now on."""
         with self._lock:
             self._sinks = (*self._sinks, sink)
+            if type(sink).on_start is not Sink.on_start:  # skip queueing no-op calls
+                self._start_sinks = (*self._start_sinks, sink)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        if self._shut_down or span.attributes is None or sc.KIND not in span.attributes:
+        if self._shut_down or not self._start_sinks:
             return
-        for sink in self._sinks:
-            try:
-                sink.on_start(span)
-            except Exception as exc:
-                report_internal_error(f"{type(sink).__name__}.on_start", exc)
+        attributes = span.attributes
+        if attributes is not None and sc.KIND in attributes:
+            worker.submit(self._dispatch, "on_start", self._start_sinks, (span,))
 
     def on_event(self, span: ReadableSpan, name: str, attributes: Mapping[str, Any]) -> None:
         """Called by agenttrace right after it adds an event to one of its spans."""
         if self._shut_down:
             return
+        queued = []
         for sink in self._sinks:
-            try:
-                sink.on_event(span, name, attributes)
-            except Exception as exc:
-                report_internal_error(f"{type(sink).__name__}.on_event", exc)
+            if sink.inline:
+                self._dispatch("on_event", (sink,), (span, name, attributes))
+            else:
+                queued.append(sink)
+        if queued:
+            worker.submit(self._dispatch, "on_event", tuple(queued), (span, name, attributes))
 
     def on_end(self, span: ReadableSpan) -> None:
-        if self._shut_down or span.attributes is None or sc.KIND not in span.attributes:
+        # Runs where the span was ended: agenttrace's worker, in order with the queued calls.
+        if self._shut_down:
             return
-        for sink in self._sinks:
+        attributes = span.attributes
+        if attributes is not None and sc.KIND in attributes:
+            self._dispatch("on_end", self._sinks, (span,))
+
+    @staticmethod
+    def _dispatch(method: str, sinks: tuple[Sink, ...], args: tuple[Any, ...]) -> None:
+        for sink in sinks:
             try:
-                sink.on_end(span)
+                getattr(sink, method)(*args)
             except Exception as exc:
-                report_internal_error(f"{type(sink).__name__}.on_end", exc)
+                report_internal_error(f"{type(sink).__name__}.{method}", exc)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        ok = True
+        ok = worker.flush(timeout_millis / 1000)
         for sink in self._sinks:
             try:
                 ok = sink.force_flush(timeout_millis) and ok
@@ -100,6 +123,7 @@ class AgentTraceProcessor(SpanProcessor):
         return ok
 
     def shutdown(self) -> None:
+        worker.flush()
         with self._lock:
             if self._shut_down:
                 return

@@ -38,6 +38,7 @@ from opentelemetry.util.types import AttributeValue
 
 from . import semconv as sc
 from ._runtime import runtime
+from ._worker import worker
 from .paths import Address, format_label
 from .redact import scrub_text
 
@@ -434,30 +435,23 @@ def start_op(
 # --- finishing scopes ------------------------------------------------------------------------
 
 
+Attributes = dict[str, AttributeValue]
+
+
 def finish(
     scope: Scope,
     error: BaseException | None = None,
-    attributes: dict[str, AttributeValue] | None = None,
+    attributes: Attributes | Callable[[], Attributes] | None = None,
 ) -> None:
     """End ``scope``'s span with status, latency and ``attributes``; close what it owns.
 
     ``error`` is the exception that ended it (recorded, scrubbed of secrets); ``None``: success.
+    Only the end time is taken here: the span is ended by the background worker, which also
+    calls ``attributes`` when it is a callable, so costly result attributes are computed there.
     """
     if isinstance(scope, SessionScope) and scope.auto_turn is not None:
         close_auto_turn(scope)
-    ended_ns = time.time_ns()
-    span = scope.span
-    final: dict[str, AttributeValue] = attributes if attributes is not None else {}
-    final[sc.LATENCY_MS] = (ended_ns - scope.started_ns) / 1e6
-    if error is None:
-        final[sc.STATUS] = sc.STATUS_OK
-        span.set_attributes(final)
-    else:
-        final[sc.STATUS] = sc.STATUS_FAILED
-        final.setdefault(sc.ERROR_TYPE, type(error).__qualname__)
-        span.set_attributes(final)
-        record_error(span, error)
-    span.end(ended_ns)
+    worker.submit(_end, scope, error, attributes, time.time_ns())
     if isinstance(scope, OpScope):
         if scope.owned_session is not None:
             finish(scope.owned_session, error)
@@ -466,6 +460,31 @@ def finish(
             finish(scope.host_op, error)
     elif scope.owned_session is not None:
         finish(scope.owned_session, error)
+
+
+def _end(
+    scope: Scope,
+    error: BaseException | None,
+    attributes: Attributes | Callable[[], Attributes] | None,
+    ended_ns: int,
+) -> None:
+    span = scope.span
+    final: Attributes = {sc.LATENCY_MS: (ended_ns - scope.started_ns) / 1e6}
+    if error is None:
+        final[sc.STATUS] = sc.STATUS_OK
+    else:
+        final[sc.STATUS] = sc.STATUS_FAILED
+        final[sc.ERROR_TYPE] = type(error).__qualname__
+    try:
+        more = attributes() if callable(attributes) else attributes
+        if more:
+            final.update(more)
+    finally:
+        # Even if computing the attributes failed, the span ends with the call's status.
+        span.set_attributes(final)
+        if error is not None:
+            record_error(span, error)
+        span.end(ended_ns)
 
 
 def record_error(span: Span, error: BaseException) -> None:

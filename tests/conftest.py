@@ -35,6 +35,11 @@ class Traced:
     console: io.StringIO
     handle: agenttrace.Tracing
 
+    def output(self) -> str:
+        """The console lines so far (after the background worker has caught up)."""
+        self.handle.force_flush()
+        return self.console.getvalue()
+
     def spans(self) -> list[ReadableSpan]:
         self.handle.force_flush()
         return sorted(self.exporter.get_finished_spans(), key=lambda s: s.start_time or 0)

@@ -357,8 +357,8 @@ def test_user_exceptions_pass_through_and_mark_failure(traced: Traced) -> None:
     assert "no luck" in (tool.status.description or "")
     assert [e.name for e in tool.events] == ["exception"]
     assert attrs(traced.one("invoke_agent run"))[sc.STATUS] == "failed"
-    assert "tool/fails: WRN failed (" in traced.console.getvalue()
-    assert "session/run: ERR failed" in traced.console.getvalue()
+    assert "tool/fails: WRN failed (" in traced.output()
+    assert "session/run: ERR failed" in traced.output()
 
 
 async def test_cancellation_still_ends_the_span(traced: Traced) -> None:
@@ -550,7 +550,7 @@ def test_logs_and_reasoning_are_span_events_and_console_lines(traced: Traced) ->
     assert "sk-should-not-appear" not in events[1][1][sc.LOG_DETAILS]
     assert events[2][1][sc.REASONING_TEXT] == "maybe the disk"
     origin = attrs(span)[sc.TXN_ORIGIN]
-    assert traced.console.getvalue() == f"[txn:{origin}] 1.1 tool/check: WRN disk almost full\n"
+    assert traced.output() == f"[txn:{origin}] 1.1 tool/check: WRN disk almost full\n"
 
 
 @pytest.mark.console("verbose")
@@ -565,7 +565,7 @@ def test_verbose_console_summarises_each_op(traced: Traced) -> None:
         tiny("abc")
 
     run()
-    lines = traced.console.getvalue().splitlines()
+    lines = traced.output().splitlines()
     origin = attrs(traced.one("invoke_agent run"))[sc.TXN_ORIGIN]
     assert lines[0] == f"[txn:{origin}] 1.1 tool/tiny: THK hmm"
     assert lines[1].startswith(f"[txn:{origin}] 1.1 tool/tiny: VRB ok ")

@@ -282,7 +282,7 @@ def test_http_failures_are_classified_and_pass_through(
     assert attrs(chat)[sc.STATUS] == "failed"
     assert attrs(chat)[sc.LATENCY_MS] > 0
     assert chat.status.status_code.name == "ERROR"
-    assert f"attempt 1 failed ({category})" in traced.console.getvalue()
+    assert f"attempt 1 failed ({category})" in traced.output()
 
 
 @pytest.mark.parametrize("status,category", [(429, "quota"), (401, "auth"), (503, "model")])
@@ -506,7 +506,7 @@ def test_no_secret_reaches_spans_or_console(traced: Traced, llm: LLMServer) -> N
     with pytest.raises(litellm.AuthenticationError):
         litellm.completion(**kwargs)
     assert llm.requests[0].headers.get("x-api-key") == header_secret  # it did go to the server
-    recorded = traced.console.getvalue() + "".join(
+    recorded = traced.output() + "".join(
         json.dumps(
             {
                 "attributes": attrs(span),

@@ -154,6 +154,7 @@ def test_an_application_provider_is_kept_and_gets_our_processor(
                 pass
 
     run()
+    provider.force_flush()  # agenttrace ends its spans on a background thread
     names = sorted(s.name for s in exporter.get_finished_spans())
     print(names)
     agenttrace.shutdown()
@@ -199,6 +200,7 @@ def test_init_twice_is_harmless_and_shutdown_twice_is_safe() -> None:
         pass
 
     run()
+    first.force_flush()
     first.shutdown()
     first.shutdown()
     agenttrace.shutdown()
@@ -206,3 +208,25 @@ def test_init_twice_is_harmless_and_shutdown_twice_is_safe() -> None:
     # After shutdown, spans no longer go to the provider we were given.
     run()
     assert len(exporter.get_finished_spans()) == 1
+
+
+def test_spans_queued_at_exit_are_exported(receiver: OTLPReceiver, tmp_path: Path) -> None:
+    before = len(receiver.spans)
+    code = """
+    import agenttrace
+    agenttrace.init()
+
+    @agenttrace.tool
+    def last():
+        return 1
+
+    @agenttrace.agent("Exiting")
+    def run():
+        last()
+
+    run()  # no flush, no shutdown: the exit hooks must end and export everything
+    """
+    result = run_python(code, {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.http_endpoint}, tmp_path)
+    assert result.returncode == 0, result.stderr
+    names = sorted(s.name for s in receiver.wait_for(before + 3)[before:])
+    assert names == ["execute_tool last", "invoke_agent Exiting", "turn 1"]

@@ -20,6 +20,7 @@ span ends exactly once: exhausted, closed, failed or garbage-collected.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import sys
@@ -38,7 +39,8 @@ from .._runtime import runtime
 from ..llm_attributes import (
     classify_error,
     field,
-    input_attributes,
+    input_content,
+    input_summary,
     provider_name,
     request_attributes,
     response_attributes,
@@ -46,7 +48,7 @@ from ..llm_attributes import (
     tool_calls_of,
 )
 from ..redact import is_secret_key, remember_secret
-from ..scopes import OpScope, Scope, current_scope, finish, make_current, start_op
+from ..scopes import OpScope, Scope, SessionScope, current_scope, finish, make_current, start_op
 
 _WHERE = "litellm instrumentation"
 
@@ -70,6 +72,7 @@ class _Attempt:
     __slots__ = (
         "__weakref__",
         "done",
+        "input",
         "messages",
         "model",
         "operation",
@@ -94,6 +97,7 @@ class _Attempt:
         self.messages = messages
         self.parent = parent  # the scope that was current when the attempt started
         self.done = False
+        self.input: Any = None  # the new input messages, serialised when the span ends
 
     def fail(self, error: BaseException) -> None:
         if self.done:
@@ -104,7 +108,8 @@ class _Attempt:
         except Exception as exc:
             report_internal_error(_WHERE, exc)
 
-    def succeed(self, attributes: dict[str, AttributeValue]) -> None:
+    def succeed(self, attributes: Callable[[], dict[str, AttributeValue]]) -> None:
+        """End the span as a success; ``attributes`` is called by the background worker."""
         if self.done:
             return
         self.done = True
@@ -173,24 +178,40 @@ async def _finish_awaited(awaitable: Any, attempt: _Attempt) -> Any:
 def _finish(result: Any, attempt: _Attempt, price_it: bool = False) -> Any:
     """End the attempt with ``result``; a stream gets a proxy that ends it later.
 
-    ``price_it``: on litellm's async path the price is added to the response only after the
-    attempt returns, so agenttrace prices it from the tokens itself (off the mocked hot path,
-    where litellm's own price is already there).
+    Only what the agent's next step needs is done here: the tool calls the response asks for
+    are offered to the turn, so the tool spans that follow find their call ids. Everything
+    else is computed by the background worker when it ends the span. ``price_it``: on litellm's
+    async path the price is added to the response only after the attempt returns, so agenttrace
+    prices it from the tokens itself.
     """
     try:
         if _is_stream(result):
             return _StreamProxy(result, attempt)
-        attributes = _result_attributes(attempt, result)
-        if price_it and sc.COST_USD not in attributes:
-            litellm = sys.modules.get("litellm")
-            cost = _cost(litellm, attempt.raw_model, attributes) if litellm else None
-            if cost is not None:
-                attributes[sc.COST_USD] = cost
-        attempt.succeed(attributes)
+        _offer_tool_calls(attempt, result)
+        attempt.succeed(functools.partial(_completed_attributes, attempt, result, price_it))
     except Exception as exc:
         report_internal_error(_WHERE, exc)
         attempt.done = True
     return result
+
+
+def _completed_attributes(
+    attempt: _Attempt, result: Any, price_it: bool
+) -> dict[str, AttributeValue]:
+    attributes = _result_attributes(attempt, result)
+    if price_it and sc.COST_USD not in attributes:
+        litellm = sys.modules.get("litellm")
+        cost = _cost(litellm, attempt.raw_model, attributes) if litellm else None
+        if cost is not None:
+            attributes[sc.COST_USD] = cost
+    return attributes
+
+
+def _offer_tool_calls(attempt: _Attempt, response: Any) -> None:
+    if attempt.operation == sc.OP_CHAT:
+        calls = tool_calls_of(response)
+        if calls:
+            attempt.scope.turn.offer_tool_calls(calls)
 
 
 def _logical_call_wrapper(
@@ -265,14 +286,24 @@ def _start_attempt(
         start = request_attributes(model, provider, number, bool(kwargs.get("stream")))
         if operation != sc.OP_CHAT:
             start[sc.GEN_AI_OPERATION_NAME] = operation
+        new_input: list[Any] = []
+
+        def summarise_input(session: SessionScope) -> dict[str, AttributeValue]:
+            attributes, new = input_summary(session, messages)
+            new_input.append(new)
+            return attributes
+
         scope = start_op(
             sc.KIND_LLM,
             name,
             start,
             new_turn=number == 1 and operation == sc.OP_CHAT,
-            more=(lambda session: input_attributes(session, messages)) if messages else None,
+            more=summarise_input if messages else None,
         )
-        return _Attempt(scope, operation, model, str(raw_model), messages, parent)
+        attempt = _Attempt(scope, operation, model, str(raw_model), messages, parent)
+        if new_input:
+            attempt.input = new_input[0]
+        return attempt
     except Exception as exc:
         report_internal_error(_WHERE, exc)
         return None
@@ -296,15 +327,12 @@ def _deactivate(attempt: _Attempt, active: bool) -> None:
 
 
 def _result_attributes(attempt: _Attempt, response: Any) -> dict[str, AttributeValue]:
-    attributes = response_attributes(response)
+    attributes = input_content(attempt.input)
+    attributes.update(response_attributes(response))
     hidden = getattr(response, "_hidden_params", None)
     cost = hidden.get("response_cost") if isinstance(hidden, Mapping) else None
     if isinstance(cost, (int, float)) and not isinstance(cost, bool):
         attributes[sc.COST_USD] = float(cost)
-    if attempt.operation == sc.OP_CHAT:
-        calls = tool_calls_of(response)
-        if calls:
-            attempt.scope.turn.offer_tool_calls(calls)
     return attributes
 
 
@@ -365,20 +393,18 @@ class _StreamState:
         attempt = self.attempt
         if attempt.done:
             return
-        try:
-            attributes = _stream_attributes(self, abandoned)
-        except Exception as exc:
-            report_internal_error(_WHERE, exc)
-            attributes = {}
-        attempt.succeed(attributes)
+        ended_chunks = list(getattr(self.stream, "chunks", None) or ())
+        attempt.succeed(functools.partial(_stream_attributes, self, ended_chunks, abandoned))
 
     def fail(self, error: BaseException) -> None:
         self.attempt.fail(error)
 
 
-def _stream_attributes(state: _StreamState, abandoned: bool) -> dict[str, AttributeValue]:
+def _stream_attributes(
+    state: _StreamState, chunks: list[Any], abandoned: bool
+) -> dict[str, AttributeValue]:
     attempt = state.attempt
-    attributes: dict[str, AttributeValue] = {}
+    attributes = input_content(attempt.input)
     if state.first_chunk_ns is not None:
         attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
             state.first_chunk_ns - attempt.scope.started_ns
@@ -386,12 +412,12 @@ def _stream_attributes(state: _StreamState, abandoned: bool) -> dict[str, Attrib
     if abandoned:
         attributes[sc.STREAM_ABANDONED] = True
     litellm = sys.modules.get("litellm")
-    chunks = list(getattr(state.stream, "chunks", None) or ())
     if litellm is None or not chunks:
         return attributes
     built = litellm.stream_chunk_builder(chunks=chunks, messages=attempt.messages)
     if built is None:
         return attributes
+    _offer_tool_calls(attempt, built)
     attributes.update(_result_attributes(attempt, built))
     if not attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS) and not attributes.get(
         sc.GEN_AI_USAGE_OUTPUT_TOKENS
@@ -411,8 +437,8 @@ def _estimated_usage(litellm: Any, attempt: _Attempt, built: Any) -> dict[str, A
     if choices:
         text = field(field(choices[0], "message"), "content") or ""
     try:
-        prompt = litellm.token_counter(model=attempt.model, messages=attempt.messages or [])
-        completion = litellm.token_counter(model=attempt.model, text=text) if text else 0
+        prompt = int(litellm.token_counter(model=attempt.model, messages=attempt.messages or []))
+        completion = int(litellm.token_counter(model=attempt.model, text=text)) if text else 0
     except Exception:  # an unknown model for the tokenizer: leave tokens unknown
         return {}
     return {
