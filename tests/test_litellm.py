@@ -597,3 +597,13 @@ def test_other_instrumentations_stacked_on_litellm(traced: Traced) -> None:
         litellm.completion = ours
     assert seen == ["wrapt", "setattr"]
     assert len(llm_spans(traced)) == 1
+
+
+async def test_async_embeddings_one_span(traced: Traced, llm: LLMServer) -> None:
+    response = await litellm.aembedding(
+        model="openai/text-embedding-3-small", input=["a"], api_base=llm.api_base, api_key=KEY
+    )
+    assert len(response.data) == 1
+    spans = traced.by_name("embeddings text-embedding-3-small")
+    assert len(spans) == 1
+    assert attrs(spans[0])[sc.GEN_AI_OPERATION_NAME] == "embeddings"
