@@ -10,26 +10,51 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .decorators import Handle, agent, llm, tool, turn
-from .lifecycle import Tracing, force_flush, init, shutdown
+from .events import LoggedString
+from .lifecycle import Tracing, force_flush, init, on_optree, shutdown
 from .logs import log, thinking
 from .paths import format_label, parse_label
 from .propagation import ContextThreadPoolExecutor, bind_context
+from .session import (
+    AgentRecord,
+    Session,
+    current_session,
+    load_session,
+    new_session,
+    resume,
+    use_session,
+)
+from .session_files import SessionFileError
+from .transcripts import agent_class, hears, piece_of_text
 
 __all__ = [
+    "AgentRecord",
     "ContextThreadPoolExecutor",
     "Handle",
+    "LoggedString",
+    "Session",
+    "SessionFileError",
     "Tracing",
     "__version__",
     "agent",
+    "agent_class",
     "bind_context",
+    "current_session",
     "force_flush",
     "format_label",
+    "hears",
     "init",
     "llm",
+    "load_session",
     "log",
+    "new_session",
+    "on_optree",
     "parse_label",
+    "piece_of_text",
+    "resume",
     "shutdown",
     "thinking",
     "tool",
     "turn",
+    "use_session",
 ]

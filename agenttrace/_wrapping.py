@@ -35,8 +35,14 @@ class Opener(Protocol):
         """Start (not activate) the scope for a call with these arguments."""
         ...
 
-    def close(self, scope: Any, error: BaseException | None, result: Any) -> None:
-        """Finish the scope: ``error`` is the exception the call raised, ``result`` its value."""
+    def close(self, scope: Any, error: BaseException | None, result: Any) -> Any:
+        """Finish the scope: ``error`` is the exception the call raised, ``result`` its value.
+        Returns what the call returns (``result``, or an annotated copy such as a
+        ``LoggedString``)."""
+        ...
+
+    def on_item(self, scope: Any, item: Any) -> None:
+        """A generator yielded ``item`` (called inside the scope)."""
         ...
 
 
@@ -66,9 +72,17 @@ def _deactivate(opener: Opener, scope: Scope) -> None:
         report_internal_error(opener.where, exc)
 
 
-def _close(opener: Opener, scope: Scope, error: BaseException | None, result: Any) -> None:
+def _close(opener: Opener, scope: Scope, error: BaseException | None, result: Any) -> Any:
     try:
-        opener.close(scope, error, result)
+        return opener.close(scope, error, result)
+    except Exception as exc:
+        report_internal_error(opener.where, exc)
+        return result
+
+
+def _item(opener: Opener, scope: Scope, item: Any) -> None:
+    try:
+        opener.on_item(scope, item)
     except Exception as exc:
         report_internal_error(opener.where, exc)
 
@@ -112,7 +126,7 @@ def _wrap_function(fn: F, opener: Opener) -> F:
             raise
         try:
             scope.deactivate()
-            close_scope(scope, None, result)
+            return close_scope(scope, None, result)
         except Exception as internal:
             report_internal_error(opener.where, internal)
         return result
@@ -136,8 +150,7 @@ def _wrap_coroutine(fn: Callable[..., Any], opener: Opener) -> Callable[..., Any
             raise
         if active:
             _deactivate(opener, scope)
-        _close(opener, scope, None, result)
-        return result
+        return _close(opener, scope, None, result)
 
     return wrapper
 
@@ -180,6 +193,8 @@ def _drive_generator(
             except StopIteration as stop:
                 result = stop.value
                 return result
+            else:
+                _item(opener, scope, item)
             finally:
                 thrown = None
                 if active:
@@ -232,6 +247,9 @@ def _wrap_async_generator(
                         item = await agen.asend(sent)
                 except StopAsyncIteration:
                     return
+                else:
+                    if scope is not None:
+                        _item(opener, scope, item)
                 finally:
                     thrown = None
                     if active:

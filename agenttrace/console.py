@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -169,3 +169,61 @@ def _summary(attributes: Mapping[str, Any]) -> str | None:
             f"out {attributes.get(sc.TOOL_CHARS_OUT, 0)}"
         )
     return None
+
+
+# --- the opTree as a text tree -----------------------------------------------------------------
+
+
+def render_optree(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every run's opTree as indented lines: path label, kind, name, status, tokens, cost,
+    latency; sub-agents indented under the tool call that ran them."""
+    lines: list[str] = []
+    for number, run in enumerate(runs, 1):
+        lines.append(f"run {number}: trace {run.get('traceId')} (txn {run.get('txnId')})")
+        _render_session(run, 1, lines)
+    return lines
+
+
+def _render_session(node: Mapping[str, Any], depth: int, lines: list[str]) -> None:
+    status = (
+        "in progress"
+        if node.get("endedAt") is None
+        else ("ok" if node.get("success") else "failed")
+    )
+    lines.append(
+        f"{'  ' * depth}{node.get('path')} session {node.get('agentName')} "
+        f"[{node.get('agentId')}] {status}{_latency(node)}"
+    )
+    for turn in node.get("turns", []):
+        lines.append(f"{'  ' * (depth + 1)}{turn.get('path')} turn {turn.get('index')}")
+        for op in turn.get("ops", []):
+            _render_op(op, depth + 2, lines)
+
+
+def _render_op(op: Mapping[str, Any], depth: int, lines: list[str]) -> None:
+    status = op.get("status") or "in progress"
+    details = ""
+    accounting = op.get("accounting") or []
+    if accounting:
+        entry = accounting[-1]
+        tokens = entry.get("tokens")
+        if tokens:
+            details += f" in {tokens.get('inputTokens')} out {tokens.get('outputTokens')}"
+            if tokens.get("cacheReadInputTokens"):
+                details += f" (cache r {tokens['cacheReadInputTokens']})"
+        cost = entry.get("costUsd")
+        if isinstance(cost, (int, float)):
+            details += f" ${cost:.6f}"
+        if entry.get("type") == "tool":
+            details += f" chars {entry.get('charactersIn')}/{entry.get('charactersOut')}"
+    lines.append(
+        f"{'  ' * depth}{op.get('path')} {op.get('kind')} {op.get('name')} {status}"
+        f"{_latency(op)}{details}"
+    )
+    for child in op.get("childSessions", []):
+        _render_session(child, depth + 1, lines)
+
+
+def _latency(node: Mapping[str, Any]) -> str:
+    latency = node.get("latencyMs")
+    return f" {latency:.0f}ms" if isinstance(latency, (int, float)) else ""

@@ -30,7 +30,6 @@ from .llm_attributes import (
     request_attributes,
     response_attributes,
     split_model,
-    tool_calls_of,
 )
 from .redact import recorded_json
 from .scopes import (
@@ -43,6 +42,7 @@ from .scopes import (
     start_session,
     start_turn,
 )
+from .transcripts import answer, log_llm_exchange, log_tool_result
 
 F = TypeVar("F", bound=Callable[..., Any])
 S = TypeVar("S", bound=Scope)
@@ -70,8 +70,12 @@ class _Spec(Generic[S]):
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> S:
         raise NotImplementedError
 
-    def close(self, scope: S, error: BaseException | None, result: Any) -> None:
+    def close(self, scope: S, error: BaseException | None, result: Any) -> Any:
         finish(scope, error)
+        return result
+
+    def on_item(self, scope: S, item: Any) -> None:
+        """A decorated generator yielded ``item``."""
 
     # -- context manager ------------------------------------------------------------------------
     def __enter__(self) -> Handle:
@@ -172,12 +176,21 @@ class _AgentSpec(_Spec[SessionScope]):
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> SessionScope:
         name, agent_id, model = self.name, self.agent_id, self.model
+        owner = None
         if self.method and args:
             owner = args[0]
-            name = _str_attr(owner, "name") or name
-            agent_id = agent_id or _str_attr(owner, "agent_id")
+            # An agent without a name of its own (the seed's root) goes by its class.
+            name = _str_attr(owner, "name") or type(owner).__name__
             model = model or _str_attr(owner, "language_model") or _str_attr(owner, "model")
-        return start_session(name or "agent", agent_id=agent_id, model=model, ingress=self.ingress)
+        return start_session(
+            name or "agent", agent_id=agent_id, model=model, ingress=self.ingress, owner=owner
+        )
+
+    def close(self, scope: SessionScope, error: BaseException | None, result: Any) -> Any:
+        if error is None and result is not NO_RESULT:
+            result = answer(scope, result)  # what the agent said, as a LoggedString
+        finish(scope, error)
+        return result
 
 
 @overload
@@ -250,10 +263,14 @@ class _ToolSpec(_Spec[OpScope]):
         self.arguments = arguments
         self.params = params
         self.skip_first = skip_first
+        self.streams = False
+        """A generator tool: its items, not its return value, are its results."""
 
     def _for_function(self, fn: Callable[..., Any]) -> _ToolSpec:
         params = tuple(inspect.signature(fn).parameters)
-        return _ToolSpec(self.name or fn.__name__, None, params, _is_method(fn))
+        spec = _ToolSpec(self.name or fn.__name__, None, params, _is_method(fn))
+        spec.streams = inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
+        return spec
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
         name = self.name or "tool"
@@ -270,14 +287,26 @@ class _ToolSpec(_Spec[OpScope]):
             if kwargs:
                 arguments = {**arguments, **kwargs}
         scope = start_op(sc.KIND_TOOL, name, _tool_request_attributes(arguments))
+        scope.text_arguments = frozenset(v for v in arguments.values() if isinstance(v, str))
         call = scope.turn.claim_tool_call(name)
         if call is not None:
+            scope.call_id, scope.call_message = call[0], call[3]
             scope.span.set_attribute(sc.GEN_AI_TOOL_CALL_ID, call[0])
         return scope
 
-    def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
+    def close(self, scope: OpScope, error: BaseException | None, result: Any) -> Any:
         ok = error is None and result is not NO_RESULT
+        if self.streams:  # a generator tool: its results were the items it yielded
+            finish(scope, error, {sc.TOOL_CHARS_OUT: scope.streamed_chars})
+            return result
+        if ok:
+            log_tool_result(scope, result)  # the calling agent's tool entry
         finish(scope, error, _tool_result_attributes(result) if ok else {})
+        return result
+
+    def on_item(self, scope: OpScope, item: Any) -> None:
+        scope.streamed_chars += len(item) if isinstance(item, str) else len(str(item))
+        log_tool_result(scope, item)  # each item is a tool entry of its own
 
 
 def _tool_request_attributes(arguments: Mapping[str, Any]) -> dict[str, AttributeValue]:
@@ -344,31 +373,30 @@ class _LLMSpec(_Spec[OpScope]):
             attributes.update(input_content(new))  # here, so later appends cannot change it
             return attributes
 
-        return start_op(
+        scope = start_op(
             sc.KIND_LLM,
             sc.SPAN_LLM.format(model=short),
             request_attributes(short, provider, 1, bool(kwargs.get("stream"))),
             new_turn=True,
             more=summarise_input if messages else None,
         )
+        scope.request = messages
+        return scope
 
-    def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
+    def close(self, scope: OpScope, error: BaseException | None, result: Any) -> Any:
         if error is not None:
             finish(scope, error, {sc.ERROR_TYPE: classify_error(error)})
+        elif result is None or result is NO_RESULT:
+            finish(scope, None)
         else:
-            if result is None or result is NO_RESULT:
-                finish(scope, None)
-                return
-            calls = tool_calls_of(result)  # now: the tool spans that follow need the call ids
-            if calls:
-                scope.turn.offer_tool_calls(calls)
+            # Now, not later: the tool spans that follow need the call ids and message ids.
+            log_llm_exchange(scope, scope.request, result)
             finish(scope, None, functools.partial(response_attributes, result))
+        return result
 
 
 def _llm_result_attributes(scope: OpScope, response: Any) -> dict[str, AttributeValue]:
-    calls = tool_calls_of(response)
-    if calls:
-        scope.turn.offer_tool_calls(calls)
+    log_llm_exchange(scope, scope.request, response)
     return response_attributes(response)
 
 

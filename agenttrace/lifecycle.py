@@ -24,8 +24,10 @@ from . import __version__
 from ._runtime import INSTRUMENTATION_NAME, runtime
 from .config import ConsoleMode, Settings
 from .console import ConsoleSink
+from .optree import Node, OpTreeSink
 from .processor import AgentTraceProcessor
 from .redact import remember_environment_secrets
+from .store import EventStreamSink, SessionFileSink
 
 logger = logging.getLogger("agenttrace")
 
@@ -145,8 +147,17 @@ def init(
             return handle
         remember_environment_secrets()
         provider, owns = _provider(tracer_provider, settings)
+        optree = OpTreeSink()
+        stream = EventStreamSink(settings.sessions_dir, redacted=settings.redacted_save)
         processor = AgentTraceProcessor(
-            (ConsoleSink(settings.console, console_stream, settings.max_payload_bytes),)
+            (
+                stream,  # first and inline: an event is on disk before log_* returns
+                ConsoleSink(settings.console, console_stream, settings.max_payload_bytes),
+                optree,
+                SessionFileSink(
+                    settings.sessions_dir, optree, stream, redacted=settings.redacted_save
+                ),
+            )
         )
         provider.add_span_processor(processor)
         if settings.otlp_endpoint and (owns or endpoint is not None):
@@ -163,6 +174,19 @@ def init(
         atexit.register(handle.shutdown)
         _active = handle
         return handle
+
+
+def on_optree(callback: Callable[[Node], None], min_interval: float = 0.25) -> Callable[[], None]:
+    """Seed 002's ``onOpTree``: call ``callback(root_session_node)`` as a run's opTree changes,
+    at most every ``min_interval`` seconds and always when the run ends (on agenttrace's
+    background thread; treat the tree as read-only). Returns the unsubscribe."""
+    handle = _active
+    if handle is None or handle.processor is None:
+        return lambda: None
+    for sink in handle.processor.sinks:
+        if isinstance(sink, OpTreeSink):
+            return sink.subscribe(callback, min_interval)
+    return lambda: None
 
 
 def shutdown() -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -24,6 +24,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from . import semconv as sc
 from ._internal_errors import report_internal_error
 from ._worker import worker
+
+if TYPE_CHECKING:
+    from .session import Session
 
 
 class Sink:
@@ -41,6 +44,11 @@ class Sink:
 
     def on_event(self, span: ReadableSpan, name: str, attributes: Mapping[str, Any]) -> None:
         """An agenttrace event (log, reasoning chunk, canonical event) was added to ``span``."""
+
+    def on_canonical_event(
+        self, session: Session, event: dict[str, Any], line: bytes, span: ReadableSpan | None
+    ) -> None:
+        """A seed-001 event was logged: ``event`` in full, ``line`` its JSON line as written."""
 
     def on_end(self, span: ReadableSpan) -> None:
         """An agenttrace span ended."""
@@ -95,6 +103,23 @@ class AgentTraceProcessor(SpanProcessor):
                 queued.append(sink)
         if queued:
             worker.submit(self._dispatch, "on_event", tuple(queued), (span, name, attributes))
+
+    def on_canonical_event(
+        self, session: Session, event: dict[str, Any], line: bytes, span: ReadableSpan | None
+    ) -> None:
+        """Called by ``Session`` for every event it logs, in message-id order."""
+        if self._shut_down:
+            return
+        queued = []
+        for sink in self._sinks:
+            if sink.inline:
+                self._dispatch("on_canonical_event", (sink,), (session, event, line, span))
+            else:
+                queued.append(sink)
+        if queued:
+            worker.submit(
+                self._dispatch, "on_canonical_event", tuple(queued), (session, event, line, span)
+            )
 
     def on_end(self, span: ReadableSpan) -> None:
         # Runs where the span was ended: agenttrace's worker, in order with the queued calls.

@@ -23,17 +23,16 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-import threading
 import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from . import semconv as sc
@@ -41,6 +40,9 @@ from ._runtime import runtime
 from ._worker import worker
 from .paths import Address, format_label
 from .redact import scrub_text
+
+if TYPE_CHECKING:
+    from .session import Session
 
 Scope = Union["SessionScope", "TurnScope", "OpScope"]
 
@@ -60,34 +62,15 @@ def new_txn_id() -> str:
 class Run:
     """What a root agent run shares with every sub-agent inside it."""
 
-    __slots__ = (
-        "_agent_counter",
-        "_agent_ids",
-        "_lock",
-        "histories",
-        "origin_txn_id",
-        "session_id",
-    )
+    __slots__ = ("histories", "origin_txn_id", "session", "session_id")
 
-    def __init__(self, origin_txn_id: str, session_id: str | None = None) -> None:
+    def __init__(self, origin_txn_id: str, session: Session) -> None:
         self.origin_txn_id = origin_txn_id
-        self.session_id = session_id or origin_txn_id
-        self._agent_ids: dict[str, str] = {}
-        self._agent_counter = itertools.count(1)
-        self._lock = threading.Lock()
+        self.session = session
+        """The seed-001 ``Session`` the run records its events in (ids, agents, transcripts)."""
+        self.session_id = session.session_id
         self.histories: dict[str, tuple[int, Any]] = {}
         """Per agent id: (message count, last message) of its previous LLM request."""
-
-    def agent_id_for(self, name: str) -> str:
-        """The agent id of the agent called ``name`` in this run, allocated on first use."""
-        agent_id = self._agent_ids.get(name)
-        if agent_id is None:
-            with self._lock:
-                agent_id = self._agent_ids.get(name)
-                if agent_id is None:
-                    agent_id = f"agent_{next(self._agent_counter):03d}"
-                    self._agent_ids[name] = agent_id
-        return agent_id
 
 
 class _BaseScope:
@@ -153,6 +136,11 @@ class SessionScope(_BaseScope):
         return next(self.turn_counter)
 
     @property
+    def session(self) -> SessionScope:
+        """Itself: every scope's ``.session`` is the agent run it belongs to."""
+        return self
+
+    @property
     def is_root(self) -> bool:
         return not self.address
 
@@ -174,17 +162,18 @@ class TurnScope(_BaseScope):
     implicit: bool
     owned_session: SessionScope | None
     op_counter: itertools.count[int]
-    pending_tool_calls: deque[tuple[str, str, str]]
-    """Tool calls the turn's LLM asked for and no tool span has claimed yet: (id, name, args)."""
+    pending_tool_calls: deque[tuple[str, str, str, str | None]]
+    """Tool calls the turn's LLM asked for and no tool span has claimed yet:
+    (id, name, arguments, message id of the assistant entry holding them)."""
 
     def next_op_index(self) -> int:
         return next(self.op_counter)
 
-    def offer_tool_calls(self, calls: list[tuple[str, str, str]]) -> None:
+    def offer_tool_calls(self, calls: list[tuple[str, str, str, str | None]]) -> None:
         """Remember the tool calls an LLM response asked for, to link the tool spans to them."""
         self.pending_tool_calls.extend(calls)
 
-    def claim_tool_call(self, name: str) -> tuple[str, str, str] | None:
+    def claim_tool_call(self, name: str) -> tuple[str, str, str, str | None] | None:
         """The oldest unclaimed tool call named ``name`` (removed), if any."""
         pending = self.pending_tool_calls
         for call in pending:
@@ -197,13 +186,38 @@ class TurnScope(_BaseScope):
 class OpScope(_BaseScope):
     """One operation: an LLM attempt or a tool call (kind ``session`` once it hosts a sub-agent)."""
 
-    __slots__ = ("child_counter", "kind", "name", "owned_session", "session", "turn")
+    __slots__ = (
+        "call_id",
+        "call_message",
+        "child_counter",
+        "kind",
+        "name",
+        "owned_session",
+        "pieces",
+        "request",
+        "session",
+        "streamed_chars",
+        "text_arguments",
+        "turn",
+    )
 
     kind: str
     name: str
     turn: TurnScope
     session: SessionScope
     child_counter: itertools.count[int] | None
+    call_id: str | None
+    """The LLM tool call this op answers (a tool op), if one matched."""
+    call_message: str | None
+    """The message id of the assistant entry that holds that tool call."""
+    text_arguments: frozenset[str]
+    """The op's string arguments: text a tool was given to pass on (seed 001's pieces of text)."""
+    pieces: dict[str, str]
+    """piece_of_text message ids this op logged, by content."""
+    request: Any
+    """What was sent (an LLM op's messages), for logging the exchange at its end."""
+    streamed_chars: int
+    """Characters a generator tool yielded so far."""
     owned_session: SessionScope | None
     """The implicit session opened for an op that had none (a bare LLM call), finished with it."""
 
@@ -233,11 +247,15 @@ def make_current(scope: Scope | None) -> Callable[[], None]:
 
 
 def _start_span(
-    name: str, attributes: dict[str, AttributeValue], parent: Span | None, started_ns: int
+    name: str,
+    attributes: dict[str, AttributeValue],
+    parent: Span | None,
+    started_ns: int,
+    links: list[Link] | None = None,
 ) -> Span:
     ctx = trace.set_span_in_context(parent) if parent is not None else None
     return runtime.tracer.start_span(
-        name, context=ctx, attributes=attributes, start_time=started_ns
+        name, context=ctx, attributes=attributes, start_time=started_ns, links=links
     )
 
 
@@ -248,8 +266,16 @@ def start_session(
     model: str | None = None,
     ingress: Mapping[str, Any] | None = None,
     implicit: bool = False,
+    owner: object = None,
 ) -> SessionScope:
-    """Open a session span for an agent run, placed by the rules in the module docstring."""
+    """Open a session span for an agent run, placed by the rules in the module docstring.
+
+    The agent is ``owner`` (the object whose method runs) or, for a function, the agent of
+    that ``name``; it is registered in the run's ``Session`` (``agent_created``) on first use.
+    """
+    from .session import current_session
+    from .transcripts import agent_of
+
     parent = _current.get()
     host_op: OpScope | None = None
     if parent is not None and not isinstance(parent, OpScope):
@@ -263,17 +289,28 @@ def start_session(
     scope.auto_turn = None
     scope.turn_counter = itertools.count(1)
     scope.tokens = None
-    scope.txn_id = new_txn_id()
     attributes: dict[str, AttributeValue]
+    links: list[Link] = []
     if parent is None:
-        run = Run(scope.txn_id)
+        session = current_session()
+        # A fresh session's first run is named by it: its origin txn id is the session id.
+        first = session.run_count == 0 and not session.events and not session.runs
+        scope.txn_id = session.session_id if first else new_txn_id()
+        session.run_count += 1
+        run = Run(scope.txn_id, session)
         scope.address = ()
         scope.label = format_label(())
         scope.prefix = ""
         scope.parent_txn_id = None
         scope.call_path = name
         attributes = _flatten_ingress(ingress if ingress is not None else default_ingress())
+        previous = session.previous_trace
+        if previous is not None:
+            links.append(Link(SpanContext(previous[0], previous[1], is_remote=True)))
+            if session.resumed_from is not None:
+                attributes[sc.RESUMED_FROM] = format(previous[0], "032x")
     else:
+        scope.txn_id = new_txn_id()
         run = parent.session.run
         child = parent.next_child_index()
         scope.address = (*parent.address, child)
@@ -295,7 +332,7 @@ def start_session(
         )
         attributes[sc.TXN_PARENT] = scope.parent_txn_id
     scope.run = run
-    scope.agent_id = agent_id or run.agent_id_for(name)
+    scope.agent_id = agent_of(run.session, owner, name, model, agent_id)
     scope.common = {
         sc.TXN_ID: scope.txn_id,
         sc.TXN_ORIGIN: run.origin_txn_id,
@@ -317,8 +354,12 @@ def start_session(
     # A hosting op agenttrace opened itself is not current in the context: parent explicitly.
     parent_span = host_op.span if host_op is not None else None
     scope.span = _start_span(
-        sc.SPAN_SESSION.format(name=name), attributes, parent_span, scope.started_ns
+        sc.SPAN_SESSION.format(name=name), attributes, parent_span, scope.started_ns, links
     )
+    if parent is None:
+        context = scope.span.get_span_context()
+        if context.is_valid:  # the next run of this session links to this one
+            run.session.previous_trace = (context.trace_id, context.span_id)
     return scope
 
 
@@ -410,6 +451,12 @@ def start_op(
     scope.address = (*turn.address, index)
     scope.label = f"{turn.label}.{index}"
     scope.child_counter = None
+    scope.call_id = None
+    scope.call_message = None
+    scope.text_arguments = frozenset()
+    scope.pieces = {}
+    scope.request = None
+    scope.streamed_chars = 0
     scope.tokens = None
     span_attributes: dict[str, AttributeValue] = {
         **turn.session.common,

@@ -109,6 +109,22 @@ LOG_MESSAGE: Final = "agenttrace.log.message"
 LOG_DETAILS: Final = "agenttrace.log.details"
 REASONING_TEXT: Final = "agenttrace.reasoning.text"
 
+EVENT_CANONICAL: Final = "agenttrace.event"
+"""A seed-001 event (agent_created, transcript_entry, piece_of_text) recorded on a span."""
+EVENT_MESSAGE_ID: Final = "agenttrace.event.message_id"
+EVENT_TYPE: Final = "agenttrace.event.type"
+EVENT_AGENT_ID: Final = "agenttrace.event.agent_id"
+EVENT_ROLE: Final = "agenttrace.event.role"
+EVENT_NAME: Final = "agenttrace.event.name"
+EVENT_LANGUAGE_MODEL: Final = "agenttrace.event.language_model"
+EVENT_TOOL_CALL_ID: Final = "agenttrace.event.tool_call_id"
+EVENT_SUBSTANCE: Final = "agenttrace.event.substance"
+EVENT_CAUSE: Final = "agenttrace.event.cause"
+EVENT_CONTENT: Final = "agenttrace.event.content"
+"""The event's content, capped and redacted (the stream keeps it whole)."""
+EVENT_CONTENT_CHARS: Final = "agenttrace.event.content_chars"
+EVENT_TOOL_CALLS: Final = "agenttrace.event.tool_calls"
+
 LEVELS: Final = ("VRB", "WRN", "ERR", "TRC", "THK", "FIN")
 """Seed 002's log levels: verbose, warning, error, trace, thinking, final."""
 

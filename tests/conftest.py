@@ -88,6 +88,7 @@ def traced(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Traced]:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     console = io.StringIO()
+    agenttrace.use_session(None)  # each test records into a session of its own
     handle = agenttrace.init(
         tracer_provider=provider,
         console=marker.args[0] if marker else "quiet",

@@ -27,7 +27,7 @@ def test_cafe_demo_nests_root_turn_tool_subagent(tmp_path: Path) -> None:
         )
         env.pop("CAFE_MODEL", None)
         result = subprocess.run(
-            [sys.executable, str(ROOT / "examples" / "cafe.py"), "--out", str(tmp_path / "out")],
+            [sys.executable, str(ROOT / "examples" / "cafe.py")],
             env=env,
             capture_output=True,
             text=True,
@@ -39,8 +39,18 @@ def test_cafe_demo_nests_root_turn_tool_subagent(tmp_path: Path) -> None:
         receiver.stop()
 
     assert "Answer: Jack and Jill have met in the cafe" in result.stdout
-    assert "Sent over OTLP to" in result.stdout
-    assert len(list((tmp_path / "out").glob("trace-*.jsonl"))) == 1
+    assert "Trace sent over OTLP to" in result.stdout
+    # The session's two files, the opTree read back from one and the dialog from the other.
+    streams = list((tmp_path / "sessions").glob("*.events.jsonl"))
+    snapshots = list((tmp_path / "sessions").glob("*.json.gz"))
+    assert len(streams) == len(snapshots) == 1
+    assert f"event stream: {streams[0]}" in result.stdout
+    assert f"session file: {snapshots[0]}" in result.stdout
+    assert "      3.2 session discuss ok" in result.stdout
+    assert "        3.2:2 session Jill [agent_003] ok" in result.stdout
+    assert (
+        "Jack: Hi, I'm Jack. *extends hand*\nJill: *smiles* Hello Jack, I'm Jill." in result.stdout
+    )
     # The console summary: one line per LLM attempt and tool call, tagged with txn and path.
     stderr = result.stderr.splitlines()
     assert any(" 3.2:2.1.1 llm/anthropic:claude-sonnet-4-5-20250929: VRB ok" in s for s in stderr)
@@ -58,7 +68,7 @@ def test_cafe_demo_nests_root_turn_tool_subagent(tmp_path: Path) -> None:
         return names[::-1]
 
     assert chain("invoke_agent Jill") == [
-        "invoke_agent Root",
+        "invoke_agent Agent",
         "turn 3",
         "execute_tool discuss",
         "invoke_agent Jill",
@@ -68,7 +78,7 @@ def test_cafe_demo_nests_root_turn_tool_subagent(tmp_path: Path) -> None:
     assert [by_id[jill_chat[0].parent_span_id].name] == ["turn 1"]
     discuss = next(s for s in spans if s.name == "execute_tool discuss")
     assert discuss.attributes[sc.KIND] == "session"
-    root = next(s for s in spans if s.name == "invoke_agent Root")
+    root = next(s for s in spans if s.name == "invoke_agent Agent")
     assert {s.attributes[sc.TXN_ORIGIN] for s in spans} == {root.attributes[sc.TXN_ID]}
     chats = [s for s in spans if s.attributes.get(sc.KIND) == "llm"]
     assert len(chats) == 6

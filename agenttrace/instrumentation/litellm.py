@@ -45,10 +45,10 @@ from ..llm_attributes import (
     request_attributes,
     response_attributes,
     split_model,
-    tool_calls_of,
 )
 from ..redact import is_secret_key, remember_secret
 from ..scopes import OpScope, Scope, SessionScope, current_scope, finish, make_current, start_op
+from ..transcripts import log_llm_exchange
 
 _WHERE = "litellm instrumentation"
 
@@ -208,10 +208,10 @@ def _completed_attributes(
 
 
 def _offer_tool_calls(attempt: _Attempt, response: Any) -> None:
+    """Log the response as the agent's transcript entry (now: in order with everything else the
+    agent logs), which also offers its tool calls, with that entry's id, to the turn."""
     if attempt.operation == sc.OP_CHAT:
-        calls = tool_calls_of(response)
-        if calls:
-            attempt.scope.turn.offer_tool_calls(calls)
+        log_llm_exchange(attempt.scope, attempt.messages, response)
 
 
 def _logical_call_wrapper(
@@ -393,15 +393,30 @@ class _StreamState:
         attempt = self.attempt
         if attempt.done:
             return
-        ended_chunks = list(getattr(self.stream, "chunks", None) or ())
-        attempt.succeed(functools.partial(_stream_attributes, self, ended_chunks, abandoned))
+        chunks = list(getattr(self.stream, "chunks", None) or ())
+        built = None
+        try:
+            built = _build_stream_response(attempt, chunks)
+            if built is not None and not abandoned:
+                _offer_tool_calls(attempt, built)  # the streamed reply enters the transcript
+        except Exception as exc:
+            report_internal_error(_WHERE, exc)
+        attempt.succeed(functools.partial(_stream_attributes, self, built, abandoned))
 
     def fail(self, error: BaseException) -> None:
         self.attempt.fail(error)
 
 
+def _build_stream_response(attempt: _Attempt, chunks: list[Any]) -> Any:
+    """The whole response a stream delivered, assembled by litellm."""
+    litellm = sys.modules.get("litellm")
+    if litellm is None or not chunks:
+        return None
+    return litellm.stream_chunk_builder(chunks=chunks, messages=attempt.messages)
+
+
 def _stream_attributes(
-    state: _StreamState, chunks: list[Any], abandoned: bool
+    state: _StreamState, built: Any, abandoned: bool
 ) -> dict[str, AttributeValue]:
     attempt = state.attempt
     attributes = input_content(attempt.input)
@@ -412,12 +427,8 @@ def _stream_attributes(
     if abandoned:
         attributes[sc.STREAM_ABANDONED] = True
     litellm = sys.modules.get("litellm")
-    if litellm is None or not chunks:
+    if litellm is None or built is None:
         return attributes
-    built = litellm.stream_chunk_builder(chunks=chunks, messages=attempt.messages)
-    if built is None:
-        return attributes
-    _offer_tool_calls(attempt, built)
     attributes.update(_result_attributes(attempt, built))
     if not attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS) and not attributes.get(
         sc.GEN_AI_USAGE_OUTPUT_TOKENS

@@ -1,0 +1,160 @@
+"""The ``agenttrace`` command: resume a session, and read one.
+
+Every command takes a session file, an event stream, or a session id (looked up in the sessions
+directory). Anything that is not a readable session gets one line on stderr and exit status 2,
+never a traceback. Built on click (already a dependency of litellm): subcommands, ``--help``,
+and usage errors that exit 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from .session_files import SessionFileError, find_session, read_session_file
+
+EXIT_BAD_INPUT = 2
+
+
+def fail(message: str) -> NoReturn:
+    """One line on stderr, exit status 2."""
+    click.echo(f"agenttrace: error: {message}", err=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+def sessions_dir_option(function: Any) -> Any:
+    return click.option(
+        "--sessions-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="AGENTTRACE_SESSIONS_DIR",
+        default=None,
+        help="Where sessions are looked up by id [default: ~/.agenttrace/sessions].",
+    )(function)
+
+
+def resolve(reference: str, sessions_dir: Path | None) -> Path:
+    """The file a FILE|SESSION_ID argument names (exit 2 with a reason if none)."""
+    from .config import Settings
+
+    directory = sessions_dir or Settings.resolve().sessions_dir
+    try:
+        return find_session(reference, directory)
+    except SessionFileError as exc:
+        fail(str(exc))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="agenttrace")
+def main() -> None:
+    """agenttrace: trace LLM agents, and resume and read their sessions."""
+
+
+@main.command()
+@click.argument("session")
+@click.option("--prompt", required=True, help="The new user message for the root agent.")
+@click.option("--model", default=None, help="A real model for litellm (default: the scripted one).")
+@sessions_dir_option
+@click.option(
+    "--verbose", "console", flag_value="verbose", help="A console line per LLM call and tool call."
+)
+@click.option(
+    "--trace", "console", flag_value="trace", help="Also the request and response bodies."
+)
+def resume(
+    session: str, prompt: str, model: str | None, sessions_dir: Path | None, console: str | None
+) -> None:
+    """Continue the demo's SESSION (a file or id) with a new user message.
+
+    Offline with the scripted model unless --model names a real one. Every agent keeps its
+    transcript, and message and agent ids run on from where the session stopped.
+    """
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    path = resolve(session, sessions_dir)
+    try:
+        read_session_file(path)
+    except SessionFileError as exc:
+        fail(str(exc))
+
+    import litellm
+
+    import agenttrace
+
+    from .demo.cafe import report, run_resumed, scripted_model
+
+    litellm.suppress_debug_info = True
+    tracing = agenttrace.init(
+        service_name=os.environ.get("OTEL_SERVICE_NAME", "agenttrace-demo"),
+        console=console,  # type: ignore[arg-type]
+        sessions_dir=sessions_dir,
+    )
+    try:
+        if model:
+            answer, restored = asyncio.run(run_resumed(str(path), prompt, {}))
+        else:
+            with scripted_model() as scripted:
+                options = {"api_base": scripted.api_base, "api_key": "offline-demo-key"}
+                answer, restored = asyncio.run(run_resumed(str(path), prompt, options))
+    except SessionFileError as exc:
+        fail(str(exc))
+    tracing.force_flush()
+    first_new = next((e["message_id"] for e in restored.events if e.get("content") == prompt), None)
+    click.echo(f"Answer: {answer}")
+    click.echo(
+        f"New messages {first_new}..{restored.events[-1]['message_id']}, "
+        f"{len(restored.agents)} agents, agent counter at {restored.agent_counter}"
+    )
+    report(restored, tracing)
+    tracing.shutdown()
+
+
+@main.command()
+@click.argument("session")
+@click.option("--agents", required=True, help="Comma-separated agent names or ids, e.g. Jack,Jill.")
+@sessions_dir_option
+def dialog(session: str, agents: str, sessions_dir: Path | None) -> None:
+    """The distinct messages exchanged between AGENTS, each once (seed 001's dialog view)."""
+    from .viewer import format_dialog
+
+    viewer = _viewer(session, sessions_dir)
+    try:
+        ids = viewer.agent_ids(a.strip() for a in agents.split(",") if a.strip())
+    except KeyError as exc:
+        fail(f"no agent {exc.args[0]!r} in the session (agents: {_agent_list(viewer)})")
+    click.echo(format_dialog(viewer.extract_dialog(ids)))
+
+
+@main.command()
+@click.argument("session")
+@click.argument("agent")
+@sessions_dir_option
+def perspective(session: str, agent: str, sessions_dir: Path | None) -> None:
+    """What AGENT (a name or id) heard, did, said and received."""
+    viewer = _viewer(session, sessions_dir)
+    try:
+        (agent_id,) = viewer.agent_ids([agent])
+    except KeyError:
+        fail(f"no agent {agent!r} in the session (agents: {_agent_list(viewer)})")
+    click.echo(viewer.extract_agent_perspective(agent_id))
+
+
+def _viewer(reference: str, sessions_dir: Path | None) -> Any:
+    from .viewer import SessionViewer
+
+    path = resolve(reference, sessions_dir)
+    try:
+        return SessionViewer(path)
+    except SessionFileError as exc:
+        fail(str(exc))
+
+
+def _agent_list(viewer: Any) -> str:
+    return ", ".join(f"{name} ({agent_id})" for agent_id, name in viewer.list_agents().items())
+
+
+if __name__ == "__main__":  # python -m agenttrace.cli
+    main()

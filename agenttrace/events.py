@@ -1,0 +1,247 @@
+"""The canonical event stream of seed 001: ``agent_created``, ``transcript_entry``,
+``piece_of_text``, and ``LoggedString``, the ``str`` that carries a message id through ordinary
+code.
+
+An event is a plain dict whose first keys are the seed's (``message_id``, ``event_type``,
+``agent_id``, ...). DESIGN §3 allows added linkage fields that do not change the meaning of the
+seed's: ``ts``, ``trace_id``, ``span_id``, ``path``. Readers also accept seed 000's spelling
+(``content_id`` for ``substance``, ``caused_by`` for ``cause``); see :func:`normalize`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, SupportsIndex
+
+AGENT_CREATED = "agent_created"
+TRANSCRIPT_ENTRY = "transcript_entry"
+PIECE_OF_TEXT = "piece_of_text"
+EVENT_TYPES = (AGENT_CREATED, TRANSCRIPT_ENTRY, PIECE_OF_TEXT)
+
+LINKAGE_FIELDS = ("ts", "trace_id", "span_id", "path")
+"""Fields agenttrace adds for linkage; they never change the meaning of the seed's fields."""
+
+MESSAGE_PREFIX = "msg_"
+AGENT_PREFIX = "agent_"
+
+
+def message_id(number: int) -> str:
+    """``msg_001`` for 1 (three digits at least, more when needed: ``msg_1000``)."""
+    return f"{MESSAGE_PREFIX}{number:03d}"
+
+
+def agent_id(number: int) -> str:
+    """``agent_001`` for 1."""
+    return f"{AGENT_PREFIX}{number:03d}"
+
+
+def id_number(identifier: str, prefix: str) -> int | None:
+    """The counter value behind ``msg_012``/``agent_003``; ``None`` for ids not of that form."""
+    if identifier.startswith(prefix):
+        digits = identifier[len(prefix) :]
+        if digits.isdigit():
+            return int(digits)
+    return None
+
+
+class LoggedString(str):
+    """A ``str`` that carries the ``message_id`` of the content it morally represents.
+
+    What an agent says comes back as one (its own id); a formatted copy keeps the original's id
+    (``utterance.derive(f"[Jack]: {utterance}")``, or ``"[Jack]: " + utterance``), and logging
+    an incoming message reads ``getattr(text, "message_id", None)`` as its ``substance``.
+    Operational code treats it as a plain string.
+    """
+
+    message_id: str | None
+
+    def __new__(cls, content: object, message_id: str | None = None) -> LoggedString:
+        instance = super().__new__(cls, content)
+        instance.message_id = message_id
+        return instance
+
+    def derive(self, content: object) -> LoggedString:
+        """A new text that represents the same content (a formatted or hook-edited copy)."""
+        return LoggedString(content, self.message_id)
+
+    def __add__(self, other: str) -> LoggedString:
+        return LoggedString(str.__add__(self, other), self.message_id)
+
+    def __radd__(self, other: str) -> LoggedString:
+        return LoggedString(other + str(self), self.message_id)
+
+    def __mod__(self, values: Any) -> LoggedString:
+        return LoggedString(str.__mod__(self, values), self.message_id)
+
+    def format(self, *args: object, **kwargs: object) -> LoggedString:
+        return LoggedString(str.format(self, *args, **kwargs), self.message_id)
+
+    def strip(self, chars: str | None = None) -> LoggedString:
+        return LoggedString(str.strip(self, chars), self.message_id)
+
+    def replace(self, old: str, new: str, count: SupportsIndex = -1) -> LoggedString:
+        return LoggedString(str.replace(self, old, new, count), self.message_id)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (LoggedString, (str(self), self.message_id))
+
+    def __repr__(self) -> str:
+        return f"LoggedString({str.__repr__(self)}, message_id={self.message_id!r})"
+
+
+def substance_of(text: object) -> str | None:
+    """The message id a text carries (``None`` for a plain string)."""
+    value = getattr(text, "message_id", None)
+    return value if isinstance(value, str) else None
+
+
+# --- building events --------------------------------------------------------------------------
+
+
+def agent_created(
+    message: str,
+    agent: str,
+    *,
+    cause: str | list[str] | None = None,
+    name: str | None = None,
+    language_model: str | None = None,
+) -> dict[str, Any]:
+    """An ``agent_created`` event (no ``cause`` for the root agent)."""
+    event: dict[str, Any] = {"message_id": message, "event_type": AGENT_CREATED, "agent_id": agent}
+    if cause is not None:
+        event["cause"] = cause
+    if name is not None:
+        event["name"] = name
+    if language_model is not None:
+        event["language_model"] = language_model
+    return event
+
+
+def transcript_entry(
+    message: str, agent: str, entry: Mapping[str, Any], *, substance: str | None = None
+) -> dict[str, Any]:
+    """A ``transcript_entry`` event for ``entry`` (role, content, tool_calls, ...)."""
+    event: dict[str, Any] = {
+        "message_id": message,
+        "event_type": TRANSCRIPT_ENTRY,
+        "agent_id": agent,
+        "role": entry.get("role", "user"),
+    }
+    if entry.get("content") is not None:
+        event["content"] = entry["content"]
+    for key in ("tool_calls", "tool_call_id", "name"):
+        value = entry.get(key)
+        if value:
+            event[key] = tool_calls(value) if key == "tool_calls" else value
+    if substance is not None:
+        event["substance"] = substance
+    return event
+
+
+def piece_of_text(message: str, agent: str, content: str, cause: str | list[str]) -> dict[str, Any]:
+    """A ``piece_of_text`` event: text a tool call made, to be delivered to agents."""
+    return {
+        "message_id": message,
+        "event_type": PIECE_OF_TEXT,
+        "agent_id": agent,
+        "content": str(content),
+        "cause": cause,
+    }
+
+
+def tool_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
+    """Tool calls as the seed writes them: ``{"id", "function": {"name", "arguments"}}``.
+
+    ``type`` is left out when it is ``"function"`` (the only type; the seed's examples omit it)
+    and restored by :func:`api_message` for a model request.
+    """
+    result = []
+    for call in calls:
+        function = _get(call, "function")
+        plain: dict[str, Any] = {"id": _get(call, "id")}
+        kind = _get(call, "type")
+        if kind and kind != "function":
+            plain["type"] = kind
+        plain["function"] = {
+            "name": _get(function, "name"),
+            "arguments": _get(function, "arguments") or "",
+        }
+        result.append(plain)
+    return result
+
+
+def api_message(event: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat message a transcript entry stands for, ready for an LLM request."""
+    message: dict[str, Any] = {"role": event["role"], "content": event.get("content")}
+    if event.get("tool_calls"):
+        message["tool_calls"] = [
+            {"type": call.get("type", "function"), **call} for call in event["tool_calls"]
+        ]
+    for key in ("tool_call_id", "name"):
+        if event.get(key):
+            message[key] = event[key]
+    return message
+
+
+def _get(obj: Any, name: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def normalize(event: Mapping[str, Any]) -> dict[str, Any]:
+    """An event in seed 001's spelling: ``content_id`` becomes ``substance`` and ``caused_by``
+    becomes ``cause`` (seed 000). Parents that seed 000 leaves implicit are filled in by
+    :func:`infer_causes` over the whole stream."""
+    if "content_id" not in event and "caused_by" not in event:
+        return dict(event)
+    result: dict[str, Any] = {}
+    for key, value in event.items():
+        if key == "content_id":
+            result["substance"] = value
+        elif key == "caused_by":
+            result["cause"] = value
+        else:
+            result[key] = value
+    return result
+
+
+def infer_causes(events: list[dict[str, Any]]) -> None:
+    """Give seed-000 ``agent_created`` events (no ``cause``) the ``task`` call that made them.
+
+    Seed 000 places a creation between the parent's tool call to ``task`` and its result, with
+    the agent's name in the call's arguments. The first agent is the root and gets no cause.
+    """
+    import json
+
+    open_calls: list[tuple[str, str, str]] = []  # (message_id, call id, requested name)
+    answered: set[str] = set()
+    first_agent = True
+    for event in events:
+        kind = event.get("event_type")
+        if kind == TRANSCRIPT_ENTRY:
+            for call in event.get("tool_calls") or ():
+                function = call.get("function") or {}
+                if function.get("name") == "task":
+                    try:
+                        arguments = json.loads(function.get("arguments") or "{}")
+                    except ValueError:
+                        arguments = {}
+                    name = arguments.get("name", "") if isinstance(arguments, dict) else ""
+                    open_calls.append((event["message_id"], call.get("id", ""), str(name)))
+            if event.get("role") == "tool" and event.get("tool_call_id"):
+                answered.add(event["tool_call_id"])
+        elif kind == AGENT_CREATED:
+            if first_agent:
+                first_agent = False
+                continue
+            if "cause" in event:
+                continue
+            pending = [c for c in open_calls if c[1] not in answered]
+            named = [c for c in pending if c[2] and c[2] == event.get("name")]
+            candidates = named or pending
+            if candidates:
+                event["cause"] = candidates[-1][0]

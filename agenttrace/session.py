@@ -1,0 +1,457 @@
+"""``Session``: seed 001's state registry. It allocates agent and message ids (one global message
+counter), keeps every agent that ever existed with its transcript, and logs the canonical events.
+
+Each event goes, at once and in message-id order, to the current span (a span event, content
+capped) and to agenttrace's processor, whose event-stream sink writes it in full as one flushed
+JSON line. ``Session.load`` / :func:`resume` restore both counters, the registry and every
+transcript from a session file or stream, so a resumed run never reuses an id.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import threading
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.trace import Span
+
+if TYPE_CHECKING:
+    from .scopes import Scope
+from opentelemetry.util.types import AttributeValue
+
+from . import events as ev
+from . import semconv as sc
+from ._runtime import runtime
+from .redact import recorded_json, scrub_text
+from .session_files import LoadedFile, SessionFileError, find_session, read_session_file
+
+
+@dataclass
+class AgentRecord:
+    """One agent the session knows, alive or not, rebuilt from the stream alone."""
+
+    agent_id: str
+    name: str | None = None
+    language_model: str | None = None
+    cause: Any = None
+    """The event that created it: the message holding the tool call (``None`` for the root)."""
+    parent_id: str | None = None
+    """The agent whose tool call created this one."""
+    created: str | None = None
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    """Its ``transcript_entry`` events, in order."""
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The transcript as chat messages, ready to send to a model again."""
+        return [ev.api_message(entry) for entry in self.transcript]
+
+
+class Session:
+    """Event-stream backed registry of a multi-agent system (seed 001's API).
+
+    A fresh session's id is also the origin txn id of its first run and names its files;
+    a resumed session keeps its id, so the next run appends to the same files.
+    """
+
+    def __init__(self, session_id: str | None = None) -> None:
+        from .scopes import new_txn_id
+
+        self.session_id = session_id or new_txn_id()
+        self.message_counter = 0
+        self.agent_counter = 0
+        self.agents: dict[str, AgentRecord] = {}
+        self.events: list[dict[str, Any]] = []
+        self.lines: list[bytes | None] = []
+        """The JSON line of each event as written (``None`` until needed for a resumed one)."""
+        self.runs: list[dict[str, Any]] = []
+        """opTree SessionNodes of earlier runs (from a session file)."""
+        self.meta: dict[str, Any] = {}
+        self.previous_trace: tuple[int, int] | None = None
+        """(trace id, root span id) of the last run before a resume, for the new run's Link."""
+        self.resumed_from: str | None = None
+        self.run_count = 0
+        self._lock = threading.RLock()
+        self._by_name: dict[str, str] = {}
+        self._agent_of: dict[str, str] = {}  # message id -> the agent whose event it is
+
+    # -- seed 001's API ---------------------------------------------------------------------------
+
+    @staticmethod
+    def load(session_file: str | Path) -> Session:
+        """Load a session file or event stream and restore counters, registry and transcripts."""
+        return Session.from_file(read_session_file(session_file))
+
+    def allocate_agent_id(self) -> str:
+        """A new, never used agent id (``agent_003``)."""
+        with self._lock:
+            self.agent_counter += 1
+            return ev.agent_id(self.agent_counter)
+
+    def log_agent_created(
+        self,
+        agent_id: str,
+        cause: str | list[str] | None = None,
+        name: str | None = None,
+        language_model: str | None = None,
+        *,
+        at: Scope | None = None,
+    ) -> str:
+        """Log an ``agent_created`` event; returns its message id."""
+        return self._log(
+            lambda mid: ev.agent_created(
+                mid, agent_id, cause=cause, name=name, language_model=language_model
+            ),
+            at,
+        )
+
+    def log_transcript_entry(
+        self,
+        agent_id: str,
+        message: Mapping[str, Any] | Any,
+        substance: str | None = None,
+        *,
+        at: Scope | None = None,
+    ) -> str:
+        """Log what enters ``agent_id``'s transcript; ``substance``: what it morally represents."""
+        entry = message if isinstance(message, Mapping) else _message_fields(message)
+        return self._log(
+            lambda mid: ev.transcript_entry(mid, agent_id, entry, substance=substance), at
+        )
+
+    def log_piece_of_text(
+        self,
+        agent_id: str,
+        content: str,
+        cause: str | list[str],
+        *,
+        at: Scope | None = None,
+    ) -> str:
+        """Log text a tool call made for delivery to agents; ``cause``: that tool call."""
+        return self._log(lambda mid: ev.piece_of_text(mid, agent_id, content, cause), at)
+
+    def revivify(self, agent_id: str) -> AgentRecord:
+        """The agent's record, transcript included, rebuilt from the events."""
+        try:
+            return self.agents[agent_id]
+        except KeyError:
+            raise KeyError(f"no agent {agent_id!r} in session {self.session_id}") from None
+
+    def list_agents(self) -> dict[str, str | None]:
+        """agent id -> name, for every agent that ever existed."""
+        return {agent_id: record.name for agent_id, record in self.agents.items()}
+
+    def agent_named(self, name: str) -> AgentRecord | None:
+        """The most recent agent of this name."""
+        agent_id = self._by_name.get(name)
+        return self.agents.get(agent_id) if agent_id else None
+
+    def root(self) -> AgentRecord | None:
+        """The first agent created without a cause."""
+        for record in self.agents.values():
+            if record.cause is None:
+                return record
+        return None
+
+    def children(self, agent_id: str) -> list[AgentRecord]:
+        """The agents created by ``agent_id``'s tool calls, in creation order."""
+        return [r for r in self.agents.values() if r.parent_id == agent_id]
+
+    # -- recording ----------------------------------------------------------------------------
+
+    def _log(self, build: Callable[[str], dict[str, Any]], at: Scope | None) -> str:
+        """Allocate the next message id, build the event, record it (registry, span, outputs).
+
+        ``at``: the scope the event belongs to (default: the current one), for its linkage.
+        """
+        from .scopes import current_scope
+
+        scope = at if at is not None else current_scope()
+        span = scope.span if scope is not None else None
+        with self._lock:
+            self.message_counter += 1
+            message = ev.message_id(self.message_counter)
+            event = build(message)
+            event["ts"] = _now()
+            if span is not None:
+                context = span.get_span_context()
+                if context.is_valid:
+                    event["trace_id"] = format(context.trace_id, "032x")
+                    event["span_id"] = format(context.span_id, "016x")
+            if scope is not None:
+                event["path"] = scope.label
+            self._apply(event)
+            line = (json.dumps(event, ensure_ascii=False, separators=(", ", ": ")) + "\n").encode()
+            self.events.append(event)
+            self.lines.append(line)
+            _emit(self, event, line, span)
+        return message
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        """Update the registry with one event (recording and replay alike)."""
+        kind = event.get("event_type")
+        agent = event.get("agent_id")
+        if not isinstance(agent, str):
+            return
+        message = event.get("message_id")
+        if isinstance(message, str):
+            self._agent_of[message] = agent
+        if kind == ev.AGENT_CREATED:
+            cause = event.get("cause")
+            parent = None
+            if isinstance(cause, str):
+                parent = self._agent_of.get(cause)
+            record = AgentRecord(
+                agent,
+                event.get("name"),
+                event.get("language_model"),
+                cause,
+                parent,
+                event.get("message_id"),
+            )
+            self.agents[agent] = record
+            if record.name:
+                self._by_name[record.name] = agent
+        elif kind == ev.TRANSCRIPT_ENTRY:
+            known = self.agents.get(agent)
+            if known is None:  # an agent the stream never announced (seed example fragments)
+                known = self.agents[agent] = AgentRecord(agent)
+            known.transcript.append(event)
+
+    # -- restoring ----------------------------------------------------------------------------
+
+    @classmethod
+    def from_file(cls, loaded: LoadedFile) -> Session:
+        """A session restored from what :func:`read_session_file` read."""
+        session = cls(loaded.session_id or (loaded.meta.get("session_id") if loaded.meta else None))
+        session.restore(loaded.events, raw_lines=None)
+        session.runs = list(loaded.runs)
+        session.meta = dict(loaded.meta)
+        last_trace = _last_trace(loaded)
+        session.previous_trace = last_trace
+        session.run_count = len(loaded.runs) or len(
+            {e.get("trace_id") for e in loaded.events if e.get("trace_id")}
+        )
+        return session
+
+    def restore(self, events: list[dict[str, Any]], raw_lines: list[bytes] | None) -> None:
+        """Replay ``events`` into this (empty) session: registry, transcripts, both counters."""
+        message_ids = agent_ids = 0
+        for event in events:
+            self._apply(event)
+            number = ev.id_number(event.get("message_id", ""), ev.MESSAGE_PREFIX)
+            if number is not None and number > message_ids:
+                message_ids = number
+            agent = event.get("agent_id")
+            if isinstance(agent, str):
+                number = ev.id_number(agent, ev.AGENT_PREFIX)
+                if number is not None and number > agent_ids:
+                    agent_ids = number
+        self.events = events
+        self.lines = list(raw_lines) if raw_lines is not None else [None] * len(events)
+        self.message_counter = max(self.message_counter, message_ids)
+        self.agent_counter = max(self.agent_counter, agent_ids)
+
+    def event_lines(self) -> list[bytes]:
+        """Every event as its JSON line (serialising restored events the first time)."""
+        with self._lock:
+            lines = self.lines
+            for index, line in enumerate(lines):
+                if line is None:
+                    lines[index] = (
+                        json.dumps(self.events[index], ensure_ascii=False, separators=(", ", ": "))
+                        + "\n"
+                    ).encode()
+            return list(lines)  # type: ignore[arg-type]
+
+
+def _message_fields(message: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for key in ("role", "content", "tool_calls", "tool_call_id", "name"):
+        value = getattr(message, key, None)
+        if value is not None:
+            fields[key] = value
+    return fields
+
+
+def _now() -> str:
+    return (
+        datetime.datetime.now(datetime.timezone.utc)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def _last_trace(loaded: LoadedFile) -> tuple[int, int] | None:
+    for run in reversed(loaded.runs):
+        trace_id, span_id = run.get("traceId"), run.get("spanId")
+        if isinstance(trace_id, str) and isinstance(span_id, str):
+            try:
+                return int(trace_id, 16), int(span_id, 16)
+            except ValueError:
+                continue
+    for event in reversed(loaded.events):
+        trace_id, span_id = event.get("trace_id"), event.get("span_id")
+        if isinstance(trace_id, str) and isinstance(span_id, str):
+            try:
+                return int(trace_id, 16), int(span_id, 16)
+            except ValueError:
+                continue
+    return None
+
+
+# --- emitting ----------------------------------------------------------------------------------
+
+
+def _emit(session: Session, event: dict[str, Any], line: bytes, span: Span | None) -> None:
+    if span is not None and span.is_recording():
+        span.add_event(sc.EVENT_CANONICAL, _span_event_attributes(event))
+    processor = runtime.processor
+    if processor is not None:
+        processor.on_canonical_event(session, event, line, span)  # type: ignore[arg-type]
+
+
+_EVENT_FIELDS = (
+    ("message_id", sc.EVENT_MESSAGE_ID),
+    ("event_type", sc.EVENT_TYPE),
+    ("agent_id", sc.EVENT_AGENT_ID),
+    ("role", sc.EVENT_ROLE),
+    ("name", sc.EVENT_NAME),
+    ("language_model", sc.EVENT_LANGUAGE_MODEL),
+    ("tool_call_id", sc.EVENT_TOOL_CALL_ID),
+    ("substance", sc.EVENT_SUBSTANCE),
+    ("path", sc.PATH),
+)
+
+
+def _span_event_attributes(event: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    attributes: dict[str, AttributeValue] = {}
+    for key, attribute in _EVENT_FIELDS:
+        value = event.get(key)
+        if isinstance(value, str):
+            attributes[attribute] = value
+    cause = event.get("cause")
+    if cause is not None:
+        attributes[sc.EVENT_CAUSE] = cause if isinstance(cause, str) else list(cause)
+    settings = runtime.settings
+    if settings.capture_content:
+        content = event.get("content")
+        if isinstance(content, str):
+            attributes[sc.EVENT_CONTENT] = recorded_json(content, settings.max_payload_bytes)[1]
+        calls = event.get("tool_calls")
+        if calls:
+            attributes[sc.EVENT_TOOL_CALLS] = recorded_json(calls, settings.max_payload_bytes)[1]
+    elif isinstance(event.get("content"), str):
+        attributes[sc.EVENT_CONTENT_CHARS] = len(event["content"])
+    return {k: scrub_text(v) if isinstance(v, str) else v for k, v in attributes.items()}
+
+
+# --- the session agent code runs in ---------------------------------------------------------
+
+_current: ContextVar[Session | None] = ContextVar("agenttrace_session", default=None)
+_default_lock = threading.Lock()
+_default: Session | None = None
+
+
+def current_session() -> Session:
+    """The session agent runs are recorded in: the one made current by :func:`use_session` or
+    :func:`resume`, else one started on first use (a script's runs share it)."""
+    session = _current.get()
+    if session is not None:
+        return session
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Session()
+    return _default
+
+
+def use_session(session: Session | None) -> None:
+    """Make ``session`` the current one for the rest of the process (``None``: a new one later)."""
+    global _default
+    with _default_lock:
+        _default = session
+    _current.set(None)
+
+
+def new_session(session_id: str | None = None) -> Session:
+    """Start a new session and make it current."""
+    session = Session(session_id)
+    use_session(session)
+    return session
+
+
+def resume(path_or_id: str | Path, sessions_dir: str | Path | None = None) -> Session:
+    """Restore a session from its gzipped file or event stream (or its id in ``sessions_dir``)
+    and make it current: the next agent run appends to it, with no id reused, and its root span
+    links to the previous run's trace.
+
+    Raises :class:`SessionFileError` for anything that is not a readable session.
+    """
+    directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
+    path = find_session(str(path_or_id), directory)
+    loaded = _load_best(path)
+    session = Session.from_file(loaded)
+    session.resumed_from = str(path)
+    use_session(session)
+    return session
+
+
+def _load_best(path: Path) -> LoadedFile:
+    """The fullest picture of a session: its file, completed by the stream beside it (which has
+    every event, also those after the last snapshot) or by the snapshot (which has the runs)."""
+    from .session_files import SNAPSHOT_SUFFIX, STREAM_SUFFIX
+
+    loaded = read_session_file(path)
+    name = path.name
+    if loaded.kind == "snapshot" and name.endswith(SNAPSHOT_SUFFIX):
+        sibling = path.with_name(name[: -len(SNAPSHOT_SUFFIX)] + STREAM_SUFFIX)
+        if sibling.exists():
+            stream = read_session_file(sibling)
+            if len(stream.events) > len(loaded.events):
+                loaded.events = stream.events
+                loaded.torn = stream.torn
+    elif loaded.kind == "stream" and name.endswith(STREAM_SUFFIX):
+        sibling = path.with_name(name[: -len(STREAM_SUFFIX)] + SNAPSHOT_SUFFIX)
+        if sibling.exists():
+            try:
+                snapshot = read_session_file(sibling)
+            except SessionFileError:
+                snapshot = None  # a damaged snapshot: the stream alone is enough
+            if snapshot is not None:
+                loaded.runs, loaded.meta = snapshot.runs, snapshot.meta
+    return loaded
+
+
+def load_session(
+    session_file: str | Path,
+    agent_factory: Callable[[AgentRecord, Session], Any] | None = None,
+) -> tuple[Any, Session]:
+    """Seed 001's ``load_session``: (root agent, session), the session made current.
+
+    With ``agent_factory(record, session)`` the root and every sub-agent are rebuilt as your own
+    agent objects (each factory result gets its sub-agents in ``.subagents`` by name, when it
+    has that attribute); without it the root is an :class:`AgentRecord`.
+    """
+    session = resume(session_file)
+    root = session.root()
+    if root is None:
+        raise SessionFileError(f"{session_file}: the session has no root agent")
+    if agent_factory is None:
+        return root, session
+
+    def build(record: AgentRecord) -> Any:
+        agent = agent_factory(record, session)
+        subagents = getattr(agent, "subagents", None)
+        for child in session.children(record.agent_id):
+            built = build(child)
+            if isinstance(subagents, dict) and child.name:
+                subagents[child.name] = built
+        return agent
+
+    return build(root), session

@@ -1,0 +1,280 @@
+"""Session files on disk: the event stream (``<id>.events.jsonl``) and the gzipped session file
+(``<id>.json.gz``), their names, atomic writes, and reading either back.
+
+Reading checks what it is given and says clearly what is wrong with a file that is not a session
+of this format and version: every such problem is a :class:`SessionFileError` with a one-line
+message. A torn last line in a stream (a process killed mid-write) is not an error: it is
+reported in :attr:`LoadedFile.torn` and skipped, and nothing else is lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import re
+import tempfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .events import EVENT_TYPES, infer_causes, normalize
+
+FORMAT = "agenttrace.session"
+VERSION = 1
+STREAM_SUFFIX = ".events.jsonl"
+SNAPSHOT_SUFFIX = ".json.gz"
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class SessionFileError(Exception):
+    """A session file or id that cannot be read: the message says what is wrong, in one line."""
+
+
+@dataclass
+class LoadedFile:
+    """What a session file or event stream holds."""
+
+    path: Path
+    kind: str
+    """``stream`` or ``snapshot``."""
+    events: list[dict[str, Any]]
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    session_id: str | None = None
+    torn: str | None = None
+    """The torn last line of a stream that was skipped, if there was one."""
+
+
+def stream_path(sessions_dir: Path, session_id: str) -> Path:
+    """Where the event stream of ``session_id`` lives."""
+    return sessions_dir / f"{session_id}{STREAM_SUFFIX}"
+
+
+def snapshot_path(sessions_dir: Path, session_id: str) -> Path:
+    """Where the gzipped session file of ``session_id`` lives."""
+    return sessions_dir / f"{session_id}{SNAPSHOT_SUFFIX}"
+
+
+def check_session_id(session_id: str) -> str:
+    """``session_id`` if it is a plain file name stem; refuses anything that could leave the
+    sessions directory (``../x``, ``/etc/x``, separators)."""
+    if not _SESSION_ID.match(session_id) or ".." in session_id:
+        raise SessionFileError(f"not a session id: {session_id!r}")
+    return session_id
+
+
+def find_session(reference: str, sessions_dir: Path) -> Path:
+    """The file a CLI argument names: a path to a file, or a session id in ``sessions_dir``."""
+    path = Path(reference)
+    if path.suffix in (".gz", ".jsonl") or os.sep in reference or path.exists():
+        if not path.exists():
+            raise SessionFileError(f"{reference}: no such file")
+        return path
+    session_id = check_session_id(reference)
+    for candidate in (
+        stream_path(sessions_dir, session_id),
+        snapshot_path(sessions_dir, session_id),
+    ):
+        if candidate.exists():
+            return candidate
+    raise SessionFileError(f"no session {session_id!r} in {sessions_dir}")
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+
+def read_session_file(path: str | Path) -> LoadedFile:
+    """Read a gzipped session file or an event stream (told apart by content, not name)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(2)
+    except IsADirectoryError:
+        raise SessionFileError(f"{path}: is a directory, not a session file") from None
+    except FileNotFoundError:
+        raise SessionFileError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise SessionFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if head == _GZIP_MAGIC:
+        return _read_snapshot(path)
+    return _read_stream(path)
+
+
+def _read_snapshot(path: Path) -> LoadedFile:
+    try:
+        with gzip.open(path, "rb") as handle:
+            raw = handle.read()
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise SessionFileError(f"{path}: truncated or damaged gzip ({exc})") from None
+    except OSError as exc:
+        raise SessionFileError(f"{path}: cannot read: {exc}") from None
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        raise SessionFileError(
+            f"{path}: gzip does not hold JSON; not an agenttrace session"
+        ) from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+        raise SessionFileError(f"{path}: not an agenttrace session file (format {found!r})")
+    version = payload.get("version")
+    if version != VERSION:
+        raise SessionFileError(
+            f"{path}: session file version {version!r}; this agenttrace reads version {VERSION}"
+        )
+    events = payload.get("events")
+    if not isinstance(events, list):
+        raise SessionFileError(f"{path}: session file has no event list")
+    checked = [_checked(event, path, i + 1) for i, event in enumerate(events)]
+    infer_causes(checked)
+    runs_value, meta_value = payload.get("runs"), payload.get("meta")
+    runs: list[dict[str, Any]] = runs_value if isinstance(runs_value, list) else []
+    meta: dict[str, Any] = meta_value if isinstance(meta_value, dict) else {}
+    session_id = payload.get("session_id")
+    return LoadedFile(
+        path, "snapshot", checked, runs, meta, session_id if isinstance(session_id, str) else None
+    )
+
+
+def _read_stream(path: Path) -> LoadedFile:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SessionFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not data.strip():
+        raise SessionFileError(f"{path}: empty file, no events")
+    lines = data.split(b"\n")
+    ends_with_newline = lines[-1] == b""
+    if ends_with_newline:
+        lines.pop()
+    events: list[dict[str, Any]] = []
+    torn: str | None = None
+    last = len(lines) - 1
+    for number, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            if number == last and not ends_with_newline:
+                # Killed mid-write: the partial last line is reported and skipped.
+                torn = line.decode("utf-8", "replace")
+                break
+            if number == 0:
+                raise SessionFileError(
+                    f"{path}: not an agenttrace event stream (line 1 is not JSON)"
+                ) from None
+            raise SessionFileError(f"{path}: line {number + 1} is not JSON") from None
+        events.append(_checked(event, path, number + 1))
+    if not events:
+        raise SessionFileError(f"{path}: no complete event in the stream")
+    infer_causes(events)
+    return LoadedFile(path, "stream", events, torn=torn, session_id=_session_id_of(path))
+
+
+def _checked(event: Any, path: Path, line: int) -> dict[str, Any]:
+    if (
+        not isinstance(event, dict)
+        or not isinstance(event.get("message_id"), str)
+        or event.get("event_type") not in EVENT_TYPES
+    ):
+        raise SessionFileError(
+            f"{path}: entry {line} is not a canonical event; not an agenttrace session"
+        )
+    return normalize(event)
+
+
+def _session_id_of(path: Path) -> str | None:
+    name = path.name
+    for suffix in (STREAM_SUFFIX, SNAPSHOT_SUFFIX, ".jsonl"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)] or None
+    return None
+
+
+def iter_stream_lines(path: Path) -> Iterator[bytes]:
+    """The raw lines of a stream, for tools that only need to count or copy them."""
+    with open(path, "rb") as handle:
+        yield from handle
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+class StreamAppender:
+    """Appends JSON lines to one stream file: each line one ``write`` to an ``O_APPEND`` file,
+    so a process killed at any moment leaves whole lines and at most one torn last line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    def append(self, line: bytes) -> None:
+        view = memoryview(line)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+
+    def sync(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory, fsync, rename;
+    the file is readable by its owner only (0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def snapshot_bytes(
+    session_id: str,
+    runs: list[dict[str, Any]],
+    event_lines: list[bytes],
+    meta: dict[str, Any],
+    compresslevel: int = 6,
+) -> bytes:
+    """The gzipped session file. ``event_lines`` are the stream's JSON lines, reused as they are
+    (no second serialisation of what may be 100,000 events)."""
+    head = json.dumps(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "session_id": session_id,
+            "runs": runs,
+            "meta": meta,
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode("utf-8")
+    body = b",".join(line.rstrip(b"\n") for line in event_lines)
+    compressor = zlib.compressobj(compresslevel, zlib.DEFLATED, 31)  # 31: the gzip container
+    return b"".join(
+        (
+            compressor.compress(head[:-1] + b',"events":['),
+            compressor.compress(body),
+            compressor.compress(b"]}"),
+            compressor.flush(),
+        )
+    )

@@ -1,0 +1,306 @@
+"""Seed 001's responsibility model, applied by agenttrace's decorators and the litellm patch, so
+agent code in the seed's style is logged without logging parameters in its signatures:
+
+- an agent is registered when it is created (``@agent_class``) or first runs; inside a tool call
+  its ``agent_created`` names that call as its ``cause``, and whatever its transcript already
+  holds (a system prompt) is logged right after;
+- what it hears (``@hears`` on ``harken``) is a user entry whose ``substance`` is the message id
+  the text carries (a :class:`LoggedString`); plain text that a tool call was given as an
+  argument (``discuss``'s prompt) first becomes a ``piece_of_text`` caused by that call;
+- what it says comes from the LLM: each response is an assistant entry (messages the agent
+  added to its transcript without ``@hears`` are logged just before, so transcripts stay whole);
+  an agent run returns its answer as a ``LoggedString``;
+- a tool called for an LLM tool call logs its result (each item, for a generator) as the calling
+  agent's tool entry, unless it returns ``None``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from ._internal_errors import report_internal_error
+from ._runtime import runtime
+from .events import LoggedString, substance_of
+from .llm_attributes import field, tool_calls_of
+from .scopes import OpScope, Scope, SessionScope, current_scope
+from .session import Session, current_session
+
+T = TypeVar("T", bound=type)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# --- agents ------------------------------------------------------------------------------------
+
+
+def session_for_new_agent() -> Session:
+    """The session an agent created now belongs to: the running one's, else the current one."""
+    scope = current_scope()
+    if scope is not None:
+        return (
+            scope.session.run.session if not isinstance(scope, SessionScope) else scope.run.session
+        )
+    return current_session()
+
+
+def tool_call_message(scope: object) -> str | None:
+    """The message id of the assistant entry holding the tool call the current op answers."""
+    while isinstance(scope, OpScope):
+        if scope.call_message is not None:
+            return scope.call_message
+        scope = None
+    return None
+
+
+def register_agent(
+    session: Session,
+    *,
+    name: str | None,
+    language_model: str | None,
+    initial: Sequence[Any] = (),
+    owner: object = None,
+    at: Scope | None = None,
+) -> str:
+    """Allocate an id for a new agent, log ``agent_created`` (with the tool call that made it as
+    ``cause``) and the entries its transcript starts with; returns the id."""
+    agent_id = session.allocate_agent_id()
+    if owner is not None:
+        # An object with __slots__ and no agent_id keeps none: the registry still knows it.
+        with contextlib.suppress(AttributeError):
+            owner.agent_id = agent_id  # type: ignore[attr-defined]
+    session.log_agent_created(
+        agent_id,
+        cause=tool_call_message(current_scope()),
+        name=name,
+        language_model=language_model,
+        at=at,
+    )
+    for message in initial:
+        session.log_transcript_entry(agent_id, _entry(message), at=at)
+    return agent_id
+
+
+def agent_of(
+    session: Session,
+    owner: object,
+    name: str | None,
+    model: str | None,
+    explicit_id: str | None = None,
+) -> str:
+    """The registered id of the agent ``owner`` (or of the function agent ``name``)."""
+    known = explicit_id or (_str_attr(owner, "agent_id") if owner is not None else None)
+    if known is not None and known in session.agents:
+        return known
+    if owner is None and known is None and name is not None:
+        record = session.agent_named(name)
+        if record is not None:
+            return record.agent_id
+    if known is not None:
+        session.log_agent_created(
+            known, cause=tool_call_message(current_scope()), name=name, language_model=model
+        )
+        return known
+    return register_agent(session, name=name, language_model=model, owner=owner)
+
+
+def agent_class(
+    cls: T | None = None,
+    /,
+    *,
+    name: str = "name",
+    model: str = "language_model",
+    transcript: str = "transcript",
+) -> Any:
+    """Class decorator: creating an instance registers it as an agent (seed 001's
+    ``Agent.__init__`` + ``log_agent_created``). The attribute names say where the agent keeps
+    its name, model and transcript; the instance gets its ``agent_id``."""
+
+    def decorate(klass: T) -> T:
+        original = klass.__init__  # type: ignore[misc]
+
+        @functools.wraps(original)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            if runtime.disabled:
+                return
+            try:
+                register_agent(
+                    session_for_new_agent(),
+                    name=_str_attr(self, name),
+                    language_model=_str_attr(self, model),
+                    initial=list(getattr(self, transcript, None) or ()),
+                    owner=self,
+                )
+            except Exception as exc:
+                report_internal_error("agent_class", exc)
+
+        klass.__init__ = __init__  # type: ignore[misc]
+        return klass
+
+    return decorate(cls) if cls is not None else decorate
+
+
+# --- hearing -----------------------------------------------------------------------------------
+
+
+def hears(fn: F | None = None, /, *, role: str = "user") -> Any:
+    """Method decorator for ``harken(self, text)``: what the agent hears enters its transcript.
+
+    The entry's ``substance`` is the message id ``text`` carries; plain text that the running
+    tool call got as an argument is first logged as a ``piece_of_text`` caused by that call.
+    """
+
+    def decorate(method: F) -> F:
+        @functools.wraps(method)
+        def wrapper(self: Any, text: Any, *args: Any, **kwargs: Any) -> Any:
+            result = method(self, text, *args, **kwargs)
+            if not runtime.disabled:
+                try:
+                    log_heard(self, text, role)
+                except Exception as exc:
+                    report_internal_error("hears", exc)
+            return result
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def log_heard(owner: object, text: Any, role: str = "user") -> str:
+    """Log that ``owner`` heard ``text``; returns the entry's message id."""
+    session = session_for_new_agent()
+    agent_id = agent_of(
+        session, owner, _str_attr(owner, "name"), _str_attr(owner, "language_model")
+    )
+    substance = substance_of(text)
+    if substance is None and isinstance(text, str):
+        substance = _piece_for_argument(session, str(text))
+    return session.log_transcript_entry(
+        agent_id, {"role": role, "content": str(text)}, substance=substance
+    )
+
+
+def _piece_for_argument(session: Session, text: str) -> str | None:
+    scope = current_scope()
+    if not isinstance(scope, OpScope) or text not in scope.text_arguments:
+        return None
+    pieces = scope.pieces
+    if text not in pieces:
+        cause = tool_call_message(scope)
+        if cause is None:
+            return None
+        pieces[text] = session.log_piece_of_text(scope.session.agent_id, text, cause)
+    return pieces[text]
+
+
+def piece_of_text(content: str) -> LoggedString:
+    """Log ``content`` as text the running tool call made for delivery to agents; deliver the
+    returned ``LoggedString`` and each recipient's entry points to it as its ``substance``."""
+    scope = current_scope()
+    session = session_for_new_agent()
+    agent = scope.session.agent_id if scope is not None else None
+    cause = tool_call_message(scope)
+    if runtime.disabled or agent is None or cause is None:
+        return LoggedString(content)
+    return LoggedString(content, session.log_piece_of_text(agent, content, cause))
+
+
+# --- saying --------------------------------------------------------------------------------------
+
+
+def log_llm_exchange(scope: OpScope, messages: Any, response: Any) -> str | None:
+    """Log an LLM response as the agent's assistant entry (after any request messages the
+    agent's transcript does not have yet); offer its tool calls to the turn. Returns its id."""
+    session = scope.session.run.session
+    agent_id = scope.session.agent_id
+    record = session.agents.get(agent_id)
+    if record is not None and isinstance(messages, Sequence) and not isinstance(messages, str):
+        for message in _unlogged(record.transcript, messages):
+            session.log_transcript_entry(agent_id, _entry(message), at=scope)
+    choices = field(response, "choices")
+    message = field(choices[0], "message") if isinstance(choices, Sequence) and choices else None
+    if message is None:
+        return None
+    entry = _entry(message)
+    entry["role"] = "assistant"
+    message_id = session.log_transcript_entry(agent_id, entry, at=scope)
+    calls = tool_calls_of(response)
+    if calls:
+        scope.turn.offer_tool_calls([(*call, message_id) for call in calls])
+    return message_id
+
+
+def answer(scope: SessionScope, result: Any) -> Any:
+    """An agent run's return value: a ``str`` comes back as a ``LoggedString`` of the assistant
+    entry that said it (logged now if the transcript does not end with it)."""
+    if not isinstance(result, str) or (isinstance(result, LoggedString) and result.message_id):
+        return result
+    session = scope.run.session
+    record = session.agents.get(scope.agent_id)
+    last = record.transcript[-1] if record is not None and record.transcript else None
+    if last is not None and last.get("role") == "assistant" and last.get("content") == result:
+        return LoggedString(result, last["message_id"])
+    message_id = session.log_transcript_entry(
+        scope.agent_id, {"role": "assistant", "content": str(result)}, at=scope
+    )
+    return LoggedString(result, message_id)
+
+
+def log_tool_result(scope: OpScope, result: Any) -> None:
+    """A tool's result (or one streamed item) as the calling agent's tool entry."""
+    if result is None or scope.call_id is None:
+        return
+    content = result if isinstance(result, str) else json.dumps(result, default=str)
+    session = scope.session.run.session
+    session.log_transcript_entry(
+        scope.session.agent_id,
+        {"role": "tool", "tool_call_id": scope.call_id, "content": content},
+        at=scope,
+    )
+
+
+def _unlogged(transcript: list[dict[str, Any]], messages: Sequence[Any]) -> list[Any]:
+    """The request's messages after the last one the agent's logged transcript ends with.
+
+    Agents append to their transcripts, so what follows the last logged entry in the request
+    is what the agent added without ``@hears`` (all of it, for an agent with nothing logged).
+    A request that does not contain the last logged entry (a rewritten history) adds nothing.
+    """
+    if not transcript:
+        return list(messages)
+    last = transcript[-1]
+    for index in range(len(messages) - 1, -1, -1):
+        if _same(messages[index], last):
+            return list(messages[index + 1 :])
+    return []
+
+
+def _same(message: Any, entry: Mapping[str, Any]) -> bool:
+    fields = _entry(message)
+    return (
+        fields.get("role") == entry.get("role")
+        and fields.get("content") == entry.get("content")
+        and fields.get("tool_call_id") == entry.get("tool_call_id")
+    )
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _entry(message: Any) -> dict[str, Any]:
+    if isinstance(message, Mapping):
+        return dict(message)
+    entry: dict[str, Any] = {}
+    for key in ("role", "content", "tool_calls", "tool_call_id", "name"):
+        value = getattr(message, key, None)
+        if value is not None:
+            entry[key] = value
+    return entry
+
+
+def _str_attr(owner: object, name: str) -> str | None:
+    value = getattr(owner, name, None)
+    return value if isinstance(value, str) and value else None

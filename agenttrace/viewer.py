@@ -1,0 +1,178 @@
+"""``SessionViewer``: seed 001's views of a session, from a file or a live ``Session``.
+
+It only follows the stream's links (``substance``, ``cause``, ``tool_call_id``): it never parses
+tool arguments, so it works for any tool. Reads seed 000's spelling too (``content_id``,
+``caused_by``), through the same reader as ``resume``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .events import AGENT_CREATED, PIECE_OF_TEXT, TRANSCRIPT_ENTRY, infer_causes, normalize
+from .session import Session
+from .session_files import read_session_file
+
+
+class SessionViewer:
+    """Views of one session: agents, transcripts, the dialog, an agent's perspective, causality."""
+
+    def __init__(self, source: str | Path | Session | Iterable[Mapping[str, Any]]) -> None:
+        """``source``: a session file or event stream path, a live ``Session``, or events."""
+        if isinstance(source, (str, Path)):
+            self.events = read_session_file(source).events
+        elif isinstance(source, Session):
+            self.events = list(source.events)
+        else:
+            self.events = [normalize(event) for event in source]
+            infer_causes(self.events)
+        self._by_id = {e["message_id"]: e for e in self.events if "message_id" in e}
+
+    def list_agents(self) -> dict[str, str]:
+        """agent id -> name (the id itself for an agent without a name)."""
+        agents: dict[str, str] = {}
+        for event in self.events:
+            if event.get("event_type") == AGENT_CREATED:
+                agents[event["agent_id"]] = event.get("name") or event["agent_id"]
+        return agents
+
+    def agent_ids(self, names_or_ids: Iterable[str]) -> list[str]:
+        """Agent ids for a mix of names and ids; ``KeyError`` naming any that is unknown."""
+        agents = self.list_agents()
+        by_name = {name: agent_id for agent_id, name in agents.items()}
+        result = []
+        for item in names_or_ids:
+            if item in agents:
+                result.append(item)
+            elif item in by_name:
+                result.append(by_name[item])
+            else:
+                raise KeyError(item)
+        return result
+
+    def get_transcript(self, agent_id: str) -> list[dict[str, Any]]:
+        """Every ``transcript_entry`` of ``agent_id``, in order."""
+        return [
+            e
+            for e in self.events
+            if e.get("event_type") == TRANSCRIPT_ENTRY and e.get("agent_id") == agent_id
+        ]
+
+    def extract_dialog(self, agent_ids: Iterable[str]) -> list[dict[str, Any]]:
+        """The distinct messages exchanged between the selected agents, each shown once.
+
+        Entries are grouped by their ``substance`` (what they morally represent), so a prompt
+        everyone heard or an utterance relayed to others appears once, with who said it.
+        """
+        selected = set(agent_ids)
+        names = self.list_agents()
+        seen: set[str] = set()
+        dialog: list[dict[str, Any]] = []
+        for entry in self.events:
+            if entry.get("event_type") != TRANSCRIPT_ENTRY or entry.get("agent_id") not in selected:
+                continue
+            reference = entry.get("substance") or entry["message_id"]
+            if not isinstance(reference, str) or reference in seen:
+                continue
+            seen.add(reference)
+            original = self._by_id.get(reference, entry)
+            content = original.get("content")
+            if content is None:
+                continue
+            speaker = original.get("agent_id")
+            dialog.append(
+                {
+                    "message_id": reference,
+                    "agent_id": speaker,
+                    "speaker": names.get(speaker, speaker) if isinstance(speaker, str) else None,
+                    "role": original.get("role", "text")
+                    if original.get("event_type") != PIECE_OF_TEXT
+                    else "text",
+                    "content": content,
+                }
+            )
+        return dialog
+
+    def extract_agent_perspective(self, agent_id: str) -> str:
+        """What ``agent_id`` heard, did, said and received, one line each."""
+        lines = []
+        for entry in self.get_transcript(agent_id):
+            role, content = entry.get("role"), entry.get("content")
+            if role == "system":
+                lines.append(f"[System]: {content}")
+            elif role == "user":
+                lines.append(f"[Heard]: {content}")
+            elif role == "assistant" and entry.get("tool_calls"):
+                calls = ", ".join(
+                    f"{c.get('function', {}).get('name')}({c.get('function', {}).get('arguments')})"
+                    for c in entry["tool_calls"]
+                )
+                lines.append(f"[Action]: {content + ' ' if content else ''}{calls}")
+            elif role == "assistant":
+                lines.append(f"[Said]: {content}")
+            elif role == "tool":
+                lines.append(f"[Received]: {content}")
+        return "\n".join(lines)
+
+    def build_causality_index(self) -> dict[str, str]:
+        """message id -> the message it came from: a tool result's call, an entry's substance,
+        a piece of text's or an agent's cause (the first one, when there are several)."""
+        causality: dict[str, str] = {}
+        call_messages: dict[str, str] = {}
+        for event in self.events:
+            message = event.get("message_id")
+            if not isinstance(message, str):
+                continue
+            for call in event.get("tool_calls") or ():
+                if isinstance(call, Mapping) and isinstance(call.get("id"), str):
+                    call_messages[call["id"]] = message
+            parent: Any = None
+            if event.get("tool_call_id"):
+                parent = call_messages.get(event["tool_call_id"])
+            if event.get("substance"):
+                parent = event["substance"]
+            cause = event.get("cause")
+            if cause:
+                parent = cause[0] if isinstance(cause, list) and cause else cause
+            if isinstance(parent, str):
+                causality[message] = parent
+        return causality
+
+    def trace_message_flow(self, message_id: str) -> list[dict[str, Any]]:
+        """The chain of events that led to ``message_id``, oldest first."""
+        causality = self.build_causality_index()
+        chain: list[dict[str, Any]] = []
+        current: str | None = message_id
+        visited: set[str] = set()
+        while current is not None and current not in visited:
+            visited.add(current)
+            event = self._by_id.get(current)
+            if event is None:
+                break
+            chain.append(event)
+            current = causality.get(current)
+        return chain[::-1]
+
+    def trace_content_references(self, content_msg_id: str) -> list[dict[str, Any]]:
+        """Every transcript entry that represents the content of ``content_msg_id``."""
+        return [
+            e
+            for e in self.events
+            if e.get("event_type") == TRANSCRIPT_ENTRY and e.get("substance") == content_msg_id
+        ]
+
+
+def format_dialog(dialog: list[dict[str, Any]]) -> str:
+    """The dialog as text, one message per line: ``Jack: Hi, I'm Jack.``"""
+    lines = []
+    for message in dialog:
+        who = message.get("speaker") or "?"
+        if message.get("role") == "system":
+            lines.append(f"({who}'s instructions) {message['content']}")
+        elif message.get("role") in ("text", "user"):
+            lines.append(f"({who}) {message['content']}")
+        else:
+            lines.append(f"{who}: {message['content']}")
+    return "\n".join(lines)
