@@ -29,6 +29,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_overhead.py
+	$(BIN)/python benchmarks/bench_sessions.py
 
 # Regenerate the lock (needs uv: pip install uv). Hashes for every platform and Python >= 3.10.
 lock:

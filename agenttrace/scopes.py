@@ -294,7 +294,7 @@ def start_session(
     if parent is None:
         session = current_session()
         # A fresh session's first run is named by it: its origin txn id is the session id.
-        first = session.run_count == 0 and not session.events and not session.runs
+        first = session.run_count == 0 and not session.runs
         scope.txn_id = session.session_id if first else new_txn_id()
         session.run_count += 1
         run = Run(scope.txn_id, session)

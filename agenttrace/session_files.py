@@ -69,17 +69,18 @@ def check_session_id(session_id: str) -> str:
 
 
 def find_session(reference: str, sessions_dir: Path) -> Path:
-    """The file a CLI argument names: a path to a file, or a session id in ``sessions_dir``."""
+    """The file a CLI argument names: a session file or stream (by its suffix, or an existing
+    file), or else a session id in ``sessions_dir``. A reference with a ``..`` segment is never a
+    path: it is refused as an id that tries to leave the sessions directory."""
     path = Path(reference)
-    if path.suffix in (".gz", ".jsonl") or os.sep in reference or path.exists():
+    escapes = ".." in path.parts
+    if not escapes and (reference.endswith((".gz", ".jsonl")) or path.is_file()):
         if not path.exists():
             raise SessionFileError(f"{reference}: no such file")
         return path
     session_id = check_session_id(reference)
-    for candidate in (
-        stream_path(sessions_dir, session_id),
-        snapshot_path(sessions_dir, session_id),
-    ):
+    candidates = (stream_path(sessions_dir, session_id), snapshot_path(sessions_dir, session_id))
+    for candidate in candidates:
         if candidate.exists():
             return candidate
     raise SessionFileError(f"no session {session_id!r} in {sessions_dir}")
@@ -253,7 +254,7 @@ def snapshot_bytes(
     runs: list[dict[str, Any]],
     event_lines: list[bytes],
     meta: dict[str, Any],
-    compresslevel: int = 6,
+    compresslevel: int = 4,
 ) -> bytes:
     """The gzipped session file. ``event_lines`` are the stream's JSON lines, reused as they are
     (no second serialisation of what may be 100,000 events)."""

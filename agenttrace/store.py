@@ -191,7 +191,11 @@ class SessionFileSink(Sink):
 
     def payload(self, session: Session) -> bytes:
         """The session file's bytes: earlier runs, this process's runs, every event, meta."""
-        runs = [*session.runs, *self.optree.runs_of(session.session_id)]
+        # Earlier runs from the file, then this process's (which win: they may be more recent).
+        by_txn: dict[Any, dict[str, Any]] = {}
+        for run in [*session.runs, *self.optree.runs_of(session.session_id)]:
+            by_txn[run.get("txnId") or id(run)] = run
+        runs = list(by_txn.values())
         lines = session.event_lines()
         if self.redacted:
             lines = [scrub_json_text(line.decode()).encode() for line in lines]

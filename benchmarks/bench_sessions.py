@@ -1,0 +1,146 @@
+"""Event stream, session file and resume: throughput, sizes and load times.
+
+Run with ``make bench`` (or ``python benchmarks/bench_sessions.py``). Measured in one process:
+
+1. canonical events logged per second into the stream, inside an agent run (spans on);
+2. the session file written at a run's end for a session of N events (default 100,000);
+3. resuming that session (counters, registry, every transcript) from the stream and from the
+   session file, as a ratio to merely parsing the same JSON;
+4. the session file's size against the stream's.
+
+Targets: resume within 2x of parsing, the run-end snapshot under a second for 100,000 events,
+the gz file at least 5x smaller than the stream. Timings are printed, never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from opentelemetry.sdk.trace import TracerProvider
+
+import agenttrace
+from agenttrace.session_files import read_session_file, snapshot_path, stream_path
+from agenttrace.store import SessionFileSink
+
+TEXT = (
+    "the agent reads the file and asks the model what to change next while Jack and Jill "
+    "talk about the cafe the weather the novel and the meeting at noon"
+)
+WORDS = TEXT.split()
+
+
+def sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 60)))
+
+
+def best(fn, repeat: int = 3) -> float:  # type: ignore[no-untyped-def]
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="event stream, session file and resume")
+    parser.add_argument("--events", type=int, default=100_000)
+    args = parser.parse_args(argv)
+    count = args.events
+    rng = random.Random(7)
+    directory = Path(tempfile.mkdtemp(prefix="agenttrace-bench-"))
+    provider = TracerProvider()
+    tracing = agenttrace.init(
+        tracer_provider=provider, sessions_dir=directory, instrument_litellm=False
+    )
+    session = agenttrace.new_session("bench")
+    agents = [session.allocate_agent_id() for _ in range(10)]
+    for number, agent in enumerate(agents):
+        session.log_agent_created(agent, name=f"Agent{number}", language_model="m")
+    texts = [sentence(rng) for _ in range(1000)]
+
+    # -- 1 and 2: log the events inside a run; the run's end writes the session file ---------
+    sink = next(s for s in tracing.processor.sinks if isinstance(s, SessionFileSink))  # type: ignore[union-attr]
+    timings: dict[str, float] = {}
+    original_write = sink.write
+
+    def timed_write(session_id: str, force: bool = False) -> bool:
+        started = time.perf_counter()
+        written = original_write(session_id, force)
+        if written and force:
+            timings["snapshot"] = time.perf_counter() - started
+        return written
+
+    sink.write = timed_write  # type: ignore[method-assign]
+
+    @agenttrace.agent("Logger")
+    def run() -> None:
+        roles = ("user", "assistant")
+        started = time.perf_counter()
+        for index in range(count - len(agents)):
+            session.log_transcript_entry(
+                agents[index % len(agents)],
+                {"role": roles[index % 2], "content": texts[index % len(texts)]},
+            )
+        timings["logging"] = time.perf_counter() - started
+
+    run()
+    tracing.force_flush()
+    stream = stream_path(directory, "bench")
+    snapshot = snapshot_path(directory, "bench")
+    logged = count - len(agents)
+
+    # -- 3: resume vs parse -----------------------------------------------------------------
+    lines = stream.read_bytes().splitlines()
+
+    def parse_stream() -> None:
+        [json.loads(line) for line in lines]
+
+    def parse_snapshot() -> None:
+        json.loads(gzip.decompress(snapshot.read_bytes()))
+
+    def resume_stream() -> None:
+        agenttrace.Session.load(stream)
+
+    def resume_snapshot() -> None:
+        agenttrace.Session.load(snapshot)
+
+    parse_s, resume_s = best(parse_stream), best(resume_stream)
+    parse_g, resume_g = best(parse_snapshot), best(resume_snapshot)
+    restored = agenttrace.Session.load(snapshot)
+    count = len(lines)  # the run's own agent_created is one more than we logged
+    assert restored.message_counter == count and len(restored.events) == count
+    assert len(read_session_file(stream).events) == count
+
+    stream_size, snapshot_size = stream.stat().st_size, snapshot.stat().st_size
+    print(f"events in the session:               {count}")
+    print(f"events logged per second (spans on):  {logged / timings['logging']:,.0f}")
+    print(f"session file at run end:              {timings['snapshot'] * 1000:.0f} ms")
+    print(
+        f"resume from the stream:               {resume_s * 1000:.0f} ms = "
+        f"{resume_s / parse_s:.2f}x parsing its JSON lines ({parse_s * 1000:.0f} ms)"
+    )
+    print(
+        f"resume from the session file:         {resume_g * 1000:.0f} ms = "
+        f"{resume_g / parse_g:.2f}x gunzip+parse ({parse_g * 1000:.0f} ms)"
+    )
+    print(
+        f"sizes: stream {stream_size / 1e6:.1f} MB, session file {snapshot_size / 1e6:.1f} MB "
+        f"({stream_size / snapshot_size:.1f}x smaller)"
+    )
+    tracing.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,317 @@
+"""Session, LoggedString, the session file, onOpTree, and resume (from either file)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pickle
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agenttrace
+from agenttrace import semconv as sc
+from agenttrace.demo.cafe import SCRIPTS, Agent, run_first, run_resumed
+from agenttrace.demo.scripted import ScriptedModel
+from agenttrace.session_files import read_session_file, snapshot_path, stream_path
+
+from .conftest import Traced, attrs
+
+OPTIONS = {"api_key": "offline-test-key"}
+
+
+def stream_events(sessions: Path, session_id: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream_path(sessions, session_id).read_text().splitlines()]
+
+
+async def first_run(traced: Traced, tmp_path: Path) -> agenttrace.Session:
+    session = agenttrace.new_session()
+    with ScriptedModel(SCRIPTS) as model:
+        await run_first({**OPTIONS, "api_base": model.api_base})
+    traced.handle.force_flush()
+    return session
+
+
+# --- LoggedString ------------------------------------------------------------------------------
+
+
+def test_logged_string_keeps_its_id_through_formatting() -> None:
+    said = agenttrace.LoggedString("Hello", "msg_007")
+    assert said == "Hello" and isinstance(said, str)
+    for copy in (
+        "[Jack]: " + said,
+        said + "!",
+        said.derive(f"[Jack]: {said}"),
+        agenttrace.LoggedString("[{}]: {}").format("Jack", said),
+        said.replace("Hello", "Hi"),
+        said.strip(),
+    ):
+        assert isinstance(copy, agenttrace.LoggedString)
+    assert ("[Jack]: " + said).message_id == "msg_007"
+    assert said.derive("x").message_id == "msg_007"
+    assert pickle.loads(pickle.dumps(said)).message_id == "msg_007"
+    assert f"{said}" == "Hello"  # an f-string is a plain str: derive() keeps the id
+    assert getattr(f"{said}", "message_id", None) is None
+
+
+# --- the Session API (seed 001) ----------------------------------------------------------------
+
+
+def test_session_api_allocates_ids_and_keeps_the_registry(traced: Traced, tmp_path: Path) -> None:
+    session = agenttrace.new_session("api-test")
+    root = session.allocate_agent_id()
+    assert root == "agent_001"
+    created = session.log_agent_created(root, language_model="m")
+    heard = session.log_transcript_entry(root, {"role": "user", "content": "Go"})
+    child = session.allocate_agent_id()
+    session.log_agent_created(child, cause=heard, name="Child")
+    piece = session.log_piece_of_text(root, "Shared text", cause=heard)
+    session.log_transcript_entry(child, {"role": "user", "content": "Shared text"}, substance=piece)
+    assert (created, heard, piece) == ("msg_001", "msg_002", "msg_004")
+    assert session.list_agents() == {"agent_001": None, "agent_002": "Child"}
+    assert session.revivify("agent_002").parent_id == "agent_001"
+    assert session.revivify("agent_002").messages() == [{"role": "user", "content": "Shared text"}]
+    with pytest.raises(KeyError):
+        session.revivify("agent_999")
+    # Everything went to the stream at once, in message-id order, outside any span.
+    traced.handle.force_flush()
+    events = stream_events(tmp_path / "sessions", "api-test")
+    assert [e["message_id"] for e in events] == [f"msg_{i:03d}" for i in range(1, 6)]
+    assert events[4]["substance"] == "msg_004" and "cause" not in events[4]
+    loaded = agenttrace.Session.load(stream_path(tmp_path / "sessions", "api-test"))
+    assert (loaded.message_counter, loaded.agent_counter) == (5, 2)
+
+
+def test_events_are_span_events_too_with_capped_content(traced: Traced) -> None:
+    session = agenttrace.new_session()
+
+    @agenttrace.agent("Speaker")
+    def speak() -> str:
+        return "x" * 50000
+
+    said = speak()
+    assert isinstance(said, agenttrace.LoggedString) and said.message_id == "msg_002"
+    span = traced.one("invoke_agent Speaker")
+    events = [dict(e.attributes or {}) for e in span.events if e.name == sc.EVENT_CANONICAL]
+    assert [e[sc.EVENT_TYPE] for e in events] == ["transcript_entry"]
+    assert events[0][sc.EVENT_MESSAGE_ID] == "msg_002"
+    assert len(events[0][sc.EVENT_CONTENT]) < 17000  # capped on the span ...
+    assert len(session.events[1]["content"]) == 50000  # ... whole in the stream
+
+
+# --- the session file ---------------------------------------------------------------------------
+
+
+async def test_session_file_holds_runs_events_and_meta(traced: Traced, tmp_path: Path) -> None:
+    session = await first_run(traced, tmp_path)
+    sessions = tmp_path / "sessions"
+    path = snapshot_path(sessions, session.session_id)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    payload = json.loads(gzip.decompress(path.read_bytes()))
+    assert (payload["format"], payload["version"]) == ("agenttrace.session", 1)
+    assert payload["session_id"] == session.session_id
+    assert payload["events"] == stream_events(sessions, session.session_id)
+    (run,) = payload["runs"]
+    assert run["path"] == "0" and run["success"] is True and run["endedAt"] >= run["startedAt"]
+    assert run["txnId"] == session.session_id  # the first run's txn id names the files
+    discuss = run["turns"][2]["ops"][1]
+    assert discuss["kind"] == "session" and discuss["name"] == "discuss"
+    jack, jill = discuss["childSessions"]
+    assert discuss["childSession"] is not None and discuss["childSession"]["agentName"] == "Jack"
+    assert (jack["path"], jill["path"]) == ("3.2:1", "3.2:2")
+    llm = jill["turns"][0]["ops"][0]
+    (accounting,) = llm["accounting"]
+    assert accounting["type"] == "llm" and accounting["tokens"]["inputTokens"] > 0
+    assert accounting["costUsd"] > 0 and accounting["agentId"] == "agent_003"
+    assert payload["meta"]["result"] == {"success": True, "error": None}
+    assert payload["meta"]["trace_ids"] == [run["traceId"]]
+    assert payload["meta"]["ingress"]["source"] == "cli"
+    assert not [p for p in sessions.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_snapshot_mid_run_keeps_unfinished_nodes_with_their_start_only(
+    traced: Traced, tmp_path: Path
+) -> None:
+    session = agenttrace.new_session("midrun")
+    seen: dict[str, Any] = {}
+
+    @agenttrace.agent("Child")
+    def child() -> str:
+        return "done"
+
+    @agenttrace.tool
+    def delegate() -> str:
+        child()  # a sub-agent finishes: the session file is written, this tool still running
+        agenttrace.force_flush()
+        seen.update(read_session_file(snapshot_path(tmp_path / "sessions", "midrun")).runs[0])
+        return "ok"
+
+    @agenttrace.agent("Parent")
+    def parent() -> None:
+        delegate()
+
+    parent()
+    assert "endedAt" not in seen and seen["startedAt"] > 0  # the parent run: in progress
+    op = seen["turns"][0]["ops"][0]
+    assert "endedAt" not in op and op["kind"] == "session"
+    assert op["childSessions"][0]["endedAt"] >= op["childSessions"][0]["startedAt"]
+    assert session.session_id == "midrun"
+
+
+def test_sub_agent_snapshots_are_throttled_by_their_cost(traced: Traced, tmp_path: Path) -> None:
+    from agenttrace.store import SessionFileSink
+
+    sink = next(s for s in traced.handle.processor.sinks if isinstance(s, SessionFileSink))
+    writes: list[bool] = []
+    original = sink.write
+
+    def counting(session_id: str, force: bool = False) -> bool:
+        written = original(session_id, force)
+        writes.append(written)
+        return written
+
+    sink.write = counting  # type: ignore[method-assign]
+    agenttrace.new_session()
+
+    @agenttrace.agent("Leaf")
+    def leaf() -> None:
+        pass
+
+    @agenttrace.tool
+    def fan_out() -> None:
+        for _ in range(50):
+            leaf()
+
+    @agenttrace.agent("Trunk")
+    def trunk() -> None:
+        fan_out()
+
+    trunk()
+    traced.handle.force_flush()
+    assert len(writes) == 51  # 50 sub-agent finishes and the run's end asked for a snapshot
+    assert 2 <= sum(writes) <= 5  # the first, the run's end, and few in between
+
+
+def test_on_optree_gets_the_live_tree_throttled_and_the_final_one(traced: Traced) -> None:
+    trees: list[dict[str, Any]] = []
+
+    def remember(root: dict[str, Any]) -> None:
+        trees.append(json.loads(json.dumps(root)))  # a copy: the tree goes on changing
+
+    unsubscribe = agenttrace.on_optree(remember, min_interval=3600)
+
+    @agenttrace.agent("Live")
+    def live() -> None:
+        with agenttrace.tool("step"):
+            pass
+
+    live()
+    traced.handle.force_flush()
+    unsubscribe()
+    assert len(trees) == 2  # the first change, then (throttled) only the run's end
+    assert "endedAt" not in trees[0]
+    assert trees[-1]["success"] is True and trees[-1]["turns"][0]["ops"][0]["name"] == "step"
+    live()
+    traced.handle.force_flush()
+    assert len(trees) == 2
+
+
+# --- resume -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep", ["both", "stream", "snapshot"])
+async def test_resume_from_either_file_restores_everything(
+    traced: Traced, tmp_path: Path, keep: str
+) -> None:
+    first = await first_run(traced, tmp_path)
+    sessions = tmp_path / "sessions"
+    before = stream_events(sessions, first.session_id)
+    if keep == "stream":
+        snapshot_path(sessions, first.session_id).unlink()
+    if keep == "snapshot":
+        stream_path(sessions, first.session_id).unlink()
+    path = (
+        stream_path(sessions, first.session_id)
+        if keep == "stream"
+        else snapshot_path(sessions, first.session_id)
+    )
+    agenttrace.use_session(None)
+    with ScriptedModel(SCRIPTS) as model:
+        answer, session = await run_resumed(
+            str(path), "What will you order?", {**OPTIONS, "api_base": model.api_base}
+        )
+    traced.handle.force_flush()
+    assert session.session_id == first.session_id
+    assert answer == "Jack and Jill have answered."
+    after = session.events
+    assert after[: len(before)] == before
+    new = after[len(before) :]
+    assert new[0]["message_id"] == "msg_022" and new[0]["content"] == "What will you order?"
+    ids = [e["message_id"] for e in after]
+    assert ids == sorted(set(ids)) == [f"msg_{i:03d}" for i in range(1, len(ids) + 1)]
+    assert sorted(session.agents) == ["agent_001", "agent_002", "agent_003"]
+    assert session.agent_counter == 3
+    # Jack and Jill kept their transcripts: their new requests carried the old conversation.
+    jack = session.revivify("agent_002")
+    assert jack.transcript[0]["content"] == "You work in HR..."
+    assert [e["role"] for e in jack.transcript] == [
+        "system", "user", "assistant", "user",  # the first run
+        "user", "assistant", "user",  # the resumed run: the prompt, his answer, Jill's
+    ]  # fmt: skip
+    # The new run's root span links to the previous run's trace.
+    roots = [s for s in traced.spans() if attrs(s).get(sc.PATH) == "0"]
+    previous, resumed = roots[0], roots[-1]
+    assert resumed.links and resumed.links[0].context.trace_id == previous.context.trace_id
+    assert attrs(resumed)[sc.RESUMED_FROM] == format(previous.context.trace_id, "032x")
+    # The session file has both runs (in this one process the first run's tree is known even
+    # when its file was deleted; a new process resuming from the stream alone has only events).
+    runs = read_session_file(snapshot_path(sessions, first.session_id)).runs
+    assert len(runs) == 2
+    assert runs[-1]["traceId"] == format(resumed.context.trace_id, "032x")
+
+
+async def test_resuming_a_resumed_session(traced: Traced, tmp_path: Path) -> None:
+    first = await first_run(traced, tmp_path)
+    path = str(stream_path(tmp_path / "sessions", first.session_id))
+    with ScriptedModel(SCRIPTS) as model:
+        options = {**OPTIONS, "api_base": model.api_base}
+        for prompt in ("One?", "Two?"):
+            agenttrace.use_session(None)
+            _, session = await run_resumed(path, prompt, options)
+            traced.handle.force_flush()
+    ids = [e["message_id"] for e in session.events]
+    assert len(ids) == len(set(ids)) == 21 + 2 * 12
+    assert len(read_session_file(snapshot_path(tmp_path / "sessions", first.session_id)).runs) == 3
+    root_heard = [
+        e["content"] for e in session.revivify("agent_001").transcript if e["role"] == "user"
+    ]
+    assert root_heard == ["Create Jack and Jill for a cafe discussion", "One?", "Two?"]
+
+
+def test_resume_refuses_what_is_not_a_session(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.txt"
+    bad.write_text("hello\n")
+    with pytest.raises(agenttrace.SessionFileError, match="not an agenttrace event stream"):
+        agenttrace.resume(bad)
+    with pytest.raises(agenttrace.SessionFileError, match="not a session id"):
+        agenttrace.resume("../../etc/passwd", sessions_dir=tmp_path)
+    with pytest.raises(agenttrace.SessionFileError, match="no session"):
+        agenttrace.resume("nosuchsession", sessions_dir=tmp_path)
+
+
+def test_agents_created_outside_a_run_and_by_name(traced: Traced) -> None:
+    session = agenttrace.new_session()
+    helper = Agent(name="Helper")
+    assert helper.agent_id == "agent_001"
+
+    @agenttrace.agent("Planner")
+    def plan() -> None:
+        pass
+
+    plan()
+    plan()  # the same function agent: registered once
+    assert session.list_agents() == {"agent_001": "Helper", "agent_002": "Planner"}
+    assert os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP") == "True"
