@@ -48,7 +48,22 @@ def resolve(reference: str, sessions_dir: Path | None) -> Path:
         fail(str(exc))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """Usage errors as one line too (click's own are several: usage, hint, error)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.Abort:
+            fail("aborted")
+        except click.UsageError as exc:
+            fail(exc.format_message())
+        except click.ClickException as exc:
+            fail(exc.format_message())
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="agenttrace")
 def main() -> None:
     """agenttrace: trace LLM agents, and resume and read their sessions."""
@@ -121,8 +136,11 @@ def dialog(session: str, agents: str, sessions_dir: Path | None) -> None:
     from .viewer import format_dialog
 
     viewer = _viewer(session, sessions_dir)
+    names = [a.strip() for a in agents.split(",") if a.strip()]
+    if not names:
+        fail("--agents names no agent (give names or ids, e.g. Jack,Jill)")
     try:
-        ids = viewer.agent_ids(a.strip() for a in agents.split(",") if a.strip())
+        ids = viewer.agent_ids(names)
     except KeyError as exc:
         fail(f"no agent {exc.args[0]!r} in the session (agents: {_agent_list(viewer)})")
     click.echo(format_dialog(viewer.extract_dialog(ids)))

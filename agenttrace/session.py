@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
@@ -29,6 +30,8 @@ from . import semconv as sc
 from ._runtime import runtime
 from .redact import recorded_json, scrub_text
 from .session_files import LoadedFile, SessionFileError, find_session, read_session_file
+
+logger = logging.getLogger("agenttrace")
 
 
 @dataclass
@@ -75,6 +78,8 @@ class Session:
         """(trace id, root span id) of the last run before a resume, for the new run's Link."""
         self.resumed_from: str | None = None
         self.run_count = 0
+        self.restored_count = 0
+        """How many events came from a file when the session was resumed."""
         self._lock = threading.RLock()
         self._by_name: dict[str, str] = {}
         self._agent_of: dict[str, str] = {}  # message id -> the agent whose event it is
@@ -398,34 +403,54 @@ def resume(path_or_id: str | Path, sessions_dir: str | Path | None = None) -> Se
     loaded = _load_best(path)
     session = Session.from_file(loaded)
     session.resumed_from = str(path)
+    session.restored_count = len(session.events)
+    if loaded.torn is not None:
+        logger.warning(
+            "agenttrace: %s ended in a torn line (%d bytes, a write cut off by a crash); it was "
+            "skipped and nothing else is lost",
+            path,
+            len(loaded.torn),
+        )
     use_session(session)
     return session
 
 
 def _load_best(path: Path) -> LoadedFile:
-    """The fullest picture of a session: its file, completed by the stream beside it (which has
-    every event, also those after the last snapshot) or by the snapshot (which has the runs)."""
+    """The fullest picture of a session, from its file and the one beside it.
+
+    Both hold a prefix of the same event sequence: the stream is usually ahead (it has the
+    events after the last snapshot), the session file is ahead when the stream stopped (a full
+    disk) and is the only one with the runs' opTrees. Whichever has more events gives them; a
+    damaged sibling is ignored, since the file asked for is enough.
+    """
     from .session_files import SNAPSHOT_SUFFIX, STREAM_SUFFIX
 
     loaded = read_session_file(path)
     name = path.name
-    if loaded.kind == "snapshot" and name.endswith(SNAPSHOT_SUFFIX):
+    sibling: Path | None = None
+    if name.endswith(SNAPSHOT_SUFFIX):
         sibling = path.with_name(name[: -len(SNAPSHOT_SUFFIX)] + STREAM_SUFFIX)
-        if sibling.exists():
-            stream = read_session_file(sibling)
-            if len(stream.events) > len(loaded.events):
-                loaded.events = stream.events
-                loaded.torn = stream.torn
-    elif loaded.kind == "stream" and name.endswith(STREAM_SUFFIX):
+    elif name.endswith(STREAM_SUFFIX):
         sibling = path.with_name(name[: -len(STREAM_SUFFIX)] + SNAPSHOT_SUFFIX)
-        if sibling.exists():
-            try:
-                snapshot = read_session_file(sibling)
-            except SessionFileError:
-                snapshot = None  # a damaged snapshot: the stream alone is enough
-            if snapshot is not None:
-                loaded.runs, loaded.meta = snapshot.runs, snapshot.meta
-    return loaded
+    if sibling is None or not sibling.exists():
+        return loaded
+    try:
+        other = read_session_file(sibling)
+    except SessionFileError:
+        return loaded
+    stream, snapshot = (loaded, other) if loaded.kind == "stream" else (other, loaded)
+    if stream.kind != "stream" or snapshot.kind != "snapshot":
+        return loaded
+    best = stream if len(stream.events) >= len(snapshot.events) else snapshot
+    return LoadedFile(
+        path,
+        loaded.kind,
+        best.events,
+        snapshot.runs,
+        snapshot.meta,
+        loaded.session_id or other.session_id,
+        stream.torn,
+    )
 
 
 def load_session(

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .events import EVENT_TYPES, infer_causes, normalize
+from .events import EVENT_TYPES, PIECE_OF_TEXT, infer_causes, normalize
 
 FORMAT = "agenttrace.session"
 VERSION = 1
@@ -74,15 +74,21 @@ def find_session(reference: str, sessions_dir: Path) -> Path:
     path: it is refused as an id that tries to leave the sessions directory."""
     path = Path(reference)
     escapes = ".." in path.parts
-    if not escapes and (reference.endswith((".gz", ".jsonl")) or path.is_file()):
-        if not path.exists():
-            raise SessionFileError(f"{reference}: no such file")
-        return path
-    session_id = check_session_id(reference)
-    candidates = (stream_path(sessions_dir, session_id), snapshot_path(sessions_dir, session_id))
-    for candidate in candidates:
-        if candidate.exists():
-            return candidate
+    try:
+        if not escapes and (reference.endswith((".gz", ".jsonl")) or path.is_file()):
+            if not path.exists():
+                raise SessionFileError(f"{reference}: no such file")
+            return path
+        session_id = check_session_id(reference)
+        candidates = (
+            stream_path(sessions_dir, session_id),
+            snapshot_path(sessions_dir, session_id),
+        )
+        for candidate in candidates:
+            if candidate.exists():
+                return candidate
+    except OSError as exc:  # a directory on the way that cannot be searched
+        raise SessionFileError(f"{reference}: cannot read: {exc.strerror or exc}") from None
     raise SessionFileError(f"no session {session_id!r} in {sessions_dir}")
 
 
@@ -116,7 +122,7 @@ def _read_snapshot(path: Path) -> LoadedFile:
         raise SessionFileError(f"{path}: cannot read: {exc}") from None
     try:
         payload = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise SessionFileError(
             f"{path}: gzip does not hold JSON; not an agenttrace session"
         ) from None
@@ -124,7 +130,7 @@ def _read_snapshot(path: Path) -> LoadedFile:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise SessionFileError(f"{path}: not an agenttrace session file (format {found!r})")
     version = payload.get("version")
-    if version != VERSION:
+    if type(version) is not int or version != VERSION:
         raise SessionFileError(
             f"{path}: session file version {version!r}; this agenttrace reads version {VERSION}"
         )
@@ -161,7 +167,7 @@ def _read_stream(path: Path) -> LoadedFile:
             continue
         try:
             event = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             if number == last and not ends_with_newline:
                 # Killed mid-write: the partial last line is reported and skipped.
                 torn = line.decode("utf-8", "replace")
@@ -183,11 +189,22 @@ def _checked(event: Any, path: Path, line: int) -> dict[str, Any]:
         not isinstance(event, dict)
         or not isinstance(event.get("message_id"), str)
         or event.get("event_type") not in EVENT_TYPES
+        # Seed 000's pieces of text have no agent id; every other event names its agent.
+        or (event["event_type"] != PIECE_OF_TEXT and not isinstance(event.get("agent_id"), str))
+        or not _valid_tool_calls(event.get("tool_calls"))
     ):
         raise SessionFileError(
             f"{path}: entry {line} is not a canonical event; not an agenttrace session"
         )
     return normalize(event)
+
+
+def _valid_tool_calls(calls: Any) -> bool:
+    if calls is None:
+        return True
+    return isinstance(calls, list) and all(
+        isinstance(call, dict) and isinstance(call.get("function", {}), dict) for call in calls
+    )
 
 
 def _session_id_of(path: Path) -> str | None:

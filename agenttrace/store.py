@@ -62,7 +62,7 @@ class EventStreamSink(Sink):
     ) -> None:
         register(session)
         with self._lock:
-            appender = self._appender(session.session_id)
+            appender = self._appender(session)
             if appender is None:
                 return
             if self.redacted:
@@ -80,11 +80,13 @@ class EventStreamSink(Sink):
                     session.session_id,
                 )
 
-    def _appender(self, session_id: str) -> StreamAppender | None:
+    def _appender(self, session: Session) -> StreamAppender | None:
+        session_id = session.session_id
         if session_id in self._appenders:
             return self._appenders[session_id]
         path = stream_path(self.sessions_dir, session_id)
         try:
+            _repair(path, session)
             appender: StreamAppender | None = StreamAppender(path)
         except OSError as exc:
             appender = None
@@ -114,6 +116,38 @@ class EventStreamSink(Sink):
                         appender.sync()
                     appender.close()
             self._appenders.clear()
+
+
+def _repair(path: Path, session: Session) -> None:
+    """Before appending to an existing stream, make it a whole prefix of the session.
+
+    A torn last line (a write cut off by a crash) is dropped, so the next event does not land
+    on its bytes; and a resumed session whose stream has fewer events than were restored (the
+    stream stopped on a full disk while the session file went on) gets the stream rewritten
+    from the restored events, so the ids stay contiguous in both files.
+    """
+    if not path.is_file():  # nothing yet, or not a regular file (a device, a pipe)
+        return
+    data = path.read_bytes()
+    restored = session.restored_count
+    if restored and data.count(b"\n") < restored:
+        write_atomically(path, b"".join(session.event_lines()[:restored]))
+        logger.warning(
+            "agenttrace: %s had fewer events than session %s; rewritten from the restored "
+            "session before appending",
+            path,
+            session.session_id,
+        )
+    elif data and not data.endswith(b"\n"):
+        keep = data.rfind(b"\n") + 1
+        with open(path, "r+b") as handle:
+            handle.truncate(keep)
+        logger.warning(
+            "agenttrace: %s ended in a torn line (%d bytes, a write cut off by a crash); "
+            "dropped before appending",
+            path,
+            len(data) - keep,
+        )
 
 
 class SessionFileSink(Sink):

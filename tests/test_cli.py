@@ -1,0 +1,521 @@
+"""The ``agenttrace`` command, run as a user runs it: ``dialog``, ``perspective``, ``resume``.
+
+Bad input of any kind gets exactly one stderr line ``agenttrace: error: ...`` and exit status 2,
+never a traceback. Subprocesses get the test environment less OTEL_* and AGENTTRACE_*, an
+offline litellm cost map, and session and billing paths inside the test's tmp dir.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agenttrace.events import MESSAGE_PREFIX, id_number
+from agenttrace.session_files import read_session_file, snapshot_bytes
+
+from .test_session_files import (
+    EXAMPLE_1,
+    SEED_000_EXAMPLE_1,
+    jsonl,
+    make_unreadable,
+    traversable_dir,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = Path(sys.executable).parent / "agenttrace"
+AGENTTRACE = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "agenttrace.cli"]
+
+EXAMPLE_1_DIALOG = """\
+(Jack's instructions) You work in HR...
+(Jill's instructions) You are an aspiring author...
+(agent_root) You meet in a cafe. Introduce yourselves.
+Jack: Hi, I'm Jack. *extends hand*
+Jill: *smiles* Hello Jack, I'm Jill.
+"""
+JILL_PERSPECTIVE = """\
+[System]: You are an aspiring author...
+[Heard]: You meet in a cafe. Introduce yourselves.
+[Heard]: [Jack]: Hi, I'm Jack. *extends hand*
+[Said]: *smiles* Hello Jack, I'm Jill.
+"""
+ROOT_PERSPECTIVE_START = (
+    "[Heard]: Create Jack and Jill for a cafe discussion\n"
+    '[Action]: task({"name": "Jack", "system_prompt": "You work in HR..."})\n'
+    "[Received]: Created subagent: Jack\n"
+)
+
+
+def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """No OTEL_*/AGENTTRACE_* from the parent; default sessions dir and billing file in tmp
+    (the default sessions dir stays empty, so an id is found only through --sessions-dir)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+    env.update(
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
+        AGENTTRACE_SESSIONS_DIR=str(tmp_path / "default-sessions"),
+        AGENTTRACE_BILLING_FILE=str(tmp_path / "accounting.jsonl"),
+        **extra,
+    )
+    return env
+
+
+def agenttrace(
+    tmp_path: Path,
+    *args: str,
+    cwd: Path | None = None,
+    preexec_fn: Callable[[], None] | None = None,
+    timeout: float = 60,
+    **env: str,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*AGENTTRACE, *args],
+        env=env_for(tmp_path, **env),
+        cwd=cwd or tmp_path,
+        preexec_fn=preexec_fn,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return result.stdout
+
+
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The message of a bad-input failure: exit 2, one stderr line, no traceback, no output."""
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("agenttrace: error: "), lines[0]
+    assert result.stdout == ""
+    return lines[0][len("agenttrace: error: ") :]
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    with traversable_dir() as directory:
+        yield directory
+
+
+@pytest.fixture
+def example_1(tmp_path: Path) -> Path:
+    """Seed 001's Example 1 as an event stream in tmp_path/sessions."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    path = sessions / "example1.events.jsonl"
+    path.write_text(jsonl(EXAMPLE_1))
+    return path
+
+
+# --- reading a session ----------------------------------------------------------------------------
+
+
+def _as_path(path: Path) -> list[str]:
+    return [str(path)]
+
+
+def _as_id(path: Path) -> list[str]:
+    return ["example1", "--sessions-dir", str(path.parent)]
+
+
+def _as_snapshot(path: Path) -> list[str]:
+    snapshot = path.with_name("example1.json.gz")
+    snapshot.write_bytes(snapshot_bytes("example1", [], path.read_bytes().splitlines(), {}))
+    path.unlink()
+    return ["example1", "--sessions-dir", str(path.parent)]
+
+
+READ_AS = pytest.mark.parametrize("reference", [_as_path, _as_id, _as_snapshot])
+
+
+@READ_AS
+def test_dialog_of_example_1(
+    tmp_path: Path, example_1: Path, reference: Callable[[Path], list[str]]
+) -> None:
+    result = agenttrace(tmp_path, "dialog", *reference(example_1), "--agents", "Jack,Jill")
+    out = ok(result)
+    assert result.stderr == ""
+    assert out == EXAMPLE_1_DIALOG
+    lines = out.splitlines()
+    prompt = "(agent_root) You meet in a cafe. Introduce yourselves."
+    jack = "Jack: Hi, I'm Jack. *extends hand*"
+    jill = "Jill: *smiles* Hello Jack, I'm Jill."
+    # Heard by both, relayed to each other: each is shown once, in the order it was said.
+    assert [lines.count(line) for line in (prompt, jack, jill)] == [1, 1, 1]
+    assert lines.index(prompt) < lines.index(jack) < lines.index(jill)
+    assert not [line for line in lines if line.startswith("(Jill) [Jack]") or "[Jill]:" in line]
+
+
+def test_dialog_takes_ids_and_spaces(tmp_path: Path, example_1: Path) -> None:
+    out = ok(agenttrace(tmp_path, "dialog", str(example_1), "--agents", " agent_jill , Jack ,"))
+    assert out == EXAMPLE_1_DIALOG
+
+
+@READ_AS
+def test_perspective_of_jill(
+    tmp_path: Path, example_1: Path, reference: Callable[[Path], list[str]]
+) -> None:
+    out = ok(agenttrace(tmp_path, "perspective", *reference(example_1), "Jill"))
+    assert out == JILL_PERSPECTIVE
+
+
+def test_perspective_by_agent_id_and_of_the_root(tmp_path: Path, example_1: Path) -> None:
+    assert ok(agenttrace(tmp_path, "perspective", str(example_1), "agent_jill")) == (
+        JILL_PERSPECTIVE
+    )
+    root = ok(agenttrace(tmp_path, "perspective", str(example_1), "agent_root"))
+    assert root.startswith(ROOT_PERSPECTIVE_START)
+    assert root.endswith("[Received]: *smiles* Hello Jack, I'm Jill.\n")
+
+
+def test_seed_000_spelling_reads_the_same(tmp_path: Path, example_1: Path) -> None:
+    old = ok(agenttrace(tmp_path, "perspective", str(SEED_000_EXAMPLE_1), "Jill"))
+    assert old == JILL_PERSPECTIVE
+    dialog = ok(agenttrace(tmp_path, "dialog", str(SEED_000_EXAMPLE_1), "--agents", "Jack,Jill"))
+    # Seed 000's piece_of_text names no agent, so the prompt has no speaker there.
+    assert dialog == EXAMPLE_1_DIALOG.replace("(agent_root)", "(?)")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["-h"],
+        ["dialog", "--help"],
+        ["perspective", "--help"],
+        ["resume", "--help"],
+    ],
+)
+def test_help(tmp_path: Path, args: list[str]) -> None:
+    result = agenttrace(tmp_path, *args)
+    out = ok(result)
+    assert out.startswith("Usage: ")
+    assert result.stderr == ""
+    if args[0] in ("--help", "-h"):
+        for command in ("dialog", "perspective", "resume"):
+            assert f"  {command} " in out
+    else:
+        assert "--sessions-dir" in out
+
+
+def test_help_as_a_module(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agenttrace.cli", "--help"],
+        env=env_for(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "dialog" in ok(result)
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+
+# Each bad input: (arguments, a regular expression the whole error message must match).
+
+
+def _missing(tmp_path: Path) -> tuple[list[str], str]:
+    path = tmp_path / "missing.events.jsonl"
+    return [str(path)], re.escape(f"{path}: no such file")
+
+
+def _unknown_id(tmp_path: Path) -> tuple[list[str], str]:
+    sessions = tmp_path / "sessions"
+    return ["nosuchsession", "--sessions-dir", str(sessions)], re.escape(
+        f"no session 'nosuchsession' in {sessions}"
+    )
+
+
+def _escape(tmp_path: Path) -> tuple[list[str], str]:
+    # <sessions>/../escape.events.jsonl is a real session: an id must not reach it. Refused
+    # as an id, or taken as the path ../escape (from <sessions>), which does not exist.
+    (tmp_path / "escape.events.jsonl").write_text(jsonl(EXAMPLE_1))
+    return ["../escape", "--sessions-dir", str(tmp_path / "sessions")], (
+        r"not a session id: '\.\./escape'|\.\./escape: no such file"
+    )
+
+
+def _dotted_id(tmp_path: Path) -> tuple[list[str], str]:
+    return ["..escape", "--sessions-dir", str(tmp_path / "sessions")], re.escape(
+        "not a session id: '..escape'"
+    )
+
+
+def _directory(tmp_path: Path) -> tuple[list[str], str]:
+    path = tmp_path / "a-directory.json.gz"
+    path.mkdir()
+    return [str(path)], re.escape(f"{path}: is a directory, not a session file")
+
+
+def _file(name: str, content: bytes, message: str) -> Callable[[Path], tuple[list[str], str]]:
+    def make(tmp_path: Path) -> tuple[list[str], str]:
+        path = tmp_path / name
+        path.write_bytes(content)
+        return [str(path)], re.escape(f"{path}: {message}")
+
+    make.__name__ = name
+    return make
+
+
+GOOD_SNAPSHOT = snapshot_bytes("s1", [], [json.dumps(e).encode() for e in EXAMPLE_1], {})
+
+
+def _snapshot(**fields: Any) -> bytes:
+    document = {"format": "agenttrace.session", "version": 1, "events": EXAMPLE_1, **fields}
+    return gzip.compress(json.dumps(document).encode())
+
+
+BAD_INPUTS = [
+    _missing,
+    _unknown_id,
+    _escape,
+    _dotted_id,
+    _directory,
+    _file("empty.events.jsonl", b"", "empty file, no events"),
+    _file(
+        "truncated.json.gz",
+        GOOD_SNAPSHOT[: len(GOOD_SNAPSHOT) // 2],
+        "truncated or damaged gzip (Compressed file ended before the end-of-stream marker was "
+        "reached)",
+    ),
+    _file(
+        "other-format.json.gz",
+        _snapshot(format="otel.trace"),
+        "not an agenttrace session file (format 'otel.trace')",
+    ),
+    _file(
+        "other-version.json.gz",
+        _snapshot(version=2),
+        "session file version 2; this agenttrace reads version 1",
+    ),
+    _file(
+        "not-json.json.gz",
+        gzip.compress(b"<html>"),
+        "gzip does not hold JSON; not an agenttrace session",
+    ),
+    _file(
+        "bad-middle.events.jsonl",
+        b"".join(
+            b"not json\n" if i == 4 else json.dumps(e).encode() + b"\n"
+            for i, e in enumerate(EXAMPLE_1)
+        ),
+        "line 5 is not JSON",
+    ),
+    _file(
+        "not-events.jsonl",
+        b'{"traceId": "ab", "spanId": "cd"}\n',
+        "entry 1 is not a canonical event; not an agenttrace session",
+    ),
+]
+
+
+@pytest.mark.parametrize("command", ["dialog", "perspective", "resume"])
+@pytest.mark.parametrize("bad", BAD_INPUTS, ids=[b.__name__.strip("_") for b in BAD_INPUTS])
+def test_bad_input(
+    tmp_path: Path, command: str, bad: Callable[[Path], tuple[list[str], str]]
+) -> None:
+    (tmp_path / "sessions").mkdir()
+    reference, pattern = bad(tmp_path)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    extra = {
+        "dialog": ["--agents", "Jack,Jill"],
+        "perspective": ["Jill"],
+        "resume": ["--prompt", "What will you order?"],
+    }[command]
+    result = agenttrace(
+        tmp_path, command, reference[0], *extra, *reference[1:], cwd=tmp_path / "sessions"
+    )
+    message = one_error_line(result)
+    assert re.fullmatch(pattern, message), message
+    # Nothing was written, nothing was changed.
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("command", ["dialog", "perspective", "resume"])
+def test_unreadable_file(open_dir: Path, tmp_path: Path, command: str) -> None:
+    path = open_dir / "locked.events.jsonl"
+    path.write_text(jsonl(EXAMPLE_1))
+    preexec = make_unreadable(path)
+    extra = {
+        "dialog": ["--agents", "Jack,Jill"],
+        "perspective": ["Jill"],
+        "resume": ["--prompt", "What will you order?"],
+    }[command]
+    result = agenttrace(tmp_path, command, str(path), *extra, cwd=open_dir, preexec_fn=preexec)
+    assert one_error_line(result) == f"{path}: cannot read: Permission denied"
+
+
+@pytest.mark.parametrize("name", ["x.events.jsonl", "x"])
+def test_file_in_a_directory_that_cannot_be_searched(
+    open_dir: Path, tmp_path: Path, name: str
+) -> None:
+    closed = open_dir / "closed"
+    closed.mkdir()
+    (closed / "x.events.jsonl").write_text(jsonl(EXAMPLE_1))
+    try:
+        preexec = make_unreadable(closed, probe=closed / "x.events.jsonl")
+        result = agenttrace(
+            tmp_path,
+            "dialog",
+            str(closed / name),
+            "--agents",
+            "Jack",
+            cwd=open_dir,
+            preexec_fn=preexec,
+        )
+    finally:
+        closed.chmod(0o755)  # so that the directory can be removed by any user
+    assert "Permission denied" in one_error_line(result)
+
+
+def test_unknown_agent(tmp_path: Path, example_1: Path) -> None:
+    agents = "agent_root (agent_root), Jack (agent_jack), Jill (agent_jill)"
+    result = agenttrace(tmp_path, "dialog", str(example_1), "--agents", "Jack,Bob")
+    assert one_error_line(result) == f"no agent 'Bob' in the session (agents: {agents})"
+    result = agenttrace(
+        tmp_path, "perspective", "example1", "Bob", "--sessions-dir", str(example_1.parent)
+    )
+    assert one_error_line(result) == f"no agent 'Bob' in the session (agents: {agents})"
+
+
+def test_torn_last_line_is_not_bad_input(tmp_path: Path, example_1: Path) -> None:
+    with example_1.open("a") as stream:
+        stream.write('{"message_id": "msg_021", "event_type": "transcr')
+    assert ok(agenttrace(tmp_path, "perspective", str(example_1), "Jill")) == JILL_PERSPECTIVE
+
+
+# --- damaged files that pass a first look are still bad input --------------------------------
+
+
+def _tool_calls_not_objects(tmp_path: Path) -> Path:
+    path = tmp_path / "calls.events.jsonl"
+    path.write_text(jsonl([*EXAMPLE_1[:2], {**EXAMPLE_1[2], "tool_calls": "c1"}, *EXAMPLE_1[3:]]))
+    return path
+
+
+def _agent_without_id(tmp_path: Path) -> Path:
+    path = tmp_path / "no-agent-id.events.jsonl"
+    created = {k: v for k, v in EXAMPLE_1[3].items() if k != "agent_id"}
+    path.write_text(jsonl([*EXAMPLE_1[:3], created, *EXAMPLE_1[4:]]))
+    return path
+
+
+def _deeply_nested(tmp_path: Path) -> Path:
+    path = tmp_path / "nested.events.jsonl"
+    path.write_bytes(jsonl(EXAMPLE_1[:1]).encode() + b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        _tool_calls_not_objects,
+        _agent_without_id,
+        _deeply_nested,
+    ],
+)
+@pytest.mark.parametrize("command", ["dialog", "perspective"])
+def test_damaged_event_is_bad_input(
+    tmp_path: Path, command: str, damaged: Callable[[Path], Path]
+) -> None:
+    path = damaged(tmp_path)
+    extra = ["--agents", "Jack,Jill"] if command == "dialog" else ["Jill"]
+    one_error_line(agenttrace(tmp_path, command, str(path), *extra))
+
+
+# --- end to end: the demo, resumed ------------------------------------------------------------
+
+
+def _message_numbers(events: list[dict[str, Any]]) -> list[int]:
+    numbers = [id_number(e["message_id"], MESSAGE_PREFIX) for e in events]
+    assert None not in numbers
+    return numbers  # type: ignore[return-value]
+
+
+def test_cafe_demo_then_resume(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    demo = subprocess.run(
+        [sys.executable, "examples/cafe.py", "--sessions-dir", str(sessions)],
+        cwd=ROOT,
+        env=env_for(tmp_path, AGENTTRACE_CONSOLE="quiet"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Answer: Jack and Jill have met in the cafe" in ok(demo)
+    (stream,) = sessions.glob("*.events.jsonl")
+    session_id = stream.name[: -len(".events.jsonl")]
+    snapshot = sessions / f"{session_id}.json.gz"
+    old_bytes = stream.read_bytes()
+    old = [json.loads(line) for line in old_bytes.splitlines()]
+    assert len(read_session_file(snapshot).runs) == 1
+    dialog_before = ok(
+        agenttrace(
+            tmp_path, "dialog", session_id, "--agents", "Jack,Jill", "--sessions-dir", str(sessions)
+        )
+    )
+
+    prompt = "What will you order?"
+    resumed = agenttrace(
+        tmp_path,
+        "resume",
+        session_id,
+        "--prompt",
+        prompt,
+        "--sessions-dir",
+        str(sessions),
+        timeout=120,
+    )
+    out = ok(resumed)
+
+    # The stream gained events after the old ones, which are untouched.
+    new_bytes = stream.read_bytes()
+    assert new_bytes.startswith(old_bytes)
+    events = [json.loads(line) for line in new_bytes.splitlines()]
+    new = events[len(old) :]
+    assert new, "resume added no events"
+    # Message ids run on from the last old one, none reused.
+    old_numbers, new_numbers = _message_numbers(old), _message_numbers(new)
+    assert old_numbers == list(range(1, len(old) + 1))
+    assert new_numbers == list(range(max(old_numbers) + 1, max(old_numbers) + 1 + len(new)))
+    assert len({e["message_id"] for e in events}) == len(events)
+    assert new[0]["content"] == prompt and new[0]["agent_id"] == "agent_001"
+    assert f"New messages {new[0]['message_id']}..{new[-1]['message_id']}, 3 agents" in out
+    # The same three agents: no new agent, no new agent id.
+    assert {e["agent_id"] for e in events} == {"agent_001", "agent_002", "agent_003"}
+    assert not [e for e in new if e["event_type"] == "agent_created"]
+    # The session file has both runs, and every event of the stream.
+    loaded = read_session_file(snapshot)
+    assert loaded.session_id == session_id
+    assert len(loaded.runs) == 2
+    assert [e["message_id"] for e in loaded.events] == [e["message_id"] for e in events]
+
+    # The dialog: what it said before, then the new prompt and Jack's and Jill's new lines.
+    dialog = ok(
+        agenttrace(
+            tmp_path, "dialog", session_id, "--agents", "Jack,Jill", "--sessions-dir", str(sessions)
+        )
+    )
+    assert dialog.startswith(dialog_before)
+    names = {"agent_002": "Jack", "agent_003": "Jill"}
+    said = [
+        f"{names[e['agent_id']]}: {e['content']}"
+        for e in new
+        if e["agent_id"] in names and e.get("role") == "assistant" and e.get("content")
+    ]
+    assert {line.split(":")[0] for line in said} == {"Jack", "Jill"}
+    assert dialog[len(dialog_before) :].splitlines() == [f"(agent_001) {prompt}", *said]

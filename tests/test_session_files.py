@@ -1,0 +1,588 @@
+"""Reading session files back: ``read_session_file`` and ``find_session``.
+
+Every file that is not a session of this format and version is a :class:`SessionFileError` whose
+one-line message names the problem; a torn last line of a stream (a writer killed mid-line) is
+skipped and reported, and nothing before it is lost. Seed 000's spelling (``content_id``,
+``caused_by``, parents left implicit) reads as seed 001's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agenttrace import SessionFileError
+from agenttrace.session_files import (
+    check_session_id,
+    find_session,
+    read_session_file,
+    snapshot_bytes,
+)
+from agenttrace.viewer import SessionViewer
+
+DATA = Path(__file__).parent / "data"
+EXAMPLE_1: list[dict[str, Any]] = json.loads((DATA / "seed001_examples.json").read_text())[
+    "examples"
+]["1"]["events"]
+SEED_000_EXAMPLE_1 = DATA / "seed000_example1.jsonl"
+SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
+
+
+def jsonl(events: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(e) + "\n" for e in events)
+
+
+def snapshot_of(events: list[dict[str, Any]], /, **payload: Any) -> bytes:
+    """A gzipped session file holding ``events``, with ``payload`` overriding its head fields."""
+    document = {
+        "format": "agenttrace.session",
+        "version": 1,
+        "session_id": "s1",
+        "runs": [],
+        "meta": {},
+        "events": events,
+    }
+    document.update(payload)
+    return gzip.compress(json.dumps(document).encode())
+
+
+def refused(path: Path) -> str:
+    """The message of the ``SessionFileError`` reading ``path`` raises (checked: one line)."""
+    with pytest.raises(SessionFileError) as caught:
+        read_session_file(path)
+    message = str(caught.value)
+    assert message and "\n" not in message, repr(message)
+    return message
+
+
+# --- making a file unreadable, also for root ---------------------------------------------------
+
+PR_CAPBSET_DROP = 24
+CAP_DAC_OVERRIDE = 1
+CAP_DAC_READ_SEARCH = 2
+NOBODY = 65534
+PROBE = (
+    "import sys\n"
+    "try:\n"
+    "    open(sys.argv[1], 'rb').close()\n"
+    "except PermissionError:\n"
+    "    print('denied')\n"
+    "else:\n"
+    "    print('readable')\n"
+)
+
+
+def _drop_read_any_file() -> Callable[[], None]:
+    """A ``preexec_fn`` that takes from root (in the child only) the capabilities that let it
+    read any file; it stays uid 0, so an interpreter under /root still starts."""
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded before the fork
+
+    def drop() -> None:
+        for capability in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+            if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+    return drop
+
+
+def _become_nobody() -> None:
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+def subprocess_env() -> dict[str, str]:
+    """The test environment less OTEL_* and AGENTTRACE_*, offline for litellm."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    return env
+
+
+@contextlib.contextmanager
+def traversable_dir() -> Iterator[Path]:
+    """A temporary directory any user can traverse (pytest's tmp_path is 0700 under root)."""
+    directory = Path(tempfile.mkdtemp(prefix="agenttrace-test-"))
+    directory.chmod(0o755)
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    with traversable_dir() as directory:
+        yield directory
+
+
+def make_unreadable(path: Path, probe: Path | None = None) -> Callable[[], None] | None:
+    """chmod 000 ``path`` and return the ``preexec_fn`` a subprocess needs for that to hold
+    (``None`` when not root): opening ``probe`` (default: ``path``) is then denied. Root reads
+    any file, so under root the child either loses the capabilities for that or becomes
+    ``nobody``; each way is probed. Skips when neither works."""
+    if os.name != "posix":
+        pytest.skip("file permissions of this test are POSIX")
+    path.chmod(0)
+    strategies: list[Callable[[], None] | None] = [None]
+    if os.geteuid() == 0:
+        strategies = []
+        with contextlib.suppress(OSError):
+            strategies.append(_drop_read_any_file())
+        strategies.append(_become_nobody)
+    for preexec in strategies:
+        try:
+            probe = subprocess.run(
+                [sys.executable, "-c", PROBE, str(probe or path)],
+                preexec_fn=preexec,
+                env=subprocess_env(),
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if probe.stdout.strip() == "denied":
+            return preexec
+    pytest.skip(
+        "cannot make a file unreadable here: running as root, and a child process can neither "
+        "drop CAP_DAC_OVERRIDE nor run this interpreter as nobody"
+    )
+
+
+# --- files that are not sessions ------------------------------------------------------------------
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    assert "no such file" in refused(tmp_path / "nothing.events.jsonl")
+
+
+def test_directory(tmp_path: Path) -> None:
+    (tmp_path / "a-dir.json.gz").mkdir()
+    assert "is a directory" in refused(tmp_path / "a-dir.json.gz")
+
+
+def test_unreadable_file(open_dir: Path) -> None:
+    path = open_dir / "locked.events.jsonl"
+    path.write_text(jsonl(EXAMPLE_1))
+    preexec = make_unreadable(path)
+    script = (
+        "import sys\n"
+        "from agenttrace.session_files import SessionFileError, read_session_file\n"
+        "try:\n"
+        "    read_session_file(sys.argv[1])\n"
+        "except SessionFileError as exc:\n"
+        "    print('SessionFileError:', exc)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(path)],
+        preexec_fn=preexec,
+        env=subprocess_env(),
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1, result.stdout
+    assert lines[0] == f"SessionFileError: {path}: cannot read: Permission denied"
+
+
+@pytest.mark.parametrize("content", [b"", b"\n", b"  \n\n\t\n"], ids=["empty", "newline", "blank"])
+def test_empty_file(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "empty.events.jsonl"
+    path.write_bytes(content)
+    assert "empty file, no events" in refused(path)
+
+
+def _truncated(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+def _bad_crc(data: bytes) -> bytes:
+    return data[:-8] + bytes([data[-8] ^ 0xFF]) + data[-7:]
+
+
+def _magic_only(data: bytes) -> bytes:
+    return data[:2]
+
+
+@pytest.mark.parametrize("damage", [_truncated, _bad_crc, _magic_only])
+def test_truncated_or_damaged_gzip(tmp_path: Path, damage: Callable[[bytes], bytes]) -> None:
+    path = tmp_path / "s1.json.gz"
+    path.write_bytes(damage(snapshot_of(EXAMPLE_1)))
+    assert "truncated or damaged gzip" in refused(path)
+
+
+@pytest.mark.parametrize("content", [b"not json at all", b"", b'{"format": '])
+def test_gzip_not_holding_json(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "s1.json.gz"
+    path.write_bytes(gzip.compress(content))
+    assert "gzip does not hold JSON; not an agenttrace session" in refused(path)
+
+
+@pytest.mark.parametrize(
+    ("document", "found"),
+    [
+        ({"format": "otel.trace", "version": 1, "events": []}, "'otel.trace'"),
+        ({"version": 1, "events": []}, "None"),
+        ([{"message_id": "msg_001"}], "'list'"),
+        ("agenttrace.session", "'str'"),
+    ],
+    ids=["other-format", "no-format", "list", "string"],
+)
+def test_json_of_another_format(tmp_path: Path, document: Any, found: str) -> None:
+    path = tmp_path / "s1.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(document).encode()))
+    assert f"not an agenttrace session file (format {found})" in refused(path)
+
+
+@pytest.mark.parametrize(("version", "shown"), [(2, "2"), (0, "0"), ("1", "'1'"), (None, "None")])
+def test_other_version(tmp_path: Path, version: Any, shown: str) -> None:
+    path = tmp_path / "s1.json.gz"
+    path.write_bytes(snapshot_of(EXAMPLE_1, version=version))
+    message = refused(path)
+    assert f"session file version {shown}; this agenttrace reads version 1" in message
+
+
+def test_snapshot_without_event_list(tmp_path: Path) -> None:
+    path = tmp_path / "s1.json.gz"
+    path.write_bytes(snapshot_of([], events={"msg_001": {}}))
+    assert "session file has no event list" in refused(path)
+
+
+NOT_EVENTS = [
+    ["a", "list"],
+    "a string",
+    None,
+    {"event_type": "transcript_entry", "agent_id": "a", "role": "user"},
+    {"message_id": 1, "event_type": "transcript_entry"},
+    {"message_id": "msg_002", "event_type": "span_started"},
+    {"message_id": "msg_002"},
+]
+
+
+@pytest.mark.parametrize("entry", NOT_EVENTS)
+def test_snapshot_entry_that_is_not_an_event(tmp_path: Path, entry: Any) -> None:
+    path = tmp_path / "s1.json.gz"
+    path.write_bytes(snapshot_of([EXAMPLE_1[0], entry, EXAMPLE_1[1]]))
+    assert "entry 2 is not a canonical event; not an agenttrace session" in refused(path)
+
+
+@pytest.mark.parametrize("entry", NOT_EVENTS)
+def test_stream_entry_that_is_not_an_event(tmp_path: Path, entry: Any) -> None:
+    path = tmp_path / "s1.events.jsonl"
+    path.write_text(jsonl([*EXAMPLE_1[:2], entry, *EXAMPLE_1[2:]]))
+    assert "entry 3 is not a canonical event; not an agenttrace session" in refused(path)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"hello\nworld\n", b"\xff\xfe{}\n", b"root:x:0:0:root:/root:/bin/bash\n"],
+    ids=["text", "not-utf8", "passwd"],
+)
+def test_stream_whose_first_line_is_not_json(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "other.jsonl"
+    path.write_bytes(content)
+    assert "not an agenttrace event stream (line 1 is not JSON)" in refused(path)
+
+
+# --- torn and bad lines -------------------------------------------------------------------------
+
+
+def test_torn_last_line_is_skipped_and_reported(tmp_path: Path) -> None:
+    torn = '{"message_id": "msg_021", "event_type": "transcript_entry", "agent_id": "agen'
+    path = tmp_path / "s1.events.jsonl"
+    path.write_text(jsonl(EXAMPLE_1) + torn)  # killed mid-write: no newline after it
+    loaded = read_session_file(path)
+    assert loaded.kind == "stream"
+    assert loaded.torn == torn
+    assert loaded.events == EXAMPLE_1  # every complete event before it, as written
+    assert loaded.session_id == "s1"
+
+
+def test_a_complete_last_line_without_newline_is_not_torn(tmp_path: Path) -> None:
+    path = tmp_path / "s1.events.jsonl"
+    path.write_text(jsonl(EXAMPLE_1).rstrip("\n"))
+    loaded = read_session_file(path)
+    assert loaded.torn is None
+    assert loaded.events == EXAMPLE_1
+
+
+def test_a_stream_of_only_a_torn_line_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "s1.events.jsonl"
+    path.write_text('{"message_id": "msg_001", "event_')
+    assert "no complete event in the stream" in refused(path)
+
+
+def test_bad_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
+    lines = jsonl(EXAMPLE_1).splitlines(keepends=True)
+    lines[10] = '{"message_id": "msg_011", "event_type": "transc\n'  # torn, then written on
+    path = tmp_path / "s1.events.jsonl"
+    path.write_text("".join(lines))
+    message = refused(path)
+    assert message == f"{path}: line 11 is not JSON"
+
+
+def test_bad_last_line_with_newline_is_an_error(tmp_path: Path) -> None:
+    """Only a last line without its newline can be a write cut short."""
+    path = tmp_path / "s1.events.jsonl"
+    path.write_text(jsonl(EXAMPLE_1) + '{"message_id": "msg_021", "event_\n')
+    assert refused(path) == f"{path}: line 21 is not JSON"
+
+
+# --- round trip ---------------------------------------------------------------------------------
+
+
+def test_snapshot_round_trip(tmp_path: Path) -> None:
+    runs = [
+        {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "session Agent", "children": []},
+        {"traceId": "ef" * 16, "spanId": "01" * 8, "name": "session Agent", "children": []},
+    ]
+    meta = {"service_name": "cafe", "note": "café ☕", "runs": 2}
+    lines = [(json.dumps(e, ensure_ascii=False) + "\n").encode() for e in EXAMPLE_1]
+    data = snapshot_bytes("a1b2c3d4e5f60718", runs, lines, meta)
+    assert data[:2] == b"\x1f\x8b"
+    path = tmp_path / "a1b2c3d4e5f60718.json.gz"
+    path.write_bytes(data)
+    loaded = read_session_file(path)
+    assert loaded.kind == "snapshot"
+    assert loaded.session_id == "a1b2c3d4e5f60718"
+    assert loaded.runs == runs
+    assert loaded.meta == meta
+    assert loaded.events == EXAMPLE_1
+    assert loaded.torn is None
+    # The viewer reads the snapshot as it reads the stream.
+    stream = tmp_path / "a1b2c3d4e5f60718.events.jsonl"
+    stream.write_text(jsonl(EXAMPLE_1))
+    assert read_session_file(stream).events == loaded.events
+    jill = "agent_jill"
+    assert SessionViewer(path).extract_agent_perspective(jill) == SessionViewer(
+        stream
+    ).extract_agent_perspective(jill)
+
+
+def test_kind_is_told_by_content_not_by_name(tmp_path: Path) -> None:
+    gz_named_jsonl = tmp_path / "really-a-snapshot.jsonl"
+    gz_named_jsonl.write_bytes(snapshot_of(EXAMPLE_1, session_id="inner-id"))
+    jsonl_named_gz = tmp_path / "really-a-stream.json.gz"
+    jsonl_named_gz.write_text(jsonl(EXAMPLE_1))
+    snapshot, stream = read_session_file(gz_named_jsonl), read_session_file(jsonl_named_gz)
+    assert (snapshot.kind, snapshot.session_id) == ("snapshot", "inner-id")
+    assert (stream.kind, stream.session_id) == ("stream", "really-a-stream")
+    assert snapshot.events == stream.events == EXAMPLE_1
+
+
+# --- seed 000's spelling --------------------------------------------------------------------------
+
+
+def test_seed_000_example_1_reads_as_seed_001(tmp_path: Path) -> None:
+    loaded = read_session_file(SEED_000_EXAMPLE_1)
+    assert loaded.torn is None
+    # Seed 000's piece_of_text names no agent; otherwise its Example 1 is seed 001's, field
+    # for field: content_id -> substance, caused_by -> cause, and each sub-agent's creation
+    # gets the message holding the `task` call that made it.
+    expected = [
+        {k: v for k, v in e.items() if not (e["event_type"] == "piece_of_text" and k == "agent_id")}
+        for e in EXAMPLE_1
+    ]
+    assert loaded.events == expected
+    by_id = {e["message_id"]: e for e in loaded.events}
+    assert "cause" not in by_id["msg_001"]  # the root
+    assert by_id["msg_004"]["cause"] == "msg_003"
+    assert by_id["msg_008"]["cause"] == "msg_007"
+    assert by_id["msg_012"]["cause"] == "msg_011"
+    assert [by_id[m]["substance"] for m in ("msg_013", "msg_014", "msg_017", "msg_020")] == [
+        "msg_012",
+        "msg_012",
+        "msg_015",
+        "msg_018",
+    ]
+    assert not [e for e in loaded.events if "content_id" in e or "caused_by" in e]
+    # The views agree too.
+    new_stream = tmp_path / "seed001.events.jsonl"
+    new_stream.write_text(jsonl(EXAMPLE_1))
+    old, new = SessionViewer(SEED_000_EXAMPLE_1), SessionViewer(new_stream)
+    assert old.list_agents() == new.list_agents()
+    assert old.build_causality_index() == new.build_causality_index()
+    assert old.trace_message_flow("msg_017") == new.trace_message_flow("msg_017")
+    for agent in ("agent_root", "agent_jack", "agent_jill"):
+        assert old.extract_agent_perspective(agent) == new.extract_agent_perspective(agent)
+    assert old.trace_content_references("msg_012") == new.trace_content_references("msg_012")
+
+
+def test_the_seed_000_copy_is_the_seed_text() -> None:
+    seed_file = SEEDS / "000_f203a6fc91e9d152.txt"
+    if not seed_file.exists():
+        pytest.skip(f"the seed documents are not beside this checkout ({seed_file})")
+    text = seed_file.read_text()
+    lines = SEED_000_EXAMPLE_1.read_text().splitlines()
+    assert len(lines) == 20
+    example = text[text.index("### Example 1: Jack and Jill Discussion") :]
+    assert example.split("```jsonl\n", 1)[1].startswith("\n".join(lines) + "\n```")
+
+
+def _task(message: str, call: str, name: str) -> dict[str, Any]:
+    arguments = json.dumps({"name": name, "system_prompt": f"You are {name}."})
+    return {
+        "message_id": message,
+        "event_type": "transcript_entry",
+        "agent_id": "agent_001",
+        "role": "assistant",
+        "tool_calls": [{"id": call, "function": {"name": "task", "arguments": arguments}}],
+    }
+
+
+def _created(message: str, agent: str, name: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "message_id": message,
+        "event_type": "agent_created",
+        "agent_id": agent,
+        "name": name,
+        **extra,
+    }
+
+
+def _result(message: str, call: str, name: str) -> dict[str, Any]:
+    return {
+        "message_id": message,
+        "event_type": "transcript_entry",
+        "agent_id": "agent_001",
+        "role": "tool",
+        "tool_call_id": call,
+        "content": f"Created subagent: {name}",
+    }
+
+
+def test_seed_000_parents_are_matched_by_the_name_in_the_task_call(tmp_path: Path) -> None:
+    """Two `task` calls open at once: each creation goes to the call that names it, not to the
+    latest one; an explicit cause is kept; a creation with no open `task` call gets none."""
+    events = [
+        {"message_id": "msg_001", "event_type": "agent_created", "agent_id": "agent_001"},
+        _task("msg_002", "c1", "Jack"),
+        _task("msg_003", "c2", "Jill"),
+        _created("msg_004", "agent_002", "Jack"),
+        _created("msg_005", "agent_003", "Jill"),
+        _result("msg_006", "c1", "Jack"),
+        _result("msg_007", "c2", "Jill"),
+        _created("msg_008", "agent_004", "Stray"),
+        _task("msg_009", "c3", "Inner"),
+        _created("msg_010", "agent_005", "Inner", caused_by="msg_002"),
+    ]
+    path = tmp_path / "old.events.jsonl"
+    path.write_text(jsonl(events))
+    causes = {e["message_id"]: e.get("cause") for e in read_session_file(path).events}
+    assert causes["msg_001"] is None
+    assert causes["msg_004"] == "msg_002"
+    assert causes["msg_005"] == "msg_003"
+    assert causes["msg_008"] is None
+    assert causes["msg_010"] == "msg_002"
+
+
+# --- finding a session --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sessions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A sessions directory inside tmp_path, the working directory elsewhere (so relative
+    references do not find files by accident)."""
+    directory = tmp_path / "sessions"
+    directory.mkdir()
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    return directory
+
+
+def test_find_session_by_id(sessions: Path) -> None:
+    (sessions / "abc123.json.gz").write_bytes(snapshot_of(EXAMPLE_1))
+    assert find_session("abc123", sessions) == sessions / "abc123.json.gz"
+    (sessions / "abc123.events.jsonl").write_text(jsonl(EXAMPLE_1))
+    assert find_session("abc123", sessions) == sessions / "abc123.events.jsonl"  # the fuller one
+
+
+def test_find_session_by_path(sessions: Path, tmp_path: Path) -> None:
+    path = tmp_path / "saved.events.jsonl"
+    path.write_text(jsonl(EXAMPLE_1))
+    assert find_session(str(path), sessions) == path
+    with pytest.raises(SessionFileError, match=r"no such file$"):
+        find_session(str(tmp_path / "gone.jsonl"), sessions)
+
+
+def test_find_session_unknown_id(sessions: Path) -> None:
+    with pytest.raises(SessionFileError) as caught:
+        find_session("nosuchsession", sessions)
+    assert str(caught.value) == f"no session 'nosuchsession' in {sessions}"
+
+
+@pytest.mark.parametrize(
+    "reference", ["../x", "a/b", "../sessions/../x", "/etc/passwd-nonexistent"]
+)
+def test_find_session_refuses_escaping_ids(sessions: Path, tmp_path: Path, reference: str) -> None:
+    """Files that an id read as ``<sessions>/<id>.events.jsonl`` would reach exist; none is
+    found."""
+    (tmp_path / "x.events.jsonl").write_text(jsonl(EXAMPLE_1))
+    (sessions / "a").mkdir()
+    (sessions / "a" / "b.events.jsonl").write_text(jsonl(EXAMPLE_1))
+    with pytest.raises(SessionFileError) as caught:
+        find_session(reference, sessions)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "reference",
+    ["../x", "a/b", "/etc/passwd", "..", "..x", "x..y", ".hidden", "", "a b", "x" * 129],
+)
+def test_check_session_id_refuses(reference: str) -> None:
+    with pytest.raises(SessionFileError, match="not a session id"):
+        check_session_id(reference)
+
+
+@pytest.mark.parametrize("reference", ["d62a5d8c4df6a918", "example1", "run-2.a_b", "x" * 128])
+def test_check_session_id_accepts(reference: str) -> None:
+    assert check_session_id(reference) == reference
+
+
+def test_an_absolute_path_is_a_file_reference_not_an_id(sessions: Path) -> None:
+    """``/etc/passwd`` names a file (the CLI takes FILE|SESSION_ID), never
+    ``<sessions>//etc/passwd...``; reading it is refused, as it is not a session."""
+    passwd = Path("/etc/passwd")
+    if not passwd.exists():
+        pytest.skip("no /etc/passwd on this machine")
+    found = find_session(str(passwd), sessions)
+    assert found == passwd
+    assert "not an agenttrace event stream" in refused(found)
+
+
+# --- damaged files that once got past the reader ------------------------------------------
+
+
+@pytest.mark.parametrize("calls", ["c1", ["c1"], [{"id": "c1", "function": "task"}]])
+def test_malformed_tool_calls_are_a_session_file_error(tmp_path: Path, calls: Any) -> None:
+    path = tmp_path / "s1.events.jsonl"
+    entry = {**EXAMPLE_1[2], "tool_calls": calls}
+    path.write_text(jsonl([*EXAMPLE_1[:2], entry, *EXAMPLE_1[3:]]))
+    assert "not a canonical event" in refused(path)
+
+
+@pytest.mark.parametrize("kind", ["stream", "snapshot"])
+def test_deeply_nested_json_is_a_session_file_error(tmp_path: Path, kind: str) -> None:
+    nested = b"[" * 100_000 + b"]" * 100_000
+    path = tmp_path / "s1.events.jsonl"
+    if kind == "stream":
+        path.write_bytes(jsonl(EXAMPLE_1[:1]).encode() + nested + b"\n")
+    else:
+        path.write_bytes(gzip.compress(nested))
+    refused(path)
