@@ -19,6 +19,8 @@ import click
 from .session_files import SessionFileError, find_session, read_session_file
 
 EXIT_BAD_INPUT = 2
+PROGRESS_THRESHOLD = 8 << 20
+"""Files above this many bytes get a progress bar while they are read (on a terminal only)."""
 
 
 def fail(message: str) -> NoReturn:
@@ -160,14 +162,119 @@ def perspective(session: str, agent: str, sessions_dir: Path | None) -> None:
     click.echo(viewer.extract_agent_perspective(agent_id))
 
 
-def _viewer(reference: str, sessions_dir: Path | None) -> Any:
-    from .viewer import SessionViewer
+@main.command()
+@click.argument("session")
+@sessions_dir_option
+def tree(session: str, sessions_dir: Path | None) -> None:
+    """The opTree of every run of SESSION as a text tree: path label, kind, name, status,
+    tokens, cost, latency; sub-agents indented under the tool call that ran them."""
+    from .console import optree_tree
+
+    loaded = load(session, sessions_dir)
+    if not loaded.runs:
+        fail(f"{loaded.path}: no opTree in it (an event stream: give its .json.gz session file)")
+    _console().print(optree_tree(loaded.runs), markup=False, soft_wrap=True)
+
+
+@main.command()
+@click.argument("session")
+@click.option("--json", "as_json", is_flag=True, help="Print the totals as JSON, for scripts.")
+@sessions_dir_option
+def stats(session: str, as_json: bool, sessions_dir: Path | None) -> None:
+    """Totals over SESSION's whole tree, sub-agents included, by agent and by model: tokens
+    in/out/cache, cost, LLM attempts ok/failed, tool calls, wall time."""
+    import json
+
+    from .stats import session_stats
+
+    loaded = load(session, sessions_dir)
+    if not loaded.runs:
+        fail(f"{loaded.path}: no opTree in it (an event stream: give its .json.gz session file)")
+    totals = session_stats(loaded.runs)
+    if as_json:
+        click.echo(json.dumps(totals, indent=2))
+        return
+    _print_stats(totals)
+
+
+def _print_stats(totals: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    columns = (
+        ("in", "input_tokens"),
+        ("out", "output_tokens"),
+        ("cache r", "cache_read_tokens"),
+        ("cache w", "cache_write_tokens"),
+        ("cost $", "cost_usd"),
+        ("llm ok", "llm_attempts_ok"),
+        ("llm failed", "llm_attempts_failed"),
+        ("tools", "tool_calls"),
+    )
+    console = _console()
+    console.print(
+        f"{totals['runs']} run(s), wall time {totals['wall_time_ms'] / 1000:.2f} s", markup=False
+    )
+    for title, rows, key in (
+        ("by agent", totals["by_agent"], "agent"),
+        ("by model", totals["by_model"], "model"),
+        ("total", [{"total": "all", **totals["total"]}], "total"),
+    ):
+        table = Table(title=title, title_justify="left")
+        table.add_column(key)
+        for heading, _ in columns:
+            table.add_column(heading, justify="right")
+        if key == "agent":
+            table.add_column("wall s", justify="right")
+        for row in rows:
+            label = f"{row.get('name') or '-'} ({row['agent_id']})" if key == "agent" else row[key]
+            cells = [_cell(row[field]) for _, field in columns]
+            if key == "agent":
+                cells.append(f"{row.get('wall_time_ms', 0) / 1000:.2f}")
+            table.add_row(label, *cells)
+        console.print(table)
+
+
+def _console() -> Any:
+    """A rich console for stdout: the terminal's width, or a wide page when piped to a file."""
+    from rich.console import Console
+
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def _cell(value: Any) -> str:
+    return f"{value:.6f}" if isinstance(value, float) else str(value)
+
+
+def load(reference: str, sessions_dir: Path | None) -> Any:
+    """Read the session a CLI argument names, with a progress bar on a terminal for big files."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
     path = resolve(reference, sessions_dir)
     try:
-        return SessionViewer(path)
-    except SessionFileError as exc:
-        fail(str(exc))
+        size = path.stat().st_size
+    except OSError as exc:
+        fail(f"{path}: cannot read: {exc.strerror or exc}")
+    shown = sys.stderr.isatty() and size > PROGRESS_THRESHOLD
+    with Progress(
+        TextColumn("reading {task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        transient=True,
+        disable=not shown,
+    ) as progress:
+        task = progress.add_task(path.name, total=size)
+        try:
+            return read_session_file(
+                path, lambda done, total: progress.update(task, completed=done)
+            )
+        except SessionFileError as exc:
+            fail(str(exc))
+
+
+def _viewer(reference: str, sessions_dir: Path | None) -> Any:
+    from .viewer import SessionViewer
+
+    return SessionViewer(load(reference, sessions_dir).events)
 
 
 def _agent_list(viewer: Any) -> str:

@@ -12,12 +12,16 @@ Every line is grep-able by the run's origin txn id and maps to exactly one opTre
 
 from __future__ import annotations
 
+import io
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from opentelemetry.sdk.trace import ReadableSpan
+from rich.console import Console as RichConsole
+from rich.text import Text
+from rich.tree import Tree
 
 from . import semconv as sc
 from .config import ConsoleMode
@@ -174,33 +178,43 @@ def _summary(attributes: Mapping[str, Any]) -> str | None:
 # --- the opTree as a text tree -----------------------------------------------------------------
 
 
-def render_optree(runs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Every run's opTree as indented lines: path label, kind, name, status, tokens, cost,
-    latency; sub-agents indented under the tool call that ran them."""
-    lines: list[str] = []
+def optree_tree(runs: Sequence[Mapping[str, Any]]) -> Tree:
+    """Every run's opTree as a rich ``Tree``: path label, kind, name, status, tokens, cost,
+    latency; sub-agents under the tool call that ran them."""
+    root = Tree("session", hide_root=True)
     for number, run in enumerate(runs, 1):
-        lines.append(f"run {number}: trace {run.get('traceId')} (txn {run.get('txnId')})")
-        _render_session(run, 1, lines)
-    return lines
+        branch = root.add(f"run {number}: trace {run.get('traceId')} (txn {run.get('txnId')})")
+        _add_session(branch, run)
+    return root
 
 
-def _render_session(node: Mapping[str, Any], depth: int, lines: list[str]) -> None:
-    status = (
-        "in progress"
-        if node.get("endedAt") is None
-        else ("ok" if node.get("success") else "failed")
+def render_optree(runs: Sequence[Mapping[str, Any]], width: int = 160) -> list[str]:
+    """:func:`optree_tree` as plain text lines (no colour, no terminal needed)."""
+    buffer = io.StringIO()
+    RichConsole(file=buffer, width=width, color_system=None, no_color=True).print(
+        optree_tree(runs), markup=False, highlight=False
     )
-    lines.append(
-        f"{'  ' * depth}{node.get('path')} session {node.get('agentName')} "
-        f"[{node.get('agentId')}] {status}{_latency(node)}"
+    return buffer.getvalue().rstrip("\n").split("\n")
+
+
+def _add_session(parent: Tree, node: Mapping[str, Any]) -> None:
+    if node.get("endedAt") is None:
+        status = "in progress"
+    else:
+        status = "ok" if node.get("success") else "failed"
+    branch = parent.add(
+        Text(
+            f"{node.get('path')} session {node.get('agentName')} [{node.get('agentId')}] "
+            f"{status}{_latency(node)}"
+        )
     )
     for turn in node.get("turns", []):
-        lines.append(f"{'  ' * (depth + 1)}{turn.get('path')} turn {turn.get('index')}")
+        turn_branch = branch.add(Text(f"{turn.get('path')} turn {turn.get('index')}"))
         for op in turn.get("ops", []):
-            _render_op(op, depth + 2, lines)
+            _add_op(turn_branch, op)
 
 
-def _render_op(op: Mapping[str, Any], depth: int, lines: list[str]) -> None:
+def _add_op(parent: Tree, op: Mapping[str, Any]) -> None:
     status = op.get("status") or "in progress"
     details = ""
     accounting = op.get("accounting") or []
@@ -216,12 +230,11 @@ def _render_op(op: Mapping[str, Any], depth: int, lines: list[str]) -> None:
             details += f" ${cost:.6f}"
         if entry.get("type") == "tool":
             details += f" chars {entry.get('charactersIn')}/{entry.get('charactersOut')}"
-    lines.append(
-        f"{'  ' * depth}{op.get('path')} {op.get('kind')} {op.get('name')} {status}"
-        f"{_latency(op)}{details}"
+    branch = parent.add(
+        Text(f"{op.get('path')} {op.get('kind')} {op.get('name')} {status}{_latency(op)}{details}")
     )
     for child in op.get("childSessions", []):
-        _render_session(child, depth + 1, lines)
+        _add_session(branch, child)
 
 
 def _latency(node: Mapping[str, Any]) -> str:

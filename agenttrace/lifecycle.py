@@ -24,6 +24,7 @@ from . import __version__
 from ._runtime import INSTRUMENTATION_NAME, runtime
 from .config import ConsoleMode, Settings
 from .console import ConsoleSink
+from .ledger import LedgerSink
 from .optree import Node, OpTreeSink
 from .processor import AgentTraceProcessor
 from .redact import remember_environment_secrets
@@ -157,6 +158,7 @@ def init(
                 SessionFileSink(
                     settings.sessions_dir, optree, stream, redacted=settings.redacted_save
                 ),
+                LedgerSink(settings.billing_file, optree),
             )
         )
         provider.add_span_processor(processor)

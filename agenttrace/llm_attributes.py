@@ -120,6 +120,10 @@ def usage_attributes(usage: Any) -> dict[str, AttributeValue]:
         attributes[sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = cache_write
     if reasoning:
         attributes[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = reasoning
+    if input_tokens is not None and output is not None:  # OpenInference's names, for Phoenix
+        attributes[sc.LLM_TOKEN_COUNT_PROMPT] = input_tokens
+        attributes[sc.LLM_TOKEN_COUNT_COMPLETION] = output
+        attributes[sc.LLM_TOKEN_COUNT_TOTAL] = input_tokens + output
     return attributes
 
 
@@ -134,9 +138,11 @@ def request_attributes(
         sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
         sc.GEN_AI_REQUEST_MODEL: model,
         sc.ATTEMPT: attempt,
+        sc.LLM_MODEL_NAME: model,
     }
     if provider:
         attributes[sc.GEN_AI_PROVIDER_NAME] = provider
+        attributes[sc.LLM_PROVIDER] = provider
     if stream:
         attributes[sc.GEN_AI_REQUEST_STREAM] = True
     return attributes

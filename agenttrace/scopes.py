@@ -340,6 +340,7 @@ def start_session(
     }
     attributes.update(scope.common)
     attributes[sc.KIND] = sc.KIND_SESSION
+    attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_AGENT
     attributes[sc.PATH] = scope.label
     attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
     attributes[sc.GEN_AI_AGENT_NAME] = name
@@ -388,6 +389,7 @@ def start_turn(*, implicit: bool = False, session: SessionScope | None = None) -
     attributes: dict[str, AttributeValue] = {
         **session.common,
         sc.KIND: sc.KIND_TURN,
+        sc.OPENINFERENCE_SPAN_KIND: sc.OI_CHAIN,
         sc.PATH: scope.label,
         sc.TURN_INDEX: scope.index,
     }
@@ -466,8 +468,11 @@ def start_op(
     if kind == sc.KIND_TOOL:
         span_attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
         span_attributes[sc.GEN_AI_TOOL_NAME] = name
+        span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_TOOL
+        span_attributes[sc.TOOL_NAME] = name
         span_name = sc.SPAN_TOOL.format(name=name)
     else:
+        span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_LLM
         span_name = name
     if implicit:
         span_attributes[sc.IMPLICIT] = True

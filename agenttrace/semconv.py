@@ -52,6 +52,21 @@ GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
 ERROR_TYPE: Final = "error.type"
 """LLM failures: one of ``ERROR_CATEGORIES``; tool failures: the exception's class name."""
 
+# --- OpenInference (read by Arize Phoenix and other OpenInference viewers) ------------------
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+"""``AGENT`` (agent runs), ``CHAIN`` (turns), ``LLM`` (attempts), ``TOOL`` (tool calls)."""
+OI_AGENT: Final = "AGENT"
+OI_CHAIN: Final = "CHAIN"
+OI_LLM: Final = "LLM"
+OI_TOOL: Final = "TOOL"
+OI_EMBEDDING: Final = "EMBEDDING"
+LLM_MODEL_NAME: Final = "llm.model_name"
+LLM_PROVIDER: Final = "llm.provider"
+LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
+LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
+LLM_TOKEN_COUNT_TOTAL: Final = "llm.token_count.total"
+TOOL_NAME: Final = "tool.name"
+
 # --- agenttrace.* on every span of ours ---------------------------------------------------------
 KIND: Final = "agenttrace.kind"
 """``session``, ``turn``, ``llm`` or ``tool``; a tool that runs a sub-agent turns ``session``."""

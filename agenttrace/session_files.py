@@ -16,7 +16,7 @@ import os
 import re
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +95,13 @@ def find_session(reference: str, sessions_dir: Path) -> Path:
 # --- reading -----------------------------------------------------------------------------------
 
 
-def read_session_file(path: str | Path) -> LoadedFile:
+Progress = Callable[[int, int], None]
+"""``progress(done, total)`` in bytes of the file, called as a large file is read."""
+
+_PROGRESS_STEP = 1 << 20
+
+
+def read_session_file(path: str | Path, progress: Progress | None = None) -> LoadedFile:
     """Read a gzipped session file or an event stream (told apart by content, not name)."""
     path = Path(path)
     try:
@@ -108,14 +114,30 @@ def read_session_file(path: str | Path) -> LoadedFile:
     except OSError as exc:
         raise SessionFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if head == _GZIP_MAGIC:
-        return _read_snapshot(path)
-    return _read_stream(path)
+        return _read_snapshot(path, progress)
+    return _read_stream(path, progress)
 
 
-def _read_snapshot(path: Path) -> LoadedFile:
+def _gunzip(path: Path, progress: Progress | None) -> bytes:
+    total = path.stat().st_size
+    decompressor = zlib.decompressobj(31)  # the gzip container
+    parts: list[bytes] = []
+    done = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_PROGRESS_STEP):
+            parts.append(decompressor.decompress(chunk))
+            done += len(chunk)
+            if progress is not None:
+                progress(done, total)
+    parts.append(decompressor.flush())
+    if not decompressor.eof:
+        raise EOFError("the gzip stream ends before its end marker")
+    return b"".join(parts)
+
+
+def _read_snapshot(path: Path, progress: Progress | None = None) -> LoadedFile:
     try:
-        with gzip.open(path, "rb") as handle:
-            raw = handle.read()
+        raw = _gunzip(path, progress)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise SessionFileError(f"{path}: truncated or damaged gzip ({exc})") from None
     except OSError as exc:
@@ -148,7 +170,7 @@ def _read_snapshot(path: Path) -> LoadedFile:
     )
 
 
-def _read_stream(path: Path) -> LoadedFile:
+def _read_stream(path: Path, progress: Progress | None = None) -> LoadedFile:
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -162,7 +184,13 @@ def _read_stream(path: Path) -> LoadedFile:
     events: list[dict[str, Any]] = []
     torn: str | None = None
     last = len(lines) - 1
+    total, done, reported = len(data), 0, 0
     for number, line in enumerate(lines):
+        if progress is not None:
+            done += len(line) + 1
+            if done - reported >= _PROGRESS_STEP:
+                reported = done
+                progress(done, total)
         if not line.strip():
             continue
         try:

@@ -289,8 +289,7 @@ BAD_INPUTS = [
     _file(
         "truncated.json.gz",
         GOOD_SNAPSHOT[: len(GOOD_SNAPSHOT) // 2],
-        "truncated or damaged gzip (Compressed file ended before the end-of-stream marker was "
-        "reached)",
+        "truncated or damaged gzip (the gzip stream ends before its end marker)",
     ),
     _file(
         "other-format.json.gz",

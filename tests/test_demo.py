@@ -46,8 +46,9 @@ def test_cafe_demo_nests_root_turn_tool_subagent(tmp_path: Path) -> None:
     assert len(streams) == len(snapshots) == 1
     assert f"event stream: {streams[0]}" in result.stdout
     assert f"session file: {snapshots[0]}" in result.stdout
-    assert "      3.2 session discuss ok" in result.stdout
-    assert "        3.2:2 session Jill [agent_003] ok" in result.stdout
+    assert "└── 3.2 session discuss ok" in result.stdout
+    assert "├── 3.2:1 session Jack [agent_002] ok" in result.stdout
+    assert "└── 3.2:2 session Jill [agent_003] ok" in result.stdout
     assert (
         "Jack: Hi, I'm Jack. *extends hand*\nJill: *smiles* Hello Jack, I'm Jill." in result.stdout
     )

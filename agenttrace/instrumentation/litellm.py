@@ -286,6 +286,7 @@ def _start_attempt(
         start = request_attributes(model, provider, number, bool(kwargs.get("stream")))
         if operation != sc.OP_CHAT:
             start[sc.GEN_AI_OPERATION_NAME] = operation
+            start[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_EMBEDDING
         new_input: list[Any] = []
 
         def summarise_input(session: SessionScope) -> dict[str, AttributeValue]:
@@ -348,6 +349,13 @@ def _provider_and_model(model: str, custom_provider: Any) -> tuple[str | None, s
 
 
 def _remember_secrets(kwargs: Mapping[str, Any]) -> None:
+    litellm = sys.modules.get("litellm")
+    if litellm is not None:  # keys set as litellm config (litellm.api_key = ...): never recorded
+        settings = vars(litellm)
+        for name in _state.config_secrets:
+            value = settings.get(name)
+            if value is not None:
+                remember_secret(value)
     for key, value in kwargs.items():
         if isinstance(value, str):
             if is_secret_key(key):
@@ -549,12 +557,14 @@ class _StreamProxy(wrapt.ObjectProxy[Any]):
 
 
 class _State:
-    __slots__ = ("enabled", "patches", "stream_type")
+    __slots__ = ("config_secrets", "enabled", "patches", "stream_type")
 
     def __init__(self) -> None:
         self.enabled = False
         self.patches: list[tuple[Any, str, Any]] = []  # (owner, attribute, our FunctionWrapper)
         self.stream_type: type | None = None
+        self.config_secrets: tuple[str, ...] = ()
+        """litellm module settings whose names say they hold a credential (``api_key``...)."""
 
 
 _state = _State()
@@ -606,6 +616,14 @@ class LiteLLMInstrumentor:
         from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
 
         _state.stream_type = CustomStreamWrapper
+        _state.config_secrets = tuple(
+            name
+            for name in dir(litellm)
+            if not name.startswith("_")
+            # litellm names provider keys openai_key, anthropic_key, ...: all are credentials
+            and (is_secret_key(name) or name.endswith("_key"))
+            and isinstance(getattr(litellm, name, None), (str, type(None)))
+        )
         for owner, name, wrapper in _patch_targets(litellm):
             wrapt.wrap_function_wrapper(owner, name, wrapper)
             _state.patches.append((owner, name, _attribute(owner, name)))

@@ -1,0 +1,84 @@
+"""Totals over a session's whole opTree, sub-agents included: by agent and by model.
+
+Pure functions over the session file's ``runs`` (``SessionNode`` dicts): tokens in, out and
+cache, cost, LLM attempts ok and failed, tool calls, and wall time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+
+def _empty() -> dict[str, Any]:
+    return {
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+        "cost_usd": 0.0,
+        "llm_attempts_ok": 0,
+        "llm_attempts_failed": 0,
+        "tool_calls": 0,
+        "tool_calls_failed": 0,
+    }
+
+
+def _add_accounting(totals: dict[str, Any], entry: Mapping[str, Any]) -> None:
+    failed = entry.get("status") == "failed"
+    if entry.get("type") == "llm":
+        tokens = entry.get("tokens") or {}
+        totals["input_tokens"] += tokens.get("inputTokens") or 0
+        totals["output_tokens"] += tokens.get("outputTokens") or 0
+        totals["cache_read_tokens"] += tokens.get("cacheReadInputTokens") or 0
+        totals["cache_write_tokens"] += tokens.get("cacheWriteInputTokens") or 0
+        totals["cost_usd"] += entry.get("costUsd") or 0.0
+        totals["llm_attempts_failed" if failed else "llm_attempts_ok"] += 1
+    else:
+        totals["tool_calls"] += 1
+        if failed:
+            totals["tool_calls_failed"] += 1
+
+
+def _sessions(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    yield node
+    for turn in node.get("turns", []):
+        for op in turn.get("ops", []):
+            for child in op.get("childSessions", []):
+                yield from _sessions(child)
+
+
+def session_stats(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{"total", "by_agent", "by_model", "runs", "wall_time_ms"}`` for ``runs``."""
+    total = _empty()
+    by_agent: dict[str, dict[str, Any]] = {}
+    by_model: dict[str, dict[str, Any]] = {}
+    wall = 0.0
+    for run in runs:
+        wall += run.get("latencyMs") or 0.0
+        for session in _sessions(run):
+            agent_id = str(session.get("agentId"))
+            agent = by_agent.setdefault(
+                agent_id, {"agent_id": agent_id, "name": session.get("agentName"), **_empty()}
+            )
+            agent["wall_time_ms"] = agent.get("wall_time_ms", 0.0) + (
+                session.get("latencyMs") or 0.0
+            )
+            for turn in session.get("turns", []):
+                for op in turn.get("ops", []):
+                    for entry in op.get("accounting", []):
+                        _add_accounting(total, entry)
+                        _add_accounting(agent, entry)
+                        if entry.get("type") == "llm":
+                            model = f"{entry.get('provider') or '?'}:{entry.get('model') or '?'}"
+                            _add_accounting(
+                                by_model.setdefault(model, {"model": model, **_empty()}), entry
+                            )
+    total["cost_usd"] = round(total["cost_usd"], 10)
+    return {
+        "runs": len(runs),
+        "wall_time_ms": wall,
+        "total": total,
+        "by_agent": list(by_agent.values()),
+        "by_model": list(by_model.values()),
+    }

@@ -1,0 +1,136 @@
+"""The billing ledger: one line per LLM attempt and tool call of a run's whole tree."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agenttrace
+from agenttrace.demo.cafe import SCRIPTS, run_first
+from agenttrace.demo.scripted import ScriptedModel
+from agenttrace.ledger import append_lines
+
+from .conftest import Traced
+
+
+def ledger(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "accounting.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def test_a_run_bills_every_attempt_and_tool_call_sub_agents_included(
+    traced: Traced, tmp_path: Path
+) -> None:
+    agenttrace.new_session()
+    with ScriptedModel(SCRIPTS) as model:
+        await run_first({"api_key": "offline-test-key", "api_base": model.api_base})
+    traced.handle.force_flush()
+    records = ledger(tmp_path)
+    assert [r["type"] for r in records].count("llm") == 6
+    assert [r["type"] for r in records].count("tool") == 3
+    origins = {r["originTxnId"] for r in records}
+    assert len(origins) == 1
+    jill = next(r for r in records if r["path"] == "3.2:2.1.1")
+    assert jill["agentId"] == "agent_003" and jill["callPath"] == "Agent/Jill"
+    assert jill["provider"] == "anthropic" and jill["model"] == "claude-sonnet-4-5-20250929"
+    assert jill["tokens"]["inputTokens"] > 0 and jill["costUsd"] > 0
+    assert jill["status"] == "ok" and jill["latency"] > 0 and jill["timestamp"] > 0
+    discuss = next(r for r in records if r["path"] == "3.2")
+    assert discuss["providerLabel"] == "discuss"
+    assert discuss["charactersIn"] > 0 and discuss["charactersOut"] > 0
+    assert discuss["callPath"] == "Agent"
+
+
+def test_a_failed_run_is_billed_with_its_errors(traced: Traced, tmp_path: Path) -> None:
+    @agenttrace.tool
+    def broken() -> None:
+        raise RuntimeError("the tool broke")
+
+    @agenttrace.agent("Failing")
+    def run() -> None:
+        broken()
+
+    with pytest.raises(RuntimeError):
+        run()
+    traced.handle.force_flush()
+    (record,) = ledger(tmp_path)
+    assert record["status"] == "failed" and record["type"] == "tool"
+    assert record["error"] == "RuntimeError: the tool broke"
+    assert record["errorType"] == "RuntimeError"
+
+
+def test_a_run_stopped_by_exit_is_billed_at_shutdown(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        f"""
+        import agenttrace
+        agenttrace.init(billing_file={str(tmp_path / "accounting.jsonl")!r},
+                        sessions_dir={str(tmp_path / "sessions")!r}, instrument_litellm=False)
+        with agenttrace.agent("Stopped"), agenttrace.tool("half_done"):
+            pass
+        run = agenttrace.agent("Unfinished")
+        run.__enter__()  # still running when the interpreter exits
+        with agenttrace.tool("done_before_exit"):
+            pass
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    labels = sorted(r["providerLabel"] for r in ledger(tmp_path))
+    assert labels == ["done_before_exit", "half_done"]
+
+
+def test_appends_from_two_processes_never_interleave(tmp_path: Path) -> None:
+    path = tmp_path / "accounting.jsonl"
+    code = textwrap.dedent(
+        f"""
+        import json, sys
+        from pathlib import Path
+        from agenttrace.ledger import append_lines
+        who = sys.argv[1]
+        for batch in range(60):
+            lines = [json.dumps({{"who": who, "batch": batch, "i": i, "pad": "x" * 9000}})
+                     for i in range(8)]
+            append_lines(Path({str(path)!r}), lines)
+        """
+    )
+    writers = [
+        subprocess.Popen([sys.executable, "-c", code, name]) for name in ("first", "second")
+    ]
+    assert [w.wait(timeout=60) for w in writers] == [0, 0]
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(rows) == 2 * 60 * 8
+    # Each run's lines stay together: a batch is never split by the other process's lines.
+    for start in range(0, len(rows), 8):
+        batch = rows[start : start + 8]
+        assert len({(r["who"], r["batch"]) for r in batch}) == 1
+        assert [r["i"] for r in batch] == list(range(8))
+
+
+def test_an_unwritable_ledger_warns_once_and_the_agent_runs_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(OSError):
+        append_lines(blocker / "accounting.jsonl", ["{}"])
+    code = textwrap.dedent(
+        f"""
+        import agenttrace
+        agenttrace.init(billing_file={str(blocker / "ledger.jsonl")!r},
+                        sessions_dir={str(tmp_path / "sessions")!r}, instrument_litellm=False)
+        for _ in range(3):
+            with agenttrace.agent("Runner"), agenttrace.tool("step"):
+                pass
+        print("finished")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout == "finished\n"
+    warnings = result.stderr.splitlines()
+    assert len(warnings) == 1 and "cannot write the billing ledger" in warnings[0]
