@@ -147,9 +147,12 @@ def jsonable(value: Any) -> Any:
 
 
 def redact(value: Any) -> Any:
-    """A copy of ``value`` (dicts, lists, strings) with secrets replaced; other values as is."""
+    """A copy of ``value`` (dicts, lists, strings) with secrets replaced; other values as is.
+
+    Strings are scrubbed as JSON too: tool-call arguments travel as JSON inside strings.
+    """
     if isinstance(value, str):
-        return scrub_text(value)
+        return scrub_json_text(value)
     if isinstance(value, Mapping):
         return {
             k: (REDACTED if isinstance(k, str) and is_secret_key(k) and v else redact(v))
