@@ -4,11 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
+# Arize Phoenix (tests/test_phoenix.py's OTLP receiver) in a venv of its own, from its own lock.
+PHOENIX_VENV := .venv-phoenix
+PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
+UV := $(or $(shell command -v uv 2>/dev/null),$(BIN)/uv)
 
 # Offline always: litellm uses the cost map bundled with it instead of fetching one.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test lint bench lock clean
+.PHONY: demo test lint bench lock lock-phoenix clean
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,10 +20,18 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PIP) install --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
+# uv installs Phoenix's ~150 pinned packages in seconds; without uv on the PATH, .venv gets it.
+$(PHOENIX_STAMP): requirements-phoenix.lock | $(STAMP)
+	test -x "$(UV)" || $(PIP) install uv
+	$(UV) venv --quiet --clear --python $(PYTHON) $(PHOENIX_VENV)
+	$(UV) pip install --quiet --require-hashes -r requirements-phoenix.lock \
+		--python $(PHOENIX_VENV)/bin/python
+	touch $(PHOENIX_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/python examples/cafe.py
 
-test: $(STAMP)
+test: $(STAMP) $(PHOENIX_STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -36,5 +48,10 @@ lock:
 	uv pip compile pyproject.toml --extra dev --generate-hashes --universal \
 		--python-version 3.10 --constraints lock-constraints.txt -o requirements.lock
 
+# Regenerate Phoenix's lock from phoenix-requirements.in (needs uv).
+lock-phoenix:
+	uv pip compile phoenix-requirements.in --generate-hashes --python-version 3.11 \
+		-o requirements-phoenix.lock
+
 clean:
-	rm -rf $(VENV) .agenttrace-demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PHOENIX_VENV) .agenttrace-demo .pytest_cache .mypy_cache .ruff_cache
