@@ -99,9 +99,7 @@ def test_appends_from_two_processes_never_interleave(tmp_path: Path) -> None:
             append_lines(Path({str(path)!r}), lines)
         """
     )
-    writers = [
-        subprocess.Popen([sys.executable, "-c", code, name]) for name in ("first", "second")
-    ]
+    writers = [subprocess.Popen([sys.executable, "-c", code, name]) for name in ("first", "second")]
     assert [w.wait(timeout=60) for w in writers] == [0, 0]
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert len(rows) == 2 * 60 * 8

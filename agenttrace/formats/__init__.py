@@ -1,0 +1,17 @@
+"""Exports of a session file to other tools' formats.
+
+- :func:`to_jaeger`: Jaeger's JSON, the document Jaeger UI's "Upload JSON" opens;
+- :func:`to_otlp_json`: OTLP/JSON, for any OpenTelemetry collector or backend;
+- :func:`to_html`: one self-contained HTML page (opTree, dialog, each agent's perspective).
+
+Each takes a :class:`~agenttrace.session_files.LoadedFile` (from
+:func:`~agenttrace.session_files.read_session_file`) or a session file's path.
+"""
+
+from __future__ import annotations
+
+from .html import to_html
+from .jaeger import to_jaeger
+from .otlp_json import to_otlp_json
+
+__all__ = ["to_html", "to_jaeger", "to_otlp_json"]

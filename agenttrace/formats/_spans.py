@@ -1,0 +1,551 @@
+"""The opTree of a session file as neutral span records, shared by the Jaeger and OTLP exports.
+
+Each node of a run's opTree becomes one span, with the ids, names and attributes it had on the
+wire: a session is ``invoke_agent {agent}``, a turn ``turn {index}``, an LLM call
+``chat {model}`` and a tool call ``execute_tool {tool}``. Parents come from the tree, not from
+the recorded OTel parents: the tree is what the session file holds, and it places an op inside
+its turn even when its span was opened under another op, which is the nesting the opTree means.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+from .. import semconv as sc
+from ..redact import scrub_text
+from ..session_files import LoadedFile, read_session_file
+
+Scalar: TypeAlias = str | bool | int | float
+AttributeValue: TypeAlias = Scalar | list[Scalar]
+Status: TypeAlias = Literal["ok", "failed"]
+Source: TypeAlias = LoadedFile | str | os.PathLike[str]
+"""What the exporters take: a file already read, or the path of one."""
+
+_HEX = re.compile(r"^[0-9a-f]+$")
+_NS_PER_MS = 1_000_000
+
+
+@dataclass
+class SpanLog:
+    """A timestamped event on a span (a log line, a reasoning chunk, a canonical event)."""
+
+    timestamp_ns: int
+    name: str
+    attributes: dict[str, AttributeValue]
+
+
+@dataclass
+class SpanRecord:
+    """One opTree node as a span, in no particular wire format."""
+
+    trace_id: str
+    """32 lowercase hex digits."""
+    span_id: str
+    """16 lowercase hex digits."""
+    parent_span_id: str | None
+    name: str
+    kind: str
+    """The opTree kind: ``session``, ``turn``, ``llm`` or ``tool``."""
+    path: str
+    start_ns: int
+    end_ns: int | None
+    """``None``: the span never ended (the process stopped first)."""
+    status: Status | None
+    """``None`` when the tree records none: turns, and nodes that never ended."""
+    status_message: str | None
+    attributes: dict[str, AttributeValue]
+    logs: list[SpanLog] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TraceRecord:
+    """The spans of one trace: one run of the session (runs that share a trace id share one)."""
+
+    trace_id: str
+    spans: list[SpanRecord]
+
+
+UNFINISHED_WARNING = "unfinished: this span never ended (the process stopped before it did)"
+
+
+def load(source: Source) -> LoadedFile:
+    """``source`` itself if it is a :class:`LoadedFile`, else the session file at that path."""
+    if isinstance(source, LoadedFile):
+        return source
+    return read_session_file(Path(source))
+
+
+def traces_of(loaded: LoadedFile) -> list[TraceRecord]:
+    """The spans of every run in ``loaded``, one trace per trace id, runs in file order.
+
+    An event stream holds no opTree, so it gives no traces.
+    """
+    events = _events_by_span(loaded.events)
+    traces: dict[str, TraceRecord] = {}
+    for number, run in enumerate(loaded.runs, start=1):
+        if not isinstance(run, dict):
+            continue
+        trace_id = _valid_id(run.get("traceId"), 32) or _derived_id(
+            f"{loaded.session_id}/run {number}", 32
+        )
+        walker = _Walker(trace_id, f"run {number}", events)
+        walker.session(run, parent_span_id=None, parent_start_ns=_start_of_file(loaded))
+        traces.setdefault(trace_id, TraceRecord(trace_id, [])).spans.extend(walker.spans)
+    return list(traces.values())
+
+
+def resource_attributes(loaded: LoadedFile, service_name: str) -> dict[str, AttributeValue]:
+    """What describes the process the spans came from: the service and the session."""
+    attributes: dict[str, AttributeValue] = {"service.name": service_name}
+    if loaded.session_id:
+        attributes[sc.SESSION_ID] = loaded.session_id
+    return attributes
+
+
+def json_text(value: Any) -> str:
+    """``value`` as it is shown in an attribute: strings as they are, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+# --- the walk ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Context:
+    """What the spans of one agent run carry besides their own fields (as on the wire)."""
+
+    txn_id: str | None
+    origin_txn_id: str | None
+    agent_id: str | None
+
+
+class _Walker:
+    def __init__(
+        self, trace_id: str, run_name: str, events: Mapping[str, list[dict[str, Any]]]
+    ) -> None:
+        self.trace_id = trace_id
+        self.run_name = run_name
+        self.events = events
+        self.spans: list[SpanRecord] = []
+        self.seen: set[str] = set()
+
+    def session(
+        self, node: Mapping[str, Any], parent_span_id: str | None, parent_start_ns: int
+    ) -> None:
+        path = _text(node.get("path")) or "0"
+        start_ns = _start(node, parent_start_ns)
+        end_ns = _end(node, start_ns)
+        context = _Context(
+            _text(node.get("txnId")) or _text(node.get("id")),
+            _text(node.get("originTxnId")),
+            _text(node.get("agentId")),
+        )
+        agent = _text(node.get("agentName")) or context.agent_id or "agent"
+        attributes: dict[str, AttributeValue] = {}
+        _put(attributes, sc.KIND, sc.KIND_SESSION)
+        _put(attributes, sc.PATH, path)
+        _put(attributes, sc.GEN_AI_OPERATION_NAME, sc.OP_INVOKE_AGENT)
+        _put(attributes, sc.GEN_AI_AGENT_NAME, node.get("agentName"))
+        _put(attributes, sc.GEN_AI_AGENT_ID, context.agent_id)
+        _put(attributes, sc.GEN_AI_CONVERSATION_ID, node.get("sessionId"))
+        _put(attributes, sc.SESSION_ID, node.get("sessionId"))
+        _put(attributes, sc.CALL_PATH, node.get("callPath"))
+        _put(attributes, sc.TXN_PARENT, node.get("parentTxnId"))
+        _put_context(attributes, context)
+        extra = node.get("attributes")
+        if isinstance(extra, Mapping):
+            for key, value in extra.items():
+                if key == "ingress" and isinstance(value, Mapping):
+                    _flatten(attributes, sc.INGRESS_PREFIX.rstrip("."), value)
+                elif isinstance(key, str) and key.startswith("agenttrace."):
+                    _put(attributes, key, value)
+        success = node.get("success")
+        status: Status | None = None
+        if end_ns is not None and isinstance(success, bool):
+            status = sc.STATUS_OK if success else sc.STATUS_FAILED
+            _put(attributes, sc.STATUS, status)
+        _put(attributes, sc.LATENCY_MS, node.get("latencyMs"))
+        span_id = self._add(
+            node.get("spanId"),
+            path,
+            parent_span_id,
+            sc.SPAN_SESSION.format(name=agent),
+            sc.KIND_SESSION,
+            start_ns,
+            end_ns,
+            status,
+            _text(node.get("error")),
+            attributes,
+        )
+        for turn in _children(node, "turns"):
+            self.turn(turn, span_id, start_ns, context)
+
+    def turn(
+        self, node: Mapping[str, Any], parent_span_id: str, parent_start_ns: int, context: _Context
+    ) -> None:
+        path = _text(node.get("path")) or "?"
+        start_ns = _start(node, parent_start_ns)
+        index = node.get("index")
+        attributes: dict[str, AttributeValue] = {}
+        _put(attributes, sc.KIND, sc.KIND_TURN)
+        _put(attributes, sc.PATH, path)
+        _put(attributes, sc.TURN_INDEX, index)
+        _put_context(attributes, context)
+        extra = node.get("attributes")
+        if isinstance(extra, Mapping):
+            _put(attributes, sc.IMPLICIT, extra.get(sc.IMPLICIT))
+        # The opTree keeps no status for a turn (its ops and session have one): none is made up.
+        span_id = self._add(
+            node.get("id"),
+            path,
+            parent_span_id,
+            sc.SPAN_TURN.format(index=index if index is not None else "?"),
+            sc.KIND_TURN,
+            start_ns,
+            _end(node, start_ns),
+            None,
+            None,
+            attributes,
+        )
+        for op in _children(node, "ops"):
+            self.op(op, span_id, start_ns, context)
+
+    def op(
+        self, node: Mapping[str, Any], parent_span_id: str, parent_start_ns: int, context: _Context
+    ) -> None:
+        path = _text(node.get("path")) or "?"
+        kind = _text(node.get("kind")) or sc.KIND_TOOL
+        name = _text(node.get("name")) or kind
+        is_llm = kind == sc.KIND_LLM
+        start_ns = _start(node, parent_start_ns)
+        end_ns = _end(node, start_ns)
+        attributes: dict[str, AttributeValue] = {}
+        _put(attributes, sc.KIND, kind)
+        _put(attributes, sc.PATH, path)
+        if is_llm:
+            _put(attributes, sc.GEN_AI_OPERATION_NAME, sc.OP_CHAT)
+            _put(attributes, sc.GEN_AI_REQUEST_MODEL, node.get("name"))
+        else:
+            _put(attributes, sc.GEN_AI_OPERATION_NAME, sc.OP_EXECUTE_TOOL)
+            _put(attributes, sc.GEN_AI_TOOL_NAME, node.get("name"))
+        _put_context(attributes, context)
+        _put_accounting(attributes, node.get("accounting"))
+        raw_status = node.get("status")
+        status: Status | None = None
+        if end_ns is not None and raw_status in (sc.STATUS_OK, sc.STATUS_FAILED):
+            status = raw_status
+            _put(attributes, sc.STATUS, raw_status)
+        _put(attributes, sc.LATENCY_MS, node.get("latencyMs"))
+        extra = node.get("attributes")
+        if isinstance(extra, Mapping):
+            _put(attributes, sc.ERROR_TYPE, extra.get("errorType"))
+            _put(attributes, sc.IMPLICIT, extra.get(sc.IMPLICIT))
+        for side, llm_key, tool_key in (
+            ("request", sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_TOOL_CALL_ARGUMENTS),
+            ("response", sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_TOOL_CALL_RESULT),
+        ):
+            entry = node.get(side)
+            if isinstance(entry, Mapping) and "payload" in entry:
+                _put(attributes, llm_key if is_llm else tool_key, json_text(entry["payload"]))
+        operation = sc.SPAN_LLM.format(model=name) if is_llm else sc.SPAN_TOOL.format(name=name)
+        span_id = self._add(
+            node.get("opId"),
+            path,
+            parent_span_id,
+            operation,
+            kind,
+            start_ns,
+            end_ns,
+            status,
+            _text(node.get("error")),
+            attributes,
+            logs=[*_node_logs(node, start_ns), *_reasoning(node, start_ns)],
+        )
+        for child in _hosted_sessions(node):
+            self.session(child, span_id, start_ns)
+
+    def _add(
+        self,
+        raw_id: Any,
+        path: str,
+        parent_span_id: str | None,
+        name: str,
+        kind: str,
+        start_ns: int,
+        end_ns: int | None,
+        status: Status | None,
+        error: str | None,
+        attributes: dict[str, AttributeValue],
+        logs: list[SpanLog] | None = None,
+    ) -> str:
+        span_id = _valid_id(raw_id, 16)
+        if span_id is None or span_id in self.seen:
+            # A node without a usable id (or a duplicate) still needs one to hang children on;
+            # derived from its place, so exporting twice gives the same document.
+            span_id = _derived_id(f"{self.trace_id}/{self.run_name}/{path}/{len(self.spans)}", 16)
+        self.seen.add(span_id)
+        warnings: list[str] = []
+        if end_ns is None:
+            warnings.append(UNFINISHED_WARNING)
+            attributes["agenttrace.unfinished"] = True
+        all_logs = [*(logs or []), *_canonical_logs(self.events.get(span_id, ()), start_ns)]
+        all_logs.sort(key=lambda log: log.timestamp_ns)
+        self.spans.append(
+            SpanRecord(
+                trace_id=self.trace_id,
+                span_id=span_id,
+                parent_span_id=parent_span_id,
+                name=name,
+                kind=kind,
+                path=path,
+                start_ns=start_ns,
+                end_ns=end_ns,
+                status=status,
+                status_message=error if status == sc.STATUS_FAILED else None,
+                attributes=attributes,
+                logs=all_logs,
+                warnings=warnings,
+            )
+        )
+        return span_id
+
+
+def _children(node: Mapping[str, Any], key: str) -> Iterator[Mapping[str, Any]]:
+    value = node.get(key)
+    if isinstance(value, list):
+        yield from (item for item in value if isinstance(item, Mapping))
+
+
+def _hosted_sessions(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    children = list(_children(node, "childSessions"))
+    if not children:  # only ``childSession`` (the first) was kept
+        first = node.get("childSession")
+        if isinstance(first, Mapping):
+            children = [first]
+    yield from children
+
+
+# --- times ---------------------------------------------------------------------------------------
+
+
+def _start_of_file(loaded: LoadedFile) -> int:
+    created = loaded.meta.get("createdAt")
+    return _ms_to_ns(created) or 0
+
+
+def _ms_to_ns(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return round(value * _NS_PER_MS)
+
+
+def _start(node: Mapping[str, Any], fallback_ns: int) -> int:
+    started = _ms_to_ns(node.get("startedAt"))
+    return started if started is not None and started > 0 else fallback_ns
+
+
+def _end(node: Mapping[str, Any], start_ns: int) -> int | None:
+    """The end of a node, or ``None`` if it never ended.
+
+    The tree keeps start and end in whole milliseconds but the latency to the nanosecond (it is
+    the span's own end minus start), so start + latency keeps sub-millisecond tools from
+    collapsing to a zero duration.
+    """
+    ended = _ms_to_ns(node.get("endedAt"))
+    if ended is None:
+        return None
+    latency = _ms_to_ns(node.get("latencyMs"))
+    if latency is not None and latency >= 0:
+        return start_ns + latency
+    return max(ended, start_ns)
+
+
+def _iso_to_ns(value: Any) -> int | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    # Whole microseconds, then nanoseconds: exact, where a float timestamp would round.
+    delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+# --- attributes ----------------------------------------------------------------------------------
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _valid_id(value: Any, length: int) -> str | None:
+    if not isinstance(value, str):
+        return None
+    lowered = value.lower()
+    if len(lowered) != length or not _HEX.match(lowered) or not lowered.strip("0"):
+        return None
+    return lowered
+
+
+def _derived_id(seed: str, length: int) -> str:
+    return hashlib.sha256(seed.encode("utf-8")).hexdigest()[:length]
+
+
+def _value(value: Any) -> AttributeValue | None:
+    """An attribute value as OTel allows them: scalars and lists of scalars; else JSON text."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(item, str) for item in value):
+        return list(value)  # OTel arrays are of one type: only lists of strings occur here
+    return json_text(value)
+
+
+def _put(attributes: dict[str, AttributeValue], key: str, value: Any) -> None:
+    converted = _value(value)
+    if converted is not None:
+        attributes[key] = converted
+
+
+def _put_context(attributes: dict[str, AttributeValue], context: _Context) -> None:
+    _put(attributes, sc.TXN_ID, context.txn_id)
+    _put(attributes, sc.TXN_ORIGIN, context.origin_txn_id)
+    _put(attributes, sc.AGENT_ID, context.agent_id)
+
+
+def _flatten(attributes: dict[str, AttributeValue], prefix: str, value: Mapping[str, Any]) -> None:
+    for key, item in value.items():
+        name = f"{prefix}.{key}"
+        if isinstance(item, Mapping):
+            _flatten(attributes, name, item)
+        else:
+            _put(attributes, name, item)
+
+
+_TOKEN_ATTRIBUTES = (
+    ("inputTokens", sc.GEN_AI_USAGE_INPUT_TOKENS),
+    ("outputTokens", sc.GEN_AI_USAGE_OUTPUT_TOKENS),
+    ("cacheReadInputTokens", sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+    ("cacheWriteInputTokens", sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
+    ("reasoningTokens", sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS),
+)
+
+
+def _put_accounting(attributes: dict[str, AttributeValue], accounting: Any) -> None:
+    """Tokens, cost and characters of an op: summed over its accounting entries (one per end
+    of its span, so normally one), the descriptive fields taken from the last."""
+    if not isinstance(accounting, list):
+        return
+    entries = [entry for entry in accounting if isinstance(entry, Mapping)]
+    if not entries:
+        return
+    totals: dict[str, int] = {}
+    cost: float | None = None
+    chars: dict[str, int] = {}
+    for entry in entries:
+        tokens = entry.get("tokens")
+        if isinstance(tokens, Mapping):
+            for field_name, key in _TOKEN_ATTRIBUTES:
+                count = tokens.get(field_name)
+                if isinstance(count, int) and not isinstance(count, bool):
+                    totals[key] = totals.get(key, 0) + count
+        value = entry.get("costUsd")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            cost = (cost or 0.0) + float(value)
+        for field_name, key in (
+            ("charactersIn", sc.TOOL_CHARS_IN),
+            ("charactersOut", sc.TOOL_CHARS_OUT),
+        ):
+            count = entry.get(field_name)
+            if isinstance(count, int) and not isinstance(count, bool):
+                chars[key] = chars.get(key, 0) + count
+    last = entries[-1]
+    _put(attributes, sc.GEN_AI_PROVIDER_NAME, last.get("provider"))
+    _put(attributes, sc.GEN_AI_RESPONSE_MODEL, last.get("actualModel"))
+    _put(attributes, sc.ATTEMPT, last.get("attempt"))
+    attributes.update(totals)
+    attributes.update(chars)
+    if cost is not None:
+        attributes[sc.COST_USD] = cost
+
+
+# --- logs ----------------------------------------------------------------------------------------
+
+
+def _node_logs(node: Mapping[str, Any], start_ns: int) -> Iterator[SpanLog]:
+    for entry in _children(node, "logs"):
+        attributes: dict[str, AttributeValue] = {}
+        _put(attributes, sc.LOG_LEVEL, entry.get("level"))
+        _put(attributes, sc.LOG_MESSAGE, entry.get("message"))
+        _put(attributes, sc.PATH, entry.get("path"))
+        if "details" in entry:
+            _put(attributes, sc.LOG_DETAILS, json_text(entry["details"]))
+        yield SpanLog(_ms_to_ns(entry.get("ts")) or start_ns, sc.EVENT_LOG, attributes)
+
+
+def _reasoning(node: Mapping[str, Any], start_ns: int) -> Iterator[SpanLog]:
+    reasoning = node.get("reasoning")
+    if not isinstance(reasoning, Mapping):
+        return
+    for chunk in _children(reasoning, "chunks"):
+        attributes: dict[str, AttributeValue] = {}
+        _put(attributes, sc.REASONING_TEXT, chunk.get("text"))
+        yield SpanLog(_ms_to_ns(chunk.get("ts")) or start_ns, sc.EVENT_REASONING, attributes)
+
+
+def _events_by_span(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    by_span: dict[str, list[dict[str, Any]]] = {}
+    for event in events:
+        span_id = _valid_id(event.get("span_id"), 16)
+        if span_id is not None:
+            by_span.setdefault(span_id, []).append(event)
+    return by_span
+
+
+_EVENT_FIELDS = (
+    ("message_id", sc.EVENT_MESSAGE_ID),
+    ("event_type", sc.EVENT_TYPE),
+    ("agent_id", sc.EVENT_AGENT_ID),
+    ("role", sc.EVENT_ROLE),
+    ("name", sc.EVENT_NAME),
+    ("language_model", sc.EVENT_LANGUAGE_MODEL),
+    ("tool_call_id", sc.EVENT_TOOL_CALL_ID),
+    ("substance", sc.EVENT_SUBSTANCE),
+    ("cause", sc.EVENT_CAUSE),
+    ("path", sc.PATH),
+)
+
+
+def _canonical_logs(events: Iterable[Mapping[str, Any]], start_ns: int) -> Iterator[SpanLog]:
+    """The session's canonical events recorded on a span, as the span events they were on the
+    wire, so a trace viewer shows who said what where. The text is scrubbed of known secrets
+    as it was on the wire: an export is meant to leave the machine."""
+    for event in events:
+        attributes: dict[str, AttributeValue] = {}
+        for key, attribute in _EVENT_FIELDS:
+            _put(attributes, attribute, event.get(key))
+        content = event.get("content")
+        if isinstance(content, str):
+            attributes[sc.EVENT_CONTENT] = scrub_text(content)
+        calls = event.get("tool_calls")
+        if calls:
+            attributes[sc.EVENT_TOOL_CALLS] = scrub_text(json_text(calls))
+        yield SpanLog(_iso_to_ns(event.get("ts")) or start_ns, sc.EVENT_CANONICAL, attributes)

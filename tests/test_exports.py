@@ -1,0 +1,581 @@
+"""``agenttrace.formats``: a real session (the cafe demo, run as a user runs it) exported to
+Jaeger JSON, OTLP/JSON and a self-contained HTML page, the page checked in headless Chromium."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agenttrace.formats import to_html, to_jaeger, to_otlp_json
+from agenttrace.formats.html import DATA_ELEMENT_ID
+from agenttrace.session_files import LoadedFile, read_session_file
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+HOSTILE = "</script><script>document.documentElement.setAttribute('data-pwned','1')</script><!--"
+HOSTILE_TAG = "<img src=x onerror=\"document.documentElement.setAttribute('data-pwned','2')\">"
+
+
+@dataclass
+class Demo:
+    snapshot: Path
+    stream: Path
+    loaded: LoadedFile
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    """The cafe demo's session, recorded once for the module by running the example."""
+    directory = tmp_path_factory.mktemp("exports")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+    env.update(
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
+        AGENTTRACE_BILLING_FILE=str(directory / "accounting.jsonl"),
+    )
+    env.pop("CAFE_MODEL", None)
+    sessions = directory / "sessions"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "cafe.py"), "--sessions-dir", str(sessions)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    (snapshot,) = sessions.glob("*.json.gz")
+    (stream,) = sessions.glob("*.events.jsonl")
+    return Demo(snapshot, stream, read_session_file(snapshot))
+
+
+@pytest.fixture
+def broken(demo: Demo) -> LoadedFile:
+    """The demo's session with a failed tool call (1.2), a failed run, and a last turn that
+    never ended (the process stopped during 4.1)."""
+    loaded = copy.deepcopy(demo.loaded)
+    run = loaded.runs[0]
+    run["success"] = False
+    run["error"] = "RuntimeError: the cafe closed"
+    op = run["turns"][0]["ops"][1]
+    op["status"] = "failed"
+    op["error"] = "ValueError: no such agent"
+    op["attributes"]["errorType"] = "ValueError"
+    last_turn = run["turns"][3]
+    del last_turn["endedAt"]
+    for key in ("endedAt", "status", "latencyMs"):
+        del last_turn["ops"][0][key]
+    return loaded
+
+
+@pytest.fixture
+def hostile(demo: Demo) -> LoadedFile:
+    """The demo's session with markup where text belongs: in names, errors, logs, dialog."""
+    loaded = copy.deepcopy(demo.loaded)
+    run = loaded.runs[0]
+    run["agentName"] = HOSTILE
+    run["error"] = HOSTILE_TAG
+    op = run["turns"][0]["ops"][1]
+    op["name"] = HOSTILE
+    op["logs"] = [{"ts": op["startedAt"], "level": "WRN", "message": HOSTILE_TAG, "path": "1.2"}]
+    for event in loaded.events:
+        if event.get("content") == "Hi, I'm Jack. *extends hand*":
+            event["content"] = f"Hi, I'm Jack. {HOSTILE} {HOSTILE_TAG}"
+    return loaded
+
+
+def _spans_by_name(spans: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
+    named: dict[str, dict[str, Any]] = {}
+    for span in spans:
+        named.setdefault(span[key], span)
+    return named
+
+
+# --- Jaeger ---------------------------------------------------------------------------------------
+
+
+def _jaeger_tags(span: dict[str, Any]) -> dict[str, Any]:
+    return {tag["key"]: tag["value"] for tag in span["tags"]}
+
+
+def _check_jaeger_document(document: dict[str, Any]) -> None:
+    """What Jaeger UI's upload needs (utils/readJsonFile.tsx, model/transform-trace-data.ts):
+    a ``data`` list of traces, spans with a non-zero start, a process for each processID, and
+    parents (CHILD_OF references) in the same trace."""
+    json.dumps(document, allow_nan=False)
+    assert "resourceSpans" not in document  # that would be read as OTLP
+    for trace in document["data"]:
+        spans = trace["spans"]
+        ids = [span["spanID"] for span in spans]
+        assert len(set(ids)) == len(ids)
+        roots = 0
+        for span in spans:
+            assert span["traceID"] == trace["traceID"]
+            assert re.fullmatch(r"[0-9a-f]{16}", span["spanID"])
+            assert isinstance(span["startTime"], int) and span["startTime"] > 0
+            assert isinstance(span["duration"], int) and span["duration"] >= 0
+            assert span["processID"] in trace["processes"]
+            assert trace["processes"][span["processID"]]["serviceName"]
+            for tag in span["tags"]:
+                assert tag["type"] in {"string", "bool", "int64", "float64"}
+                expected = {"string": str, "bool": bool, "int64": int, "float64": float}
+                assert isinstance(tag["value"], expected[tag["type"]]), tag
+            for log in span["logs"]:
+                assert isinstance(log["timestamp"], int) and log["timestamp"] > 0
+                assert log["fields"][0]["key"] == "event"
+            if not span["references"]:
+                roots += 1
+            for reference in span["references"]:
+                assert reference["refType"] == "CHILD_OF"
+                assert reference["traceID"] == trace["traceID"]
+                assert reference["spanID"] in ids
+        assert roots == 1
+
+
+def test_jaeger_one_trace_per_run_with_the_demo_nesting(demo: Demo) -> None:
+    document = to_jaeger(demo.loaded)
+    _check_jaeger_document(document)
+    assert len(document["data"]) == len(demo.loaded.runs) == 1
+    (trace,) = document["data"]
+    assert trace["traceID"] == demo.loaded.runs[0]["traceId"]
+    spans = trace["spans"]
+    assert len(spans) == 18
+    by_id = {span["spanID"]: span for span in spans}
+    by_name = _spans_by_name(spans, "operationName")
+
+    def parent(span: dict[str, Any]) -> dict[str, Any] | None:
+        references = span["references"]
+        return by_id[references[0]["spanID"]] if references else None
+
+    jill = by_name["invoke_agent Jill"]
+    chain = [jill]
+    while (up := parent(chain[-1])) is not None:
+        chain.append(up)
+    assert [span["operationName"] for span in chain] == [
+        "invoke_agent Jill",
+        "execute_tool discuss",
+        "turn 3",
+        "invoke_agent Agent",
+    ]
+    assert [_jaeger_tags(span)["agenttrace.path"] for span in chain] == ["3.2:2", "3.2", "3", "0"]
+    assert all("agenttrace.path" in _jaeger_tags(span) for span in spans)
+    # The root span is the run's root session node; turns and ops keep their tree ids.
+    assert chain[-1]["spanID"] == demo.loaded.runs[0]["spanId"]
+    assert chain[2]["spanID"] == demo.loaded.runs[0]["turns"][2]["id"]
+    assert chain[1]["spanID"] == demo.loaded.runs[0]["turns"][2]["ops"][1]["opId"]
+    names = {span["operationName"] for span in spans}
+    assert {"chat claude-sonnet-4-5-20250929", "execute_tool task", "turn 4"} <= names
+
+    llm = next(s for s in spans if _jaeger_tags(s)["agenttrace.path"] == "1.1")
+    tags = _jaeger_tags(llm)
+    assert tags["agenttrace.kind"] == "llm"
+    assert tags["gen_ai.usage.input_tokens"] == 162
+    assert tags["gen_ai.usage.output_tokens"] == 28
+    assert tags["agenttrace.cost.usd"] == pytest.approx(0.000906)
+    assert tags["agenttrace.status"] == "ok"
+    assert tags["agenttrace.txn.id"] == demo.loaded.runs[0]["txnId"]
+    assert "error" not in tags
+    # Sub-millisecond tools keep their duration (from the latency, not whole milliseconds).
+    task = next(s for s in spans if _jaeger_tags(s)["agenttrace.path"] == "1.2")
+    assert task["duration"] == round(demo.loaded.runs[0]["turns"][0]["ops"][1]["latencyMs"] * 1000)
+    assert task["duration"] > 0
+    # The children of a span lie within it (to the millisecond the tree keeps).
+    for span in spans:
+        up = parent(span)
+        if up is not None:
+            assert span["startTime"] >= up["startTime"]
+            assert span["startTime"] + span["duration"] <= up["startTime"] + up["duration"] + 1000
+
+    # What was said is on the span that said it.
+    jack_llm = next(s for s in spans if _jaeger_tags(s)["agenttrace.path"] == "3.2.1.1")
+    said = [{f["key"]: f["value"] for f in log["fields"]} for log in jack_llm["logs"]]
+    assert any(
+        f["event"] == "agenttrace.event"
+        and f.get("agenttrace.event.content") == "Hi, I'm Jack. *extends hand*"
+        for f in said
+    )
+
+
+def test_jaeger_failures_and_unfinished_spans(broken: LoadedFile) -> None:
+    document = to_jaeger(broken)
+    _check_jaeger_document(document)
+    spans = document["data"][0]["spans"]
+    by_path = {_jaeger_tags(span)["agenttrace.path"]: span for span in spans}
+    failed = _jaeger_tags(by_path["1.2"])
+    assert failed["error"] is True
+    assert failed["agenttrace.status"] == "failed"
+    assert failed["otel.status_code"] == "ERROR"
+    assert failed["otel.status_description"] == "ValueError: no such agent"
+    assert failed["error.type"] == "ValueError"
+    assert _jaeger_tags(by_path["0"])["error"] is True
+    for path in ("4", "4.1"):
+        span = by_path[path]
+        assert span["duration"] == 0
+        assert any("unfinished" in warning for warning in span["warnings"])
+        assert "error" not in _jaeger_tags(span)
+    assert by_path["3.2"]["warnings"] is None
+
+
+def test_runs_with_their_own_trace_ids_are_separate_traces(demo: Demo) -> None:
+    loaded = copy.deepcopy(demo.loaded)
+    second = copy.deepcopy(loaded.runs[0])
+    second["traceId"] = "0123456789abcdef0123456789abcdef"
+    loaded.runs.append(second)
+    jaeger = to_jaeger(loaded)
+    _check_jaeger_document(jaeger)
+    assert [t["traceID"] for t in jaeger["data"]] == [
+        demo.loaded.runs[0]["traceId"],
+        "0123456789abcdef0123456789abcdef",
+    ]
+    assert [len(t["spans"]) for t in jaeger["data"]] == [18, 18]
+    otlp = to_otlp_json(loaded)
+    spans = otlp["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    assert len({span["traceId"] for span in spans}) == 2
+
+
+def test_an_event_stream_has_no_spans_to_export(demo: Demo) -> None:
+    assert to_jaeger(demo.stream) == {"data": []}
+    assert to_otlp_json(demo.stream) == {"resourceSpans": []}
+    data = json.loads(_data_script(to_html(demo.stream)))
+    assert data["runs"] == []
+    assert data["fileKind"] == "stream"
+    assert "Hi, I'm Jack. *extends hand*" in [message["content"] for message in data["dialog"]]
+
+
+def test_exports_take_a_path_too(demo: Demo) -> None:
+    assert to_jaeger(demo.snapshot) == to_jaeger(demo.loaded)
+    assert to_otlp_json(str(demo.snapshot)) == to_otlp_json(demo.loaded)
+
+
+# --- OTLP/JSON ------------------------------------------------------------------------------------
+
+
+_VALUE_KEYS = {"stringValue", "intValue", "doubleValue", "boolValue", "arrayValue"}
+
+
+def _otlp_attributes(items: list[dict[str, Any]]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for item in items:
+        (kind,) = item["value"].keys()
+        assert kind in _VALUE_KEYS
+        value = item["value"][kind]
+        if kind == "intValue":
+            assert isinstance(value, str) and re.fullmatch(r"-?\d+", value), item
+            value = int(value)
+        elif kind == "doubleValue":
+            assert isinstance(value, float)
+        elif kind == "boolValue":
+            assert isinstance(value, bool)
+        elif kind == "stringValue":
+            assert isinstance(value, str)
+        values[item["key"]] = value
+    return values
+
+
+def _otlp_spans(document: dict[str, Any]) -> list[dict[str, Any]]:
+    json.dumps(document, allow_nan=False)
+    (resource_spans,) = document["resourceSpans"]
+    resource = _otlp_attributes(resource_spans["resource"]["attributes"])
+    assert resource["service.name"] == "agenttrace"
+    (scope_spans,) = resource_spans["scopeSpans"]
+    assert scope_spans["scope"]["name"] == "agenttrace"
+    spans: list[dict[str, Any]] = scope_spans["spans"]
+    for span in spans:
+        assert re.fullmatch(r"[0-9a-f]{32}", span["traceId"]), span["traceId"]
+        assert re.fullmatch(r"[0-9a-f]{16}", span["spanId"]), span["spanId"]
+        if "parentSpanId" in span:
+            assert re.fullmatch(r"[0-9a-f]{16}", span["parentSpanId"])
+        assert span["kind"] == 1
+        assert re.fullmatch(r"\d+", span["startTimeUnixNano"])
+        assert re.fullmatch(r"\d+", span["endTimeUnixNano"])
+        assert int(span["endTimeUnixNano"]) >= int(span["startTimeUnixNano"]) > 0
+        assert span["status"]["code"] in (0, 1, 2)
+        _otlp_attributes(span["attributes"])
+        for event in span["events"]:
+            assert re.fullmatch(r"\d+", event["timeUnixNano"])
+            _otlp_attributes(event["attributes"])
+    return spans
+
+
+def test_otlp_json_structure_ids_and_nesting(demo: Demo) -> None:
+    spans = _otlp_spans(to_otlp_json(demo.loaded))
+    assert len(spans) == 18
+    assert {span["traceId"] for span in spans} == {demo.loaded.runs[0]["traceId"]}
+    by_id = {span["spanId"]: span for span in spans}
+    assert len(by_id) == 18
+    roots = [span for span in spans if "parentSpanId" not in span]
+    assert [root["name"] for root in roots] == ["invoke_agent Agent"]
+    assert all(span["parentSpanId"] in by_id for span in spans if "parentSpanId" in span)
+
+    chain = [next(span for span in spans if span["name"] == "invoke_agent Jill")]
+    while "parentSpanId" in chain[-1]:
+        chain.append(by_id[chain[-1]["parentSpanId"]])
+    assert [span["name"] for span in chain] == [
+        "invoke_agent Jill",
+        "execute_tool discuss",
+        "turn 3",
+        "invoke_agent Agent",
+    ]
+    paths = [_otlp_attributes(span["attributes"])["agenttrace.path"] for span in chain]
+    assert paths == ["3.2:2", "3.2", "3", "0"]
+
+    llm = next(s for s in spans if _otlp_attributes(s["attributes"])["agenttrace.path"] == "1.1")
+    attributes = _otlp_attributes(llm["attributes"])
+    assert attributes["gen_ai.usage.input_tokens"] == 162
+    assert attributes["agenttrace.cost.usd"] == pytest.approx(0.000906)
+    assert llm["status"] == {"code": 1}
+    turn = next(s for s in spans if s["name"] == "turn 1")
+    assert turn["status"] == {"code": 0}  # the opTree records no status for a turn
+
+    # The same spans and parents as the Jaeger export.
+    jaeger = to_jaeger(demo.loaded)["data"][0]["spans"]
+    assert {
+        (s["spanID"], s["references"][0]["spanID"] if s["references"] else None, s["operationName"])
+        for s in jaeger
+    } == {(s["spanId"], s.get("parentSpanId"), s["name"]) for s in spans}
+
+
+def test_otlp_json_failures_and_unfinished_spans(broken: LoadedFile) -> None:
+    spans = _otlp_spans(to_otlp_json(broken))
+    by_path = {_otlp_attributes(s["attributes"])["agenttrace.path"]: s for s in spans}
+    assert by_path["1.2"]["status"] == {"code": 2, "message": "ValueError: no such agent"}
+    assert by_path["0"]["status"] == {"code": 2, "message": "RuntimeError: the cafe closed"}
+    unfinished = by_path["4.1"]
+    assert unfinished["endTimeUnixNano"] == unfinished["startTimeUnixNano"]
+    assert unfinished["status"] == {"code": 0}
+    assert _otlp_attributes(unfinished["attributes"])["agenttrace.unfinished"] is True
+
+
+# --- HTML -----------------------------------------------------------------------------------------
+
+_REMOTE = re.compile(
+    r"""(?:\b(?:src|href|action|poster|data)\s*=\s*["']?\s*(?:[a-z][a-z0-9+.-]*:)?//)"""
+    r"""|url\(\s*["']?\s*(?:[a-z][a-z0-9+.-]*:)?//|@import""",
+    re.IGNORECASE,
+)
+
+
+def _data_script(page: str) -> str:
+    match = re.search(
+        rf'<script type="application/json" id="{DATA_ELEMENT_ID}">(.*?)</script>', page, re.S
+    )
+    assert match is not None
+    return match.group(1)
+
+
+def test_html_is_self_contained(demo: Demo) -> None:
+    page = to_html(demo.loaded)
+    assert page.startswith("<!DOCTYPE html>")
+    assert f"<title>agenttrace session {demo.loaded.session_id}</title>" in page
+    assert "http://" not in page and "https://" not in page
+    assert not _REMOTE.search(page)
+    assert "default-src 'none'" in page
+    assert page.count("<script") == 2  # the data and the code, nothing else
+    data = json.loads(_data_script(page))
+    assert data["sessionId"] == demo.loaded.session_id
+    assert data["runs"] == demo.loaded.runs
+    assert [m["speaker"] for m in data["dialog"]][-2:] == ["Jack", "Jill"]
+    assert {agent["name"] for agent in data["agents"]} >= {"Jack", "Jill"}
+
+
+def test_html_data_survives_hostile_content(hostile: LoadedFile) -> None:
+    page = to_html(hostile)
+    text = _data_script(page)
+    assert "</script" not in text.lower()
+    assert "<!--" not in text
+    assert "<" not in text and ">" not in text
+    assert page.lower().count("<script") == 2
+    assert page.lower().count("</script") == 2
+    data = json.loads(text)
+    assert data["runs"][0]["agentName"] == HOSTILE
+    assert data["runs"][0]["turns"][0]["ops"][1]["name"] == HOSTILE
+    assert any(HOSTILE in (message["content"] or "") for message in data["dialog"])
+
+
+# --- in a browser ---------------------------------------------------------------------------------
+
+
+class _Browser:
+    def __init__(self, directory: Path) -> None:
+        if not CHROMIUM.exists():
+            pytest.fail(
+                f"{CHROMIUM} is missing: install the Debian package `chromium` "
+                "(apt-get install -y chromium); CI installs it"
+            )
+        self.directory = directory
+        self.runs = 0
+
+    def run(self, *arguments: str) -> subprocess.CompletedProcess[str]:
+        self.runs += 1
+        profile = self.directory / f"profile-{self.runs}"
+        command = [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={profile}",
+            "--enable-logging=stderr",
+            "--v=0",
+            *arguments,
+        ]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=90)
+        assert result.returncode == 0, result.stderr[-3000:]
+        # Uncaught exceptions and Content-Security-Policy refusals are logged as console lines.
+        console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
+        bad = [line for line in console if re.search(r"Uncaught|Refused|Error", line)]
+        assert not bad, "\n".join(bad)
+        return result
+
+    def dom(self, page: Path, fragment: str = "") -> str:
+        return self.run("--dump-dom", page.as_uri() + fragment).stdout
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> _Browser:
+    return _Browser(tmp_path)
+
+
+class _Tree(HTMLParser):
+    """For each ``li`` with a ``data-path``: the paths of the ``li`` elements around it; and
+    whether each tree node's ``details`` element is open."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str | None] = []
+        self.ancestors: dict[str, list[str]] = {}
+        self.open: list[bool] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if tag == "li":
+            path = attributes.get("data-path")
+            if path is not None:
+                self.ancestors[path] = [p for p in reversed(self.stack) if p is not None]
+            self.stack.append(path)
+        elif tag == "details" and "node" in (attributes.get("class") or "").split():
+            self.open.append("open" in attributes)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "li" and self.stack:
+            self.stack.pop()
+
+
+def _parse(dom: str) -> _Tree:
+    tree = _Tree()
+    tree.feed(dom)
+    return tree
+
+
+def _without_scripts(dom: str) -> str:
+    return re.sub(r"<script\b[^>]*>.*?</script>", "", dom, flags=re.S | re.I)
+
+
+def _root_attributes(dom: str) -> dict[str, str]:
+    match = re.search(r"<html\b([^>]*)>", dom)
+    assert match is not None
+    return dict(re.findall(r'([a-z-]+)="([^"]*)"', match.group(1)))
+
+
+def test_html_renders_in_headless_chromium(demo: Demo, browser: _Browser, tmp_path: Path) -> None:
+    page = tmp_path / "session.html"
+    page.write_text(to_html(demo.loaded), encoding="utf-8")
+
+    dom = browser.dom(page)
+    root = _root_attributes(dom)
+    assert root.get("data-ready") == "1", root
+    assert root.get("data-errors") == ""
+    shown = _without_scripts(dom)
+    assert '<span class="path">3.2:2</span>' in shown
+    assert '<span class="name" title="Jill">Jill</span>' in shown
+    tree = _parse(dom)
+    assert tree.ancestors["3.2:2"] == ["3.2", "3", "0"]  # Jill under the tool call that ran her
+    assert tree.ancestors["3.2:2.1.1"] == ["3.2:2.1", "3.2:2", "3.2", "3", "0"]
+    assert len(tree.open) == 18
+    # The dialog: each message once, with its speaker, in order.
+    dialog = shown[shown.index('id="dialog-list"') : shown.index('id="perspective"')]
+    jack = dialog.index("Hi, I'm Jack. *extends hand*")
+    assert dialog.index("*smiles* Hello Jack, I'm Jill.") > jack
+    assert dialog.count("Hi, I'm Jack. *extends hand*") == 1
+    assert '<div class="who">Jack</div>' in dialog
+    # The first agent's perspective is shown; another one is picked with #agent=.
+    assert "Create Jack and Jill for a cafe discussion" in shown
+    jill = _without_scripts(browser.dom(page, "#agent=Jill"))
+    assert 'data-agent="agent_003"' in jill
+    assert "You are an aspiring author..." in jill[jill.index('id="perspective-list"') :]
+
+    # Expand and collapse: the fragment opens or closes every node of the tree.
+    default_open = sum(tree.open)
+    assert 0 < default_open < 18
+    assert _parse(browser.dom(page, "#expand=all")).open == [True] * 18
+    assert _parse(browser.dom(page, "#collapse=all")).open == [False] * 18
+
+    # A screenshot that has something on it (looked at by eye when this test was written).
+    shot = tmp_path / "session.png"
+    browser.run("--screenshot=" + str(shot), "--window-size=1200,900", page.as_uri())
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert (width, height) == (1200, 900)
+    assert len(png) > 40_000, len(png)  # an empty page of that size is a few kilobytes
+
+
+def test_hostile_content_stays_text_in_chromium(
+    hostile: LoadedFile, browser: _Browser, tmp_path: Path
+) -> None:
+    page = tmp_path / "hostile.html"
+    page.write_text(to_html(hostile), encoding="utf-8")
+    dom = browser.dom(page, "#expand=all")
+    root = _root_attributes(dom)
+    assert root.get("data-ready") == "1", root
+    assert root.get("data-errors") == ""
+    assert "data-pwned" not in root
+    shown = _without_scripts(dom)
+    assert "&lt;/script&gt;&lt;script&gt;" in shown  # shown as text, in the tree and dialog
+    assert "&lt;img src=x onerror=" in shown
+    assert "<img" not in shown
+    assert "Hi, I'm Jack. &lt;/script&gt;" in shown
+
+
+def test_failed_and_unfinished_nodes_in_chromium(
+    broken: LoadedFile, browser: _Browser, tmp_path: Path
+) -> None:
+    page = tmp_path / "broken.html"
+    page.write_text(to_html(broken), encoding="utf-8")
+    shown = _without_scripts(browser.dom(page))
+    assert _root_attributes(shown).get("data-ready") == "1"
+    assert shown.count('<span class="status status-failed">failed</span>') == 2  # run and 1.2
+    assert shown.count('<span class="status status-unfinished">unfinished</span>') == 2  # 4, 4.1
+    assert '<div class="error">ValueError: no such agent</div>' in shown
+    assert '<div class="error">RuntimeError: the cafe closed</div>' in shown
+
+
+def _iter_tags(dom: str) -> Iterator[str]:
+    yield from re.findall(r"<([a-z0-9]+)\b", dom)
+
+
+def test_page_has_no_elements_that_load_anything(
+    demo: Demo, browser: _Browser, tmp_path: Path
+) -> None:
+    page = tmp_path / "session.html"
+    page.write_text(to_html(demo.loaded), encoding="utf-8")
+    dom = _without_scripts(browser.dom(page, "#expand=all"))
+    loaders = {"img", "iframe", "link", "object", "embed", "audio", "video", "source", "base"}
+    assert not loaders & set(_iter_tags(dom))
+    assert not _REMOTE.search(dom)
