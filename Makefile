@@ -12,7 +12,7 @@ UV := $(or $(shell command -v uv 2>/dev/null),$(BIN)/uv)
 # Offline always: litellm uses the cost map bundled with it instead of fetching one.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test lint bench lock lock-phoenix clean
+.PHONY: demo test lint bench lock lock-phoenix clean chromium
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,17 @@ $(PHOENIX_STAMP): requirements-phoenix.lock | $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python examples/cafe.py
 
-test: $(STAMP) $(PHOENIX_STAMP)
+# The HTML export is tested in a real headless Chromium, from Debian's packages.
+chromium:
+	@command -v chromium >/dev/null || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing Debian's chromium for the HTML export's browser test"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else \
+			echo "make test needs Chromium: sudo apt-get install chromium" >&2; exit 1; \
+		fi; }
+
+test: $(STAMP) $(PHOENIX_STAMP) chromium
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)

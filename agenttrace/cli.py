@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .session import load_fullest
 from .session_files import SessionFileError, find_session, read_session_file
 
 EXIT_BAD_INPUT = 2
@@ -264,11 +265,62 @@ def load(reference: str, sessions_dir: Path | None) -> Any:
     ) as progress:
         task = progress.add_task(path.name, total=size)
         try:
-            return read_session_file(
-                path, lambda done, total: progress.update(task, completed=done)
-            )
+            # The fullest picture: the stream's events, the session file's runs.
+            return load_fullest(path, lambda done, total: progress.update(task, completed=done))
         except SessionFileError as exc:
             fail(str(exc))
+
+
+FORMATS = ("jaeger", "otlp-json", "html")
+
+
+@main.command()
+@click.argument("session")
+@click.option(
+    "--format", "format_", type=click.Choice(FORMATS), required=True, help="What to write."
+)
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="File (else stdout)."
+)
+@sessions_dir_option
+def export(session: str, format_: str, output: Path | None, sessions_dir: Path | None) -> None:
+    """Export SESSION for others to see: a file Jaeger's UI loads through its JSON upload
+    (jaeger), OTLP JSON (otlp-json), or one self-contained HTML page with the opTree, the
+    dialog and each agent's perspective (html). Secrets are redacted, as on the spans."""
+    import dataclasses
+    import json
+
+    from .config import Settings
+    from .formats import to_html, to_jaeger, to_otlp_json
+    from .redact import redacted_copy
+
+    loaded = load(session, sessions_dir)
+    if format_ != "html" and not loaded.runs:
+        fail(f"{loaded.path}: no opTree in it to export as spans (give its .json.gz file)")
+    # The session file keeps content verbatim (it is the agent's state); an export leaves the
+    # machine, so it gets the policy every other output has: secrets out, payloads capped.
+    cap = Settings.resolve().max_payload_bytes
+    clean = dataclasses.replace(
+        loaded,
+        events=redacted_copy(loaded.events, cap),
+        runs=redacted_copy(loaded.runs, cap),
+        meta=redacted_copy(loaded.meta),
+    )
+    if format_ == "html":
+        text = to_html(clean)
+    else:
+        document = to_jaeger(clean) if format_ == "jaeger" else to_otlp_json(clean)
+        text = json.dumps(document, ensure_ascii=False)
+    if not text.endswith("\n"):
+        text += "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"{output}: cannot write: {exc.strerror or exc}")
+    click.echo(f"wrote {output}", err=True)
 
 
 def _viewer(reference: str, sessions_dir: Path | None) -> Any:

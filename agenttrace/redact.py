@@ -199,3 +199,21 @@ def _shorten_strings(value: Any, limit: int) -> Any:
     if isinstance(value, (list, tuple)):
         return [_shorten_strings(v, limit) for v in value]
     return value
+
+
+def redacted_copy(value: Any, max_bytes: int | None = None) -> Any:
+    """:func:`redact` for exported data: also caps each long string at ``max_bytes``."""
+    clean = redact(value)
+    if max_bytes is None:
+        return clean
+    return _cap_strings(clean, max_bytes)
+
+
+def _cap_strings(value: Any, max_bytes: int) -> Any:
+    if isinstance(value, str):
+        return truncate_utf8(value, max_bytes)
+    if isinstance(value, Mapping):
+        return {k: _cap_strings(v, max_bytes) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cap_strings(v, max_bytes) for v in value]
+    return value

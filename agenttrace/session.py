@@ -29,7 +29,13 @@ from . import events as ev
 from . import semconv as sc
 from ._runtime import runtime
 from .redact import recorded_json, scrub_text
-from .session_files import LoadedFile, SessionFileError, find_session, read_session_file
+from .session_files import (
+    LoadedFile,
+    Progress,
+    SessionFileError,
+    find_session,
+    read_session_file,
+)
 
 logger = logging.getLogger("agenttrace")
 
@@ -415,7 +421,12 @@ def resume(path_or_id: str | Path, sessions_dir: str | Path | None = None) -> Se
     return session
 
 
-def _load_best(path: Path) -> LoadedFile:
+def load_fullest(path: Path, progress: Progress | None = None) -> LoadedFile:
+    """Read a session from ``path`` and the file beside it (see :func:`_load_best`)."""
+    return _load_best(path, progress)
+
+
+def _load_best(path: Path, progress: Progress | None = None) -> LoadedFile:
     """The fullest picture of a session, from its file and the one beside it.
 
     Both hold a prefix of the same event sequence: the stream is usually ahead (it has the
@@ -425,7 +436,7 @@ def _load_best(path: Path) -> LoadedFile:
     """
     from .session_files import SNAPSHOT_SUFFIX, STREAM_SUFFIX
 
-    loaded = read_session_file(path)
+    loaded = read_session_file(path, progress)
     name = path.name
     sibling: Path | None = None
     if name.endswith(SNAPSHOT_SUFFIX):

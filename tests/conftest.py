@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 # Before litellm or agenttrace is imported: offline cost map, and internal errors re-raised.
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+# A home of the suite's own: whatever falls back to ~/.agenttrace (here and in the processes
+# the tests start) never touches the real one.
+os.environ["HOME"] = tempfile.mkdtemp(prefix="agenttrace-test-home-")
 os.environ["AGENTTRACE_RAISE_INTERNAL_ERRORS"] = "1"
 for _name in list(os.environ):
     if _name.startswith(("AGENTTRACE_", "OTEL_")) and _name != "AGENTTRACE_RAISE_INTERNAL_ERRORS":

@@ -89,7 +89,9 @@ def text(rng: random.Random) -> str:
 
 
 def start(sessions: Path, session_id: str) -> agenttrace.Session:
-    agenttrace.init(sessions_dir=sessions, console="quiet")
+    agenttrace.init(
+        sessions_dir=sessions, billing_file=Path.cwd() / "accounting.jsonl", console="quiet"
+    )
     path = stream_path(sessions, session_id)
     if path.exists():
         try:
@@ -137,7 +139,9 @@ def loop(sessions: Path, session_id: str, seed: int, count: int | None) -> None:
 
 
 def agent_run(sessions: Path, session_id: str) -> None:
-    agenttrace.init(sessions_dir=sessions, console="quiet")
+    agenttrace.init(
+        sessions_dir=sessions, billing_file=Path.cwd() / "accounting.jsonl", console="quiet"
+    )
     session = agenttrace.new_session(session_id)
 
     @agenttrace.tool
@@ -168,7 +172,9 @@ def agent_run(sessions: Path, session_id: str) -> None:
 
 
 def resume_only(sessions: Path, reference: str) -> None:
-    agenttrace.init(sessions_dir=sessions, console="quiet")
+    agenttrace.init(
+        sessions_dir=sessions, billing_file=Path.cwd() / "accounting.jsonl", console="quiet"
+    )
     session = agenttrace.resume(reference)
     assert agenttrace.current_session() is session
     report = {

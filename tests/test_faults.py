@@ -323,7 +323,8 @@ def test_unwritable_sessions_dir_under_a_file(tmp_path: Path) -> None:
     assert result.stdout.splitlines() == AGENT_STDOUT
     warnings_in(result.stderr, stream_path(sessions, "lost"), snapshot_path(sessions, "lost"))
     assert afile.read_text() == "not a directory\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    # Nothing else was written but the billing ledger, which the writer keeps in its cwd.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["accounting.jsonl", "afile"]
 
 
 def test_unwritable_sessions_dir_read_only(tmp_path: Path) -> None:

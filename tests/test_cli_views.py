@@ -1,0 +1,125 @@
+"""`agenttrace tree`, `stats` and `export` on the demo's session, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    return subprocess.run(
+        [sys.executable, "-m", "agenttrace.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's session, resumed once, so it has two runs: the session file's path."""
+    sessions = tmp_path_factory.mktemp("views") / "sessions"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+    env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", AGENTTRACE_CONSOLE="quiet")
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "cafe.py"), "--sessions-dir", str(sessions)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    (snapshot,) = sessions.glob("*.json.gz")
+    session_id = snapshot.name.removesuffix(".json.gz")
+    resumed = cli("resume", session_id, "--prompt", "Coffee?", "--sessions-dir", str(sessions))
+    assert resumed.returncode == 0, resumed.stderr
+    return snapshot
+
+
+def test_tree_shows_every_run_with_sub_agents_under_their_tool_call(demo: Path) -> None:
+    result = cli("tree", str(demo))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert sum(line.startswith("run ") for line in lines) == 2
+    discuss = next(i for i, line in enumerate(lines) if "3.2 session discuss ok" in line)
+    jill = next(i for i, line in enumerate(lines) if "3.2:2 session Jill [agent_003] ok" in line)
+    indent = len(lines[discuss]) - len(lines[discuss].lstrip("│ ├└─"))
+    assert jill > discuss and len(lines[jill]) - len(lines[jill].lstrip("│ ├└─")) > indent
+    llm = next(line for line in lines if "3.2:2.1.1 llm" in line)
+    assert "in " in llm and " out " in llm and "$0.000" in llm and "ms" in llm
+
+
+def test_tree_of_a_stream_uses_the_session_file_beside_it(demo: Path) -> None:
+    stream = demo.with_name(demo.name.replace(".json.gz", ".events.jsonl"))
+    assert cli("tree", str(stream)).stdout == cli("tree", str(demo)).stdout
+
+
+def test_stats_totals_the_whole_tree(demo: Path) -> None:
+    result = cli("stats", str(demo), "--json")
+    assert result.returncode == 0, result.stderr
+    totals = json.loads(result.stdout)
+    assert totals["runs"] == 2
+    total = totals["total"]
+    assert total["llm_attempts_ok"] == 10 and total["llm_attempts_failed"] == 0
+    assert total["tool_calls"] == 4  # task, task, discuss; discuss again after the resume
+    agents = {a["name"]: a for a in totals["by_agent"]}
+    assert set(agents) == {"Agent", "Jack", "Jill"}
+    assert agents["Jack"]["llm_attempts_ok"] == 2 and agents["Jack"]["tool_calls"] == 0
+    assert sum(a["input_tokens"] for a in agents.values()) == total["input_tokens"]
+    assert sum(a["cost_usd"] for a in agents.values()) == pytest.approx(total["cost_usd"])
+    (model,) = totals["by_model"]
+    assert model["model"] == "anthropic:claude-sonnet-4-5-20250929"
+    assert model["input_tokens"] == total["input_tokens"] and total["cache_read_tokens"] > 0
+    assert totals["wall_time_ms"] > 0
+    text = cli("stats", str(demo)).stdout
+    assert "by agent" in text and "Jill (agent_003)" in text and "total" in text
+
+
+@pytest.mark.parametrize("form", ["jaeger", "otlp-json", "html"])
+def test_export_to_a_file_and_to_stdout(demo: Path, tmp_path: Path, form: str) -> None:
+    target = tmp_path / f"out.{form}"
+    written = cli("export", str(demo), "--format", form, "-o", str(target))
+    assert written.returncode == 0, written.stderr
+    shown = cli("export", str(demo), "--format", form)
+    assert shown.returncode == 0 and shown.stdout == target.read_text()
+    if form == "html":
+        assert shown.stdout.lstrip().lower().startswith("<!doctype html>")
+    else:
+        document = json.loads(shown.stdout)
+        traces = document["data"] if form == "jaeger" else document["resourceSpans"]
+        assert len(traces) >= 1
+
+
+def test_bad_input_is_one_line_and_exit_2(demo: Path, tmp_path: Path) -> None:
+    stream_only = tmp_path / "lonely.events.jsonl"
+    stream_only.write_text(
+        demo.with_name(demo.name.replace(".json.gz", ".events.jsonl")).read_text()
+    )
+    for args in (
+        ("tree", str(stream_only)),
+        ("stats", str(stream_only)),
+        ("export", str(stream_only), "--format", "jaeger"),
+        ("export", str(demo), "--format", "pdf"),
+        ("export", str(demo), "--format", "html", "-o", str(tmp_path / "no" / "such" / "dir")),
+        ("tree", "../outside"),
+        ("stats",),
+    ):
+        result = cli(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("agenttrace: error:"), (args, lines)
+        assert "Traceback" not in result.stderr
+    # --help for every command
+    for command in ("tree", "stats", "export", "resume", "dialog", "perspective"):
+        assert cli(command, "--help").returncode == 0
