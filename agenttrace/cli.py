@@ -255,11 +255,14 @@ def load(reference: str, sessions_dir: Path | None) -> Any:
         size = path.stat().st_size
     except OSError as exc:
         fail(f"{path}: cannot read: {exc.strerror or exc}")
+    from rich.console import Console
+
     shown = sys.stderr.isatty() and size > PROGRESS_THRESHOLD
     with Progress(
         TextColumn("reading {task.description}"),
         BarColumn(),
         DownloadColumn(),
+        console=Console(stderr=True),  # never on stdout: it may be an export piped to a file
         transient=True,
         disable=not shown,
     ) as progress:

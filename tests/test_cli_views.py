@@ -123,3 +123,61 @@ def test_bad_input_is_one_line_and_exit_2(demo: Path, tmp_path: Path) -> None:
     # --help for every command
     for command in ("tree", "stats", "export", "resume", "dialog", "perspective"):
         assert cli(command, "--help").returncode == 0
+
+
+def test_a_progress_bar_on_a_terminal_for_a_large_file_only(tmp_path: Path) -> None:
+    """Reading a large file shows a progress bar on stderr when that is a terminal; piped, or
+    for a small file, nothing; stdout (the command's output) never gets any of it."""
+    import pty
+
+    big = tmp_path / "big.events.jsonl"
+    lines = [
+        json.dumps(
+            {"message_id": "msg_001", "event_type": "agent_created", "agent_id": "agent_001"}
+        )
+    ]
+    lines += [
+        json.dumps(
+            {
+                "message_id": f"msg_{n:03d}",
+                "event_type": "transcript_entry",
+                "agent_id": "agent_001",
+                "role": "user",
+                "content": "lorem ipsum " * 60,
+            }
+        )
+        for n in range(2, 14000)
+    ]
+    big.write_text("\n".join(lines) + "\n")
+    assert big.stat().st_size > 9 << 20
+
+    def run_on_a_terminal() -> tuple[str, str]:
+        leader, follower = pty.openpty()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+        output = tmp_path / "stdout.txt"
+        with output.open("wb") as stdout_file:  # a file: a full pipe would block the command
+            process = subprocess.Popen(
+                [sys.executable, "-m", "agenttrace.cli", "perspective", str(big), "agent_001"],
+                stdout=stdout_file,
+                stderr=follower,
+                env={**env, "COLUMNS": "100"},
+            )
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal closed
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert process.wait(timeout=60) == 0
+        os.close(leader)
+        return output.read_text(), b"".join(chunks).decode(errors="replace")
+
+    stdout, terminal = run_on_a_terminal()
+    assert "reading big.events.jsonl" in terminal
+    assert stdout.startswith("[Heard]: lorem ipsum") and "reading" not in stdout
+    piped = cli("perspective", str(big), "agent_001")
+    assert piped.returncode == 0 and piped.stderr == ""
