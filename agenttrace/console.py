@@ -25,7 +25,7 @@ from rich.tree import Tree
 
 from . import semconv as sc
 from .config import ConsoleMode
-from .processor import Sink
+from .processor import Sink, span_attributes
 from .redact import scrub_text, truncate_utf8
 
 _QUIET_LEVELS = frozenset({"WRN", "ERR"})
@@ -90,15 +90,15 @@ class ConsoleSink(Sink):
             if level in self._levels:
                 self._write(
                     format_line(
-                        span.attributes or {}, f"{level} {attributes.get(sc.LOG_MESSAGE, '')}"
+                        span_attributes(span), f"{level} {attributes.get(sc.LOG_MESSAGE, '')}"
                     )
                 )
         elif name == sc.EVENT_REASONING and "THK" in self._levels:
             text = str(attributes.get(sc.REASONING_TEXT, ""))
-            self._write(format_line(span.attributes or {}, f"THK {text}"))
+            self._write(format_line(span_attributes(span), f"THK {text}"))
 
     def on_end(self, span: ReadableSpan) -> None:
-        attributes = span.attributes or {}
+        attributes = span_attributes(span)
         kind = attributes.get(sc.KIND)
         failed = attributes.get(sc.STATUS) == sc.STATUS_FAILED
         if failed:
@@ -134,7 +134,7 @@ def _ms(attributes: Mapping[str, Any]) -> str:
 
 
 def _failure(span: ReadableSpan) -> str:
-    attributes = span.attributes or {}
+    attributes = span_attributes(span)
     what = "failed"
     error_type = attributes.get(sc.ERROR_TYPE)
     if error_type:

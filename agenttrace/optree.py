@@ -10,7 +10,6 @@ on the background worker.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -21,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from . import semconv as sc
 from ._internal_errors import report_internal_error
 from .paths import Address, parse_label
-from .processor import Sink
+from .processor import Sink, span_attributes
 
 Node = dict[str, Any]
 
@@ -93,7 +92,7 @@ class OpTreeSink(Sink):
     # -- the sink -----------------------------------------------------------------------------
 
     def on_start(self, span: ReadableSpan) -> None:
-        attributes = span.attributes or {}
+        attributes = span_attributes(span)
         label = attributes.get(sc.PATH)
         origin = attributes.get(sc.TXN_ORIGIN)
         if not isinstance(label, str) or not isinstance(origin, str):
@@ -135,7 +134,7 @@ class OpTreeSink(Sink):
         node = self._node(span)
         if node is None:
             return
-        attributes = span.attributes or {}
+        attributes = span_attributes(span)
         _complete(node, span, attributes)
         run = self.runs.get(str(attributes.get(sc.TXN_ORIGIN)))
         if run is None:
@@ -148,7 +147,7 @@ class OpTreeSink(Sink):
     # -- helpers ------------------------------------------------------------------------------
 
     def _node(self, span: ReadableSpan) -> Node | None:
-        attributes = span.attributes or {}
+        attributes = span_attributes(span)
         run = self.runs.get(str(attributes.get(sc.TXN_ORIGIN)))
         label = attributes.get(sc.PATH)
         if run is None or not isinstance(label, str):
@@ -195,7 +194,7 @@ _SESSION_ATTRIBUTES = (sc.CALL_PATH, sc.AGENT_MODEL, sc.RESUMED_FROM, sc.IMPLICI
 
 
 def _new_node(span: ReadableSpan, address: Address) -> Node:
-    attributes = span.attributes or {}
+    attributes = span_attributes(span)
     context = span.get_span_context()
     started = _ms(span.start_time)
     label = attributes.get(sc.PATH)
@@ -311,17 +310,12 @@ def _payloads(node: Node, attributes: Mapping[str, Any]) -> None:
     ):
         value = attributes.get(key)
         if isinstance(value, str):
-            entry: Node = {"payload": _json_or_text(value), "size": len(value)}
+            # The payload as recorded on the span (capped, redacted JSON text): parsing it for
+            # every op would cost the worker more than the rest of the node.
+            entry: Node = {"payload": value, "size": len(value)}
             if kind is not None:
                 entry["kind"] = kind
             node[side] = entry
-
-
-def _json_or_text(value: str) -> Any:
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value
 
 
 def _ingress(attributes: Mapping[str, Any]) -> Node:

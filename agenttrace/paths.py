@@ -14,6 +14,8 @@ root session ``0``. Every address has exactly one label and every label parses b
 
 from __future__ import annotations
 
+import functools
+
 ROOT_LABEL = "0"
 
 Address = tuple[int, ...]
@@ -35,8 +37,12 @@ def format_label(address: Address) -> str:
     return ".".join(parts)
 
 
+@functools.lru_cache(maxsize=8192)
 def parse_label(label: str) -> Address:
-    """The address ``label`` names. Raises ``ValueError`` for anything not a canonical label."""
+    """The address ``label`` names. Raises ``ValueError`` for anything not a canonical label.
+
+    Cached: the opTree parses every span's label, and a session's labels repeat run after run.
+    """
     if label == ROOT_LABEL:
         return ()
     address: list[int] = []

@@ -29,6 +29,19 @@ if TYPE_CHECKING:
     from .session import Session
 
 
+def span_attributes(span: ReadableSpan) -> Mapping[str, Any]:
+    """A span's attributes as a plain mapping, read fast.
+
+    ``span.attributes`` is a read-only proxy over the SDK's ``BoundedAttributes``, whose every
+    lookup runs three Python-level calls; the sinks read ~30 attributes a span on the worker. The
+    dict inside is used when it is there (the SDK's current layout), the proxy otherwise.
+    """
+    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
+    if isinstance(inner, dict):
+        return inner
+    return span.attributes or {}
+
+
 class Sink:
     """One output derived from our spans. Methods must not block for long or raise.
 
@@ -67,6 +80,7 @@ class AgentTraceProcessor(SpanProcessor):
     def __init__(self, sinks: tuple[Sink, ...] = ()) -> None:
         self._sinks: tuple[Sink, ...] = ()  # copy-on-write: iterated without a lock
         self._start_sinks: tuple[Sink, ...] = ()
+        self._event_sinks: tuple[Sink, ...] = ()
         self._lock = threading.Lock()
         self._shut_down = False
         for sink in sinks:
@@ -83,12 +97,13 @@ class AgentTraceProcessor(SpanProcessor):
             self._sinks = (*self._sinks, sink)
             if type(sink).on_start is not Sink.on_start:  # skip queueing no-op calls
                 self._start_sinks = (*self._start_sinks, sink)
+            if type(sink).on_canonical_event is not Sink.on_canonical_event:
+                self._event_sinks = (*self._event_sinks, sink)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if self._shut_down or not self._start_sinks:
             return
-        attributes = span.attributes
-        if attributes is not None and sc.KIND in attributes:
+        if sc.KIND in span_attributes(span):
             worker.submit(self._dispatch, "on_start", self._start_sinks, (span,))
 
     def on_event(self, span: ReadableSpan, name: str, attributes: Mapping[str, Any]) -> None:
@@ -111,7 +126,7 @@ class AgentTraceProcessor(SpanProcessor):
         if self._shut_down:
             return
         queued = []
-        for sink in self._sinks:
+        for sink in self._event_sinks:
             if sink.inline:
                 self._dispatch("on_canonical_event", (sink,), (session, event, line, span))
             else:
@@ -125,8 +140,7 @@ class AgentTraceProcessor(SpanProcessor):
         # Runs where the span was ended: agenttrace's worker, in order with the queued calls.
         if self._shut_down:
             return
-        attributes = span.attributes
-        if attributes is not None and sc.KIND in attributes:
+        if sc.KIND in span_attributes(span):
             self._dispatch("on_end", self._sinks, (span,))
 
     @staticmethod

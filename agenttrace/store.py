@@ -153,6 +153,8 @@ def _repair(path: Path, session: Session) -> None:
 class SessionFileSink(Sink):
     """Writes the gzipped session file when runs and sub-agents finish, and at exit."""
 
+    inline = True  # its event handler only notes the session changed: cheaper than queueing
+
     def __init__(
         self,
         sessions_dir: Path,

@@ -25,8 +25,10 @@ import argparse
 import gc
 import os
 import sys
+import tempfile
 import timeit
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -114,7 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     litellm.suppress_debug_info = True
 
     provider = TracerProvider()
-    tracing = agenttrace.init(tracer_provider=provider, instrument_litellm=False)
+    scratch = Path(tempfile.mkdtemp(prefix="agenttrace-bench-"))  # not ~/.agenttrace
+    tracing = agenttrace.init(
+        tracer_provider=provider,
+        instrument_litellm=False,
+        sessions_dir=scratch / "sessions",
+        billing_file=scratch / "accounting.jsonl",
+    )
     provider.add_span_processor(BatchSpanProcessor(DroppingExporter(), max_queue_size=1 << 16))
     tracer = provider.get_tracer("bench")
     attributes = tool_span_attributes()

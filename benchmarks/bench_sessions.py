@@ -61,7 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     directory = Path(tempfile.mkdtemp(prefix="agenttrace-bench-"))
     provider = TracerProvider()
     tracing = agenttrace.init(
-        tracer_provider=provider, sessions_dir=directory, instrument_litellm=False
+        tracer_provider=provider,
+        sessions_dir=directory,
+        billing_file=directory / "accounting.jsonl",
+        instrument_litellm=False,
     )
     session = agenttrace.new_session("bench")
     agents = [session.allocate_agent_id() for _ in range(10)]
