@@ -42,7 +42,7 @@ from .scopes import (
     start_session,
     start_turn,
 )
-from .transcripts import answer, log_llm_exchange, log_tool_result
+from .transcripts import answer, log_llm_exchange, log_tool_result, str_attribute
 
 F = TypeVar("F", bound=Callable[..., Any])
 S = TypeVar("S", bound=Scope)
@@ -180,8 +180,8 @@ class _AgentSpec(_Spec[SessionScope]):
         if self.method and args:
             owner = args[0]
             # An agent without a name of its own (the seed's root) goes by its class.
-            name = _str_attr(owner, "name") or type(owner).__name__
-            model = model or _str_attr(owner, "language_model") or _str_attr(owner, "model")
+            name = str_attribute(owner, "name") or type(owner).__name__
+            model = model or str_attribute(owner, "language_model") or str_attribute(owner, "model")
         return start_session(
             name or "agent", agent_id=agent_id, model=model, ingress=self.ingress, owner=owner
         )
@@ -422,8 +422,3 @@ def _is_method(fn: Callable[..., Any]) -> bool:
     except (TypeError, ValueError):
         return False
     return bool(params) and params[0] in ("self", "cls")
-
-
-def _str_attr(owner: Any, name: str) -> str | None:
-    value = getattr(owner, name, None)
-    return value if isinstance(value, str) and value else None

@@ -170,6 +170,22 @@ def tool_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
     return result
 
 
+MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name")
+
+
+def message_fields(message: Any) -> dict[str, Any]:
+    """A chat message (a dict, or an object such as litellm's ``Message``) as a plain dict of
+    the fields a transcript entry keeps."""
+    if isinstance(message, Mapping):
+        return dict(message)
+    fields: dict[str, Any] = {}
+    for key in MESSAGE_FIELDS:
+        value = getattr(message, key, None)
+        if value is not None:
+            fields[key] = value
+    return fields
+
+
 def api_message(event: Mapping[str, Any]) -> dict[str, Any]:
     """The chat message a transcript entry stands for, ready for an LLM request."""
     message: dict[str, Any] = {"role": event["role"], "content": event.get("content")}

@@ -139,6 +139,19 @@ EVENT_CONTENT: Final = "agenttrace.event.content"
 """The event's content, capped and redacted (the stream keeps it whole)."""
 EVENT_CONTENT_CHARS: Final = "agenttrace.event.content_chars"
 EVENT_TOOL_CALLS: Final = "agenttrace.event.tool_calls"
+EVENT_FIELD_ATTRIBUTES: Final = (
+    ("message_id", EVENT_MESSAGE_ID),
+    ("event_type", EVENT_TYPE),
+    ("agent_id", EVENT_AGENT_ID),
+    ("role", EVENT_ROLE),
+    ("name", EVENT_NAME),
+    ("language_model", EVENT_LANGUAGE_MODEL),
+    ("tool_call_id", EVENT_TOOL_CALL_ID),
+    ("substance", EVENT_SUBSTANCE),
+    ("cause", EVENT_CAUSE),
+    ("path", PATH),
+)
+"""Canonical-event field -> its attribute on the span event (content and tool calls aside)."""
 
 LEVELS: Final = ("VRB", "WRN", "ERR", "TRC", "THK", "FIN")
 """Seed 002's log levels: verbose, warning, error, trace, thinking, final."""

@@ -129,7 +129,7 @@ class Session:
         at: Scope | None = None,
     ) -> str:
         """Log what enters ``agent_id``'s transcript; ``substance``: what it morally represents."""
-        entry = message if isinstance(message, Mapping) else _message_fields(message)
+        entry = message if isinstance(message, Mapping) else ev.message_fields(message)
         return self._log(
             lambda mid: ev.transcript_entry(mid, agent_id, entry, substance=substance), at
         )
@@ -280,15 +280,6 @@ class Session:
             return list(lines)  # type: ignore[arg-type]
 
 
-def _message_fields(message: Any) -> dict[str, Any]:
-    fields: dict[str, Any] = {}
-    for key in ("role", "content", "tool_calls", "tool_call_id", "name"):
-        value = getattr(message, key, None)
-        if value is not None:
-            fields[key] = value
-    return fields
-
-
 _second: list[Any] = [0, ""]  # the last whole second formatted, and its text
 
 
@@ -333,28 +324,15 @@ def _emit(session: Session, event: dict[str, Any], line: bytes, span: Span | Non
         processor.on_canonical_event(session, event, line, span)  # type: ignore[arg-type]
 
 
-_EVENT_FIELDS = (
-    ("message_id", sc.EVENT_MESSAGE_ID),
-    ("event_type", sc.EVENT_TYPE),
-    ("agent_id", sc.EVENT_AGENT_ID),
-    ("role", sc.EVENT_ROLE),
-    ("name", sc.EVENT_NAME),
-    ("language_model", sc.EVENT_LANGUAGE_MODEL),
-    ("tool_call_id", sc.EVENT_TOOL_CALL_ID),
-    ("substance", sc.EVENT_SUBSTANCE),
-    ("path", sc.PATH),
-)
-
-
 def _span_event_attributes(event: Mapping[str, Any]) -> dict[str, AttributeValue]:
     attributes: dict[str, AttributeValue] = {}
-    for key, attribute in _EVENT_FIELDS:
+    for key, attribute in sc.EVENT_FIELD_ATTRIBUTES:
         value = event.get(key)
         if isinstance(value, str):
             attributes[attribute] = value
     cause = event.get("cause")
-    if cause is not None:
-        attributes[sc.EVENT_CAUSE] = cause if isinstance(cause, str) else list(cause)
+    if isinstance(cause, list):  # a piece of text compiled from several messages
+        attributes[sc.EVENT_CAUSE] = [str(c) for c in cause]
     settings = runtime.settings
     if settings.capture_content:
         content = event.get("content")

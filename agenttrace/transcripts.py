@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from ._internal_errors import report_internal_error
 from ._runtime import runtime
-from .events import LoggedString, substance_of
+from .events import LoggedString, message_fields, substance_of
 from .llm_attributes import field, tool_calls_of
 from .scopes import OpScope, Scope, SessionScope, current_scope
 from .session import Session, current_session
@@ -79,7 +79,7 @@ def register_agent(
         at=at,
     )
     for message in initial:
-        session.log_transcript_entry(agent_id, _entry(message), at=at)
+        session.log_transcript_entry(agent_id, message_fields(message), at=at)
     return agent_id
 
 
@@ -91,7 +91,7 @@ def agent_of(
     explicit_id: str | None = None,
 ) -> str:
     """The registered id of the agent ``owner`` (or of the function agent ``name``)."""
-    known = explicit_id or (_str_attr(owner, "agent_id") if owner is not None else None)
+    known = explicit_id or (str_attribute(owner, "agent_id") if owner is not None else None)
     if known is not None and known in session.agents:
         return known
     if owner is None and known is None and name is not None:
@@ -129,8 +129,8 @@ def agent_class(
             try:
                 register_agent(
                     session_for_new_agent(),
-                    name=_str_attr(self, name),
-                    language_model=_str_attr(self, model),
+                    name=str_attribute(self, name),
+                    language_model=str_attribute(self, model),
                     initial=list(getattr(self, transcript, None) or ()),
                     owner=self,
                 )
@@ -173,7 +173,7 @@ def log_heard(owner: object, text: Any, role: str = "user") -> str:
     """Log that ``owner`` heard ``text``; returns the entry's message id."""
     session = session_for_new_agent()
     agent_id = agent_of(
-        session, owner, _str_attr(owner, "name"), _str_attr(owner, "language_model")
+        session, owner, str_attribute(owner, "name"), str_attribute(owner, "language_model")
     )
     substance = substance_of(text)
     if substance is None and isinstance(text, str):
@@ -219,12 +219,12 @@ def log_llm_exchange(scope: OpScope, messages: Any, response: Any) -> str | None
     record = session.agents.get(agent_id)
     if record is not None and isinstance(messages, Sequence) and not isinstance(messages, str):
         for message in _unlogged(record.transcript, messages):
-            session.log_transcript_entry(agent_id, _entry(message), at=scope)
+            session.log_transcript_entry(agent_id, message_fields(message), at=scope)
     choices = field(response, "choices")
     message = field(choices[0], "message") if isinstance(choices, Sequence) and choices else None
     if message is None:
         return None
-    entry = _entry(message)
+    entry = message_fields(message)
     entry["role"] = "assistant"
     message_id = session.log_transcript_entry(agent_id, entry, at=scope)
     calls = tool_calls_of(response)
@@ -279,7 +279,7 @@ def _unlogged(transcript: list[dict[str, Any]], messages: Sequence[Any]) -> list
 
 
 def _same(message: Any, entry: Mapping[str, Any]) -> bool:
-    fields = _entry(message)
+    fields = message_fields(message)
     return (
         fields.get("role") == entry.get("role")
         and fields.get("content") == entry.get("content")
@@ -290,17 +290,7 @@ def _same(message: Any, entry: Mapping[str, Any]) -> bool:
 # --- helpers ---------------------------------------------------------------------------------
 
 
-def _entry(message: Any) -> dict[str, Any]:
-    if isinstance(message, Mapping):
-        return dict(message)
-    entry: dict[str, Any] = {}
-    for key in ("role", "content", "tool_calls", "tool_call_id", "name"):
-        value = getattr(message, key, None)
-        if value is not None:
-            entry[key] = value
-    return entry
-
-
-def _str_attr(owner: object, name: str) -> str | None:
+def str_attribute(owner: object, name: str) -> str | None:
+    """``owner.name`` if it is a non-empty string (an agent's name, id or model)."""
     value = getattr(owner, name, None)
     return value if isinstance(value, str) and value else None

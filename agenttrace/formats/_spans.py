@@ -520,27 +520,13 @@ def _events_by_span(events: list[dict[str, Any]]) -> dict[str, list[dict[str, An
     return by_span
 
 
-_EVENT_FIELDS = (
-    ("message_id", sc.EVENT_MESSAGE_ID),
-    ("event_type", sc.EVENT_TYPE),
-    ("agent_id", sc.EVENT_AGENT_ID),
-    ("role", sc.EVENT_ROLE),
-    ("name", sc.EVENT_NAME),
-    ("language_model", sc.EVENT_LANGUAGE_MODEL),
-    ("tool_call_id", sc.EVENT_TOOL_CALL_ID),
-    ("substance", sc.EVENT_SUBSTANCE),
-    ("cause", sc.EVENT_CAUSE),
-    ("path", sc.PATH),
-)
-
-
 def _canonical_logs(events: Iterable[Mapping[str, Any]], start_ns: int) -> Iterator[SpanLog]:
     """The session's canonical events recorded on a span, as the span events they were on the
     wire, so a trace viewer shows who said what where. The text is scrubbed of known secrets
     as it was on the wire: an export is meant to leave the machine."""
     for event in events:
         attributes: dict[str, AttributeValue] = {}
-        for key, attribute in _EVENT_FIELDS:
+        for key, attribute in sc.EVENT_FIELD_ATTRIBUTES:
             _put(attributes, attribute, event.get(key))
         content = event.get("content")
         if isinstance(content, str):
