@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import pytest
 from agenttrace.events import MESSAGE_PREFIX, id_number
 from agenttrace.session_files import read_session_file, snapshot_bytes
 
+from .helpers import child_env
 from .test_session_files import (
     EXAMPLE_1,
     SEED_000_EXAMPLE_1,
@@ -57,7 +57,7 @@ ROOT_PERSPECTIVE_START = (
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
     """No OTEL_*/AGENTTRACE_* from the parent; default sessions dir and billing file in tmp
     (the default sessions dir stays empty, so an id is found only through --sessions-dir)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+    env = child_env()
     env.update(
         LITELLM_LOCAL_MODEL_COST_MAP="True",
         AGENTTRACE_RAISE_INTERNAL_ERRORS="1",

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from .helpers import child_env
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+    env = child_env()
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     return subprocess.run(
         [sys.executable, "-m", "agenttrace.cli", *args],
@@ -30,7 +32,7 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's session, resumed once, so it has two runs: the session file's path."""
     sessions = tmp_path_factory.mktemp("views") / "sessions"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+    env = child_env()
     env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", AGENTTRACE_CONSOLE="quiet")
     run = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "cafe.py"), "--sessions-dir", str(sessions)],
@@ -153,7 +155,7 @@ def test_a_progress_bar_on_a_terminal_for_a_large_file_only(tmp_path: Path) -> N
 
     def run_on_a_terminal() -> tuple[str, str]:
         leader, follower = pty.openpty()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+        env = child_env()
         output = tmp_path / "stdout.txt"
         with output.open("wb") as stdout_file:  # a file: a full pipe would block the command
             process = subprocess.Popen(

@@ -28,6 +28,8 @@ import yaml
 
 from agenttrace import semconv as sc
 
+from .helpers import child_env
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 COLLECTOR_CONFIG = ROOT / "collector" / "otel-collector.yaml"
@@ -474,7 +476,7 @@ def test_demo_trace_reaches_jaeger_through_the_collector(tmp_path: Path) -> None
         assert up.returncode == 0, f"docker compose up failed:\n{up.stdout}\n{up.stderr}"
         wait_for_collector()
 
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+        env = child_env()
         env.update(
             OTEL_EXPORTER_OTLP_ENDPOINT="http://localhost:4318",
             LITELLM_LOCAL_MODEL_COST_MAP="True",

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 from agenttrace import semconv as sc
 
+from .helpers import child_env
 from .otlp_receiver import OTLPReceiver
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_cafe_demo_nests_root_turn_tool_subagent(tmp_path: Path) -> None:
     receiver = OTLPReceiver().start()
     try:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+        env = child_env()
         env.update(
             LITELLM_LOCAL_MODEL_COST_MAP="True",
             AGENTTRACE_RAISE_INTERNAL_ERRORS="1",

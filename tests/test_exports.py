@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import struct
 import subprocess
@@ -21,6 +20,8 @@ import pytest
 from agenttrace.formats import to_html, to_jaeger, to_otlp_json
 from agenttrace.formats.html import DATA_ELEMENT_ID
 from agenttrace.session_files import LoadedFile, read_session_file
+
+from .helpers import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -39,7 +40,7 @@ class Demo:
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     """The cafe demo's session, recorded once for the module by running the example."""
     directory = tmp_path_factory.mktemp("exports")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+    env = child_env()
     env.update(
         LITELLM_LOCAL_MODEL_COST_MAP="True",
         AGENTTRACE_RAISE_INTERNAL_ERRORS="1",

@@ -28,6 +28,8 @@ import pytest
 from agenttrace import events as ev
 from agenttrace.session_files import read_session_file, snapshot_path, stream_path
 
+from .helpers import child_env
+
 WRITER = Path(__file__).resolve().parent / "fault_writer.py"
 KILLS = 20
 AGENT_STDOUT = [
@@ -37,14 +39,6 @@ AGENT_STDOUT = [
     'agents: ["agent_001", "agent_002"]',
     "done",
 ]
-
-
-def child_env() -> dict[str, str]:
-    """The parent's environment without OTEL_*/AGENTTRACE_*, with litellm's offline cost map."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 def writer(*args: object) -> list[str]:
@@ -58,7 +52,7 @@ def run_writer(
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         writer(*args),
-        env=child_env(),
+        env=child_env(PYTHONUNBUFFERED="1"),
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -140,7 +134,7 @@ class Writer:
     def __init__(self, sessions: Path, session_id: str, seed: int, cwd: Path) -> None:
         self.process = subprocess.Popen(
             writer("loop", sessions, session_id, seed),
-            env=child_env(),
+            env=child_env(PYTHONUNBUFFERED="1"),
             cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -13,7 +13,6 @@ Spans come back from ``GET /v1/projects/{project}/spans`` (flattened attributes,
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ import pytest
 
 from agenttrace import semconv as sc
 
+from .helpers import child_env
 from .phoenix import Phoenix
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,7 +124,7 @@ def cafe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CafeInPhoenix]:
     phoenix = Phoenix(tmp / "phoenix").start()
     try:
         print(f"Phoenix healthy after {phoenix.startup_seconds:.1f} s at {phoenix.base_url}")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+        env = child_env()
         env.pop("CAFE_MODEL", None)
         env.update(
             OTEL_EXPORTER_OTLP_ENDPOINT=phoenix.otlp_http_endpoint,

@@ -14,7 +14,6 @@ argument named ``password``. Then every output is searched:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from .helpers import child_env
 from .otlp_receiver import OTLPReceiver
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +69,7 @@ AGENT = textwrap.dedent(
 def run_agent(tmp_path: Path, receiver: OTLPReceiver, redacted_save: bool) -> dict[str, str]:
     """Run the agent; return each output's text, by name."""
     sessions, ledger = tmp_path / "sessions", tmp_path / "accounting.jsonl"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+    env = child_env()
     env.update(
         LITELLM_LOCAL_MODEL_COST_MAP="True",
         AGENTTRACE_RAISE_INTERNAL_ERRORS="1",

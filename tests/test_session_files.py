@@ -32,6 +32,8 @@ from agenttrace.session_files import (
 )
 from agenttrace.viewer import SessionViewer
 
+from .helpers import child_env
+
 DATA = Path(__file__).parent / "data"
 EXAMPLE_1: list[dict[str, Any]] = json.loads((DATA / "seed001_examples.json").read_text())[
     "examples"
@@ -105,7 +107,7 @@ def _become_nobody() -> None:
 
 def subprocess_env() -> dict[str, str]:
     """The test environment less OTEL_* and AGENTTRACE_*, offline for litellm."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+    env = child_env()
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     return env
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import agenttrace
 from agenttrace import semconv as sc
 
+from .helpers import child_env
 from .otlp_receiver import OTLPReceiver
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ agenttrace.shutdown()
 
 
 def run_python(code: str, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
+    full_env = child_env()
     full_env.update(
         LITELLM_LOCAL_MODEL_COST_MAP="True",
         AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
