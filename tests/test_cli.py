@@ -59,7 +59,6 @@ def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
     (the default sessions dir stays empty, so an id is found only through --sessions-dir)."""
     env = child_env()
     env.update(
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
         AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
         AGENTTRACE_SESSIONS_DIR=str(tmp_path / "default-sessions"),
         AGENTTRACE_BILLING_FILE=str(tmp_path / "accounting.jsonl"),

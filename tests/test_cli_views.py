@@ -10,17 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import child_env
+from .helpers import child_env, run_demo
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = child_env()
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     return subprocess.run(
         [sys.executable, "-m", "agenttrace.cli", *args],
-        env=env,
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=60,
@@ -32,16 +30,7 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's session, resumed once, so it has two runs: the session file's path."""
     sessions = tmp_path_factory.mktemp("views") / "sessions"
-    env = child_env()
-    env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", AGENTTRACE_CONSOLE="quiet")
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "cafe.py"), "--sessions-dir", str(sessions)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr
+    run_demo(sessions, AGENTTRACE_CONSOLE="quiet")
     (snapshot,) = sessions.glob("*.json.gz")
     session_id = snapshot.name.removesuffix(".json.gz")
     resumed = cli("resume", session_id, "--prompt", "Coffee?", "--sessions-dir", str(sessions))

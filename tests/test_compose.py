@@ -479,11 +479,9 @@ def test_demo_trace_reaches_jaeger_through_the_collector(tmp_path: Path) -> None
         env = child_env()
         env.update(
             OTEL_EXPORTER_OTLP_ENDPOINT="http://localhost:4318",
-            LITELLM_LOCAL_MODEL_COST_MAP="True",
             AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
             AGENTTRACE_BILLING_FILE=str(tmp_path / "accounting.jsonl"),
         )
-        env.pop("CAFE_MODEL", None)
         demo = subprocess.run(
             [sys.executable, "examples/cafe.py", "--sessions-dir", str(tmp_path / "sessions")],
             cwd=ROOT,

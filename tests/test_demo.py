@@ -19,13 +19,11 @@ def test_cafe_demo_nests_root_turn_tool_subagent(tmp_path: Path) -> None:
     try:
         env = child_env()
         env.update(
-            LITELLM_LOCAL_MODEL_COST_MAP="True",
             AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
             OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
             AGENTTRACE_SESSIONS_DIR=str(tmp_path / "sessions"),
             AGENTTRACE_BILLING_FILE=str(tmp_path / "accounting.jsonl"),
         )
-        env.pop("CAFE_MODEL", None)
         result = subprocess.run(
             [sys.executable, str(ROOT / "examples" / "cafe.py")],
             env=env,

@@ -8,7 +8,6 @@ import json
 import re
 import struct
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -21,7 +20,7 @@ from agenttrace.formats import to_html, to_jaeger, to_otlp_json
 from agenttrace.formats.html import DATA_ELEMENT_ID
 from agenttrace.session_files import LoadedFile, read_session_file
 
-from .helpers import child_env
+from .helpers import run_demo
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -40,22 +39,12 @@ class Demo:
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     """The cafe demo's session, recorded once for the module by running the example."""
     directory = tmp_path_factory.mktemp("exports")
-    env = child_env()
-    env.update(
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
+    sessions = directory / "sessions"
+    run_demo(
+        sessions,
         AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
         AGENTTRACE_BILLING_FILE=str(directory / "accounting.jsonl"),
     )
-    env.pop("CAFE_MODEL", None)
-    sessions = directory / "sessions"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "cafe.py"), "--sessions-dir", str(sessions)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
     (snapshot,) = sessions.glob("*.json.gz")
     (stream,) = sessions.glob("*.events.jsonl")
     return Demo(snapshot, stream, read_session_file(snapshot))

@@ -125,13 +125,11 @@ def cafe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CafeInPhoenix]:
     try:
         print(f"Phoenix healthy after {phoenix.startup_seconds:.1f} s at {phoenix.base_url}")
         env = child_env()
-        env.pop("CAFE_MODEL", None)
         env.update(
             OTEL_EXPORTER_OTLP_ENDPOINT=phoenix.otlp_http_endpoint,
             OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
             OTEL_SERVICE_NAME=SERVICE,
             OTEL_RESOURCE_ATTRIBUTES=f"openinference.project.name={PROJECT}",
-            LITELLM_LOCAL_MODEL_COST_MAP="True",
             AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
             AGENTTRACE_BILLING_FILE=str(tmp / "accounting.jsonl"),
             ANTHROPIC_API_KEY=CANARY,

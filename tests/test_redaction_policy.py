@@ -71,7 +71,6 @@ def run_agent(tmp_path: Path, receiver: OTLPReceiver, redacted_save: bool) -> di
     sessions, ledger = tmp_path / "sessions", tmp_path / "accounting.jsonl"
     env = child_env()
     env.update(
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
         AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
         AGENTTRACE_SESSIONS_DIR=str(sessions),
         AGENTTRACE_BILLING_FILE=str(ledger),

@@ -107,9 +107,7 @@ def _become_nobody() -> None:
 
 def subprocess_env() -> dict[str, str]:
     """The test environment less OTEL_* and AGENTTRACE_*, offline for litellm."""
-    env = child_env()
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    return env
+    return child_env()
 
 
 @contextlib.contextmanager

@@ -46,7 +46,6 @@ agenttrace.shutdown()
 def run_python(code: str, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     full_env = child_env()
     full_env.update(
-        LITELLM_LOCAL_MODEL_COST_MAP="True",
         AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
         AGENTTRACE_SESSIONS_DIR=str(tmp_path / "sessions"),
         AGENTTRACE_BILLING_FILE=str(tmp_path / "accounting.jsonl"),
