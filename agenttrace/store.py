@@ -24,7 +24,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from .optree import OpTreeSink, RunTree
-from .paths import parse_label
+from .paths import kind_of, parse_label
 from .processor import Sink
 from .redact import scrub_json_text
 from .session import Session
@@ -190,7 +190,7 @@ class SessionFileSink(Sink):
         address = parse_label(label)
         if not address:
             self.write(run.session_id, force=True)  # run end
-        elif len(address) % 3 == 0:
+        elif kind_of(address) == "session":
             self.write(run.session_id)  # a sub-agent finished: throttled
 
     def write(self, session_id: str, force: bool = False) -> bool:
@@ -204,6 +204,9 @@ class SessionFileSink(Sink):
                 return False
             started = time.perf_counter()
             path = snapshot_path(self.sessions_dir, session_id)
+            # Clean before the events are read, not after the write: an event the agent logs
+            # meanwhile marks the session changed again, so the next snapshot has it.
+            self._dirty.discard(session_id)
             try:
                 data = self.payload(session)
                 if self.stream is not None:
@@ -222,7 +225,6 @@ class SessionFileSink(Sink):
             took = time.perf_counter() - started
             self._last_write[session_id] = now
             self._next_allowed[session_id] = now + max(self.min_interval, self.cost_factor * took)
-            self._dirty.discard(session_id)
             return True
 
     def payload(self, session: Session) -> bytes:

@@ -195,6 +195,42 @@ def test_sub_agent_snapshots_are_throttled_by_their_cost(traced: Traced, tmp_pat
     assert 2 <= sum(writes) <= 5  # the first, the run's end, and few in between
 
 
+def test_an_event_logged_while_a_snapshot_is_built_reaches_the_session_file(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """The run-end snapshot is built on the background worker while the agent goes on logging:
+    an event logged after the snapshot read the events must leave the session marked as
+    changed, so that the snapshot at exit has it (it was lost when the stream could not be
+    written: a full disk)."""
+    from agenttrace.store import SessionFileSink
+
+    sink = next(s for s in traced.handle.processor.sinks if isinstance(s, SessionFileSink))
+    session = agenttrace.new_session("late")
+    helper = session.allocate_agent_id()
+    session.log_agent_created(helper, name="Helper")
+    late: list[str] = []
+    original = sink.payload
+
+    def payload_then_an_event(target: agenttrace.Session) -> bytes:
+        data = original(target)
+        if not late:  # the agent logs one more event right after the events were read
+            late.append(session.log_transcript_entry(helper, {"role": "user", "content": "bye"}))
+        return data
+
+    sink.payload = payload_then_an_event  # type: ignore[method-assign]
+
+    @agenttrace.agent("Worker")
+    def work() -> None:
+        pass
+
+    work()
+    traced.handle.force_flush()
+    assert late == ["msg_003"]
+    sink.shutdown()  # a clean exit: sessions changed since their last snapshot are written
+    loaded = read_session_file(snapshot_path(tmp_path / "sessions", "late"))
+    assert [e["message_id"] for e in loaded.events] == ["msg_001", "msg_002", "msg_003"]
+
+
 def test_on_optree_gets_the_live_tree_throttled_and_the_final_one(traced: Traced) -> None:
     trees: list[dict[str, Any]] = []
 
