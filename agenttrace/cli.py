@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 import click
 
 from .session import load_fullest
-from .session_files import SessionFileError, find_session, read_session_file
+from .session_files import LoadedFile, SessionFileError, find_session, read_session_file
 
 EXIT_BAD_INPUT = 2
 PROGRESS_THRESHOLD = 8 << 20
@@ -171,10 +171,8 @@ def tree(session: str, sessions_dir: Path | None) -> None:
     tokens, cost, latency; sub-agents indented under the tool call that ran them."""
     from .console import optree_tree
 
-    loaded = load(session, sessions_dir)
-    if not loaded.runs:
-        fail(f"{loaded.path}: no opTree in it (an event stream: give its .json.gz session file)")
-    _console().print(optree_tree(loaded.runs), markup=False, soft_wrap=True)
+    runs = runs_of(load(session, sessions_dir))
+    _console().print(optree_tree(runs), markup=False, soft_wrap=True)
 
 
 @main.command()
@@ -188,10 +186,7 @@ def stats(session: str, as_json: bool, sessions_dir: Path | None) -> None:
 
     from .stats import session_stats
 
-    loaded = load(session, sessions_dir)
-    if not loaded.runs:
-        fail(f"{loaded.path}: no opTree in it (an event stream: give its .json.gz session file)")
-    totals = session_stats(loaded.runs)
+    totals = session_stats(runs_of(load(session, sessions_dir)))
     if as_json:
         click.echo(json.dumps(totals, indent=2))
         return
@@ -246,7 +241,7 @@ def _cell(value: Any) -> str:
     return f"{value:.6f}" if isinstance(value, float) else str(value)
 
 
-def load(reference: str, sessions_dir: Path | None) -> Any:
+def load(reference: str, sessions_dir: Path | None) -> LoadedFile:
     """Read the session a CLI argument names, with a progress bar on a terminal for big files."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
@@ -274,6 +269,18 @@ def load(reference: str, sessions_dir: Path | None) -> Any:
             fail(str(exc))
 
 
+def runs_of(loaded: LoadedFile) -> list[dict[str, Any]]:
+    """The opTrees of the session's runs (exit 2 with a reason when it holds none)."""
+    if not loaded.runs:
+        hint = (
+            "an event stream: give its .json.gz session file"
+            if loaded.kind == "stream"
+            else "the session file records no run"
+        )
+        fail(f"{loaded.path}: no opTree in it ({hint})")
+    return loaded.runs
+
+
 FORMATS = ("jaeger", "otlp-json", "html")
 
 
@@ -298,8 +305,8 @@ def export(session: str, format_: str, output: Path | None, sessions_dir: Path |
     from .redact import redacted_copy
 
     loaded = load(session, sessions_dir)
-    if format_ != "html" and not loaded.runs:
-        fail(f"{loaded.path}: no opTree in it to export as spans (give its .json.gz file)")
+    if format_ != "html":
+        runs_of(loaded)  # spans come from the opTree: without one there is nothing to export
     # The session file keeps content verbatim (it is the agent's state); an export leaves the
     # machine, so it gets the policy every other output has: secrets out, payloads capped.
     cap = Settings.resolve().max_payload_bytes

@@ -25,6 +25,7 @@ from rich.tree import Tree
 
 from . import semconv as sc
 from .config import ConsoleMode
+from .optree import children, hosted_sessions
 from .processor import Sink, span_attributes
 from .redact import scrub_text, truncate_utf8
 
@@ -208,20 +209,20 @@ def _add_session(parent: Tree, node: Mapping[str, Any]) -> None:
             f"{status}{_latency(node)}"
         )
     )
-    for turn in node.get("turns", []):
+    for turn in children(node, "turns"):
         turn_branch = branch.add(Text(f"{turn.get('path')} turn {turn.get('index')}"))
-        for op in turn.get("ops", []):
+        for op in children(turn, "ops"):
             _add_op(turn_branch, op)
 
 
 def _add_op(parent: Tree, op: Mapping[str, Any]) -> None:
     status = op.get("status") or "in progress"
     details = ""
-    accounting = op.get("accounting") or []
+    accounting = list(children(op, "accounting"))
     if accounting:
         entry = accounting[-1]
         tokens = entry.get("tokens")
-        if tokens:
+        if isinstance(tokens, Mapping) and tokens:
             details += f" in {tokens.get('inputTokens')} out {tokens.get('outputTokens')}"
             if tokens.get("cacheReadInputTokens"):
                 details += f" (cache r {tokens['cacheReadInputTokens']})"
@@ -233,7 +234,7 @@ def _add_op(parent: Tree, op: Mapping[str, Any]) -> None:
     branch = parent.add(
         Text(f"{op.get('path')} {op.get('kind')} {op.get('name')} {status}{_latency(op)}{details}")
     )
-    for child in op.get("childSessions", []):
+    for child in hosted_sessions(op):
         _add_session(branch, child)
 
 

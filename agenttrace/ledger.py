@@ -19,26 +19,22 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .optree import Node, OpTreeSink, RunTree
+from .optree import Node, OpTreeSink, RunTree, children, hosted_sessions, session_ops
 from .processor import Sink
 from .redact import scrub_text
 
 logger = logging.getLogger("agenttrace")
 
 
-def records(run: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    """The ledger records of a run: each accounting entry of each op, at any depth."""
-    yield from _session_records(run)
-
-
-def _session_records(session: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+def records(session: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The ledger records of a run: each accounting entry of each op, at any depth (an op's
+    sub-agents right after it)."""
     call_path = session.get("callPath")
-    for turn in session.get("turns", []):
-        for op in turn.get("ops", []):
-            for entry in op.get("accounting", []):
-                yield _record(entry, call_path, op)
-            for child in op.get("childSessions", []):
-                yield from _session_records(child)
+    for op in session_ops(session):
+        for entry in children(op, "accounting"):
+            yield _record(entry, call_path, op)
+        for child in hosted_sessions(op):
+            yield from records(child)
 
 
 def _record(entry: Mapping[str, Any], call_path: Any, op: Mapping[str, Any]) -> dict[str, Any]:

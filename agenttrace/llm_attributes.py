@@ -11,7 +11,6 @@ Anthropic-style usage (``input_tokens`` with ``cache_read_input_tokens`` and
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,7 +18,7 @@ from opentelemetry.util.types import AttributeValue
 
 from . import semconv as sc
 from ._runtime import runtime
-from .redact import jsonable, recorded_json
+from .redact import recorded_json
 from .scopes import SessionScope
 
 _MISSING = object()
@@ -291,22 +290,6 @@ def _plain_message(message: Any) -> dict[str, Any]:
     if reasoning:
         plain["reasoning_content"] = reasoning
     return plain
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready copy of messages given as dicts, pydantic models or plain objects."""
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, Sequence):
-        return [_plain(v) for v in value]
-    return _plain(jsonable(value))
-
-
-def to_json(value: Any) -> str:
-    """Compact JSON of ``value`` (objects as their plain form)."""
-    return json.dumps(_plain(value), ensure_ascii=False, default=str)
 
 
 # --- failures ---------------------------------------------------------------------------------

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
 from . import semconv as sc
 from ._internal_errors import report_internal_error
-from .paths import Address, parse_label
+from .paths import Address, kind_of, parse_label
 from .processor import Sink, span_attributes
 
 Node = dict[str, Any]
@@ -47,10 +47,10 @@ class RunTree:
         parent = self.nodes.get(address[:-1])
         if parent is None:
             return  # its parent is not ours (a span started before agenttrace was set up)
-        kind = len(address) % 3  # 1: turn, 2: op, 0: child session
-        if kind == 1:
+        kind = kind_of(address)
+        if kind == "turn":
             parent.setdefault("turns", []).append(node)
-        elif kind == 2:
+        elif kind == "op":
             parent.setdefault("ops", []).append(node)
         else:
             children = parent.setdefault("childSessions", [])
@@ -199,7 +199,7 @@ def _new_node(span: ReadableSpan, address: Address) -> Node:
     started = _ms(span.start_time)
     label = attributes.get(sc.PATH)
     kind = attributes.get(sc.KIND)
-    if kind == sc.KIND_SESSION and len(address) % 3 == 0:
+    if kind == sc.KIND_SESSION and kind_of(address) == "session":
         node: Node = {
             "id": attributes.get(sc.TXN_ID),
             "traceId": format(context.trace_id, "032x") if context else None,
@@ -316,6 +316,37 @@ def _payloads(node: Node, attributes: Mapping[str, Any]) -> None:
             if kind is not None:
                 entry["kind"] = kind
             node[side] = entry
+
+
+# --- reading trees back ---------------------------------------------------------------------------
+
+
+def children(node: Mapping[str, Any], key: str) -> Iterator[Mapping[str, Any]]:
+    """The objects listed under ``node[key]`` (``turns``, ``ops``, ``accounting``, ...).
+
+    Trees are read back from session files, which may be damaged or edited by hand: anything
+    that is not a list of objects is skipped, so every reader shows what is there instead of
+    failing on it.
+    """
+    value = node.get(key)
+    if isinstance(value, list):
+        yield from (item for item in value if isinstance(item, Mapping))
+
+
+def session_ops(session: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """A SessionNode's ops, turn by turn."""
+    for turn in children(session, "turns"):
+        yield from children(turn, "ops")
+
+
+def hosted_sessions(op: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """The sub-agent SessionNodes an op ran, in order."""
+    hosted = list(children(op, "childSessions"))
+    if not hosted:  # only ``childSession`` (the first) was kept
+        first = op.get("childSession")
+        if isinstance(first, Mapping):
+            hosted = [first]
+    yield from hosted
 
 
 def _ingress(attributes: Mapping[str, Any]) -> Node:

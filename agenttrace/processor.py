@@ -108,33 +108,15 @@ class AgentTraceProcessor(SpanProcessor):
 
     def on_event(self, span: ReadableSpan, name: str, attributes: Mapping[str, Any]) -> None:
         """Called by agenttrace right after it adds an event to one of its spans."""
-        if self._shut_down:
-            return
-        queued = []
-        for sink in self._sinks:
-            if sink.inline:
-                self._dispatch("on_event", (sink,), (span, name, attributes))
-            else:
-                queued.append(sink)
-        if queued:
-            worker.submit(self._dispatch, "on_event", tuple(queued), (span, name, attributes))
+        if not self._shut_down:
+            self._deliver("on_event", self._sinks, (span, name, attributes))
 
     def on_canonical_event(
         self, session: Session, event: dict[str, Any], line: bytes, span: ReadableSpan | None
     ) -> None:
         """Called by ``Session`` for every event it logs, in message-id order."""
-        if self._shut_down:
-            return
-        queued = []
-        for sink in self._event_sinks:
-            if sink.inline:
-                self._dispatch("on_canonical_event", (sink,), (session, event, line, span))
-            else:
-                queued.append(sink)
-        if queued:
-            worker.submit(
-                self._dispatch, "on_canonical_event", tuple(queued), (session, event, line, span)
-            )
+        if not self._shut_down:
+            self._deliver("on_canonical_event", self._event_sinks, (session, event, line, span))
 
     def on_end(self, span: ReadableSpan) -> None:
         # Runs where the span was ended: agenttrace's worker, in order with the queued calls.
@@ -142,6 +124,17 @@ class AgentTraceProcessor(SpanProcessor):
             return
         if sc.KIND in span_attributes(span):
             self._dispatch("on_end", self._sinks, (span,))
+
+    def _deliver(self, method: str, sinks: tuple[Sink, ...], args: tuple[Any, ...]) -> None:
+        """Call ``method`` on the inline sinks now, and queue one call for the others."""
+        queued = []
+        for sink in sinks:
+            if sink.inline:
+                self._dispatch(method, (sink,), args)
+            else:
+                queued.append(sink)
+        if queued:
+            worker.submit(self._dispatch, method, tuple(queued), args)
 
     @staticmethod
     def _dispatch(method: str, sinks: tuple[Sink, ...], args: tuple[Any, ...]) -> None:

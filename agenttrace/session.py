@@ -9,6 +9,7 @@ transcript from a session file or stream, so a resumed run never reuses an id.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -196,7 +197,7 @@ class Session:
             if scope is not None:
                 event["path"] = scope.label
             self._apply(event)
-            line = (json.dumps(event, ensure_ascii=False, separators=(", ", ": ")) + "\n").encode()
+            line = _event_line(event)
             self.events.append(event)
             self.lines.append(line)
             _emit(self, event, line, span)
@@ -242,8 +243,7 @@ class Session:
         session.restore(loaded.events, raw_lines=None)
         session.runs = list(loaded.runs)
         session.meta = dict(loaded.meta)
-        last_trace = _last_trace(loaded)
-        session.previous_trace = last_trace
+        session.previous_trace = _last_trace(loaded)
         session.run_count = len(loaded.runs) or len(
             {e.get("trace_id") for e in loaded.events if e.get("trace_id")}
         )
@@ -273,11 +273,13 @@ class Session:
             lines = self.lines
             for index, line in enumerate(lines):
                 if line is None:
-                    lines[index] = (
-                        json.dumps(self.events[index], ensure_ascii=False, separators=(", ", ": "))
-                        + "\n"
-                    ).encode()
+                    lines[index] = _event_line(self.events[index])
             return list(lines)  # type: ignore[arg-type]
+
+
+def _event_line(event: Mapping[str, Any]) -> bytes:
+    """An event as its line of the stream (and, unchanged, of the session file)."""
+    return (json.dumps(event, ensure_ascii=False, separators=(", ", ": ")) + "\n").encode()
 
 
 _second: list[Any] = [0, ""]  # the last whole second formatted, and its text
@@ -296,15 +298,12 @@ def _now() -> str:
 
 
 def _last_trace(loaded: LoadedFile) -> tuple[int, int] | None:
-    for run in reversed(loaded.runs):
-        trace_id, span_id = run.get("traceId"), run.get("spanId")
-        if isinstance(trace_id, str) and isinstance(span_id, str):
-            try:
-                return int(trace_id, 16), int(span_id, 16)
-            except ValueError:
-                continue
-    for event in reversed(loaded.events):
-        trace_id, span_id = event.get("trace_id"), event.get("span_id")
+    """(trace id, span id) of the last run: its root node's, else the last event's."""
+    candidates = itertools.chain(
+        ((run.get("traceId"), run.get("spanId")) for run in reversed(loaded.runs)),
+        ((event.get("trace_id"), event.get("span_id")) for event in reversed(loaded.events)),
+    )
+    for trace_id, span_id in candidates:
         if isinstance(trace_id, str) and isinstance(span_id, str):
             try:
                 return int(trace_id, 16), int(span_id, 16)
@@ -391,7 +390,7 @@ def resume(path_or_id: str | Path, sessions_dir: str | Path | None = None) -> Se
     """
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
     path = find_session(str(path_or_id), directory)
-    loaded = _load_best(path)
+    loaded = load_fullest(path)
     session = Session.from_file(loaded)
     session.resumed_from = str(path)
     session.restored_count = len(session.events)
@@ -407,11 +406,6 @@ def resume(path_or_id: str | Path, sessions_dir: str | Path | None = None) -> Se
 
 
 def load_fullest(path: Path, progress: Progress | None = None) -> LoadedFile:
-    """Read a session from ``path`` and the file beside it (see :func:`_load_best`)."""
-    return _load_best(path, progress)
-
-
-def _load_best(path: Path, progress: Progress | None = None) -> LoadedFile:
     """The fullest picture of a session, from its file and the one beside it.
 
     Both hold a prefix of the same event sequence: the stream is usually ahead (it has the

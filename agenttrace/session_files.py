@@ -17,7 +17,7 @@ import os
 import re
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,7 +163,8 @@ def _read_snapshot(path: Path, progress: Progress | None = None) -> LoadedFile:
     checked = [_checked(event, path, i + 1) for i, event in enumerate(events)]
     infer_causes(checked)
     runs_value, meta_value = payload.get("runs"), payload.get("meta")
-    runs: list[dict[str, Any]] = runs_value if isinstance(runs_value, list) else []
+    # A run that is not an object (a damaged or hand-edited file) has no opTree to read.
+    runs = [r for r in runs_value if isinstance(r, dict)] if isinstance(runs_value, list) else []
     meta: dict[str, Any] = meta_value if isinstance(meta_value, dict) else {}
     session_id = payload.get("session_id")
     return LoadedFile(
@@ -242,12 +243,6 @@ def _session_id_of(path: Path) -> str | None:
         if name.endswith(suffix):
             return name[: -len(suffix)] or None
     return None
-
-
-def iter_stream_lines(path: Path) -> Iterator[bytes]:
-    """The raw lines of a stream, for tools that only need to count or copy them."""
-    with open(path, "rb") as handle:
-        yield from handle
 
 
 # --- writing ----------------------------------------------------------------------------------

@@ -6,8 +6,11 @@ cache, cost, LLM attempts ok and failed, tool calls, and wall time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+from .optree import children, hosted_sessions, session_ops
 
 
 def _empty() -> dict[str, Any]:
@@ -24,15 +27,24 @@ def _empty() -> dict[str, Any]:
     }
 
 
+def _number(value: Any) -> float:
+    """A count or an amount as recorded; 0 for anything else (a damaged or hand-edited file)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return value
+    return 0
+
+
 def _add_accounting(totals: dict[str, Any], entry: Mapping[str, Any]) -> None:
     failed = entry.get("status") == "failed"
     if entry.get("type") == "llm":
-        tokens = entry.get("tokens") or {}
-        totals["input_tokens"] += tokens.get("inputTokens") or 0
-        totals["output_tokens"] += tokens.get("outputTokens") or 0
-        totals["cache_read_tokens"] += tokens.get("cacheReadInputTokens") or 0
-        totals["cache_write_tokens"] += tokens.get("cacheWriteInputTokens") or 0
-        totals["cost_usd"] += entry.get("costUsd") or 0.0
+        tokens = entry.get("tokens")
+        if not isinstance(tokens, Mapping):
+            tokens = {}
+        totals["input_tokens"] += _number(tokens.get("inputTokens"))
+        totals["output_tokens"] += _number(tokens.get("outputTokens"))
+        totals["cache_read_tokens"] += _number(tokens.get("cacheReadInputTokens"))
+        totals["cache_write_tokens"] += _number(tokens.get("cacheWriteInputTokens"))
+        totals["cost_usd"] += _number(entry.get("costUsd"))
         totals["llm_attempts_failed" if failed else "llm_attempts_ok"] += 1
     else:
         totals["tool_calls"] += 1
@@ -42,10 +54,9 @@ def _add_accounting(totals: dict[str, Any], entry: Mapping[str, Any]) -> None:
 
 def _sessions(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     yield node
-    for turn in node.get("turns", []):
-        for op in turn.get("ops", []):
-            for child in op.get("childSessions", []):
-                yield from _sessions(child)
+    for op in session_ops(node):
+        for child in hosted_sessions(op):
+            yield from _sessions(child)
 
 
 def session_stats(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -55,25 +66,24 @@ def session_stats(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     by_model: dict[str, dict[str, Any]] = {}
     wall = 0.0
     for run in runs:
-        wall += run.get("latencyMs") or 0.0
+        wall += _number(run.get("latencyMs"))
         for session in _sessions(run):
             agent_id = str(session.get("agentId"))
             agent = by_agent.setdefault(
                 agent_id, {"agent_id": agent_id, "name": session.get("agentName"), **_empty()}
             )
-            agent["wall_time_ms"] = agent.get("wall_time_ms", 0.0) + (
-                session.get("latencyMs") or 0.0
+            agent["wall_time_ms"] = agent.get("wall_time_ms", 0.0) + _number(
+                session.get("latencyMs")
             )
-            for turn in session.get("turns", []):
-                for op in turn.get("ops", []):
-                    for entry in op.get("accounting", []):
-                        _add_accounting(total, entry)
-                        _add_accounting(agent, entry)
-                        if entry.get("type") == "llm":
-                            model = f"{entry.get('provider') or '?'}:{entry.get('model') or '?'}"
-                            _add_accounting(
-                                by_model.setdefault(model, {"model": model, **_empty()}), entry
-                            )
+            for op in session_ops(session):
+                for entry in children(op, "accounting"):
+                    _add_accounting(total, entry)
+                    _add_accounting(agent, entry)
+                    if entry.get("type") == "llm":
+                        model = f"{entry.get('provider') or '?'}:{entry.get('model') or '?'}"
+                        _add_accounting(
+                            by_model.setdefault(model, {"model": model, **_empty()}), entry
+                        )
     total["cost_usd"] = round(total["cost_usd"], 10)
     return {
         "runs": len(runs),

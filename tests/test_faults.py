@@ -274,7 +274,7 @@ def test_resume_appends_after_a_torn_last_line(tmp_path: Path) -> None:
     after = check_stream(path, "after resuming the torn stream")  # fails today
     assert [e["message_id"] for e in after.events] == [ev.message_id(n) for n in range(1, 35)]
     # Resumable again, by id and by the session file the second run wrote (today both raise
-    # SessionFileError: _load_best reads the damaged stream beside the session file too).
+    # SessionFileError: load_fullest reads the damaged stream beside the session file too).
     assert resume_report(sessions, "torn", tmp_path)["message_counter"] == 34
     by_file = resume_report(sessions, str(snapshot_path(sessions, "torn")), tmp_path)
     assert by_file["messages"] == [ev.message_id(n) for n in range(1, 35)]

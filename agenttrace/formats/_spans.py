@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 from .. import semconv as sc
+from ..optree import children, hosted_sessions
 from ..redact import scrub_text
 from ..session_files import LoadedFile, read_session_file
 
@@ -189,7 +190,7 @@ class _Walker:
             _text(node.get("error")),
             attributes,
         )
-        for turn in _children(node, "turns"):
+        for turn in children(node, "turns"):
             self.turn(turn, span_id, start_ns, context)
 
     def turn(
@@ -219,7 +220,7 @@ class _Walker:
             None,
             attributes,
         )
-        for op in _children(node, "ops"):
+        for op in children(node, "ops"):
             self.op(op, span_id, start_ns, context)
 
     def op(
@@ -273,7 +274,7 @@ class _Walker:
             attributes,
             logs=[*_node_logs(node, start_ns), *_reasoning(node, start_ns)],
         )
-        for child in _hosted_sessions(node):
+        for child in hosted_sessions(node):
             self.session(child, span_id, start_ns)
 
     def _add(
@@ -320,21 +321,6 @@ class _Walker:
             )
         )
         return span_id
-
-
-def _children(node: Mapping[str, Any], key: str) -> Iterator[Mapping[str, Any]]:
-    value = node.get(key)
-    if isinstance(value, list):
-        yield from (item for item in value if isinstance(item, Mapping))
-
-
-def _hosted_sessions(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
-    children = list(_children(node, "childSessions"))
-    if not children:  # only ``childSession`` (the first) was kept
-        first = node.get("childSession")
-        if isinstance(first, Mapping):
-            children = [first]
-    yield from children
 
 
 # --- times ---------------------------------------------------------------------------------------
@@ -491,7 +477,7 @@ def _put_accounting(attributes: dict[str, AttributeValue], accounting: Any) -> N
 
 
 def _node_logs(node: Mapping[str, Any], start_ns: int) -> Iterator[SpanLog]:
-    for entry in _children(node, "logs"):
+    for entry in children(node, "logs"):
         attributes: dict[str, AttributeValue] = {}
         _put(attributes, sc.LOG_LEVEL, entry.get("level"))
         _put(attributes, sc.LOG_MESSAGE, entry.get("message"))
@@ -505,7 +491,7 @@ def _reasoning(node: Mapping[str, Any], start_ns: int) -> Iterator[SpanLog]:
     reasoning = node.get("reasoning")
     if not isinstance(reasoning, Mapping):
         return
-    for chunk in _children(reasoning, "chunks"):
+    for chunk in children(reasoning, "chunks"):
         attributes: dict[str, AttributeValue] = {}
         _put(attributes, sc.REASONING_TEXT, chunk.get("text"))
         yield SpanLog(_ms_to_ns(chunk.get("ts")) or start_ns, sc.EVENT_REASONING, attributes)
