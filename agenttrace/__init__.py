@@ -7,15 +7,10 @@ litellm calls are traced without any change to them.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from .decorators import Handle, agent, llm, tool, turn
-from .events import LoggedString
-from .lifecycle import Tracing, force_flush, init, on_optree, shutdown
-from .logs import log, thinking
-from .paths import format_label, parse_label
-from .propagation import ContextThreadPoolExecutor, bind_context
-from .session import (
+from agenttrace._version import __version__
+from agenttrace.record.events import LoggedString
+from agenttrace.record.paths import format_label, parse_label
+from agenttrace.record.session import (
     AgentRecord,
     Session,
     current_session,
@@ -24,8 +19,12 @@ from .session import (
     resume,
     use_session,
 )
-from .session_files import SessionFileError
-from .transcripts import agent_class, hears, piece_of_text
+from agenttrace.record.session_files import SessionFileError
+from agenttrace.sdk.lifecycle import Tracing, force_flush, init, on_optree, shutdown
+from agenttrace.tracing.decorators import Handle, agent, llm, tool, turn
+from agenttrace.tracing.logs import log, thinking
+from agenttrace.tracing.propagation import ContextThreadPoolExecutor, bind_context
+from agenttrace.tracing.transcripts import agent_class, hears, piece_of_text
 
 __all__ = [
     "AgentRecord",

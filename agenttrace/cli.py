@@ -16,8 +16,13 @@ from typing import Any, NoReturn
 
 import click
 
-from .session import load_fullest
-from .session_files import LoadedFile, SessionFileError, find_session, read_session_file
+from agenttrace.record.session import load_fullest
+from agenttrace.record.session_files import (
+    LoadedFile,
+    SessionFileError,
+    find_session,
+    read_session_file,
+)
 
 EXIT_BAD_INPUT = 2
 PROGRESS_THRESHOLD = 8 << 20
@@ -42,7 +47,7 @@ def sessions_dir_option(function: Any) -> Any:
 
 def resolve(reference: str, sessions_dir: Path | None) -> Path:
     """The file a FILE|SESSION_ID argument names (exit 2 with a reason if none)."""
-    from .config import Settings
+    from agenttrace._internal.config import Settings
 
     directory = sessions_dir or Settings.resolve().sessions_dir
     try:
@@ -101,8 +106,7 @@ def resume(
     import litellm
 
     import agenttrace
-
-    from .demo.cafe import report, run_resumed, scripted_model
+    from agenttrace.demo.cafe import report, run_resumed, scripted_model
 
     litellm.suppress_debug_info = True
     tracing = agenttrace.init(
@@ -136,7 +140,7 @@ def resume(
 @sessions_dir_option
 def dialog(session: str, agents: str, sessions_dir: Path | None) -> None:
     """The distinct messages exchanged between AGENTS, each once (seed 001's dialog view)."""
-    from .viewer import format_dialog
+    from agenttrace.views.viewer import format_dialog
 
     viewer = _viewer(session, sessions_dir)
     names = [a.strip() for a in agents.split(",") if a.strip()]
@@ -169,7 +173,7 @@ def perspective(session: str, agent: str, sessions_dir: Path | None) -> None:
 def tree(session: str, sessions_dir: Path | None) -> None:
     """The opTree of every run of SESSION as a text tree: path label, kind, name, status,
     tokens, cost, latency; sub-agents indented under the tool call that ran them."""
-    from .console import optree_tree
+    from agenttrace.views.tree import optree_tree
 
     runs = runs_of(load(session, sessions_dir))
     _console().print(optree_tree(runs), markup=False, soft_wrap=True)
@@ -184,7 +188,7 @@ def stats(session: str, as_json: bool, sessions_dir: Path | None) -> None:
     in/out/cache, cost, LLM attempts ok/failed, tool calls, wall time."""
     import json
 
-    from .stats import session_stats
+    from agenttrace.views.stats import session_stats
 
     totals = session_stats(runs_of(load(session, sessions_dir)))
     if as_json:
@@ -300,9 +304,9 @@ def export(session: str, format_: str, output: Path | None, sessions_dir: Path |
     import dataclasses
     import json
 
-    from .config import Settings
-    from .formats import to_html, to_jaeger, to_otlp_json
-    from .redact import redacted_copy
+    from agenttrace._internal.config import Settings
+    from agenttrace._internal.redact import redacted_copy
+    from agenttrace.views.exports import to_html, to_jaeger, to_otlp_json
 
     loaded = load(session, sessions_dir)
     if format_ != "html":
@@ -334,7 +338,7 @@ def export(session: str, format_: str, output: Path | None, sessions_dir: Path |
 
 
 def _viewer(reference: str, sessions_dir: Path | None) -> Any:
-    from .viewer import SessionViewer
+    from agenttrace.views.viewer import SessionViewer
 
     return SessionViewer(load(reference, sessions_dir).events)
 

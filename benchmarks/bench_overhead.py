@@ -46,9 +46,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import agenttrace
 from agenttrace import semconv as sc
-from agenttrace._runtime import runtime
-from agenttrace._worker import worker
+from agenttrace._internal.runtime import runtime
 from agenttrace.instrumentation.litellm import LiteLLMInstrumentor
+from agenttrace.sdk.worker import worker
 
 
 class DroppingExporter(SpanExporter):

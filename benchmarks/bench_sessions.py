@@ -29,8 +29,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
-from agenttrace.session_files import read_session_file, snapshot_path, stream_path
-from agenttrace.store import SessionFileSink
+from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
+from agenttrace.sdk.store import SessionFileSink
 
 TEXT = (
     "the agent reads the file and asks the model what to change next while Jack and Jill "

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from agenttrace.events import MESSAGE_PREFIX, id_number
-from agenttrace.session_files import read_session_file, snapshot_bytes
+from agenttrace.record.events import MESSAGE_PREFIX, id_number
+from agenttrace.record.session_files import read_session_file, snapshot_bytes
 
 from .helpers import child_env
 from .test_session_files import (

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agenttrace.session_files import read_session_file, snapshot_bytes
+from agenttrace.record.session_files import read_session_file, snapshot_bytes
 
 from .helpers import child_env, run_demo
 

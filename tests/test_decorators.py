@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import agenttrace
-from agenttrace import _internal_errors
 from agenttrace import semconv as sc
+from agenttrace._internal import errors as _internal_errors
 
 from .conftest import Traced, attrs
 
@@ -487,7 +487,7 @@ def test_threads_without_context_start_their_own_trace(traced: Traced) -> None:
 def test_forced_internal_error_leaves_the_call_intact(
     traced: Traced, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agenttrace import decorators
+    from agenttrace.tracing import decorators
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("bug in agenttrace")
@@ -518,7 +518,7 @@ def test_forced_internal_error_leaves_the_call_intact(
 def test_internal_errors_are_raised_under_the_test_suite(
     traced: Traced, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agenttrace import decorators
+    from agenttrace.tracing import decorators
 
     monkeypatch.setattr(decorators, "start_op", lambda *a, **k: 1 / 0)
 
@@ -574,7 +574,7 @@ def test_verbose_console_summarises_each_op(traced: Traced) -> None:
 
 
 def test_disabled_agenttrace_is_a_no_op(traced: Traced, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agenttrace._runtime import runtime
+    from agenttrace._internal.runtime import runtime
 
     monkeypatch.setattr(runtime, "disabled", True)
 

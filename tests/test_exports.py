@@ -1,4 +1,4 @@
-"""``agenttrace.formats``: a real session (the cafe demo, run as a user runs it) exported to
+"""``agenttrace.views.exports``: a real session (the cafe demo, run as a user runs it) exported to
 Jaeger JSON, OTLP/JSON and a self-contained HTML page, the page checked in headless Chromium."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from agenttrace.formats import to_html, to_jaeger, to_otlp_json
-from agenttrace.formats.html import DATA_ELEMENT_ID
-from agenttrace.session_files import LoadedFile, read_session_file
+from agenttrace.record.session_files import LoadedFile, read_session_file
+from agenttrace.views.exports import to_html, to_jaeger, to_otlp_json
+from agenttrace.views.exports.html import DATA_ELEMENT_ID
 
 from .helpers import run_demo
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from agenttrace import events as ev
-from agenttrace.session_files import read_session_file, snapshot_path, stream_path
+from agenttrace.record import events as ev
+from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
 
 from .helpers import child_env
 

@@ -14,7 +14,7 @@ import pytest
 import agenttrace
 from agenttrace.demo.cafe import SCRIPTS, run_first
 from agenttrace.demo.scripted import ScriptedModel
-from agenttrace.ledger import append_lines
+from agenttrace.sdk.ledger import append_lines
 
 from .conftest import Traced
 
@@ -91,7 +91,7 @@ def test_appends_from_two_processes_never_interleave(tmp_path: Path) -> None:
         f"""
         import json, sys
         from pathlib import Path
-        from agenttrace.ledger import append_lines
+        from agenttrace.sdk.ledger import append_lines
         who = sys.argv[1]
         for batch in range(60):
             lines = [json.dumps({{"who": who, "batch": batch, "i": i, "pad": "x" * 9000}})

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agenttrace.redact import (
+from agenttrace._internal.redact import (
     REDACTED,
     capped_json,
     is_secret_key,

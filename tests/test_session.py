@@ -16,7 +16,7 @@ import agenttrace
 from agenttrace import semconv as sc
 from agenttrace.demo.cafe import SCRIPTS, Agent, run_first, run_resumed
 from agenttrace.demo.scripted import ScriptedModel
-from agenttrace.session_files import read_session_file, snapshot_path, stream_path
+from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
 
 from .conftest import Traced, attrs
 
@@ -162,7 +162,7 @@ def test_a_snapshot_mid_run_keeps_unfinished_nodes_with_their_start_only(
 
 
 def test_sub_agent_snapshots_are_throttled_by_their_cost(traced: Traced, tmp_path: Path) -> None:
-    from agenttrace.store import SessionFileSink
+    from agenttrace.sdk.store import SessionFileSink
 
     sink = next(s for s in traced.handle.processor.sinks if isinstance(s, SessionFileSink))
     writes: list[bool] = []
@@ -202,7 +202,7 @@ def test_an_event_logged_while_a_snapshot_is_built_reaches_the_session_file(
     an event logged after the snapshot read the events must leave the session marked as
     changed, so that the snapshot at exit has it (it was lost when the stream could not be
     written: a full disk)."""
-    from agenttrace.store import SessionFileSink
+    from agenttrace.sdk.store import SessionFileSink
 
     sink = next(s for s in traced.handle.processor.sinks if isinstance(s, SessionFileSink))
     session = agenttrace.new_session("late")

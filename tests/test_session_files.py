@@ -24,13 +24,13 @@ from typing import Any
 import pytest
 
 from agenttrace import SessionFileError
-from agenttrace.session_files import (
+from agenttrace.record.session_files import (
     check_session_id,
     find_session,
     read_session_file,
     snapshot_bytes,
 )
-from agenttrace.viewer import SessionViewer
+from agenttrace.views.viewer import SessionViewer
 
 from .helpers import child_env
 
@@ -179,7 +179,7 @@ def test_unreadable_file(open_dir: Path) -> None:
     preexec = make_unreadable(path)
     script = (
         "import sys\n"
-        "from agenttrace.session_files import SessionFileError, read_session_file\n"
+        "from agenttrace.record.session_files import SessionFileError, read_session_file\n"
         "try:\n"
         "    read_session_file(sys.argv[1])\n"
         "except SessionFileError as exc:\n"

@@ -19,8 +19,7 @@ from typing import Any
 import litellm
 
 import agenttrace
-
-from .scripted import Reply, Script, ScriptedModel, last_user_text
+from agenttrace.demo.scripted import Reply, Script, ScriptedModel, last_user_text
 
 SCRIPTED_MODEL = "anthropic/claude-sonnet-4-5-20250929"
 FIRST_PROMPT = "Create Jack and Jill for a cafe discussion"
@@ -254,9 +253,9 @@ def scripted_model() -> ScriptedModel:
 def report(session: agenttrace.Session, tracing: agenttrace.Tracing) -> None:
     """Print where the session went, its opTree (read back from the session file) and the
     Jack-and-Jill dialog (read back from the event stream)."""
-    from ..console import render_optree
-    from ..session_files import read_session_file, snapshot_path, stream_path
-    from ..viewer import SessionViewer, format_dialog
+    from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
+    from agenttrace.views.tree import render_optree
+    from agenttrace.views.viewer import SessionViewer, format_dialog
 
     directory = tracing.settings.sessions_dir
     stream = stream_path(directory, session.session_id)

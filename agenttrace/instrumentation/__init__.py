@@ -1,1 +1,1 @@
-"""Patches for LLM client libraries (litellm), applied with wrapt and undone exactly."""
+"""One subpackage per instrumented library."""

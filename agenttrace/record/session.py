@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.trace import Span
 
 if TYPE_CHECKING:
-    from .scopes import Scope
+    from agenttrace.tracing.scopes import Scope
 from opentelemetry.util.types import AttributeValue
 
-from . import events as ev
-from . import semconv as sc
-from ._runtime import runtime
-from .redact import recorded_json, scrub_text
-from .session_files import (
+from agenttrace import semconv as sc
+from agenttrace._internal.redact import recorded_json, scrub_text
+from agenttrace._internal.runtime import runtime
+from agenttrace.record import events as ev
+from agenttrace.record.session_files import (
     LoadedFile,
     Progress,
     SessionFileError,
@@ -69,7 +69,7 @@ class Session:
     """
 
     def __init__(self, session_id: str | None = None) -> None:
-        from .scopes import new_txn_id
+        from agenttrace.tracing.scopes import new_txn_id
 
         self.session_id = session_id or new_txn_id()
         self.message_counter = 0
@@ -180,7 +180,7 @@ class Session:
 
         ``at``: the scope the event belongs to (default: the current one), for its linkage.
         """
-        from .scopes import current_scope
+        from agenttrace.tracing.scopes import current_scope
 
         scope = at if at is not None else current_scope()
         span = scope.span if scope is not None else None
@@ -413,7 +413,7 @@ def load_fullest(path: Path, progress: Progress | None = None) -> LoadedFile:
     disk) and is the only one with the runs' opTrees. Whichever has more events gives them; a
     damaged sibling is ignored, since the file asked for is enough.
     """
-    from .session_files import SNAPSHOT_SUFFIX, STREAM_SUFFIX
+    from agenttrace.record.session_files import SNAPSHOT_SUFFIX, STREAM_SUFFIX
 
     loaded = read_session_file(path, progress)
     name = path.name

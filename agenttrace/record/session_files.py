@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .events import EVENT_TYPES, PIECE_OF_TEXT, infer_causes, normalize
+from agenttrace.record.events import EVENT_TYPES, PIECE_OF_TEXT, infer_causes, normalize
 
 FORMAT = "agenttrace.session"
 VERSION = 1

@@ -16,10 +16,10 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from . import semconv as sc
-from ._runtime import runtime
-from .redact import recorded_json
-from .scopes import SessionScope
+from agenttrace import semconv as sc
+from agenttrace._internal.redact import recorded_json
+from agenttrace._internal.runtime import runtime
+from agenttrace.tracing.scopes import SessionScope
 
 _MISSING = object()
 

@@ -18,9 +18,9 @@ import inspect
 from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any, Protocol, TypeVar
 
-from ._internal_errors import report_internal_error
-from ._runtime import runtime
-from .scopes import Scope
+from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.runtime import runtime
+from agenttrace.tracing.scopes import Scope
 
 F = TypeVar("F", bound=Callable[..., Any])
 

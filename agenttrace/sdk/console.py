@@ -12,22 +12,17 @@ Every line is grep-able by the run's origin txn id and maps to exactly one opTre
 
 from __future__ import annotations
 
-import io
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from opentelemetry.sdk.trace import ReadableSpan
-from rich.console import Console as RichConsole
-from rich.text import Text
-from rich.tree import Tree
 
-from . import semconv as sc
-from .config import ConsoleMode
-from .optree import children, hosted_sessions
-from .processor import Sink, span_attributes
-from .redact import scrub_text, truncate_utf8
+from agenttrace import semconv as sc
+from agenttrace._internal.config import ConsoleMode
+from agenttrace._internal.redact import scrub_text, truncate_utf8
+from agenttrace.sdk.processor import Sink, span_attributes
 
 _QUIET_LEVELS = frozenset({"WRN", "ERR"})
 _VERBOSE_LEVELS = _QUIET_LEVELS | {"VRB", "THK", "FIN"}
@@ -174,70 +169,3 @@ def _summary(attributes: Mapping[str, Any]) -> str | None:
             f"out {attributes.get(sc.TOOL_CHARS_OUT, 0)}"
         )
     return None
-
-
-# --- the opTree as a text tree -----------------------------------------------------------------
-
-
-def optree_tree(runs: Sequence[Mapping[str, Any]]) -> Tree:
-    """Every run's opTree as a rich ``Tree``: path label, kind, name, status, tokens, cost,
-    latency; sub-agents under the tool call that ran them."""
-    root = Tree("session", hide_root=True)
-    for number, run in enumerate(runs, 1):
-        branch = root.add(f"run {number}: trace {run.get('traceId')} (txn {run.get('txnId')})")
-        _add_session(branch, run)
-    return root
-
-
-def render_optree(runs: Sequence[Mapping[str, Any]], width: int = 160) -> list[str]:
-    """:func:`optree_tree` as plain text lines (no colour, no terminal needed)."""
-    buffer = io.StringIO()
-    RichConsole(file=buffer, width=width, color_system=None, no_color=True).print(
-        optree_tree(runs), markup=False, highlight=False
-    )
-    return buffer.getvalue().rstrip("\n").split("\n")
-
-
-def _add_session(parent: Tree, node: Mapping[str, Any]) -> None:
-    if node.get("endedAt") is None:
-        status = "in progress"
-    else:
-        status = "ok" if node.get("success") else "failed"
-    branch = parent.add(
-        Text(
-            f"{node.get('path')} session {node.get('agentName')} [{node.get('agentId')}] "
-            f"{status}{_latency(node)}"
-        )
-    )
-    for turn in children(node, "turns"):
-        turn_branch = branch.add(Text(f"{turn.get('path')} turn {turn.get('index')}"))
-        for op in children(turn, "ops"):
-            _add_op(turn_branch, op)
-
-
-def _add_op(parent: Tree, op: Mapping[str, Any]) -> None:
-    status = op.get("status") or "in progress"
-    details = ""
-    accounting = list(children(op, "accounting"))
-    if accounting:
-        entry = accounting[-1]
-        tokens = entry.get("tokens")
-        if isinstance(tokens, Mapping) and tokens:
-            details += f" in {tokens.get('inputTokens')} out {tokens.get('outputTokens')}"
-            if tokens.get("cacheReadInputTokens"):
-                details += f" (cache r {tokens['cacheReadInputTokens']})"
-        cost = entry.get("costUsd")
-        if isinstance(cost, (int, float)):
-            details += f" ${cost:.6f}"
-        if entry.get("type") == "tool":
-            details += f" chars {entry.get('charactersIn')}/{entry.get('charactersOut')}"
-    branch = parent.add(
-        Text(f"{op.get('path')} {op.get('kind')} {op.get('name')} {status}{_latency(op)}{details}")
-    )
-    for child in hosted_sessions(op):
-        _add_session(branch, child)
-
-
-def _latency(node: Mapping[str, Any]) -> str:
-    latency = node.get("latencyMs")
-    return f" {latency:.0f}ms" if isinstance(latency, (int, float)) else ""

@@ -21,9 +21,9 @@ import json
 import math
 from typing import Any
 
-from .. import __version__
-from ..viewer import SessionViewer
-from ._spans import Source, load
+from agenttrace._version import __version__
+from agenttrace.views.exports._spans import Source, load
+from agenttrace.views.viewer import SessionViewer
 
 DATA_ELEMENT_ID = "agenttrace-data"
 
@@ -31,9 +31,9 @@ DATA_ELEMENT_ID = "agenttrace-data"
 def to_html(source: Source) -> str:
     """The session as one HTML page that needs no network.
 
-    ``source``: a :class:`~agenttrace.session_files.LoadedFile` or a session file's path (read
-    with :func:`~agenttrace.session_files.read_session_file`, which raises
-    :class:`~agenttrace.session_files.SessionFileError`). An event stream has no opTree: its
+    ``source``: a :class:`~agenttrace.record.session_files.LoadedFile` or a session file path (read
+    with :func:`~agenttrace.record.session_files.read_session_file`, which raises
+    :class:`~agenttrace.record.session_files.SessionFileError`). An event stream has no opTree: its
     page shows the dialog and the perspectives only.
     """
     loaded = load(source)

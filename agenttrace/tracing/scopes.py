@@ -35,14 +35,14 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from . import semconv as sc
-from ._runtime import runtime
-from ._worker import worker
-from .paths import Address, format_label
-from .redact import scrub_text
+from agenttrace import semconv as sc
+from agenttrace._internal.redact import scrub_text
+from agenttrace._internal.runtime import runtime
+from agenttrace.record.paths import Address, format_label
+from agenttrace.sdk.worker import worker
 
 if TYPE_CHECKING:
-    from .session import Session
+    from agenttrace.record.session import Session
 
 Scope = Union["SessionScope", "TurnScope", "OpScope"]
 
@@ -273,8 +273,8 @@ def start_session(
     The agent is ``owner`` (the object whose method runs) or, for a function, the agent of
     that ``name``; it is registered in the run's ``Session`` (``agent_created``) on first use.
     """
-    from .session import current_session
-    from .transcripts import agent_of
+    from agenttrace.record.session import current_session
+    from agenttrace.tracing.transcripts import agent_of
 
     parent = _current.get()
     host_op: OpScope | None = None

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 
-from .config import Settings, _flag
+from agenttrace._internal.config import Settings, _flag
 
 if TYPE_CHECKING:
-    from .processor import AgentTraceProcessor
+    from agenttrace.sdk.processor import AgentTraceProcessor
 
 INSTRUMENTATION_NAME = "agenttrace"
 

@@ -20,15 +20,15 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from . import __version__
-from ._runtime import INSTRUMENTATION_NAME, runtime
-from .config import ConsoleMode, Settings
-from .console import ConsoleSink
-from .ledger import LedgerSink
-from .optree import Node, OpTreeSink
-from .processor import AgentTraceProcessor
-from .redact import remember_environment_secrets
-from .store import EventStreamSink, SessionFileSink
+from agenttrace._internal.config import ConsoleMode, Settings
+from agenttrace._internal.redact import remember_environment_secrets
+from agenttrace._internal.runtime import INSTRUMENTATION_NAME, runtime
+from agenttrace._version import __version__
+from agenttrace.sdk.console import ConsoleSink
+from agenttrace.sdk.ledger import LedgerSink
+from agenttrace.sdk.optree import Node, OpTreeSink
+from agenttrace.sdk.processor import AgentTraceProcessor
+from agenttrace.sdk.store import EventStreamSink, SessionFileSink
 
 logger = logging.getLogger("agenttrace")
 
@@ -170,7 +170,7 @@ def init(
         runtime.tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
         handle = Tracing(settings, provider, processor, owns)
         if instrument_litellm:
-            from .instrumentation.litellm import instrument_when_imported
+            from agenttrace.instrumentation.litellm import instrument_when_imported
 
             handle._undo.append(instrument_when_imported())
         atexit.register(handle.shutdown)

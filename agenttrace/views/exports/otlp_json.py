@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import __version__
-from .. import semconv as sc
-from ._spans import (
+from agenttrace import semconv as sc
+from agenttrace._version import __version__
+from agenttrace.views.exports._spans import (
     AttributeValue,
     Source,
     SpanLog,
@@ -36,9 +36,9 @@ STATUS_CODE_ERROR = 2
 def to_otlp_json(source: Source, *, service_name: str = "agenttrace") -> dict[str, Any]:
     """The session's runs as one OTLP/JSON ``ExportTraceServiceRequest``.
 
-    ``source``: a :class:`~agenttrace.session_files.LoadedFile` or a session file's path (read
-    with :func:`~agenttrace.session_files.read_session_file`, which raises
-    :class:`~agenttrace.session_files.SessionFileError`). All runs share one resource (the
+    ``source``: a :class:`~agenttrace.record.session_files.LoadedFile` or a session file path (read
+    with :func:`~agenttrace.record.session_files.read_session_file`, which raises
+    :class:`~agenttrace.record.session_files.SessionFileError`). All runs share one resource (the
     process that recorded them, ``service.name`` = ``service_name``) and one scope
     (``agenttrace``); each run keeps its own trace id. An event stream holds no opTree and gives
     ``{"resourceSpans": []}``.

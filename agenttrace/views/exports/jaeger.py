@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import semconv as sc
-from ._spans import (
+from agenttrace import semconv as sc
+from agenttrace.views.exports._spans import (
     AttributeValue,
     Source,
     SpanLog,
@@ -37,9 +37,9 @@ PROCESS_ID = "p1"
 def to_jaeger(source: Source, *, service_name: str = "agenttrace") -> dict[str, Any]:
     """The session's runs as a Jaeger JSON document, one trace per run.
 
-    ``source``: a :class:`~agenttrace.session_files.LoadedFile` or a session file's path (read
-    with :func:`~agenttrace.session_files.read_session_file`, which raises
-    :class:`~agenttrace.session_files.SessionFileError`). An event stream holds no opTree and
+    ``source``: a :class:`~agenttrace.record.session_files.LoadedFile` or a session file path (read
+    with :func:`~agenttrace.record.session_files.read_session_file`, which raises
+    :class:`~agenttrace.record.session_files.SessionFileError`). An event stream holds no opTree and
     gives ``{"data": []}``. ``service_name`` names the process in Jaeger's service list.
     """
     loaded = load(source)

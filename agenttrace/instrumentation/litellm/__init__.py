@@ -33,10 +33,11 @@ from typing import Any
 import wrapt
 from opentelemetry.util.types import AttributeValue
 
-from .. import semconv as sc
-from .._internal_errors import report_internal_error
-from .._runtime import runtime
-from ..llm_attributes import (
+from agenttrace import semconv as sc
+from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.redact import is_secret_key, remember_secret
+from agenttrace._internal.runtime import runtime
+from agenttrace.tracing.llm_attributes import (
     classify_error,
     field,
     input_content,
@@ -46,9 +47,16 @@ from ..llm_attributes import (
     response_attributes,
     split_model,
 )
-from ..redact import is_secret_key, remember_secret
-from ..scopes import OpScope, Scope, SessionScope, current_scope, finish, make_current, start_op
-from ..transcripts import log_llm_exchange
+from agenttrace.tracing.scopes import (
+    OpScope,
+    Scope,
+    SessionScope,
+    current_scope,
+    finish,
+    make_current,
+    start_op,
+)
+from agenttrace.tracing.transcripts import log_llm_exchange
 
 _WHERE = "litellm instrumentation"
 

@@ -19,9 +19,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .optree import Node, OpTreeSink, RunTree, children, hosted_sessions, session_ops
-from .processor import Sink
-from .redact import scrub_text
+from agenttrace._internal.redact import scrub_text
+from agenttrace.record.optree import children, hosted_sessions, session_ops
+from agenttrace.sdk.optree import Node, OpTreeSink, RunTree
+from agenttrace.sdk.processor import Sink
 
 logger = logging.getLogger("agenttrace")
 

@@ -19,11 +19,11 @@ from typing import Any, Generic, TypeVar, overload
 
 from opentelemetry.util.types import AttributeValue
 
-from . import semconv as sc
-from ._internal_errors import report_internal_error
-from ._runtime import runtime
-from ._wrapping import wrap
-from .llm_attributes import (
+from agenttrace import semconv as sc
+from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.redact import recorded_json
+from agenttrace._internal.runtime import runtime
+from agenttrace.tracing.llm_attributes import (
     classify_error,
     input_content,
     input_summary,
@@ -31,8 +31,7 @@ from .llm_attributes import (
     response_attributes,
     split_model,
 )
-from .redact import recorded_json
-from .scopes import (
+from agenttrace.tracing.scopes import (
     OpScope,
     Scope,
     SessionScope,
@@ -42,7 +41,8 @@ from .scopes import (
     start_session,
     start_turn,
 )
-from .transcripts import answer, log_llm_exchange, log_tool_result, str_attribute
+from agenttrace.tracing.transcripts import answer, log_llm_exchange, log_tool_result, str_attribute
+from agenttrace.tracing.wrapping import wrap
 
 F = TypeVar("F", bound=Callable[..., Any])
 S = TypeVar("S", bound=Scope)

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from . import semconv as sc
-from ._internal_errors import report_internal_error
-from .paths import Address, kind_of, parse_label
-from .processor import Sink, span_attributes
+from agenttrace import semconv as sc
+from agenttrace._internal.errors import report_internal_error
+from agenttrace.record.paths import Address, kind_of, parse_label
+from agenttrace.sdk.processor import Sink, span_attributes
 
 Node = dict[str, Any]
 
@@ -316,37 +316,6 @@ def _payloads(node: Node, attributes: Mapping[str, Any]) -> None:
             if kind is not None:
                 entry["kind"] = kind
             node[side] = entry
-
-
-# --- reading trees back ---------------------------------------------------------------------------
-
-
-def children(node: Mapping[str, Any], key: str) -> Iterator[Mapping[str, Any]]:
-    """The objects listed under ``node[key]`` (``turns``, ``ops``, ``accounting``, ...).
-
-    Trees are read back from session files, which may be damaged or edited by hand: anything
-    that is not a list of objects is skipped, so every reader shows what is there instead of
-    failing on it.
-    """
-    value = node.get(key)
-    if isinstance(value, list):
-        yield from (item for item in value if isinstance(item, Mapping))
-
-
-def session_ops(session: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
-    """A SessionNode's ops, turn by turn."""
-    for turn in children(session, "turns"):
-        yield from children(turn, "ops")
-
-
-def hosted_sessions(op: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
-    """The sub-agent SessionNodes an op ran, in order."""
-    hosted = list(children(op, "childSessions"))
-    if not hosted:  # only ``childSession`` (the first) was kept
-        first = op.get("childSession")
-        if isinstance(first, Mapping):
-            hosted = [first]
-    yield from hosted
 
 
 def _ingress(attributes: Mapping[str, Any]) -> Node:

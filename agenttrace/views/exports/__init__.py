@@ -4,14 +4,14 @@
 - :func:`to_otlp_json`: OTLP/JSON, for any OpenTelemetry collector or backend;
 - :func:`to_html`: one self-contained HTML page (opTree, dialog, each agent's perspective).
 
-Each takes a :class:`~agenttrace.session_files.LoadedFile` (from
-:func:`~agenttrace.session_files.read_session_file`) or a session file's path.
+Each takes a :class:`~agenttrace.record.session_files.LoadedFile` (from
+:func:`~agenttrace.record.session_files.read_session_file`) or a session file's path.
 """
 
 from __future__ import annotations
 
-from .html import to_html
-from .jaeger import to_jaeger
-from .otlp_json import to_otlp_json
+from agenttrace.views.exports.html import to_html
+from agenttrace.views.exports.jaeger import to_jaeger
+from agenttrace.views.exports.otlp_json import to_otlp_json
 
 __all__ = ["to_html", "to_jaeger", "to_otlp_json"]

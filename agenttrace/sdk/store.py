@@ -23,18 +23,18 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from .optree import OpTreeSink, RunTree
-from .paths import kind_of, parse_label
-from .processor import Sink
-from .redact import scrub_json_text
-from .session import Session
-from .session_files import (
+from agenttrace._internal.redact import scrub_json_text
+from agenttrace.record.paths import kind_of, parse_label
+from agenttrace.record.session import Session
+from agenttrace.record.session_files import (
     StreamAppender,
     snapshot_bytes,
     snapshot_path,
     stream_path,
     write_atomically,
 )
+from agenttrace.sdk.optree import OpTreeSink, RunTree
+from agenttrace.sdk.processor import Sink
 
 logger = logging.getLogger("agenttrace")
 

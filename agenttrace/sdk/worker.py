@@ -22,8 +22,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import _internal_errors
-from ._internal_errors import report_internal_error
+from agenttrace._internal import errors as _internal_errors
+from agenttrace._internal.errors import report_internal_error
 
 
 class Worker:

@@ -11,11 +11,11 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from . import semconv as sc
-from ._internal_errors import report_internal_error
-from ._runtime import runtime
-from .redact import capped_json, redact, scrub_text
-from .scopes import current_scope
+from agenttrace import semconv as sc
+from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.redact import capped_json, redact, scrub_text
+from agenttrace._internal.runtime import runtime
+from agenttrace.tracing.scopes import current_scope
 
 
 def log(level: str, message: str, **details: Any) -> None:

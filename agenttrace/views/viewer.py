@@ -11,9 +11,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .events import AGENT_CREATED, PIECE_OF_TEXT, TRANSCRIPT_ENTRY, infer_causes, normalize
-from .session import Session
-from .session_files import read_session_file
+from agenttrace.record.events import (
+    AGENT_CREATED,
+    PIECE_OF_TEXT,
+    TRANSCRIPT_ENTRY,
+    infer_causes,
+    normalize,
+)
+from agenttrace.record.session import Session
+from agenttrace.record.session_files import read_session_file
 
 
 class SessionViewer:

@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .optree import children, hosted_sessions, session_ops
+from agenttrace.record.optree import children, hosted_sessions, session_ops
 
 
 def _empty() -> dict[str, Any]:

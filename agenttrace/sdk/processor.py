@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from . import semconv as sc
-from ._internal_errors import report_internal_error
-from ._worker import worker
+from agenttrace import semconv as sc
+from agenttrace._internal.errors import report_internal_error
+from agenttrace.sdk.worker import worker
 
 if TYPE_CHECKING:
-    from .session import Session
+    from agenttrace.record.session import Session
 
 
 def span_attributes(span: ReadableSpan) -> Mapping[str, Any]:

@@ -20,10 +20,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
-from .. import semconv as sc
-from ..optree import children, hosted_sessions
-from ..redact import scrub_text
-from ..session_files import LoadedFile, read_session_file
+from agenttrace import semconv as sc
+from agenttrace._internal.redact import scrub_text
+from agenttrace.record.optree import children, hosted_sessions
+from agenttrace.record.session_files import LoadedFile, read_session_file
 
 Scalar: TypeAlias = str | bool | int | float
 AttributeValue: TypeAlias = Scalar | list[Scalar]

@@ -22,12 +22,12 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ._internal_errors import report_internal_error
-from ._runtime import runtime
-from .events import LoggedString, message_fields, substance_of
-from .llm_attributes import field, tool_calls_of
-from .scopes import OpScope, Scope, SessionScope, current_scope
-from .session import Session, current_session
+from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.runtime import runtime
+from agenttrace.record.events import LoggedString, message_fields, substance_of
+from agenttrace.record.session import Session, current_session
+from agenttrace.tracing.llm_attributes import field, tool_calls_of
+from agenttrace.tracing.scopes import OpScope, Scope, SessionScope, current_scope
 
 T = TypeVar("T", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])

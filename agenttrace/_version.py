@@ -1,0 +1,3 @@
+"""The version of agenttrace, in one place."""
+
+__version__ = "0.1.0"

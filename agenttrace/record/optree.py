@@ -1,0 +1,39 @@
+"""Reading opTrees back: the readers every view shares.
+
+An opTree (``SessionNode`` -> ``TurnNode`` -> ``OperationNode``, with sub-agent ``SessionNode``s
+under the op that ran them) is read from session files, which may be damaged or edited by hand.
+These helpers skip anything that is not what it should be, so every view shows what is there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+
+def children(node: Mapping[str, Any], key: str) -> Iterator[Mapping[str, Any]]:
+    """The objects listed under ``node[key]`` (``turns``, ``ops``, ``accounting``, ...).
+
+    Trees are read back from session files, which may be damaged or edited by hand: anything
+    that is not a list of objects is skipped, so every reader shows what is there instead of
+    failing on it.
+    """
+    value = node.get(key)
+    if isinstance(value, list):
+        yield from (item for item in value if isinstance(item, Mapping))
+
+
+def session_ops(session: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """A SessionNode's ops, turn by turn."""
+    for turn in children(session, "turns"):
+        yield from children(turn, "ops")
+
+
+def hosted_sessions(op: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """The sub-agent SessionNodes an op ran, in order."""
+    hosted = list(children(op, "childSessions"))
+    if not hosted:  # only ``childSession`` (the first) was kept
+        first = op.get("childSession")
+        if isinstance(first, Mapping):
+            hosted = [first]
+    yield from hosted

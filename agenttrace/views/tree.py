@@ -1,0 +1,77 @@
+"""The opTree as a text tree (``agenttrace tree``, the demo's report), rendered with rich."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console as RichConsole
+from rich.text import Text
+from rich.tree import Tree
+
+from agenttrace.record.optree import children, hosted_sessions
+
+
+def optree_tree(runs: Sequence[Mapping[str, Any]]) -> Tree:
+    """Every run's opTree as a rich ``Tree``: path label, kind, name, status, tokens, cost,
+    latency; sub-agents under the tool call that ran them."""
+    root = Tree("session", hide_root=True)
+    for number, run in enumerate(runs, 1):
+        branch = root.add(f"run {number}: trace {run.get('traceId')} (txn {run.get('txnId')})")
+        _add_session(branch, run)
+    return root
+
+
+def render_optree(runs: Sequence[Mapping[str, Any]], width: int = 160) -> list[str]:
+    """:func:`optree_tree` as plain text lines (no colour, no terminal needed)."""
+    buffer = io.StringIO()
+    RichConsole(file=buffer, width=width, color_system=None, no_color=True).print(
+        optree_tree(runs), markup=False, highlight=False
+    )
+    return buffer.getvalue().rstrip("\n").split("\n")
+
+
+def _add_session(parent: Tree, node: Mapping[str, Any]) -> None:
+    if node.get("endedAt") is None:
+        status = "in progress"
+    else:
+        status = "ok" if node.get("success") else "failed"
+    branch = parent.add(
+        Text(
+            f"{node.get('path')} session {node.get('agentName')} [{node.get('agentId')}] "
+            f"{status}{_latency(node)}"
+        )
+    )
+    for turn in children(node, "turns"):
+        turn_branch = branch.add(Text(f"{turn.get('path')} turn {turn.get('index')}"))
+        for op in children(turn, "ops"):
+            _add_op(turn_branch, op)
+
+
+def _add_op(parent: Tree, op: Mapping[str, Any]) -> None:
+    status = op.get("status") or "in progress"
+    details = ""
+    accounting = list(children(op, "accounting"))
+    if accounting:
+        entry = accounting[-1]
+        tokens = entry.get("tokens")
+        if isinstance(tokens, Mapping) and tokens:
+            details += f" in {tokens.get('inputTokens')} out {tokens.get('outputTokens')}"
+            if tokens.get("cacheReadInputTokens"):
+                details += f" (cache r {tokens['cacheReadInputTokens']})"
+        cost = entry.get("costUsd")
+        if isinstance(cost, (int, float)):
+            details += f" ${cost:.6f}"
+        if entry.get("type") == "tool":
+            details += f" chars {entry.get('charactersIn')}/{entry.get('charactersOut')}"
+    branch = parent.add(
+        Text(f"{op.get('path')} {op.get('kind')} {op.get('name')} {status}{_latency(op)}{details}")
+    )
+    for child in hosted_sessions(op):
+        _add_session(branch, child)
+
+
+def _latency(node: Mapping[str, Any]) -> str:
+    latency = node.get("latencyMs")
+    return f" {latency:.0f}ms" if isinstance(latency, (int, float)) else ""
