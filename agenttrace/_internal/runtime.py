@@ -1,34 +1,42 @@
-"""Process-wide runtime state: the tracer agenttrace starts spans with, our processor, settings.
+"""Process-wide runtime state: settings, the tracer agenttrace starts spans with, the recorder.
 
 ``init()`` fills this in; before it (or with ``OTEL_SDK_DISABLED=true``) decorators still work:
-they use the global OpenTelemetry tracer, or do nothing at all when disabled.
+they use the global OpenTelemetry tracer and record nowhere, or do nothing at all when disabled.
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from opentelemetry import trace
 
 from agenttrace._internal.config import Settings, _flag
 
-if TYPE_CHECKING:
-    from agenttrace.sdk.processor import AgentTraceProcessor
-
 INSTRUMENTATION_NAME = "agenttrace"
+
+
+class Recorder(Protocol):
+    """Receives every lifecycle record (``agenttrace.record.lifecycle``), in the caller's thread.
+
+    Must be cheap and must not raise: it is called on every span start and end.
+    """
+
+    def record(self, record: Any) -> None:
+        """Take one record."""
+        ...
 
 
 class Runtime:
     """Mutable singleton; read on every span, written only by ``init``/``shutdown``."""
 
-    __slots__ = ("disabled", "processor", "settings", "tracer")
+    __slots__ = ("disabled", "recorder", "settings", "tracer")
 
     def __init__(self) -> None:
         self.settings = Settings()
         self.disabled = _flag(os.environ, "OTEL_SDK_DISABLED", False)
         self.tracer: trace.Tracer = trace.get_tracer(INSTRUMENTATION_NAME)
-        self.processor: AgentTraceProcessor | None = None
+        self.recorder: Recorder | None = None
 
 
 runtime = Runtime()

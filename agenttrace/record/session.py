@@ -1,10 +1,11 @@
 """``Session``: seed 001's state registry. It allocates agent and message ids (one global message
 counter), keeps every agent that ever existed with its transcript, and logs the canonical events.
 
-Each event goes, at once and in message-id order, to the current span (a span event, content
-capped) and to agenttrace's processor, whose event-stream sink writes it in full as one flushed
-JSON line. ``Session.load`` / :func:`resume` restore both counters, the registry and every
-transcript from a session file or stream, so a resumed run never reuses an id.
+Each event goes, at once and in message-id order, to the observers registered with
+:func:`observe_events`: the tracing layer puts it on the current span (a span event) and hands
+it to agenttrace's recorder, whose event-stream sink writes it in full as one flushed JSON line.
+``Session.load`` / :func:`resume` restore both counters, the registry and every transcript from
+a session file or stream, so a resumed run never reuses an id.
 """
 
 from __future__ import annotations
@@ -18,18 +19,12 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from opentelemetry.trace import Span
-
-if TYPE_CHECKING:
-    from agenttrace.tracing.scopes import Scope
-from opentelemetry.util.types import AttributeValue
-
-from agenttrace import semconv as sc
-from agenttrace._internal.redact import recorded_json, scrub_text
+from agenttrace._internal.context import Linkable, current_linkable
 from agenttrace._internal.runtime import runtime
 from agenttrace.record import events as ev
+from agenttrace.record.ids import new_txn_id
 from agenttrace.record.session_files import (
     LoadedFile,
     Progress,
@@ -69,8 +64,6 @@ class Session:
     """
 
     def __init__(self, session_id: str | None = None) -> None:
-        from agenttrace.tracing.scopes import new_txn_id
-
         self.session_id = session_id or new_txn_id()
         self.message_counter = 0
         self.agent_counter = 0
@@ -111,7 +104,7 @@ class Session:
         name: str | None = None,
         language_model: str | None = None,
         *,
-        at: Scope | None = None,
+        at: Linkable | None = None,
     ) -> str:
         """Log an ``agent_created`` event; returns its message id."""
         return self._log(
@@ -127,7 +120,7 @@ class Session:
         message: Mapping[str, Any] | Any,
         substance: str | None = None,
         *,
-        at: Scope | None = None,
+        at: Linkable | None = None,
     ) -> str:
         """Log what enters ``agent_id``'s transcript; ``substance``: what it morally represents."""
         entry = message if isinstance(message, Mapping) else ev.message_fields(message)
@@ -141,7 +134,7 @@ class Session:
         content: str,
         cause: str | list[str],
         *,
-        at: Scope | None = None,
+        at: Linkable | None = None,
     ) -> str:
         """Log text a tool call made for delivery to agents; ``cause``: that tool call."""
         return self._log(lambda mid: ev.piece_of_text(mid, agent_id, content, cause), at)
@@ -175,32 +168,29 @@ class Session:
 
     # -- recording ----------------------------------------------------------------------------
 
-    def _log(self, build: Callable[[str], dict[str, Any]], at: Scope | None) -> str:
-        """Allocate the next message id, build the event, record it (registry, span, outputs).
+    def _log(self, build: Callable[[str], dict[str, Any]], at: Linkable | None) -> str:
+        """Allocate the next message id, build the event, record it (registry, observers).
 
         ``at``: the scope the event belongs to (default: the current one), for its linkage.
         """
-        from agenttrace.tracing.scopes import current_scope
-
-        scope = at if at is not None else current_scope()
-        span = scope.span if scope is not None else None
+        scope = at if at is not None else current_linkable()
         with self._lock:
             self.message_counter += 1
             message = ev.message_id(self.message_counter)
             event = build(message)
             event["ts"] = _now()
-            if span is not None:
-                context = span.get_span_context()
-                if context.is_valid:
-                    event["trace_id"] = format(context.trace_id, "032x")
-                    event["span_id"] = format(context.span_id, "016x")
             if scope is not None:
+                trace_id, span_id = scope.link_ids()
+                if trace_id is not None:
+                    event["trace_id"] = trace_id
+                    event["span_id"] = span_id
                 event["path"] = scope.label
             self._apply(event)
             line = _event_line(event)
             self.events.append(event)
             self.lines.append(line)
-            _emit(self, event, line, span)
+            for observer in _observers:
+                observer(self, event, line, scope)
         return message
 
     def _apply(self, event: dict[str, Any]) -> None:
@@ -312,37 +302,29 @@ def _last_trace(loaded: LoadedFile) -> tuple[int, int] | None:
     return None
 
 
-# --- emitting ----------------------------------------------------------------------------------
+# --- observers ------------------------------------------------------------------------------
+
+EventObserver = Callable[["Session", dict[str, Any], bytes, "Linkable | None"], None]
+"""``observer(session, event, line, scope)``: called for every event, in message-id order, under
+the session's lock, with ``scope`` the scope it was logged in (``None`` outside any)."""
+
+_observers: tuple[EventObserver, ...] = ()
+_observers_lock = threading.Lock()
 
 
-def _emit(session: Session, event: dict[str, Any], line: bytes, span: Span | None) -> None:
-    if span is not None and span.is_recording():
-        span.add_event(sc.EVENT_CANONICAL, _span_event_attributes(event))
-    processor = runtime.processor
-    if processor is not None:
-        processor.on_canonical_event(session, event, line, span)  # type: ignore[arg-type]
+def observe_events(observer: EventObserver) -> Callable[[], None]:
+    """Call ``observer`` for every canonical event any session logs from now on; returns the
+    undo. Observers must not raise and must not log events themselves."""
+    global _observers
+    with _observers_lock:
+        _observers = (*_observers, observer)
 
+    def undo() -> None:
+        global _observers
+        with _observers_lock:
+            _observers = tuple(o for o in _observers if o is not observer)
 
-def _span_event_attributes(event: Mapping[str, Any]) -> dict[str, AttributeValue]:
-    attributes: dict[str, AttributeValue] = {}
-    for key, attribute in sc.EVENT_FIELD_ATTRIBUTES:
-        value = event.get(key)
-        if isinstance(value, str):
-            attributes[attribute] = value
-    cause = event.get("cause")
-    if isinstance(cause, list):  # a piece of text compiled from several messages
-        attributes[sc.EVENT_CAUSE] = [str(c) for c in cause]
-    settings = runtime.settings
-    if settings.capture_content:
-        content = event.get("content")
-        if isinstance(content, str):
-            attributes[sc.EVENT_CONTENT] = recorded_json(content, settings.max_payload_bytes)[1]
-        calls = event.get("tool_calls")
-        if calls:
-            attributes[sc.EVENT_TOOL_CALLS] = recorded_json(calls, settings.max_payload_bytes)[1]
-    elif isinstance(event.get("content"), str):
-        attributes[sc.EVENT_CONTENT_CHARS] = len(event["content"])
-    return {k: scrub_text(v) if isinstance(v, str) else v for k, v in attributes.items()}
+    return undo
 
 
 # --- the session agent code runs in ---------------------------------------------------------

@@ -17,7 +17,7 @@ import os
 import re
 import tempfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -320,31 +320,34 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 def snapshot_bytes(
     session_id: str,
-    runs: list[dict[str, Any]],
-    event_lines: list[bytes],
-    meta: dict[str, Any],
+    runs: Sequence[Mapping[str, Any] | bytes],
+    event_lines: Sequence[bytes],
+    meta: Mapping[str, Any],
     compresslevel: int = 4,
 ) -> bytes:
-    """The gzipped session file. ``event_lines`` are the stream's JSON lines, reused as they are
-    (no second serialisation of what may be 100,000 events)."""
+    """The gzipped session file. ``runs`` are SessionNodes, as objects or as their JSON (a run
+    serialised once when it ended is not serialised again); ``event_lines`` are the stream's JSON
+    lines, reused as they are (no second serialisation of what may be 100,000 events)."""
     head = json.dumps(
-        {
-            "format": FORMAT,
-            "version": VERSION,
-            "session_id": session_id,
-            "runs": runs,
-            "meta": meta,
-        },
+        {"format": FORMAT, "version": VERSION, "session_id": session_id},
         ensure_ascii=False,
         separators=(",", ":"),
     ).encode("utf-8")
-    body = b",".join(line.rstrip(b"\n") for line in event_lines)
+    runs_json = b",".join(run if isinstance(run, bytes) else _compact_json(run) for run in runs)
     compressor = zlib.compressobj(compresslevel, zlib.DEFLATED, 31)  # 31: the gzip container
-    return b"".join(
-        (
-            compressor.compress(head[:-1] + b',"events":['),
-            compressor.compress(body),
-            compressor.compress(b"]}"),
-            compressor.flush(),
+    parts = [
+        compressor.compress(head[:-1] + b',"runs":['),
+        compressor.compress(runs_json),
+        compressor.compress(b'],"meta":' + _compact_json(meta) + b',"events":['),
+    ]
+    for index, line in enumerate(event_lines):
+        parts.append(
+            compressor.compress(b"," + line.rstrip(b"\n") if index else line.rstrip(b"\n"))
         )
-    )
+    parts.append(compressor.compress(b"]}"))
+    parts.append(compressor.flush())
+    return b"".join(parts)
+
+
+def _compact_json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

@@ -17,12 +17,11 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from opentelemetry.sdk.trace import ReadableSpan
-
 from agenttrace import semconv as sc
 from agenttrace._internal.config import ConsoleMode
 from agenttrace._internal.redact import scrub_text, truncate_utf8
-from agenttrace.sdk.processor import Sink, span_attributes
+from agenttrace.record.lifecycle import Ended, Logged, Started
+from agenttrace.sdk.processor import Sink
 
 _QUIET_LEVELS = frozenset({"WRN", "ERR"})
 _VERBOSE_LEVELS = _QUIET_LEVELS | {"VRB", "THK", "FIN"}
@@ -52,7 +51,7 @@ def format_line(attributes: Mapping[str, Any], message: str) -> str:
 
 
 class ConsoleSink(Sink):
-    """Writes console lines for agenttrace's spans and logs to a stream (stderr by default)."""
+    """Writes console lines for agenttrace's scopes and logs to a stream (stderr by default)."""
 
     def __init__(
         self,
@@ -69,6 +68,8 @@ class ConsoleSink(Sink):
             "trace": _TRACE_LEVELS,
         }[mode]
         self._max_body_bytes = max_body_bytes
+        # The start attributes of each open scope, by (origin, label): a line names its node.
+        self._open: dict[tuple[str, str], Mapping[str, Any]] = {}
 
     def _write(self, line: str) -> None:
         stream = self._stream
@@ -80,28 +81,33 @@ class ConsoleSink(Sink):
             stream.write(line + "\n")
             stream.flush()
 
-    def on_event(self, span: ReadableSpan, name: str, attributes: Mapping[str, Any]) -> None:
-        if name == sc.EVENT_LOG:
+    def started(self, record: Started) -> None:
+        self._open[(record.origin, record.label)] = record.attributes
+
+    def logged(self, record: Logged) -> None:
+        started = self._open.get((record.origin, record.label))
+        if started is None:
+            return
+        attributes = record.attributes
+        if record.name == sc.EVENT_LOG:
             level = attributes.get(sc.LOG_LEVEL, "VRB")
             if level in self._levels:
-                self._write(
-                    format_line(
-                        span_attributes(span), f"{level} {attributes.get(sc.LOG_MESSAGE, '')}"
-                    )
-                )
-        elif name == sc.EVENT_REASONING and "THK" in self._levels:
+                self._write(format_line(started, f"{level} {attributes.get(sc.LOG_MESSAGE, '')}"))
+        elif record.name == sc.EVENT_REASONING and "THK" in self._levels:
             text = str(attributes.get(sc.REASONING_TEXT, ""))
-            self._write(format_line(span_attributes(span), f"THK {text}"))
+            self._write(format_line(started, f"THK {text}"))
 
-    def on_end(self, span: ReadableSpan) -> None:
-        attributes = span_attributes(span)
+    def ended(self, record: Ended) -> None:
+        started = self._open.pop((record.origin, record.label), None)
+        if started is None:
+            return
+        attributes = {**started, **record.attributes}
         kind = attributes.get(sc.KIND)
-        failed = attributes.get(sc.STATUS) == sc.STATUS_FAILED
-        if failed:
+        if record.error is not None:
             level = (
                 "ERR" if kind == sc.KIND_SESSION and not attributes.get(sc.TXN_PARENT) else "WRN"
             )
-            self._write(format_line(attributes, f"{level} {_failure(span)}"))
+            self._write(format_line(attributes, f"{level} {_failure(attributes, record.error)}"))
         elif self.mode != "quiet" and kind in (sc.KIND_LLM, sc.KIND_TOOL, sc.KIND_SESSION):
             summary = _summary(attributes)
             if summary is not None:
@@ -129,8 +135,7 @@ def _ms(attributes: Mapping[str, Any]) -> str:
     return f"{latency:.0f}ms" if isinstance(latency, (int, float)) else "?ms"
 
 
-def _failure(span: ReadableSpan) -> str:
-    attributes = span_attributes(span)
+def _failure(attributes: Mapping[str, Any], error: str) -> str:
     what = "failed"
     error_type = attributes.get(sc.ERROR_TYPE)
     if error_type:
@@ -138,7 +143,7 @@ def _failure(span: ReadableSpan) -> str:
     attempt = attributes.get(sc.ATTEMPT)
     prefix = f"attempt {attempt} " if attempt else ""
     # One line: an exception message may carry a whole traceback (litellm's do).
-    description = (span.status.description or "").strip().split("\n", 1)[0][:_MAX_REASON]
+    description = error.strip().split("\n", 1)[0][:_MAX_REASON]
     return f"{prefix}{what} after {_ms(attributes)}: {description}".rstrip(": ")
 
 

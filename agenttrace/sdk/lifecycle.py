@@ -80,10 +80,7 @@ class Tracing:
             except Exception:
                 logger.exception("agenttrace: undoing instrumentation failed")
         if self.processor is not None:
-            self.processor.force_flush()
             self.processor.shutdown()
-            if runtime.processor is self.processor:
-                runtime.processor = None
         if self.provider is not None:
             if self.owns_provider:
                 self.provider.shutdown()
@@ -148,7 +145,10 @@ def init(
             return handle
         remember_environment_secrets()
         provider, owns = _provider(tracer_provider, settings)
-        optree = OpTreeSink()
+        optree = OpTreeSink(
+            resource=dict(provider.resource.attributes),
+            scope={"name": INSTRUMENTATION_NAME, "version": __version__},
+        )
         stream = EventStreamSink(settings.sessions_dir, redacted=settings.redacted_save)
         processor = AgentTraceProcessor(
             (
@@ -166,7 +166,7 @@ def init(
             provider.add_span_processor(
                 BatchSpanProcessor(_otlp_exporter(settings, explicit=endpoint is not None))
             )
-        runtime.processor = processor
+        runtime.recorder = processor
         runtime.tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
         handle = Tracing(settings, provider, processor, owns)
         if instrument_litellm:
@@ -181,7 +181,8 @@ def init(
 def on_optree(callback: Callable[[Node], None], min_interval: float = 0.25) -> Callable[[], None]:
     """Seed 002's ``onOpTree``: call ``callback(root_session_node)`` as a run's opTree changes,
     at most every ``min_interval`` seconds and always when the run ends (on agenttrace's
-    background thread; treat the tree as read-only). Returns the unsubscribe."""
+    background thread; treat the tree as read-only, and copy what you keep: the tree is released
+    when the run ends). Returns the unsubscribe."""
     handle = _active
     if handle is None or handle.processor is None:
         return lambda: None

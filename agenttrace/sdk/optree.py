@@ -1,11 +1,15 @@
-"""The opTree of seed 002, built live from span starts and ends: ``SessionNode`` → ``TurnNode`` →
+"""The opTree of seed 002, built live from lifecycle records: ``SessionNode`` → ``TurnNode`` →
 ``OperationNode``, with ``childSession``s for sub-agents, logs, accounting, request/response and
 reasoning.
 
-Nodes are plain JSON-ready dicts. A node exists as soon as its span starts (``startedAt`` only,
-"in progress") and is completed when it ends. Each span's place comes from its path label, so
-the tree is right whatever order spans end in. The builder is a sink of our processor; it runs
-on the background worker.
+Nodes are plain JSON-ready dicts. A node exists as soon as its scope starts (``startedAt`` only,
+"in progress") and is completed when it ends. Each scope's place comes from its path label, so
+the tree is right whatever order scopes end in. Every node also keeps its span exactly as it was
+sent (``span``: ids, times in ns, kind, status, attributes, events), and a run's root keeps the
+resource, so an export of the session file reproduces what went over OTLP.
+
+The builder is a sink of our processor and runs on its background worker. A run is dropped from
+memory once its root has ended and the listeners (session file, ledger) have taken it.
 """
 
 from __future__ import annotations
@@ -15,57 +19,72 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan
-
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
-from agenttrace.record.paths import Address, kind_of, parse_label
-from agenttrace.sdk.processor import Sink, span_attributes
+from agenttrace.record.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
+from agenttrace.record.paths import format_label, kind_of, parse_label
+from agenttrace.sdk.processor import Sink
 
 Node = dict[str, Any]
+Listener = Callable[[str, "RunTree", str], None]
+"""``listener(what, run, label)``: ``what`` is ``start`` or ``end`` of the node at ``label``."""
 
 
-def _ms(nanoseconds: int | None) -> int | None:
-    return nanoseconds // 1_000_000 if nanoseconds is not None else None
+def _ms(nanoseconds: int) -> int:
+    return nanoseconds // 1_000_000
 
 
 class RunTree:
-    """One run (a root agent run and everything under it): its nodes by address."""
+    """One run (a root agent run and everything under it): its nodes by path label."""
 
-    def __init__(self, session_id: str, origin: str) -> None:
+    __slots__ = ("finished", "nodes", "origin", "root", "session", "session_id")
+
+    def __init__(self, session_id: str, origin: str, session: Any = None) -> None:
         self.session_id = session_id
         self.origin = origin
-        self.nodes: dict[Address, Node] = {}
+        self.session = session
+        """The ``Session`` the run records into, once an event has named it."""
+        self.nodes: dict[str, Node] = {}
         self.root: Node | None = None
         self.finished = False
 
-    def place(self, address: Address, node: Node) -> None:
-        self.nodes[address] = node
+    def place(self, label: str, node: Node) -> None:
+        """Put ``node`` under its parent (by its label's address)."""
+        self.nodes[label] = node
+        address = parse_label(label)
         if not address:
             self.root = node
             return
-        parent = self.nodes.get(address[:-1])
+        parent = self.nodes.get(format_label(address[:-1]))
         if parent is None:
-            return  # its parent is not ours (a span started before agenttrace was set up)
+            return  # its parent is not ours (a scope started before agenttrace was set up)
         kind = kind_of(address)
         if kind == "turn":
             parent.setdefault("turns", []).append(node)
         elif kind == "op":
             parent.setdefault("ops", []).append(node)
         else:
-            children = parent.setdefault("childSessions", [])
-            children.append(node)
+            hosted = parent.setdefault("childSessions", [])
+            hosted.append(node)
             parent.setdefault("childSession", node)
             parent["kind"] = "session"
 
 
 class OpTreeSink(Sink):
-    """Builds every run's opTree and tells subscribers (throttled) when it changes."""
+    """Builds every live run's opTree and tells listeners and subscribers when it changes."""
 
-    def __init__(self) -> None:
-        self.runs: dict[str, RunTree] = {}  # origin txn id -> run
+    def __init__(
+        self,
+        resource: Mapping[str, Any] | None = None,
+        scope: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.runs: dict[str, RunTree] = {}  # origin txn id -> run, while it is live
+        self.resource = dict(resource or {})
+        """The resource the spans were sent with (``service.name``, ...), kept on each run."""
+        self.scope = dict(scope or {})
+        """The instrumentation scope of the spans (``name``, ``version``)."""
         self._subscribers: list[_Subscriber] = []
-        self._listeners: list[Callable[[str, RunTree, str], None]] = []
+        self._listeners: list[Listener] = []
         self._lock = threading.Lock()
 
     # -- subscriptions ------------------------------------------------------------------------
@@ -85,74 +104,79 @@ class OpTreeSink(Sink):
 
         return unsubscribe
 
-    def add_listener(self, listener: Callable[[str, RunTree, str], None]) -> None:
-        """``listener(what, run, label)`` at the start and end of each node (the session file)."""
+    def add_listener(self, listener: Listener) -> None:
+        """``listener(what, run, label)`` at the start and end of each node."""
         self._listeners.append(listener)
 
     # -- the sink -----------------------------------------------------------------------------
 
-    def on_start(self, span: ReadableSpan) -> None:
-        attributes = span_attributes(span)
-        label = attributes.get(sc.PATH)
-        origin = attributes.get(sc.TXN_ORIGIN)
-        if not isinstance(label, str) or not isinstance(origin, str):
-            return
-        address = parse_label(label)
-        run = self.runs.get(origin)
+    def started(self, record: Started) -> None:
+        run = self.runs.get(record.origin)
         if run is None:
-            if address:
+            if record.label != "0":
                 return  # a run whose root we never saw
-            run = self.runs[origin] = RunTree(str(attributes.get(sc.SESSION_ID, origin)), origin)
-        run.place(address, _new_node(span, address))
-        self._changed(run, "start", label)
+            session_id = record.attributes.get(sc.SESSION_ID, record.origin)
+            run = self.runs[record.origin] = RunTree(str(session_id), record.origin, record.session)
+        node = _new_node(record)
+        if record.label == "0":
+            node["resource"] = {"attributes": dict(self.resource)}
+            node["scope"] = dict(self.scope)
+        run.place(record.label, node)
+        self._changed(run, "start", record.label)
 
-    def on_event(self, span: ReadableSpan, name: str, attributes: Mapping[str, Any]) -> None:
-        node = self._node(span)
+    def logged(self, record: Logged) -> None:
+        node = self._node(record.origin, record.label)
         if node is None:
             return
-        if name == sc.EVENT_LOG:
-            node.setdefault("logs", []).append(
-                {
-                    "ts": int(time.time() * 1000),
-                    "level": attributes.get(sc.LOG_LEVEL),
-                    "message": attributes.get(sc.LOG_MESSAGE),
-                    "path": attributes.get(sc.PATH),
-                    **(
-                        {"details": attributes[sc.LOG_DETAILS]}
-                        if sc.LOG_DETAILS in attributes
-                        else {}
-                    ),
-                }
-            )
-        elif name == sc.EVENT_REASONING:
+        attributes = record.attributes
+        _add_span_event(node, (record.name, record.time_ns, attributes))
+        if record.name == sc.EVENT_LOG:
+            entry: Node = {
+                "ts": _ms(record.time_ns),
+                "level": attributes.get(sc.LOG_LEVEL),
+                "message": attributes.get(sc.LOG_MESSAGE),
+                "path": attributes.get(sc.PATH),
+            }
+            if sc.LOG_DETAILS in attributes:
+                entry["details"] = attributes[sc.LOG_DETAILS]
+            node.setdefault("logs", []).append(entry)
+        elif record.name == sc.EVENT_REASONING:
             reasoning = node.setdefault("reasoning", {"chunks": []})
             reasoning["chunks"].append(
-                {"text": attributes.get(sc.REASONING_TEXT, ""), "ts": int(time.time() * 1000)}
+                {"text": attributes.get(sc.REASONING_TEXT, ""), "ts": _ms(record.time_ns)}
             )
 
-    def on_end(self, span: ReadableSpan) -> None:
-        node = self._node(span)
-        if node is None:
+    def event_logged(self, record: EventLogged) -> None:
+        if record.origin is None or record.label is None:
             return
-        attributes = span_attributes(span)
-        _complete(node, span, attributes)
-        run = self.runs.get(str(attributes.get(sc.TXN_ORIGIN)))
+        run = self.runs.get(record.origin)
         if run is None:
             return
-        label = str(attributes.get(sc.PATH))
-        if label == "0":
+        if run.session is None:
+            run.session = record.session
+        node = run.nodes.get(record.label)
+        if node is not None and record.span_event is not None:
+            _add_span_event(node, record.span_event)
+
+    def ended(self, record: Ended) -> None:
+        run = self.runs.get(record.origin)
+        if run is None:
+            return
+        node = run.nodes.get(record.label)
+        if node is None:
+            return
+        _complete(node, record)
+        if record.label == "0":
             run.finished = True
-        self._changed(run, "end", label)
+        self._changed(run, "end", record.label)
+        if run.finished:
+            del self.runs[record.origin]  # the listeners have taken it: release it
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _node(self, span: ReadableSpan) -> Node | None:
-        attributes = span_attributes(span)
-        run = self.runs.get(str(attributes.get(sc.TXN_ORIGIN)))
-        label = attributes.get(sc.PATH)
-        if run is None or not isinstance(label, str):
-            return None
-        return run.nodes.get(parse_label(label))
+    def _node(self, origin: str, label: str) -> Node | None:
+        run = self.runs.get(origin)
+        return run.nodes.get(label) if run is not None else None
 
     def _changed(self, run: RunTree, what: str, label: str) -> None:
         for listener in self._listeners:
@@ -166,20 +190,20 @@ class OpTreeSink(Sink):
         for subscriber in self._subscribers:
             subscriber.offer(run.root, final)
 
-    def runs_of(self, session_id: str) -> list[Node]:
-        """The root SessionNodes of this process's runs of ``session_id``, oldest first."""
-        return [r.root for r in self.runs.values() if r.session_id == session_id and r.root]
+    def live_runs(self, session_id: str) -> list[RunTree]:
+        """This process's live runs of ``session_id``, oldest first."""
+        return [run for run in self.runs.values() if run.session_id == session_id and run.root]
 
 
 class _Subscriber:
     def __init__(self, callback: Callable[[Node], None], min_interval: float) -> None:
         self.callback = callback
         self.min_interval = min_interval
-        self.last = 0.0
+        self.last: float | None = None
 
     def offer(self, root: Node, final: bool) -> None:
         now = time.monotonic()
-        if not final and now - self.last < self.min_interval:
+        if not final and self.last is not None and now - self.last < self.min_interval:
             return
         self.last = now
         try:
@@ -193,17 +217,43 @@ class _Subscriber:
 _SESSION_ATTRIBUTES = (sc.CALL_PATH, sc.AGENT_MODEL, sc.RESUMED_FROM, sc.IMPLICIT)
 
 
-def _new_node(span: ReadableSpan, address: Address) -> Node:
-    attributes = span_attributes(span)
-    context = span.get_span_context()
-    started = _ms(span.start_time)
-    label = attributes.get(sc.PATH)
-    kind = attributes.get(sc.KIND)
-    if kind == sc.KIND_SESSION and kind_of(address) == "session":
-        node: Node = {
+def _span(record: Started) -> Node:
+    """The span as sent, as far as it is known when it starts."""
+    span: Node = {
+        "name": record.name,
+        "kind": record.span_kind,
+        "traceId": format(record.trace_id, "032x") if record.trace_id else None,
+        "spanId": format(record.span_id, "016x") if record.trace_id else None,
+        "parentSpanId": format(record.parent_span_id, "016x") if record.parent_span_id else None,
+        "startTimeUnixNano": record.started_ns,
+        "attributes": dict(record.attributes),
+        "events": [],
+    }
+    if record.links:
+        span["links"] = [
+            {"traceId": format(trace_id, "032x"), "spanId": format(span_id, "016x")}
+            for trace_id, span_id in record.links
+        ]
+    return span
+
+
+def _add_span_event(node: Node, event: SpanEvent) -> None:
+    name, time_ns, attributes = event
+    node["span"]["events"].append(
+        {"name": name, "timeUnixNano": time_ns, "attributes": dict(attributes)}
+    )
+
+
+def _new_node(record: Started) -> Node:
+    attributes = record.attributes
+    started = _ms(record.started_ns)
+    label = record.label
+    span = _span(record)
+    if record.kind == sc.KIND_SESSION and kind_of(parse_label(label)) == "session":
+        return {
             "id": attributes.get(sc.TXN_ID),
-            "traceId": format(context.trace_id, "032x") if context else None,
-            "spanId": format(context.span_id, "016x") if context else None,
+            "traceId": span["traceId"],
+            "spanId": span["spanId"],
             "path": label,
             "agentId": attributes.get(sc.AGENT_ID),
             "agentName": attributes.get(sc.GEN_AI_AGENT_NAME),
@@ -218,41 +268,49 @@ def _new_node(span: ReadableSpan, address: Address) -> Node:
                 **{k: attributes[k] for k in _SESSION_ATTRIBUTES if k in attributes},
             },
             "turns": [],
+            "span": span,
         }
-        return node
-    if kind == sc.KIND_TURN:
+    if record.kind == sc.KIND_TURN:
         return {
-            "id": format(context.span_id, "016x") if context else None,
+            "id": span["spanId"],
             "index": attributes.get(sc.TURN_INDEX),
             "path": label,
             "startedAt": started,
             "attributes": {sc.IMPLICIT: True} if attributes.get(sc.IMPLICIT) else {},
             "ops": [],
+            "span": span,
         }
     return {
-        "opId": format(context.span_id, "016x") if context else None,
+        "opId": span["spanId"],
         "path": label,
-        "kind": kind,
+        "kind": record.kind,
         "name": attributes.get(sc.GEN_AI_TOOL_NAME) or attributes.get(sc.GEN_AI_REQUEST_MODEL),
         "startedAt": started,
         "attributes": {},
         "logs": [],
         "accounting": [],
+        "span": span,
     }
 
 
-def _complete(node: Node, span: ReadableSpan, attributes: Mapping[str, Any]) -> None:
-    node["endedAt"] = _ms(span.end_time)
-    failed = attributes.get(sc.STATUS) == sc.STATUS_FAILED
-    error = span.status.description if failed else None
+def _complete(node: Node, record: Ended) -> None:
+    span = node["span"]
+    attributes = span["attributes"]
+    attributes.update(record.attributes)
+    for event in record.events:
+        _add_span_event(node, event)
+    span["endTimeUnixNano"] = record.ended_ns
+    error = record.error
+    span["status"] = {"code": "ERROR", "message": error} if error is not None else {"code": "UNSET"}
+    node["endedAt"] = _ms(record.ended_ns)
     if "turns" in node:  # a session
-        node["success"] = not failed
+        node["success"] = error is None
         node["error"] = error
         node["latencyMs"] = attributes.get(sc.LATENCY_MS)
         return
     if "ops" in node:  # a turn
         return
-    node["status"] = sc.STATUS_FAILED if failed else sc.STATUS_OK
+    node["status"] = sc.STATUS_FAILED if error is not None else sc.STATUS_OK
     node["latencyMs"] = attributes.get(sc.LATENCY_MS)
     if node.get("kind") != attributes.get(sc.KIND):
         node["kind"] = attributes.get(sc.KIND)
@@ -260,13 +318,13 @@ def _complete(node: Node, span: ReadableSpan, attributes: Mapping[str, Any]) -> 
         node["error"] = error
     if attributes.get(sc.ERROR_TYPE):
         node["attributes"]["errorType"] = attributes[sc.ERROR_TYPE]
-    node["accounting"].append(_accounting(attributes, span, error))
+    node["accounting"].append(_accounting(attributes, record.ended_ns, error))
     _payloads(node, attributes)
 
 
-def _accounting(attributes: Mapping[str, Any], span: ReadableSpan, error: str | None) -> Node:
+def _accounting(attributes: Mapping[str, Any], ended_ns: int, error: str | None) -> Node:
     entry: Node = {
-        "timestamp": _ms(span.end_time),
+        "timestamp": _ms(ended_ns),
         "status": attributes.get(sc.STATUS),
         "latency": attributes.get(sc.LATENCY_MS),
         "type": "llm" if attributes.get(sc.KIND) == sc.KIND_LLM else "tool",
@@ -310,8 +368,7 @@ def _payloads(node: Node, attributes: Mapping[str, Any]) -> None:
     ):
         value = attributes.get(key)
         if isinstance(value, str):
-            # The payload as recorded on the span (capped, redacted JSON text): parsing it for
-            # every op would cost the worker more than the rest of the node.
+            # The payload as recorded on the span (capped, redacted JSON text).
             entry: Node = {"payload": value, "size": len(value)}
             if kind is not None:
                 entry["kind"] = kind

@@ -1,12 +1,15 @@
-"""Our span processor: the one place every output of agenttrace is derived from the spans.
+"""Our span processor, and the recorder every lifecycle record goes through.
 
-OpenTelemetry calls ``on_start``/``on_end`` for every span; agenttrace's own span events (logs,
-reasoning, canonical events) arrive through :meth:`AgentTraceProcessor.on_event` the moment they
-are added, so outputs that must not wait for a span to end (the event stream) see them at once.
-Everything else is handed to the background worker (``_worker``), which also ends agenttrace's
-spans: sinks see starts, events and ends in the order they happened, off the agent's hot path.
-Each output is a :class:`Sink`; the processor hands our spans to every sink and ignores spans
-that are not ours.
+agenttrace's outputs are projections of lifecycle records (``agenttrace.record.lifecycle``), not
+of spans: scopes emit records whether or not their spans are sampled, and end their spans in the
+caller, so every processor on the provider sees ``on_end`` in order, in the caller's thread, as
+OpenTelemetry promises. This processor therefore does nothing with spans. It is on the provider
+so that the application's own ``provider.force_flush()`` and ``provider.shutdown()`` also flush and
+close agenttrace's outputs (the session files, the ledger), whatever order processors were added.
+
+Records reach :meth:`AgentTraceProcessor.record` in the caller's thread. Canonical events go at
+once to the *inline* sinks (the event stream: on disk before ``log_*`` returns); everything else
+is queued for the background worker, which feeds the other sinks in order.
 
 Like the SDK's processors, it never lets an error reach its caller: a failing sink is reported
 once (and re-raised under the test suite) and the others go on.
@@ -15,56 +18,42 @@ once (and re-raised under the test suite) and the others go on.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
-from agenttrace.sdk.worker import worker
-
-if TYPE_CHECKING:
-    from agenttrace.record.session import Session
-
-
-def span_attributes(span: ReadableSpan) -> Mapping[str, Any]:
-    """A span's attributes as a plain mapping, read fast.
-
-    ``span.attributes`` is a read-only proxy over the SDK's ``BoundedAttributes``, whose every
-    lookup runs three Python-level calls; the sinks read ~30 attributes a span on the worker. The
-    dict inside is used when it is there (the SDK's current layout), the proxy otherwise.
-    """
-    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
-    if isinstance(inner, dict):
-        return inner
-    return span.attributes or {}
+from agenttrace._internal.runtime import runtime
+from agenttrace.record.lifecycle import Ended, EventLogged, Logged, Record, Started
+from agenttrace.sdk.worker import Worker
 
 
 class Sink:
-    """One output derived from our spans. Methods must not block for long or raise.
+    """One output derived from lifecycle records. Methods must not block for long or raise.
 
-    ``on_start`` and ``on_event`` run on agenttrace's background worker, in order with the span
-    ends (which the worker performs), unless ``inline`` is true: then ``on_event`` runs in the
-    caller's thread at once (for outputs that must be on disk before the call returns).
+    Every method runs on the background worker, in record order, except ``event_logged`` of an
+    ``inline`` sink, which runs in the caller's thread at once (for outputs that must be on disk
+    before the call that logged the event returns).
     """
 
     inline = False
 
-    def on_start(self, span: ReadableSpan) -> None:
-        """An agenttrace span started (its start attributes are set)."""
+    def attach(self, processor: AgentTraceProcessor) -> None:
+        """Called when the sink is added to ``processor`` (to schedule work on its worker)."""
 
-    def on_event(self, span: ReadableSpan, name: str, attributes: Mapping[str, Any]) -> None:
-        """An agenttrace event (log, reasoning chunk, canonical event) was added to ``span``."""
+    def started(self, record: Started) -> None:
+        """A scope started."""
 
-    def on_canonical_event(
-        self, session: Session, event: dict[str, Any], line: bytes, span: ReadableSpan | None
-    ) -> None:
-        """A seed-001 event was logged: ``event`` in full, ``line`` its JSON line as written."""
+    def ended(self, record: Ended) -> None:
+        """A scope ended."""
 
-    def on_end(self, span: ReadableSpan) -> None:
-        """An agenttrace span ended."""
+    def logged(self, record: Logged) -> None:
+        """A log line or reasoning chunk was attached to a scope."""
+
+    def event_logged(self, record: EventLogged) -> None:
+        """A canonical event was logged."""
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Write out anything buffered."""
@@ -74,15 +63,30 @@ class Sink:
         """Flush and release resources; later calls are ignored."""
 
 
+_METHODS = {Started: "started", Ended: "ended", Logged: "logged", EventLogged: "event_logged"}
+
+
+class _Deferred:
+    """Work a sink scheduled on the worker (see :meth:`AgentTraceProcessor.schedule`)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self.fn = fn
+
+
 class AgentTraceProcessor(SpanProcessor):
-    """Feeds agenttrace's spans and events to its sinks (console, stream, session file, ...)."""
+    """Feeds lifecycle records to agenttrace's sinks; flushes and shuts them down with the
+    provider it is added to."""
 
     def __init__(self, sinks: tuple[Sink, ...] = ()) -> None:
-        self._sinks: tuple[Sink, ...] = ()  # copy-on-write: iterated without a lock
-        self._start_sinks: tuple[Sink, ...] = ()
-        self._event_sinks: tuple[Sink, ...] = ()
+        self._sinks: tuple[Sink, ...] = ()
+        # Per record type, the sinks that implement its method (copy-on-write tuples).
+        self._deferred: dict[type, tuple[Sink, ...]] = {kind: () for kind in _METHODS}
+        self._inline_events: tuple[Sink, ...] = ()
         self._lock = threading.Lock()
         self._shut_down = False
+        self.worker = Worker(self._consume)
         for sink in sinks:
             self.add_sink(sink)
 
@@ -92,60 +96,65 @@ class AgentTraceProcessor(SpanProcessor):
         return self._sinks
 
     def add_sink(self, sink: Sink) -> None:
-        """Add a sink; it sees spans and events from now on."""
+        """Add a sink; it sees records from now on."""
         with self._lock:
             self._sinks = (*self._sinks, sink)
-            if type(sink).on_start is not Sink.on_start:  # skip queueing no-op calls
-                self._start_sinks = (*self._start_sinks, sink)
-            if type(sink).on_canonical_event is not Sink.on_canonical_event:
-                self._event_sinks = (*self._event_sinks, sink)
+            deferred = dict(self._deferred)
+            for kind, method in _METHODS.items():
+                if getattr(type(sink), method) is getattr(Sink, method):
+                    continue  # a no-op: never queue calls to it
+                if kind is EventLogged and sink.inline:
+                    self._inline_events = (*self._inline_events, sink)
+                else:
+                    deferred[kind] = (*deferred[kind], sink)
+            self._deferred = deferred
+        sink.attach(self)
 
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        if self._shut_down or not self._start_sinks:
-            return
-        if sc.KIND in span_attributes(span):
-            worker.submit(self._dispatch, "on_start", self._start_sinks, (span,))
+    def schedule(self, delay: float, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on the worker after ``delay`` seconds (dropped at shutdown)."""
+        self.worker.schedule(delay, _Deferred(fn))
 
-    def on_event(self, span: ReadableSpan, name: str, attributes: Mapping[str, Any]) -> None:
-        """Called by agenttrace right after it adds an event to one of its spans."""
-        if not self._shut_down:
-            self._deliver("on_event", self._sinks, (span, name, attributes))
+    # -- records ------------------------------------------------------------------------------
 
-    def on_canonical_event(
-        self, session: Session, event: dict[str, Any], line: bytes, span: ReadableSpan | None
-    ) -> None:
-        """Called by ``Session`` for every event it logs, in message-id order."""
-        if not self._shut_down:
-            self._deliver("on_canonical_event", self._event_sinks, (session, event, line, span))
-
-    def on_end(self, span: ReadableSpan) -> None:
-        # Runs where the span was ended: agenttrace's worker, in order with the queued calls.
+    def record(self, record: Record) -> None:
+        """Take one record, in the caller's thread (see the module docstring)."""
         if self._shut_down:
             return
-        if sc.KIND in span_attributes(span):
-            self._dispatch("on_end", self._sinks, (span,))
+        if type(record) is EventLogged:
+            for sink in self._inline_events:
+                try:
+                    sink.event_logged(record)
+                except Exception as exc:
+                    report_internal_error(f"{type(sink).__name__}.event_logged", exc)
+        if self._deferred[type(record)]:
+            self.worker.put(record)
 
-    def _deliver(self, method: str, sinks: tuple[Sink, ...], args: tuple[Any, ...]) -> None:
-        """Call ``method`` on the inline sinks now, and queue one call for the others."""
-        queued = []
-        for sink in sinks:
-            if sink.inline:
-                self._dispatch(method, (sink,), args)
-            else:
-                queued.append(sink)
-        if queued:
-            worker.submit(self._dispatch, method, tuple(queued), args)
-
-    @staticmethod
-    def _dispatch(method: str, sinks: tuple[Sink, ...], args: tuple[Any, ...]) -> None:
-        for sink in sinks:
+    def _consume(self, record: Any) -> None:
+        if type(record) is _Deferred:
+            record.fn()
+            return
+        method = _METHODS[type(record)]
+        for sink in self._deferred[type(record)]:
             try:
-                getattr(sink, method)(*args)
+                getattr(sink, method)(record)
             except Exception as exc:
                 report_internal_error(f"{type(sink).__name__}.{method}", exc)
 
+    # -- the span processor -------------------------------------------------------------------
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Nothing: agenttrace's outputs come from its own records, not from spans."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Nothing: agenttrace's outputs come from its own records, not from spans."""
+
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        ok = worker.flush(timeout_millis / 1000)
+        """Consume every record so far and flush every sink."""
+        try:
+            ok = self.worker.flush(timeout_millis / 1000)
+        except Exception as exc:
+            report_internal_error("force_flush", exc)
+            ok = False
         for sink in self._sinks:
             try:
                 ok = sink.force_flush(timeout_millis) and ok
@@ -155,11 +164,17 @@ class AgentTraceProcessor(SpanProcessor):
         return ok
 
     def shutdown(self) -> None:
-        worker.flush()
+        """Consume every record so far, then shut each sink down (later calls do nothing)."""
         with self._lock:
             if self._shut_down:
                 return
             self._shut_down = True
+        if runtime.recorder is self:
+            runtime.recorder = None  # scopes stop recording: nothing would take the records
+        try:
+            self.worker.stop()
+        except Exception as exc:
+            report_internal_error("shutdown", exc)
         for sink in self._sinks:
             try:
                 sink.shutdown()

@@ -2,10 +2,13 @@
 
 - :class:`EventStreamSink` writes each canonical event, the moment it is logged, as one flushed
   JSON line of ``<sessions_dir>/<session_id>.events.jsonl`` (inline: before ``log_*`` returns).
+  Its file stays open while the session object is alive, and at most ``max_open`` at a time.
 - :class:`SessionFileSink` writes ``<session_id>.json.gz`` (opTree of every run, every event,
-  meta) atomically at every sub-agent finish, at run end and at a clean exit. Sub-agent
-  snapshots are throttled in proportion to how long the last one took, so snapshot cost stays a
-  bounded share of the run instead of growing with the square of the session's length.
+  meta) atomically. Writes are coalesced: when a run or a sub-agent ends, the file is written at
+  once if the last write is far enough back, else once, later, with everything that changed
+  meanwhile; the gap grows with the write's own cost, so snapshots stay a bounded share of the
+  work whatever the session's length. ``force_flush`` and shutdown write whatever changed.
+  A finished run is serialised once, when it ends, and its tree released.
 
 If the directory cannot be written (read-only, disk full), the agent keeps running and one
 warning on stderr says what is not being saved.
@@ -13,17 +16,19 @@ warning on stderr says what is not being saved.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import json
 import logging
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan
-
 from agenttrace._internal.redact import scrub_json_text
+from agenttrace.record.lifecycle import EventLogged
 from agenttrace.record.paths import kind_of, parse_label
 from agenttrace.record.session import Session
 from agenttrace.record.session_files import (
@@ -34,16 +39,13 @@ from agenttrace.record.session_files import (
     write_atomically,
 )
 from agenttrace.sdk.optree import OpTreeSink, RunTree
-from agenttrace.sdk.processor import Sink
+from agenttrace.sdk.processor import AgentTraceProcessor, Sink
 
 logger = logging.getLogger("agenttrace")
 
-_sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
 
-
-def register(session: Session) -> None:
-    """Let the sinks find a session by its id (sessions hold the events and lines)."""
-    _sessions[session.session_id] = session
+def _compact(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 class EventStreamSink(Sink):
@@ -51,16 +53,21 @@ class EventStreamSink(Sink):
 
     inline = True
 
-    def __init__(self, sessions_dir: Path, redacted: bool = False) -> None:
+    def __init__(self, sessions_dir: Path, redacted: bool = False, max_open: int = 64) -> None:
         self.sessions_dir = sessions_dir
         self.redacted = redacted
-        self._appenders: dict[str, StreamAppender | None] = {}
+        self.max_open = max_open
+        # Open appenders, least recently used first; a session whose file could not be opened
+        # or written maps to None (it is not retried: one warning, not one per event).
+        self._appenders: collections.OrderedDict[str, StreamAppender | None] = (
+            collections.OrderedDict()
+        )
+        self._repaired: set[str] = set()
         self._lock = threading.Lock()
 
-    def on_canonical_event(
-        self, session: Session, event: dict[str, Any], line: bytes, span: ReadableSpan | None
-    ) -> None:
-        register(session)
+    def event_logged(self, record: EventLogged) -> None:
+        session: Session = record.session
+        line = record.line
         with self._lock:
             appender = self._appender(session)
             if appender is None:
@@ -82,11 +89,15 @@ class EventStreamSink(Sink):
 
     def _appender(self, session: Session) -> StreamAppender | None:
         session_id = session.session_id
-        if session_id in self._appenders:
-            return self._appenders[session_id]
+        appenders = self._appenders
+        if session_id in appenders:
+            appenders.move_to_end(session_id)
+            return appenders[session_id]
         path = stream_path(self.sessions_dir, session_id)
         try:
-            _repair(path, session)
+            if session_id not in self._repaired:
+                _repair(path, session)
+                self._repaired.add(session_id)
             appender: StreamAppender | None = StreamAppender(path)
         except OSError as exc:
             appender = None
@@ -97,8 +108,23 @@ class EventStreamSink(Sink):
                 exc.strerror or exc,
                 session_id,
             )
-        self._appenders[session_id] = appender
+        appenders[session_id] = appender
+        if appender is not None:
+            # The file is closed when the session object goes away (it can log no more)...
+            weakref.finalize(session, self._release, session_id, appender)
+        while len(appenders) > self.max_open:  # ... and reopened on demand past the cap
+            _, oldest = appenders.popitem(last=False)
+            if oldest is not None:
+                oldest.close()
         return appender
+
+    def _release(self, session_id: str, appender: StreamAppender) -> None:
+        # A finalizer: runs on whatever thread collects the session; never blocks on the lock
+        # for long (closing a file descriptor twice is prevented by StreamAppender).
+        with self._lock:
+            if self._appenders.get(session_id) is appender:
+                del self._appenders[session_id]
+            appender.close()
 
     def sync(self, session_id: str) -> None:
         """fsync the stream (the snapshot does, so both are on disk together)."""
@@ -150,10 +176,24 @@ def _repair(path: Path, session: Session) -> None:
         )
 
 
-class SessionFileSink(Sink):
-    """Writes the gzipped session file when runs and sub-agents finish, and at exit."""
+class _SessionState:
+    """What the session-file sink keeps of one session between writes."""
 
-    inline = True  # its event handler only notes the session changed: cheaper than queueing
+    __slots__ = ("__weakref__", "dirty", "failed", "next_allowed", "runs", "scheduled", "session")
+
+    def __init__(self, session: Session) -> None:
+        self.session: weakref.ref[Session] = weakref.ref(session)
+        # Every run in start order: earlier runs (from the file it was resumed from) and this
+        # process's finished runs as their JSON, live runs as their tree.
+        self.runs: list[_Finished | RunTree] = [_Finished(run) for run in session.runs]
+        self.dirty = True
+        self.failed = False
+        self.scheduled = False
+        self.next_allowed = 0.0
+
+
+class SessionFileSink(Sink):
+    """Writes the gzipped session file, coalesced, when runs and sub-agents end, and at exit."""
 
     def __init__(
         self,
@@ -170,50 +210,79 @@ class SessionFileSink(Sink):
         self.redacted = redacted
         self.min_interval = min_interval
         self.cost_factor = cost_factor
-        self._last_write: dict[str, float] = {}
-        self._next_allowed: dict[str, float] = {}
-        self._dirty: set[str] = set()
-        self._failed: set[str] = set()
-        self._lock = threading.Lock()
+        self._states: dict[str, _SessionState] = {}
+        self._processor: AgentTraceProcessor | None = None
+        self._lock = threading.RLock()
         optree.add_listener(self._on_tree)
 
-    def on_canonical_event(
-        self, session: Session, event: dict[str, Any], line: bytes, span: ReadableSpan | None
-    ) -> None:
-        register(session)
-        self._dirty.add(session.session_id)
+    def attach(self, processor: AgentTraceProcessor) -> None:
+        self._processor = processor
+
+    def _state(self, session: Session) -> _SessionState:
+        state = self._states.get(session.session_id)
+        if state is None or state.session() is not session:
+            state = self._states[session.session_id] = _SessionState(session)
+        return state
+
+    def event_logged(self, record: EventLogged) -> None:
+        self._state(record.session).dirty = True
 
     def _on_tree(self, what: str, run: RunTree, label: str) -> None:
-        self._dirty.add(run.session_id)
-        if what != "end":
+        if run.session is None:
+            return
+        state = self._state(run.session)
+        state.dirty = True
+        if what == "start":
+            if label == "0":
+                state.runs.append(run)
             return
         address = parse_label(label)
-        if not address:
-            self.write(run.session_id, force=True)  # run end
+        if not address:  # a run ended: serialise it once, drop the tree
+            index = next((i for i, r in enumerate(state.runs) if r is run), None)
+            if index is not None and run.root is not None:
+                state.runs[index] = _Finished(run.root)
+            self.request_write(run.session_id)
         elif kind_of(address) == "session":
-            self.write(run.session_id)  # a sub-agent finished: throttled
+            self.request_write(run.session_id)  # a sub-agent finished
 
-    def write(self, session_id: str, force: bool = False) -> bool:
-        """Snapshot ``session_id`` now (``force``) or if the throttle allows; True if written."""
-        session = _sessions.get(session_id)
-        if session is None or session_id in self._failed:
-            return False
+    def request_write(self, session_id: str) -> None:
+        """Write now if the last write is far enough back, else once, later."""
+        state = self._states.get(session_id)
+        if state is None or state.scheduled or state.failed:
+            return
+        delay = state.next_allowed - time.monotonic()
+        if delay <= 0 or self._processor is None:
+            self.write(session_id)
+            return
+        state.scheduled = True
+        self._processor.schedule(delay, lambda: self._scheduled_write(session_id))
+
+    def _scheduled_write(self, session_id: str) -> None:
+        state = self._states.get(session_id)
+        if state is not None:
+            state.scheduled = False
+            if state.dirty:
+                self.write(session_id)
+
+    def write(self, session_id: str) -> bool:
+        """Write ``session_id``'s file now; True if written."""
         with self._lock:
-            now = time.monotonic()
-            if not force and now < self._next_allowed.get(session_id, 0.0):
+            state = self._states.get(session_id)
+            session = state.session() if state is not None else None
+            if state is None or session is None or state.failed:
                 return False
             started = time.perf_counter()
             path = snapshot_path(self.sessions_dir, session_id)
             # Clean before the events are read, not after the write: an event the agent logs
             # meanwhile marks the session changed again, so the next snapshot has it.
-            self._dirty.discard(session_id)
+            state.dirty = False
             try:
-                data = self.payload(session)
+                data = self.payload(session, state)
                 if self.stream is not None:
                     self.stream.sync(session_id)
                 write_atomically(path, data)
             except OSError as exc:
-                self._failed.add(session_id)
+                state.failed = True
                 logger.warning(
                     "agenttrace: cannot write %s (%s): session %s is not being saved to its "
                     "session file. The agent keeps running.",
@@ -223,32 +292,77 @@ class SessionFileSink(Sink):
                 )
                 return False
             took = time.perf_counter() - started
-            self._last_write[session_id] = now
-            self._next_allowed[session_id] = now + max(self.min_interval, self.cost_factor * took)
+            state.next_allowed = time.monotonic() + max(self.min_interval, self.cost_factor * took)
+            if not any(isinstance(r, RunTree) for r in state.runs) and not state.dirty:
+                pass  # nothing live: the state is kept for the session's next run
             return True
 
-    def payload(self, session: Session) -> bytes:
-        """The session file's bytes: earlier runs, this process's runs, every event, meta."""
-        # Earlier runs from the file, then this process's (which win: they may be more recent).
-        by_txn: dict[Any, dict[str, Any]] = {}
-        for run in [*session.runs, *self.optree.runs_of(session.session_id)]:
-            by_txn[run.get("txnId") or id(run)] = run
-        runs = list(by_txn.values())
+    def payload(self, session: Session, state: _SessionState | None = None) -> bytes:
+        """The session file's bytes: every run (earlier, finished, live), every event, meta."""
+        state = state or self._state(session)
+        runs_json = list(_runs_json(state.runs))
         lines = session.event_lines()
         if self.redacted:
             lines = [scrub_json_text(line.decode()).encode() for line in lines]
         meta = dict(session.meta)
         now_ms = int(time.time() * 1000)
-        meta.setdefault("createdAt", runs[0].get("startedAt") if runs else now_ms)
+        summaries = [
+            _summary(r.root or {}) if isinstance(r, RunTree) else r.summary for r in state.runs
+        ]
+        first = summaries[0] if summaries else None
+        meta.setdefault("createdAt", first["startedAt"] if first else now_ms)
         meta["updatedAt"] = now_ms
-        if runs:
-            last = runs[-1]
-            meta["result"] = {"success": last.get("success"), "error": last.get("error")}
-            meta.setdefault("ingress", runs[0].get("attributes", {}).get("ingress", {}))
-            meta["trace_ids"] = [r.get("traceId") for r in runs if r.get("traceId")]
+        if summaries:
+            last = summaries[-1]
+            meta["result"] = {"success": last["success"], "error": last["error"]}
+            meta.setdefault("ingress", first["ingress"] if first else {})
+            meta["trace_ids"] = [s["traceId"] for s in summaries if s["traceId"]]
         meta["session_id"] = session.session_id
-        return snapshot_bytes(session.session_id, runs, lines, meta)
+        return snapshot_bytes(session.session_id, runs_json, lines, meta)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        for session_id, state in list(self._states.items()):
+            if state.dirty:
+                self.write(session_id)
+        self._drop_released()
+        return True
 
     def shutdown(self) -> None:
-        for session_id in list(self._dirty):
-            self.write(session_id, force=True)
+        self.force_flush()
+
+    def _drop_released(self) -> None:
+        """Forget sessions whose objects are gone and whose files are written."""
+        for session_id, state in list(self._states.items()):
+            if state.session() is None:
+                del self._states[session_id]
+
+
+class _Finished:
+    """A run that ended (or was loaded from a file): its JSON, and what meta needs of it."""
+
+    __slots__ = ("json", "summary")
+
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.json = _compact(root)
+        self.summary = _summary(root)
+
+
+def _runs_json(runs: list[_Finished | RunTree]) -> Iterator[bytes]:
+    for run in runs:
+        if isinstance(run, RunTree):
+            if run.root is not None:
+                yield _compact(run.root)
+        else:
+            yield run.json
+
+
+def _summary(root: dict[str, Any]) -> dict[str, Any]:
+    """What meta needs of a run: start, result, ingress, trace id."""
+    attributes = root.get("attributes")
+    return {
+        "startedAt": root.get("startedAt"),
+        "success": root.get("success"),
+        "error": root.get("error"),
+        "ingress": attributes.get("ingress", {}) if isinstance(attributes, dict) else {},
+        "traceId": root.get("traceId"),
+    }

@@ -1,66 +1,94 @@
-"""One background thread that does agenttrace's bookkeeping off the caller's hot path.
+"""A background thread that feeds lifecycle records to the sinks that do not need to run at once.
 
-Ending a span is most of what a span costs: turning results into attributes (tokens, content
-JSON, redaction), ``set_attributes``, ``end()`` and every processor's ``on_end``. Done in the
-agent's own thread, between litellm's ~1 ms of work, all of it runs with cold caches. Queued here
-instead, the caller only records the end time and moves on; the worker ends spans in batches,
-in the order they were queued (so children still end before parents, and console lines keep
-their order), mostly while the agent waits on the network.
+Spans are never ended here: they end in the caller, in the call that ends them. What is deferred
+is only the bookkeeping that reads immutable records (the opTree, the session file, the ledger,
+console lines), so the agent's own thread does not wait for it. Items are consumed in the order
+they were put, so sinks see every scope start before its end and children before parents.
 
-``flush`` waits until everything queued so far is done. In a forked child the queue starts
-empty and a new thread starts on demand. Work that fails is reported like any internal error;
-under the test suite the first such error is re-raised by the next ``flush``.
+``flush`` waits until everything put so far is consumed (or a timeout passes). ``stop`` consumes
+what is left and ends the thread; later items are consumed in the caller. In a forked child the
+queue starts empty and a new thread starts on demand. A consumer failure is reported like any
+internal error; under the test suite the first one is re-raised by the next ``flush``.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
+import heapq
+import itertools
 import os
 import threading
+import time
+import weakref
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from agenttrace._internal import errors as _internal_errors
 from agenttrace._internal.errors import report_internal_error
 
+_STOP = object()
+
 
 class Worker:
-    """A FIFO of callables run by one daemon thread."""
+    """A FIFO of items consumed by ``consume(item)`` on one daemon thread."""
 
-    def __init__(self, name: str = "agenttrace-worker") -> None:
+    def __init__(self, consume: Callable[[Any], None], name: str = "agenttrace-worker") -> None:
+        self._consume = consume
         self._name = name
-        self._queue: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
-        self._wakeup = threading.Event()
-        self._idle = True
-        self._running_lock = threading.RLock()  # held while a batch runs; re-entered by flush
-        self._start_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._failure: BaseException | None = None
+        self._reset()
         self._stopped = False
         if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._after_fork)
+            this = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: _after_fork(this))
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Queue ``fn(*args)``. Cheap: an append, and a wake-up only if the worker sleeps."""
+    def _reset(self) -> None:
+        self._queue: deque[Any] = deque()
+        self._wakeup = threading.Event()
+        self._idle = True
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self._failure: BaseException | None = None
+        self._timers: list[tuple[float, int, Any]] = []  # heap of (due, sequence, item)
+        self._timer_lock = threading.Lock()
+        self._sequence = itertools.count()
+
+    def put(self, item: Any) -> None:
+        """Queue ``item``. Cheap: an append, and a wake-up only if the thread sleeps."""
         if self._stopped:
-            self._call(fn, args)
+            self._call(item)
             return
-        self._queue.append((fn, args))
+        self._queue.append(item)
         if self._thread is None:
             self._start()
         if self._idle:
             self._idle = False
             self._wakeup.set()
 
+    def schedule(self, delay: float, item: Any) -> None:
+        """Consume ``item`` after ``delay`` seconds (in order with what is put by then).
+
+        Scheduled items are not waited for by :meth:`flush` and are dropped by :meth:`stop`:
+        they are for work that a flush or a shutdown does anyway (a throttled snapshot).
+        """
+        if self._stopped:
+            return
+        with self._timer_lock:
+            heapq.heappush(self._timers, (time.monotonic() + delay, next(self._sequence), item))
+        if self._thread is None:
+            self._start()
+        self._wakeup.set()
+
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Run or wait for everything queued so far; False if ``timeout`` passed first."""
-        if threading.current_thread() is self._thread or self._thread is None or self._stopped:
+        """Wait until everything put so far is consumed; False if ``timeout`` passed first.
+
+        Called on the worker's own thread (a sink flushing), or after ``stop``, it consumes the
+        queue in the caller instead of waiting for itself.
+        """
+        if self._stopped or self._thread is None or threading.current_thread() is self._thread:
             self._drain()
         else:
             done = threading.Event()
-            self.submit(done.set)
+            self.put(done)
             if not done.wait(timeout):
                 return False
         failure, self._failure = self._failure, None
@@ -68,18 +96,22 @@ class Worker:
             raise failure
         return True
 
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        """Hold the worker off while the block runs (benchmarks time the caller's own path)."""
-        with self._running_lock:
-            yield
-
-    def stop(self) -> None:
-        """Finish the queue and run later submissions inline (interpreter shutdown)."""
+    def stop(self, timeout: float | None = 30.0) -> bool:
+        """Consume what is queued, end the thread; items put later are consumed in the caller."""
         try:
-            self.flush()
+            ok = self.flush(timeout)
         finally:
             self._stopped = True
+            thread = self._thread
+            if thread is not None and thread is not threading.current_thread():
+                self._queue.append(_STOP)
+                self._wakeup.set()
+        return ok
+
+    @property
+    def pending(self) -> int:
+        """How many items are waiting (for tests and diagnostics)."""
+        return len(self._queue)
 
     # -- the thread -----------------------------------------------------------------------------
 
@@ -89,33 +121,52 @@ class Worker:
                 thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread = thread
                 thread.start()
-                # At exit, end what is queued before OpenTelemetry's own exit hook (registered
-                # earlier, so run later) flushes the exporters.
-                atexit.register(self.stop)
 
     def _loop(self) -> None:
         queue, wakeup = self._queue, self._wakeup
         while True:
             self._idle = True
             if not queue:
-                wakeup.wait()
+                wakeup.wait(self._until_next_timer())
                 wakeup.clear()
             self._idle = False
-            self._drain()
+            self._release_due_timers()
+            if not self._drain():
+                return
 
-    def _drain(self) -> None:
+    def _until_next_timer(self) -> float | None:
+        with self._timer_lock:
+            if not self._timers:
+                return None
+            return max(0.0, self._timers[0][0] - time.monotonic())
+
+    def _release_due_timers(self) -> None:
+        if not self._timers:
+            return
+        now = time.monotonic()
+        with self._timer_lock:
+            while self._timers and self._timers[0][0] <= now:
+                self._queue.append(heapq.heappop(self._timers)[2])
+
+    def _drain(self) -> bool:
+        """Consume queued items; False once the stop marker is reached."""
         queue = self._queue
-        with self._running_lock:
-            while queue:
-                try:
-                    fn, args = queue.popleft()
-                except IndexError:
-                    return
-                self._call(fn, args)
+        while queue:
+            try:
+                item = queue.popleft()
+            except IndexError:
+                break
+            if item is _STOP:
+                return False
+            if type(item) is threading.Event:
+                item.set()
+                continue
+            self._call(item)
+        return True
 
-    def _call(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    def _call(self, item: Any) -> None:
         try:
-            fn(*args)
+            self._consume(item)
         except Exception as exc:
             try:
                 report_internal_error("background bookkeeping", exc)
@@ -123,13 +174,8 @@ class Worker:
                 if self._failure is None and _internal_errors.raise_internal_errors:
                     self._failure = raised
 
-    def _after_fork(self) -> None:
-        self._queue = deque()
-        self._wakeup = threading.Event()
-        self._idle = True
-        self._running_lock = threading.RLock()
-        self._start_lock = threading.Lock()
-        self._thread = None
 
-
-worker = Worker()
+def _after_fork(reference: weakref.ref[Worker]) -> None:
+    worker = reference()
+    if worker is not None:
+        worker._reset()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, Generic, TypeVar, overload
 
@@ -23,6 +24,7 @@ from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
+from agenttrace.tracing.agents import str_attribute
 from agenttrace.tracing.llm_attributes import (
     classify_error,
     input_content,
@@ -35,13 +37,15 @@ from agenttrace.tracing.scopes import (
     OpScope,
     Scope,
     SessionScope,
+    Tokens,
     TurnScope,
+    deactivate,
     finish,
     start_op,
     start_session,
     start_turn,
 )
-from agenttrace.tracing.transcripts import answer, log_llm_exchange, log_tool_result, str_attribute
+from agenttrace.tracing.transcripts import answer, log_llm_exchange, log_tool_result
 from agenttrace.tracing.wrapping import wrap
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,14 +54,18 @@ S = TypeVar("S", bound=Scope)
 NO_RESULT: Any = object()
 """Passed to ``close`` for a with-block, which has no return value to record."""
 
+_Entry = tuple["_Spec[Any]", Any, "Tokens | None"]
+_entries: ContextVar[tuple[_Entry, ...]] = ContextVar("agenttrace_entries", default=())
+"""The with-blocks open in this context: (spec, scope, activation tokens), innermost last.
+
+Kept per context, not on the spec object, so one ``agenttrace.tool("x")`` object may be entered
+by many tasks and threads at once, each with a span of its own."""
+
 
 class _Spec(Generic[S]):
     """A decorator and context manager that opens one kind of scope."""
 
     where = "span"
-
-    def __init__(self) -> None:
-        self._active: list[S] = []
 
     # -- decorator ------------------------------------------------------------------------------
     def __call__(self, fn: F) -> F:
@@ -79,17 +87,15 @@ class _Spec(Generic[S]):
 
     # -- context manager ------------------------------------------------------------------------
     def __enter__(self) -> Handle:
-        if runtime.disabled:
-            self._active.append(None)  # type: ignore[arg-type]
-            return Handle(None)
-        try:
-            scope = self.open((), {})
-            scope.activate()
-        except Exception as exc:
-            report_internal_error(self.where, exc)
-            self._active.append(None)  # type: ignore[arg-type]
-            return Handle(None)
-        self._active.append(scope)
+        scope: S | None = None
+        tokens: Tokens | None = None
+        if not runtime.disabled:
+            try:
+                scope = self.open((), {})
+                tokens = scope.activate()
+            except Exception as exc:
+                report_internal_error(self.where, exc)
+        _entries.set((*_entries.get(), (self, scope, tokens)))
         return Handle(scope)
 
     def __exit__(
@@ -98,11 +104,19 @@ class _Spec(Generic[S]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        scope = self._active.pop() if self._active else None
+        entries = _entries.get()
+        for index in range(len(entries) - 1, -1, -1):
+            if entries[index][0] is self:
+                _, scope, tokens = entries[index]
+                _entries.set(entries[:index] + entries[index + 1 :])
+                break
+        else:
+            return  # not entered in this context
         if scope is None:
             return
         try:
-            scope.deactivate()
+            if tokens is not None:
+                deactivate(tokens)
             # A with-block has no return value: results were recorded through the handle.
             self.close(scope, exc, NO_RESULT)
         except Exception as internal:
@@ -136,19 +150,21 @@ class Handle:
     def set_attribute(self, key: str, value: AttributeValue) -> None:
         """Add an attribute to the span."""
         if self._scope is not None:
-            self._scope.span.set_attribute(key, value)
+            self._scope.set_attribute(key, value)
 
     def set_result(self, result: Any) -> None:
         """Record a tool's result (size, and content when capture is on)."""
         scope = self._scope
         if isinstance(scope, OpScope) and scope.kind != sc.KIND_LLM:
-            scope.span.set_attributes(_tool_result_attributes(result))
+            for key, value in _tool_result_attributes(result).items():
+                scope.set_attribute(key, value)
 
     def record_response(self, response: Any) -> None:
         """Record an LLM response (tokens, finish reasons, output) on an ``llm`` span."""
         scope = self._scope
         if isinstance(scope, OpScope) and scope.kind == sc.KIND_LLM:
-            scope.span.set_attributes(_llm_result_attributes(scope, response))
+            for key, value in _llm_result_attributes(scope, response).items():
+                scope.set_attribute(key, value)
 
 
 # --- agent runs ----------------------------------------------------------------------------
@@ -291,7 +307,7 @@ class _ToolSpec(_Spec[OpScope]):
         call = scope.turn.claim_tool_call(name)
         if call is not None:
             scope.call_id, scope.call_message = call[0], call[3]
-            scope.span.set_attribute(sc.GEN_AI_TOOL_CALL_ID, call[0])
+            scope.set_attribute(sc.GEN_AI_TOOL_CALL_ID, call[0])
         return scope
 
     def close(self, scope: OpScope, error: BaseException | None, result: Any) -> Any:

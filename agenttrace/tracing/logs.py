@@ -7,6 +7,7 @@ text without parsing log lines.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from opentelemetry.util.types import AttributeValue
@@ -15,6 +16,8 @@ from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import capped_json, redact, scrub_text
 from agenttrace._internal.runtime import runtime
+from agenttrace.record.lifecycle import Logged
+from agenttrace.tracing.recording import emit
 from agenttrace.tracing.scopes import current_scope
 
 
@@ -63,8 +66,9 @@ def _emit(name: str, attributes: dict[str, AttributeValue]) -> None:
     if scope is None:
         return
     attributes[sc.PATH] = scope.label
+    now = time.time_ns()
     span = scope.span
-    span.add_event(name, attributes)
-    processor = runtime.processor
-    if processor is not None and span.is_recording():
-        processor.on_event(span, name, attributes)  # type: ignore[arg-type]
+    if span.is_recording():
+        span.add_event(name, attributes, timestamp=now)
+    if runtime.recorder is not None:
+        emit(Logged(scope.origin, scope.label, name, now, attributes))

@@ -27,8 +27,8 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, Union
+from contextvars import Token
+from typing import Any, Union
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -36,27 +36,34 @@ from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
+from agenttrace._internal.context import current_scope_var
 from agenttrace._internal.redact import scrub_text
 from agenttrace._internal.runtime import runtime
+from agenttrace.record.ids import new_txn_id
+from agenttrace.record.lifecycle import Ended, SpanEvent, Started
 from agenttrace.record.paths import Address, format_label
-from agenttrace.sdk.worker import worker
-
-if TYPE_CHECKING:
-    from agenttrace.record.session import Session
+from agenttrace.record.session import Session, current_session
+from agenttrace.tracing.agents import agent_of
+from agenttrace.tracing.recording import emit
 
 Scope = Union["SessionScope", "TurnScope", "OpScope"]
 
-_current: ContextVar[Scope | None] = ContextVar("agenttrace_scope", default=None)
+_current = current_scope_var
+
+Tokens = tuple[Token[Any], object]
+"""What :meth:`_BaseScope.activate` returns and :meth:`_BaseScope.deactivate` takes back."""
+
+
+def deactivate(tokens: Tokens) -> None:
+    """Undo one ``scope.activate()``; must run in the same context that activated."""
+    otel_context.detach(tokens[1])  # type: ignore[arg-type]
+    _current.reset(tokens[0])
 
 
 def current_scope() -> Scope | None:
     """The innermost agenttrace scope in this context, if any."""
-    return _current.get()
-
-
-def new_txn_id() -> str:
-    """A fresh transaction id: 16 hex digits, short enough for console lines, unique enough."""
-    return os.urandom(8).hex()
+    scope: Scope | None = _current.get()
+    return scope
 
 
 class Run:
@@ -74,28 +81,54 @@ class Run:
 
 
 class _BaseScope:
-    __slots__ = ("address", "label", "span", "started_ns", "tokens")
+    __slots__ = (
+        "address",
+        "label",
+        "late",
+        "origin",
+        "span",
+        "span_id",
+        "started_ns",
+        "trace_id",
+    )
 
     span: Span
     address: Address
     label: str
+    origin: str
+    """The origin txn id of the run this scope belongs to."""
     started_ns: int
-    tokens: tuple[Token[Any], Token[Any]] | None
+    trace_id: int
+    span_id: int
+    late: dict[str, AttributeValue] | None
+    """Attributes set on the span after it started (they go into its ``Ended`` record)."""
 
-    def activate(self) -> None:
-        """Make this scope (and its span) current in this context until :meth:`deactivate`."""
-        self.tokens = (
-            _current.set(self),  # type: ignore[arg-type]
+    def activate(self) -> Tokens:
+        """Make this scope (and its span) current in this context; returns what
+        :meth:`deactivate` needs. State is per activation, so one scope (or one context manager
+        object) may be active in many tasks and threads at once."""
+        return (
+            _current.set(self),
             otel_context.attach(trace.set_span_in_context(self.span)),
         )
 
-    def deactivate(self) -> None:
-        """Undo :meth:`activate`; must run in the same context that activated."""
-        tokens = self.tokens
-        if tokens is not None:
-            self.tokens = None
-            otel_context.detach(tokens[1])
-            _current.reset(tokens[0])
+    @staticmethod
+    def deactivate(tokens: Tokens) -> None:
+        """Undo one :meth:`activate`; must run in the same context that activated."""
+        deactivate(tokens)
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        """Set an attribute on the span, and remember it for the scope's ``Ended`` record."""
+        if self.late is None:
+            self.late = {}
+        self.late[key] = value
+        self.span.set_attribute(key, value)
+
+    def link_ids(self) -> tuple[str | None, str | None]:
+        """The span's trace and span ids as hex (``None`` without a span context)."""
+        if not self.trace_id:
+            return None, None
+        return format(self.trace_id, "032x"), format(self.span_id, "016x")
 
 
 class SessionScope(_BaseScope):
@@ -226,7 +259,7 @@ class OpScope(_BaseScope):
             self.child_counter = itertools.count(1)
         if self.kind != sc.KIND_SESSION:
             self.kind = sc.KIND_SESSION
-            self.span.set_attribute(sc.KIND, sc.KIND_SESSION)
+            self.set_attribute(sc.KIND, sc.KIND_SESSION)
         return next(self.child_counter)
 
 
@@ -246,17 +279,52 @@ def make_current(scope: Scope | None) -> Callable[[], None]:
 # --- starting scopes -------------------------------------------------------------------------
 
 
-def _start_span(
+def _start(
+    scope: _BaseScope,
+    kind: str,
     name: str,
     attributes: dict[str, AttributeValue],
     parent: Span | None,
-    started_ns: int,
     links: list[Link] | None = None,
-) -> Span:
-    ctx = trace.set_span_in_context(parent) if parent is not None else None
-    return runtime.tracer.start_span(
-        name, context=ctx, attributes=attributes, start_time=started_ns, links=links
-    )
+    session: Session | None = None,
+) -> None:
+    """Start ``scope``'s span (under ``parent``, else the current span) and record the start
+    (``session``: a root run's ``Session``)."""
+    if parent is not None:
+        span = runtime.tracer.start_span(
+            name,
+            context=trace.set_span_in_context(parent),
+            attributes=attributes,
+            start_time=scope.started_ns,
+            links=links,
+        )
+        parent_context = parent.get_span_context()
+    else:
+        span = runtime.tracer.start_span(
+            name, attributes=attributes, start_time=scope.started_ns, links=links
+        )
+        parent_context = trace.get_current_span().get_span_context()
+    scope.span = span
+    scope.late = None
+    context = span.get_span_context()
+    scope.trace_id = context.trace_id
+    scope.span_id = context.span_id
+    if runtime.recorder is not None:
+        emit(
+            Started(
+                scope.origin,
+                scope.label,
+                kind,
+                name,
+                scope.started_ns,
+                context.trace_id,
+                context.span_id,
+                parent_context.span_id if parent_context.is_valid else None,
+                attributes,
+                links=[(link.context.trace_id, link.context.span_id) for link in links or ()],
+                session=session,
+            )
+        )
 
 
 def start_session(
@@ -273,9 +341,6 @@ def start_session(
     The agent is ``owner`` (the object whose method runs) or, for a function, the agent of
     that ``name``; it is registered in the run's ``Session`` (``agent_created``) on first use.
     """
-    from agenttrace.record.session import current_session
-    from agenttrace.tracing.transcripts import agent_of
-
     parent = _current.get()
     host_op: OpScope | None = None
     if parent is not None and not isinstance(parent, OpScope):
@@ -288,7 +353,6 @@ def start_session(
     scope.host_op = host_op
     scope.auto_turn = None
     scope.turn_counter = itertools.count(1)
-    scope.tokens = None
     attributes: dict[str, AttributeValue]
     links: list[Link] = []
     if parent is None:
@@ -332,6 +396,7 @@ def start_session(
         )
         attributes[sc.TXN_PARENT] = scope.parent_txn_id
     scope.run = run
+    scope.origin = run.origin_txn_id
     scope.agent_id = agent_of(run.session, owner, name, model, agent_id)
     scope.common = {
         sc.TXN_ID: scope.txn_id,
@@ -354,13 +419,17 @@ def start_session(
         attributes[sc.IMPLICIT] = True
     # A hosting op agenttrace opened itself is not current in the context: parent explicitly.
     parent_span = host_op.span if host_op is not None else None
-    scope.span = _start_span(
-        sc.SPAN_SESSION.format(name=name), attributes, parent_span, scope.started_ns, links
+    _start(
+        scope,
+        sc.KIND_SESSION,
+        sc.SPAN_SESSION.format(name=name),
+        attributes,
+        parent_span,
+        links,
+        run.session if parent is None else None,
     )
-    if parent is None:
-        context = scope.span.get_span_context()
-        if context.is_valid:  # the next run of this session links to this one
-            run.session.previous_trace = (context.trace_id, context.span_id)
+    if parent is None and scope.trace_id:  # the next run of this session links to this one
+        run.session.previous_trace = (scope.trace_id, scope.span_id)
     return scope
 
 
@@ -385,7 +454,7 @@ def start_turn(*, implicit: bool = False, session: SessionScope | None = None) -
     scope.label = f"{session.prefix}{scope.index}"
     scope.op_counter = itertools.count(1)
     scope.pending_tool_calls = deque()
-    scope.tokens = None
+    scope.origin = session.origin
     attributes: dict[str, AttributeValue] = {
         **session.common,
         sc.KIND: sc.KIND_TURN,
@@ -395,9 +464,7 @@ def start_turn(*, implicit: bool = False, session: SessionScope | None = None) -
     }
     if implicit:
         attributes[sc.IMPLICIT] = True
-    scope.span = _start_span(
-        sc.SPAN_TURN.format(index=scope.index), attributes, session.span, scope.started_ns
-    )
+    _start(scope, sc.KIND_TURN, sc.SPAN_TURN.format(index=scope.index), attributes, session.span)
     if implicit:
         session.auto_turn = scope
     return scope
@@ -459,7 +526,7 @@ def start_op(
     scope.pieces = {}
     scope.request = None
     scope.streamed_chars = 0
-    scope.tokens = None
+    scope.origin = turn.origin
     span_attributes: dict[str, AttributeValue] = {
         **turn.session.common,
         sc.KIND: kind,
@@ -480,7 +547,7 @@ def start_op(
         span_attributes.update(attributes)
     if more is not None:
         span_attributes.update(more(scope.session))
-    scope.span = _start_span(span_name, span_attributes, parent_span, scope.started_ns)
+    _start(scope, kind, span_name, span_attributes, parent_span)
     return scope
 
 
@@ -495,31 +562,15 @@ def finish(
     error: BaseException | None = None,
     attributes: Attributes | Callable[[], Attributes] | None = None,
 ) -> None:
-    """End ``scope``'s span with status, latency and ``attributes``; close what it owns.
+    """End ``scope``'s span now, with status, latency and ``attributes``, and record the end;
+    then close what the scope owns.
 
     ``error`` is the exception that ended it (recorded, scrubbed of secrets); ``None``: success.
-    Only the end time is taken here: the span is ended by the background worker, which also
-    calls ``attributes`` when it is a callable, so costly result attributes are computed there.
+    ``attributes`` may be a callable, computed here. Whatever it does, the span ends.
     """
     if isinstance(scope, SessionScope) and scope.auto_turn is not None:
         close_auto_turn(scope)
-    worker.submit(_end, scope, error, attributes, time.time_ns())
-    if isinstance(scope, OpScope):
-        if scope.owned_session is not None:
-            finish(scope.owned_session, error)
-    elif isinstance(scope, SessionScope):
-        if scope.host_op is not None:
-            finish(scope.host_op, error)
-    elif scope.owned_session is not None:
-        finish(scope.owned_session, error)
-
-
-def _end(
-    scope: Scope,
-    error: BaseException | None,
-    attributes: Attributes | Callable[[], Attributes] | None,
-    ended_ns: int,
-) -> None:
+    ended_ns = time.time_ns()
     span = scope.span
     final: Attributes = {sc.LATENCY_MS: (ended_ns - scope.started_ns) / 1e6}
     if error is None:
@@ -534,26 +585,49 @@ def _end(
     finally:
         # Even if computing the attributes failed, the span ends with the call's status.
         span.set_attributes(final)
+        description: str | None = None
+        events: tuple[SpanEvent, ...] = ()
         if error is not None:
-            record_error(span, error)
+            description, event = record_error(span, error, ended_ns)
+            events = (event,)
         span.end(ended_ns)
+        if runtime.recorder is not None:
+            late = scope.late
+            emit(
+                Ended(
+                    scope.origin,
+                    scope.label,
+                    ended_ns,
+                    {**late, **final} if late else final,
+                    description,
+                    events,
+                )
+            )
+    if isinstance(scope, OpScope):
+        if scope.owned_session is not None:
+            finish(scope.owned_session, error)
+    elif isinstance(scope, SessionScope):
+        if scope.host_op is not None:
+            finish(scope.host_op, error)
+    elif scope.owned_session is not None:
+        finish(scope.owned_session, error)
 
 
-def record_error(span: Span, error: BaseException) -> None:
-    """Set ERROR status and add an ``exception`` event, both scrubbed of secrets."""
+def record_error(span: Span, error: BaseException, when_ns: int) -> tuple[str, SpanEvent]:
+    """Set ERROR status and add an ``exception`` event, both scrubbed of secrets; returns the
+    status description and the event as recorded."""
     message = scrub_text(f"{type(error).__name__}: {error}")
     span.set_status(Status(StatusCode.ERROR, message))
     module = type(error).__module__
     qualname = type(error).__qualname__
-    span.add_event(
-        "exception",
-        {
-            "exception.type": qualname if module == "builtins" else f"{module}.{qualname}",
-            "exception.message": scrub_text(str(error)),
-            "exception.stacktrace": scrub_text("".join(traceback.format_exception(error))),
-            "exception.escaped": "True",
-        },
-    )
+    attributes: dict[str, AttributeValue] = {
+        "exception.type": qualname if module == "builtins" else f"{module}.{qualname}",
+        "exception.message": scrub_text(str(error)),
+        "exception.stacktrace": scrub_text("".join(traceback.format_exception(error))),
+        "exception.escaped": "True",
+    }
+    span.add_event("exception", attributes, timestamp=when_ns)
+    return message, ("exception", when_ns, attributes)
 
 
 # --- ingress ---------------------------------------------------------------------------------

@@ -16,7 +16,6 @@ agent code in the seed's style is logged without logging parameters in its signa
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -25,85 +24,22 @@ from typing import Any, TypeVar
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
 from agenttrace.record.events import LoggedString, message_fields, substance_of
-from agenttrace.record.session import Session, current_session
+from agenttrace.record.session import Session
+from agenttrace.tracing.agents import (
+    agent_of,
+    register_agent,
+    session_for_new_agent,
+    str_attribute,
+    tool_call_message,
+)
 from agenttrace.tracing.llm_attributes import field, tool_calls_of
-from agenttrace.tracing.scopes import OpScope, Scope, SessionScope, current_scope
+from agenttrace.tracing.scopes import OpScope, SessionScope, current_scope
 
 T = TypeVar("T", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 # --- agents ------------------------------------------------------------------------------------
-
-
-def session_for_new_agent() -> Session:
-    """The session an agent created now belongs to: the running one's, else the current one."""
-    scope = current_scope()
-    if scope is not None:
-        return (
-            scope.session.run.session if not isinstance(scope, SessionScope) else scope.run.session
-        )
-    return current_session()
-
-
-def tool_call_message(scope: object) -> str | None:
-    """The message id of the assistant entry holding the tool call the current op answers."""
-    while isinstance(scope, OpScope):
-        if scope.call_message is not None:
-            return scope.call_message
-        scope = None
-    return None
-
-
-def register_agent(
-    session: Session,
-    *,
-    name: str | None,
-    language_model: str | None,
-    initial: Sequence[Any] = (),
-    owner: object = None,
-    at: Scope | None = None,
-) -> str:
-    """Allocate an id for a new agent, log ``agent_created`` (with the tool call that made it as
-    ``cause``) and the entries its transcript starts with; returns the id."""
-    agent_id = session.allocate_agent_id()
-    if owner is not None:
-        # An object with __slots__ and no agent_id keeps none: the registry still knows it.
-        with contextlib.suppress(AttributeError):
-            owner.agent_id = agent_id  # type: ignore[attr-defined]
-    session.log_agent_created(
-        agent_id,
-        cause=tool_call_message(current_scope()),
-        name=name,
-        language_model=language_model,
-        at=at,
-    )
-    for message in initial:
-        session.log_transcript_entry(agent_id, message_fields(message), at=at)
-    return agent_id
-
-
-def agent_of(
-    session: Session,
-    owner: object,
-    name: str | None,
-    model: str | None,
-    explicit_id: str | None = None,
-) -> str:
-    """The registered id of the agent ``owner`` (or of the function agent ``name``)."""
-    known = explicit_id or (str_attribute(owner, "agent_id") if owner is not None else None)
-    if known is not None and known in session.agents:
-        return known
-    if owner is None and known is None and name is not None:
-        record = session.agent_named(name)
-        if record is not None:
-            return record.agent_id
-    if known is not None:
-        session.log_agent_created(
-            known, cause=tool_call_message(current_scope()), name=name, language_model=model
-        )
-        return known
-    return register_agent(session, name=name, language_model=model, owner=owner)
 
 
 def agent_class(
@@ -285,12 +221,3 @@ def _same(message: Any, entry: Mapping[str, Any]) -> bool:
         and fields.get("content") == entry.get("content")
         and fields.get("tool_call_id") == entry.get("tool_call_id")
     )
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-
-def str_attribute(owner: object, name: str) -> str | None:
-    """``owner.name`` if it is a non-empty string (an agent's name, id or model)."""
-    value = getattr(owner, name, None)
-    return value if isinstance(value, str) and value else None

@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
-from agenttrace.tracing.scopes import Scope
+from agenttrace.tracing.scopes import Scope, Tokens, deactivate
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,18 +56,19 @@ def _open(opener: Opener, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Scop
         return None
 
 
-def _activate(opener: Opener, scope: Scope) -> bool:
+def _activate(opener: Opener, scope: Scope) -> Tokens | None:
     try:
-        scope.activate()
-        return True
+        return scope.activate()
     except Exception as exc:
         report_internal_error(opener.where, exc)
-        return False
+        return None
 
 
-def _deactivate(opener: Opener, scope: Scope) -> None:
+def _deactivate(opener: Opener, tokens: Tokens | None) -> None:
+    if tokens is None:
+        return
     try:
-        scope.deactivate()
+        deactivate(tokens)
     except Exception as exc:
         report_internal_error(opener.where, exc)
 
@@ -112,20 +113,23 @@ def _wrap_function(fn: F, opener: Opener) -> F:
             report_internal_error(opener.where, exc)
             return fn(*args, **kwargs)
         try:
-            scope.activate()
+            tokens: Tokens | None = scope.activate()
         except Exception as exc:  # the span still ends below, it just is not current
             report_internal_error(opener.where, exc)
+            tokens = None
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
             try:
-                scope.deactivate()
+                if tokens is not None:
+                    deactivate(tokens)
                 close_scope(scope, exc, None)
             except Exception as internal:
                 report_internal_error(opener.where, internal)
             raise
         try:
-            scope.deactivate()
+            if tokens is not None:
+                deactivate(tokens)
             return close_scope(scope, None, result)
         except Exception as internal:
             report_internal_error(opener.where, internal)
@@ -140,16 +144,14 @@ def _wrap_coroutine(fn: Callable[..., Any], opener: Opener) -> Callable[..., Any
         scope = _open(opener, args, kwargs)
         if scope is None:
             return await fn(*args, **kwargs)
-        active = _activate(opener, scope)
+        tokens = _activate(opener, scope)
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:
-            if active:
-                _deactivate(opener, scope)
+            _deactivate(opener, tokens)
             _close(opener, scope, exc, None)
             raise
-        if active:
-            _deactivate(opener, scope)
+        _deactivate(opener, tokens)
         return _close(opener, scope, None, result)
 
     return wrapper
@@ -178,16 +180,15 @@ def _drive_generator(
     error: BaseException | None = None
     result: Any = None
     try:
-        active = _activate(opener, scope)
+        tokens = _activate(opener, scope)
         try:
             gen = fn(*args, **kwargs)
         finally:
-            if active:
-                _deactivate(opener, scope)
+            _deactivate(opener, tokens)
         sent: Any = None
         thrown: BaseException | None = None
         while True:
-            active = _activate(opener, scope)
+            tokens = _activate(opener, scope)
             try:
                 item = gen.throw(thrown) if thrown is not None else gen.send(sent)
             except StopIteration as stop:
@@ -197,18 +198,16 @@ def _drive_generator(
                 _item(opener, scope, item)
             finally:
                 thrown = None
-                if active:
-                    _deactivate(opener, scope)
+                _deactivate(opener, tokens)
             try:
                 sent = yield item
             except GeneratorExit:
                 # Closed by the caller or abandoned: close the body inside our scope, then end.
-                active = _activate(opener, scope)
+                tokens = _activate(opener, scope)
                 try:
                     gen.close()
                 finally:
-                    if active:
-                        _deactivate(opener, scope)
+                    _deactivate(opener, tokens)
                 raise
             except BaseException as exc:
                 thrown = exc
@@ -230,16 +229,15 @@ def _wrap_async_generator(
         scope = _open(opener, args, kwargs)
         error: BaseException | None = None
         try:
-            active = scope is not None and _activate(opener, scope)
+            tokens = _activate(opener, scope) if scope is not None else None
             try:
                 agen = fn(*args, **kwargs)
             finally:
-                if active:
-                    _deactivate(opener, scope)  # type: ignore[arg-type]
+                _deactivate(opener, tokens)
             sent: Any = None
             thrown: BaseException | None = None
             while True:
-                active = scope is not None and _activate(opener, scope)
+                tokens = _activate(opener, scope) if scope is not None else None
                 try:
                     if thrown is not None:
                         item = await agen.athrow(thrown)
@@ -252,18 +250,16 @@ def _wrap_async_generator(
                         _item(opener, scope, item)
                 finally:
                     thrown = None
-                    if active:
-                        _deactivate(opener, scope)  # type: ignore[arg-type]
+                    _deactivate(opener, tokens)
                 try:
                     sent = yield item
                 except GeneratorExit:
                     # Closed by the caller or abandoned: close the body inside our scope, then end.
-                    active = scope is not None and _activate(opener, scope)
+                    tokens = _activate(opener, scope) if scope is not None else None
                     try:
                         await agen.aclose()
                     finally:
-                        if active:
-                            _deactivate(opener, scope)  # type: ignore[arg-type]
+                        _deactivate(opener, tokens)
                     raise
                 except BaseException as exc:
                     thrown = exc

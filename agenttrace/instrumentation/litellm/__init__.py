@@ -51,7 +51,9 @@ from agenttrace.tracing.scopes import (
     OpScope,
     Scope,
     SessionScope,
+    Tokens,
     current_scope,
+    deactivate,
     finish,
     make_current,
     start_op,
@@ -79,6 +81,7 @@ class _Attempt:
 
     __slots__ = (
         "__weakref__",
+        "active",
         "done",
         "input",
         "messages",
@@ -105,6 +108,7 @@ class _Attempt:
         self.messages = messages
         self.parent = parent  # the scope that was current when the attempt started
         self.done = False
+        self.active = False  # its scope is current in the context that runs litellm's code
         self.input: Any = None  # the new input messages, serialised when the span ends
 
     def fail(self, error: BaseException) -> None:
@@ -150,15 +154,15 @@ def _attempt_wrapper(operation: str) -> Callable[..., Any]:
             if attempt is None:
                 return wrapped(*args, **kwargs)
             token = _attempt.set(attempt)
-            active = _activate(attempt)
+            tokens = _activate(attempt)
             try:
                 result = wrapped(*args, **kwargs)
             except BaseException as error:
-                _deactivate(attempt, active)
+                _deactivate(attempt, tokens)
                 _attempt.reset(token)
                 attempt.fail(error)
                 raise
-            _deactivate(attempt, active)
+            _deactivate(attempt, tokens)
             _attempt.reset(token)
             if kwargs.get(async_flag) and inspect.isawaitable(result):
                 return _finish_awaited(result, attempt)
@@ -172,14 +176,14 @@ def _attempt_wrapper(operation: str) -> Callable[..., Any]:
 
 async def _finish_awaited(awaitable: Any, attempt: _Attempt) -> Any:
     """Await the coroutine litellm's async path returned, inside the attempt's span."""
-    active = _activate(attempt)
+    tokens = _activate(attempt)
     try:
         result = await awaitable
     except BaseException as error:
-        _deactivate(attempt, active)
+        _deactivate(attempt, tokens)
         attempt.fail(error)
         raise
-    _deactivate(attempt, active)
+    _deactivate(attempt, tokens)
     return _finish(result, attempt, price_it=True)
 
 
@@ -267,7 +271,7 @@ def _retry_loop_wrapper(
 
 def _restore_parent(attempt: _Attempt) -> Callable[[], None] | None:
     """Make the attempt's parent scope current again (if the attempt was active); the undo."""
-    if attempt.scope.tokens is None:
+    if not attempt.active:
         return None
     return make_current(attempt.parent)
 
@@ -318,19 +322,21 @@ def _start_attempt(
         return None
 
 
-def _activate(attempt: _Attempt) -> bool:
+def _activate(attempt: _Attempt) -> Tokens | None:
     try:
-        attempt.scope.activate()
-        return True
+        tokens = attempt.scope.activate()
     except Exception as exc:
         report_internal_error(_WHERE, exc)
-        return False
+        return None
+    attempt.active = True
+    return tokens
 
 
-def _deactivate(attempt: _Attempt, active: bool) -> None:
-    if active:
+def _deactivate(attempt: _Attempt, tokens: Tokens | None) -> None:
+    if tokens is not None:
+        attempt.active = False
         try:
-            attempt.scope.deactivate()
+            deactivate(tokens)
         except Exception as exc:
             report_internal_error(_WHERE, exc)
 

@@ -1,0 +1,32 @@
+"""The context variable that holds the innermost agenttrace scope.
+
+It lives down here so that the record layer can link a canonical event to the scope it was
+logged in (trace id, span id, path label) without importing the tracing layer that makes scopes.
+asyncio tasks and threads that copy the context see the scope of the code that started them.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any, Protocol
+
+
+class Linkable(Protocol):
+    """What the record layer reads of a scope: its label and its span's ids."""
+
+    label: str
+    origin: str
+
+    def link_ids(self) -> tuple[str | None, str | None]:
+        """The scope's trace and span ids as hex (``None`` without a span context)."""
+        ...
+
+
+current_scope_var: ContextVar[Any] = ContextVar("agenttrace_scope", default=None)
+"""The innermost scope (a ``tracing.scopes`` scope, which is :class:`Linkable`), or ``None``."""
+
+
+def current_linkable() -> Linkable | None:
+    """The innermost scope, as the record layer sees it."""
+    scope: Linkable | None = current_scope_var.get()
+    return scope

@@ -1,0 +1,77 @@
+"""Where scopes hand their lifecycle records to agenttrace's recorder, and canonical events
+become span events.
+
+The recorder (``agenttrace.sdk``'s processor, set by ``init``) gets every record in the caller's
+thread; before ``init`` (or after ``shutdown``) records go nowhere. A canonical event logged in a
+scope is added to that scope's span as an ``agenttrace.event`` span event (content capped and
+redacted, as on every span) and travels in its :class:`~agenttrace.record.lifecycle.EventLogged`
+record with the same timestamp, so a session file can reproduce the span as it was sent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.util.types import AttributeValue
+
+from agenttrace import semconv as sc
+from agenttrace._internal.context import Linkable
+from agenttrace._internal.redact import recorded_json, scrub_text
+from agenttrace._internal.runtime import runtime
+from agenttrace.record.lifecycle import EventLogged, Record
+from agenttrace.record.session import Session, observe_events
+
+
+def emit(record: Record) -> None:
+    """Hand ``record`` to the recorder, if agenttrace is set up."""
+    recorder = runtime.recorder
+    if recorder is not None:
+        recorder.record(record)
+
+
+def span_event_attributes(event: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    """A canonical event as the attributes of its span event (content capped and redacted)."""
+    attributes: dict[str, AttributeValue] = {}
+    for key, attribute in sc.EVENT_FIELD_ATTRIBUTES:
+        value = event.get(key)
+        if isinstance(value, str):
+            attributes[attribute] = value
+    cause = event.get("cause")
+    if isinstance(cause, list):  # a piece of text compiled from several messages
+        attributes[sc.EVENT_CAUSE] = [str(c) for c in cause]
+    settings = runtime.settings
+    if settings.capture_content:
+        content = event.get("content")
+        if isinstance(content, str):
+            attributes[sc.EVENT_CONTENT] = recorded_json(content, settings.max_payload_bytes)[1]
+        calls = event.get("tool_calls")
+        if calls:
+            attributes[sc.EVENT_TOOL_CALLS] = recorded_json(calls, settings.max_payload_bytes)[1]
+    elif isinstance(event.get("content"), str):
+        attributes[sc.EVENT_CONTENT_CHARS] = len(event["content"])
+    return {k: scrub_text(v) if isinstance(v, str) else v for k, v in attributes.items()}
+
+
+def _on_canonical_event(
+    session: Session, event: dict[str, Any], line: bytes, scope: Linkable | None
+) -> None:
+    if runtime.recorder is None and scope is None:
+        return
+    if scope is None:
+        emit(EventLogged(session, event, line))
+        return
+    attributes = span_event_attributes(event)
+    now = time.time_ns()
+    span = getattr(scope, "span", None)
+    if span is not None and span.is_recording():
+        span.add_event(sc.EVENT_CANONICAL, attributes, timestamp=now)
+    emit(
+        EventLogged(
+            session, event, line, scope.origin, scope.label, (sc.EVENT_CANONICAL, now, attributes)
+        )
+    )
+
+
+observe_events(_on_canonical_event)
