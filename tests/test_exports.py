@@ -3,24 +3,38 @@ Jaeger JSON, OTLP/JSON and a self-contained HTML page, the page checked in headl
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
+import html
 import json
 import re
 import struct
 import subprocess
+import sys
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
+from importlib import resources
 from pathlib import Path
+from string import Template
 from typing import Any
 
 import pytest
 
+import agenttrace
 from agenttrace.record.session_files import LoadedFile, read_session_file
 from agenttrace.views.exports import to_html, to_jaeger, to_otlp_json
-from agenttrace.views.exports.html import DATA_ELEMENT_ID
+from agenttrace.views.exports.html import (
+    DATA_ELEMENT_ID,
+    PAGE_DIRECTORY,
+    SCRIPT_FILE,
+    STYLE_FILE,
+    TEMPLATE_FILE,
+)
 
-from .helpers import run_demo
+from .helpers import child_env, run_demo
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -392,6 +406,116 @@ def test_html_data_survives_hostile_content(hostile: LoadedFile) -> None:
     assert data["runs"][0]["agentName"] == HOSTILE
     assert data["runs"][0]["turns"][0]["ops"][1]["name"] == HOSTILE
     assert any(HOSTILE in (message["content"] or "") for message in data["dialog"])
+
+
+# --- the page's files (package data) --------------------------------------------------------------
+
+PLACEHOLDERS = {"policy", "title", "style", "data_id", "data", "script"}
+
+
+def _page_file(name: str) -> str:
+    """One of the page's files, as the package ships it."""
+    files = resources.files("agenttrace.views.exports")
+    return (files / PAGE_DIRECTORY / name).read_text(encoding="utf-8")
+
+
+def _csp_hash(text: str) -> str:
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
+
+
+def _policy_attribute(page: str) -> str:
+    match = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', page)
+    assert match is not None
+    return match.group(1)
+
+
+def test_html_page_files_are_safe_to_inline() -> None:
+    names: set[str] = set()
+    for match in Template.pattern.finditer(_page_file(TEMPLATE_FILE)):
+        assert match.group("invalid") is None, match.group()  # a stray "$" in the markup
+        names.add(match.group("named") or match.group("braced") or "$")
+    assert names == PLACEHOLDERS
+    # Nothing in the code can end its element early (or start a comment that hides the end).
+    assert "</style" not in _page_file(STYLE_FILE).lower()
+    script = _page_file(SCRIPT_FILE)
+    assert "</script" not in script.lower()
+    assert "<!--" not in script
+
+
+def test_html_page_is_the_template_with_every_placeholder_filled(demo: Demo) -> None:
+    page = to_html(demo.loaded)
+    # The CSS and the script are the files as they are, each on a line after its tag.
+    style = "\n" + _page_file(STYLE_FILE)
+    script = "\n" + _page_file(SCRIPT_FILE)
+    assert page.count(f"<style>{style}</style>") == 1
+    assert page.count(f"<script>{script}</script>") == 1
+    # The policy allows exactly those two texts, by their hashes, and nothing from anywhere.
+    policy = _policy_attribute(page)
+    directives = dict(
+        part.strip().split(" ", 1) for part in html.unescape(policy).split(";") if part.strip()
+    )
+    assert directives == {
+        "default-src": "'none'",
+        "script-src": _csp_hash(script),
+        "style-src": _csp_hash(style),
+        "img-src": "'none'",
+        "base-uri": "'none'",
+        "form-action": "'none'",
+    }
+    # The rest is page.html unchanged: filling it in with those values gives the page back.
+    filled = Template(_page_file(TEMPLATE_FILE)).substitute(
+        policy=policy,
+        title=f"agenttrace session {html.escape(demo.loaded.session_id or '')}",
+        style=style,
+        data_id=DATA_ELEMENT_ID,
+        data=_data_script(page),
+        script=script,
+    )
+    assert page == filled
+
+
+def test_placeholders_in_a_session_stay_text(demo: Demo) -> None:
+    loaded = copy.deepcopy(demo.loaded)
+    sneaky = "${script} $style $$ {title} ${ $"
+    loaded.session_id = sneaky + "</title><script>"
+    loaded.runs[0]["agentName"] = sneaky
+    page = to_html(loaded)
+    assert f"<title>agenttrace session {html.escape(loaded.session_id)}</title>" in page
+    assert page.count(_page_file(SCRIPT_FILE)) == 1
+    assert page.count(_page_file(STYLE_FILE)) == 1
+    assert page.lower().count("<script") == 2
+    data = json.loads(_data_script(page))
+    assert data["sessionId"] == loaded.session_id
+    assert data["runs"][0]["agentName"] == sneaky
+
+
+def test_html_page_files_load_from_a_zip(demo: Demo, tmp_path: Path) -> None:
+    """From a zipped package (zipimport) the files are no paths on a disk; the page is the same."""
+    package = Path(agenttrace.__file__).parent
+    archive = tmp_path / "agenttrace.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path in sorted(package.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                zipped.write(path, path.relative_to(package.parent).as_posix())
+    written = tmp_path / "session.html"
+    code = (
+        "import sys\n"
+        "from agenttrace.views.exports import html\n"
+        "print(html.__file__)\n"
+        "open(sys.argv[2], 'wb').write(html.to_html(sys.argv[1]).encode('utf-8'))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(demo.snapshot), str(written)],
+        env=child_env(PYTHONPATH=str(archive)),
+        cwd=tmp_path,  # not the checkout, which -c would put first on sys.path
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(archive / "agenttrace/views/exports/html.py")
+    assert written.read_bytes() == to_html(demo.snapshot).encode("utf-8")
 
 
 # --- in a browser ---------------------------------------------------------------------------------

@@ -1,0 +1,369 @@
+(function () {
+  "use strict";
+  var root = document.documentElement;
+  var errors = [];
+  function recordError(message) {
+    errors.push(String(message));
+    root.setAttribute("data-errors", errors.join("\n"));
+  }
+  window.addEventListener("error", function (event) {
+    recordError(event.message || event.error || "error");
+  });
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+  function isNumber(value) { return typeof value === "number" && isFinite(value); }
+  function formatMs(ms) {
+    if (!isNumber(ms)) return "";
+    if (ms < 1) return ms.toFixed(2) + " ms";
+    if (ms < 1000) return Math.round(ms) + " ms";
+    return (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + " s";
+  }
+  function formatCost(usd) {
+    if (!isNumber(usd)) return "";
+    return "$" + usd.toFixed(usd !== 0 && usd < 0.01 ? 6 : 4);
+  }
+  function formatTime(ms) {
+    if (!isNumber(ms)) return "";
+    try { return new Date(ms).toISOString().replace("T", " ").replace("Z", " UTC"); }
+    catch (e) { return String(ms); }
+  }
+  function text(value) {
+    if (value === undefined || value === null) return "";
+    if (typeof value === "string") return value;
+    try { return JSON.stringify(value, null, 2); } catch (e) { return String(value); }
+  }
+  function capped(value, limit) {
+    var s = text(value);
+    return s.length > limit ? s.slice(0, limit) + "\u2026 (" + (s.length - limit) +
+      " more characters)" : s;
+  }
+
+  // --- totals -------------------------------------------------------------------------------
+  function emptyTotals() { return { input: 0, output: 0, cache: 0, cost: 0, costs: 0, llm: 0 }; }
+  function addOp(totals, op) {
+    (op.accounting || []).forEach(function (entry) {
+      var tokens = entry && entry.tokens;
+      if (tokens) {
+        if (isNumber(tokens.inputTokens)) totals.input += tokens.inputTokens;
+        if (isNumber(tokens.outputTokens)) totals.output += tokens.outputTokens;
+        if (isNumber(tokens.cacheReadInputTokens)) totals.cache += tokens.cacheReadInputTokens;
+      }
+      if (entry && isNumber(entry.costUsd)) { totals.cost += entry.costUsd; totals.costs += 1; }
+      if (entry && entry.type === "llm") totals.llm += 1;
+    });
+  }
+  function sessionTotals(session, totals) {
+    (session.turns || []).forEach(function (turn) { turnTotals(turn, totals); });
+    return totals;
+  }
+  function turnTotals(turn, totals) {
+    (turn.ops || []).forEach(function (op) {
+      addOp(totals, op);
+      childSessions(op).forEach(function (child) { sessionTotals(child, totals); });
+    });
+    return totals;
+  }
+  function childSessions(op) {
+    if (Array.isArray(op.childSessions) && op.childSessions.length) return op.childSessions;
+    return op.childSession ? [op.childSession] : [];
+  }
+  function metrics(totals, latency, isTotal) {
+    var box = el("span", "metrics");
+    if (totals.input || totals.output) {
+      var tokens = "in " + totals.input + " \u00b7 out " + totals.output;
+      if (totals.cache) tokens += " \u00b7 cache " + totals.cache;
+      box.appendChild(el("span", isTotal ? "total" : "", (isTotal ? "\u03a3 " : "") + tokens));
+    }
+    if (totals.costs) box.appendChild(el("span", isTotal ? "total" : "", formatCost(totals.cost)));
+    if (isNumber(latency)) box.appendChild(el("span", "", formatMs(latency)));
+    return box;
+  }
+  function statusBadge(status) {
+    return el("span", "status status-" + status, status);
+  }
+
+  // --- the tree -----------------------------------------------------------------------------
+  function nodeShell(kind, open) {
+    var details = el("details", "node node-" + kind);
+    if (open) details.open = true;
+    var summary = el("summary");
+    details.appendChild(summary);
+    var body = el("div", "body");
+    details.appendChild(body);
+    return { details: details, summary: summary, body: body };
+  }
+  function childList(parent) {
+    var list = el("ul");
+    parent.appendChild(list);
+    return list;
+  }
+  function addRow(summary, path, kind, name) {
+    summary.appendChild(el("span", "path", path));
+    summary.appendChild(el("span", "kind kind-" + kind, kind));
+    var label = el("span", "name", name);
+    label.title = String(name);  // the whole name, when the row cuts it short
+    summary.appendChild(label);
+  }
+  function renderSession(session) {
+    var li = el("li");
+    var shell = nodeShell("session", true);
+    li.appendChild(shell.details);
+    li.setAttribute("data-path", session.path || "0");
+    addRow(shell.summary, session.path || "0", "session", session.agentName || "agent");
+    if (session.agentId) shell.summary.appendChild(el("span", "agent-id", session.agentId));
+    var status = session.endedAt == null ? "unfinished" :
+      session.success === false ? "failed" : "ok";
+    shell.summary.appendChild(statusBadge(status));
+    shell.summary.appendChild(metrics(sessionTotals(session, emptyTotals()),
+      session.latencyMs, true));
+    var facts = [];
+    if (session.callPath) facts.push("call path " + session.callPath);
+    if (session.txnId) facts.push("txn " + session.txnId);
+    if (isNumber(session.startedAt)) facts.push("started " + formatTime(session.startedAt));
+    var ingress = session.attributes && session.attributes.ingress;
+    if (ingress && ingress.source) facts.push("ingress " + ingress.source);
+    if (facts.length) shell.body.appendChild(el("div", "facts", facts.join(" \u00b7 ")));
+    if (session.error) shell.body.appendChild(el("div", "error", session.error));
+    var list = childList(shell.body);
+    (session.turns || []).forEach(function (turn) { list.appendChild(renderTurn(turn)); });
+    return li;
+  }
+  function renderTurn(turn) {
+    var li = el("li");
+    var shell = nodeShell("turn", true);
+    li.appendChild(shell.details);
+    li.setAttribute("data-path", turn.path || "");
+    var index = turn.index == null ? "?" : turn.index;
+    addRow(shell.summary, turn.path || "", "turn", "turn " + index);
+    if (turn.endedAt == null) shell.summary.appendChild(statusBadge("unfinished"));
+    var duration = isNumber(turn.endedAt) && isNumber(turn.startedAt) ?
+      turn.endedAt - turn.startedAt : null;
+    shell.summary.appendChild(metrics(turnTotals(turn, emptyTotals()), duration, true));
+    var list = childList(shell.body);
+    (turn.ops || []).forEach(function (op) { list.appendChild(renderOp(op)); });
+    return li;
+  }
+  function renderOp(op) {
+    var li = el("li");
+    var children = childSessions(op);
+    var kind = op.kind || "tool";
+    var shell = nodeShell(kind, children.length > 0);
+    li.appendChild(shell.details);
+    li.setAttribute("data-path", op.path || "");
+    addRow(shell.summary, op.path || "", kind, op.name || kind);
+    shell.summary.appendChild(statusBadge(op.endedAt == null ? "unfinished" : op.status || "ok"));
+    var totals = emptyTotals();
+    addOp(totals, op);
+    shell.summary.appendChild(metrics(totals, op.latencyMs, false));
+    var last = (op.accounting || [])[(op.accounting || []).length - 1] || {};
+    var facts = [];
+    if (last.provider) facts.push(last.provider);
+    if (last.actualModel && last.actualModel !== op.name) {
+      facts.push("answered by " + last.actualModel);
+    }
+    if (isNumber(last.attempt) && last.attempt > 1) facts.push("attempt " + last.attempt);
+    if (isNumber(last.charactersIn)) facts.push("chars in " + last.charactersIn);
+    if (isNumber(last.charactersOut)) facts.push("chars out " + last.charactersOut);
+    if (facts.length) shell.body.appendChild(el("div", "facts", facts.join(" \u00b7 ")));
+    if (op.error) shell.body.appendChild(el("div", "error", op.error));
+    addPayload(shell.body, "request", op.request);
+    addPayload(shell.body, "response", op.response);
+    var logs = op.logs || [];
+    if (logs.length) {
+      var logList = el("ul", "logs");
+      logs.forEach(function (entry) {
+        logList.appendChild(el("li", "", "[" + (entry.level || "?") + "] " + text(entry.message)));
+      });
+      shell.body.appendChild(logList);
+    }
+    var chunks = op.reasoning && op.reasoning.chunks;
+    if (chunks && chunks.length) {
+      addPayload(shell.body, "reasoning", {
+        payload: chunks.map(function (c) { return c.text || ""; }).join("")
+      });
+    }
+    if (children.length) {
+      var list = childList(shell.body);
+      children.forEach(function (child) { list.appendChild(renderSession(child)); });
+    }
+    return li;
+  }
+  function describeMessages(payload) {
+    if (!Array.isArray(payload) || !payload.every(function (m) { return m && m.role; })) {
+      return text(payload);
+    }
+    return payload.map(function (message) {
+      var line = message.role + ": " + (message.content == null ? "" : text(message.content));
+      (message.tool_calls || []).forEach(function (call) {
+        var fn = (call && call.function) || {};
+        line += "\n  \u2192 " + (fn.name || "?") + "(" + text(fn.arguments) + ")";
+      });
+      return line;
+    }).join("\n");
+  }
+  function addPayload(parent, label, entry) {
+    if (!entry || entry.payload === undefined) return;
+    var box = el("details", "payload");
+    var size = isNumber(entry.size) ? " (" + entry.size + " chars)" : "";
+    box.appendChild(el("summary", "", label + size));
+    box.appendChild(el("pre", "", capped(describeMessages(entry.payload), 4000)));
+    parent.appendChild(box);
+  }
+  function renderTree(data) {
+    var tree = document.getElementById("tree");
+    var runs = Array.isArray(data.runs) ? data.runs : [];
+    if (!runs.length) {
+      tree.appendChild(el("p", "empty", data.fileKind === "stream" ?
+        "An event stream has no opTree: export the session file (.json.gz) to see it." :
+        "No runs in this session."));
+      return;
+    }
+    runs.forEach(function (run, index) {
+      var title = "run " + (index + 1);
+      if (run.traceId) title += " \u00b7 trace " + run.traceId;
+      tree.appendChild(el("div", "run-title", title));
+      var list = el("ul");
+      list.appendChild(renderSession(run));
+      tree.appendChild(list);
+    });
+  }
+  function setAll(open) {
+    var nodes = document.querySelectorAll("details.node");
+    for (var i = 0; i < nodes.length; i++) nodes[i].open = open;
+  }
+
+  // --- dialog and perspectives ----------------------------------------------------------------
+  function renderDialog(data) {
+    var list = document.getElementById("dialog-list");
+    var dialog = Array.isArray(data.dialog) ? data.dialog : [];
+    if (!dialog.length) { list.appendChild(el("li", "empty", "No messages.")); return; }
+    dialog.forEach(function (message) {
+      var role = message.role || "text";
+      var item = el("li", "msg role-" + role.replace(/[^a-z]/g, ""));
+      var who = message.speaker || message.agent_id || "?";
+      // As format_dialog words it: instructions, a text handed to all, or a message.
+      var label = role === "system" ? who + "\u2019s instructions" :
+        role === "text" || role === "assistant" ? who : who + " (" + role + ")";
+      item.appendChild(el("div", "who", label));
+      item.appendChild(el("div", "content", text(message.content)));
+      list.appendChild(item);
+    });
+  }
+  var TAGS = ["System", "Heard", "Action", "Said", "Received"];
+  function perspectiveLines(perspective) {
+    var lines = [];
+    String(perspective || "").split("\n").forEach(function (raw) {
+      var match = /^\[(System|Heard|Action|Said|Received)\]: ?([\s\S]*)$/.exec(raw);
+      if (match) lines.push({ tag: match[1], text: match[2] });
+      else if (lines.length) lines[lines.length - 1].text += "\n" + raw;
+      else if (raw) lines.push({ tag: "", text: raw });
+    });
+    return lines;
+  }
+  function renderPerspective(agent) {
+    var list = document.getElementById("perspective-list");
+    list.textContent = "";
+    list.setAttribute("data-agent", agent ? agent.id : "");
+    var lines = agent ? perspectiveLines(agent.perspective) : [];
+    if (!lines.length) { list.appendChild(el("li", "empty", "Nothing recorded.")); return; }
+    lines.forEach(function (line) {
+      var item = el("li", "line");
+      var tag = TAGS.indexOf(line.tag) >= 0 ? line.tag : "";
+      item.appendChild(el("span", "tag tag-" + tag.toLowerCase(), tag));
+      item.appendChild(el("span", "text", line.text));
+      list.appendChild(item);
+    });
+  }
+  function setupPerspectives(data, wanted) {
+    var select = document.getElementById("agent-select");
+    var agents = Array.isArray(data.agents) ? data.agents : [];
+    var chosen = 0;
+    agents.forEach(function (agent, index) {
+      var label = agent.name && agent.name !== agent.id ? agent.name + " (" + agent.id + ")" :
+        agent.id;
+      var option = el("option", "", label);
+      option.value = String(index);
+      select.appendChild(option);
+      if (wanted && (agent.name === wanted || agent.id === wanted)) chosen = index;
+    });
+    // The attribute too (not only the value), so a saved or dumped page shows the choice.
+    if (agents.length) select.options[chosen].defaultSelected = true;
+    select.disabled = !agents.length;
+    select.value = String(chosen);
+    select.addEventListener("change", function () {
+      renderPerspective(agents[Number(select.value)]);
+    });
+    renderPerspective(agents[chosen]);
+  }
+
+  // --- header and fragment --------------------------------------------------------------------
+  function renderSummary(data) {
+    var summary = document.getElementById("summary");
+    function add(label, value) {
+      if (value === undefined || value === null || value === "") return;
+      var row = el("div");
+      row.appendChild(el("dt", "", label));
+      row.appendChild(el("dd", "", value));
+      summary.appendChild(row);
+    }
+    var meta = data.meta || {};
+    var runs = Array.isArray(data.runs) ? data.runs : [];
+    var totals = emptyTotals();
+    runs.forEach(function (run) { sessionTotals(run, totals); });
+    add("file", data.file);
+    add("created", formatTime(meta.createdAt));
+    add("updated", formatTime(meta.updatedAt));
+    if (meta.result && typeof meta.result.success === "boolean") {
+      add("result", meta.result.success ? "success" :
+        "failed" + (meta.result.error ? ": " + text(meta.result.error) : ""));
+    }
+    add("runs", String(runs.length));
+    add("agents", String((data.agents || []).length));
+    if (totals.input || totals.output) {
+      add("tokens", "in " + totals.input + " \u00b7 out " + totals.output);
+    }
+    if (totals.costs) add("cost", formatCost(totals.cost));
+  }
+  function fragment() {
+    var params = {};
+    var hash = (window.location.hash || "").replace(/^#/, "");
+    hash.split("&").forEach(function (part) {
+      var at = part.indexOf("=");
+      if (at > 0) {
+        try { params[part.slice(0, at)] = decodeURIComponent(part.slice(at + 1)); }
+        catch (e) { params[part.slice(0, at)] = part.slice(at + 1); }
+      }
+    });
+    return params;
+  }
+  function applyFragment() {
+    var params = fragment();
+    if (params.expand === "all") setAll(true);
+    if (params.collapse === "all") setAll(false);
+    return params;
+  }
+
+  try {
+    var data = JSON.parse(document.getElementById("agenttrace-data").textContent);
+    renderSummary(data);
+    renderTree(data);
+    renderDialog(data);
+    var params = applyFragment();
+    setupPerspectives(data, params.agent);
+    document.getElementById("expand-all").addEventListener("click", function () {
+      setAll(true);
+    });
+    document.getElementById("collapse-all").addEventListener("click", function () {
+      setAll(false);
+    });
+    window.addEventListener("hashchange", applyFragment);
+    root.setAttribute("data-ready", "1");
+  } catch (error) {
+    recordError((error && error.stack) || error);
+  }
+})();
