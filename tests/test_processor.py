@@ -1,0 +1,247 @@
+"""The deferred worker and the processor that feeds lifecycle records to the sinks.
+
+No test here waits on a thread's luck: every wait is on an event the code under test sets, with a
+generous timeout that only matters when the code is broken.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+from agenttrace._internal import errors as internal_errors
+from agenttrace.record.lifecycle import Ended, EventLogged, Logged, Started
+from agenttrace.sdk.processor import AgentTraceProcessor, Sink
+from agenttrace.sdk.worker import Worker
+
+WAIT = 30.0  # seconds; only reached when something is broken
+
+
+def started(label: str) -> Started:
+    return Started("origin", label, "tool", f"execute_tool {label}", 1, 1, 1, None, {})
+
+
+def ended(label: str) -> Ended:
+    return Ended("origin", label, 2, {})
+
+
+# --- the worker -----------------------------------------------------------------------------
+
+
+def test_items_are_consumed_in_order_off_the_callers_thread() -> None:
+    seen: list[tuple[int, str]] = []
+    worker = Worker(lambda item: seen.append((item, threading.current_thread().name)))
+    for i in range(1000):
+        worker.put(i)
+    assert worker.flush(WAIT) is True
+    assert [i for i, _ in seen] == list(range(1000))
+    assert {name for _, name in seen} == {"agenttrace-worker"}
+    worker.stop()
+
+
+def test_flush_times_out_while_the_consumer_is_stuck() -> None:
+    release = threading.Event()
+    entered = threading.Event()
+
+    def consume(item: Any) -> None:
+        entered.set()
+        release.wait(WAIT)
+
+    worker = Worker(consume)
+    worker.put("stuck")
+    assert entered.wait(WAIT)
+    assert worker.flush(timeout=0.05) is False  # does not hang the caller
+    release.set()
+    assert worker.flush(WAIT) is True
+    worker.stop()
+
+
+def test_stop_consumes_what_is_queued_and_later_items_inline() -> None:
+    seen: list[tuple[str, str]] = []
+    worker = Worker(lambda item: seen.append((item, threading.current_thread().name)))
+    worker.put("before")
+    assert worker.stop(WAIT) is True
+    worker.put("after")  # the thread is gone: consumed in the caller, nothing is lost
+    assert seen == [("before", "agenttrace-worker"), ("after", threading.current_thread().name)]
+
+
+def test_scheduled_items_come_after_their_delay() -> None:
+    done = threading.Event()
+    seen: list[str] = []
+
+    def consume(item: str) -> None:
+        seen.append(item)
+        if item == "later":
+            done.set()
+
+    worker = Worker(consume)
+    worker.schedule(0.05, "later")
+    worker.put("now")
+    assert done.wait(WAIT)
+    assert seen == ["now", "later"]
+    worker.stop()
+
+
+def test_stop_drops_scheduled_items() -> None:
+    seen: list[str] = []
+    worker = Worker(seen.append)
+    worker.schedule(3600, "an hour from now")
+    worker.put("now")
+    worker.stop(WAIT)
+    assert seen == ["now"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_forked_child_starts_with_an_empty_queue_and_its_own_thread() -> None:
+    seen: list[str] = []
+    block = threading.Event()
+
+    def consume(item: str) -> None:
+        if item == "block":
+            block.wait(WAIT)
+        seen.append(item)
+
+    worker = Worker(consume)
+    worker.put("block")  # the parent's thread is busy; its queue holds "queued in the parent"
+    worker.put("queued in the parent")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's items are not its own, and a new thread works
+        try:
+            os.close(read)
+            worker.put("child")
+            ok = worker.flush(WAIT)
+            os.write(write, repr((ok, seen)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        report = pipe.read()
+    os.waitpid(pid, 0)
+    block.set()
+    worker.flush(WAIT)
+    assert report == repr((True, ["child"]))
+    assert seen == ["block", "queued in the parent"]
+    worker.stop()
+
+
+def test_a_failing_consumer_is_raised_by_the_next_flush_under_the_suite() -> None:
+    def consume(item: Any) -> None:
+        raise ValueError("a bug in a sink")
+
+    worker = Worker(consume)
+    worker.put(1)
+    with pytest.raises(ValueError, match="a bug in a sink"):
+        worker.flush(WAIT)
+    assert worker.flush(WAIT) is True  # reported once
+    worker.stop()
+
+
+# --- the processor ---------------------------------------------------------------------------
+
+
+class Recording(Sink):
+    def __init__(self, inline: bool = False) -> None:
+        self.inline = inline
+        self.seen: list[tuple[str, str, str]] = []
+        self.flushed = 0
+        self.shut = 0
+
+    def started(self, record: Started) -> None:
+        self.seen.append(("started", record.label, threading.current_thread().name))
+
+    def ended(self, record: Ended) -> None:
+        self.seen.append(("ended", record.label, threading.current_thread().name))
+
+    def event_logged(self, record: EventLogged) -> None:
+        self.seen.append(
+            ("event", str(record.event["message_id"]), threading.current_thread().name)
+        )
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        self.flushed += 1
+        return True
+
+    def shutdown(self) -> None:
+        self.shut += 1
+
+
+def test_records_reach_sinks_in_order_inline_events_at_once() -> None:
+    stream, tree = Recording(inline=True), Recording()
+    processor = AgentTraceProcessor((stream, tree))
+    caller = threading.current_thread().name
+    processor.record(started("1"))
+    processor.record(EventLogged(None, {"message_id": "msg_001"}, b"{}\n"))
+    # The inline sink has the event before record() returned, in the caller's thread.
+    assert [e for e in stream.seen if e[0] == "event"] == [("event", "msg_001", caller)]
+    processor.record(ended("1"))
+    assert processor.force_flush() is True
+    assert [entry[:2] for entry in tree.seen] == [
+        ("started", "1"),
+        ("event", "msg_001"),
+        ("ended", "1"),
+    ]
+    assert {entry[2] for entry in tree.seen} == {"agenttrace-worker"}
+    assert tree.flushed == stream.flushed == 1
+    processor.shutdown()
+
+
+def test_no_op_methods_are_never_queued() -> None:
+    class OnlyEnds(Sink):
+        def __init__(self) -> None:
+            self.ends = 0
+
+        def ended(self, record: Ended) -> None:
+            self.ends += 1
+
+    sink = OnlyEnds()
+    processor = AgentTraceProcessor((sink,))
+    processor.record(started("1"))
+    processor.record(Logged("origin", "1", "agenttrace.log", 1, {}))
+    assert processor.worker.pending == 0  # nothing wants them: not even queued
+    processor.record(ended("1"))
+    processor.force_flush()
+    assert sink.ends == 1
+    processor.shutdown()
+
+
+def test_a_failing_sink_is_reported_once_and_the_others_go_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(internal_errors, "raise_internal_errors", False)
+    internal_errors.reset_reported()
+
+    class Broken(Sink):
+        def ended(self, record: Ended) -> None:
+            raise RuntimeError("broken sink")
+
+    good = Recording()
+    processor = AgentTraceProcessor((Broken(), good))
+    with caplog.at_level(logging.WARNING, logger="agenttrace"):
+        for label in ("1", "2", "3"):
+            processor.record(ended(label))
+        assert processor.force_flush() is True
+    assert [label for _, label, _ in good.seen] == ["1", "2", "3"]
+    warnings = [r for r in caplog.records if "broken sink" in r.getMessage()]
+    assert len(warnings) == 1
+    processor.shutdown()
+
+
+def test_the_providers_flush_and_shutdown_reach_our_sinks() -> None:
+    sink = Recording()
+    processor = AgentTraceProcessor((sink,))
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    processor.record(ended("1"))
+    assert provider.force_flush() is True
+    assert sink.seen[0][:2] == ("ended", "1") and sink.flushed == 1
+    provider.shutdown()
+    assert sink.shut == 1
+    processor.record(ended("2"))  # after shutdown: ignored, no error
+    processor.shutdown()  # twice is safe
+    assert sink.shut == 1 and len(sink.seen) == 1
