@@ -50,9 +50,13 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Per-call overhead against a bare span, issue 8's scale figures (each in a child process with a
+# time cap), then the event stream and resume. `make bench BENCH_ARGS=--quick`: a smoke run.
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_overhead.py
-	$(BIN)/python benchmarks/bench_sessions.py
+	$(BIN)/python benchmarks/bench_overhead.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/bench_scale.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/bench_sessions.py $(if $(filter --quick,$(BENCH_ARGS)),--events 10000)
 
 # Regenerate the lock (needs uv: pip install uv). Hashes for every platform and Python >= 3.10.
 lock:

@@ -1,144 +1,162 @@
-"""What agenttrace costs, as ratios against a bare OpenTelemetry span measured in the same run.
+"""What agenttrace costs per call, as ratios against a bare OpenTelemetry span in the same run.
 
-Run with ``make bench`` (or ``python benchmarks/bench_overhead.py``). Everything shares one
-TracerProvider whose pipeline is what ``agenttrace.init()`` builds (our processor) plus a batch
+Run with ``make bench`` (or ``python benchmarks/bench_overhead.py``; ``--quick`` for a smoke run,
+``--json`` for machine-readable results). Only agenttrace's public API is used. Everything shares
+one TracerProvider whose pipeline is what ``agenttrace.init()`` adds (our processor) plus a batch
 processor feeding an exporter that drops spans, so only the in-process cost is measured.
 
-Measured, each as the best of several repeats of many calls (the least disturbed figure):
+Each figure is CPU time per call, the best of ``--repeat`` rounds of ``--number`` calls (the
+cases take turns within each round, so drift on a shared machine hits them alike; garbage
+collection is off while a round runs, as in ``timeit``, and what the imports made is frozen out
+of it: a full collection with litellm loaded takes 0.4 s), measured two ways:
 
-1. a bare span: ``start_as_current_span`` with the attributes an agenttrace tool span carries;
-2. an agenttrace tool call (``@agenttrace.tool``) inside an agent run and turn;
-3. a mocked ``litellm.completion`` without agenttrace and with it, directly in an agent run
-   (each call opens a turn: two spans) and inside an explicit turn (one span);
-4. one turn of an agent: the mocked LLM call and two tool calls, without and with agenttrace.
+- *total*: ``time.process_time()`` (every thread of the process) around the calls and a final
+  ``agenttrace.force_flush()``, so the work agenttrace leaves to its background thread, and the
+  batch processor's export, are counted: all the CPU a call costs;
+- *caller*: ``time.thread_time()`` of the calling thread around the calls alone: what the agent
+  itself spends (in a real agent the background work overlaps its waits on the network).
 
-agenttrace ends its spans on a background thread. Each traced figure is given twice: *total*,
-with that thread running alongside (in these CPU-bound loops it competes for the GIL, so this
-is all the CPU agenttrace costs), and *caller*, with the thread held off until the timing ends
-(what the agent itself waits for; in a real agent the deferred work runs while it waits on the
-network). Timings are printed, never asserted in tests.
+Measured:
+
+1. a bare span: ``tracer.start_as_current_span`` around the undecorated tool function, with the
+   attributes a finished agenttrace tool span carries (read from one such span as it reaches the
+   exporter), the ``agenttrace.`` prefix of their keys spelled ``benchtrace.`` so that
+   agenttrace's processor does not take the bare span for one of its own and do its work;
+2. an agenttrace tool call (``@agenttrace.tool``) inside an agent run and an explicit turn
+   (target: total <= 1.2x a bare span, caller <= 1.1x);
+3. a mocked ``litellm.completion`` (``mock_response=``) untraced (before ``agenttrace.init()``
+   patches litellm and again after ``agenttrace.shutdown()`` undoes it; the best of both), and
+   traced: directly in an agent run (each call opens a turn: two spans) and inside an explicit
+   turn (one span). The time agenttrace adds, in bare spans (target: <= 3, total);
+4. one turn of an agent: the mocked LLM call and two tool calls, untraced and traced (reported).
+
+Each traced case runs in a fresh session (``agenttrace.new_session()``) and its own agent run,
+opened and warmed up by one call before the timing starts and closed after it ends.
+Timings are printed, never asserted in tests.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
+import shutil
 import sys
 import tempfile
-import timeit
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm
-from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    SimpleSpanProcessor,
-    SpanExporter,
-    SpanExportResult,
-)
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import agenttrace
-from agenttrace import semconv as sc
-from agenttrace._internal.runtime import runtime
-from agenttrace.instrumentation.litellm import LiteLLMInstrumentor
-from agenttrace.sdk.worker import worker
+
+TOOL_SPAN = "execute_tool search"
+TOOL_TOTAL_TARGET = 1.2
+TOOL_CALLER_TARGET = 1.1
+LLM_ADDED_TARGET = 3.0  # bare spans
 
 
 class DroppingExporter(SpanExporter):
-    """Accepts every batch and keeps nothing: the export pipeline runs, the network does not."""
+    """Accepts every batch and keeps nothing but the attributes of the first tool span seen."""
+
+    def __init__(self) -> None:
+        self.tool_attributes: dict[str, Any] | None = None
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self.tool_attributes is None:
+            for span in spans:
+                if span.name == TOOL_SPAN:
+                    self.tool_attributes = dict(span.attributes or {})
+                    break
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
         pass
 
 
-def total(fn: Callable[[], Any], number: int, repeat: int) -> float:
-    """Best seconds per call, the background worker running alongside."""
-    fn()
-    agenttrace.force_flush()
+Sample = tuple[float, float, float]
+"""Seconds per call: total CPU, caller CPU, wall."""
+
+
+def measure(fn: Callable[[], Any], number: int) -> Sample:
+    """``number`` calls of ``fn`` and a final flush; per-call total CPU, caller CPU and wall."""
     gc.collect()
-    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
-
-
-def caller(fn: Callable[[], Any], number: int, repeat: int) -> float:
-    """Best seconds per call with the background worker held off until each repeat ends."""
-    fn()
-    agenttrace.force_flush()
-    gc.collect()
-    runs = []
-    for _ in range(repeat):
-        with worker.paused():
-            runs.append(timeit.timeit(fn, number=number) / number)
-        agenttrace.force_flush()
-    return min(runs)
-
-
-def tool_span_attributes() -> dict[str, Any]:
-    """The attributes of a finished agenttrace tool span, captured on a throwaway provider."""
-    exporter = InMemorySpanExporter()
-    capture = TracerProvider()
-    capture.add_span_processor(SimpleSpanProcessor(exporter))
-    saved = runtime.tracer
-    runtime.tracer = capture.get_tracer("capture")
+    gc.disable()
     try:
-
-        @agenttrace.tool
-        def search(query: str) -> str:
-            return "result"
-
-        with agenttrace.agent("Bench"), agenttrace.turn():
-            search("cats")
+        cpu, thread, wall = time.process_time(), time.thread_time(), time.perf_counter()
+        for _ in range(number):
+            fn()
+        thread = time.thread_time() - thread
         agenttrace.force_flush()
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     finally:
-        runtime.tracer = saved
-    span = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool search")
-    attributes = dict(span.attributes or {})
-    assert attributes[sc.KIND] == "tool"
-    return attributes
+        gc.enable()
+    return cpu / number, thread / number, wall / number
+
+
+class Case:
+    """One thing measured: a call, the context it runs in, how many calls a round."""
+
+    def __init__(
+        self,
+        name: str,
+        fn: Callable[[], Any],
+        number: int,
+        context: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    ) -> None:
+        self.name, self.fn, self.number, self.context = name, fn, number, context
+        self.samples: list[Sample] = []
+
+    def run(self) -> None:
+        with self.context():
+            self.fn()  # warm up, and open what the first call opens (the session's stream)
+            agenttrace.force_flush()
+            self.samples.append(measure(self.fn, self.number))
+        agenttrace.force_flush()  # the run's end (session file, ledger): not timed
+
+    def best(self) -> Sample:
+        return Case.merged(self)
+
+    @staticmethod
+    def merged(*cases: Case) -> Sample:
+        samples = [s for case in cases for s in case.samples]
+        return min(s[0] for s in samples), min(s[1] for s in samples), min(s[2] for s in samples)
+
+
+def rounds(cases: Sequence[Case], repeat: int) -> None:
+    for _ in range(repeat):
+        for case in cases:
+            case.run()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="agenttrace overhead, relative to a bare span")
-    parser.add_argument("--number", type=int, default=2000, help="calls per repeat (tools)")
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--number", type=int, help="tool calls per round (default 2000)")
+    parser.add_argument("--repeat", type=int, help="rounds; the best is kept (default 7)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args(argv)
-    number, repeat = args.number, args.repeat
-    llm_number = max(50, number // 8)
+    number = args.number or (300 if args.quick else 2000)
+    repeat = args.repeat or (2 if args.quick else 7)
+    llm_number = max(20 if args.quick else 50, number // 8)
     litellm.suppress_debug_info = True
-
-    provider = TracerProvider()
-    scratch = Path(tempfile.mkdtemp(prefix="agenttrace-bench-"))  # not ~/.agenttrace
-    tracing = agenttrace.init(
-        tracer_provider=provider,
-        instrument_litellm=False,
-        sessions_dir=scratch / "sessions",
-        billing_file=scratch / "accounting.jsonl",
-    )
-    provider.add_span_processor(BatchSpanProcessor(DroppingExporter(), max_queue_size=1 << 16))
-    tracer = provider.get_tracer("bench")
-    attributes = tool_span_attributes()
-
-    def bare_op() -> str:
-        with tracer.start_as_current_span("execute_tool search", attributes=attributes):
-            return "result"
-
-    @agenttrace.tool
-    def search(query: str) -> str:
-        return "result"
+    started = time.perf_counter()
 
     messages = [{"role": "user", "content": "What is the weather in Paris?"}]
 
     def llm_call() -> None:
         litellm.completion(model="gpt-4o-mini", messages=messages, mock_response="It is sunny.")
+
+    def search(query: str) -> str:
+        return "result"
 
     def lookup(city: str) -> str:
         return f"sunny in {city}"
@@ -146,70 +164,181 @@ def main(argv: list[str] | None = None) -> int:
     def convert(celsius: float) -> float:
         return celsius * 9 / 5 + 32
 
-    traced_lookup, traced_convert = agenttrace.tool(lookup), agenttrace.tool(convert)
-
     def plain_turn() -> None:
         llm_call()
         lookup("Paris")
         convert(21.0)
+
+    # -- untraced baselines: before init (and again after shutdown) ----------------------------
+    def baselines() -> list[Case]:
+        return [
+            Case("llm call, untraced", llm_call, llm_number),
+            Case("turn, untraced", plain_turn, llm_number),
+        ]
+
+    for _ in range(3):
+        llm_call()
+    gc.freeze()  # litellm's modules: otherwise each round's gc.collect() scans them again
+    before = baselines()
+    rounds(before, repeat)
+
+    # -- agenttrace on one provider with a batch processor and a dropping exporter -------------
+    scratch = Path(tempfile.mkdtemp(prefix="agenttrace-bench-"))  # not ~/.agenttrace
+    provider = TracerProvider()
+    exporter = DroppingExporter()
+    tracing = agenttrace.init(
+        tracer_provider=provider,
+        instrument_litellm=True,
+        sessions_dir=scratch / "sessions",
+        billing_file=scratch / "accounting.jsonl",
+    )
+    provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=1 << 16))
+    tracer = provider.get_tracer("bench")
+    traced_search = agenttrace.tool(search)
+    traced_lookup, traced_convert = agenttrace.tool(lookup), agenttrace.tool(convert)
+
+    @contextmanager
+    def in_run(turn: bool) -> Iterator[None]:
+        agenttrace.new_session()
+        with agenttrace.agent("Bench"):
+            if turn:
+                with agenttrace.turn():
+                    yield
+            else:
+                yield
+
+    with in_run(turn=True):
+        traced_search("cats")
+    agenttrace.force_flush()
+    if exporter.tool_attributes is None:
+        print(f"no {TOOL_SPAN!r} span reached the exporter", file=sys.stderr)
+        return 1
+    attributes = {
+        ("benchtrace." + key[len("agenttrace.") :] if key.startswith("agenttrace.") else key): value
+        for key, value in exporter.tool_attributes.items()
+    }
+
+    def bare_op() -> str:
+        with tracer.start_as_current_span(TOOL_SPAN, attributes=attributes):
+            return search("cats")
 
     def traced_turn() -> None:
         llm_call()
         traced_lookup("Paris")
         traced_convert(21.0)
 
-    r: dict[str, float] = {}
-    with trace.get_tracer("bench").start_as_current_span("bench parent"):
-        with tracer.start_as_current_span("bare parent"):
-            r["bare span"] = total(bare_op, number, repeat)
-        with agenttrace.agent("Bench"), agenttrace.turn():
-            r["tool call, total"] = total(lambda: search("cats"), number, repeat)
-            r["tool call, caller"] = caller(lambda: search("cats"), number, repeat)
-        r["llm call, no agenttrace"] = total(llm_call, llm_number, repeat)
-        r["turn, no agenttrace"] = total(plain_turn, llm_number, repeat)
-        instrumentor = LiteLLMInstrumentor()
-        instrumentor.instrument()
-        try:
-            with agenttrace.agent("Bench"):
-                r["llm call in a run, total"] = total(llm_call, llm_number, repeat)
-                r["llm call in a run, caller"] = caller(llm_call, llm_number, repeat)
-                r["turn, total"] = total(traced_turn, llm_number, repeat)
-                r["turn, caller"] = caller(traced_turn, llm_number, repeat)
-                with agenttrace.turn():
-                    r["llm call in a turn, total"] = total(llm_call, llm_number, repeat)
-                    r["llm call in a turn, caller"] = caller(llm_call, llm_number, repeat)
-        finally:
-            instrumentor.uninstrument()
-    tracing.shutdown()
+    traced = [
+        Case("bare span", bare_op, number, lambda: tracer.start_as_current_span("bare parent")),
+        Case("tool call", lambda: traced_search("cats"), number, lambda: in_run(turn=True)),
+        Case("llm call in a run", llm_call, llm_number, lambda: in_run(turn=False)),
+        Case("llm call in a turn", llm_call, llm_number, lambda: in_run(turn=True)),
+        Case("turn", traced_turn, llm_number, lambda: in_run(turn=False)),
+    ]
+    rounds(traced, repeat)
+    tracing.shutdown()  # undoes the litellm patch
+    after = baselines()
+    rounds(after, repeat)
     provider.shutdown()
-    report(r)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+    best = {case.name: case.best() for case in traced}
+    phases = {  # total CPU, µs: before init, after shutdown (a check that the patch was undone)
+        first.name: [round(first.best()[0] * 1e6, 1), round(second.best()[0] * 1e6, 1)]
+        for first, second in zip(before, after, strict=True)
+    }
+    for first, second in zip(before, after, strict=True):
+        best[first.name] = Case.merged(first, second)
+    rows = table(best)
+    took = time.perf_counter() - started
+    if args.json:
+        result = {
+            "benchmark": "bench_overhead",
+            "number": number,
+            "llm_number": llm_number,
+            "repeat": repeat,
+            "seconds": round(took, 1),
+            "per_call_us": {
+                name: {"total": s[0] * 1e6, "caller": s[1] * 1e6, "wall": s[2] * 1e6}
+                for name, s in best.items()
+            },
+            "untraced_before_init_and_after_shutdown_total_us": phases,
+            "bare_span_attributes": attributes,
+            "rows": rows,
+        }
+        print(json.dumps(result, indent=2))
+    else:
+        report(rows, number, llm_number, repeat, took)
     return 0
 
 
-def report(r: dict[str, float]) -> None:
-    bare = r["bare span"]
-    print(f"{'measurement':32} {'best':>11} {'in bare spans':>14}")
-    for name, seconds in r.items():
-        print(f"{name:32} {seconds * 1e6:9.1f}us {seconds / bare:13.2f}")
-    print("\nagenttrace op vs a bare span with the same attributes (target <= 1.2):")
-    tool_total, tool_caller = r["tool call, total"] / bare, r["tool call, caller"] / bare
-    print(f"  tool call      total {tool_total:.2f}x   caller {tool_caller:.2f}x")
-    print("time added to a mocked litellm call, in bare spans (target <= 3):")
-    base = r["llm call, no agenttrace"]
-    for where in ("in a run", "in a turn"):
-        added_total = r[f"llm call {where}, total"] - base
-        added_caller = r[f"llm call {where}, caller"] - base
-        print(
-            f"  {where:10} total {added_total * 1e6:6.1f}us = {added_total / bare:4.1f}   "
-            f"caller {added_caller * 1e6:6.1f}us = {added_caller / bare:4.1f}"
+def table(best: dict[str, Sample]) -> list[dict[str, Any]]:
+    """The rows: measurement, figure (µs), ratio to a bare span, target, met."""
+    bare = best["bare span"]
+    rows: list[dict[str, Any]] = []
+
+    def row(
+        measurement: str, seconds: float, ratio: float | None, target: float | None, unit: str
+    ) -> None:
+        rows.append(
+            {
+                "measurement": measurement,
+                "us": round(seconds * 1e6, 2),
+                "ratio": None if ratio is None else round(ratio, 3),
+                "unit": unit,
+                "target": target,
+                "met": None if target is None or ratio is None else ratio <= target,
+            }
         )
-    base_turn = r["turn, no agenttrace"]
-    added_total = r["turn, total"] - base_turn
-    added_caller = r["turn, caller"] - base_turn
-    print("time added to a turn (llm call + 2 tool calls, 4 spans):")
+
+    for index, how in ((0, "total"), (1, "caller")):
+        row(f"bare span, {how}", bare[index], 1.0, None, "x")
+    tool = best["tool call"]
+    row("tool call, total", tool[0], tool[0] / bare[0], TOOL_TOTAL_TARGET, "x")
+    row("tool call, caller", tool[1], tool[1] / bare[1], TOOL_CALLER_TARGET, "x")
+    base = best["llm call, untraced"]
+    row("mocked litellm.completion, untraced, total", base[0], None, None, "")
+    row("mocked litellm.completion, untraced, caller", base[1], None, None, "")
+    for where, spans in (("in a run", 2), ("in a turn", 1)):
+        traced = best[f"llm call {where}"]
+        for index, how in ((0, "total"), (1, "caller")):
+            added = traced[index] - base[index]
+            target = LLM_ADDED_TARGET if index == 0 else None
+            name = f"added to it {where} ({spans} span{'s' * (spans > 1)}), {how}"
+            row(name, added, added / bare[index], target, "bare spans")
+    plain, turn = best["turn, untraced"], best["turn"]
+    for index, how in ((0, "total"), (1, "caller")):
+        added = turn[index] - plain[index]
+        name = f"added to a turn (LLM call + 2 tools, 4 spans), {how}"
+        row(name, added, added / bare[index], None, "bare spans")
+    return rows
+
+
+def report(
+    rows: list[dict[str, Any]], number: int, llm_number: int, repeat: int, took: float
+) -> None:
+    def ratio(row: dict[str, Any]) -> str:
+        if row["ratio"] is None:
+            return ""
+        return f"{row['ratio']:.2f}x" if row["unit"] == "x" else f"{row['ratio']:.1f} bare spans"
+
+    def target(row: dict[str, Any]) -> str:
+        if row["target"] is None:
+            return ""
+        return f"<= {row['target']}x" if row["unit"] == "x" else f"<= {row['target']:g}"
+
+    def met(row: dict[str, Any]) -> str:
+        return "" if row["met"] is None else ("yes" if row["met"] else "NO")
+
+    headers = ("measurement", "figure", "ratio", "target", "met")
+    lines = [(r["measurement"], f"{r['us']:.1f} µs", ratio(r), target(r), met(r)) for r in rows]
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+    for line in lines:
+        print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)))
     print(
-        f"  total {added_total * 1e6:.1f}us = {added_total / bare:.1f}   "
-        f"caller {added_caller * 1e6:.1f}us = {added_caller / bare:.1f}"
+        f"\nCPU per call, best of {repeat} rounds of {number} calls ({llm_number} LLM calls);"
+        " total: all threads, final force_flush included; caller: the calling thread only."
+        f"\nbench_overhead took {took:.0f} s"
     )
 
 

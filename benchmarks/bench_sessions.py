@@ -19,6 +19,7 @@ import gzip
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         f"({stream_size / snapshot_size:.1f}x smaller)"
     )
     tracing.shutdown()
+    shutil.rmtree(directory, ignore_errors=True)  # about 45 MB of stream and session file
     return 0
 
 
