@@ -215,15 +215,15 @@ def test_an_event_logged_while_a_snapshot_is_built_reaches_the_session_file(
     helper = session.allocate_agent_id()
     session.log_agent_created(helper, name="Helper")
     late: list[str] = []
-    original = sink.payload
+    original = sink.pieces
 
-    def payload_then_an_event(target: agenttrace.Session, state: Any = None) -> bytes:
-        data = original(target, state)
+    def pieces_then_an_event(state: Any) -> list[Any]:
+        data = original(state)
         if not late:  # the agent logs one more event right after the events were read
             late.append(session.log_transcript_entry(helper, {"role": "user", "content": "bye"}))
         return data
 
-    sink.payload = payload_then_an_event  # type: ignore[method-assign]
+    sink.pieces = pieces_then_an_event  # type: ignore[method-assign]
 
     @agenttrace.agent("Worker")
     def work() -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agenttrace.record.events import EVENT_TYPES, PIECE_OF_TEXT, infer_causes, normalize
+from agenttrace.record.spool import Piece, gzip_member
 
 FORMAT = "agenttrace.session"
 VERSION = 1
@@ -120,18 +121,30 @@ def read_session_file(path: str | Path, progress: Progress | None = None) -> Loa
 
 
 def _gunzip(path: Path, progress: Progress | None) -> bytes:
+    """The contents of a gzip file, all its members (agenttrace writes the finished parts of a
+    session as members of their own)."""
     total = path.stat().st_size
     decompressor = zlib.decompressobj(31)  # the gzip container
+    fed = False  # has the current member received any byte?
+    members = 0
     parts: list[bytes] = []
     done = 0
     with open(path, "rb") as handle:
         while chunk := handle.read(_PROGRESS_STEP):
-            parts.append(decompressor.decompress(chunk))
             done += len(chunk)
+            while chunk:
+                fed = True
+                parts.append(decompressor.decompress(chunk))
+                if not decompressor.eof:
+                    break
+                members += 1  # a member ended; whatever follows starts the next one
+                chunk = decompressor.unused_data
+                decompressor = zlib.decompressobj(31)
+                fed = False
             if progress is not None:
                 progress(done, total)
-    parts.append(decompressor.flush())
-    if not decompressor.eof:
+    if fed or members == 0:
+        parts.append(decompressor.flush())
         raise EOFError("the gzip stream ends before its end marker")
     return b"".join(parts)
 
@@ -318,6 +331,26 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+def document_pieces(
+    session_id: str,
+    runs: Sequence[Sequence[Piece]],
+    events: Sequence[Piece],
+    meta: Mapping[str, Any],
+) -> list[Piece]:
+    """A session file's JSON document as pieces (see ``agenttrace.record.spool``): ``runs`` are
+    each run's SessionNode as pieces, ``events`` the comma-separated event lines as pieces."""
+    head = _compact_json({"format": FORMAT, "version": VERSION, "session_id": session_id})
+    pieces: list[Piece] = [head[:-1] + b',"runs":[']
+    for index, run in enumerate(runs):
+        if index:
+            pieces.append(b",")
+        pieces.extend(run)
+    pieces.append(b'],"meta":' + _compact_json(meta) + b',"events":[')
+    pieces.extend(events)
+    pieces.append(b"]}")
+    return pieces
+
+
 def snapshot_bytes(
     session_id: str,
     runs: Sequence[Mapping[str, Any] | bytes],
@@ -325,28 +358,17 @@ def snapshot_bytes(
     meta: Mapping[str, Any],
     compresslevel: int = 4,
 ) -> bytes:
-    """The gzipped session file. ``runs`` are SessionNodes, as objects or as their JSON (a run
-    serialised once when it ended is not serialised again); ``event_lines`` are the stream's JSON
-    lines, reused as they are (no second serialisation of what may be 100,000 events)."""
-    head = json.dumps(
-        {"format": FORMAT, "version": VERSION, "session_id": session_id},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    ).encode("utf-8")
-    runs_json = b",".join(run if isinstance(run, bytes) else _compact_json(run) for run in runs)
-    compressor = zlib.compressobj(compresslevel, zlib.DEFLATED, 31)  # 31: the gzip container
-    parts = [
-        compressor.compress(head[:-1] + b',"runs":['),
-        compressor.compress(runs_json),
-        compressor.compress(b'],"meta":' + _compact_json(meta) + b',"events":['),
-    ]
-    for index, line in enumerate(event_lines):
-        parts.append(
-            compressor.compress(b"," + line.rstrip(b"\n") if index else line.rstrip(b"\n"))
-        )
-    parts.append(compressor.compress(b"]}"))
-    parts.append(compressor.flush())
-    return b"".join(parts)
+    """A whole gzipped session file in memory (for tools and tests; agenttrace's own writes go
+    through :func:`agenttrace.record.spool.write_pieces`). ``runs`` are SessionNodes as objects
+    or as their JSON; ``event_lines`` the stream's JSON lines."""
+    pieces = document_pieces(
+        session_id,
+        [[run if isinstance(run, bytes) else _compact_json(run)] for run in runs],
+        [b",".join(line.rstrip(b"\n") for line in event_lines)],
+        meta,
+    )
+    data = b"".join(p for p in pieces if isinstance(p, bytes))
+    return gzip_member(data, compresslevel)
 
 
 def _compact_json(value: Any) -> bytes:

@@ -21,7 +21,9 @@ from typing import Any
 
 from agenttrace._internal.redact import scrub_text
 from agenttrace.record.optree import children, hosted_sessions, session_ops
-from agenttrace.sdk.optree import Node, OpTreeSink, RunTree
+from agenttrace.record.paths import format_label, kind_of, parse_label
+from agenttrace.record.spool import Piece, Spool
+from agenttrace.sdk.optree import OpTreeSink, RunTree
 from agenttrace.sdk.processor import Sink
 
 logger = logging.getLogger("agenttrace")
@@ -65,10 +67,12 @@ def _record(entry: Mapping[str, Any], call_path: Any, op: Mapping[str, Any]) -> 
 
 def append_lines(path: Path, lines: list[str]) -> None:
     """Append ``lines`` to ``path`` in one write, under an exclusive lock."""
-    if not lines:
-        return
+    if lines:
+        _append_locked(path, "".join(line + "\n" for line in lines).encode("utf-8"))
+
+
+def _append_locked(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    data = "".join(line + "\n" for line in lines).encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -83,31 +87,49 @@ def append_lines(path: Path, lines: list[str]) -> None:
 
 
 class LedgerSink(Sink):
-    """Appends each run's accounting to the billing ledger when the run ends (or at exit)."""
+    """Appends each run's accounting to the billing ledger when the run ends (or at exit).
 
-    def __init__(self, path: Path, optree: OpTreeSink) -> None:
+    Each op's record is built when the op ends and held per run (moved to the session's spool
+    once it adds up), so a long run's ledger costs no memory and its tree need not be kept.
+    """
+
+    def __init__(self, path: Path, optree: OpTreeSink, spill_bytes: int = 64 << 10) -> None:
         self.path = path
         self.optree = optree
-        self._billed: set[str] = set()
+        self.spill_bytes = spill_bytes
+        self._pending: dict[str, _RunLines] = {}  # origin txn id -> the run's records so far
         self._failed = False
         self._lock = threading.Lock()
         optree.add_listener(self._on_tree)
 
     def _on_tree(self, what: str, run: RunTree, label: str) -> None:
-        if what == "end" and label == "0" and run.root is not None:
-            self.bill(run.origin, run.root)
+        if what != "end":
+            return
+        address = parse_label(label)
+        if not address:
+            self.bill(run.origin)
+            return
+        if kind_of(address) != "op":
+            return
+        op = run.nodes.get(label)
+        session = run.nodes.get(format_label(address[:-2]))
+        if op is None:
+            return
+        call_path = session.get("callPath") if session is not None else None
+        lines = self._pending.get(run.origin)
+        if lines is None:
+            lines = self._pending[run.origin] = _RunLines(run.spool)
+        for entry in children(op, "accounting"):
+            lines.add(_line(_record(entry, call_path, op)), self.spill_bytes)
 
-    def bill(self, origin: str, root: Node) -> None:
-        """Append the run's records once."""
+    def bill(self, origin: str) -> None:
+        """Append the run's records, once."""
+        lines = self._pending.pop(origin, None)
+        if lines is None or self._failed:
+            return
         with self._lock:
-            if origin in self._billed or self._failed:
-                return
-            self._billed.add(origin)
-            lines = [
-                json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in records(root)
-            ]
             try:
-                append_lines(self.path, lines)
+                append_pieces(self.path, lines.pieces, lines.spool)
             except OSError as exc:
                 self._failed = True
                 logger.warning(
@@ -119,6 +141,41 @@ class LedgerSink(Sink):
 
     def shutdown(self) -> None:
         # Runs a clean exit stopped before they ended: bill what they did.
-        for run in list(self.optree.runs.values()):
-            if run.root is not None and not run.finished:
-                self.bill(run.origin, run.root)
+        for origin in list(self._pending):
+            self.bill(origin)
+
+
+class _RunLines:
+    """One run's ledger lines so far: bytes, and refs to those moved to the spool."""
+
+    __slots__ = ("pieces", "raw", "spool")
+
+    def __init__(self, spool: Spool | None) -> None:
+        self.pieces: list[Piece] = []
+        self.raw = 0
+        self.spool = spool
+
+    def add(self, line: bytes, spill_bytes: int) -> None:
+        self.pieces.append(line)
+        self.raw += len(line)
+        if self.raw >= spill_bytes and self.spool is not None:
+            raw = b"".join(p for p in self.pieces if isinstance(p, bytes))
+            self.pieces = [p for p in self.pieces if not isinstance(p, bytes)]
+            self.pieces.append(self.spool.add(raw))  # plain text: read back, never gunzipped
+            self.raw = 0
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def append_pieces(path: Path, pieces: list[Piece], spool: Spool | None) -> None:
+    """Append ledger lines (bytes, or refs to text in ``spool``) to ``path`` under an exclusive
+    lock, so two processes appending at once never interleave."""
+    if not pieces:
+        return
+    data = b"".join(
+        piece if isinstance(piece, bytes) else spool.read(piece)  # type: ignore[union-attr]
+        for piece in pieces
+    )
+    _append_locked(path, data)

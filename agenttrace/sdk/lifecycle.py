@@ -148,6 +148,7 @@ def init(
         optree = OpTreeSink(
             resource=dict(provider.resource.attributes),
             scope={"name": INSTRUMENTATION_NAME, "version": __version__},
+            spool_dir=settings.sessions_dir,
         )
         stream = EventStreamSink(settings.sessions_dir, redacted=settings.redacted_save)
         processor = AgentTraceProcessor(

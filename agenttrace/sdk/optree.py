@@ -8,21 +8,29 @@ the tree is right whatever order scopes end in. Every node also keeps its span e
 sent (``span``: ids, times in ns, kind, status, attributes, events), and a run's root keeps the
 resource, so an export of the session file reproduces what went over OTLP.
 
-The builder is a sink of our processor and runs on its background worker. A run is dropped from
-memory once its root has ended and the listeners (session file, ledger) have taken it.
+The builder is a sink of our processor and runs on its background worker. Memory stays bounded
+by what is running, not by what ran: a node that ends is serialised at once into a
+:class:`Fragment` in its parent's place (JSON text, compacted into the session's spool of
+compressed gzip members as it accumulates), and a run's tree is dropped once its root has ended
+and the listeners (session file, ledger) have taken it. Only while an ``on_optree`` subscriber
+listens are finished nodes kept whole, since the subscriber is handed the tree.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace.record.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
 from agenttrace.record.paths import format_label, kind_of, parse_label
+from agenttrace.record.spool import Piece, Spool
 from agenttrace.sdk.processor import Sink
 
 Node = dict[str, Any]
@@ -34,19 +42,53 @@ def _ms(nanoseconds: int) -> int:
     return nanoseconds // 1_000_000
 
 
-class RunTree:
-    """One run (a root agent run and everything under it): its nodes by path label."""
+COMPACT_BYTES = 64 << 10
+"""Finished children whose JSON adds up to this much are compressed into the spool together."""
+SMALL_BYTES = 4 << 10
+"""A finished sub-agent run bigger than this is compressed into the spool on its own."""
 
-    __slots__ = ("finished", "nodes", "origin", "root", "session", "session_id")
+
+class Fragment:
+    """A finished node (or several consecutive finished siblings), serialised: JSON pieces,
+    ``bytes`` or refs to compressed members in the session's spool."""
+
+    __slots__ = ("pieces", "raw")
+
+    def __init__(self, pieces: list[Piece]) -> None:
+        self.pieces = pieces
+        self.raw = sum(len(p) for p in pieces if isinstance(p, bytes))
+        """Bytes of it not yet compressed."""
+
+
+class RunTree:
+    """One run (a root agent run and everything under it): its open nodes by path label."""
+
+    __slots__ = (
+        "finished",
+        "fragment",
+        "nodes",
+        "origin",
+        "raw",
+        "root",
+        "session",
+        "session_id",
+        "spool",
+    )
 
     def __init__(self, session_id: str, origin: str, session: Any = None) -> None:
         self.session_id = session_id
         self.origin = origin
         self.session = session
-        """The ``Session`` the run records into, once an event has named it."""
+        """The ``Session`` the run records into."""
         self.nodes: dict[str, Node] = {}
         self.root: Node | None = None
         self.finished = False
+        self.spool: Spool | None = None
+        """The session's spool, where finished parts of the tree are compressed."""
+        self.raw: dict[str, int] = {}
+        """Per open node: bytes of its finished children not yet compressed."""
+        self.fragment: list[Piece] | None = None
+        """The whole run, serialised (refs into the spool), once its root has ended."""
 
     def place(self, label: str, node: Node) -> None:
         """Put ``node`` under its parent (by its label's address)."""
@@ -77,8 +119,12 @@ class OpTreeSink(Sink):
         self,
         resource: Mapping[str, Any] | None = None,
         scope: Mapping[str, Any] | None = None,
+        spool_dir: Path | None = None,
     ) -> None:
         self.runs: dict[str, RunTree] = {}  # origin txn id -> run, while it is live
+        self.spool_dir = spool_dir or Path.cwd()
+        """Where spools move once they outgrow memory (the sessions directory)."""
+        self._spools: weakref.WeakKeyDictionary[Any, Spool] = weakref.WeakKeyDictionary()
         self.resource = dict(resource or {})
         """The resource the spans were sent with (``service.name``, ...), kept on each run."""
         self.scope = dict(scope or {})
@@ -117,6 +163,7 @@ class OpTreeSink(Sink):
                 return  # a run whose root we never saw
             session_id = record.attributes.get(sc.SESSION_ID, record.origin)
             run = self.runs[record.origin] = RunTree(str(session_id), record.origin, record.session)
+            run.spool = self.spool_for(record.session)
         node = _new_node(record)
         if record.label == "0":
             node["resource"] = {"attributes": dict(self.resource)}
@@ -166,11 +213,16 @@ class OpTreeSink(Sink):
         if node is None:
             return
         _complete(node, record)
-        if record.label == "0":
+        root = record.label == "0"
+        keep = bool(self._subscribers)  # a subscriber is handed whole trees
+        if root:
             run.finished = True
+            run.fragment = _compress(run, serialize(node))
         self._changed(run, "end", record.label)
-        if run.finished:
+        if root:
             del self.runs[record.origin]  # the listeners have taken it: release it
+        elif not keep:
+            _fold(run, record.label, node)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -189,6 +241,15 @@ class OpTreeSink(Sink):
         final = what == "end" and label == "0"
         for subscriber in self._subscribers:
             subscriber.offer(run.root, final)
+
+    def spool_for(self, session: Any) -> Spool:
+        """The spool of ``session`` (one per session object; a fresh one for ``None``)."""
+        if session is None:
+            return Spool(self.spool_dir)
+        spool = self._spools.get(session)
+        if spool is None:
+            spool = self._spools[session] = Spool(self.spool_dir)
+        return spool
 
     def live_runs(self, session_id: str) -> list[RunTree]:
         """This process's live runs of ``session_id``, oldest first."""
@@ -210,6 +271,114 @@ class _Subscriber:
             self.callback(root)
         except Exception as exc:  # a subscriber's bug must not stop the others
             report_internal_error("onOpTree subscriber", exc)
+
+
+# --- serialising -------------------------------------------------------------------------------
+
+_CHILD_KEYS = frozenset({"turns", "ops", "childSessions", "childSession"})
+
+
+def serialize(node: Node) -> list[Piece]:
+    """``node`` as JSON pieces; finished children are their :class:`Fragment`'s pieces.
+
+    The node's own fields go through ``json.dumps`` (in C); its children lists come last.
+    """
+    head = json.dumps(
+        {k: v for k, v in node.items() if k not in _CHILD_KEYS},
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=str,
+    ).encode("utf-8")
+    pieces: list[Piece] = [head[:-1]]  # the object left open for the children
+    for key in ("turns", "ops"):
+        children = node.get(key)
+        if children is not None:
+            pieces.append(b',"' + key.encode() + b'":[')
+            _extend(pieces, children)
+            pieces.append(b"]")
+    hosted = node.get("childSessions")
+    if hosted:
+        pieces.append(b',"childSession":')
+        _extend(pieces, hosted[:1], separator=False)
+        pieces.append(b',"childSessions":[')
+        _extend(pieces, hosted)
+        pieces.append(b"]")
+    pieces.append(b"}")
+    return pieces
+
+
+def _extend(pieces: list[Piece], children: list[Any], separator: bool = True) -> None:
+    for index, child in enumerate(children):
+        if index and separator:
+            pieces.append(b",")
+        if isinstance(child, Fragment):
+            pieces.extend(child.pieces)
+        else:
+            pieces.extend(serialize(child))
+
+
+def _fold(run: RunTree, label: str, node: Node) -> None:
+    """Replace the ended ``node`` in its parent by its serialised form, and compress the
+    parent's finished children once they add up (see :data:`COMPACT_BYTES`)."""
+    address = parse_label(label)
+    parent_label = format_label(address[:-1])
+    parent = run.nodes.get(parent_label)
+    run.nodes.pop(label, None)
+    run.raw.pop(label, None)
+    if parent is None:
+        return
+    key = {"turn": "turns", "op": "ops", "session": "childSessions"}[kind_of(address)]
+    siblings = parent.get(key)
+    if not siblings:
+        return
+    fragment = Fragment(serialize(node))
+    if key == "childSessions" and run.spool is not None and fragment.raw > SMALL_BYTES:
+        fragment = Fragment(list(run.spool.compress(fragment.pieces)))  # a whole sub-agent run
+    for index in range(len(siblings) - 1, -1, -1):
+        if siblings[index] is node:
+            siblings[index] = fragment
+            break
+    if key == "childSessions" and parent.get("childSession") is node:
+        parent["childSession"] = fragment
+    raw = run.raw.get(parent_label, 0) + fragment.raw
+    if raw < COMPACT_BYTES or run.spool is None or key == "childSessions":
+        run.raw[parent_label] = raw
+        return
+    run.raw[parent_label] = 0
+    parent[key] = _merge(run.spool, siblings)
+
+
+def _merge(spool: Spool, children: list[Any]) -> list[Any]:
+    """``children`` with each run of consecutive fragments compressed into one (its pieces
+    start with no separator; the separators between its members are inside it)."""
+    merged: list[Any] = []
+    run_: list[Fragment] = []
+
+    def close() -> None:
+        if not run_:
+            return
+        pieces: list[Piece] = []
+        for index, fragment in enumerate(run_):
+            if index:
+                pieces.append(b",")
+            pieces.extend(fragment.pieces)
+        merged.append(Fragment(list(spool.compress(pieces))))
+        run_.clear()
+
+    for child in children:
+        if isinstance(child, Fragment):
+            run_.append(child)
+        else:
+            close()
+            merged.append(child)
+    close()
+    return merged
+
+
+def _compress(run: RunTree, pieces: list[Piece]) -> list[Piece]:
+    if run.spool is None:
+        return pieces
+    return list(run.spool.compress(pieces))
 
 
 # --- nodes --------------------------------------------------------------------------------------

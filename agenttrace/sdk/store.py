@@ -23,7 +23,6 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +32,13 @@ from agenttrace.record.paths import kind_of, parse_label
 from agenttrace.record.session import Session
 from agenttrace.record.session_files import (
     StreamAppender,
-    snapshot_bytes,
+    document_pieces,
     snapshot_path,
     stream_path,
     write_atomically,
 )
-from agenttrace.sdk.optree import OpTreeSink, RunTree
+from agenttrace.record.spool import Piece, Spool, write_pieces
+from agenttrace.sdk.optree import COMPACT_BYTES, OpTreeSink, RunTree, serialize
 from agenttrace.sdk.processor import AgentTraceProcessor, Sink
 
 logger = logging.getLogger("agenttrace")
@@ -111,7 +111,7 @@ class EventStreamSink(Sink):
         appenders[session_id] = appender
         if appender is not None:
             # The file is closed when the session object goes away (it can log no more)...
-            weakref.finalize(session, self._release, session_id, appender)
+            weakref.finalize(session, self._release, session_id, appender).atexit = False
         while len(appenders) > self.max_open:  # ... and reopened on demand past the cap
             _, oldest = appenders.popitem(last=False)
             if oldest is not None:
@@ -177,19 +177,64 @@ def _repair(path: Path, session: Session) -> None:
 
 
 class _SessionState:
-    """What the session-file sink keeps of one session between writes."""
+    """What the session-file sink keeps of one session between writes: enough to write the file
+    without the ``Session`` object (which may be gone by then), as pieces (see
+    ``agenttrace.record.spool``) so finished parts are compressed once and never held whole."""
 
-    __slots__ = ("__weakref__", "dirty", "failed", "next_allowed", "runs", "scheduled", "session")
+    __slots__ = (
+        "__weakref__",
+        "dirty",
+        "event_count",
+        "events",
+        "events_raw",
+        "failed",
+        "meta",
+        "next_allowed",
+        "owner",
+        "released",
+        "runs",
+        "scheduled",
+        "session_id",
+        "spool",
+        "summaries",
+    )
 
-    def __init__(self, session: Session) -> None:
-        self.session: weakref.ref[Session] = weakref.ref(session)
+    def __init__(self, session: Session, spool: Spool, redacted: bool) -> None:
+        self.session_id = session.session_id
+        self.owner: weakref.ref[Session] = weakref.ref(session)
+        self.meta = dict(session.meta)
+        self.spool = spool
         # Every run in start order: earlier runs (from the file it was resumed from) and this
-        # process's finished runs as their JSON, live runs as their tree.
-        self.runs: list[_Finished | RunTree] = [_Finished(run) for run in session.runs]
+        # process's finished runs as pieces, live runs as their tree.
+        self.runs: list[list[Piece] | RunTree] = [[_compact(run)] for run in session.runs]
+        self.summaries: list[dict[str, Any] | None] = [_summary(run) for run in session.runs]
+        # The events section: the restored events now, each new one as its record arrives.
+        self.events: list[Piece] = []
+        self.events_raw = 0
+        self.event_count = 0
+        for line in session.event_lines()[: session.restored_count]:
+            self.add_event(line, redacted)
         self.dirty = True
         self.failed = False
         self.scheduled = False
+        self.released = False
+        """The session object is gone: no more runs or events will come."""
         self.next_allowed = 0.0
+
+    def add_event(self, line: bytes, redacted: bool) -> None:
+        if redacted:
+            line = scrub_json_text(line.decode()).encode()
+        line = line.rstrip(b"\n")
+        piece = b"," + line if self.event_count else line
+        self.events.append(piece)
+        self.event_count += 1
+        self.events_raw += len(piece)
+        if self.events_raw >= COMPACT_BYTES:
+            self.events = list(self.spool.compress(self.events))
+            self.events_raw = 0
+
+    def release(self) -> None:
+        self.released = True
 
 
 class SessionFileSink(Sink):
@@ -220,12 +265,19 @@ class SessionFileSink(Sink):
 
     def _state(self, session: Session) -> _SessionState:
         state = self._states.get(session.session_id)
-        if state is None or state.session() is not session:
-            state = self._states[session.session_id] = _SessionState(session)
+        if state is not None and state.owner() is session:
+            return state
+        if state is not None and state.dirty:
+            self.write(state.session_id)  # another object of the same id replaces it
+        state = _SessionState(session, self.optree.spool_for(session), self.redacted)
+        weakref.finalize(session, state.release).atexit = False
+        self._states[session.session_id] = state
         return state
 
     def event_logged(self, record: EventLogged) -> None:
-        self._state(record.session).dirty = True
+        state = self._state(record.session)
+        state.add_event(record.line, self.redacted)
+        state.dirty = True
 
     def _on_tree(self, what: str, run: RunTree, label: str) -> None:
         if run.session is None:
@@ -235,12 +287,14 @@ class SessionFileSink(Sink):
         if what == "start":
             if label == "0":
                 state.runs.append(run)
+                state.summaries.append(None)
             return
         address = parse_label(label)
-        if not address:  # a run ended: serialise it once, drop the tree
+        if not address:  # a run ended: keep it serialised, the tree goes
             index = next((i for i, r in enumerate(state.runs) if r is run), None)
-            if index is not None and run.root is not None:
-                state.runs[index] = _Finished(run.root)
+            if index is not None and run.fragment is not None and run.root is not None:
+                state.runs[index] = run.fragment
+                state.summaries[index] = _summary(run.root)
             self.request_write(run.session_id)
         elif kind_of(address) == "session":
             self.request_write(run.session_id)  # a sub-agent finished
@@ -263,13 +317,13 @@ class SessionFileSink(Sink):
             state.scheduled = False
             if state.dirty:
                 self.write(session_id)
+        self._drop_released()
 
     def write(self, session_id: str) -> bool:
         """Write ``session_id``'s file now; True if written."""
         with self._lock:
             state = self._states.get(session_id)
-            session = state.session() if state is not None else None
-            if state is None or session is None or state.failed:
+            if state is None or state.failed:
                 return False
             started = time.perf_counter()
             path = snapshot_path(self.sessions_dir, session_id)
@@ -277,10 +331,10 @@ class SessionFileSink(Sink):
             # meanwhile marks the session changed again, so the next snapshot has it.
             state.dirty = False
             try:
-                data = self.payload(session, state)
+                pieces = self.pieces(state)
                 if self.stream is not None:
                     self.stream.sync(session_id)
-                write_atomically(path, data)
+                write_pieces(path, pieces, state.spool)
             except OSError as exc:
                 state.failed = True
                 logger.warning(
@@ -293,32 +347,33 @@ class SessionFileSink(Sink):
                 return False
             took = time.perf_counter() - started
             state.next_allowed = time.monotonic() + max(self.min_interval, self.cost_factor * took)
-            if not any(isinstance(r, RunTree) for r in state.runs) and not state.dirty:
-                pass  # nothing live: the state is kept for the session's next run
             return True
 
-    def payload(self, session: Session, state: _SessionState | None = None) -> bytes:
-        """The session file's bytes: every run (earlier, finished, live), every event, meta."""
-        state = state or self._state(session)
-        runs_json = list(_runs_json(state.runs))
-        lines = session.event_lines()
-        if self.redacted:
-            lines = [scrub_json_text(line.decode()).encode() for line in lines]
-        meta = dict(session.meta)
+    def pieces(self, state: _SessionState) -> list[Piece]:
+        """The session file's document: every run (earlier, finished, live), events, meta."""
+        runs: list[list[Piece]] = []
+        summaries: list[dict[str, Any]] = []
+        for run, summary in zip(state.runs, state.summaries, strict=True):
+            if isinstance(run, RunTree):
+                if run.root is None:
+                    continue
+                runs.append(serialize(run.root))
+                summaries.append(_summary(run.root))
+            else:
+                runs.append(run)
+                summaries.append(summary or {})
+        meta = dict(state.meta)
         now_ms = int(time.time() * 1000)
-        summaries = [
-            _summary(r.root or {}) if isinstance(r, RunTree) else r.summary for r in state.runs
-        ]
         first = summaries[0] if summaries else None
         meta.setdefault("createdAt", first["startedAt"] if first else now_ms)
         meta["updatedAt"] = now_ms
         if summaries:
             last = summaries[-1]
-            meta["result"] = {"success": last["success"], "error": last["error"]}
-            meta.setdefault("ingress", first["ingress"] if first else {})
-            meta["trace_ids"] = [s["traceId"] for s in summaries if s["traceId"]]
-        meta["session_id"] = session.session_id
-        return snapshot_bytes(session.session_id, runs_json, lines, meta)
+            meta["result"] = {"success": last.get("success"), "error": last.get("error")}
+            meta.setdefault("ingress", first.get("ingress", {}) if first else {})
+            meta["trace_ids"] = [s["traceId"] for s in summaries if s.get("traceId")]
+        meta["session_id"] = state.session_id
+        return document_pieces(state.session_id, runs, state.events, meta)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         for session_id, state in list(self._states.items()):
@@ -331,29 +386,13 @@ class SessionFileSink(Sink):
         self.force_flush()
 
     def _drop_released(self) -> None:
-        """Forget sessions whose objects are gone and whose files are written."""
-        for session_id, state in list(self._states.items()):
-            if state.session() is None:
-                del self._states[session_id]
-
-
-class _Finished:
-    """A run that ended (or was loaded from a file): its JSON, and what meta needs of it."""
-
-    __slots__ = ("json", "summary")
-
-    def __init__(self, root: dict[str, Any]) -> None:
-        self.json = _compact(root)
-        self.summary = _summary(root)
-
-
-def _runs_json(runs: list[_Finished | RunTree]) -> Iterator[bytes]:
-    for run in runs:
-        if isinstance(run, RunTree):
-            if run.root is not None:
-                yield _compact(run.root)
-        else:
-            yield run.json
+        """Forget sessions that can change no more and are written: their spools go too."""
+        with self._lock:
+            for session_id, state in list(self._states.items()):
+                live = any(isinstance(r, RunTree) for r in state.runs)
+                if state.released and not state.dirty and not live and not state.scheduled:
+                    del self._states[session_id]
+                    state.spool.close()
 
 
 def _summary(root: dict[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,11 @@ is only the bookkeeping that reads immutable records (the opTree, the session fi
 console lines), so the agent's own thread does not wait for it. Items are consumed in the order
 they were put, so sinks see every scope start before its end and children before parents.
 
+The queue is bounded: past ``max_pending`` items, ``put`` waits until the thread has consumed
+half of them. Records cannot be dropped the way a batch span processor drops spans (they are
+the saved state), so a caller that outpaces the bookkeeping is slowed to its pace instead of
+letting memory grow without bound.
+
 ``flush`` waits until everything put so far is consumed (or a timeout passes). ``stop`` consumes
 what is left and ends the thread; later items are consumed in the caller. In a forked child the
 queue starts empty and a new thread starts on demand. A consumer failure is reported like any
@@ -32,9 +37,15 @@ _STOP = object()
 class Worker:
     """A FIFO of items consumed by ``consume(item)`` on one daemon thread."""
 
-    def __init__(self, consume: Callable[[Any], None], name: str = "agenttrace-worker") -> None:
+    def __init__(
+        self,
+        consume: Callable[[Any], None],
+        name: str = "agenttrace-worker",
+        max_pending: int = 16384,
+    ) -> None:
         self._consume = consume
         self._name = name
+        self.max_pending = max_pending
         self._reset()
         self._stopped = False
         if hasattr(os, "register_at_fork"):
@@ -48,6 +59,8 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._failure: BaseException | None = None
+        self._room = threading.Event()  # set by the thread when a full queue has room again
+        self._waiting = False
         self._timers: list[tuple[float, int, Any]] = []  # heap of (due, sequence, item)
         self._timer_lock = threading.Lock()
         self._sequence = itertools.count()
@@ -57,12 +70,22 @@ class Worker:
         if self._stopped:
             self._call(item)
             return
-        self._queue.append(item)
+        queue = self._queue
+        queue.append(item)
         if self._thread is None:
             self._start()
         if self._idle:
             self._idle = False
             self._wakeup.set()
+        if len(queue) > self.max_pending and threading.current_thread() is not self._thread:
+            self._wait_for_room()
+
+    def _wait_for_room(self) -> None:
+        """Block the caller until the thread has consumed half the queue (or 10 s passed)."""
+        self._room.clear()
+        self._waiting = True
+        self._wakeup.set()
+        self._room.wait(10.0)
 
     def schedule(self, delay: float, item: Any) -> None:
         """Consume ``item`` after ``delay`` seconds (in order with what is put by then).
@@ -151,17 +174,24 @@ class Worker:
     def _drain(self) -> bool:
         """Consume queued items; False once the stop marker is reached."""
         queue = self._queue
+        room = self.max_pending // 2
         while queue:
             try:
                 item = queue.popleft()
             except IndexError:
                 break
+            if self._waiting and len(queue) <= room:
+                self._waiting = False
+                self._room.set()
             if item is _STOP:
                 return False
             if type(item) is threading.Event:
                 item.set()
                 continue
             self._call(item)
+        if self._waiting:
+            self._waiting = False
+            self._room.set()
         return True
 
     def _call(self, item: Any) -> None:

@@ -1,0 +1,209 @@
+"""Ready-made pieces of a session file, kept out of memory, and writing a file from pieces.
+
+A session file is one gzip stream of one JSON document, but gzip allows a file to be several
+*members* one after the other, read back as the concatenation of their contents (RFC 1952; every
+gzip reader, ours included, does so). So the parts of a session that no longer change (a
+finished run, a finished op, a block of events) are compressed once into members and put aside
+in a :class:`Spool`; each write of the file compresses only what changed since and copies the
+rest as it is. A write then costs in proportion to what changed, and the session's finished
+parts cost no memory: past a threshold the spool moves to an unnamed temporary file.
+
+A *piece* is either ``bytes`` (JSON text not yet compressed) or a :class:`Ref` to members in the
+spool. :func:`write_pieces` writes a list of pieces as one gzip file, atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import tempfile
+import threading
+import weakref
+import zlib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+MEMBER_LEVEL = 4
+"""zlib level for members: session JSON compresses ~9x at 4, hardly better at 6, and 4 is faster."""
+
+
+class Ref:
+    """Compressed gzip members at ``offset`` in a spool, ``length`` bytes long."""
+
+    __slots__ = ("length", "offset")
+
+    def __init__(self, offset: int, length: int) -> None:
+        self.offset = offset
+        self.length = length
+
+
+Piece = bytes | Ref
+
+
+def gzip_member(data: bytes, level: int = MEMBER_LEVEL) -> bytes:
+    """``data`` as one complete gzip member."""
+    compressor = zlib.compressobj(level, zlib.DEFLATED, 31)  # 31: the gzip container
+    return compressor.compress(data) + compressor.flush()
+
+
+class Spool:
+    """An append-only store of compressed members: in memory up to ``spill_bytes``, then in an
+    unnamed temporary file in ``directory`` (removed by the system when closed)."""
+
+    def __init__(self, directory: Path, spill_bytes: int = 256 << 10) -> None:
+        self.directory = directory
+        self.spill_bytes = spill_bytes
+        self._memory = io.BytesIO()
+        self._file: BinaryIO | None = None
+        self._size = 0
+        self._lock = threading.Lock()
+        self.closed = False
+
+    @property
+    def size(self) -> int:
+        """Bytes stored so far."""
+        return self._size
+
+    @property
+    def on_disk(self) -> bool:
+        """True once the spool has moved to its temporary file."""
+        return self._file is not None
+
+    def add(self, members: bytes) -> Ref:
+        """Store compressed ``members``; returns where they are."""
+        with self._lock:
+            ref = Ref(self._size, len(members))
+            if self._file is None and self._size + len(members) > self.spill_bytes:
+                self._spill()
+            if self._file is not None:
+                self._file.seek(0, os.SEEK_END)
+                self._file.write(members)
+            else:
+                self._memory.write(members)
+            self._size += len(members)
+            return ref
+
+    def compress(self, pieces: Iterable[Piece], level: int = MEMBER_LEVEL) -> list[Ref]:
+        """``pieces`` with every run of ``bytes`` compressed into the spool: refs only."""
+        refs: list[Ref] = []
+        pending: list[bytes] = []
+        for piece in pieces:
+            if isinstance(piece, bytes):
+                pending.append(piece)
+                continue
+            if pending:
+                refs.append(self.add(gzip_member(b"".join(pending), level)))
+                pending = []
+            refs.append(piece)
+        if pending:
+            refs.append(self.add(gzip_member(b"".join(pending), level)))
+        return _merge_adjacent(refs)
+
+    def read(self, ref: Ref) -> bytes:
+        """The bytes ``ref`` points at."""
+        with self._lock:
+            if self._file is None:
+                return self._memory.getbuffer()[ref.offset : ref.offset + ref.length].tobytes()
+            self._file.flush()
+            return os.pread(self._file.fileno(), ref.length, ref.offset)
+
+    def copy_to(self, target: BinaryIO, ref: Ref) -> None:
+        """Write the bytes ``ref`` points at to ``target`` (in the kernel where it can)."""
+        with self._lock:
+            if self._file is None:
+                target.write(self._memory.getbuffer()[ref.offset : ref.offset + ref.length])
+                return
+            self._file.flush()
+            target.flush()
+            _copy_range(self._file.fileno(), target.fileno(), ref.offset, ref.length)
+
+    def close(self) -> None:
+        """Release the memory or the temporary file (its refs are invalid afterwards)."""
+        with self._lock:
+            self.closed = True
+            self._memory = io.BytesIO()
+            if self._file is not None:
+                with contextlib.suppress(OSError):
+                    self._file.close()
+                self._file = None
+
+    def _spill(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Held for the spool's life (closed by close() or the finalizer), not a with-block.
+        handle = tempfile.TemporaryFile(dir=self.directory, prefix=".agenttrace-spool-")  # noqa: SIM115
+        handle.write(self._memory.getbuffer())
+        self._memory = io.BytesIO()
+        self._file = handle
+        # A spool dropped unclosed closes its file; not at interpreter exit, where agenttrace's
+        # own shutdown may still be writing the session file from it.
+        weakref.finalize(self, _close_quietly, handle).atexit = False
+
+
+def _close_quietly(handle: BinaryIO) -> None:
+    with contextlib.suppress(OSError):
+        handle.close()
+
+
+def _merge_adjacent(refs: list[Ref]) -> list[Ref]:
+    merged: list[Ref] = []
+    for ref in refs:
+        last = merged[-1] if merged else None
+        if last is not None and last.offset + last.length == ref.offset:
+            merged[-1] = Ref(last.offset, last.length + ref.length)
+        else:
+            merged.append(ref)
+    return merged
+
+
+def _copy_range(source: int, target: int, offset: int, length: int) -> None:
+    """Append ``length`` bytes at ``offset`` of ``source`` to ``target``'s current position."""
+    copy_file_range = getattr(os, "copy_file_range", None)
+    done = 0
+    if copy_file_range is not None:
+        try:
+            while done < length:
+                copied = copy_file_range(source, target, length - done, offset + done)
+                if copied == 0:
+                    break
+                done += copied
+        except OSError:  # another file system, an old kernel: copy through user space
+            pass
+    while done < length:
+        chunk = os.pread(source, min(1 << 20, length - done), offset + done)
+        if not chunk:
+            raise OSError(f"the spool ended {length - done} bytes early")
+        os.write(target, chunk)
+        done += len(chunk)
+
+
+def write_pieces(path: Path, pieces: Sequence[Piece], spool: Spool | None) -> None:
+    """Write ``pieces`` to ``path`` as one gzip file, atomically: a temporary file in the same
+    directory, fsync, rename; readable by its owner only (0600). Runs of ``bytes`` are compressed
+    here, refs are copied from ``spool``."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            pending: list[bytes] = []
+            for piece in pieces:
+                if isinstance(piece, bytes):
+                    pending.append(piece)
+                    continue
+                if pending:
+                    handle.write(gzip_member(b"".join(pending)))
+                    pending = []
+                if spool is None:
+                    raise ValueError("a piece refers to a spool that was not given")
+                spool.copy_to(handle, piece)
+            if pending:
+                handle.write(gzip_member(b"".join(pending)))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
