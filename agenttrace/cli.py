@@ -86,7 +86,8 @@ def main() -> None:
 
 RESUME_HELP = """Continue SESSION (a file or id): rebuild its agents with the factory --agent
 names, give the root agent PROMPT and run it. Every agent keeps its transcript, and message and
-agent ids run on.
+agent ids run on. The run's events and session file are written beside the file given, or in
+the sessions directory the id was found in.
 
 --agent MODULE:FACTORY: MODULE is imported with the current directory first on sys.path, so a
 checkout's modules are found as well as installed ones: --agent examples.cafe:rebuild continues
@@ -155,8 +156,9 @@ def resume(
 
     import agenttrace
 
-    tracing = agenttrace.init(console=console, sessions_dir=sessions_dir)  # type: ignore[arg-type]
-    directory = tracing.settings.sessions_dir
+    # Beside the file: the run appends to its stream and rewrites its session file.
+    directory = path.absolute().parent
+    tracing = agenttrace.init(console=console, sessions_dir=directory)  # type: ignore[arg-type]
     factory = _import_factory(factory_name, module_name, attribute)
     building: list[agenttrace.AgentRecord] = []
 

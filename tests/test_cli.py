@@ -488,6 +488,10 @@ def test_cafe_demo_then_resume(tmp_path: Path) -> None:
         timeout=120,
     )
     out = ok(resumed)
+    # Written where the id was found, nowhere else.
+    assert f"event stream: {stream}\n" in out and f"session file: {snapshot}\n" in out
+    assert sorted(p.name for p in sessions.iterdir()) == sorted([stream.name, snapshot.name])
+    assert not (tmp_path / "default-sessions").exists()
 
     # The stream gained events after the old ones, which are untouched.
     new_bytes = stream.read_bytes()
@@ -619,6 +623,31 @@ def test_resume_any_agent_a_factory_rebuilds(tmp_path: Path, example_1: Path, co
         "Hello?",
     )
     assert read_session_file(example_1.with_name("example1.json.gz")).events == events
+
+
+def test_resume_writes_beside_the_file_it_was_given(
+    tmp_path: Path, demo_session: tuple[Path, Path]
+) -> None:
+    # The demo's session moved out of the sessions directory, resumed by its file's path.
+    originals = [f.read_bytes() for f in demo_session]
+    stream, snapshot = _copy(demo_session, tmp_path / "moved" / "here")
+    old_stream = stream.read_bytes()
+    result = agenttrace(
+        tmp_path, "resume", str(snapshot), "--prompt", "Tea?", "--agent", CAFE,
+        "--sessions-dir", str(tmp_path / "sessions"), cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    out = ok(result)
+    assert "Answer: Jack and Jill have answered." in out
+    assert f"event stream: {stream}\n" in out and f"session file: {snapshot}\n" in out
+    # Both files beside it went on; nothing was written anywhere else.
+    new_stream = stream.read_bytes()
+    assert new_stream.startswith(old_stream) and len(new_stream) > len(old_stream)
+    loaded = read_session_file(snapshot)
+    assert len(loaded.runs) == 2
+    assert loaded.events == [json.loads(line) for line in new_stream.splitlines()]
+    assert sorted(p.name for p in stream.parent.iterdir()) == sorted([stream.name, snapshot.name])
+    assert [f.read_bytes() for f in demo_session] == originals
+    assert not (tmp_path / "sessions").exists() and not (tmp_path / "default-sessions").exists()
 
 
 def test_resume_on_another_model(
