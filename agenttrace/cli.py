@@ -9,8 +9,12 @@ and usage errors that exit 2.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import inspect
 import os
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -22,17 +26,20 @@ from agenttrace.record.session_files import (
     SessionFileError,
     find_session,
     read_session_file,
+    snapshot_path,
+    stream_path,
 )
 
 EXIT_BAD_INPUT = 2
+EXIT_RUN_FAILED = 1
 PROGRESS_THRESHOLD = 8 << 20
 """Files above this many bytes get a progress bar while they are read (on a terminal only)."""
 
 
-def fail(message: str) -> NoReturn:
-    """One line on stderr, exit status 2."""
+def fail(message: str, status: int = EXIT_BAD_INPUT) -> NoReturn:
+    """One line on stderr, exit status 2 (bad input) unless told otherwise."""
     click.echo(f"agenttrace: error: {message}", err=True)
-    sys.exit(EXIT_BAD_INPUT)
+    sys.exit(status)
 
 
 def sessions_dir_option(function: Any) -> Any:
@@ -77,10 +84,48 @@ def main() -> None:
     """agenttrace: trace LLM agents, and resume and read their sessions."""
 
 
-@main.command()
+RESUME_HELP = """Continue SESSION (a file or id): rebuild its agents with the factory --agent
+names, give the root agent PROMPT and run it. Every agent keeps its transcript, and message and
+agent ids run on. The run's events and session file are written beside the file given, or in
+the sessions directory the id was found in.
+
+--agent MODULE:FACTORY: MODULE is imported with the current directory first on sys.path, so a
+checkout's modules are found as well as installed ones: --agent examples.cafe:rebuild continues
+`make demo`'s session from a checkout, --agent myproject.agents:rebuild your own.
+
+FACTORY is agenttrace.load_session's agent factory: FACTORY(record, session) is called for
+every agent of the session, root first, with its agenttrace.AgentRecord (agent_id, name,
+language_model, messages()) and the restored agenttrace.Session, and returns your agent object
+as the session left it, with record.agent_id as its agent_id. It must not create an agent (an
+@agent_class constructor logs a new one). Sub-agents go into their parent's .subagents dict, by
+name.
+
+The root takes PROMPT through seed 001's Agent interface: harken(PROMPT), then response(),
+whose result is the answer; either may be async.
+
+A session that cannot be continued (unreadable, no root agent, no --agent, a factory that
+cannot be imported or raises, a root without harken or response) gets one line on stderr and
+exit status 2, before the run starts; a run that fails ends with one such line and exit
+status 1.
+"""
+
+
+@main.command(help=RESUME_HELP)
 @click.argument("session")
 @click.option("--prompt", required=True, help="The new user message for the root agent.")
-@click.option("--model", default=None, help="A real model for litellm (default: the scripted one).")
+@click.option(
+    "--agent",
+    "factory_name",
+    metavar="MODULE:FACTORY",
+    default=None,
+    help="The agent factory that rebuilds the session's agents (see above).",
+)
+@click.option(
+    "--model",
+    default=None,
+    help="Run every agent on this litellm model instead of the one its record names "
+    "(the factory sees it as record.language_model).",
+)
 @sessions_dir_option
 @click.option(
     "--verbose", "console", flag_value="verbose", help="A console line per LLM call and tool call."
@@ -89,49 +134,132 @@ def main() -> None:
     "--trace", "console", flag_value="trace", help="Also the request and response bodies."
 )
 def resume(
-    session: str, prompt: str, model: str | None, sessions_dir: Path | None, console: str | None
+    session: str,
+    prompt: str,
+    factory_name: str | None,
+    model: str | None,
+    sessions_dir: Path | None,
+    console: str | None,
 ) -> None:
-    """Continue the demo's SESSION (a file or id) with a new user message.
-
-    Offline with the scripted model unless --model names a real one. Every agent keeps its
-    transcript, and message and agent ids run on from where the session stopped.
-    """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     path = resolve(session, sessions_dir)
     try:
         read_session_file(path)
     except SessionFileError as exc:
         fail(str(exc))
-
-    import litellm
+    if not factory_name:
+        fail(
+            "resume needs --agent MODULE:FACTORY, the function that rebuilds the session's "
+            "agents (agenttrace resume --help)"
+        )
+    module_name, attribute = _split_factory_name(factory_name)
 
     import agenttrace
-    from agenttrace.demo.cafe import report, run_resumed, scripted_model
 
-    litellm.suppress_debug_info = True
-    tracing = agenttrace.init(
-        service_name=os.environ.get("OTEL_SERVICE_NAME", "agenttrace-demo"),
-        console=console,  # type: ignore[arg-type]
-        sessions_dir=sessions_dir,
-    )
-    try:
+    # Beside the file: the run appends to its stream and rewrites its session file.
+    directory = path.absolute().parent
+    tracing = agenttrace.init(console=console, sessions_dir=directory)  # type: ignore[arg-type]
+    factory = _import_factory(factory_name, module_name, attribute)
+    building: list[agenttrace.AgentRecord] = []
+
+    def build(record: agenttrace.AgentRecord, restored: agenttrace.Session) -> Any:
         if model:
-            answer, restored = asyncio.run(run_resumed(str(path), prompt, {}))
-        else:
-            with scripted_model() as scripted:
-                options = {"api_base": scripted.api_base, "api_key": "offline-demo-key"}
-                answer, restored = asyncio.run(run_resumed(str(path), prompt, options))
+            record = dataclasses.replace(record, language_model=model)
+        building.append(record)
+        try:
+            return factory(record, restored)
+        except Exception as exc:  # the user's code: reported as one line, not a traceback
+            raise _FactoryFailed(f"--agent {factory_name} failed on {record.agent_id}") from exc
+
+    try:
+        root, restored = agenttrace.load_session(path, build)
     except SessionFileError as exc:
         fail(str(exc))
+    except _FactoryFailed as exc:
+        fail(f"{exc}: {_one_line(exc.__cause__)}")
+    missing = [m for m in ("harken", "response") if not callable(getattr(root, m, None))]
+    if missing:
+        fail(
+            f"the root agent {building[0].agent_id} that --agent {factory_name} rebuilt "
+            f"(type {type(root).__name__}) cannot take a prompt: it has no "
+            + " and no ".join(f"{m}()" for m in missing)
+        )
+    try:
+        _call(root.harken, prompt)
+        answer = _call(root.response)
+    except Exception as exc:
+        tracing.shutdown()  # the failed run is saved too
+        fail(f"the resumed run failed: {_one_line(exc)}", EXIT_RUN_FAILED)
     tracing.force_flush()
-    first_new = next((e["message_id"] for e in restored.events if e.get("content") == prompt), None)
+    new = restored.events[restored.restored_count :]
+    added = f"New messages {new[0]['message_id']}..{new[-1]['message_id']}" if new else "No message"
     click.echo(f"Answer: {answer}")
-    click.echo(
-        f"New messages {first_new}..{restored.events[-1]['message_id']}, "
-        f"{len(restored.agents)} agents, agent counter at {restored.agent_counter}"
-    )
-    report(restored, tracing)
+    click.echo(f"{added}, {len(restored.agents)} agents, agent counter at {restored.agent_counter}")
+    click.echo(f"  event stream: {stream_path(directory, restored.session_id)}")
+    click.echo(f"  session file: {snapshot_path(directory, restored.session_id)}")
     tracing.shutdown()
+
+
+_FACTORY_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def _split_factory_name(name: str) -> tuple[str, str]:
+    """(module, attribute path) of ``--agent MODULE:FACTORY`` (exit 2 if it is not one)."""
+    if not _FACTORY_NAME.match(name):
+        fail(
+            f"--agent {name!r} is not MODULE:FACTORY (a dotted module name, a colon, a "
+            "callable in it: examples.cafe:rebuild)"
+        )
+    module_name, _, attribute = name.partition(":")
+    return module_name, attribute
+
+
+def _import_factory(name: str, module_name: str, attribute: str) -> Callable[..., Any]:
+    """The callable ``--agent`` names, imported with the current directory first on sys.path
+    (as ``python -m`` has it); exit 2 with the reason when it cannot be had."""
+    import importlib
+
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        found: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            fail(f"--agent {name}: no module {module_name!r} in {here} or the installed packages")
+        fail(f"--agent {name}: importing {module_name} failed: {_one_line(exc)}")
+    except Exception as exc:  # the user's module failed while it was imported
+        fail(f"--agent {name}: importing {module_name} failed: {_one_line(exc)}")
+    for part in attribute.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            fail(f"--agent {name}: {module_name} has no {attribute!r}")
+    if not callable(found):
+        fail(f"--agent {name}: {attribute} is not callable (type {type(found).__name__})")
+    return found  # type: ignore[no-any-return]
+
+
+def _call(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)``, awaited when it gives an awaitable (an async agent method)."""
+    result = function(*args)
+    if inspect.isawaitable(result):
+
+        async def wait() -> Any:
+            return await result
+
+        return asyncio.run(wait())
+    return result
+
+
+class _FactoryFailed(Exception):
+    """The ``--agent`` factory raised (the exception is the cause)."""
+
+
+def _one_line(exc: BaseException | None) -> str:
+    """An exception as one line: its type and its message, whitespace folded."""
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 @main.command()

@@ -21,7 +21,8 @@ import pytest
 from agenttrace.record.events import MESSAGE_PREFIX, id_number
 from agenttrace.record.session_files import read_session_file, snapshot_bytes
 
-from .helpers import child_env
+from .helpers import child_env, run_demo
+from .llm_server import LLMServer, Reply
 from .test_session_files import (
     EXAMPLE_1,
     SEED_000_EXAMPLE_1,
@@ -31,6 +32,8 @@ from .test_session_files import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+CAFE = "examples.cafe:rebuild"
+"""The cafe example's agent factory, importable from the checkout (ROOT as the working dir)."""
 SCRIPT = Path(sys.executable).parent / "agenttrace"
 AGENTTRACE = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "agenttrace.cli"]
 
@@ -208,6 +211,9 @@ def test_help(tmp_path: Path, args: list[str]) -> None:
             assert f"  {command} " in out
     else:
         assert "--sessions-dir" in out
+    if args[0] == "resume":  # the factory protocol is documented where it is used
+        for words in ("--agent MODULE:FACTORY", "FACTORY(record, session)", "harken(PROMPT)"):
+            assert words in out
 
 
 def test_help_as_a_module(tmp_path: Path) -> None:
@@ -474,11 +480,18 @@ def test_cafe_demo_then_resume(tmp_path: Path) -> None:
         session_id,
         "--prompt",
         prompt,
+        "--agent",
+        CAFE,
         "--sessions-dir",
         str(sessions),
+        cwd=ROOT,
         timeout=120,
     )
     out = ok(resumed)
+    # Written where the id was found, nowhere else.
+    assert f"event stream: {stream}\n" in out and f"session file: {snapshot}\n" in out
+    assert sorted(p.name for p in sessions.iterdir()) == sorted([stream.name, snapshot.name])
+    assert not (tmp_path / "default-sessions").exists()
 
     # The stream gained events after the old ones, which are untouched.
     new_bytes = stream.read_bytes()
@@ -517,3 +530,253 @@ def test_cafe_demo_then_resume(tmp_path: Path) -> None:
     ]
     assert {line.split(":")[0] for line in said} == {"Jack", "Jill"}
     assert dialog[len(dialog_before) :].splitlines() == [f"(agent_001) {prompt}", *said]
+
+
+# --- resume: any agent a factory rebuilds, beside the file, or refused ------------------------
+
+FACTORIES = '''\
+"""Agent factories for `agenttrace resume`, as a user's module holds them."""
+import agenttrace
+
+
+class Echo:
+    """A root agent of one's own: heard with @hears, answering without a model, sync."""
+
+    def __init__(self, record):
+        self.agent_id, self.name = record.agent_id, record.name
+        self.transcript = record.messages()
+        self.subagents = {}
+
+    @agenttrace.hears
+    def harken(self, text):
+        self.transcript.append({"role": "user", "content": str(text)})
+
+    def response(self):
+        return f"{self.agent_id} with {sorted(self.subagents)} has {len(self.transcript)} entries"
+
+
+def rebuild(record, session):
+    return Echo(record)
+
+
+def raises(record, session):
+    raise ValueError("cannot rebuild " + record.agent_id + "\\n  (the model is gone)")
+
+
+def record_itself(record, session):
+    return record
+
+
+NOT_CALLABLE = 42
+'''
+
+
+@pytest.fixture
+def code(tmp_path: Path) -> Path:
+    """A user's code beside the sessions: ``factories.py`` and a module that fails on import."""
+    directory = tmp_path / "code"
+    directory.mkdir()
+    (directory / "factories.py").write_text(FACTORIES)
+    (directory / "fails_on_import.py").write_text('raise RuntimeError("no settings")\n')
+    return directory
+
+
+@pytest.fixture(scope="module")
+def demo_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The cafe demo's (stream, session file), recorded once: tests resume copies of them."""
+    directory = tmp_path_factory.mktemp("demo")
+    sessions = directory / "sessions"
+    run_demo(
+        sessions,
+        AGENTTRACE_CONSOLE="quiet",
+        AGENTTRACE_BILLING_FILE=str(directory / "accounting.jsonl"),
+    )
+    (stream,) = sessions.glob("*.events.jsonl")
+    (snapshot,) = sessions.glob("*.json.gz")
+    return stream, snapshot
+
+
+def _copy(files: tuple[Path, ...], directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    copies = [directory / f.name for f in files]
+    for original, copy in zip(files, copies, strict=True):
+        copy.write_bytes(original.read_bytes())
+    return copies
+
+
+def test_resume_any_agent_a_factory_rebuilds(tmp_path: Path, example_1: Path, code: Path) -> None:
+    # Seed 001's Example 1 continued by agents of the user's own class, from the user's cwd.
+    result = agenttrace(
+        tmp_path, "resume", "example1", "--prompt", "Hello?", "--agent", "factories:rebuild",
+        "--sessions-dir", str(example_1.parent), cwd=code,
+    )  # fmt: skip
+    out = ok(result)
+    # The root got its sub-agents by name, heard the prompt after its 8 entries, and answered.
+    assert "Answer: agent_root with ['Jack', 'Jill'] has 9 entries\n" in out
+    assert "New messages msg_021..msg_021, 3 agents, agent counter at 0\n" in out
+    events = [json.loads(line) for line in example_1.read_text().splitlines()]
+    assert events[: len(EXAMPLE_1)] == EXAMPLE_1
+    (heard,) = events[len(EXAMPLE_1) :]
+    assert (heard["message_id"], heard["agent_id"], heard["content"]) == (
+        "msg_021",
+        "agent_root",
+        "Hello?",
+    )
+    assert read_session_file(example_1.with_name("example1.json.gz")).events == events
+
+
+def test_resume_writes_beside_the_file_it_was_given(
+    tmp_path: Path, demo_session: tuple[Path, Path]
+) -> None:
+    # The demo's session moved out of the sessions directory, resumed by its file's path.
+    originals = [f.read_bytes() for f in demo_session]
+    stream, snapshot = _copy(demo_session, tmp_path / "moved" / "here")
+    old_stream = stream.read_bytes()
+    result = agenttrace(
+        tmp_path, "resume", str(snapshot), "--prompt", "Tea?", "--agent", CAFE,
+        "--sessions-dir", str(tmp_path / "sessions"), cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    out = ok(result)
+    assert "Answer: Jack and Jill have answered." in out
+    assert f"event stream: {stream}\n" in out and f"session file: {snapshot}\n" in out
+    # Both files beside it went on; nothing was written anywhere else.
+    new_stream = stream.read_bytes()
+    assert new_stream.startswith(old_stream) and len(new_stream) > len(old_stream)
+    loaded = read_session_file(snapshot)
+    assert len(loaded.runs) == 2
+    assert loaded.events == [json.loads(line) for line in new_stream.splitlines()]
+    assert sorted(p.name for p in stream.parent.iterdir()) == sorted([stream.name, snapshot.name])
+    assert [f.read_bytes() for f in demo_session] == originals
+    assert not (tmp_path / "sessions").exists() and not (tmp_path / "default-sessions").exists()
+
+
+def test_resume_on_another_model(
+    tmp_path: Path, demo_session: tuple[Path, Path], llm: LLMServer
+) -> None:
+    # Found by id in the sessions directory of the environment, and continued there on a model
+    # the session never used (the local server answers for it).
+    stream, _ = _copy(demo_session, tmp_path / "default-sessions")
+    session_id = stream.name.removesuffix(".events.jsonl")
+    llm.reset(Reply(content="A cortado, please."))
+    result = agenttrace(
+        tmp_path, "resume", session_id, "--prompt", "Coffee?", "--agent", CAFE,
+        "--model", "openai/gpt-4o-mini", cwd=ROOT,
+        OPENAI_API_BASE=llm.api_base, OPENAI_API_KEY="sk-local-test",
+    )  # fmt: skip
+    out = ok(result)
+    assert "Answer: A cortado, please." in out
+    assert [r.body["model"] for r in llm.requests] == ["gpt-4o-mini"]
+    assert llm.requests[0].body["messages"][-1] == {"role": "user", "content": "Coffee?"}
+    assert f"event stream: {stream}\n" in out
+    (line,) = (tmp_path / "accounting.jsonl").read_text().splitlines()
+    assert json.loads(line)["model"].endswith("gpt-4o-mini")
+
+
+def test_a_resumed_run_that_fails_is_one_line_and_exit_1(
+    tmp_path: Path, demo_session: tuple[Path, Path], llm: LLMServer
+) -> None:
+    stream, snapshot = _copy(demo_session, tmp_path / "sessions")
+    llm.reset(Reply(status=401, error_message="invalid api key"))
+    result = agenttrace(
+        tmp_path, "resume", stream.name.removesuffix(".events.jsonl"), "--prompt", "Coffee?",
+        "--agent", CAFE, "--model", "openai/gpt-4o-mini", "--sessions-dir", str(stream.parent),
+        cwd=ROOT,
+        OPENAI_API_BASE=llm.api_base, OPENAI_API_KEY="sk-local-test",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    # The console's lines for the failed attempt and run (as for any run), then why it stopped.
+    *console, line = result.stderr.splitlines()
+    assert console and all(c.startswith("[txn:") for c in console), console
+    assert line.startswith("agenttrace: error: the resumed run failed: AuthenticationError: ")
+    # The failed run is saved: the prompt it heard, and its opTree.
+    loaded = read_session_file(snapshot)
+    assert len(loaded.runs) == 2 and loaded.meta["result"]["success"] is False
+    assert loaded.events[-1]["content"] == "Coffee?"
+
+
+# What cannot be continued: (--agent arguments, "root" or "code" as the working directory, the
+# whole error message; {cwd} stands for the working directory).
+REFUSALS = {
+    "no_agent": (
+        [],
+        "root",
+        "resume needs --agent MODULE:FACTORY, the function that rebuilds the session's agents "
+        "(agenttrace resume --help)",
+    ),
+    "a_file_not_a_module": (
+        ["--agent", "examples/cafe.py:rebuild"],
+        "root",
+        "--agent 'examples/cafe.py:rebuild' is not MODULE:FACTORY (a dotted module name, a "
+        "colon, a callable in it: examples.cafe:rebuild)",
+    ),
+    "no_factory_named": (
+        ["--agent", "examples.cafe"],
+        "root",
+        "--agent 'examples.cafe' is not MODULE:FACTORY (a dotted module name, a colon, a "
+        "callable in it: examples.cafe:rebuild)",
+    ),
+    "no_such_module": (
+        ["--agent", "factories_elsewhere:rebuild"],
+        "code",
+        "--agent factories_elsewhere:rebuild: no module 'factories_elsewhere' in {cwd} or the "
+        "installed packages",
+    ),
+    "module_fails_on_import": (
+        ["--agent", "fails_on_import:rebuild"],
+        "code",
+        "--agent fails_on_import:rebuild: importing fails_on_import failed: RuntimeError: "
+        "no settings",
+    ),
+    "no_such_factory": (
+        ["--agent", "examples.cafe:revive"],
+        "root",
+        "--agent examples.cafe:revive: examples.cafe has no 'revive'",
+    ),
+    "not_callable": (
+        ["--agent", "factories:NOT_CALLABLE"],
+        "code",
+        "--agent factories:NOT_CALLABLE: NOT_CALLABLE is not callable (type int)",
+    ),
+    "factory_raises": (
+        ["--agent", "factories:raises"],
+        "code",
+        "--agent factories:raises failed on agent_root: ValueError: cannot rebuild agent_root "
+        "(the model is gone)",
+    ),
+    "root_takes_no_prompt": (
+        ["--agent", "factories:record_itself"],
+        "code",
+        "the root agent agent_root that --agent factories:record_itself rebuilt (type "
+        "AgentRecord) cannot take a prompt: it has no harken() and no response()",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_resume_refuses_what_it_cannot_continue(
+    tmp_path: Path, example_1: Path, code: Path, case: str
+) -> None:
+    agent, where, message = REFUSALS[case]
+    cwd = ROOT if where == "root" else code
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    result = agenttrace(
+        tmp_path, "resume", str(example_1), "--prompt", "Hello?", *agent, cwd=cwd,
+        PYTHONDONTWRITEBYTECODE="1",
+    )  # fmt: skip
+    assert one_error_line(result) == message.format(cwd=cwd)
+    # Nothing was written, nothing was changed.
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_resume_refuses_a_session_without_a_root_agent(tmp_path: Path) -> None:
+    # Jack and Jill alone: both were created by a tool call of a root the file does not have.
+    path = tmp_path / "orphans.events.jsonl"
+    path.write_text(jsonl([e for e in EXAMPLE_1 if e["agent_id"] in ("agent_jack", "agent_jill")]))
+    before = path.read_bytes()
+    result = agenttrace(
+        tmp_path, "resume", str(path), "--prompt", "Hello?", "--agent", CAFE, cwd=ROOT
+    )
+    assert one_error_line(result) == f"{path}: the session has no root agent"
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["orphans.events.jsonl"]

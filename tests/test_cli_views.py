@@ -36,7 +36,10 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_demo(sessions, AGENTTRACE_CONSOLE="quiet")
     (snapshot,) = sessions.glob("*.json.gz")
     session_id = snapshot.name.removesuffix(".json.gz")
-    resumed = cli("resume", session_id, "--prompt", "Coffee?", "--sessions-dir", str(sessions))
+    resumed = cli(
+        "resume", session_id, "--prompt", "Coffee?", "--agent", "examples.cafe:rebuild",
+        "--sessions-dir", str(sessions), cwd=ROOT,
+    )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     return snapshot
 

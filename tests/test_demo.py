@@ -94,3 +94,10 @@ def test_cafe_demo_nests_root_turn_tool_subagent(tmp_path: Path) -> None:
         s.attributes.get(sc.GEN_AI_TOOL_CALL_ID) for s in spans if s.name.startswith("execute_tool")
     ]
     assert tools == ["c1", "c2", "c3"] or sorted(tools) == ["c1", "c2", "c3"]
+
+
+def test_the_demo_imports_as_a_module_too() -> None:
+    # agenttrace resume --agent examples.cafe:rebuild imports it from a checkout.
+    from examples import cafe
+
+    assert callable(cafe.rebuild) and cafe.__file__ == str(ROOT / "examples" / "cafe.py")

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import agenttrace
-from agenttrace.demo.cafe import SCRIPTS, run_first
-from agenttrace.demo.scripted import ScriptedModel
 from agenttrace.sdk.ledger import append_lines
+from examples.cafe import SCRIPTS, run_first
+from examples.scripted_model import ScriptedModel
 
 from .conftest import Traced
 

@@ -36,8 +36,8 @@ AGENT = textwrap.dedent(
     f"""
     import asyncio, os
     import litellm, agenttrace
-    from agenttrace.demo.cafe import Agent
-    from agenttrace.demo.scripted import ScriptedModel
+    from examples.cafe import Agent
+    from examples.scripted_model import ScriptedModel
 
     litellm.suppress_debug_info = True
     litellm.anthropic_key = {CONFIG!r}  # a config value that holds a key

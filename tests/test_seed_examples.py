@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 import agenttrace
-from agenttrace.demo.cafe import JILL_PROMPT, SCRIPTS, Agent, run_first
-from agenttrace.demo.scripted import ScriptedModel
+from examples.cafe import JILL_PROMPT, SCRIPTS, Agent, run_first
+from examples.scripted_model import ScriptedModel
 
 from .conftest import Traced
 

@@ -14,9 +14,9 @@ import pytest
 
 import agenttrace
 from agenttrace import semconv as sc
-from agenttrace.demo.cafe import SCRIPTS, Agent, run_first, run_resumed
-from agenttrace.demo.scripted import ScriptedModel
 from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
+from examples.cafe import SCRIPTS, Agent, run_first, run_resumed
+from examples.scripted_model import ScriptedModel
 
 from .conftest import Traced, attrs
 
