@@ -34,6 +34,7 @@ class Started:
         "links",
         "name",
         "origin",
+        "parent",
         "parent_span_id",
         "session",
         "span_id",
@@ -56,6 +57,7 @@ class Started:
         span_kind: str = "INTERNAL",
         links: Sequence[tuple[int, int]] = (),
         session: Any = None,
+        parent: str | None = None,
     ) -> None:
         self.origin = origin
         """The origin txn id of the run (root agent run) the scope belongs to."""
@@ -78,6 +80,8 @@ class Started:
         """(trace id, span id) of each span this one links to."""
         self.session = session
         """On a run's root only: the ``agenttrace.record.session.Session`` it records into."""
+        self.parent = parent
+        """The label of the scope it opened in (``None`` for a run's root)."""
 
 
 class Ended:
@@ -125,11 +129,11 @@ class EventLogged:
     """A canonical event (seed 001) was logged in ``session``.
 
     ``line`` is the event's JSON line exactly as the stream stores it. ``origin``/``label`` name
-    the scope it was logged in and ``span_event`` the span event it became there (``None`` for
-    an event logged outside any scope).
+    the scope it was logged in (``None`` outside any). The span event it became there is not
+    carried: it follows from the event (``agenttrace.tracing.recording``).
     """
 
-    __slots__ = ("event", "label", "line", "origin", "session", "span_event")
+    __slots__ = ("event", "label", "line", "origin", "session")
 
     def __init__(
         self,
@@ -138,7 +142,6 @@ class EventLogged:
         line: bytes,
         origin: str | None = None,
         label: str | None = None,
-        span_event: SpanEvent | None = None,
     ) -> None:
         self.session = session
         """The ``agenttrace.record.session.Session`` it was logged in."""
@@ -146,7 +149,6 @@ class EventLogged:
         self.line = line
         self.origin = origin
         self.label = label
-        self.span_event = span_event
 
 
 Record = Started | Ended | Logged | EventLogged

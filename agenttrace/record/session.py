@@ -10,6 +10,7 @@ a session file or stream, so a resumed run never reuses an id.
 
 from __future__ import annotations
 
+import calendar
 import itertools
 import json
 import logging
@@ -285,6 +286,26 @@ def _now() -> str:
         cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         cached[0] = second
     return f"{cached[1]}.{int((now - second) * 1000):03d}Z"
+
+
+def ts_nanoseconds(ts: str) -> int | None:
+    """The time an event's ``ts`` names, in ns since the epoch (``None`` if it is not one of
+    agenttrace's ``YYYY-MM-DDTHH:MM:SS.mmmZ``). A canonical event's span event carries exactly
+    this time, so it can be rebuilt from the event."""
+    if len(ts) != 24 or ts[-1] != "Z" or ts[19] != ".":
+        return None
+    whole, millis = ts[:19], ts[20:23]
+    cached = _parsed
+    try:
+        if cached[0] != whole:  # parsed once a second: strptime costs more than the event
+            cached[1] = calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S"))
+            cached[0] = whole
+        return (cached[1] * 1000 + int(millis)) * 1_000_000
+    except ValueError:
+        return None
+
+
+_parsed: list[Any] = ["", 0]  # the last whole second parsed, and its seconds since the epoch
 
 
 def _last_trace(loaded: LoadedFile) -> tuple[int, int] | None:

@@ -21,7 +21,6 @@ from typing import Any
 
 from agenttrace._internal.redact import scrub_text
 from agenttrace.record.optree import children, hosted_sessions, session_ops
-from agenttrace.record.paths import format_label, kind_of, parse_label
 from agenttrace.record.spool import Piece, Spool
 from agenttrace.sdk.optree import OpTreeSink, RunTree
 from agenttrace.sdk.processor import Sink
@@ -105,14 +104,13 @@ class LedgerSink(Sink):
     def _on_tree(self, what: str, run: RunTree, label: str) -> None:
         if what != "end":
             return
-        address = parse_label(label)
-        if not address:
+        if label == "0":
             self.bill(run.origin)
             return
-        if kind_of(address) != "op":
+        if run.positions.get(label) != "op":
             return
         op = run.nodes.get(label)
-        session = run.nodes.get(format_label(address[:-2]))
+        session = run.session_of(label)
         if op is None:
             return
         call_path = session.get("callPath") if session is not None else None

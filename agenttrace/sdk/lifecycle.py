@@ -149,6 +149,10 @@ def init(
             resource=dict(provider.resource.attributes),
             scope={"name": INSTRUMENTATION_NAME, "version": __version__},
             spool_dir=settings.sessions_dir,
+            recording={
+                "captureContent": settings.capture_content,
+                "maxPayloadBytes": settings.max_payload_bytes,
+            },
         )
         stream = EventStreamSink(settings.sessions_dir, redacted=settings.redacted_save)
         processor = AgentTraceProcessor(

@@ -29,7 +29,6 @@ from typing import Any
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace.record.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
-from agenttrace.record.paths import format_label, kind_of, parse_label
 from agenttrace.record.spool import Piece, Spool
 from agenttrace.sdk.processor import Sink
 
@@ -68,6 +67,8 @@ class RunTree:
         "fragment",
         "nodes",
         "origin",
+        "parents",
+        "positions",
         "raw",
         "root",
         "session",
@@ -81,6 +82,10 @@ class RunTree:
         self.session = session
         """The ``Session`` the run records into."""
         self.nodes: dict[str, Node] = {}
+        self.parents: dict[str, str | None] = {}
+        """Per open node: its parent's label."""
+        self.positions: dict[str, str] = {}
+        """Per open node: ``session``, ``turn`` or ``op`` (what it is in the tree)."""
         self.root: Node | None = None
         self.finished = False
         self.spool: Spool | None = None
@@ -90,26 +95,32 @@ class RunTree:
         self.fragment: list[Piece] | None = None
         """The whole run, serialised (refs into the spool), once its root has ended."""
 
-    def place(self, label: str, node: Node) -> None:
-        """Put ``node`` under its parent (by its label's address)."""
+    def place(self, label: str, node: Node, parent_label: str | None, position: str) -> None:
+        """Put ``node`` under its parent."""
         self.nodes[label] = node
-        address = parse_label(label)
-        if not address:
+        self.parents[label] = parent_label
+        self.positions[label] = position
+        if parent_label is None:
             self.root = node
             return
-        parent = self.nodes.get(format_label(address[:-1]))
+        parent = self.nodes.get(parent_label)
         if parent is None:
             return  # its parent is not ours (a scope started before agenttrace was set up)
-        kind = kind_of(address)
-        if kind == "turn":
+        if position == "turn":
             parent.setdefault("turns", []).append(node)
-        elif kind == "op":
+        elif position == "op":
             parent.setdefault("ops", []).append(node)
         else:
             hosted = parent.setdefault("childSessions", [])
             hosted.append(node)
             parent.setdefault("childSession", node)
             parent["kind"] = "session"
+
+    def session_of(self, label: str) -> Node | None:
+        """The SessionNode an open op or turn belongs to."""
+        while label is not None and self.positions.get(label) != "session":
+            label = self.parents.get(label)  # type: ignore[assignment]
+        return self.nodes.get(label) if label is not None else None
 
 
 class OpTreeSink(Sink):
@@ -120,6 +131,7 @@ class OpTreeSink(Sink):
         resource: Mapping[str, Any] | None = None,
         scope: Mapping[str, Any] | None = None,
         spool_dir: Path | None = None,
+        recording: Mapping[str, Any] | None = None,
     ) -> None:
         self.runs: dict[str, RunTree] = {}  # origin txn id -> run, while it is live
         self.spool_dir = spool_dir or Path.cwd()
@@ -129,6 +141,8 @@ class OpTreeSink(Sink):
         """The resource the spans were sent with (``service.name``, ...), kept on each run."""
         self.scope = dict(scope or {})
         """The instrumentation scope of the spans (``name``, ``version``)."""
+        self.recording = dict(recording or {})
+        """How canonical events became span events (``captureContent``, ``maxPayloadBytes``)."""
         self._subscribers: list[_Subscriber] = []
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
@@ -164,11 +178,14 @@ class OpTreeSink(Sink):
             session_id = record.attributes.get(sc.SESSION_ID, record.origin)
             run = self.runs[record.origin] = RunTree(str(session_id), record.origin, record.session)
             run.spool = self.spool_for(record.session)
-        node = _new_node(record)
+        position = _POSITIONS.get(record.kind, "op")
+        node = _new_node(record, position)
         if record.label == "0":
             node["resource"] = {"attributes": dict(self.resource)}
             node["scope"] = dict(self.scope)
-        run.place(record.label, node)
+            # What the run's canonical span events were built with (an export rebuilds them).
+            node["recording"] = dict(self.recording)
+        run.place(record.label, node, record.parent, position)
         self._changed(run, "start", record.label)
 
     def logged(self, record: Logged) -> None:
@@ -201,9 +218,7 @@ class OpTreeSink(Sink):
             return
         if run.session is None:
             run.session = record.session
-        node = run.nodes.get(record.label)
-        if node is not None and record.span_event is not None:
-            _add_span_event(node, record.span_event)
+        # Its span event is not kept: it follows from the event (see tracing/recording.py).
 
     def ended(self, record: Ended) -> None:
         run = self.runs.get(record.origin)
@@ -320,14 +335,14 @@ def _extend(pieces: list[Piece], children: list[Any], separator: bool = True) ->
 def _fold(run: RunTree, label: str, node: Node) -> None:
     """Replace the ended ``node`` in its parent by its serialised form, and compress the
     parent's finished children once they add up (see :data:`COMPACT_BYTES`)."""
-    address = parse_label(label)
-    parent_label = format_label(address[:-1])
-    parent = run.nodes.get(parent_label)
+    parent_label = run.parents.pop(label, None)
+    position = run.positions.pop(label, "op")
     run.nodes.pop(label, None)
     run.raw.pop(label, None)
+    parent = run.nodes.get(parent_label) if parent_label is not None else None
     if parent is None:
         return
-    key = {"turn": "turns", "op": "ops", "session": "childSessions"}[kind_of(address)]
+    key = _CHILD_LIST[position]
     siblings = parent.get(key)
     if not siblings:
         return
@@ -340,11 +355,11 @@ def _fold(run: RunTree, label: str, node: Node) -> None:
             break
     if key == "childSessions" and parent.get("childSession") is node:
         parent["childSession"] = fragment
-    raw = run.raw.get(parent_label, 0) + fragment.raw
+    raw = run.raw.get(parent_label, 0) + fragment.raw  # type: ignore[arg-type]
     if raw < COMPACT_BYTES or run.spool is None or key == "childSessions":
-        run.raw[parent_label] = raw
+        run.raw[parent_label] = raw  # type: ignore[index]
         return
-    run.raw[parent_label] = 0
+    run.raw[parent_label] = 0  # type: ignore[index]
     parent[key] = _merge(run.spool, siblings)
 
 
@@ -384,6 +399,9 @@ def _compress(run: RunTree, pieces: list[Piece]) -> list[Piece]:
 # --- nodes --------------------------------------------------------------------------------------
 
 _SESSION_ATTRIBUTES = (sc.CALL_PATH, sc.AGENT_MODEL, sc.RESUMED_FROM, sc.IMPLICIT)
+_POSITIONS = {sc.KIND_SESSION: "session", sc.KIND_TURN: "turn"}
+"""Where a scope sits in the tree, by the kind it started with (ops start as llm or tool)."""
+_CHILD_LIST = {"turn": "turns", "op": "ops", "session": "childSessions"}
 
 
 def _span(record: Started) -> Node:
@@ -413,12 +431,12 @@ def _add_span_event(node: Node, event: SpanEvent) -> None:
     )
 
 
-def _new_node(record: Started) -> Node:
+def _new_node(record: Started, position: str) -> Node:
     attributes = record.attributes
     started = _ms(record.started_ns)
     label = record.label
     span = _span(record)
-    if record.kind == sc.KIND_SESSION and kind_of(parse_label(label)) == "session":
+    if position == "session":
         return {
             "id": attributes.get(sc.TXN_ID),
             "traceId": span["traceId"],
@@ -439,7 +457,7 @@ def _new_node(record: Started) -> Node:
             "turns": [],
             "span": span,
         }
-    if record.kind == sc.KIND_TURN:
+    if position == "turn":
         return {
             "id": span["spanId"],
             "index": attributes.get(sc.TURN_INDEX),

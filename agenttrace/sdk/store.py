@@ -28,7 +28,6 @@ from typing import Any
 
 from agenttrace._internal.redact import scrub_json_text
 from agenttrace.record.lifecycle import EventLogged
-from agenttrace.record.paths import kind_of, parse_label
 from agenttrace.record.session import Session
 from agenttrace.record.session_files import (
     StreamAppender,
@@ -289,14 +288,13 @@ class SessionFileSink(Sink):
                 state.runs.append(run)
                 state.summaries.append(None)
             return
-        address = parse_label(label)
-        if not address:  # a run ended: keep it serialised, the tree goes
+        if label == "0":  # a run ended: keep it serialised, the tree goes
             index = next((i for i, r in enumerate(state.runs) if r is run), None)
             if index is not None and run.fragment is not None and run.root is not None:
                 state.runs[index] = run.fragment
                 state.summaries[index] = _summary(run.root)
             self.request_write(run.session_id)
-        elif kind_of(address) == "session":
+        elif run.positions.get(label) == "session":
             self.request_write(run.session_id)  # a sub-agent finished
 
     def request_write(self, session_id: str) -> None:

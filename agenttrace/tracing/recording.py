@@ -4,8 +4,9 @@ become span events.
 The recorder (``agenttrace.sdk``'s processor, set by ``init``) gets every record in the caller's
 thread; before ``init`` (or after ``shutdown``) records go nowhere. A canonical event logged in a
 scope is added to that scope's span as an ``agenttrace.event`` span event (content capped and
-redacted, as on every span) and travels in its :class:`~agenttrace.record.lifecycle.EventLogged`
-record with the same timestamp, so a session file can reproduce the span as it was sent.
+redacted, as on every span) whose time is the event's own ``ts`` and whose attributes are
+:func:`span_event_attributes` of the event: everything about it follows from the event, so a
+session file does not store it twice and an export rebuilds it exactly.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from agenttrace._internal.context import Linkable
 from agenttrace._internal.redact import recorded_json, scrub_text
 from agenttrace._internal.runtime import runtime
 from agenttrace.record.lifecycle import EventLogged, Record
-from agenttrace.record.session import Session, observe_events
+from agenttrace.record.session import Session, observe_events, ts_nanoseconds
 
 
 def emit(record: Record) -> None:
@@ -31,8 +32,18 @@ def emit(record: Record) -> None:
         recorder.record(record)
 
 
-def span_event_attributes(event: Mapping[str, Any]) -> dict[str, AttributeValue]:
-    """A canonical event as the attributes of its span event (content capped and redacted)."""
+def span_event_attributes(
+    event: Mapping[str, Any],
+    capture_content: bool | None = None,
+    max_payload_bytes: int | None = None,
+) -> dict[str, AttributeValue]:
+    """A canonical event as the attributes of its span event (content capped and redacted;
+    the settings default to the running ones)."""
+    settings = runtime.settings
+    if capture_content is None:
+        capture_content = settings.capture_content
+    if max_payload_bytes is None:
+        max_payload_bytes = settings.max_payload_bytes
     attributes: dict[str, AttributeValue] = {}
     for key, attribute in sc.EVENT_FIELD_ATTRIBUTES:
         value = event.get(key)
@@ -41,14 +52,13 @@ def span_event_attributes(event: Mapping[str, Any]) -> dict[str, AttributeValue]
     cause = event.get("cause")
     if isinstance(cause, list):  # a piece of text compiled from several messages
         attributes[sc.EVENT_CAUSE] = [str(c) for c in cause]
-    settings = runtime.settings
-    if settings.capture_content:
+    if capture_content:
         content = event.get("content")
         if isinstance(content, str):
-            attributes[sc.EVENT_CONTENT] = recorded_json(content, settings.max_payload_bytes)[1]
+            attributes[sc.EVENT_CONTENT] = recorded_json(content, max_payload_bytes)[1]
         calls = event.get("tool_calls")
         if calls:
-            attributes[sc.EVENT_TOOL_CALLS] = recorded_json(calls, settings.max_payload_bytes)[1]
+            attributes[sc.EVENT_TOOL_CALLS] = recorded_json(calls, max_payload_bytes)[1]
     elif isinstance(event.get("content"), str):
         attributes[sc.EVENT_CONTENT_CHARS] = len(event["content"])
     return {k: scrub_text(v) if isinstance(v, str) else v for k, v in attributes.items()}
@@ -62,16 +72,11 @@ def _on_canonical_event(
     if scope is None:
         emit(EventLogged(session, event, line))
         return
-    attributes = span_event_attributes(event)
-    now = time.time_ns()
     span = getattr(scope, "span", None)
     if span is not None and span.is_recording():
-        span.add_event(sc.EVENT_CANONICAL, attributes, timestamp=now)
-    emit(
-        EventLogged(
-            session, event, line, scope.origin, scope.label, (sc.EVENT_CANONICAL, now, attributes)
-        )
-    )
+        when = ts_nanoseconds(event["ts"]) or time.time_ns()
+        span.add_event(sc.EVENT_CANONICAL, span_event_attributes(event), timestamp=when)
+    emit(EventLogged(session, event, line, scope.origin, scope.label))
 
 
 observe_events(_on_canonical_event)

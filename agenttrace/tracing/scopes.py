@@ -287,6 +287,7 @@ def _start(
     parent: Span | None,
     links: list[Link] | None = None,
     session: Session | None = None,
+    parent_label: str | None = None,
 ) -> None:
     """Start ``scope``'s span (under ``parent``, else the current span) and record the start
     (``session``: a root run's ``Session``)."""
@@ -323,6 +324,7 @@ def _start(
                 attributes,
                 links=[(link.context.trace_id, link.context.span_id) for link in links or ()],
                 session=session,
+                parent=parent_label,
             )
         )
 
@@ -427,6 +429,7 @@ def start_session(
         parent_span,
         links,
         run.session if parent is None else None,
+        parent.label if parent is not None else None,
     )
     if parent is None and scope.trace_id:  # the next run of this session links to this one
         run.session.previous_trace = (scope.trace_id, scope.span_id)
@@ -464,7 +467,14 @@ def start_turn(*, implicit: bool = False, session: SessionScope | None = None) -
     }
     if implicit:
         attributes[sc.IMPLICIT] = True
-    _start(scope, sc.KIND_TURN, sc.SPAN_TURN.format(index=scope.index), attributes, session.span)
+    _start(
+        scope,
+        sc.KIND_TURN,
+        sc.SPAN_TURN.format(index=scope.index),
+        attributes,
+        session.span,
+        parent_label=session.label,
+    )
     if implicit:
         session.auto_turn = scope
     return scope
@@ -547,7 +557,7 @@ def start_op(
         span_attributes.update(attributes)
     if more is not None:
         span_attributes.update(more(scope.session))
-    _start(scope, kind, span_name, span_attributes, parent_span)
+    _start(scope, kind, span_name, span_attributes, parent_span, parent_label=turn.label)
     return scope
 
 
