@@ -35,17 +35,24 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
-from agenttrace._internal.redact import is_secret_key, remember_secret
+from agenttrace._internal.redact import is_secret_key
 from agenttrace._internal.runtime import runtime
+from agenttrace.instrumentation.litellm.utils import (
+    WHERE,
+    cost_from_tokens,
+    is_fallback_orchestration,
+    is_stream,
+    provider_and_model,
+    remember_secrets,
+    state,
+)
 from agenttrace.tracing.llm_attributes import (
     classify_error,
     field,
     input_content,
     input_summary,
-    provider_name,
     request_attributes,
     response_attributes,
-    split_model,
 )
 from agenttrace.tracing.scopes import (
     OpScope,
@@ -59,8 +66,6 @@ from agenttrace.tracing.scopes import (
     start_op,
 )
 from agenttrace.tracing.transcripts import log_llm_exchange
-
-_WHERE = "litellm instrumentation"
 
 
 class _Call:
@@ -118,7 +123,7 @@ class _Attempt:
         try:
             finish(self.scope, error, {sc.ERROR_TYPE: classify_error(error)})
         except Exception as exc:
-            report_internal_error(_WHERE, exc)
+            report_internal_error(WHERE, exc)
 
     def succeed(self, attributes: Callable[[], dict[str, AttributeValue]]) -> None:
         """End the span as a success; ``attributes`` is called by the background worker."""
@@ -143,11 +148,11 @@ def _attempt_wrapper(operation: str) -> Callable[..., Any]:
     async_flag = "acompletion" if operation == sc.OP_CHAT else "aembedding"
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if runtime.disabled or not _state.enabled or _attempt.get() is not None:
+        if runtime.disabled or not state.enabled or _attempt.get() is not None:
             return wrapped(*args, **kwargs)
         call_token = _enter_call()
         try:
-            if operation == sc.OP_CHAT and _is_fallback_orchestration(kwargs):
+            if operation == sc.OP_CHAT and is_fallback_orchestration(kwargs):
                 # The attempts arrive as their own litellm.acompletion calls, inside this one.
                 return wrapped(*args, **kwargs)
             attempt = _start_attempt(operation, args, kwargs)
@@ -197,12 +202,12 @@ def _finish(result: Any, attempt: _Attempt, price_it: bool = False) -> Any:
     prices it from the tokens itself.
     """
     try:
-        if _is_stream(result):
+        if is_stream(result):
             return _StreamProxy(result, attempt)
         _offer_tool_calls(attempt, result)
         attempt.succeed(functools.partial(_completed_attributes, attempt, result, price_it))
     except Exception as exc:
-        report_internal_error(_WHERE, exc)
+        report_internal_error(WHERE, exc)
         attempt.done = True
     return result
 
@@ -213,7 +218,7 @@ def _completed_attributes(
     attributes = _result_attributes(attempt, result)
     if price_it and sc.COST_USD not in attributes:
         litellm = sys.modules.get("litellm")
-        cost = _cost(litellm, attempt.raw_model, attributes) if litellm else None
+        cost = cost_from_tokens(litellm, attempt.raw_model, attributes) if litellm else None
         if cost is not None:
             attributes[sc.COST_USD] = cost
     return attributes
@@ -286,8 +291,8 @@ def _start_attempt(
         call = _call.get()
         number = next(call.attempts) if call is not None else 1
         raw_model = kwargs.get("model", args[0] if args else None) or "unknown"
-        provider, model = _provider_and_model(str(raw_model), kwargs.get("custom_llm_provider"))
-        _remember_secrets(kwargs)
+        provider, model = provider_and_model(str(raw_model), kwargs.get("custom_llm_provider"))
+        remember_secrets(kwargs)
         parent = current_scope()
         if operation == sc.OP_CHAT:
             name = sc.SPAN_LLM.format(model=model)
@@ -318,7 +323,7 @@ def _start_attempt(
             attempt.input = new_input[0]
         return attempt
     except Exception as exc:
-        report_internal_error(_WHERE, exc)
+        report_internal_error(WHERE, exc)
         return None
 
 
@@ -326,7 +331,7 @@ def _activate(attempt: _Attempt) -> Tokens | None:
     try:
         tokens = attempt.scope.activate()
     except Exception as exc:
-        report_internal_error(_WHERE, exc)
+        report_internal_error(WHERE, exc)
         return None
     attempt.active = True
     return tokens
@@ -338,7 +343,7 @@ def _deactivate(attempt: _Attempt, tokens: Tokens | None) -> None:
         try:
             deactivate(tokens)
         except Exception as exc:
-            report_internal_error(_WHERE, exc)
+            report_internal_error(WHERE, exc)
 
 
 def _result_attributes(attempt: _Attempt, response: Any) -> dict[str, AttributeValue]:
@@ -349,49 +354,6 @@ def _result_attributes(attempt: _Attempt, response: Any) -> dict[str, AttributeV
     if isinstance(cost, (int, float)) and not isinstance(cost, bool):
         attributes[sc.COST_USD] = float(cost)
     return attributes
-
-
-def _provider_and_model(model: str, custom_provider: Any) -> tuple[str | None, str]:
-    if isinstance(custom_provider, str) and custom_provider:
-        return provider_name(custom_provider), model
-    if "/" in model:
-        return split_model(model)
-    litellm = sys.modules.get("litellm")
-    entry = getattr(litellm, "model_cost", {}).get(model) if litellm is not None else None
-    provider = entry.get("litellm_provider") if isinstance(entry, Mapping) else None
-    return provider_name(provider if isinstance(provider, str) else None), model
-
-
-def _remember_secrets(kwargs: Mapping[str, Any]) -> None:
-    litellm = sys.modules.get("litellm")
-    if litellm is not None:  # keys set as litellm config (litellm.api_key = ...): never recorded
-        settings = vars(litellm)
-        for name in _state.config_secrets:
-            value = settings.get(name)
-            if value is not None:
-                remember_secret(value)
-    for key, value in kwargs.items():
-        if isinstance(value, str):
-            if is_secret_key(key):
-                remember_secret(value)
-        elif key in ("headers", "extra_headers") and isinstance(value, Mapping):
-            for header, header_value in value.items():
-                if isinstance(header, str) and is_secret_key(header):
-                    remember_secret(header_value)
-                    if isinstance(header_value, str) and " " in header_value:
-                        remember_secret(header_value.split(" ", 1)[1])  # "Bearer <key>"
-
-
-def _is_fallback_orchestration(kwargs: Mapping[str, Any]) -> bool:
-    if kwargs.get("fallbacks"):
-        return True
-    litellm = sys.modules.get("litellm")
-    return bool(getattr(litellm, "model_fallbacks", None))
-
-
-def _is_stream(result: Any) -> bool:
-    stream_type = _state.stream_type
-    return stream_type is not None and isinstance(result, stream_type)
 
 
 # --- streams ------------------------------------------------------------------------------------
@@ -422,7 +384,7 @@ class _StreamState:
             if built is not None and not abandoned:
                 _offer_tool_calls(attempt, built)  # the streamed reply enters the transcript
         except Exception as exc:
-            report_internal_error(_WHERE, exc)
+            report_internal_error(WHERE, exc)
         attempt.succeed(functools.partial(_stream_attributes, self, built, abandoned))
 
     def fail(self, error: BaseException) -> None:
@@ -457,7 +419,7 @@ def _stream_attributes(
     ):
         attributes.update(_estimated_usage(litellm, attempt, built))
     if sc.COST_USD not in attributes or not attributes[sc.COST_USD]:
-        cost = _cost(litellm, attempt.raw_model, attributes)
+        cost = cost_from_tokens(litellm, attempt.raw_model, attributes)
         if cost is not None:
             attributes[sc.COST_USD] = cost
     return attributes
@@ -479,25 +441,6 @@ def _estimated_usage(litellm: Any, attempt: _Attempt, built: Any) -> dict[str, A
         sc.GEN_AI_USAGE_OUTPUT_TOKENS: int(completion),
         sc.USAGE_ESTIMATED: True,
     }
-
-
-def _cost(litellm: Any, model: str, attributes: Mapping[str, Any]) -> float | None:
-    prompt = attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)
-    completion = attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
-    if not isinstance(prompt, int) or not isinstance(completion, int):
-        return None
-    try:
-        prompt_cost, completion_cost = litellm.cost_per_token(
-            model=model,
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-            cache_read_input_tokens=attributes.get(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS) or 0,
-            cache_creation_input_tokens=attributes.get(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS)
-            or 0,
-        )
-    except Exception:  # a model without a price in litellm's map
-        return None
-    return float(prompt_cost + completion_cost)
 
 
 class _StreamProxy(wrapt.ObjectProxy[Any]):
@@ -570,20 +513,6 @@ class _StreamProxy(wrapt.ObjectProxy[Any]):
 # --- instrument / uninstrument --------------------------------------------------------------------
 
 
-class _State:
-    __slots__ = ("config_secrets", "enabled", "patches", "stream_type")
-
-    def __init__(self) -> None:
-        self.enabled = False
-        self.patches: list[tuple[Any, str, Any]] = []  # (owner, attribute, our FunctionWrapper)
-        self.stream_type: type | None = None
-        self.config_secrets: tuple[str, ...] = ()
-        """litellm module settings whose names say they hold a credential (``api_key``...)."""
-
-
-_state = _State()
-
-
 def _patch_targets(litellm: Any) -> list[tuple[Any, str, Callable[..., Any]]]:
     import litellm.main as litellm_main
 
@@ -621,7 +550,7 @@ class LiteLLMInstrumentor:
 
     def instrument(self) -> None:
         """Patch litellm (imports it). A second call warns and changes nothing."""
-        if _state.patches:
+        if state.patches:
             import logging
 
             logging.getLogger("agenttrace").warning("agenttrace: litellm is already instrumented")
@@ -629,8 +558,8 @@ class LiteLLMInstrumentor:
         import litellm
         from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
 
-        _state.stream_type = CustomStreamWrapper
-        _state.config_secrets = tuple(
+        state.stream_type = CustomStreamWrapper
+        state.config_secrets = tuple(
             name
             for name in dir(litellm)
             if not name.startswith("_")
@@ -640,8 +569,8 @@ class LiteLLMInstrumentor:
         )
         for owner, name, wrapper in _patch_targets(litellm):
             wrapt.wrap_function_wrapper(owner, name, wrapper)
-            _state.patches.append((owner, name, _attribute(owner, name)))
-        _state.enabled = True
+            state.patches.append((owner, name, _attribute(owner, name)))
+        state.enabled = True
 
     def uninstrument(self) -> None:
         """Undo :meth:`instrument`: every patched attribute gets its original back.
@@ -649,16 +578,16 @@ class LiteLLMInstrumentor:
         If another instrumentation wrapped litellm on top of ours, our layer stays inside theirs
         but passes calls straight through.
         """
-        _state.enabled = False
-        for owner, name, ours in reversed(_state.patches):
+        state.enabled = False
+        for owner, name, ours in reversed(state.patches):
             if _attribute(owner, name) is ours:
                 setattr(owner, name, ours.__wrapped__)
-        _state.patches.clear()
+        state.patches.clear()
 
     @property
     def is_instrumented(self) -> bool:
         """True between ``instrument`` and ``uninstrument``."""
-        return bool(_state.patches)
+        return bool(state.patches)
 
 
 def instrument_when_imported() -> Callable[[], None]:
@@ -672,7 +601,7 @@ def instrument_when_imported() -> Callable[[], None]:
         try:
             instrumentor.instrument()
         except Exception as exc:
-            report_internal_error(_WHERE, exc)
+            report_internal_error(WHERE, exc)
 
     if "litellm" in sys.modules:
         hook(sys.modules["litellm"])
