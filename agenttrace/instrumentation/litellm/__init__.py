@@ -26,7 +26,7 @@ import itertools
 import sys
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Any
 
@@ -37,6 +37,7 @@ from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import is_secret_key
 from agenttrace._internal.runtime import runtime
+from agenttrace.instrumentation.litellm.attempt import Attempt, offer_tool_calls, result_attributes
 from agenttrace.instrumentation.litellm.utils import (
     WHERE,
     cost_from_tokens,
@@ -47,25 +48,19 @@ from agenttrace.instrumentation.litellm.utils import (
     state,
 )
 from agenttrace.tracing.llm_attributes import (
-    classify_error,
     field,
     input_content,
     input_summary,
     request_attributes,
-    response_attributes,
 )
 from agenttrace.tracing.scopes import (
-    OpScope,
-    Scope,
     SessionScope,
     Tokens,
     current_scope,
     deactivate,
-    finish,
     make_current,
     start_op,
 )
-from agenttrace.tracing.transcripts import log_llm_exchange
 
 
 class _Call:
@@ -78,59 +73,7 @@ class _Call:
 
 
 _call: ContextVar[_Call | None] = ContextVar("agenttrace_litellm_call", default=None)
-_attempt: ContextVar[_Attempt | None] = ContextVar("agenttrace_litellm_attempt", default=None)
-
-
-class _Attempt:
-    """The span of one attempt and how to end it (once)."""
-
-    __slots__ = (
-        "__weakref__",
-        "active",
-        "done",
-        "input",
-        "messages",
-        "model",
-        "operation",
-        "parent",
-        "raw_model",
-        "scope",
-    )
-
-    def __init__(
-        self,
-        scope: OpScope,
-        operation: str,
-        model: str,
-        raw_model: str,
-        messages: Any,
-        parent: Scope | None,
-    ) -> None:
-        self.scope = scope
-        self.operation = operation
-        self.model = model
-        self.raw_model = raw_model  # as the caller wrote it, provider prefix included
-        self.messages = messages
-        self.parent = parent  # the scope that was current when the attempt started
-        self.done = False
-        self.active = False  # its scope is current in the context that runs litellm's code
-        self.input: Any = None  # the new input messages, serialised when the span ends
-
-    def fail(self, error: BaseException) -> None:
-        if self.done:
-            return
-        self.done = True
-        try:
-            finish(self.scope, error, {sc.ERROR_TYPE: classify_error(error)})
-        except Exception as exc:
-            report_internal_error(WHERE, exc)
-
-    def succeed(self, attributes: Callable[[], dict[str, AttributeValue]]) -> None:
-        """End the span as a success; ``attributes`` is called by the background worker."""
-        if self.done:
-            return
-        self.done = True
-        finish(self.scope, None, attributes)
+_attempt: ContextVar[Attempt | None] = ContextVar("agenttrace_litellm_attempt", default=None)
 
 
 # --- the wrappers ---------------------------------------------------------------------------------
@@ -179,7 +122,7 @@ def _attempt_wrapper(operation: str) -> Callable[..., Any]:
     return wrapper
 
 
-async def _finish_awaited(awaitable: Any, attempt: _Attempt) -> Any:
+async def _finish_awaited(awaitable: Any, attempt: Attempt) -> Any:
     """Await the coroutine litellm's async path returned, inside the attempt's span."""
     tokens = _activate(attempt)
     try:
@@ -192,7 +135,7 @@ async def _finish_awaited(awaitable: Any, attempt: _Attempt) -> Any:
     return _finish(result, attempt, price_it=True)
 
 
-def _finish(result: Any, attempt: _Attempt, price_it: bool = False) -> Any:
+def _finish(result: Any, attempt: Attempt, price_it: bool = False) -> Any:
     """End the attempt with ``result``; a stream gets a proxy that ends it later.
 
     Only what the agent's next step needs is done here: the tool calls the response asks for
@@ -204,7 +147,7 @@ def _finish(result: Any, attempt: _Attempt, price_it: bool = False) -> Any:
     try:
         if is_stream(result):
             return _StreamProxy(result, attempt)
-        _offer_tool_calls(attempt, result)
+        offer_tool_calls(attempt, result)
         attempt.succeed(functools.partial(_completed_attributes, attempt, result, price_it))
     except Exception as exc:
         report_internal_error(WHERE, exc)
@@ -213,22 +156,15 @@ def _finish(result: Any, attempt: _Attempt, price_it: bool = False) -> Any:
 
 
 def _completed_attributes(
-    attempt: _Attempt, result: Any, price_it: bool
+    attempt: Attempt, result: Any, price_it: bool
 ) -> dict[str, AttributeValue]:
-    attributes = _result_attributes(attempt, result)
+    attributes = result_attributes(attempt, result)
     if price_it and sc.COST_USD not in attributes:
         litellm = sys.modules.get("litellm")
         cost = cost_from_tokens(litellm, attempt.raw_model, attributes) if litellm else None
         if cost is not None:
             attributes[sc.COST_USD] = cost
     return attributes
-
-
-def _offer_tool_calls(attempt: _Attempt, response: Any) -> None:
-    """Log the response as the agent's transcript entry (now: in order with everything else the
-    agent logs), which also offers its tool calls, with that entry's id, to the turn."""
-    if attempt.operation == sc.OP_CHAT:
-        log_llm_exchange(attempt.scope, attempt.messages, response)
 
 
 def _logical_call_wrapper(
@@ -274,7 +210,7 @@ def _retry_loop_wrapper(
         _attempt.reset(token)
 
 
-def _restore_parent(attempt: _Attempt) -> Callable[[], None] | None:
+def _restore_parent(attempt: Attempt) -> Callable[[], None] | None:
     """Make the attempt's parent scope current again (if the attempt was active); the undo."""
     if not attempt.active:
         return None
@@ -284,9 +220,7 @@ def _restore_parent(attempt: _Attempt) -> Callable[[], None] | None:
 # --- attempt bookkeeping ---------------------------------------------------------------------
 
 
-def _start_attempt(
-    operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> _Attempt | None:
+def _start_attempt(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Attempt | None:
     try:
         call = _call.get()
         number = next(call.attempts) if call is not None else 1
@@ -318,7 +252,7 @@ def _start_attempt(
             new_turn=number == 1 and operation == sc.OP_CHAT,
             more=summarise_input if messages else None,
         )
-        attempt = _Attempt(scope, operation, model, str(raw_model), messages, parent)
+        attempt = Attempt(scope, operation, model, str(raw_model), messages, parent)
         if new_input:
             attempt.input = new_input[0]
         return attempt
@@ -327,7 +261,7 @@ def _start_attempt(
         return None
 
 
-def _activate(attempt: _Attempt) -> Tokens | None:
+def _activate(attempt: Attempt) -> Tokens | None:
     try:
         tokens = attempt.scope.activate()
     except Exception as exc:
@@ -337,23 +271,13 @@ def _activate(attempt: _Attempt) -> Tokens | None:
     return tokens
 
 
-def _deactivate(attempt: _Attempt, tokens: Tokens | None) -> None:
+def _deactivate(attempt: Attempt, tokens: Tokens | None) -> None:
     if tokens is not None:
         attempt.active = False
         try:
             deactivate(tokens)
         except Exception as exc:
             report_internal_error(WHERE, exc)
-
-
-def _result_attributes(attempt: _Attempt, response: Any) -> dict[str, AttributeValue]:
-    attributes = input_content(attempt.input)
-    attributes.update(response_attributes(response))
-    hidden = getattr(response, "_hidden_params", None)
-    cost = hidden.get("response_cost") if isinstance(hidden, Mapping) else None
-    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-        attributes[sc.COST_USD] = float(cost)
-    return attributes
 
 
 # --- streams ------------------------------------------------------------------------------------
@@ -364,7 +288,7 @@ class _StreamState:
 
     __slots__ = ("attempt", "first_chunk_ns", "stream")
 
-    def __init__(self, attempt: _Attempt, stream: Any) -> None:
+    def __init__(self, attempt: Attempt, stream: Any) -> None:
         self.attempt = attempt
         self.stream = stream
         self.first_chunk_ns: int | None = None
@@ -382,7 +306,7 @@ class _StreamState:
         try:
             built = _build_stream_response(attempt, chunks)
             if built is not None and not abandoned:
-                _offer_tool_calls(attempt, built)  # the streamed reply enters the transcript
+                offer_tool_calls(attempt, built)  # the streamed reply enters the transcript
         except Exception as exc:
             report_internal_error(WHERE, exc)
         attempt.succeed(functools.partial(_stream_attributes, self, built, abandoned))
@@ -391,7 +315,7 @@ class _StreamState:
         self.attempt.fail(error)
 
 
-def _build_stream_response(attempt: _Attempt, chunks: list[Any]) -> Any:
+def _build_stream_response(attempt: Attempt, chunks: list[Any]) -> Any:
     """The whole response a stream delivered, assembled by litellm."""
     litellm = sys.modules.get("litellm")
     if litellm is None or not chunks:
@@ -413,7 +337,7 @@ def _stream_attributes(
     litellm = sys.modules.get("litellm")
     if litellm is None or built is None:
         return attributes
-    attributes.update(_result_attributes(attempt, built))
+    attributes.update(result_attributes(attempt, built))
     if not attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS) and not attributes.get(
         sc.GEN_AI_USAGE_OUTPUT_TOKENS
     ):
@@ -425,7 +349,7 @@ def _stream_attributes(
     return attributes
 
 
-def _estimated_usage(litellm: Any, attempt: _Attempt, built: Any) -> dict[str, AttributeValue]:
+def _estimated_usage(litellm: Any, attempt: Attempt, built: Any) -> dict[str, AttributeValue]:
     """Count tokens ourselves when the provider streamed none (no ``include_usage``)."""
     text = ""
     choices = field(built, "choices") or []
@@ -446,7 +370,7 @@ def _estimated_usage(litellm: Any, attempt: _Attempt, built: Any) -> dict[str, A
 class _StreamProxy(wrapt.ObjectProxy[Any]):
     """litellm's stream, as its own type, ending the attempt's span exactly once."""
 
-    def __init__(self, stream: Any, attempt: _Attempt) -> None:
+    def __init__(self, stream: Any, attempt: Attempt) -> None:
         super().__init__(stream)
         state = _StreamState(attempt, stream)
         self._self_state = state
