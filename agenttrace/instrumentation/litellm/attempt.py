@@ -79,6 +79,8 @@ def offer_tool_calls(attempt: Attempt, response: Any) -> None:
 
 
 def result_attributes(attempt: Attempt, response: Any) -> dict[str, AttributeValue]:
+    """What a response records on the attempt's span: the new input, the response, and the
+    price litellm put on it, if any."""
     attributes = input_content(attempt.input)
     attributes.update(response_attributes(response))
     hidden = getattr(response, "_hidden_params", None)

@@ -261,6 +261,7 @@ def _deactivate(attempt: Attempt, tokens: Tokens | None) -> None:
 
 
 def patch_targets(litellm: Any) -> list[tuple[Any, str, Callable[..., Any]]]:
+    """``(owner, attribute, wrapper)`` for each entry point this litellm version has."""
     import litellm.main as litellm_main
 
     chat = _attempt_wrapper(sc.OP_CHAT)

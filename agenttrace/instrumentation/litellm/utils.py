@@ -38,6 +38,8 @@ state = State()
 
 
 def provider_and_model(model: str, custom_provider: Any) -> tuple[str | None, str]:
+    """The provider (its GenAI name) and model of a call: from ``custom_llm_provider``, else a
+    ``provider/`` prefix (taken off the model), else litellm's model map."""
     if isinstance(custom_provider, str) and custom_provider:
         return provider_name(custom_provider), model
     if "/" in model:
@@ -49,6 +51,8 @@ def provider_and_model(model: str, custom_provider: Any) -> tuple[str | None, st
 
 
 def remember_secrets(kwargs: Mapping[str, Any]) -> None:
+    """Register the credentials a call can use (litellm's key settings, key arguments, auth
+    headers) so they are scrubbed from any output."""
     litellm = sys.modules.get("litellm")
     if litellm is not None:  # keys set as litellm config (litellm.api_key = ...): never recorded
         settings = vars(litellm)
@@ -69,6 +73,8 @@ def remember_secrets(kwargs: Mapping[str, Any]) -> None:
 
 
 def is_fallback_orchestration(kwargs: Mapping[str, Any]) -> bool:
+    """True if this completion only runs ``fallbacks`` (the call's or litellm's
+    ``model_fallbacks``): its attempts are the calls it makes."""
     if kwargs.get("fallbacks"):
         return True
     litellm = sys.modules.get("litellm")
@@ -76,11 +82,14 @@ def is_fallback_orchestration(kwargs: Mapping[str, Any]) -> bool:
 
 
 def is_stream(result: Any) -> bool:
+    """True if ``result`` is litellm's stream type (known once litellm is instrumented)."""
     stream_type = state.stream_type
     return stream_type is not None and isinstance(result, stream_type)
 
 
 def cost_from_tokens(litellm: Any, model: str, attributes: Mapping[str, Any]) -> float | None:
+    """The price in USD of the tokens in ``attributes``, from litellm's price map; None if
+    the tokens or the price are unknown."""
     prompt = attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)
     completion = attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
     if not isinstance(prompt, int) or not isinstance(completion, int):
