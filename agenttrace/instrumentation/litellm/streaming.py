@@ -1,0 +1,175 @@
+"""Streams: litellm's stream behind a proxy that ends the attempt's span exactly once.
+
+The proxy keeps litellm's own ``CustomStreamWrapper`` type (a ``wrapt.ObjectProxy``). The span
+ends when the stream is exhausted, closed, fails or is garbage-collected, with the response
+litellm assembles from the chunks, the time to the first chunk, and tokens counted by litellm
+when the provider streamed none.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+import weakref
+from typing import Any
+
+import wrapt
+from opentelemetry.util.types import AttributeValue
+
+from agenttrace import semconv as sc
+from agenttrace._internal.errors import report_internal_error
+from agenttrace.instrumentation.litellm.attempt import Attempt, offer_tool_calls, result_attributes
+from agenttrace.instrumentation.litellm.utils import WHERE, cost_from_tokens
+from agenttrace.tracing.llm_attributes import field, input_content
+
+
+class _StreamState:
+    """What a stream proxy needs to end its span; held apart so the proxy can be collected."""
+
+    __slots__ = ("attempt", "first_chunk_ns", "stream")
+
+    def __init__(self, attempt: Attempt, stream: Any) -> None:
+        self.attempt = attempt
+        self.stream = stream
+        self.first_chunk_ns: int | None = None
+
+    def chunk(self) -> None:
+        if self.first_chunk_ns is None:
+            self.first_chunk_ns = time.time_ns()
+
+    def complete(self, abandoned: bool = False) -> None:
+        attempt = self.attempt
+        if attempt.done:
+            return
+        chunks = list(getattr(self.stream, "chunks", None) or ())
+        built = None
+        try:
+            built = _build_stream_response(attempt, chunks)
+            if built is not None and not abandoned:
+                offer_tool_calls(attempt, built)  # the streamed reply enters the transcript
+        except Exception as exc:
+            report_internal_error(WHERE, exc)
+        attempt.succeed(functools.partial(_stream_attributes, self, built, abandoned))
+
+    def fail(self, error: BaseException) -> None:
+        self.attempt.fail(error)
+
+
+def _build_stream_response(attempt: Attempt, chunks: list[Any]) -> Any:
+    """The whole response a stream delivered, assembled by litellm."""
+    litellm = sys.modules.get("litellm")
+    if litellm is None or not chunks:
+        return None
+    return litellm.stream_chunk_builder(chunks=chunks, messages=attempt.messages)
+
+
+def _stream_attributes(
+    state: _StreamState, built: Any, abandoned: bool
+) -> dict[str, AttributeValue]:
+    attempt = state.attempt
+    attributes = input_content(attempt.input)
+    if state.first_chunk_ns is not None:
+        attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
+            state.first_chunk_ns - attempt.scope.started_ns
+        ) / 1e9
+    if abandoned:
+        attributes[sc.STREAM_ABANDONED] = True
+    litellm = sys.modules.get("litellm")
+    if litellm is None or built is None:
+        return attributes
+    attributes.update(result_attributes(attempt, built))
+    if not attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS) and not attributes.get(
+        sc.GEN_AI_USAGE_OUTPUT_TOKENS
+    ):
+        attributes.update(_estimated_usage(litellm, attempt, built))
+    if sc.COST_USD not in attributes or not attributes[sc.COST_USD]:
+        cost = cost_from_tokens(litellm, attempt.raw_model, attributes)
+        if cost is not None:
+            attributes[sc.COST_USD] = cost
+    return attributes
+
+
+def _estimated_usage(litellm: Any, attempt: Attempt, built: Any) -> dict[str, AttributeValue]:
+    """Count tokens ourselves when the provider streamed none (no ``include_usage``)."""
+    text = ""
+    choices = field(built, "choices") or []
+    if choices:
+        text = field(field(choices[0], "message"), "content") or ""
+    try:
+        prompt = int(litellm.token_counter(model=attempt.model, messages=attempt.messages or []))
+        completion = int(litellm.token_counter(model=attempt.model, text=text)) if text else 0
+    except Exception:  # an unknown model for the tokenizer: leave tokens unknown
+        return {}
+    return {
+        sc.GEN_AI_USAGE_INPUT_TOKENS: int(prompt),
+        sc.GEN_AI_USAGE_OUTPUT_TOKENS: int(completion),
+        sc.USAGE_ESTIMATED: True,
+    }
+
+
+class StreamProxy(wrapt.ObjectProxy[Any]):
+    """litellm's stream, as its own type, ending the attempt's span exactly once."""
+
+    def __init__(self, stream: Any, attempt: Attempt) -> None:
+        super().__init__(stream)
+        state = _StreamState(attempt, stream)
+        self._self_state = state
+        # Abandoned without being exhausted or closed: end the span when the proxy is collected.
+        self._self_finalizer = weakref.finalize(self, state.complete, True)
+
+    def __iter__(self) -> StreamProxy:
+        return self
+
+    def __next__(self) -> Any:
+        state = self._self_state
+        try:
+            chunk = self.__wrapped__.__next__()
+        except StopIteration:
+            self._self_finalizer.detach()
+            state.complete()
+            raise
+        except BaseException as error:
+            self._self_finalizer.detach()
+            state.fail(error)
+            raise
+        state.chunk()
+        return chunk
+
+    def __aiter__(self) -> StreamProxy:
+        return self
+
+    async def __anext__(self) -> Any:
+        state = self._self_state
+        try:
+            chunk = await self.__wrapped__.__anext__()
+        except StopAsyncIteration:
+            self._self_finalizer.detach()
+            state.complete()
+            raise
+        except BaseException as error:
+            self._self_finalizer.detach()
+            state.fail(error)
+            raise
+        state.chunk()
+        return chunk
+
+    def close(self) -> None:
+        """Stop reading: the span ends now, with what was received."""
+        self._self_finalizer.detach()
+        self._self_state.complete(abandoned=True)
+        close = getattr(self.__wrapped__, "close", None)
+        if callable(close):
+            close()
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        self._self_finalizer.detach()
+        self._self_state.complete(abandoned=True)
+        await self.__wrapped__.aclose()
+
+    def __enter__(self) -> StreamProxy:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,108 @@
+"""Helpers for the litellm instrumentation: the shared state, names, secrets, prices.
+
+- :data:`state`: whether agenttrace is instrumenting litellm, what it patched, litellm's stream
+  type and the names of litellm's settings that hold credentials;
+- provider and model names of a call, as the spans report them;
+- the secrets a call passes to litellm, remembered so they are never recorded;
+- the price of a call from its tokens, and whether a result is a stream or a call orchestrates
+  fallbacks.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from agenttrace import semconv as sc
+from agenttrace._internal.redact import is_secret_key, remember_secret
+from agenttrace.tracing.llm_attributes import provider_name, split_model
+
+WHERE = "litellm instrumentation"
+
+
+class State:
+    """What the modules of the instrumentation share: one instance, :data:`state`."""
+
+    __slots__ = ("config_secrets", "enabled", "patches", "stream_type")
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.patches: list[tuple[Any, str, Any]] = []  # (owner, attribute, our FunctionWrapper)
+        self.stream_type: type | None = None
+        self.config_secrets: tuple[str, ...] = ()
+        """litellm module settings whose names say they hold a credential (``api_key``...)."""
+
+
+state = State()
+
+
+def provider_and_model(model: str, custom_provider: Any) -> tuple[str | None, str]:
+    """The provider (its GenAI name) and model of a call: from ``custom_llm_provider``, else a
+    ``provider/`` prefix (taken off the model), else litellm's model map."""
+    if isinstance(custom_provider, str) and custom_provider:
+        return provider_name(custom_provider), model
+    if "/" in model:
+        return split_model(model)
+    litellm = sys.modules.get("litellm")
+    entry = getattr(litellm, "model_cost", {}).get(model) if litellm is not None else None
+    provider = entry.get("litellm_provider") if isinstance(entry, Mapping) else None
+    return provider_name(provider if isinstance(provider, str) else None), model
+
+
+def remember_secrets(kwargs: Mapping[str, Any]) -> None:
+    """Register the credentials a call can use (litellm's key settings, key arguments, auth
+    headers) so they are scrubbed from any output."""
+    litellm = sys.modules.get("litellm")
+    if litellm is not None:  # keys set as litellm config (litellm.api_key = ...): never recorded
+        settings = vars(litellm)
+        for name in state.config_secrets:
+            value = settings.get(name)
+            if value is not None:
+                remember_secret(value)
+    for key, value in kwargs.items():
+        if isinstance(value, str):
+            if is_secret_key(key):
+                remember_secret(value)
+        elif key in ("headers", "extra_headers") and isinstance(value, Mapping):
+            for header, header_value in value.items():
+                if isinstance(header, str) and is_secret_key(header):
+                    remember_secret(header_value)
+                    if isinstance(header_value, str) and " " in header_value:
+                        remember_secret(header_value.split(" ", 1)[1])  # "Bearer <key>"
+
+
+def is_fallback_orchestration(kwargs: Mapping[str, Any]) -> bool:
+    """True if this completion only runs ``fallbacks`` (the call's or litellm's
+    ``model_fallbacks``): its attempts are the calls it makes."""
+    if kwargs.get("fallbacks"):
+        return True
+    litellm = sys.modules.get("litellm")
+    return bool(getattr(litellm, "model_fallbacks", None))
+
+
+def is_stream(result: Any) -> bool:
+    """True if ``result`` is litellm's stream type (known once litellm is instrumented)."""
+    stream_type = state.stream_type
+    return stream_type is not None and isinstance(result, stream_type)
+
+
+def cost_from_tokens(litellm: Any, model: str, attributes: Mapping[str, Any]) -> float | None:
+    """The price in USD of the tokens in ``attributes``, from litellm's price map; None if
+    the tokens or the price are unknown."""
+    prompt = attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)
+    completion = attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cache_read_input_tokens=attributes.get(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS) or 0,
+            cache_creation_input_tokens=attributes.get(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS)
+            or 0,
+        )
+    except Exception:  # a model without a price in litellm's map
+        return None
+    return float(prompt_cost + completion_cost)
