@@ -607,3 +607,29 @@ async def test_async_embeddings_one_span(traced: Traced, llm: LLMServer) -> None
     spans = traced.by_name("embeddings text-embedding-3-small")
     assert len(spans) == 1
     assert attrs(spans[0])[sc.GEN_AI_OPERATION_NAME] == "embeddings"
+
+
+def test_an_internal_failure_logging_the_reply_still_ends_the_span(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reply could not enter the transcript (a bug of ours): the call still returns its
+    response, the attempt's span still ends with its tokens, one warning says what failed."""
+    from agenttrace._internal import errors as internal_errors
+    from agenttrace.instrumentation.litellm import attempt
+
+    monkeypatch.setattr(internal_errors, "raise_internal_errors", False)
+    internal_errors.reset_reported()
+
+    def broken(*args: Any) -> None:
+        raise RuntimeError("transcript bookkeeping broke")
+
+    monkeypatch.setattr(attempt, "log_llm_exchange", broken)
+    with caplog.at_level("WARNING", logger="agenttrace"):
+        response = litellm.completion(
+            model="gpt-4o", messages=[{"role": "user", "content": "hi"}], mock_response="hello"
+        )
+    assert response.choices[0].message.content == "hello"
+    (chat,) = traced.by_name("chat gpt-4o")
+    assert chat.end_time is not None
+    assert attrs(chat)[sc.GEN_AI_USAGE_OUTPUT_TOKENS] > 0
+    assert [r for r in caplog.records if "transcript bookkeeping broke" in r.getMessage()]

@@ -300,7 +300,8 @@ def ts_nanoseconds(ts: str) -> int | None:
         if cached[0] != whole:  # parsed once a second: strptime costs more than the event
             cached[1] = calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S"))
             cached[0] = whole
-        return (cached[1] * 1000 + int(millis)) * 1_000_000
+        seconds: int = cached[1]
+        return (seconds * 1000 + int(millis)) * 1_000_000
     except ValueError:
         return None
 

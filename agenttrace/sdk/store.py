@@ -187,6 +187,7 @@ class _SessionState:
         "events",
         "events_raw",
         "failed",
+        "live",
         "meta",
         "next_allowed",
         "owner",
@@ -207,6 +208,8 @@ class _SessionState:
         # process's finished runs as pieces, live runs as their tree.
         self.runs: list[list[Piece] | RunTree] = [[_compact(run)] for run in session.runs]
         self.summaries: list[dict[str, Any] | None] = [_summary(run) for run in session.runs]
+        self.live = 0
+        """How many of its runs are still running."""
         # The events section: the restored events now, each new one as its record arrives.
         self.events: list[Piece] = []
         self.events_raw = 0
@@ -287,12 +290,14 @@ class SessionFileSink(Sink):
             if label == "0":
                 state.runs.append(run)
                 state.summaries.append(None)
+                state.live += 1
             return
         if label == "0":  # a run ended: keep it serialised, the tree goes
-            index = next((i for i, r in enumerate(state.runs) if r is run), None)
+            index = _last_index(state.runs, run)
             if index is not None and run.fragment is not None and run.root is not None:
                 state.runs[index] = run.fragment
                 state.summaries[index] = _summary(run.root)
+                state.live -= 1
             self.request_write(run.session_id)
         elif run.positions.get(label) == "session":
             self.request_write(run.session_id)  # a sub-agent finished
@@ -387,10 +392,17 @@ class SessionFileSink(Sink):
         """Forget sessions that can change no more and are written: their spools go too."""
         with self._lock:
             for session_id, state in list(self._states.items()):
-                live = any(isinstance(r, RunTree) for r in state.runs)
-                if state.released and not state.dirty and not live and not state.scheduled:
+                if state.released and not state.dirty and not state.live and not state.scheduled:
                     del self._states[session_id]
                     state.spool.close()
+
+
+def _last_index(runs: list[list[Piece] | RunTree], run: RunTree) -> int | None:
+    """Where ``run`` is (searched from the end: the run that ends is usually a recent one)."""
+    for index in range(len(runs) - 1, -1, -1):
+        if runs[index] is run:
+            return index
+    return None
 
 
 def _summary(root: dict[str, Any]) -> dict[str, Any]:

@@ -41,7 +41,7 @@ class Worker:
         self,
         consume: Callable[[Any], None],
         name: str = "agenttrace-worker",
-        max_pending: int = 16384,
+        max_pending: int = 2048,
     ) -> None:
         self._consume = consume
         self._name = name
@@ -120,7 +120,13 @@ class Worker:
         return True
 
     def stop(self, timeout: float | None = 30.0) -> bool:
-        """Consume what is queued, end the thread; items put later are consumed in the caller."""
+        """Consume what is queued, end the thread; items put later are consumed in the caller.
+
+        Scheduled items are dropped first, and the thread is joined, so nothing is consumed on
+        it once ``stop`` returns (the sinks' own shutdown runs after, alone).
+        """
+        with self._timer_lock:
+            self._timers.clear()
         try:
             ok = self.flush(timeout)
         finally:
@@ -129,6 +135,7 @@ class Worker:
             if thread is not None and thread is not threading.current_thread():
                 self._queue.append(_STOP)
                 self._wakeup.set()
+                thread.join(timeout)
         return ok
 
     @property

@@ -64,11 +64,15 @@ class Attempt:
             report_internal_error(WHERE, exc)
 
     def succeed(self, attributes: Callable[[], dict[str, AttributeValue]]) -> None:
-        """End the span as a success; ``attributes`` is called by the background worker."""
+        """End the span as a success, with what ``attributes()`` computes now (the span ends
+        even if that fails; the failure is ours, reported, never the caller's)."""
         if self.done:
             return
         self.done = True
-        finish(self.scope, None, attributes)
+        try:
+            finish(self.scope, None, attributes)
+        except Exception as exc:
+            report_internal_error(WHERE, exc)
 
 
 def offer_tool_calls(attempt: Attempt, response: Any) -> None:

@@ -115,20 +115,24 @@ async def _finish_awaited(awaitable: Any, attempt: Attempt) -> Any:
 def _finish(result: Any, attempt: Attempt, price_it: bool = False) -> Any:
     """End the attempt with ``result``; a stream gets a proxy that ends it later.
 
-    Only what the agent's next step needs is done here: the tool calls the response asks for
-    are offered to the turn, so the tool spans that follow find their call ids. Everything
-    else is computed by the background worker when it ends the span. ``price_it``: on litellm's
-    async path the price is added to the response only after the attempt returns, so agenttrace
-    prices it from the tokens itself.
+    The reply enters the agent's transcript first (its tool calls are offered to the turn, so
+    the tool spans that follow find their call ids), then the span ends with what the response
+    says, read now. ``price_it``: on litellm's async path the price is added to the response only
+    after the attempt returns, so agenttrace prices it from the tokens itself. Whatever fails in
+    here, the span ends (a failure of ours is reported, never raised into the caller).
     """
+    completed = functools.partial(_completed_attributes, attempt, result, price_it)
     try:
         if is_stream(result):
             return StreamProxy(result, attempt)
         offer_tool_calls(attempt, result)
-        attempt.succeed(functools.partial(_completed_attributes, attempt, result, price_it))
     except Exception as exc:
-        report_internal_error(WHERE, exc)
-        attempt.done = True
+        try:
+            report_internal_error(WHERE, exc)
+        finally:  # ends the span even when the test suite re-raises the report
+            attempt.succeed(completed)
+        return result
+    attempt.succeed(completed)
     return result
 
 
