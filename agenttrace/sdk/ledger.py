@@ -107,18 +107,13 @@ class LedgerSink(Sink):
         if label == "0":
             self.bill(run.origin)
             return
-        if run.positions.get(label) != "op":
+        encoded = run.encoded.get(label)  # an op's accounting entry, callPath included
+        if encoded is None:
             return
-        op = run.nodes.get(label)
-        session = run.session_of(label)
-        if op is None:
-            return
-        call_path = session.get("callPath") if session is not None else None
         lines = self._pending.get(run.origin)
         if lines is None:
             lines = self._pending[run.origin] = _RunLines(run.spool)
-        for entry in children(op, "accounting"):
-            lines.add(_line(_record(entry, call_path, op)), self.spill_bytes)
+        lines.add(encoded + b"\n", self.spill_bytes)
 
     def bill(self, origin: str) -> None:
         """Append the run's records, once."""

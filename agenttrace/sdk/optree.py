@@ -63,6 +63,7 @@ class RunTree:
     """One run (a root agent run and everything under it): its open nodes by path label."""
 
     __slots__ = (
+        "encoded",
         "finished",
         "fragment",
         "nodes",
@@ -82,6 +83,9 @@ class RunTree:
         self.session = session
         """The ``Session`` the run records into."""
         self.nodes: dict[str, Node] = {}
+        self.encoded: dict[str, bytes] = {}
+        """Per ended op: its accounting entry as JSON, encoded once for the node and the
+        ledger line alike."""
         self.parents: dict[str, str | None] = {}
         """Per open node: its parent's label."""
         self.positions: dict[str, str] = {}
@@ -227,7 +231,11 @@ class OpTreeSink(Sink):
         node = run.nodes.get(record.label)
         if node is None:
             return
-        _complete(node, record)
+        entry = _complete(node, record)
+        if entry is not None:
+            session = run.session_of(record.label)
+            entry["callPath"] = session.get("callPath") if session is not None else None
+            run.encoded[record.label] = _json(entry)
         root = record.label == "0"
         keep = bool(self._subscribers)  # a subscriber is handed whole trees
         if root:
@@ -291,20 +299,25 @@ class _Subscriber:
 # --- serialising -------------------------------------------------------------------------------
 
 _CHILD_KEYS = frozenset({"turns", "ops", "childSessions", "childSession"})
+_CHILD_KEYS_AND_ACCOUNTING = _CHILD_KEYS | {"accounting"}
 
 
-def serialize(node: Node) -> list[Piece]:
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+
+
+def serialize(node: Node, accounting: bytes | None = None) -> list[Piece]:
     """``node`` as JSON pieces; finished children are their :class:`Fragment`'s pieces.
 
     The node's own fields go through ``json.dumps`` (in C); its children lists come last.
+    ``accounting``: the node's (one) accounting entry, already encoded.
     """
-    head = json.dumps(
-        {k: v for k, v in node.items() if k not in _CHILD_KEYS},
-        ensure_ascii=False,
-        separators=(",", ":"),
-        default=str,
-    ).encode("utf-8")
-    pieces: list[Piece] = [head[:-1]]  # the object left open for the children
+    if accounting is not None and len(node.get("accounting", ())) == 1:
+        head = _json({k: v for k, v in node.items() if k not in _CHILD_KEYS_AND_ACCOUNTING})
+        pieces: list[Piece] = [head[:-1] + b',"accounting":[' + accounting + b"]"]
+    else:
+        head = _json({k: v for k, v in node.items() if k not in _CHILD_KEYS})
+        pieces = [head[:-1]]  # the object left open for the children
     for key in ("turns", "ops"):
         children = node.get(key)
         if children is not None:
@@ -337,6 +350,7 @@ def _fold(run: RunTree, label: str, node: Node) -> None:
     parent's finished children once they add up (see :data:`COMPACT_BYTES`)."""
     parent_label = run.parents.pop(label, None)
     position = run.positions.pop(label, "op")
+    accounting = run.encoded.pop(label, None)
     run.nodes.pop(label, None)
     run.raw.pop(label, None)
     parent = run.nodes.get(parent_label) if parent_label is not None else None
@@ -346,7 +360,7 @@ def _fold(run: RunTree, label: str, node: Node) -> None:
     siblings = parent.get(key)
     if not siblings:
         return
-    fragment = Fragment(serialize(node))
+    fragment = Fragment(serialize(node, accounting))
     if key == "childSessions" and run.spool is not None and fragment.raw > SMALL_BYTES:
         fragment = Fragment(list(run.spool.compress(fragment.pieces)))  # a whole sub-agent run
     for index in range(len(siblings) - 1, -1, -1):
@@ -413,7 +427,7 @@ def _span(record: Started) -> Node:
         "spanId": format(record.span_id, "016x") if record.trace_id else None,
         "parentSpanId": format(record.parent_span_id, "016x") if record.parent_span_id else None,
         "startTimeUnixNano": record.started_ns,
-        "attributes": dict(record.attributes),
+        "attributes": record.attributes,  # a record's: never changed, merged into a new dict
         "events": [],
     }
     if record.links:
@@ -480,10 +494,14 @@ def _new_node(record: Started, position: str) -> Node:
     }
 
 
-def _complete(node: Node, record: Ended) -> None:
+def _complete(node: Node, record: Ended) -> Node | None:
+    """Finish ``node`` with its ``Ended`` record; an op's new accounting entry is returned."""
     span = node["span"]
-    attributes = span["attributes"]
-    attributes.update(record.attributes)
+    ended = record.attributes
+    # As the SDK keeps them: a key set again moves to the end.
+    attributes = {k: v for k, v in span["attributes"].items() if k not in ended}
+    attributes.update(ended)
+    span["attributes"] = attributes
     for event in record.events:
         _add_span_event(node, event)
     span["endTimeUnixNano"] = record.ended_ns
@@ -494,9 +512,9 @@ def _complete(node: Node, record: Ended) -> None:
         node["success"] = error is None
         node["error"] = error
         node["latencyMs"] = attributes.get(sc.LATENCY_MS)
-        return
+        return None
     if "ops" in node:  # a turn
-        return
+        return None
     node["status"] = sc.STATUS_FAILED if error is not None else sc.STATUS_OK
     node["latencyMs"] = attributes.get(sc.LATENCY_MS)
     if node.get("kind") != attributes.get(sc.KIND):
@@ -505,8 +523,10 @@ def _complete(node: Node, record: Ended) -> None:
         node["error"] = error
     if attributes.get(sc.ERROR_TYPE):
         node["attributes"]["errorType"] = attributes[sc.ERROR_TYPE]
-    node["accounting"].append(_accounting(attributes, record.ended_ns, error))
+    entry = _accounting(attributes, record.ended_ns, error)
+    node["accounting"].append(entry)
     _payloads(node, attributes)
+    return entry
 
 
 def _accounting(attributes: Mapping[str, Any], ended_ns: int, error: str | None) -> Node:
