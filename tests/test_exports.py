@@ -467,6 +467,7 @@ def test_recorded_span_fields_are_exported_as_they_are(demo: Demo) -> None:
     span = op["span"]
     span["kind"] = "CLIENT"
     span["status"] = {"code": "OK"}
+    span["droppedEventsCount"] = 2  # what the SDK's span limits dropped, if recorded
     span["attributes"].update(
         {"x.ints": [1, 2], "x.floats": [0.5], "x.flags": [True], "x.nan": float("nan")}
     )
@@ -481,6 +482,7 @@ def test_recorded_span_fields_are_exported_as_they_are(demo: Demo) -> None:
     otlp = {s["spanId"]: s for s in _otlp_spans(to_otlp_json(loaded))}
     chat = otlp[span["spanId"]]
     assert chat["kind"] == 3  # SPAN_KIND_CLIENT
+    assert chat["droppedEventsCount"] == 2 and "droppedAttributesCount" not in chat
     assert chat["status"] == {"code": 1}
     attributes = {a["key"]: a["value"] for a in chat["attributes"]}
     assert attributes["x.ints"] == {

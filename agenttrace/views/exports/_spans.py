@@ -44,6 +44,7 @@ _STATUS_CODES: tuple[StatusCode, ...] = ("UNSET", "OK", "ERROR")
 
 SCOPE_NAME = "agenttrace"
 """The instrumentation scope of agenttrace's spans (for files that did not record theirs)."""
+_DROPPED_COUNTS = ("droppedAttributesCount", "droppedEventsCount", "droppedLinksCount")
 FLAGS_HAS_IS_REMOTE = 0x100
 """OTLP ``SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK``: the sender knew whether the parent is remote."""
 
@@ -112,6 +113,9 @@ class SpanRecord:
     """OpenTelemetry's span kind, by name (``INTERNAL``, ``CLIENT``, ...)."""
     flags: int | None = None
     """OTLP's span flags where they are known (see :func:`traces_of`), else ``None``."""
+    dropped: dict[str, int] = field(default_factory=dict)
+    """What the SDK's span limits dropped, as recorded: OTLP's ``droppedAttributesCount``,
+    ``droppedEventsCount``, ``droppedLinksCount`` (only those above 0)."""
     warnings: list[str] = field(default_factory=list)
 
 
@@ -333,6 +337,11 @@ class _Walker:
                 links=_recorded_links(span),
                 span_kind=span_kind.upper() if isinstance(span_kind, str) else "INTERNAL",
                 flags=_flags(span.get("flags")),
+                dropped={
+                    key: count
+                    for key in _DROPPED_COUNTS
+                    if (count := _flags(span.get(key))) is not None and count > 0
+                },
             )
         )
         return span_id, start_ns
@@ -576,7 +585,7 @@ def _nanos(value: Any) -> int | None:
 
 
 def _flags(value: Any) -> int | None:
-    """Recorded OTLP flags (a fixed32), if any."""
+    """Recorded OTLP flags or counts (32-bit unsigned), if any."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 32:
         return None
     return value

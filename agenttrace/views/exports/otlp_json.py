@@ -107,6 +107,7 @@ def _span(span: SpanRecord) -> dict[str, Any]:
     )
     if span.links:
         encoded["links"] = [_link(link) for link in span.links]
+    encoded.update(span.dropped)
     encoded["status"] = _status(span)
     return encoded
 
