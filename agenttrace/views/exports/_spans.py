@@ -65,6 +65,11 @@ class Producer:
             [list(self.resource.items()), self.scope_name, self.scope_version], default=str
         )
 
+    @property
+    def resource_key(self) -> str:
+        """Equal for equal resources, whatever the scope."""
+        return json.dumps(list(self.resource.items()), default=str)
+
 
 @dataclass
 class SpanLog:

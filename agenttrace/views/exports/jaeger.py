@@ -22,7 +22,6 @@ from typing import Any
 
 from agenttrace.views.exports._spans import (
     AttributeValue,
-    Producer,
     Source,
     SpanLog,
     SpanRecord,
@@ -55,7 +54,7 @@ def to_jaeger(source: Source, *, service_name: str = "agenttrace") -> dict[str, 
         ids: dict[str, str] = {}
         spans = []
         for span in trace.spans:
-            key = Producer(span.producer.resource, "", None).key
+            key = span.producer.resource_key
             if key not in ids:
                 ids[key] = f"p{len(ids) + 1}"
                 processes[ids[key]] = _process(span.producer.resource)

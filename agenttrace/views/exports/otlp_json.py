@@ -60,7 +60,7 @@ def to_otlp_json(source: Source, *, service_name: str = "agenttrace") -> dict[st
     resources: dict[str, tuple[Producer, dict[str, tuple[Producer, list[SpanRecord]]]]] = {}
     for span in spans:
         producer = span.producer
-        resource_key = Producer(producer.resource, "", None).key
+        resource_key = producer.resource_key
         scopes = resources.setdefault(resource_key, (producer, {}))[1]
         scopes.setdefault(producer.key, (producer, []))[1].append(span)
     return {
