@@ -433,7 +433,7 @@ def export(session: str, format_: str, output: Path | None, sessions_dir: Path |
     import json
 
     from agenttrace._internal.config import Settings
-    from agenttrace._internal.redact import redacted_copy
+    from agenttrace._internal.redact import redact
     from agenttrace.views.exports import to_html, to_jaeger, to_otlp_json
 
     loaded = load(session, sessions_dir)
@@ -444,9 +444,9 @@ def export(session: str, format_: str, output: Path | None, sessions_dir: Path |
     cap = Settings.resolve().max_payload_bytes
     clean = dataclasses.replace(
         loaded,
-        events=redacted_copy(loaded.events, cap),
-        runs=redacted_copy(loaded.runs, cap),
-        meta=redacted_copy(loaded.meta),
+        events=capped(redact(loaded.events), cap),
+        runs=capped(redact(loaded.runs), cap),
+        meta=redact(loaded.meta),
     )
     if format_ == "html":
         text = to_html(clean)
@@ -463,6 +463,45 @@ def export(session: str, format_: str, output: Path | None, sessions_dir: Path |
     except OSError as exc:
         fail(f"{output}: cannot write: {exc.strerror or exc}")
     click.echo(f"wrote {output}", err=True)
+
+
+_CUT = re.compile(r"…\[truncated, \d+ bytes\](\"?)\Z")
+"""The marker the cap puts after a string it cut (``agenttrace._internal.redact.truncate_utf8``),
+and the closing quote when what it cut was JSON text it then wrote as a JSON string."""
+
+
+def capped(value: Any, max_bytes: int) -> Any:
+    """``value`` with each string of more than ``max_bytes`` UTF-8 bytes cut to that (marked).
+
+    A string the cap already cut on a span stays as it is: cut again, it would lose the marker
+    that says how long it was, and the export would no longer be what was sent.
+    """
+    from agenttrace._internal.redact import truncate_utf8
+
+    if isinstance(value, str):
+        return value if _cut_already(value, max_bytes) else truncate_utf8(value, max_bytes)
+    if isinstance(value, dict):
+        return {key: capped(item, max_bytes) for key, item in value.items()}
+    if isinstance(value, list):
+        return [capped(item, max_bytes) for item in value]
+    return value
+
+
+def _cut_already(text: str, max_bytes: int) -> bool:
+    """Whether ``text`` is what the cap made of a longer string: at most ``max_bytes`` of it,
+    then the marker (or that, written as a JSON string: the cap's last resort for JSON)."""
+    import json
+
+    cut = _CUT.search(text)
+    if cut is None:
+        return False
+    if cut.group(1):
+        try:
+            inner = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(inner, str) and _cut_already(inner, max_bytes)
+    return len(text[: cut.start()].encode("utf-8", "surrogatepass")) <= max_bytes
 
 
 def _viewer(reference: str, sessions_dir: Path | None) -> Any:

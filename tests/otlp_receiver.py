@@ -25,21 +25,52 @@ def _value(value: AnyValue) -> Any:
     return getattr(value, kind) if kind else None
 
 
-class ReceivedSpan:
-    """A span as it arrived over the wire."""
+def _attributes(key_values: Any) -> dict[str, Any]:
+    return {kv.key: _value(kv.value) for kv in key_values}
 
-    def __init__(self, span: Any, resource: dict[str, Any]) -> None:
+
+class ReceivedSpan:
+    """A span as it arrived over the wire: every field of the protobuf ``Span``, ids as hex."""
+
+    def __init__(
+        self,
+        span: Any,
+        resource: dict[str, Any],
+        scope: tuple[str, str] = ("", ""),
+        envelope: tuple[Any, Any] | None = None,
+    ) -> None:
+        self.proto = span
+        """The protobuf ``Span`` itself."""
+        self.envelope = envelope
+        """The protobuf ``ResourceSpans`` and ``ScopeSpans`` it came in."""
         self.name: str = span.name
         self.trace_id: str = span.trace_id.hex()
         self.span_id: str = span.span_id.hex()
         self.parent_span_id: str = span.parent_span_id.hex()
-        self.attributes = {kv.key: _value(kv.value) for kv in span.attributes}
-        self.events = [
-            (e.name, {kv.key: _value(kv.value) for kv in e.attributes}) for e in span.events
+        self.kind: int = span.kind
+        """OTLP's ``SpanKind`` enum (``SPAN_KIND_INTERNAL`` = 1)."""
+        self.start_ns: int = span.start_time_unix_nano
+        self.end_ns: int = span.end_time_unix_nano
+        self.attributes = _attributes(span.attributes)
+        self.events = [(e.name, _attributes(e.attributes)) for e in span.events]
+        self.timed_events = [
+            (e.name, e.time_unix_nano, _attributes(e.attributes)) for e in span.events
+        ]
+        """``events`` with each event's time in ns."""
+        self.links = [
+            (link.trace_id.hex(), link.span_id.hex(), _attributes(link.attributes))
+            for link in span.links
         ]
         self.status_code: int = span.status.code
         self.status_message: str = span.status.message
+        self.dropped = (
+            span.dropped_attributes_count,
+            span.dropped_events_count,
+            span.dropped_links_count,
+        )
         self.resource = resource
+        self.scope = scope
+        """The instrumentation scope's (name, version)."""
 
 
 class OTLPReceiver:
@@ -90,10 +121,13 @@ class OTLPReceiver:
         with self._lock:
             self.requests += 1
             for resource_spans in request.resource_spans:
-                resource = {kv.key: _value(kv.value) for kv in resource_spans.resource.attributes}
+                resource = _attributes(resource_spans.resource.attributes)
                 for scope_spans in resource_spans.scope_spans:
+                    scope = (scope_spans.scope.name, scope_spans.scope.version)
                     for span in scope_spans.spans:
-                        self.spans.append(ReceivedSpan(span, resource))
+                        self.spans.append(
+                            ReceivedSpan(span, resource, scope, (resource_spans, scope_spans))
+                        )
 
     def start(self) -> OTLPReceiver:
         threading.Thread(target=self._http.serve_forever, daemon=True).start()

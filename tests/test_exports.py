@@ -67,20 +67,53 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
 @pytest.fixture
 def broken(demo: Demo) -> LoadedFile:
     """The demo's session with a failed tool call (1.2), a failed run, and a last turn that
-    never ended (the process stopped during 4.1)."""
+    never ended (the process stopped during 4.1), each recorded in the tree and on the node's
+    span as agenttrace records them."""
     loaded = copy.deepcopy(demo.loaded)
     run = loaded.runs[0]
+    _fail(run, "RuntimeError: the cafe closed")
     run["success"] = False
-    run["error"] = "RuntimeError: the cafe closed"
     op = run["turns"][0]["ops"][1]
+    _fail(op, "ValueError: no such agent")
     op["status"] = "failed"
-    op["error"] = "ValueError: no such agent"
     op["attributes"]["errorType"] = "ValueError"
+    op["span"]["attributes"]["error.type"] = "ValueError"
     last_turn = run["turns"][3]
     del last_turn["endedAt"]
     for key in ("endedAt", "status", "latencyMs"):
         del last_turn["ops"][0][key]
+    for node in (last_turn, last_turn["ops"][0]):
+        span = node["span"]
+        for key in ("endTimeUnixNano", "status"):
+            del span[key]
+        for key in ("agenttrace.status", "agenttrace.latency_ms"):  # set as a span ends
+            span["attributes"].pop(key, None)
     return loaded
+
+
+def _fail(node: dict[str, Any], error: str) -> None:
+    node["error"] = error
+    node["span"]["status"] = {"code": "ERROR", "message": error}
+    node["span"]["attributes"]["agenttrace.status"] = "failed"
+
+
+def _without_spans(loaded: LoadedFile) -> LoadedFile:
+    """``loaded`` as a session file written before nodes kept their span (and runs their
+    resource and scope)."""
+    old = copy.deepcopy(loaded)
+
+    def strip(node: dict[str, Any]) -> None:
+        for key in ("span", "resource", "scope"):
+            node.pop(key, None)
+        for key in ("turns", "ops", "childSessions"):
+            for child in node.get(key) or []:
+                strip(child)
+        if isinstance(node.get("childSession"), dict):
+            strip(node["childSession"])
+
+    for run in old.runs:
+        strip(run)
+    return old
 
 
 @pytest.fixture
@@ -116,7 +149,7 @@ def _jaeger_tags(span: dict[str, Any]) -> dict[str, Any]:
 def _check_jaeger_document(document: dict[str, Any]) -> None:
     """What Jaeger UI's upload needs (utils/readJsonFile.tsx, model/transform-trace-data.ts):
     a ``data`` list of traces, spans with a non-zero start, a process for each processID, and
-    parents (CHILD_OF references) in the same trace."""
+    parents (a first CHILD_OF reference) in the same trace; links are FOLLOWS_FROM after it."""
     json.dumps(document, allow_nan=False)
     assert "resourceSpans" not in document  # that would be read as OTLP
     for trace in document["data"]:
@@ -138,12 +171,17 @@ def _check_jaeger_document(document: dict[str, Any]) -> None:
             for log in span["logs"]:
                 assert isinstance(log["timestamp"], int) and log["timestamp"] > 0
                 assert log["fields"][0]["key"] == "event"
-            if not span["references"]:
+            references = span["references"]
+            if not references or references[0]["refType"] != "CHILD_OF":
                 roots += 1
-            for reference in span["references"]:
-                assert reference["refType"] == "CHILD_OF"
-                assert reference["traceID"] == trace["traceID"]
-                assert reference["spanID"] in ids
+            for index, reference in enumerate(references):
+                if reference["refType"] == "CHILD_OF":
+                    assert index == 0
+                    assert reference["traceID"] == trace["traceID"]
+                    assert reference["spanID"] in ids
+                else:
+                    assert reference["refType"] == "FOLLOWS_FROM"
+                    assert re.fullmatch(r"[0-9a-f]{16}", reference["spanID"])
         assert roots == 1
 
 
@@ -153,6 +191,8 @@ def test_jaeger_one_trace_per_run_with_the_demo_nesting(demo: Demo) -> None:
     assert len(document["data"]) == len(demo.loaded.runs) == 1
     (trace,) = document["data"]
     assert trace["traceID"] == demo.loaded.runs[0]["traceId"]
+    # Jaeger lists the spans under the service they were sent as (the old export: agenttrace).
+    assert trace["processes"]["p1"]["serviceName"] == "agenttrace-demo"
     spans = trace["spans"]
     assert len(spans) == 18
     by_id = {span["spanID"]: span for span in spans}
@@ -212,8 +252,14 @@ def test_jaeger_one_trace_per_run_with_the_demo_nesting(demo: Demo) -> None:
     )
 
 
-def test_jaeger_failures_and_unfinished_spans(broken: LoadedFile) -> None:
-    document = to_jaeger(broken)
+RECORDED_OR_REBUILT = pytest.mark.parametrize(
+    "recorded", [True, False], ids=["recorded spans", "spans rebuilt from an older file"]
+)
+
+
+@RECORDED_OR_REBUILT
+def test_jaeger_failures_and_unfinished_spans(broken: LoadedFile, recorded: bool) -> None:
+    document = to_jaeger(broken if recorded else _without_spans(broken))
     _check_jaeger_document(document)
     spans = document["data"][0]["spans"]
     by_path = {_jaeger_tags(span)["agenttrace.path"]: span for span in spans}
@@ -235,7 +281,7 @@ def test_jaeger_failures_and_unfinished_spans(broken: LoadedFile) -> None:
 def test_runs_with_their_own_trace_ids_are_separate_traces(demo: Demo) -> None:
     loaded = copy.deepcopy(demo.loaded)
     second = copy.deepcopy(loaded.runs[0])
-    second["traceId"] = "0123456789abcdef0123456789abcdef"
+    _retrace(second, "0123456789abcdef0123456789abcdef")
     loaded.runs.append(second)
     jaeger = to_jaeger(loaded)
     _check_jaeger_document(jaeger)
@@ -247,6 +293,16 @@ def test_runs_with_their_own_trace_ids_are_separate_traces(demo: Demo) -> None:
     otlp = to_otlp_json(loaded)
     spans = otlp["resourceSpans"][0]["scopeSpans"][0]["spans"]
     assert len({span["traceId"] for span in spans}) == 2
+
+
+def _retrace(node: dict[str, Any], trace_id: str) -> None:
+    """Put ``node`` and every node under it in the trace ``trace_id``, as another run is."""
+    if "traceId" in node:
+        node["traceId"] = trace_id
+    node["span"]["traceId"] = trace_id
+    for key in ("turns", "ops", "childSessions"):
+        for child in node.get(key) or []:
+            _retrace(child, trace_id)
 
 
 def test_an_event_stream_has_no_spans_to_export(demo: Demo) -> None:
@@ -279,7 +335,8 @@ def _otlp_attributes(items: list[dict[str, Any]]) -> dict[str, Any]:
             assert isinstance(value, str) and re.fullmatch(r"-?\d+", value), item
             value = int(value)
         elif kind == "doubleValue":
-            assert isinstance(value, float)
+            # proto3's JSON writes the doubles JSON has no number for as these strings.
+            assert isinstance(value, float) or value in ("NaN", "Infinity", "-Infinity"), item
         elif kind == "boolValue":
             assert isinstance(value, bool)
         elif kind == "stringValue":
@@ -288,11 +345,14 @@ def _otlp_attributes(items: list[dict[str, Any]]) -> dict[str, Any]:
     return values
 
 
-def _otlp_spans(document: dict[str, Any]) -> list[dict[str, Any]]:
+def _otlp_spans(
+    document: dict[str, Any], service_name: str = "agenttrace-demo"
+) -> list[dict[str, Any]]:
     json.dumps(document, allow_nan=False)
     (resource_spans,) = document["resourceSpans"]
     resource = _otlp_attributes(resource_spans["resource"]["attributes"])
-    assert resource["service.name"] == "agenttrace"
+    # The resource the demo's spans were sent with (files without it: the exporter's default).
+    assert resource["service.name"] == service_name
     (scope_spans,) = resource_spans["scopeSpans"]
     assert scope_spans["scope"]["name"] == "agenttrace"
     spans: list[dict[str, Any]] = scope_spans["spans"]
@@ -301,7 +361,7 @@ def _otlp_spans(document: dict[str, Any]) -> list[dict[str, Any]]:
         assert re.fullmatch(r"[0-9a-f]{16}", span["spanId"]), span["spanId"]
         if "parentSpanId" in span:
             assert re.fullmatch(r"[0-9a-f]{16}", span["parentSpanId"])
-        assert span["kind"] == 1
+        assert span["kind"] in range(6)  # SPAN_KIND_UNSPECIFIED .. SPAN_KIND_CONSUMER
         assert re.fullmatch(r"\d+", span["startTimeUnixNano"])
         assert re.fullmatch(r"\d+", span["endTimeUnixNano"])
         assert int(span["endTimeUnixNano"]) >= int(span["startTimeUnixNano"]) > 0
@@ -316,6 +376,7 @@ def _otlp_spans(document: dict[str, Any]) -> list[dict[str, Any]]:
 def test_otlp_json_structure_ids_and_nesting(demo: Demo) -> None:
     spans = _otlp_spans(to_otlp_json(demo.loaded))
     assert len(spans) == 18
+    assert all(span["kind"] == 1 for span in spans)  # SPAN_KIND_INTERNAL, as sent
     assert {span["traceId"] for span in spans} == {demo.loaded.runs[0]["traceId"]}
     by_id = {span["spanId"]: span for span in spans}
     assert len(by_id) == 18
@@ -339,9 +400,10 @@ def test_otlp_json_structure_ids_and_nesting(demo: Demo) -> None:
     attributes = _otlp_attributes(llm["attributes"])
     assert attributes["gen_ai.usage.input_tokens"] == 162
     assert attributes["agenttrace.cost.usd"] == pytest.approx(0.000906)
-    assert llm["status"] == {"code": 1}
+    # As sent: agenttrace leaves a span that succeeded UNSET (the old export said OK).
+    assert llm["status"] == {"code": 0}
     turn = next(s for s in spans if s["name"] == "turn 1")
-    assert turn["status"] == {"code": 0}  # the opTree records no status for a turn
+    assert turn["status"] == {"code": 0}
 
     # The same spans and parents as the Jaeger export.
     jaeger = to_jaeger(demo.loaded)["data"][0]["spans"]
@@ -351,8 +413,10 @@ def test_otlp_json_structure_ids_and_nesting(demo: Demo) -> None:
     } == {(s["spanId"], s.get("parentSpanId"), s["name"]) for s in spans}
 
 
-def test_otlp_json_failures_and_unfinished_spans(broken: LoadedFile) -> None:
-    spans = _otlp_spans(to_otlp_json(broken))
+@RECORDED_OR_REBUILT
+def test_otlp_json_failures_and_unfinished_spans(broken: LoadedFile, recorded: bool) -> None:
+    loaded = broken if recorded else _without_spans(broken)
+    spans = _otlp_spans(to_otlp_json(loaded), "agenttrace-demo" if recorded else "agenttrace")
     by_path = {_otlp_attributes(s["attributes"])["agenttrace.path"]: s for s in spans}
     assert by_path["1.2"]["status"] == {"code": 2, "message": "ValueError: no such agent"}
     assert by_path["0"]["status"] == {"code": 2, "message": "RuntimeError: the cafe closed"}
@@ -360,6 +424,120 @@ def test_otlp_json_failures_and_unfinished_spans(broken: LoadedFile) -> None:
     assert unfinished["endTimeUnixNano"] == unfinished["startTimeUnixNano"]
     assert unfinished["status"] == {"code": 0}
     assert _otlp_attributes(unfinished["attributes"])["agenttrace.unfinished"] is True
+
+
+def _span_tree(document: dict[str, Any]) -> set[tuple[str, str | None, str]]:
+    return {
+        (span["spanId"], span.get("parentSpanId"), span["name"])
+        for resource_spans in document["resourceSpans"]
+        for scope_spans in resource_spans["scopeSpans"]
+        for span in scope_spans["spans"]
+    }
+
+
+def test_files_without_recorded_spans_are_rebuilt_from_the_tree(demo: Demo) -> None:
+    """A session file written before nodes kept their span: the spans come from the tree,
+    with the same ids, names and nesting, under a resource the exporter names."""
+    old = _without_spans(demo.loaded)
+    document = to_otlp_json(old, service_name="cafe")
+    spans = _otlp_spans(document, "cafe")
+    resource = _otlp_attributes(document["resourceSpans"][0]["resource"]["attributes"])
+    assert resource == {"service.name": "cafe", "agenttrace.session.id": old.session_id}
+    assert _span_tree(document) == _span_tree(to_otlp_json(demo.loaded))
+    assert all(span["status"] == {"code": 0} for span in spans)
+    llm = next(s for s in spans if _otlp_attributes(s["attributes"])["agenttrace.path"] == "1.1")
+    assert _otlp_attributes(llm["attributes"])["gen_ai.usage.input_tokens"] == 162
+    jaeger = to_jaeger(old, service_name="cafe")
+    _check_jaeger_document(jaeger)
+    (trace,) = jaeger["data"]
+    assert trace["processes"] == {
+        "p1": {
+            "serviceName": "cafe",
+            "tags": [{"key": "agenttrace.session.id", "type": "string", "value": old.session_id}],
+        }
+    }
+
+
+def test_recorded_span_fields_are_exported_as_they_are(demo: Demo) -> None:
+    """Whatever a span recorded goes out as it is: its kind, status, typed attributes, events
+    in their order, links (with their flags when recorded)."""
+    loaded = copy.deepcopy(demo.loaded)
+    run = loaded.runs[0]
+    op = run["turns"][0]["ops"][0]
+    span = op["span"]
+    span["kind"] = "CLIENT"
+    span["status"] = {"code": "OK"}
+    span["droppedEventsCount"] = 2  # what the SDK's span limits dropped, if recorded
+    span["attributes"].update(
+        {"x.ints": [1, 2], "x.floats": [0.5], "x.flags": [True], "x.nan": float("nan")}
+    )
+    span["events"] = [
+        {"name": "second", "timeUnixNano": span["startTimeUnixNano"] + 2, "attributes": {}},
+        {"name": "first", "timeUnixNano": span["startTimeUnixNano"] + 1, "attributes": {"n": 1}},
+    ]
+    previous = "0123456789abcdef0123456789abcdef"
+    run["span"]["links"] = [{"traceId": previous, "spanId": "0123456789abcdef", "flags": 768}]
+    run["span"]["flags"] = 257
+
+    otlp = {s["spanId"]: s for s in _otlp_spans(to_otlp_json(loaded))}
+    chat = otlp[span["spanId"]]
+    assert chat["kind"] == 3  # SPAN_KIND_CLIENT
+    assert chat["droppedEventsCount"] == 2 and "droppedAttributesCount" not in chat
+    assert chat["status"] == {"code": 1}
+    attributes = {a["key"]: a["value"] for a in chat["attributes"]}
+    assert attributes["x.ints"] == {
+        "arrayValue": {"values": [{"intValue": "1"}, {"intValue": "2"}]}
+    }
+    assert attributes["x.floats"] == {"arrayValue": {"values": [{"doubleValue": 0.5}]}}
+    assert attributes["x.flags"] == {"arrayValue": {"values": [{"boolValue": True}]}}
+    assert attributes["x.nan"] == {"doubleValue": "NaN"}  # proto3 JSON's spelling
+    assert [e["name"] for e in chat["events"]] == ["second", "first"]
+    assert chat["flags"] == 0x100  # a parent in the file: not remote
+    root = otlp[run["spanId"]]
+    assert root["flags"] == 257
+    assert root["links"] == [
+        {"traceId": previous, "spanId": "0123456789abcdef", "attributes": [], "flags": 768}
+    ]
+
+    jaeger = to_jaeger(loaded)
+    _check_jaeger_document(jaeger)
+    by_id = {s["spanID"]: s for s in jaeger["data"][0]["spans"]}
+    tags = _jaeger_tags(by_id[span["spanId"]])
+    assert tags["span.kind"] == "client"
+    assert tags["otel.status_code"] == "OK"
+    assert tags["x.ints"] == "[1,2]"  # arrays as Jaeger's OTLP translation writes them
+    assert tags["x.nan"] == "nan"
+    assert tags["otel.scope.name"] == "agenttrace"
+    assert [log["fields"][0]["value"] for log in by_id[span["spanId"]]["logs"]] == [
+        "second",
+        "first",
+    ]
+    assert by_id[run["spanId"]]["references"] == [
+        {"refType": "FOLLOWS_FROM", "traceID": previous, "spanID": "0123456789abcdef"}
+    ]
+
+
+def test_runs_from_other_processes_keep_their_resources(demo: Demo) -> None:
+    loaded = copy.deepcopy(demo.loaded)
+    second = copy.deepcopy(loaded.runs[0])
+    _retrace(second, "0123456789abcdef0123456789abcdef")
+    second["resource"]["attributes"]["service.name"] = "elsewhere"
+    loaded.runs.append(second)
+    otlp = to_otlp_json(loaded)
+    services = [
+        _otlp_attributes(resource_spans["resource"]["attributes"])["service.name"]
+        for resource_spans in otlp["resourceSpans"]
+    ]
+    assert services == ["agenttrace-demo", "elsewhere"]
+    assert [len(r["scopeSpans"][0]["spans"]) for r in otlp["resourceSpans"]] == [18, 18]
+    jaeger = to_jaeger(loaded)
+    _check_jaeger_document(jaeger)
+    assert [t["processes"]["p1"]["serviceName"] for t in jaeger["data"]] == [
+        "agenttrace-demo",
+        "elsewhere",
+    ]
+    process_tags = {tag["key"] for tag in jaeger["data"][0]["processes"]["p1"]["tags"]}
+    assert {"telemetry.sdk.name", "service.instance.id"} <= process_tags
 
 
 # --- HTML -----------------------------------------------------------------------------------------

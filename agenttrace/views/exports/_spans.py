@@ -1,10 +1,15 @@
 """The opTree of a session file as neutral span records, shared by the Jaeger and OTLP exports.
 
-Each node of a run's opTree becomes one span, with the ids, names and attributes it had on the
-wire: a session is ``invoke_agent {agent}``, a turn ``turn {index}``, an LLM call
-``chat {model}`` and a tool call ``execute_tool {tool}``. Parents come from the tree, not from
-the recorded OTel parents: the tree is what the session file holds, and it places an op inside
-its turn even when its span was opened under another op, which is the nesting the opTree means.
+Each node of a run's opTree keeps its span exactly as it was sent (``span``: ids, parent, name,
+kind, times in ns, status, attributes, events, links), and each run's root the resource and
+instrumentation scope it was sent with (``resource``, ``scope``): those are exported as they are,
+so an export says what went over OTLP live.
+
+Session files written before nodes kept their span get their spans rebuilt from the node's own
+fields, with the ids, names and attributes they had on the wire as far as the tree keeps them: a
+session is ``invoke_agent {agent}``, a turn ``turn {index}``, an LLM call ``chat {model}`` and a
+tool call ``execute_tool {tool}``. Their parents come from the tree (the only nesting such a file
+holds), and their resource is ``service.name`` = the exporter's ``service_name``.
 """
 
 from __future__ import annotations
@@ -22,17 +27,48 @@ from typing import Any, Literal, TypeAlias
 
 from agenttrace import semconv as sc
 from agenttrace._internal.redact import scrub_text
+from agenttrace._version import __version__
 from agenttrace.record.optree import children, hosted_sessions
 from agenttrace.record.session_files import LoadedFile, read_session_file
 
 Scalar: TypeAlias = str | bool | int | float
 AttributeValue: TypeAlias = Scalar | list[Scalar]
-Status: TypeAlias = Literal["ok", "failed"]
+StatusCode: TypeAlias = Literal["UNSET", "OK", "ERROR"]
+"""OpenTelemetry's status codes, by name."""
 Source: TypeAlias = LoadedFile | str | os.PathLike[str]
 """What the exporters take: a file already read, or the path of one."""
 
 _HEX = re.compile(r"^[0-9a-f]+$")
 _NS_PER_MS = 1_000_000
+_STATUS_CODES: tuple[StatusCode, ...] = ("UNSET", "OK", "ERROR")
+
+SCOPE_NAME = "agenttrace"
+"""The instrumentation scope of agenttrace's spans (for files that did not record theirs)."""
+_DROPPED_COUNTS = ("droppedAttributesCount", "droppedEventsCount", "droppedLinksCount")
+FLAGS_HAS_IS_REMOTE = 0x100
+"""OTLP ``SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK``: the sender knew whether the parent is remote."""
+
+
+@dataclass
+class Producer:
+    """What sent a span: the resource (the process: ``service.name``, ``telemetry.sdk.*``, ...)
+    and the instrumentation scope."""
+
+    resource: dict[str, AttributeValue]
+    scope_name: str
+    scope_version: str | None
+
+    @property
+    def key(self) -> str:
+        """Equal for equal producers (attributes in the same order)."""
+        return json.dumps(
+            [list(self.resource.items()), self.scope_name, self.scope_version], default=str
+        )
+
+    @property
+    def resource_key(self) -> str:
+        """Equal for equal resources, whatever the scope."""
+        return json.dumps(list(self.resource.items()), default=str)
 
 
 @dataclass
@@ -42,6 +78,17 @@ class SpanLog:
     timestamp_ns: int
     name: str
     attributes: dict[str, AttributeValue]
+
+
+@dataclass
+class SpanLink:
+    """A link from a span to another (a resumed run's root links to the previous run's)."""
+
+    trace_id: str
+    span_id: str
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    flags: int | None = None
+    """OTLP's link flags, if the file recorded them."""
 
 
 @dataclass
@@ -60,17 +107,26 @@ class SpanRecord:
     start_ns: int
     end_ns: int | None
     """``None``: the span never ended (the process stopped first)."""
-    status: Status | None
-    """``None`` when the tree records none: turns, and nodes that never ended."""
+    status: StatusCode | None
+    """``None`` for a span that never ended (it was never sent)."""
     status_message: str | None
     attributes: dict[str, AttributeValue]
+    producer: Producer
     logs: list[SpanLog] = field(default_factory=list)
+    links: list[SpanLink] = field(default_factory=list)
+    span_kind: str = "INTERNAL"
+    """OpenTelemetry's span kind, by name (``INTERNAL``, ``CLIENT``, ...)."""
+    flags: int | None = None
+    """OTLP's span flags where they are known (see :func:`traces_of`), else ``None``."""
+    dropped: dict[str, int] = field(default_factory=dict)
+    """What the SDK's span limits dropped, as recorded: OTLP's ``droppedAttributesCount``,
+    ``droppedEventsCount``, ``droppedLinksCount`` (only those above 0)."""
     warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
 class TraceRecord:
-    """The spans of one trace: one run of the session (runs that share a trace id share one)."""
+    """The spans of one trace id (a run, or several runs that share a trace)."""
 
     trace_id: str
     spans: list[SpanRecord]
@@ -86,27 +142,42 @@ def load(source: Source) -> LoadedFile:
     return read_session_file(Path(source))
 
 
-def traces_of(loaded: LoadedFile) -> list[TraceRecord]:
+def traces_of(loaded: LoadedFile, service_name: str = "agenttrace") -> list[TraceRecord]:
     """The spans of every run in ``loaded``, one trace per trace id, runs in file order.
 
-    An event stream holds no opTree, so it gives no traces.
+    Runs recorded without their resource get ``service.name`` = ``service_name``. An event
+    stream holds no opTree, so it gives no traces.
+
+    Span flags: OpenTelemetry's OTLP exporter sends ``SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK``
+    on every span, plus ``IS_REMOTE`` when the parent came from another process. The file does
+    not say whether a parent was remote, so the flags are given only where that is certain: a
+    span without a parent, and a span whose parent is in the file (a span of this process).
     """
     events = _events_by_span(loaded.events)
-    traces: dict[str, TraceRecord] = {}
+    fallback = Producer(resource_attributes(loaded, service_name), SCOPE_NAME, __version__)
+    seen: set[tuple[str, str]] = set()
+    spans: list[SpanRecord] = []
     for number, run in enumerate(loaded.runs, start=1):
         if not isinstance(run, dict):
             continue
         trace_id = _valid_id(run.get("traceId"), 32) or _derived_id(
             f"{loaded.session_id}/run {number}", 32
         )
-        walker = _Walker(trace_id, f"run {number}", events)
+        walker = _Walker(trace_id, f"run {number}", events, _producer(run, fallback), seen)
         walker.session(run, parent_span_id=None, parent_start_ns=_start_of_file(loaded))
-        traces.setdefault(trace_id, TraceRecord(trace_id, [])).spans.extend(walker.spans)
+        spans.extend(walker.spans)
+    traces: dict[str, TraceRecord] = {}
+    for span in spans:
+        if span.flags is None and (
+            span.parent_span_id is None or (span.trace_id, span.parent_span_id) in seen
+        ):
+            span.flags = FLAGS_HAS_IS_REMOTE
+        traces.setdefault(span.trace_id, TraceRecord(span.trace_id, [])).spans.append(span)
     return list(traces.values())
 
 
 def resource_attributes(loaded: LoadedFile, service_name: str) -> dict[str, AttributeValue]:
-    """What describes the process the spans came from: the service and the session."""
+    """The resource of runs recorded without theirs: the service and the session."""
     attributes: dict[str, AttributeValue] = {"service.name": service_name}
     if loaded.session_id:
         attributes[sc.SESSION_ID] = loaded.session_id
@@ -118,6 +189,23 @@ def json_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _producer(run: Mapping[str, Any], fallback: Producer) -> Producer:
+    """The resource and scope a run's root recorded, or ``fallback`` if it recorded none."""
+    resource = run.get("resource")
+    attributes = resource.get("attributes") if isinstance(resource, Mapping) else None
+    if not isinstance(attributes, Mapping):
+        return fallback
+    scope = run.get("scope")
+    if not isinstance(scope, Mapping):
+        return Producer(_span_attributes(attributes), fallback.scope_name, fallback.scope_version)
+    name = scope.get("name")
+    return Producer(
+        _span_attributes(attributes),
+        name if isinstance(name, str) else "",
+        _text(scope.get("version")),
+    )
 
 
 # --- the walk ------------------------------------------------------------------------------------
@@ -134,18 +222,140 @@ class _Context:
 
 class _Walker:
     def __init__(
-        self, trace_id: str, run_name: str, events: Mapping[str, list[dict[str, Any]]]
+        self,
+        trace_id: str,
+        run_name: str,
+        events: Mapping[str, list[dict[str, Any]]],
+        producer: Producer,
+        seen: set[tuple[str, str]],
     ) -> None:
         self.trace_id = trace_id
+        """The run's trace id, for spans rebuilt from the tree."""
         self.run_name = run_name
         self.events = events
+        self.producer = producer
+        self.seen = seen
+        """(trace id, span id) of every span so far, in every run."""
         self.spans: list[SpanRecord] = []
-        self.seen: set[str] = set()
 
     def session(
         self, node: Mapping[str, Any], parent_span_id: str | None, parent_start_ns: int
     ) -> None:
         path = _text(node.get("path")) or "0"
+        recorded = self._recorded(node, path, sc.KIND_SESSION, parent_span_id)
+        if recorded is not None:
+            span_id, start_ns = recorded
+        else:
+            span_id, start_ns = self._rebuilt_session(node, path, parent_span_id, parent_start_ns)
+        context = _Context(
+            _text(node.get("txnId")) or _text(node.get("id")),
+            _text(node.get("originTxnId")),
+            _text(node.get("agentId")),
+        )
+        for turn in children(node, "turns"):
+            self.turn(turn, span_id, start_ns, context)
+
+    def turn(
+        self, node: Mapping[str, Any], parent_span_id: str, parent_start_ns: int, context: _Context
+    ) -> None:
+        path = _text(node.get("path")) or "?"
+        recorded = self._recorded(node, path, sc.KIND_TURN, parent_span_id)
+        if recorded is not None:
+            span_id, start_ns = recorded
+        else:
+            span_id, start_ns = self._rebuilt_turn(
+                node, path, parent_span_id, parent_start_ns, context
+            )
+        for op in children(node, "ops"):
+            self.op(op, span_id, start_ns, context)
+
+    def op(
+        self, node: Mapping[str, Any], parent_span_id: str, parent_start_ns: int, context: _Context
+    ) -> None:
+        path = _text(node.get("path")) or "?"
+        kind = _text(node.get("kind")) or sc.KIND_TOOL
+        recorded = self._recorded(node, path, kind, parent_span_id)
+        if recorded is not None:
+            span_id, start_ns = recorded
+        else:
+            span_id, start_ns = self._rebuilt_op(
+                node, path, kind, parent_span_id, parent_start_ns, context
+            )
+        for child in hosted_sessions(node):
+            self.session(child, span_id, start_ns)
+
+    # -- the span as it was sent --------------------------------------------------------------
+
+    def _recorded(
+        self, node: Mapping[str, Any], path: str, kind: str, tree_parent: str | None
+    ) -> tuple[str, int] | None:
+        """Add the span ``node`` recorded as it was sent: (its span id, its start), or ``None``
+        if the node has no usable ``span`` (an older file, a span that had no context)."""
+        span = node.get("span")
+        if not isinstance(span, Mapping):
+            return None
+        trace_id = _valid_id(span.get("traceId"), 32)
+        span_id = _valid_id(span.get("spanId"), 16)
+        start_ns = _nanos(span.get("startTimeUnixNano"))
+        name = span.get("name")
+        if (
+            trace_id is None
+            or span_id is None
+            or start_ns is None
+            or not isinstance(name, str)
+            or (trace_id, span_id) in self.seen
+        ):
+            return None
+        raw_parent = span.get("parentSpanId")
+        # A parent id that is there but unreadable (an edited file): the tree's parent.
+        parent_span_id = tree_parent if raw_parent is not None else None
+        if isinstance(raw_parent, str):
+            parent_span_id = _valid_id(raw_parent, 16) or tree_parent
+        end_ns = _nanos(span.get("endTimeUnixNano"))
+        status: StatusCode | None = None
+        message: str | None = None
+        if end_ns is not None:
+            end_ns = max(end_ns, start_ns)
+            raw_status = span.get("status")
+            status = "UNSET"
+            if isinstance(raw_status, Mapping):
+                code = raw_status.get("code")
+                status = next((c for c in _STATUS_CODES if c == code), "UNSET")
+                message = _text(raw_status.get("message"))
+        attributes = _span_attributes(span.get("attributes"))
+        span_kind = span.get("kind")
+        self._append(
+            SpanRecord(
+                trace_id=trace_id,
+                span_id=span_id,
+                parent_span_id=parent_span_id,
+                name=name,
+                kind=kind,
+                path=path,
+                start_ns=start_ns,
+                end_ns=end_ns,
+                status=status,
+                status_message=message if status == "ERROR" else None,
+                attributes=attributes,
+                producer=self.producer,
+                logs=_recorded_events(span, start_ns),
+                links=_recorded_links(span),
+                span_kind=span_kind.upper() if isinstance(span_kind, str) else "INTERNAL",
+                flags=_flags(span.get("flags")),
+                dropped={
+                    key: count
+                    for key in _DROPPED_COUNTS
+                    if (count := _flags(span.get(key))) is not None and count > 0
+                },
+            )
+        )
+        return span_id, start_ns
+
+    # -- spans rebuilt from the tree (files written before nodes kept their span) -------------
+
+    def _rebuilt_session(
+        self, node: Mapping[str, Any], path: str, parent_span_id: str | None, parent_start_ns: int
+    ) -> tuple[str, int]:
         start_ns = _start(node, parent_start_ns)
         end_ns = _end(node, start_ns)
         context = _Context(
@@ -173,10 +383,10 @@ class _Walker:
                 elif isinstance(key, str) and key.startswith("agenttrace."):
                     _put(attributes, key, value)
         success = node.get("success")
-        status: Status | None = None
+        failed = False
         if end_ns is not None and isinstance(success, bool):
-            status = sc.STATUS_OK if success else sc.STATUS_FAILED
-            _put(attributes, sc.STATUS, status)
+            failed = not success
+            _put(attributes, sc.STATUS, sc.STATUS_FAILED if failed else sc.STATUS_OK)
         _put(attributes, sc.LATENCY_MS, node.get("latencyMs"))
         span_id = self._add(
             node.get("spanId"),
@@ -186,17 +396,20 @@ class _Walker:
             sc.KIND_SESSION,
             start_ns,
             end_ns,
-            status,
-            _text(node.get("error")),
+            _text(node.get("error")) if failed else None,
+            failed,
             attributes,
         )
-        for turn in children(node, "turns"):
-            self.turn(turn, span_id, start_ns, context)
+        return span_id, start_ns
 
-    def turn(
-        self, node: Mapping[str, Any], parent_span_id: str, parent_start_ns: int, context: _Context
-    ) -> None:
-        path = _text(node.get("path")) or "?"
+    def _rebuilt_turn(
+        self,
+        node: Mapping[str, Any],
+        path: str,
+        parent_span_id: str,
+        parent_start_ns: int,
+        context: _Context,
+    ) -> tuple[str, int]:
         start_ns = _start(node, parent_start_ns)
         index = node.get("index")
         attributes: dict[str, AttributeValue] = {}
@@ -217,17 +430,20 @@ class _Walker:
             start_ns,
             _end(node, start_ns),
             None,
-            None,
+            False,
             attributes,
         )
-        for op in children(node, "ops"):
-            self.op(op, span_id, start_ns, context)
+        return span_id, start_ns
 
-    def op(
-        self, node: Mapping[str, Any], parent_span_id: str, parent_start_ns: int, context: _Context
-    ) -> None:
-        path = _text(node.get("path")) or "?"
-        kind = _text(node.get("kind")) or sc.KIND_TOOL
+    def _rebuilt_op(
+        self,
+        node: Mapping[str, Any],
+        path: str,
+        kind: str,
+        parent_span_id: str,
+        parent_start_ns: int,
+        context: _Context,
+    ) -> tuple[str, int]:
         name = _text(node.get("name")) or kind
         is_llm = kind == sc.KIND_LLM
         start_ns = _start(node, parent_start_ns)
@@ -244,9 +460,9 @@ class _Walker:
         _put_context(attributes, context)
         _put_accounting(attributes, node.get("accounting"))
         raw_status = node.get("status")
-        status: Status | None = None
+        failed = False
         if end_ns is not None and raw_status in (sc.STATUS_OK, sc.STATUS_FAILED):
-            status = raw_status
+            failed = raw_status == sc.STATUS_FAILED
             _put(attributes, sc.STATUS, raw_status)
         _put(attributes, sc.LATENCY_MS, node.get("latencyMs"))
         extra = node.get("attributes")
@@ -269,13 +485,12 @@ class _Walker:
             kind,
             start_ns,
             end_ns,
-            status,
-            _text(node.get("error")),
+            _text(node.get("error")) if failed else None,
+            failed,
             attributes,
             logs=[*_node_logs(node, start_ns), *_reasoning(node, start_ns)],
         )
-        for child in hosted_sessions(node):
-            self.session(child, span_id, start_ns)
+        return span_id, start_ns
 
     def _add(
         self,
@@ -286,24 +501,24 @@ class _Walker:
         kind: str,
         start_ns: int,
         end_ns: int | None,
-        status: Status | None,
         error: str | None,
+        failed: bool,
         attributes: dict[str, AttributeValue],
         logs: list[SpanLog] | None = None,
     ) -> str:
+        """Add a span rebuilt from the tree. Its status is what agenttrace sets on a span:
+        ERROR with the error when it failed, else left UNSET."""
         span_id = _valid_id(raw_id, 16)
-        if span_id is None or span_id in self.seen:
+        if span_id is None or (self.trace_id, span_id) in self.seen:
             # A node without a usable id (or a duplicate) still needs one to hang children on;
             # derived from its place, so exporting twice gives the same document.
             span_id = _derived_id(f"{self.trace_id}/{self.run_name}/{path}/{len(self.spans)}", 16)
-        self.seen.add(span_id)
-        warnings: list[str] = []
-        if end_ns is None:
-            warnings.append(UNFINISHED_WARNING)
-            attributes["agenttrace.unfinished"] = True
         all_logs = [*(logs or []), *_canonical_logs(self.events.get(span_id, ()), start_ns)]
         all_logs.sort(key=lambda log: log.timestamp_ns)
-        self.spans.append(
+        status: StatusCode | None = None
+        if end_ns is not None:
+            status = "ERROR" if failed else "UNSET"
+        self._append(
             SpanRecord(
                 trace_id=self.trace_id,
                 span_id=span_id,
@@ -314,13 +529,43 @@ class _Walker:
                 start_ns=start_ns,
                 end_ns=end_ns,
                 status=status,
-                status_message=error if status == sc.STATUS_FAILED else None,
+                status_message=error if status == "ERROR" else None,
                 attributes=attributes,
+                producer=self.producer,
                 logs=all_logs,
-                warnings=warnings,
             )
         )
         return span_id
+
+    def _append(self, span: SpanRecord) -> None:
+        self.seen.add((span.trace_id, span.span_id))
+        if span.end_ns is None:
+            span.warnings.append(UNFINISHED_WARNING)
+            span.attributes["agenttrace.unfinished"] = True
+        self.spans.append(span)
+
+
+def _recorded_events(span: Mapping[str, Any], start_ns: int) -> list[SpanLog]:
+    """A recorded span's events, in the order they were added (the order they were sent)."""
+    return [
+        SpanLog(
+            _nanos(event.get("timeUnixNano")) or start_ns,
+            _text(event.get("name")) or "",
+            _span_attributes(event.get("attributes")),
+        )
+        for event in children(span, "events")
+    ]
+
+
+def _recorded_links(span: Mapping[str, Any]) -> list[SpanLink]:
+    links = []
+    for link in children(span, "links"):
+        trace_id = _valid_id(link.get("traceId"), 32)
+        span_id = _valid_id(link.get("spanId"), 16)
+        if trace_id is not None and span_id is not None:
+            attributes = _span_attributes(link.get("attributes"))
+            links.append(SpanLink(trace_id, span_id, attributes, _flags(link.get("flags"))))
+    return links
 
 
 # --- times ---------------------------------------------------------------------------------------
@@ -335,6 +580,20 @@ def _ms_to_ns(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return round(value * _NS_PER_MS)
+
+
+def _nanos(value: Any) -> int | None:
+    """A time in ns since the epoch as the span recorded it (a non-negative integer)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return None
+    return value
+
+
+def _flags(value: Any) -> int | None:
+    """Recorded OTLP flags or counts (32-bit unsigned), if any."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 32:
+        return None
+    return value
 
 
 def _start(node: Mapping[str, Any], fallback_ns: int) -> int:
@@ -403,6 +662,34 @@ def _value(value: Any) -> AttributeValue | None:
     if isinstance(value, (list, tuple)) and value and all(isinstance(item, str) for item in value):
         return list(value)  # OTel arrays are of one type: only lists of strings occur here
     return json_text(value)
+
+
+def _span_value(value: Any) -> AttributeValue | None:
+    """A recorded attribute value as it was on the span: a scalar, or a list of scalars of one
+    type. Anything else was never on a span (an edited file): a mixed list is shown as JSON
+    text, anything else is left out (``None``)."""
+    if isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, (list, tuple)):
+        items: list[Scalar] = []
+        for item in value:
+            if not isinstance(item, (str, bool, int, float)) or type(item) is not type(value[0]):
+                return json_text(value)
+            items.append(item)
+        return items
+    return None
+
+
+def _span_attributes(attributes: Any) -> dict[str, AttributeValue]:
+    """Recorded attributes (a JSON object) as they were on the span, in their order."""
+    recorded: dict[str, AttributeValue] = {}
+    if not isinstance(attributes, Mapping):
+        return recorded
+    for key, value in attributes.items():
+        converted = _span_value(value)
+        if isinstance(key, str) and converted is not None:
+            recorded[key] = converted
+    return recorded
 
 
 def _put(attributes: dict[str, AttributeValue], key: str, value: Any) -> None:

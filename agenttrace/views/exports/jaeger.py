@@ -16,71 +16,89 @@ microseconds and typed tags ``{"key", "type", "value"}`` (types ``string``, ``bo
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
-from agenttrace import semconv as sc
 from agenttrace.views.exports._spans import (
     AttributeValue,
     Source,
     SpanLog,
     SpanRecord,
-    json_text,
     load,
-    resource_attributes,
     traces_of,
 )
 
 PROCESS_ID = "p1"
-"""Every span comes from one process: the one that recorded the session."""
+"""The process of a trace's first resource (``p2``, ... for others in the same trace)."""
+NO_SERVICE_NAME = "OTLPResourceNoServiceName"
+"""Jaeger's service name for a resource without ``service.name``."""
 
 
 def to_jaeger(source: Source, *, service_name: str = "agenttrace") -> dict[str, Any]:
-    """The session's runs as a Jaeger JSON document, one trace per run.
+    """The session's runs as a Jaeger JSON document, one trace per trace id: the spans as Jaeger
+    shows them when they arrive over OTLP (Jaeger's own OTLP translation, ``otel.scope.*``,
+    ``span.kind``, ``otel.status_*`` and ``error`` tags included).
 
     ``source``: a :class:`~agenttrace.record.session_files.LoadedFile` or a session file path (read
     with :func:`~agenttrace.record.session_files.read_session_file`, which raises
     :class:`~agenttrace.record.session_files.SessionFileError`). An event stream holds no opTree and
-    gives ``{"data": []}``. ``service_name`` names the process in Jaeger's service list.
+    gives ``{"data": []}``. Each process is the resource its spans recorded (``serviceName`` from
+    its ``service.name``, the other attributes as tags); ``service_name`` names the process of runs
+    recorded without one (older files).
     """
     loaded = load(source)
-    process = {
-        "serviceName": service_name,
-        "tags": [
-            _tag(key, value)
-            for key, value in resource_attributes(loaded, service_name).items()
-            if key != "service.name"
-        ],
-    }
     data = []
-    for trace in traces_of(loaded):
-        data.append(
-            {
-                "traceID": trace.trace_id,
-                "spans": [_span(span) for span in trace.spans],
-                "processes": {PROCESS_ID: process},
-            }
-        )
+    for trace in traces_of(loaded, service_name):
+        processes: dict[str, dict[str, Any]] = {}
+        ids: dict[str, str] = {}
+        spans = []
+        for span in trace.spans:
+            key = span.producer.resource_key
+            if key not in ids:
+                ids[key] = f"p{len(ids) + 1}"
+                processes[ids[key]] = _process(span.producer.resource)
+            spans.append(_span(span, ids[key]))
+        data.append({"traceID": trace.trace_id, "spans": spans, "processes": processes})
     return {"data": data}
 
 
-def _span(span: SpanRecord) -> dict[str, Any]:
+def _process(resource: dict[str, AttributeValue]) -> dict[str, Any]:
+    name = resource.get("service.name")
+    return {
+        "serviceName": name if isinstance(name, str) else NO_SERVICE_NAME,
+        "tags": [_tag(key, value) for key, value in resource.items() if key != "service.name"],
+    }
+
+
+def _span(span: SpanRecord, process_id: str) -> dict[str, Any]:
     start_us = span.start_ns // 1000
-    duration_us = 0 if span.end_ns is None else max(0, span.end_ns // 1000 - start_us)
-    tags = [_tag(key, value) for key, value in span.attributes.items()]
-    # Jaeger's own spelling of an OTel span status, as its OTLP receiver writes it.
-    if span.status == sc.STATUS_OK:
+    duration_us = 0 if span.end_ns is None else max(0, span.end_ns - span.start_ns) // 1000
+    # Jaeger's tags for an OTel span, in the order its OTLP translation writes them.
+    tags = []
+    if span.producer.scope_name:
+        tags.append(_tag("otel.scope.name", span.producer.scope_name))
+    if span.producer.scope_version:
+        tags.append(_tag("otel.scope.version", span.producer.scope_version))
+    tags.extend(_tag(key, value) for key, value in span.attributes.items())
+    if span.span_kind in ("INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"):
+        tags.append(_tag("span.kind", span.span_kind.lower()))
+    if span.status == "OK":
         tags.append(_tag("otel.status_code", "OK"))
-    elif span.status == sc.STATUS_FAILED:
+    elif span.status == "ERROR":
         tags.append(_tag("otel.status_code", "ERROR"))
         tags.append(_tag("error", True))
-        if span.status_message:
-            tags.append(_tag("otel.status_description", span.status_message))
-    tags.append(_tag("span.kind", "internal"))
+    if span.status_message:
+        tags.append(_tag("otel.status_description", span.status_message))
     references = []
     if span.parent_span_id is not None:
         references.append(
             {"refType": "CHILD_OF", "traceID": span.trace_id, "spanID": span.parent_span_id}
         )
+    references.extend(
+        {"refType": "FOLLOWS_FROM", "traceID": link.trace_id, "spanID": link.span_id}
+        for link in span.links
+    )
     return {
         "traceID": span.trace_id,
         "spanID": span.span_id,
@@ -91,14 +109,15 @@ def _span(span: SpanRecord) -> dict[str, Any]:
         "duration": duration_us,
         "tags": tags,
         "logs": [_log(log) for log in span.logs],
-        "processID": PROCESS_ID,
+        "processID": process_id,
         "warnings": span.warnings or None,
     }
 
 
 def _log(log: SpanLog) -> dict[str, Any]:
-    # An OTel span event's name is the log's ``event`` field in Jaeger.
-    fields = [_tag("event", log.name)]
+    # An OTel span event's name is the log's ``event`` field in Jaeger, unless an attribute
+    # of that name says otherwise.
+    fields = [] if "event" in log.attributes else [_tag("event", log.name)]
     fields.extend(_tag(key, value) for key, value in log.attributes.items())
     return {"timestamp": log.timestamp_ns // 1000, "fields": fields}
 
@@ -109,8 +128,11 @@ def _tag(key: str, value: AttributeValue) -> dict[str, Any]:
     if isinstance(value, int):
         return {"key": key, "type": "int64", "value": value}
     if isinstance(value, float):
+        if not math.isfinite(value):  # JSON has no number for it
+            return {"key": key, "type": "string", "value": str(value)}
         return {"key": key, "type": "float64", "value": value}
     if isinstance(value, str):
         return {"key": key, "type": "string", "value": value}
-    # Jaeger tags have no arrays: Jaeger's own OTLP translation writes them as JSON.
-    return {"key": key, "type": "string", "value": json_text(value)}
+    # Jaeger tags have no arrays: Jaeger's own OTLP translation writes them as compact JSON.
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return {"key": key, "type": "string", "value": text}
