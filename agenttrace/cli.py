@@ -442,9 +442,12 @@ def export(session: str, format_: str, output: Path | None, sessions_dir: Path |
     # The session file keeps content verbatim (it is the agent's state); an export leaves the
     # machine, so it gets the policy every other output has: secrets out, payloads capped.
     cap = Settings.resolve().max_payload_bytes
+    events = redact(loaded.events)
     clean = dataclasses.replace(
         loaded,
-        events=capped(redact(loaded.events), cap),
+        # The span exports make canonical span events from the events, capped as the run
+        # capped them live; capping the events first would cut their content twice.
+        events=capped(events, cap) if format_ == "html" else events,
         runs=capped(redact(loaded.runs), cap),
         meta=redact(loaded.meta),
     )

@@ -312,15 +312,6 @@ def test_capped_payloads_are_exported_as_they_were_sent(capped: Session) -> None
 # --- what the session file does not record ----------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "agenttrace/sdk/optree.py _complete updates the attributes a span started with in "
-        "place (attributes.update(record.attributes)), which keeps a key set again at the end "
-        "where it was; OpenTelemetry's BoundedAttributes deletes and re-inserts it, so on the "
-        "wire it comes last (execute_tool discuss sets agenttrace.kind again, tool -> session)"
-    ),
-)
 def test_recorded_attributes_keep_the_order_they_were_sent_in(resumed: Session) -> None:
     for live, exported in _compare(resumed):
         assert [kv.key for kv in exported.span.attributes] == [
@@ -328,16 +319,6 @@ def test_recorded_attributes_keep_the_order_they_were_sent_in(resumed: Session) 
         ], live.name
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a recorded link is only {traceId, spanId} (agenttrace/sdk/optree.py _span; "
-        "agenttrace/record/lifecycle.py Started.links is (trace id, span id) pairs, filled in "
-        "agenttrace/tracing/scopes.py _start): whether the linked context was remote is lost, "
-        "so the export cannot give the link's flags (sent: HAS_IS_REMOTE | IS_REMOTE = 0x300). "
-        "The export uses a recorded link's 'flags' when there is one."
-    ),
-)
 def test_recorded_links_keep_their_flags(resumed: Session) -> None:
     linked = 0
     for live, exported in _compare(resumed):

@@ -55,7 +55,7 @@ class Started:
         parent_span_id: int | None,
         attributes: AttributeMap,
         span_kind: str = "INTERNAL",
-        links: Sequence[tuple[int, int]] = (),
+        links: Sequence[tuple[int, int, int]] = (),
         session: Any = None,
         parent: str | None = None,
     ) -> None:
@@ -77,7 +77,7 @@ class Started:
         self.span_kind = span_kind
         """OpenTelemetry's span kind, by name (``INTERNAL``, ``CLIENT``)."""
         self.links = links
-        """(trace id, span id) of each span this one links to."""
+        """(trace id, span id, OTLP link flags) of each span this one links to."""
         self.session = session
         """On a run's root only: the ``agenttrace.record.session.Session`` it records into."""
         self.parent = parent

@@ -432,8 +432,8 @@ def _span(record: Started) -> Node:
     }
     if record.links:
         span["links"] = [
-            {"traceId": format(trace_id, "032x"), "spanId": format(span_id, "016x")}
-            for trace_id, span_id in record.links
+            {"traceId": format(trace_id, "032x"), "spanId": format(span_id, "016x"), "flags": flags}
+            for trace_id, span_id, flags in record.links
         ]
     return span
 

@@ -322,7 +322,7 @@ def _start(
                 context.span_id,
                 parent_context.span_id if parent_context.is_valid else None,
                 attributes,
-                links=[(link.context.trace_id, link.context.span_id) for link in links or ()],
+                links=[_link(link) for link in links or ()],
                 session=session,
                 parent=parent_label,
             )
@@ -565,6 +565,14 @@ def start_op(
 
 
 Attributes = dict[str, AttributeValue]
+
+
+def _link(link: Link) -> tuple[int, int, int]:
+    """A link as recorded: (trace id, span id, OTLP flags: the trace flags, and whether the
+    linked context is remote, as OpenTelemetry's OTLP exporter sends them)."""
+    context = link.context
+    flags = int(context.trace_flags) | 0x100 | (0x200 if context.is_remote else 0)
+    return context.trace_id, context.span_id, flags
 
 
 def finish(

@@ -15,6 +15,7 @@ holds), and their resource is ``service.name`` = the exporter's ``service_name``
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import math
 import os
@@ -29,7 +30,9 @@ from agenttrace import semconv as sc
 from agenttrace._internal.redact import scrub_text
 from agenttrace._version import __version__
 from agenttrace.record.optree import children, hosted_sessions
+from agenttrace.record.session import ts_nanoseconds
 from agenttrace.record.session_files import LoadedFile, read_session_file
+from agenttrace.tracing.recording import span_event_attributes
 
 Scalar: TypeAlias = str | bool | int | float
 AttributeValue: TypeAlias = Scalar | list[Scalar]
@@ -164,6 +167,9 @@ def traces_of(loaded: LoadedFile, service_name: str = "agenttrace") -> list[Trac
             f"{loaded.session_id}/run {number}", 32
         )
         walker = _Walker(trace_id, f"run {number}", events, _producer(run, fallback), seen)
+        recording = run.get("recording")
+        if isinstance(recording, Mapping):
+            walker.recording = recording
         walker.session(run, parent_span_id=None, parent_start_ns=_start_of_file(loaded))
         spans.extend(walker.spans)
     traces: dict[str, TraceRecord] = {}
@@ -237,6 +243,8 @@ class _Walker:
         self.seen = seen
         """(trace id, span id) of every span so far, in every run."""
         self.spans: list[SpanRecord] = []
+        self.recording: Mapping[str, Any] = {}
+        """How the run turned canonical events into span events (its root's ``recording``)."""
 
     def session(
         self, node: Mapping[str, Any], parent_span_id: str | None, parent_start_ns: int
@@ -338,7 +346,7 @@ class _Walker:
                 status_message=message if status == "ERROR" else None,
                 attributes=attributes,
                 producer=self.producer,
-                logs=_recorded_events(span, start_ns),
+                logs=self._span_events(span, span_id, start_ns),
                 links=_recorded_links(span),
                 span_kind=span_kind.upper() if isinstance(span_kind, str) else "INTERNAL",
                 flags=_flags(span.get("flags")),
@@ -350,6 +358,34 @@ class _Walker:
             )
         )
         return span_id, start_ns
+
+    def _span_events(self, span: Mapping[str, Any], span_id: str, start_ns: int) -> list[SpanLog]:
+        """The span's events as sent: those the node recorded (logs, reasoning, exceptions)
+        and its canonical events, which the node does not store since they follow from the
+        session's events (same attributes, the event's own time; see tracing/recording.py).
+        Merged by time; a log and a canonical event in the same millisecond may swap."""
+        recorded = _recorded_events(span, start_ns)
+        if any(log.name == sc.EVENT_CANONICAL for log in recorded):
+            return recorded  # a file that stored them on the span
+        capture = self.recording.get("captureContent")
+        limit = self.recording.get("maxPayloadBytes")
+        canonical = [
+            SpanLog(
+                ts_nanoseconds(str(event.get("ts"))) or start_ns,
+                sc.EVENT_CANONICAL,
+                _span_attributes(
+                    span_event_attributes(
+                        event,
+                        capture if isinstance(capture, bool) else None,
+                        limit if isinstance(limit, int) and not isinstance(limit, bool) else None,
+                    )
+                ),
+            )
+            for event in self.events.get(span_id, ())
+        ]
+        if not canonical:
+            return recorded
+        return list(heapq.merge(recorded, canonical, key=lambda log: log.timestamp_ns))
 
     # -- spans rebuilt from the tree (files written before nodes kept their span) -------------
 
