@@ -115,15 +115,17 @@ def scrub_json_text(text: str) -> str:
     return text
 
 
+_RECORDED = json.JSONEncoder(ensure_ascii=False, default=lambda value: jsonable(value))
+"""One encoder for every recorded value: ``json.dumps`` with options builds a new one per call."""
+
+
 def recorded_json(value: Any, max_bytes: int) -> tuple[int, str]:
     """``value`` as JSON: (its length in characters, the text to record: redacted and capped).
 
     The fast path serialises once and redacts the text; only an over-long value is walked
     again to shorten its strings so that the recorded text stays valid JSON.
     """
-    text = (
-        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=jsonable)
-    )
+    text = value if isinstance(value, str) else _RECORDED.encode(value)
     length = len(text)
     clean = scrub_json_text(text)
     if len(clean) > max_bytes // 4 and len(clean.encode("utf-8")) > max_bytes:

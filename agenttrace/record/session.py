@@ -268,9 +268,13 @@ class Session:
             return list(lines)  # type: ignore[arg-type]
 
 
+_LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
+"""The stream's encoder, made once (``json.dumps`` with options builds one per call)."""
+
+
 def _event_line(event: Mapping[str, Any]) -> bytes:
     """An event as its line of the stream (and, unchanged, of the session file)."""
-    return (json.dumps(event, ensure_ascii=False, separators=(", ", ": ")) + "\n").encode()
+    return (_LINE.encode(event) + "\n").encode()
 
 
 _second: list[Any] = [0, ""]  # the last whole second formatted, and its text

@@ -302,8 +302,12 @@ _CHILD_KEYS = frozenset({"turns", "ops", "childSessions", "childSession"})
 _CHILD_KEYS_AND_ACCOUNTING = _CHILD_KEYS | {"accounting"}
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+"""Made once: ``json.dumps`` with options builds a new encoder on every call."""
+
+
 def _json(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+    return _ENCODER.encode(value).encode()
 
 
 def serialize(node: Node, accounting: bytes | None = None) -> list[Piece]:
