@@ -99,8 +99,8 @@ class ConsoleSink(Sink):
 
     def ended(self, record: Ended) -> None:
         started = self._open.pop((record.origin, record.label), None)
-        if started is None:
-            return
+        if started is None or (record.error is None and self.mode == "quiet"):
+            return  # quiet: only failures are printed
         attributes = {**started, **record.attributes}
         kind = attributes.get(sc.KIND)
         if record.error is not None:

@@ -81,8 +81,12 @@ class AgentTraceProcessor(SpanProcessor):
 
     def __init__(self, sinks: tuple[Sink, ...] = ()) -> None:
         self._sinks: tuple[Sink, ...] = ()
-        # Per record type, the sinks that implement its method (copy-on-write tuples).
+        # Per record type, the sinks that implement its method (copy-on-write tuples), and
+        # those methods bound, with the name each failure is reported under.
         self._deferred: dict[type, tuple[Sink, ...]] = {kind: () for kind in _METHODS}
+        self._handlers: dict[type, tuple[tuple[Callable[[Any], None], str], ...]] = {
+            kind: () for kind in _METHODS
+        }
         self._inline_events: tuple[Sink, ...] = ()
         self._lock = threading.Lock()
         self._shut_down = False
@@ -108,6 +112,12 @@ class AgentTraceProcessor(SpanProcessor):
                 else:
                     deferred[kind] = (*deferred[kind], sink)
             self._deferred = deferred
+            self._handlers = {
+                kind: tuple(
+                    (getattr(s, method), f"{type(s).__name__}.{method}") for s in deferred[kind]
+                )
+                for kind, method in _METHODS.items()
+            }
         sink.attach(self)
 
     def schedule(self, delay: float, fn: Callable[[], None]) -> None:
@@ -133,12 +143,11 @@ class AgentTraceProcessor(SpanProcessor):
         if type(record) is _Deferred:
             record.fn()
             return
-        method = _METHODS[type(record)]
-        for sink in self._deferred[type(record)]:
+        for handle, where in self._handlers[type(record)]:
             try:
-                getattr(sink, method)(record)
+                handle(record)
             except Exception as exc:
-                report_internal_error(f"{type(sink).__name__}.{method}", exc)
+                report_internal_error(where, exc)
 
     # -- the span processor -------------------------------------------------------------------
 
