@@ -60,7 +60,7 @@ bench: $(STAMP)
 
 # Regenerate the lock (needs uv: pip install uv). Hashes for every platform and Python >= 3.10.
 lock:
-	uv pip compile pyproject.toml --extra dev --generate-hashes --universal \
+	uv pip compile pyproject.toml --group dev --generate-hashes --universal \
 		--python-version 3.10 --constraints lock-constraints.txt -o requirements.lock
 
 # Regenerate Phoenix's lock from phoenix-requirements.in (needs uv).

@@ -79,7 +79,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="agenttrace")
+@click.version_option(package_name="agenttrace-otel")
 def main() -> None:
     """agenttrace: trace LLM agents, and resume and read their sessions."""
 

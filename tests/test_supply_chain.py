@@ -20,7 +20,7 @@ def test_installed_litellm_is_not_a_compromised_release() -> None:
 
 
 def test_project_excludes_the_compromised_releases() -> None:
-    requirements = [Requirement(r) for r in metadata.requires("agenttrace") or []]
+    requirements = [Requirement(r) for r in metadata.requires("agenttrace-otel") or []]
     litellm = next(r for r in requirements if r.name == "litellm")
     for version in COMPROMISED:
         assert not litellm.specifier.contains(version), version
