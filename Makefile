@@ -12,7 +12,7 @@ UV := $(or $(shell command -v uv 2>/dev/null),$(BIN)/uv)
 # Offline always: litellm uses the cost map bundled with it instead of fetching one.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test lint bench lock lock-phoenix clean chromium
+.PHONY: demo test check lint bench lock lock-phoenix clean chromium
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ chromium:
 
 test: $(STAMP) $(PHOENIX_STAMP) chromium
 	$(BIN)/python -m pytest
+
+# The fast loop: every test that needs no browser, no Phoenix and no Docker and does not run
+# whole programs in child processes (those are marked e2e and run by make test).
+check: $(STAMP)
+	$(BIN)/python -m pytest -m "not e2e" -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

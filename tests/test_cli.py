@@ -56,6 +56,8 @@ ROOT_PERSPECTIVE_START = (
     "[Received]: Created subagent: Jack\n"
 )
 
+pytestmark = pytest.mark.e2e  # runs whole programs as a user does: make test, not make check
+
 
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
     """No OTEL_*/AGENTTRACE_* from the parent; default sessions dir and billing file in tmp

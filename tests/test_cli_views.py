@@ -17,6 +17,8 @@ from .helpers import child_env, run_demo
 
 ROOT = Path(__file__).resolve().parent.parent
 
+pytestmark = pytest.mark.e2e  # runs whole programs as a user does: make test, not make check
+
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

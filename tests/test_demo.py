@@ -6,12 +6,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agenttrace import semconv as sc
 
 from .helpers import child_env
 from .otlp_receiver import OTLPReceiver
 
 ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.e2e  # runs whole programs as a user does: make test, not make check
 
 
 def test_cafe_demo_nests_root_turn_tool_subagent(tmp_path: Path) -> None:

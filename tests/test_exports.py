@@ -788,6 +788,7 @@ def _root_attributes(dom: str) -> dict[str, str]:
     return dict(re.findall(r'([a-z-]+)="([^"]*)"', match.group(1)))
 
 
+@pytest.mark.e2e
 def test_html_renders_in_headless_chromium(demo: Demo, browser: _Browser, tmp_path: Path) -> None:
     page = tmp_path / "session.html"
     page.write_text(to_html(demo.loaded), encoding="utf-8")
@@ -831,6 +832,7 @@ def test_html_renders_in_headless_chromium(demo: Demo, browser: _Browser, tmp_pa
     assert len(png) > 40_000, len(png)  # an empty page of that size is a few kilobytes
 
 
+@pytest.mark.e2e
 def test_hostile_content_stays_text_in_chromium(
     hostile: LoadedFile, browser: _Browser, tmp_path: Path
 ) -> None:
@@ -848,6 +850,7 @@ def test_hostile_content_stays_text_in_chromium(
     assert "Hi, I'm Jack. &lt;/script&gt;" in shown
 
 
+@pytest.mark.e2e
 def test_failed_and_unfinished_nodes_in_chromium(
     broken: LoadedFile, browser: _Browser, tmp_path: Path
 ) -> None:

@@ -45,6 +45,8 @@ RESUMED_SPANS = 12
 SMALL_CAP = "48"
 """A payload cap small enough that the demo's payloads and messages are cut on the spans."""
 
+pytestmark = pytest.mark.e2e  # runs whole programs as a user does: make test, not make check
+
 
 @dataclass
 class Session:

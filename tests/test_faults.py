@@ -151,6 +151,7 @@ class Writer:
         return stderr.decode()
 
 
+@pytest.mark.e2e
 def test_sigkill_at_random_points_leaves_a_resumable_prefix(tmp_path: Path) -> None:
     """About 20 SIGKILLs of a process logging events flat out (agent_created and transcript
     entries, empty to 70 KB, ASCII and not), each cycle resuming the session the last one left:

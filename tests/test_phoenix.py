@@ -37,7 +37,7 @@ CANARY = "sk-ant-canary-phoenix-0123456789abcdef"
 CHAT = "chat claude-sonnet-4-5-20250929"
 
 # Phoenix start-up (~10-20 s here, migrations included), the demo and ingestion.
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.e2e]
 
 # agenttrace.path -> (span name, parent's agenttrace.path): the cafe demo's whole opTree.
 EXPECTED_TREE: dict[str, tuple[str, str | None]] = {

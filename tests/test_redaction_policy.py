@@ -127,6 +127,7 @@ def receiver() -> OTLPReceiver:
     server.stop()
 
 
+@pytest.mark.e2e
 def test_every_output_follows_the_policy(tmp_path: Path, receiver: OTLPReceiver) -> None:
     outputs = run_agent(tmp_path, receiver, redacted_save=False)
     # The run really happened: the tool ran with the password, and the console traced bodies.
@@ -143,6 +144,7 @@ def test_every_output_follows_the_policy(tmp_path: Path, receiver: OTLPReceiver)
             assert PASSWORD not in text, f"the password leaked into {name}"
 
 
+@pytest.mark.e2e
 def test_redacted_save_applies_the_policy_to_the_state_too(
     tmp_path: Path, receiver: OTLPReceiver
 ) -> None:

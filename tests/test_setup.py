@@ -69,6 +69,7 @@ def receiver() -> Iterator[OTLPReceiver]:
 
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+@pytest.mark.e2e
 def test_otlp_export_from_the_environment(
     receiver: OTLPReceiver, tmp_path: Path, protocol: str
 ) -> None:
@@ -113,6 +114,7 @@ def test_otlp_export_from_the_environment(
     assert "sk-exported-secret-0042" not in everything
 
 
+@pytest.mark.e2e
 def test_otel_sdk_disabled_makes_agenttrace_a_no_op(receiver: OTLPReceiver, tmp_path: Path) -> None:
     before = len(receiver.spans)
     result = run_python(
@@ -209,6 +211,7 @@ def test_init_twice_is_harmless_and_shutdown_twice_is_safe() -> None:
     assert len(exporter.get_finished_spans()) == 1
 
 
+@pytest.mark.e2e
 def test_spans_queued_at_exit_are_exported(receiver: OTLPReceiver, tmp_path: Path) -> None:
     before = len(receiver.spans)
     code = """
