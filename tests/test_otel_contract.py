@@ -226,3 +226,16 @@ def test_one_context_manager_object_shared_by_threads(traced: Traced) -> None:
     assert len(spans) == 8 and all(s.end_time for s in spans)
     # Each thread had no agenttrace scope around it: each got a run of its own.
     assert len({s.context.trace_id for s in spans}) == 8
+
+
+def test_llm_attempts_are_client_spans_agents_and_tools_internal(traced: Traced) -> None:
+    """GenAI conventions: a model call leaves the process (CLIENT); agent runs, turns and tool
+    calls run in it (INTERNAL)."""
+    from opentelemetry.trace import SpanKind
+
+    research()
+    kinds = {span.name: span.kind for span in traced.spans()}
+    assert kinds["chat gpt-4o"] == SpanKind.CLIENT
+    assert kinds["execute_tool lookup"] == SpanKind.INTERNAL
+    assert kinds["invoke_agent Researcher"] == SpanKind.INTERNAL
+    assert kinds["turn 1"] == SpanKind.INTERNAL

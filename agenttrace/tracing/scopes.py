@@ -32,7 +32,7 @@ from typing import Any, Union
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
@@ -288,6 +288,7 @@ def _start(
     links: list[Link] | None = None,
     session: Session | None = None,
     parent_label: str | None = None,
+    span_kind: SpanKind = SpanKind.INTERNAL,
 ) -> None:
     """Start ``scope``'s span (under ``parent``, else the current span) and record the start
     (``session``: a root run's ``Session``)."""
@@ -295,6 +296,7 @@ def _start(
         span = runtime.tracer.start_span(
             name,
             context=trace.set_span_in_context(parent),
+            kind=span_kind,
             attributes=attributes,
             start_time=scope.started_ns,
             links=links,
@@ -302,7 +304,7 @@ def _start(
         parent_context = parent.get_span_context()
     else:
         span = runtime.tracer.start_span(
-            name, attributes=attributes, start_time=scope.started_ns, links=links
+            name, kind=span_kind, attributes=attributes, start_time=scope.started_ns, links=links
         )
         parent_context = trace.get_current_span().get_span_context()
     scope.span = span
@@ -322,6 +324,7 @@ def _start(
                 context.span_id,
                 parent_context.span_id if parent_context.is_valid else None,
                 attributes,
+                span_kind=span_kind.name,
                 links=[_link(link) for link in links or ()],
                 session=session,
                 parent=parent_label,
@@ -557,7 +560,17 @@ def start_op(
         span_attributes.update(attributes)
     if more is not None:
         span_attributes.update(more(scope.session))
-    _start(scope, kind, span_name, span_attributes, parent_span, parent_label=turn.label)
+    # GenAI conventions: a call to a model is a CLIENT span; agents and tools run in-process.
+    span_kind = SpanKind.CLIENT if kind == sc.KIND_LLM else SpanKind.INTERNAL
+    _start(
+        scope,
+        kind,
+        span_name,
+        span_attributes,
+        parent_span,
+        parent_label=turn.label,
+        span_kind=span_kind,
+    )
     return scope
 
 
