@@ -49,8 +49,14 @@ GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
 GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+"""On ``gen_ai.client.token.usage``: ``input`` or ``output``."""
 ERROR_TYPE: Final = "error.type"
 """LLM failures: one of ``ERROR_CATEGORIES``; tool failures: the exception's class name."""
+
+# --- GenAI client metrics ------------------------------------------------------------------
+METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
+METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
 
 # --- OpenInference (read by Arize Phoenix and other OpenInference viewers) ------------------
 OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from opentelemetry import trace
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
@@ -26,6 +28,7 @@ from agenttrace._internal.runtime import INSTRUMENTATION_NAME, runtime
 from agenttrace._version import __version__
 from agenttrace.sdk.console import ConsoleSink
 from agenttrace.sdk.ledger import LedgerSink
+from agenttrace.sdk.metrics import MetricsSink
 from agenttrace.sdk.optree import Node, OpTreeSink
 from agenttrace.sdk.processor import AgentTraceProcessor
 from agenttrace.sdk.store import EventStreamSink, SessionFileSink
@@ -42,11 +45,14 @@ class Tracing:
         provider: TracerProvider | None,
         processor: AgentTraceProcessor | None,
         owns_provider: bool,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         self.settings = settings
         self.provider = provider
         self.processor = processor
         self.owns_provider = owns_provider
+        self.meter_provider = meter_provider
+        """The meter provider agenttrace made for an OTLP endpoint (``None``: the app's)."""
         self._undo: list[Callable[[], None]] = []
         self._shut_down = False
 
@@ -86,6 +92,8 @@ class Tracing:
                 self.provider.shutdown()
             else:
                 self.provider.force_flush()
+        if self.meter_provider is not None:
+            self.meter_provider.shutdown()
         runtime.tracer = trace.get_tracer(INSTRUMENTATION_NAME)
 
 
@@ -99,6 +107,7 @@ def init(
     endpoint: str | None = None,
     protocol: str | None = None,
     tracer_provider: TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
     console: ConsoleMode | None = None,
     console_stream: TextIO | Callable[[], TextIO] | None = None,
     capture_content: bool | None = None,
@@ -117,6 +126,8 @@ def init(
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` the exporter is only added to a provider agenttrace creates,
     since an application with its own provider has configured its own export.
     ``instrument_litellm``: patch litellm now, or as soon as it is imported.
+    ``meter_provider``: where the GenAI client metrics go (default: the global one; with none set,
+    agenttrace makes one only when it made the tracer provider and an OTLP endpoint is set).
 
     Calling ``init`` again while tracing is on returns the same handle and changes nothing.
     """
@@ -171,9 +182,11 @@ def init(
             provider.add_span_processor(
                 BatchSpanProcessor(_otlp_exporter(settings, explicit=endpoint is not None))
             )
+        meters, owned_meters = _meter_provider(meter_provider, settings, owns, endpoint)
+        processor.add_sink(MetricsSink(meters, __version__))
         runtime.recorder = processor
         runtime.tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
-        handle = Tracing(settings, provider, processor, owns)
+        handle = Tracing(settings, provider, processor, owns, owned_meters)
         if instrument_litellm:
             from agenttrace.instrumentation.litellm import instrument_when_imported
 
@@ -219,6 +232,43 @@ def _provider(given: TracerProvider | None, settings: Settings) -> tuple[TracerP
     provider = TracerProvider(resource=Resource.create({SERVICE_NAME: settings.service_name}))
     trace.set_tracer_provider(provider)
     return provider, True
+
+
+def _meter_provider(
+    given: metrics.MeterProvider | None,
+    settings: Settings,
+    owns_tracing: bool,
+    endpoint: str | None,
+) -> tuple[metrics.MeterProvider, MeterProvider | None]:
+    """The meter provider for the GenAI metrics, and the one agenttrace made (to shut down)."""
+    if given is not None:
+        return given, None
+    current = metrics.get_meter_provider()
+    if isinstance(current, MeterProvider) or not (
+        settings.otlp_endpoint and (owns_tracing or endpoint is not None)
+    ):
+        return current, None  # the application's (a no-op one if it set none)
+    reader = PeriodicExportingMetricReader(_otlp_metric_exporter(settings, endpoint is not None))
+    made = MeterProvider(
+        resource=Resource.create({SERVICE_NAME: settings.service_name}), metric_readers=[reader]
+    )
+    metrics.set_meter_provider(made)
+    return made, made
+
+
+def _otlp_metric_exporter(settings: Settings, explicit: bool) -> MetricExporter:
+    endpoint: Any = settings.otlp_endpoint if explicit else None  # None: the exporter reads env
+    if settings.otlp_protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        return OTLPMetricExporter(endpoint=endpoint)
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HTTPMetricExporter,
+    )
+
+    if endpoint is not None and not endpoint.rstrip("/").endswith("/v1/metrics"):
+        endpoint = endpoint.rstrip("/") + "/v1/metrics"
+    return HTTPMetricExporter(endpoint=endpoint)
 
 
 def _otlp_exporter(settings: Settings, explicit: bool) -> SpanExporter:
