@@ -13,6 +13,7 @@ import litellm.main
 import openai
 import pytest
 from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
+from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
 from agenttrace import semconv as sc
@@ -550,15 +551,20 @@ def _originals() -> dict[str, Any]:
     }
 
 
-def test_uninstrument_restores_litellm_exactly() -> None:
+def test_uninstrument_restores_litellm_exactly(tmp_path: Any) -> None:
     before = _originals()
     instrumentor = LiteLLMInstrumentor()
-    instrumentor.instrument()
-    patched = _originals()
-    assert all(patched[name] is not before[name] for name in before)
-    instrumentor.uninstrument()
-    assert _originals() == before
-    assert all(_originals()[name] is before[name] for name in before)
+    provider = TracerProvider()
+    try:
+        # Not set up yet: instrument() sets agenttrace up on the provider it is given.
+        instrumentor.instrument(tracer_provider=provider)
+        patched = _originals()
+        assert all(patched[name] is not before[name] for name in before)
+        instrumentor.uninstrument()
+        assert _originals() == before
+        assert all(_originals()[name] is before[name] for name in before)
+    finally:
+        agenttrace.shutdown()
 
 
 def test_instrumenting_twice_warns_and_does_not_double_wrap(

@@ -30,13 +30,17 @@ class Recorder(Protocol):
 class Runtime:
     """Mutable singleton; read on every span, written only by ``init``/``shutdown``."""
 
-    __slots__ = ("disabled", "recorder", "settings", "tracer")
+    __slots__ = ("disabled", "recorder", "settings", "setup", "tracer")
 
     def __init__(self) -> None:
         self.settings = Settings()
         self.disabled = _flag(os.environ, "OTEL_SDK_DISABLED", False)
         self.tracer: trace.Tracer = trace.get_tracer(INSTRUMENTATION_NAME)
         self.recorder: Recorder | None = None
+        self.setup: Any = None
+        """``agenttrace.init``, registered by the SDK layer when it is imported, so that an
+        instrumentor loaded on its own (zero-code instrumentation) can set agenttrace up
+        without importing a layer above it."""
 
 
 runtime = Runtime()

@@ -196,6 +196,9 @@ def init(
         return handle
 
 
+runtime.setup = init
+
+
 def on_optree(callback: Callable[[Node], None], min_interval: float = 0.25) -> Callable[[], None]:
     """Seed 002's ``onOpTree``: call ``callback(root_session_node)`` as a run's opTree changes,
     at most every ``min_interval`` seconds and always when the run ends (on agenttrace's

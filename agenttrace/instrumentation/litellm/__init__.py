@@ -26,13 +26,19 @@ and this package (the instrumentor).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import wrapt
 
+# mypy does not see this class in opentelemetry-instrumentation 0.66b2 (it is there, in __all__).
+from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
+    BaseInstrumentor,
+)
+
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import is_secret_key
+from agenttrace._internal.runtime import runtime
 from agenttrace.instrumentation.litellm.patch import patch_targets
 from agenttrace.instrumentation.litellm.utils import WHERE, state
 
@@ -44,49 +50,73 @@ def _attribute(owner: Any, name: str) -> Any:
     return vars(owner).get(name) if isinstance(owner, type) else getattr(owner, name, None)
 
 
-class LiteLLMInstrumentor:
-    """Patches litellm so every LLM attempt is a span; ``uninstrument`` puts it back exactly."""
+class LiteLLMInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """OpenTelemetry's instrumentor for litellm: every LLM attempt becomes a ``chat {model}`` span
+    (CLIENT) in agenttrace's agent/turn/op tree.
 
-    def instrument(self) -> None:
-        """Patch litellm (imports it). A second call warns and changes nothing."""
-        if state.patches:
-            import logging
+    ``instrument(tracer_provider=..., meter_provider=...)`` patches litellm and, if agenttrace is
+    not set up yet (zero-code: ``opentelemetry-instrument python app.py`` loads this class from
+    its ``opentelemetry_instrumentor`` entry point), sets it up on those providers (default: the
+    global ones) first. A second ``instrument()`` warns and changes nothing; ``uninstrument()``
+    puts litellm back exactly as it was.
+    """
 
-            logging.getLogger("agenttrace").warning("agenttrace: litellm is already instrumented")
-            return
-        import litellm
-        from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
+    def instrumentation_dependencies(self) -> Collection[str]:
+        """The litellm releases this instrumentor supports (checked by ``instrument``)."""
+        return _INSTRUMENTS
 
-        state.stream_type = CustomStreamWrapper
-        state.config_secrets = tuple(
-            name
-            for name in dir(litellm)
-            if not name.startswith("_")
-            # litellm names provider keys openai_key, anthropic_key, ...: all are credentials
-            and (is_secret_key(name) or name.endswith("_key"))
-            and isinstance(getattr(litellm, name, None), (str, type(None)))
-        )
-        for owner, name, wrapper in patch_targets(litellm):
-            wrapt.wrap_function_wrapper(owner, name, wrapper)
-            state.patches.append((owner, name, _attribute(owner, name)))
-        state.enabled = True
+    def _instrument(self, **kwargs: Any) -> None:
+        setup = runtime.setup
+        if runtime.recorder is None and setup is not None and not runtime.disabled:
+            setup(
+                tracer_provider=kwargs.get("tracer_provider"),
+                meter_provider=kwargs.get("meter_provider"),
+                instrument_litellm=False,
+            )
+        _patch()
 
-    def uninstrument(self) -> None:
-        """Undo :meth:`instrument`: every patched attribute gets its original back.
-
-        If another instrumentation wrapped litellm on top of ours, our layer stays inside theirs
-        but passes calls straight through.
-        """
-        state.enabled = False
-        for owner, name, ours in reversed(state.patches):
-            if _attribute(owner, name) is ours:
-                setattr(owner, name, ours.__wrapped__)
-        state.patches.clear()
+    def _uninstrument(self, **kwargs: Any) -> None:
+        _unpatch()
 
     @property
     def is_instrumented(self) -> bool:
-        """True between ``instrument`` and ``uninstrument``."""
+        """True while litellm is patched."""
         return bool(state.patches)
+
+
+_INSTRUMENTS = ("litellm >= 1.75",)
+
+
+def _patch() -> None:
+    """Patch litellm (imports it)."""
+    if state.patches:
+        return
+    import litellm
+    from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
+
+    state.stream_type = CustomStreamWrapper
+    state.config_secrets = tuple(
+        name
+        for name in dir(litellm)
+        if not name.startswith("_")
+        # litellm names provider keys openai_key, anthropic_key, ...: all are credentials
+        and (is_secret_key(name) or name.endswith("_key"))
+        and isinstance(getattr(litellm, name, None), (str, type(None)))
+    )
+    for owner, name, wrapper in patch_targets(litellm):
+        wrapt.wrap_function_wrapper(owner, name, wrapper)
+        state.patches.append((owner, name, _attribute(owner, name)))
+    state.enabled = True
+
+
+def _unpatch() -> None:
+    """Every patched attribute gets its original back. If another instrumentation wrapped
+    litellm on top of ours, our layer stays inside theirs but passes calls straight through."""
+    state.enabled = False
+    for owner, name, ours in reversed(state.patches):
+        if _attribute(owner, name) is ours:
+            setattr(owner, name, ours.__wrapped__)
+    state.patches.clear()
 
 
 def instrument_when_imported() -> Callable[[], None]:
@@ -98,7 +128,7 @@ def instrument_when_imported() -> Callable[[], None]:
         if cancelled or instrumentor.is_instrumented:
             return
         try:
-            instrumentor.instrument()
+            instrumentor.instrument(skip_dep_check=True)
         except Exception as exc:
             report_internal_error(WHERE, exc)
 
