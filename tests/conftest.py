@@ -83,6 +83,16 @@ def attrs(span: ReadableSpan) -> dict[str, Any]:
     return dict(span.attributes or {})
 
 
+def outcome(span: ReadableSpan) -> str:
+    """``failed`` if the span's status is ERROR, else ``ok`` (no attribute repeats it)."""
+    return "failed" if span.status.status_code.name == "ERROR" else "ok"
+
+
+def duration_ms(span: ReadableSpan) -> float:
+    """The span's duration from its own times, in milliseconds."""
+    return ((span.end_time or 0) - (span.start_time or 0)) / 1e6
+
+
 @pytest.fixture
 def traced(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Traced]:
     """agenttrace initialised on a fresh provider; ``@pytest.mark.console("verbose")`` etc."""

@@ -19,7 +19,7 @@ import agenttrace
 from agenttrace import semconv as sc
 from agenttrace.instrumentation.litellm import LiteLLMInstrumentor
 
-from .conftest import Traced, attrs
+from .conftest import Traced, attrs, duration_ms, outcome
 from .llm_server import LLMServer, Reply
 
 MODEL = "openai/gpt-4o-mini"
@@ -66,7 +66,7 @@ def test_mock_response_gives_session_turn_op_with_tokens_and_cost(traced: Traced
         sum(litellm.cost_per_token(model="gpt-4o-mini", prompt_tokens=10, completion_tokens=20))
     )
     assert chat[sc.ATTEMPT] == 1
-    assert chat[sc.STATUS] == "ok"
+    assert outcome(traced.one("chat gpt-4o-mini")) == "ok"
     assert chat[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
     assert json.loads(chat[sc.GEN_AI_INPUT_MESSAGES]) == [{"role": "user", "content": "hi"}]
     assert json.loads(chat[sc.GEN_AI_OUTPUT_MESSAGES])[0]["content"] == "hello"
@@ -186,7 +186,7 @@ def test_sync_stream_keeps_its_type_and_ends_once(traced: Traced, llm: LLMServer
     chat = attrs(spans[0])
     assert chat[sc.GEN_AI_REQUEST_STREAM] is True
     assert chat[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] > 0
-    assert chat[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] * 1000 < chat[sc.LATENCY_MS]
+    assert chat[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] * 1000 < duration_ms(spans[0])
     # No usage streamed: litellm counted the tokens.
     assert chat[sc.GEN_AI_USAGE_INPUT_TOKENS] > 0
     assert chat[sc.GEN_AI_USAGE_OUTPUT_TOKENS] > 0
@@ -257,7 +257,7 @@ def test_mock_stream(traced: Traced) -> None:
     assert "".join(c.choices[0].delta.content or "" for c in stream) == "streamed mock"
     chat = attrs(llm_spans(traced)[0])
     assert chat[sc.GEN_AI_USAGE_OUTPUT_TOKENS] > 0
-    assert chat[sc.STATUS] == "ok"
+    assert outcome(llm_spans(traced)[0]) == "ok"
 
 
 # --- failures ---------------------------------------------------------------------------------
@@ -280,8 +280,8 @@ def test_http_failures_are_classified_and_pass_through(
         litellm.completion(**http(llm))
     chat = llm_spans(traced)[0]
     assert attrs(chat)[sc.ERROR_TYPE] == category
-    assert attrs(chat)[sc.STATUS] == "failed"
-    assert attrs(chat)[sc.LATENCY_MS] > 0
+    assert outcome(chat) == "failed"
+    assert duration_ms(chat) > 0
     assert chat.status.status_code.name == "ERROR"
     assert f"attempt 1 failed ({category})" in traced.output()
 
@@ -328,8 +328,7 @@ def test_mid_stream_failure_ends_the_span_failed(traced: Traced) -> None:
     with pytest.raises(litellm.exceptions.MidStreamFallbackError):
         for _ in stream:
             pass
-    chat = attrs(llm_spans(traced)[0])
-    assert chat[sc.STATUS] == "failed"
+    assert outcome(llm_spans(traced)[0]) == "failed"
 
 
 # --- retries, Router, fallbacks ---------------------------------------------------------------
@@ -353,9 +352,10 @@ def test_litellm_retries_are_sibling_attempts_in_one_turn(traced: Traced, llm: L
         "    chat gpt-4o-mini [1.1]",
         "    chat gpt-4o-mini [1.2]",
     ]
-    first, second = (attrs(s) for s in traced.by_name("chat gpt-4o-mini"))
-    assert (first[sc.ATTEMPT], first[sc.STATUS], first[sc.ERROR_TYPE]) == (1, "failed", "model")
-    assert (second[sc.ATTEMPT], second[sc.STATUS]) == (2, "ok")
+    first_span, second_span = traced.by_name("chat gpt-4o-mini")
+    first, second = attrs(first_span), attrs(second_span)
+    assert (first[sc.ATTEMPT], outcome(first_span), first[sc.ERROR_TYPE]) == (1, "failed", "model")
+    assert (second[sc.ATTEMPT], outcome(second_span)) == (2, "ok")
     # The retry repeats the same messages: nothing new to record.
     assert json.loads(second[sc.GEN_AI_INPUT_MESSAGES]) == []
     assert second[sc.INPUT_MESSAGES_SKIPPED] == 1
@@ -371,8 +371,9 @@ async def test_async_litellm_retries(traced: Traced, llm: LLMServer) -> None:
         return await litellm.acompletion(**kwargs)
 
     await run()
-    chats = [attrs(s) for s in traced.by_name("chat gpt-4o-mini")]
-    assert [(c[sc.ATTEMPT], c[sc.STATUS], c[sc.PATH]) for c in chats] == [
+    spans = traced.by_name("chat gpt-4o-mini")
+    chats = [attrs(s) for s in spans]
+    assert [(attrs(s)[sc.ATTEMPT], outcome(s), attrs(s)[sc.PATH]) for s in spans] == [
         (1, "failed", "1.1"),
         (2, "ok", "1.2"),
     ]
@@ -406,8 +407,9 @@ def test_router_retries_and_fallbacks(traced: Traced, llm: LLMServer) -> None:
         return router.completion(model="primary", messages=[{"role": "user", "content": "hi"}])
 
     assert run().choices[0].message.content == "Hello!"
-    chats = [attrs(s) for s in llm_spans(traced)]
-    assert [(c[sc.GEN_AI_REQUEST_MODEL], c[sc.STATUS]) for c in chats] == [
+    spans = llm_spans(traced)
+    chats = [attrs(s) for s in spans]
+    assert [(attrs(s)[sc.GEN_AI_REQUEST_MODEL], outcome(s)) for s in spans] == [
         ("gpt-4o-mini", "failed"),
         ("gpt-4o-mini", "failed"),
         ("gpt-4o", "ok"),
@@ -430,8 +432,8 @@ async def test_async_router(traced: Traced, llm: LLMServer) -> None:
     )
     llm.reset(Reply(status=500))
     await router.acompletion(model="primary", messages=[{"role": "user", "content": "hi"}])
-    chats = [attrs(s) for s in llm_spans(traced)]
-    assert [(c[sc.ATTEMPT], c[sc.STATUS]) for c in chats] == [(1, "failed"), (2, "ok")]
+    spans = llm_spans(traced)
+    assert [(attrs(s)[sc.ATTEMPT], outcome(s)) for s in spans] == [(1, "failed"), (2, "ok")]
 
 
 def test_completion_fallbacks(traced: Traced, llm: LLMServer) -> None:
@@ -442,8 +444,10 @@ def test_completion_fallbacks(traced: Traced, llm: LLMServer) -> None:
         )
     )
     assert response.choices[0].message.content == "Hello!"
-    chats = [attrs(s) for s in llm_spans(traced)]
-    assert [(c[sc.GEN_AI_REQUEST_MODEL], c[sc.STATUS], c[sc.ATTEMPT]) for c in chats] == [
+    spans = llm_spans(traced)
+    assert [
+        (attrs(s)[sc.GEN_AI_REQUEST_MODEL], outcome(s), attrs(s)[sc.ATTEMPT]) for s in spans
+    ] == [
         ("gpt-4o-mini", "failed", 1),
         ("gpt-4o", "ok", 2),
     ]

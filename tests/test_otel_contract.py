@@ -239,3 +239,22 @@ def test_llm_attempts_are_client_spans_agents_and_tools_internal(traced: Traced)
     assert kinds["execute_tool lookup"] == SpanKind.INTERNAL
     assert kinds["invoke_agent Researcher"] == SpanKind.INTERNAL
     assert kinds["turn 1"] == SpanKind.INTERNAL
+
+
+def test_openinference_attributes_only_when_asked(traced: Traced) -> None:
+    research()
+    for span in traced.ours():
+        names = set(attrs(span))
+        assert not any(n.startswith(("openinference.", "llm.")) or n == "tool.name" for n in names)
+        assert sc.STATUS not in names and sc.LATENCY_MS not in names
+
+
+@pytest.mark.init(openinference=True)
+def test_openinference_attributes_for_phoenix_users(traced: Traced) -> None:
+    research()
+    kinds = {s.name: attrs(s).get("openinference.span.kind") for s in traced.ours()}
+    assert kinds["invoke_agent Researcher"] == "AGENT"
+    assert kinds["execute_tool lookup"] == "TOOL"
+    assert kinds["chat gpt-4o"] == "LLM"
+    chat = attrs(traced.one("chat gpt-4o"))
+    assert (chat["llm.token_count.prompt"], chat["llm.token_count.completion"]) == (11, 3)

@@ -130,6 +130,7 @@ def cafe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CafeInPhoenix]:
             OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
             OTEL_SERVICE_NAME=SERVICE,
             OTEL_RESOURCE_ATTRIBUTES=f"openinference.project.name={PROJECT}",
+            AGENTTRACE_OPENINFERENCE="true",  # Phoenix users switch OpenInference's names on
             AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
             AGENTTRACE_BILLING_FILE=str(tmp / "accounting.jsonl"),
             ANTHROPIC_API_KEY=CANARY,

@@ -40,6 +40,9 @@ class Settings:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     console: ConsoleMode = "quiet"
     redacted_save: bool = False
+    openinference: bool = False
+    """Also put OpenInference's attributes on spans (``openinference.span.kind``, ``llm.*``,
+    ``tool.name``): for Arize Phoenix and other OpenInference viewers."""
 
     @classmethod
     def resolve(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -62,6 +65,7 @@ class Settings:
             ),
             "console": _console(env.get("AGENTTRACE_CONSOLE")),
             "redacted_save": _flag(env, "AGENTTRACE_REDACTED_SAVE", False),
+            "openinference": _flag(env, "AGENTTRACE_OPENINFERENCE", False),
         }
         for key, value in overrides.items():
             if key not in values:

@@ -68,8 +68,8 @@ class ConsoleSink(Sink):
             "trace": _TRACE_LEVELS,
         }[mode]
         self._max_body_bytes = max_body_bytes
-        # The start attributes of each open scope, by (origin, label): a line names its node.
-        self._open: dict[tuple[str, str], Mapping[str, Any]] = {}
+        # Each open scope's start and start attributes, by (origin, label): a line names its node.
+        self._open: dict[tuple[str, str], tuple[int, Mapping[str, Any]]] = {}
 
     def _write(self, line: str) -> None:
         stream = self._stream
@@ -82,12 +82,13 @@ class ConsoleSink(Sink):
             stream.flush()
 
     def started(self, record: Started) -> None:
-        self._open[(record.origin, record.label)] = record.attributes
+        self._open[(record.origin, record.label)] = (record.started_ns, record.attributes)
 
     def logged(self, record: Logged) -> None:
-        started = self._open.get((record.origin, record.label))
-        if started is None:
+        opened = self._open.get((record.origin, record.label))
+        if opened is None:
             return
+        started = opened[1]
         attributes = record.attributes
         if record.name == sc.EVENT_LOG:
             level = attributes.get(sc.LOG_LEVEL, "VRB")
@@ -98,10 +99,11 @@ class ConsoleSink(Sink):
             self._write(format_line(started, f"THK {text}"))
 
     def ended(self, record: Ended) -> None:
-        started = self._open.pop((record.origin, record.label), None)
-        if started is None or (record.error is None and self.mode == "quiet"):
+        opened = self._open.pop((record.origin, record.label), None)
+        if opened is None or (record.error is None and self.mode == "quiet"):
             return  # quiet: only failures are printed
-        attributes = {**started, **record.attributes}
+        attributes = {**opened[1], **record.attributes}
+        attributes[_LATENCY] = (record.ended_ns - opened[0]) / 1e6
         kind = attributes.get(sc.KIND)
         if record.error is not None:
             level = (
@@ -130,8 +132,12 @@ _BODIES = (
 )
 
 
+_LATENCY = "latency_ms"
+"""Where ``ended`` puts the scope's latency among the attributes it formats (not a span's)."""
+
+
 def _ms(attributes: Mapping[str, Any]) -> str:
-    latency = attributes.get(sc.LATENCY_MS)
+    latency = attributes.get(_LATENCY)
     return f"{latency:.0f}ms" if isinstance(latency, (int, float)) else "?ms"
 
 

@@ -115,6 +115,7 @@ def init(
     sessions_dir: str | Path | None = None,
     billing_file: str | Path | None = None,
     redacted_save: bool | None = None,
+    openinference: bool | None = None,
     disabled: bool | None = None,
     instrument_litellm: bool = True,
 ) -> Tracing:
@@ -146,6 +147,7 @@ def init(
             sessions_dir=sessions_dir,
             billing_file=billing_file,
             redacted_save=redacted_save,
+            openinference=openinference,
             disabled=disabled,
         )
         runtime.settings = settings

@@ -510,34 +510,38 @@ def _complete(node: Node, record: Ended) -> Node | None:
         _add_span_event(node, event)
     span["endTimeUnixNano"] = record.ended_ns
     error = record.error
+    latency_ms = (record.ended_ns - span["startTimeUnixNano"]) / 1e6
     span["status"] = {"code": "ERROR", "message": error} if error is not None else {"code": "UNSET"}
     node["endedAt"] = _ms(record.ended_ns)
     if "turns" in node:  # a session
         node["success"] = error is None
         node["error"] = error
-        node["latencyMs"] = attributes.get(sc.LATENCY_MS)
+        node["latencyMs"] = latency_ms
         return None
     if "ops" in node:  # a turn
         return None
-    node["status"] = sc.STATUS_FAILED if error is not None else sc.STATUS_OK
-    node["latencyMs"] = attributes.get(sc.LATENCY_MS)
+    status = sc.STATUS_FAILED if error is not None else sc.STATUS_OK
+    node["status"] = status
+    node["latencyMs"] = latency_ms
     if node.get("kind") != attributes.get(sc.KIND):
         node["kind"] = attributes.get(sc.KIND)
     if error:
         node["error"] = error
     if attributes.get(sc.ERROR_TYPE):
         node["attributes"]["errorType"] = attributes[sc.ERROR_TYPE]
-    entry = _accounting(attributes, record.ended_ns, error)
+    entry = _accounting(attributes, record.ended_ns, error, status, latency_ms)
     node["accounting"].append(entry)
     _payloads(node, attributes)
     return entry
 
 
-def _accounting(attributes: Mapping[str, Any], ended_ns: int, error: str | None) -> Node:
+def _accounting(
+    attributes: Mapping[str, Any], ended_ns: int, error: str | None, status: str, latency: float
+) -> Node:
     entry: Node = {
         "timestamp": _ms(ended_ns),
-        "status": attributes.get(sc.STATUS),
-        "latency": attributes.get(sc.LATENCY_MS),
+        "status": status,
+        "latency": latency,
         "type": "llm" if attributes.get(sc.KIND) == sc.KIND_LLM else "tool",
         "originTxnId": attributes.get(sc.TXN_ORIGIN),
         "txnId": attributes.get(sc.TXN_ID),

@@ -119,7 +119,7 @@ def usage_attributes(usage: Any) -> dict[str, AttributeValue]:
         attributes[sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = cache_write
     if reasoning:
         attributes[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = reasoning
-    if input_tokens is not None and output is not None:  # OpenInference's names, for Phoenix
+    if input_tokens is not None and output is not None and runtime.settings.openinference:
         attributes[sc.LLM_TOKEN_COUNT_PROMPT] = input_tokens
         attributes[sc.LLM_TOKEN_COUNT_COMPLETION] = output
         attributes[sc.LLM_TOKEN_COUNT_TOTAL] = input_tokens + output
@@ -137,11 +137,14 @@ def request_attributes(
         sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
         sc.GEN_AI_REQUEST_MODEL: model,
         sc.ATTEMPT: attempt,
-        sc.LLM_MODEL_NAME: model,
     }
+    openinference = runtime.settings.openinference
+    if openinference:  # OpenInference's names, for Phoenix
+        attributes[sc.LLM_MODEL_NAME] = model
     if provider:
         attributes[sc.GEN_AI_PROVIDER_NAME] = provider
-        attributes[sc.LLM_PROVIDER] = provider
+        if openinference:
+            attributes[sc.LLM_PROVIDER] = provider
     if stream:
         attributes[sc.GEN_AI_REQUEST_STREAM] = True
     return attributes

@@ -410,7 +410,9 @@ def start_session(
     }
     attributes.update(scope.common)
     attributes[sc.KIND] = sc.KIND_SESSION
-    attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_AGENT
+    openinference = runtime.settings.openinference
+    if openinference:
+        attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_AGENT
     attributes[sc.PATH] = scope.label
     attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
     attributes[sc.GEN_AI_AGENT_NAME] = name
@@ -464,10 +466,11 @@ def start_turn(*, implicit: bool = False, session: SessionScope | None = None) -
     attributes: dict[str, AttributeValue] = {
         **session.common,
         sc.KIND: sc.KIND_TURN,
-        sc.OPENINFERENCE_SPAN_KIND: sc.OI_CHAIN,
         sc.PATH: scope.label,
         sc.TURN_INDEX: scope.index,
     }
+    if runtime.settings.openinference:
+        attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_CHAIN
     if implicit:
         attributes[sc.IMPLICIT] = True
     _start(
@@ -548,11 +551,13 @@ def start_op(
     if kind == sc.KIND_TOOL:
         span_attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
         span_attributes[sc.GEN_AI_TOOL_NAME] = name
-        span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_TOOL
-        span_attributes[sc.TOOL_NAME] = name
+        if runtime.settings.openinference:
+            span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_TOOL
+            span_attributes[sc.TOOL_NAME] = name
         span_name = sc.SPAN_TOOL.format(name=name)
     else:
-        span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_LLM
+        if runtime.settings.openinference:
+            span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_LLM
         span_name = name
     if implicit:
         span_attributes[sc.IMPLICIT] = True
@@ -603,11 +608,10 @@ def finish(
         close_auto_turn(scope)
     ended_ns = time.time_ns()
     span = scope.span
-    final: Attributes = {sc.LATENCY_MS: (ended_ns - scope.started_ns) / 1e6}
-    if error is None:
-        final[sc.STATUS] = sc.STATUS_OK
-    else:
-        final[sc.STATUS] = sc.STATUS_FAILED
+    # The span's own status and duration say how it went and how long it took: no attribute
+    # repeats them (the opTree's status and latency come from the Ended record).
+    final: Attributes = {}
+    if error is not None:
         final[sc.ERROR_TYPE] = type(error).__qualname__
     try:
         more = attributes() if callable(attributes) else attributes
@@ -615,7 +619,8 @@ def finish(
             final.update(more)
     finally:
         # Even if computing the attributes failed, the span ends with the call's status.
-        span.set_attributes(final)
+        if final:
+            span.set_attributes(final)
         description: str | None = None
         events: tuple[SpanEvent, ...] = ()
         if error is not None:

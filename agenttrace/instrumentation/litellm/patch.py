@@ -218,7 +218,8 @@ def _start_attempt(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]
         start = request_attributes(model, provider, number, bool(kwargs.get("stream")))
         if operation != sc.OP_CHAT:
             start[sc.GEN_AI_OPERATION_NAME] = operation
-            start[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_EMBEDDING
+            if runtime.settings.openinference:
+                start[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_EMBEDDING
         new_input: list[Any] = []
 
         def summarise_input(session: SessionScope) -> dict[str, AttributeValue]:
