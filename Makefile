@@ -12,7 +12,7 @@ UV := $(or $(shell command -v uv 2>/dev/null),$(BIN)/uv)
 # Offline always: litellm uses the cost map bundled with it instead of fetching one.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test check lint bench lock lock-phoenix clean chromium
+.PHONY: demo test check lint bench lock lock-phoenix clean chromium package-check
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,24 @@ test: $(STAMP) $(PHOENIX_STAMP) chromium
 check: $(STAMP)
 	$(BIN)/python -m pytest -m "not e2e" -q
 
+# What a user installs: build the sdist and the wheel, install the wheel alone into a clean
+# virtual environment (dependencies from the package index), run a decorated agent and the
+# command there; then again with the [litellm] extra.
+PACKAGE_VENV := .venv-package
+package-check: $(STAMP)
+	rm -rf dist $(PACKAGE_VENV)
+	test -x "$(UV)" || $(PIP) install uv
+	$(UV) build --quiet --out-dir dist
+	$(UV) venv --quiet --python $(PYTHON) $(PACKAGE_VENV)
+	$(UV) pip install --quiet --python $(PACKAGE_VENV)/bin/python dist/*.whl
+	cd /tmp && $(CURDIR)/$(PACKAGE_VENV)/bin/python $(CURDIR)/tests/package_smoke.py core
+	$(PACKAGE_VENV)/bin/agenttrace --help > /dev/null
+	$(PACKAGE_VENV)/bin/agenttrace tree any 2>&1 | grep -q "pip install 'agenttrace-otel\[cli\]'"
+	$(UV) pip install --quiet --python $(PACKAGE_VENV)/bin/python "$$(ls dist/*.whl)[litellm]"
+	cd /tmp && LITELLM_LOCAL_MODEL_COST_MAP=True \
+		$(CURDIR)/$(PACKAGE_VENV)/bin/python $(CURDIR)/tests/package_smoke.py litellm
+	@echo "package-check: the wheel installs and runs, without extras and with [litellm]"
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -65,7 +83,7 @@ bench: $(STAMP)
 
 # Regenerate the lock (needs uv: pip install uv). Hashes for every platform and Python >= 3.10.
 lock:
-	uv pip compile pyproject.toml --group dev --generate-hashes --universal \
+	uv pip compile pyproject.toml --all-extras --group dev --generate-hashes --universal \
 		--python-version 3.10 --constraints lock-constraints.txt -o requirements.lock
 
 # Regenerate Phoenix's lock from phoenix-requirements.in (needs uv).
@@ -74,4 +92,4 @@ lock-phoenix:
 		-o requirements-phoenix.lock
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) .agenttrace-demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PHOENIX_VENV) $(PACKAGE_VENV) dist .pytest_cache .mypy_cache .ruff_cache

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib.util
 import inspect
 import os
 import re
@@ -301,6 +302,7 @@ def perspective(session: str, agent: str, sessions_dir: Path | None) -> None:
 def tree(session: str, sessions_dir: Path | None) -> None:
     """The opTree of every run of SESSION as a text tree: path label, kind, name, status,
     tokens, cost, latency; sub-agents indented under the tool call that ran them."""
+    needs_rich("tree")
     from agenttrace.views.tree import optree_tree
 
     runs = runs_of(load(session, sessions_dir))
@@ -322,6 +324,7 @@ def stats(session: str, as_json: bool, sessions_dir: Path | None) -> None:
     if as_json:
         click.echo(json.dumps(totals, indent=2))
         return
+    needs_rich("stats")  # the tables; --json needs nothing more
     _print_stats(totals)
 
 
@@ -362,6 +365,12 @@ def _print_stats(totals: dict[str, Any]) -> None:
         console.print(table)
 
 
+def needs_rich(command: str) -> None:
+    """Exit 2 with one line naming the extra if rich (the ``[cli]`` extra) is not installed."""
+    if importlib.util.find_spec("rich") is None:
+        fail(f"`agenttrace {command}` draws with rich: pip install 'agenttrace-otel[cli]'")
+
+
 def _console() -> Any:
     """A rich console for stdout: the terminal's width, or a wide page when piped to a file."""
     from rich.console import Console
@@ -374,15 +383,20 @@ def _cell(value: Any) -> str:
 
 
 def load(reference: str, sessions_dir: Path | None) -> LoadedFile:
-    """Read the session a CLI argument names, with a progress bar on a terminal for big files."""
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
-
+    """Read the session a CLI argument names, with a progress bar on a terminal for big files
+    (when rich, the ``[cli]`` extra, is installed)."""
     path = resolve(reference, sessions_dir)
     try:
         size = path.stat().st_size
     except OSError as exc:
         fail(f"{path}: cannot read: {exc.strerror or exc}")
+    if importlib.util.find_spec("rich") is None:
+        try:
+            return load_fullest(path)
+        except SessionFileError as exc:
+            fail(str(exc))
     from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
     shown = sys.stderr.isatty() and size > PROGRESS_THRESHOLD
     with Progress(

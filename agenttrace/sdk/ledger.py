@@ -10,10 +10,10 @@ recorded; error texts are scrubbed again on the way out.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -74,15 +74,38 @@ def _append_locked(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        _lock(fd)
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            _unlock(fd)
     finally:
         os.close(fd)
+
+
+# An exclusive lock on the whole ledger, so two processes appending never interleave: flock on
+# POSIX; on Windows, msvcrt's lock on the file's first byte (O_APPEND still writes at the end).
+if sys.platform == "win32":
+    import msvcrt
+
+    def _lock(fd: int) -> None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+
+    def _unlock(fd: int) -> None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    def _lock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+    def _unlock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 class LedgerSink(Sink):

@@ -263,7 +263,7 @@ def _meter_provider(
 
 def _otlp_metric_exporter(settings: Settings, explicit: bool) -> MetricExporter:
     endpoint: Any = settings.otlp_endpoint if explicit else None  # None: the exporter reads env
-    if settings.otlp_protocol == "grpc":
+    if settings.otlp_protocol == "grpc" and _grpc_installed():
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
         return OTLPMetricExporter(endpoint=endpoint)
@@ -276,13 +276,25 @@ def _otlp_metric_exporter(settings: Settings, explicit: bool) -> MetricExporter:
     return HTTPMetricExporter(endpoint=endpoint)
 
 
+def _grpc_installed() -> bool:
+    """OTLP over gRPC is the ``[grpc]`` extra; without it, say so once and use HTTP."""
+    import importlib.util
+
+    if importlib.util.find_spec("opentelemetry.exporter.otlp.proto.grpc") is not None:
+        return True
+    logger.warning(
+        "agenttrace: OTLP over gRPC needs pip install 'agenttrace-otel[grpc]'; using http/protobuf"
+    )
+    return False
+
+
 def _otlp_exporter(settings: Settings, explicit: bool) -> SpanExporter:
     endpoint: Any = settings.otlp_endpoint if explicit else None  # None: the exporter reads env
-    if settings.otlp_protocol == "grpc":
+    if settings.otlp_protocol == "grpc" and _grpc_installed():
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         return OTLPSpanExporter(endpoint=endpoint)
-    if settings.otlp_protocol not in ("http/protobuf", "http"):
+    if settings.otlp_protocol not in ("http/protobuf", "http", "grpc"):
         print(
             f"agenttrace: OTLP protocol {settings.otlp_protocol!r} is not supported; "
             "using http/protobuf",

@@ -1,0 +1,63 @@
+"""Run by `make package-check` in a clean virtual environment holding only the built wheel
+(and, with `litellm`, its [litellm] extra): a user's first minutes, checked."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import agenttrace
+
+
+def main(mode: str) -> None:
+    home = Path(tempfile.mkdtemp(prefix="agenttrace-package-"))
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    handle = agenttrace.init(
+        tracer_provider=provider,
+        sessions_dir=home / "sessions",
+        billing_file=home / "ledger.jsonl",
+    )
+
+    @agenttrace.tool
+    def lookup(query: str) -> str:
+        return f"found {query}"
+
+    @agenttrace.agent("Smoke")
+    def run() -> str:
+        lookup("cafes")
+        if mode == "litellm":
+            import litellm
+
+            reply = litellm.completion(
+                model="gpt-4o-mini",
+                messages=[{"role": "user", "content": "hi"}],
+                mock_response="ok",
+            )
+            return str(reply.choices[0].message.content)
+        return "done"
+
+    answer = run()
+    handle.shutdown()
+    names = sorted(span.name for span in exporter.get_finished_spans())
+    expected = ["execute_tool lookup", "invoke_agent Smoke", "turn 1"]
+    if mode == "litellm":
+        expected = sorted([*expected, "chat gpt-4o-mini", "turn 2"])
+        assert answer == "ok", answer
+    assert names == sorted(expected), names
+    assert list((home / "sessions").glob("*.json.gz")), "no session file"
+    assert (home / "ledger.jsonl").read_text().count("\n") == (2 if mode == "litellm" else 1)
+    if mode == "core":
+        for extra in ("litellm", "rich", "grpc"):
+            assert extra not in sys.modules, f"the core install imported {extra}"
+    print(f"package smoke ({mode}): {len(names)} spans, session file and ledger written")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "core")
