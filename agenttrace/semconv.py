@@ -54,6 +54,11 @@ GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
 ERROR_TYPE: Final = "error.type"
 """LLM failures: one of ``ERROR_CATEGORIES``; tool failures: the exception's class name."""
 
+# --- GenAI events (log records) -------------------------------------------------------------
+EVENT_INFERENCE_DETAILS: Final = "gen_ai.client.inference.operation.details"
+"""An LLM call's input and output messages as a log event (content capture ``EVENT_ONLY`` or
+``SPAN_AND_EVENT``), parented to its span."""
+
 # --- GenAI client metrics ------------------------------------------------------------------
 METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
 METRIC_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"

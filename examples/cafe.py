@@ -337,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--sessions-dir", help="where the session files go")
     args = parser.parse_args(argv)
+    # The demo shows what was said on the spans too (agenttrace keeps content off spans by
+    # default, as the GenAI conventions ask); the session's files keep it either way.
+    os.environ.setdefault("AGENTTRACE_CAPTURE_CONTENT", "true")
     tracing = agenttrace.init(
         service_name=os.environ.get("OTEL_SERVICE_NAME", "agenttrace-demo"),
         console=os.environ.get("AGENTTRACE_CONSOLE") or "verbose",  # type: ignore[arg-type]

@@ -45,6 +45,7 @@ def llm_spans(traced: Traced) -> list[Any]:
 # --- plain calls ------------------------------------------------------------------------------
 
 
+@pytest.mark.init(capture_content=True)
 def test_mock_response_gives_session_turn_op_with_tokens_and_cost(traced: Traced) -> None:
     response = litellm.completion(
         model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], mock_response="hello"
@@ -334,6 +335,7 @@ def test_mid_stream_failure_ends_the_span_failed(traced: Traced) -> None:
 # --- retries, Router, fallbacks ---------------------------------------------------------------
 
 
+@pytest.mark.init(capture_content=True)
 def test_litellm_retries_are_sibling_attempts_in_one_turn(traced: Traced, llm: LLMServer) -> None:
     # The first attempt's SDK call gives up after 3 HTTP 500s (num_retries=2 -> max_retries=2);
     # litellm's own retry loop then makes attempt 2, which succeeds.
@@ -456,6 +458,7 @@ def test_completion_fallbacks(traced: Traced, llm: LLMServer) -> None:
 # --- content, secrets ---------------------------------------------------------------------------
 
 
+@pytest.mark.init(capture_content=True)
 def test_only_new_messages_are_recorded(traced: Traced) -> None:
     history: list[dict[str, str]] = [{"role": "system", "content": "be brief"}]
 
@@ -475,7 +478,7 @@ def test_only_new_messages_are_recorded(traced: Traced) -> None:
     assert second[sc.REQUEST_MESSAGES] == 4
 
 
-@pytest.mark.init(max_payload_bytes=300)
+@pytest.mark.init(max_payload_bytes=300, capture_content=True)
 def test_content_is_capped(traced: Traced) -> None:
     big = "x" * 5000
     litellm.completion(
@@ -498,6 +501,7 @@ def test_content_capture_can_be_switched_off(traced: Traced) -> None:
 
 
 @pytest.mark.console("trace")
+@pytest.mark.init(capture_content=True)
 def test_no_secret_reaches_spans_or_console(traced: Traced, llm: LLMServer) -> None:
     key = "sk-canary-api-key-7f3a9c"
     header_secret = "canary-header-secret-51be"

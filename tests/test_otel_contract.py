@@ -159,6 +159,7 @@ def test_what_is_recorded_does_not_depend_on_the_sampler(tmp_path: Path, sampler
         assert run["traceId"]  # ids exist even for spans nobody samples
 
 
+@pytest.mark.init(capture_content=True)
 def test_a_result_mutated_after_return_is_recorded_as_returned(traced: Traced) -> None:
     @agenttrace.agent("Mutator")
     def run() -> None:
@@ -179,6 +180,7 @@ def test_a_result_mutated_after_return_is_recorded_as_returned(traced: Traced) -
     assert attrs(chat)[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 3
 
 
+@pytest.mark.init(capture_content=True)
 async def test_one_context_manager_object_shared_by_50_tasks(
     traced: Traced, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -258,3 +260,75 @@ def test_openinference_attributes_for_phoenix_users(traced: Traced) -> None:
     assert kinds["chat gpt-4o"] == "LLM"
     chat = attrs(traced.one("chat gpt-4o"))
     assert (chat["llm.token_count.prompt"], chat["llm.token_count.completion"]) == (11, 3)
+
+
+def test_content_stays_off_spans_by_default_but_the_saved_state_keeps_it(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """The GenAI conventions' default: no message, argument or result content on spans. The
+    session file is the full-fidelity record: its ops keep their request and response."""
+    session = agenttrace.new_session("content")
+    research()
+    traced.handle.force_flush()
+    for span in traced.ours():
+        names = set(attrs(span))
+        assert not names & {
+            sc.GEN_AI_INPUT_MESSAGES,
+            sc.GEN_AI_OUTPUT_MESSAGES,
+            sc.GEN_AI_TOOL_CALL_ARGUMENTS,
+            sc.GEN_AI_TOOL_CALL_RESULT,
+        }
+    (run,) = read_session_file(snapshot_path(tmp_path / "sessions", session.session_id)).runs
+    tool, chat = run["turns"][0]["ops"][0], run["turns"][1]["ops"][0]
+    assert json.loads(tool["request"]["payload"]) == {"query": "a"}
+    assert json.loads(tool["response"]["payload"]) == {"query": "a", "hits": [1, 2, 3]}
+    assert json.loads(chat["request"]["payload"])[0]["content"] == "Capital of France?"
+    assert json.loads(chat["response"]["payload"])[0]["content"] == "Paris"
+
+
+def test_content_as_the_conventions_log_event(tmp_path: Path) -> None:
+    """EVENT_ONLY under gen_ai_latest_experimental: the content goes to a
+    gen_ai.client.inference.operation.details log record parented to the LLM span."""
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+
+    from agenttrace._internal.config import Settings
+
+    logs = InMemoryLogRecordExporter()
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    from opentelemetry import _logs
+
+    _logs.set_logger_provider(logger_provider)
+    settings = Settings.resolve(
+        {
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "EVENT_ONLY",
+            "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
+        }
+    )
+    assert (settings.capture_content, settings.content_events) == (False, True)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    agenttrace.use_session(None)
+    handle = agenttrace.init(
+        tracer_provider=provider,
+        sessions_dir=tmp_path / "sessions",
+        billing_file=tmp_path / "ledger.jsonl",
+    )
+    from agenttrace._internal.runtime import runtime
+
+    previous, runtime.settings = runtime.settings, settings
+    try:
+        research()
+    finally:
+        runtime.settings = previous
+        handle.shutdown()
+    (record,) = [r.log_record for r in logs.get_finished_logs()]
+    assert record.event_name == "gen_ai.client.inference.operation.details"
+    chat = next(s for s in exporter.get_finished_spans() if s.name == "chat gpt-4o")
+    assert (record.trace_id, record.span_id) == (chat.context.trace_id, chat.context.span_id)
+    attributes = dict(record.attributes or {})
+    assert json.loads(str(attributes[sc.GEN_AI_OUTPUT_MESSAGES]))[0]["content"] == "Paris"
+    assert attributes[sc.GEN_AI_OPERATION_NAME] == "chat"
+    assert sc.GEN_AI_OUTPUT_MESSAGES not in (chat.attributes or {})  # EVENT_ONLY: not on the span

@@ -75,6 +75,8 @@ def run_agent(tmp_path: Path, receiver: OTLPReceiver, redacted_save: bool) -> di
         AGENTTRACE_SESSIONS_DIR=str(sessions),
         AGENTTRACE_BILLING_FILE=str(ledger),
         AGENTTRACE_REDACTED_SAVE="true" if redacted_save else "false",
+        # Content on spans too: the canaries must be looked for in every place they could be.
+        AGENTTRACE_CAPTURE_CONTENT="true",
         OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
         OTEL_SERVICE_NAME=f"canary-{tmp_path.name}",
         MY_SERVICE_TOKEN=ENVIRONMENT,

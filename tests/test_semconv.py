@@ -32,6 +32,8 @@ METRICS = _names(gen_ai_metrics)
 
 def test_every_gen_ai_name_in_semconv_py_is_defined_by_the_conventions() -> None:
     ours = {v for v in vars(sc).values() if isinstance(v, str) and v.startswith("gen_ai.")}
+    # The event's name is not in the Python package (it has no GenAI events module yet).
+    ours.discard(sc.EVENT_INFERENCE_DETAILS)
     metrics = {sc.METRIC_TOKEN_USAGE, sc.METRIC_OPERATION_DURATION}
     assert metrics <= METRICS
     assert ours - metrics <= ATTRIBUTES, sorted(ours - metrics - ATTRIBUTES)

@@ -85,6 +85,7 @@ def test_session_api_allocates_ids_and_keeps_the_registry(traced: Traced, tmp_pa
     assert (loaded.message_counter, loaded.agent_counter) == (5, 2)
 
 
+@pytest.mark.init(capture_content=True)
 def test_events_are_span_events_too_with_capped_content(traced: Traced) -> None:
     session = agenttrace.new_session()
 

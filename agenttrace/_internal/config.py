@@ -36,7 +36,12 @@ class Settings:
     disabled: bool = False
     sessions_dir: Path = DEFAULT_HOME / "sessions"
     billing_file: Path = DEFAULT_HOME / "accounting.jsonl"
-    capture_content: bool = True
+    capture_content: bool = False
+    """Message, argument and result content on spans (off by default, as the GenAI conventions
+    say). The event stream and the session file keep content whatever this says."""
+    content_events: bool = False
+    """Content as the conventions' ``gen_ai.client.inference.operation.details`` log event
+    (``EVENT_ONLY``/``SPAN_AND_EVENT`` under ``gen_ai_latest_experimental``)."""
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     console: ConsoleMode = "quiet"
     redacted_save: bool = False
@@ -59,7 +64,9 @@ class Settings:
             "disabled": _flag(env, "OTEL_SDK_DISABLED", False),
             "sessions_dir": _path(env, "AGENTTRACE_SESSIONS_DIR", cls.sessions_dir),
             "billing_file": _path(env, "AGENTTRACE_BILLING_FILE", cls.billing_file),
-            "capture_content": _flag(env, "AGENTTRACE_CAPTURE_CONTENT", True),
+            "capture_content": False,
+            "content_events": False,
+            **_content_capture(env),
             "max_payload_bytes": _int(
                 env, "AGENTTRACE_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES
             ),
@@ -79,6 +86,40 @@ class Settings:
                 f"console must be one of {', '.join(CONSOLE_MODES)}, not {values['console']!r}"
             )
         return cls(**values)  # type: ignore[arg-type]
+
+
+CAPTURE_MODES = ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT")
+"""``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` values under
+``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`` (else only ``true``/``false``)."""
+
+
+def _content_capture(env: Mapping[str, str]) -> dict[str, bool]:
+    """Where content goes: agenttrace's own ``AGENTTRACE_CAPTURE_CONTENT`` wins over the GenAI
+    conventions' ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``; neither set: no content
+    on spans or events (the saved state keeps it regardless)."""
+    if env.get("AGENTTRACE_CAPTURE_CONTENT") is not None:
+        return {"capture_content": _flag(env, "AGENTTRACE_CAPTURE_CONTENT", False)}
+    raw = env.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+    if raw is None or not raw.strip():
+        return {}
+    value = raw.strip().upper()
+    opt_in = "gen_ai_latest_experimental" in {
+        part.strip() for part in env.get("OTEL_SEMCONV_STABILITY_OPT_IN", "").split(",")
+    }
+    if opt_in and value in CAPTURE_MODES:
+        return {
+            "capture_content": value in ("SPAN_ONLY", "SPAN_AND_EVENT"),
+            "content_events": value in ("EVENT_ONLY", "SPAN_AND_EVENT"),
+        }
+    if value in ("TRUE", "FALSE"):
+        return {"capture_content": value == "TRUE"}
+    logger.warning(
+        "agenttrace: OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=%r is not %s; no content "
+        "on spans",
+        raw,
+        "true/false or " + "/".join(CAPTURE_MODES) if opt_in else "true/false",
+    )
+    return {}
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:

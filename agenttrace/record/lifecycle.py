@@ -87,7 +87,7 @@ class Started:
 class Ended:
     """A scope closed: when, how, and the attributes and events it gained since it started."""
 
-    __slots__ = ("attributes", "ended_ns", "error", "events", "label", "origin")
+    __slots__ = ("attributes", "ended_ns", "error", "events", "label", "origin", "payloads")
 
     def __init__(
         self,
@@ -97,6 +97,7 @@ class Ended:
         attributes: AttributeMap,
         error: str | None = None,
         events: Sequence[SpanEvent] = (),
+        payloads: Mapping[str, str] | None = None,
     ) -> None:
         self.origin = origin
         self.label = label
@@ -107,6 +108,10 @@ class Ended:
         """The span's ERROR status description (scrubbed); ``None``: the scope succeeded."""
         self.events = events
         """Span events added when it ended (the ``exception`` event of a failure)."""
+        self.payloads = payloads
+        """An op's request and response content (redacted, capped JSON text) under the span
+        attribute names it has when content goes on spans: the saved state keeps it whatever
+        the span setting."""
 
 
 class Logged:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -249,8 +250,16 @@ def _meter_provider(
     if given is not None:
         return given, None
     current = metrics.get_meter_provider()
-    if isinstance(current, MeterProvider) or not (
-        settings.otlp_endpoint and (owns_tracing or endpoint is not None)
+    # Metrics over OTLP only when asked for by OpenTelemetry's own variables: many trace
+    # backends (Jaeger, Phoenix) take no metrics and would answer every export with an error.
+    environ = os.environ
+    wanted = bool(environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")) or "otlp" in {
+        name.strip() for name in environ.get("OTEL_METRICS_EXPORTER", "").split(",")
+    }
+    if (
+        isinstance(current, MeterProvider)
+        or not wanted
+        or not (settings.otlp_endpoint and (owns_tracing or endpoint is not None))
     ):
         return current, None  # the application's (a no-op one if it set none)
     reader = PeriodicExportingMetricReader(_otlp_metric_exporter(settings, endpoint is not None))

@@ -531,7 +531,7 @@ def _complete(node: Node, record: Ended) -> Node | None:
         node["attributes"]["errorType"] = attributes[sc.ERROR_TYPE]
     entry = _accounting(attributes, record.ended_ns, error, status, latency_ms)
     node["accounting"].append(entry)
-    _payloads(node, attributes)
+    _payloads(node, record.payloads if record.payloads is not None else attributes)
     return entry
 
 
@@ -583,7 +583,7 @@ def _payloads(node: Node, attributes: Mapping[str, Any]) -> None:
     ):
         value = attributes.get(key)
         if isinstance(value, str):
-            # The payload as recorded on the span (capped, redacted JSON text).
+            # The payload as recorded (capped, redacted JSON text), on the span or not.
             entry: Node = {"payload": value, "size": len(value)}
             if kind is not None:
                 entry["kind"] = kind

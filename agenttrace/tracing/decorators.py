@@ -156,7 +156,7 @@ class Handle:
         """Record a tool's result (size, and content when capture is on)."""
         scope = self._scope
         if isinstance(scope, OpScope) and scope.kind != sc.KIND_LLM:
-            for key, value in _tool_result_attributes(result).items():
+            for key, value in _tool_result_attributes(scope, result).items():
                 scope.set_attribute(key, value)
 
     def record_response(self, response: Any) -> None:
@@ -302,7 +302,9 @@ class _ToolSpec(_Spec[OpScope]):
             arguments = dict(zip(params, args, strict=False)) if args else {}
             if kwargs:
                 arguments = {**arguments, **kwargs}
-        scope = start_op(sc.KIND_TOOL, name, _tool_request_attributes(arguments))
+        attributes, recorded = _tool_request_attributes(arguments)
+        scope = start_op(sc.KIND_TOOL, name, attributes)
+        scope.payloads[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = recorded
         scope.text_arguments = frozenset(v for v in arguments.values() if isinstance(v, str))
         call = scope.turn.claim_tool_call(name)
         if call is not None:
@@ -317,7 +319,7 @@ class _ToolSpec(_Spec[OpScope]):
             return result
         if ok:
             log_tool_result(scope, result)  # the calling agent's tool entry
-        finish(scope, error, _tool_result_attributes(result) if ok else {})
+        finish(scope, error, _tool_result_attributes(scope, result) if ok else {})
         return result
 
     def on_item(self, scope: OpScope, item: Any) -> None:
@@ -325,20 +327,25 @@ class _ToolSpec(_Spec[OpScope]):
         log_tool_result(scope, item)  # each item is a tool entry of its own
 
 
-def _tool_request_attributes(arguments: Mapping[str, Any]) -> dict[str, AttributeValue]:
+def _tool_request_attributes(
+    arguments: Mapping[str, Any],
+) -> tuple[dict[str, AttributeValue], str]:
+    """The arguments' span attributes, and their recorded JSON (kept in the saved state)."""
     settings = runtime.settings
     length, recorded = recorded_json(arguments, settings.max_payload_bytes)
     attributes: dict[str, AttributeValue] = {sc.TOOL_CHARS_IN: length}
     if settings.capture_content:
         attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = recorded
-    return attributes
+    return attributes, recorded
 
 
-def _tool_result_attributes(result: Any) -> dict[str, AttributeValue]:
+def _tool_result_attributes(scope: OpScope, result: Any) -> dict[str, AttributeValue]:
+    """The result's span attributes; its recorded JSON goes into the saved state."""
     if result is None:
         return {sc.TOOL_CHARS_OUT: 0}
     settings = runtime.settings
     length, recorded = recorded_json(result, settings.max_payload_bytes)
+    scope.payloads[sc.GEN_AI_TOOL_CALL_RESULT] = recorded
     attributes: dict[str, AttributeValue] = {sc.TOOL_CHARS_OUT: length}
     if settings.capture_content:
         attributes[sc.GEN_AI_TOOL_CALL_RESULT] = recorded
@@ -384,9 +391,12 @@ class _LLMSpec(_Spec[OpScope]):
         provider, short = split_model(str(model), self.provider)
         messages = kwargs.get("messages")
 
+        payloads: dict[str, str] = {}
+
         def summarise_input(session: SessionScope) -> dict[str, AttributeValue]:
             attributes, new = input_summary(session, messages)
-            attributes.update(input_content(new))  # here, so later appends cannot change it
+            # Here, so later appends cannot change it.
+            attributes.update(input_content(new, payloads))
             return attributes
 
         scope = start_op(
@@ -396,6 +406,7 @@ class _LLMSpec(_Spec[OpScope]):
             new_turn=True,
             more=summarise_input if messages else None,
         )
+        scope.payloads.update(payloads)
         scope.request = messages
         return scope
 
@@ -407,13 +418,13 @@ class _LLMSpec(_Spec[OpScope]):
         else:
             # Now, not later: the tool spans that follow need the call ids and message ids.
             log_llm_exchange(scope, scope.request, result)
-            finish(scope, None, functools.partial(response_attributes, result))
+            finish(scope, None, functools.partial(response_attributes, result, scope.payloads))
         return result
 
 
 def _llm_result_attributes(scope: OpScope, response: Any) -> dict[str, AttributeValue]:
     log_llm_exchange(scope, scope.request, response)
-    return response_attributes(response)
+    return response_attributes(response, scope.payloads)
 
 
 def llm(

@@ -152,25 +152,27 @@ def request_attributes(
 
 def input_summary(session: SessionScope, messages: Any) -> tuple[dict[str, AttributeValue], Any]:
     """At request time: the request's size, and a copy of the messages new since this agent's
-    previous request (``None`` when content capture is off). The copy is serialised later, by
-    :func:`input_content`, off the hot path; copying the list keeps what the agent appends to
-    its transcript afterwards out of it.
+    previous request, serialised by :func:`input_content` (copying the list keeps what the
+    agent appends to its transcript afterwards out of it).
     """
     if not isinstance(messages, Sequence) or isinstance(messages, str):
         return {}, None
     attributes: dict[str, AttributeValue] = {sc.REQUEST_MESSAGES: len(messages)}
-    if not runtime.settings.capture_content:
-        return attributes, None
     new, skipped = new_messages(session, messages)
-    attributes[sc.INPUT_MESSAGES_SKIPPED] = skipped
+    if runtime.settings.capture_content:
+        attributes[sc.INPUT_MESSAGES_SKIPPED] = skipped
     return attributes, list(new)
 
 
-def input_content(new: Any) -> dict[str, AttributeValue]:
-    """The new input messages as the span records them (redacted, capped JSON)."""
+def input_content(new: Any, payloads: dict[str, str] | None = None) -> dict[str, AttributeValue]:
+    """The new input messages as redacted, capped JSON: into ``payloads`` (the saved state),
+    and as the span attribute when content goes on spans."""
     if new is None:
         return {}
-    return {sc.GEN_AI_INPUT_MESSAGES: recorded_json(new, runtime.settings.max_payload_bytes)[1]}
+    text = recorded_json(new, runtime.settings.max_payload_bytes)[1]
+    if payloads is not None:
+        payloads[sc.GEN_AI_INPUT_MESSAGES] = text
+    return {sc.GEN_AI_INPUT_MESSAGES: text} if runtime.settings.capture_content else {}
 
 
 def new_messages(session: SessionScope, messages: Sequence[Any]) -> tuple[Sequence[Any], int]:
@@ -203,7 +205,9 @@ def _same_message(a: Any, b: Any) -> bool:
         return False
 
 
-def response_attributes(response: Any) -> dict[str, AttributeValue]:
+def response_attributes(
+    response: Any, payloads: dict[str, str] | None = None
+) -> dict[str, AttributeValue]:
     """Attributes from a chat completion response (OpenAI/litellm or Anthropic shape)."""
     attributes: dict[str, AttributeValue] = {}
     model = field(response, "model")
@@ -217,12 +221,14 @@ def response_attributes(response: Any) -> dict[str, AttributeValue]:
         attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
     attributes.update(usage_attributes(field(response, "usage")))
     settings = runtime.settings
-    if settings.capture_content:
+    if settings.capture_content or payloads is not None:
         output = output_messages(response)
         if output:
-            attributes[sc.GEN_AI_OUTPUT_MESSAGES] = recorded_json(
-                output, settings.max_payload_bytes
-            )[1]
+            text = recorded_json(output, settings.max_payload_bytes)[1]
+            if payloads is not None:
+                payloads[sc.GEN_AI_OUTPUT_MESSAGES] = text
+            if settings.capture_content:
+                attributes[sc.GEN_AI_OUTPUT_MESSAGES] = text
     return attributes
 
 

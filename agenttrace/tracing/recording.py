@@ -15,12 +15,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from opentelemetry import _logs, trace
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace._internal.context import Linkable
 from agenttrace._internal.redact import recorded_json, scrub_text
-from agenttrace._internal.runtime import runtime
+from agenttrace._internal.runtime import INSTRUMENTATION_NAME, runtime
+from agenttrace._version import __version__
 from agenttrace.record.lifecycle import EventLogged, Record
 from agenttrace.record.session import Session, observe_events, ts_nanoseconds
 
@@ -80,3 +82,41 @@ def _on_canonical_event(
 
 
 observe_events(_on_canonical_event)
+
+
+def emit_inference_details(
+    span: Any, attributes: Mapping[str, Any], payloads: Mapping[str, str], when_ns: int
+) -> None:
+    """The GenAI conventions' ``gen_ai.client.inference.operation.details`` event for one LLM
+    attempt: its identity and its input and output messages, as a DEBUG log record parented to
+    its span, through the application's logger provider."""
+    event: dict[str, AttributeValue] = {
+        key: value for key, value in attributes.items() if key in _INFERENCE_ATTRIBUTES
+    }
+    for key in (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES):
+        if key in payloads:
+            event[key] = payloads[key]
+    _logs.get_logger(INSTRUMENTATION_NAME, __version__).emit(
+        _logs.LogRecord(
+            timestamp=when_ns,
+            context=trace.set_span_in_context(span),
+            severity_number=_logs.SeverityNumber.DEBUG,
+            event_name=sc.EVENT_INFERENCE_DETAILS,
+            attributes=event,
+        )
+    )
+
+
+_INFERENCE_ATTRIBUTES = frozenset(
+    {
+        sc.GEN_AI_OPERATION_NAME,
+        sc.GEN_AI_PROVIDER_NAME,
+        sc.GEN_AI_REQUEST_MODEL,
+        sc.GEN_AI_RESPONSE_MODEL,
+        sc.GEN_AI_RESPONSE_ID,
+        sc.GEN_AI_RESPONSE_FINISH_REASONS,
+        sc.GEN_AI_USAGE_INPUT_TOKENS,
+        sc.GEN_AI_USAGE_OUTPUT_TOKENS,
+        sc.ERROR_TYPE,
+    }
+)

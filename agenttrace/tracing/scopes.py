@@ -44,7 +44,7 @@ from agenttrace.record.lifecycle import Ended, SpanEvent, Started
 from agenttrace.record.paths import Address, format_label
 from agenttrace.record.session import Session, current_session
 from agenttrace.tracing.agents import agent_of
-from agenttrace.tracing.recording import emit
+from agenttrace.tracing.recording import emit, emit_inference_details
 
 Scope = Union["SessionScope", "TurnScope", "OpScope"]
 
@@ -83,6 +83,7 @@ class Run:
 class _BaseScope:
     __slots__ = (
         "address",
+        "attributes",
         "label",
         "late",
         "origin",
@@ -102,6 +103,8 @@ class _BaseScope:
     span_id: int
     late: dict[str, AttributeValue] | None
     """Attributes set on the span after it started (they go into its ``Ended`` record)."""
+    attributes: dict[str, AttributeValue]
+    """The attributes the span started with (never changed afterwards)."""
 
     def activate(self) -> Tokens:
         """Make this scope (and its span) current in this context; returns what
@@ -226,6 +229,7 @@ class OpScope(_BaseScope):
         "kind",
         "name",
         "owned_session",
+        "payloads",
         "pieces",
         "request",
         "session",
@@ -253,6 +257,8 @@ class OpScope(_BaseScope):
     """Characters a generator tool yielded so far."""
     owned_session: SessionScope | None
     """The implicit session opened for an op that had none (a bare LLM call), finished with it."""
+    payloads: dict[str, str]
+    """Its request and response content for the saved state (see ``Ended.payloads``)."""
 
     def next_child_index(self) -> int:
         if self.child_counter is None:  # made on first use: most ops host no sub-agent
@@ -308,6 +314,7 @@ def _start(
         )
         parent_context = trace.get_current_span().get_span_context()
     scope.span = span
+    scope.attributes = attributes
     scope.late = None
     context = span.get_span_context()
     scope.trace_id = context.trace_id
@@ -542,6 +549,7 @@ def start_op(
     scope.pieces = {}
     scope.request = None
     scope.streamed_chars = 0
+    scope.payloads = {}
     scope.origin = turn.origin
     span_attributes: dict[str, AttributeValue] = {
         **turn.session.common,
@@ -627,6 +635,13 @@ def finish(
             description, event = record_error(span, error, ended_ns)
             events = (event,)
         span.end(ended_ns)
+        if (
+            runtime.settings.content_events
+            and isinstance(scope, OpScope)
+            and scope.kind == sc.KIND_LLM
+            and span.get_span_context().trace_flags.sampled
+        ):
+            emit_inference_details(span, {**scope.attributes, **final}, scope.payloads, ended_ns)
         if runtime.recorder is not None:
             late = scope.late
             emit(
@@ -637,6 +652,7 @@ def finish(
                     {**late, **final} if late else final,
                     description,
                     events,
+                    scope.payloads if isinstance(scope, OpScope) and scope.payloads else None,
                 )
             )
     if isinstance(scope, OpScope):

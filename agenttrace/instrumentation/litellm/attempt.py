@@ -85,8 +85,9 @@ def offer_tool_calls(attempt: Attempt, response: Any) -> None:
 def result_attributes(attempt: Attempt, response: Any) -> dict[str, AttributeValue]:
     """What a response records on the attempt's span: the new input, the response, and the
     price litellm put on it, if any."""
-    attributes = input_content(attempt.input)
-    attributes.update(response_attributes(response))
+    payloads = attempt.scope.payloads
+    attributes = input_content(attempt.input, payloads)
+    attributes.update(response_attributes(response, payloads))
     hidden = getattr(response, "_hidden_params", None)
     cost = hidden.get("response_cost") if isinstance(hidden, Mapping) else None
     if isinstance(cost, (int, float)) and not isinstance(cost, bool):

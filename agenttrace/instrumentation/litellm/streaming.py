@@ -68,7 +68,7 @@ def _stream_attributes(
     state: _StreamState, built: Any, abandoned: bool
 ) -> dict[str, AttributeValue]:
     attempt = state.attempt
-    attributes = input_content(attempt.input)
+    attributes = input_content(attempt.input, attempt.scope.payloads)
     if state.first_chunk_ns is not None:
         attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
             state.first_chunk_ns - attempt.scope.started_ns
