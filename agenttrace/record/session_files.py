@@ -269,10 +269,12 @@ def _gil_holding_write() -> Callable[[int, bytes, int], int] | None:
     each event cost ~150 us instead of ~1 us. A short append to the page cache does not block,
     so holding the GIL through it is the cheaper choice.
     """
+    if os.name != "posix":  # Windows: no process-wide C library to load by None; os.write it is
+        return None
     try:
         libc = ctypes.PyDLL(None, use_errno=True)
         write = libc.write
-    except (OSError, AttributeError):  # no C library to call into (not a POSIX system)
+    except (OSError, AttributeError, TypeError):  # no C library to call into
         return None
     write.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t)
     write.restype = ctypes.c_ssize_t
