@@ -101,8 +101,8 @@ as the session left it, with record.agent_id as its agent_id. It must not create
 @agent_class constructor logs a new one). Sub-agents go into their parent's .subagents dict, by
 name.
 
-The root takes PROMPT through seed 001's Agent interface: harken(PROMPT), then response(),
-whose result is the answer; either may be async.
+The root takes PROMPT through the agent interface of docs/responsibility.md: harken(PROMPT),
+then response(), whose result is the answer; either may be async.
 
 A session that cannot be continued (unreadable, no root agent, no --agent, a factory that
 cannot be imported or raises, a root without harken or response) gets one line on stderr and
@@ -268,7 +268,7 @@ def _one_line(exc: BaseException | None) -> str:
 @click.option("--agents", required=True, help="Comma-separated agent names or ids, e.g. Jack,Jill.")
 @sessions_dir_option
 def dialog(session: str, agents: str, sessions_dir: Path | None) -> None:
-    """The distinct messages exchanged between AGENTS, each once (seed 001's dialog view)."""
+    """The distinct messages exchanged between AGENTS, each once (grouped by substance)."""
     from agenttrace.views.viewer import format_dialog
 
     viewer = _viewer(session, sessions_dir)

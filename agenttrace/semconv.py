@@ -101,7 +101,7 @@ CALL_PATH: Final = "agenttrace.call_path"
 SESSION_ID: Final = "agenttrace.session.id"
 AGENT_MODEL: Final = "agenttrace.agent.model"
 INGRESS_SOURCE: Final = "agenttrace.ingress.source"
-"""``cli``, ``api``, ``web``, ``slack`` or ``sub-agent`` (seed 002's ingress block)."""
+"""``cli``, ``api``, ``web``, ``slack`` or ``sub-agent`` (ingress: docs/session-file.md)."""
 INGRESS_PREFIX: Final = "agenttrace.ingress."
 """Ingress details are flattened below this prefix, e.g. ``agenttrace.ingress.cli.pid``."""
 RESUMED_FROM: Final = "agenttrace.resumed_from"
@@ -136,7 +136,7 @@ LOG_DETAILS: Final = "agenttrace.log.details"
 REASONING_TEXT: Final = "agenttrace.reasoning.text"
 
 EVENT_CANONICAL: Final = "agenttrace.event"
-"""A seed-001 event (agent_created, transcript_entry, piece_of_text) recorded on a span."""
+"""A canonical event (agent_created, transcript_entry, piece_of_text; docs/events.md) on a span."""
 EVENT_MESSAGE_ID: Final = "agenttrace.event.message_id"
 EVENT_TYPE: Final = "agenttrace.event.type"
 EVENT_AGENT_ID: Final = "agenttrace.event.agent_id"
@@ -165,6 +165,6 @@ EVENT_FIELD_ATTRIBUTES: Final = (
 """Canonical-event field -> its attribute on the span event (content and tool calls aside)."""
 
 LEVELS: Final = ("VRB", "WRN", "ERR", "TRC", "THK", "FIN")
-"""Seed 002's log levels: verbose, warning, error, trace, thinking, final."""
+"""Log levels: verbose, warning, error, trace, thinking, final (docs/session-file.md)."""
 
 ERROR_CATEGORIES: Final = ("auth", "quota", "network", "model", "timeout", "invalid")

@@ -1,15 +1,16 @@
-"""Seed 001's cafe scenario as agent code in the seed's style, traced by agenttrace: ``make demo``.
+"""The cafe scenario as plain agent code, traced by agenttrace: ``make demo``.
 
 A root agent creates Jack and Jill with a ``task`` tool, then runs a ``discuss`` tool in which
 both speak. The agent code is ordinary litellm code; agenttrace's only marks on it are
-``@agent_class``, ``@hears``, ``@agent`` and ``@tool``, and the seed's event stream comes out.
+``@agent_class``, ``@hears``, ``@agent`` and ``@tool``, and the event stream of
+docs/responsibility.md comes out.
 
 Run it with ``python examples/cafe.py`` (``--help`` for the options). From the checkout,
 ``agenttrace resume SESSION --agent examples.cafe:rebuild --prompt "What will you order?"``
 continues its session: :func:`rebuild` is the agent factory that command calls.
 
 Offline by default: the model is a scripted stand-in for Anthropic's API on 127.0.0.1
-(``examples/scripted_model.py``) whose replies are the seed's. It answers for the seed's model,
+(``examples/scripted_model.py``) whose replies are the scenario's. It answers for one model,
 ``anthropic/claude-sonnet-4-5-20250929``; name any other model (``--model
 anthropic/claude-sonnet-4-5``, with its key in the environment) to talk to it instead, here and
 in ``agenttrace resume``.
@@ -77,7 +78,7 @@ TOOLS = [
 
 @agenttrace.agent_class
 class Agent:
-    """An LLM agent with a transcript and sub-agents (seed 001's ``Agent``)."""
+    """An LLM agent with a transcript and sub-agents (the interface of docs/responsibility.md)."""
 
     def __init__(
         self,
@@ -193,7 +194,7 @@ def api_messages(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
-# --- the scripted model's replies (seed 001's cafe) ---------------------------------------------
+# --- the scripted model's replies (the cafe of docs/responsibility.md) --------------------------
 
 
 def _root_after_the_script(request: dict[str, Any], turns: int) -> Reply:
@@ -329,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import asyncio
 
-    parser = argparse.ArgumentParser(description="agenttrace demo: seed 001's cafe scenario")
+    parser = argparse.ArgumentParser(description="agenttrace demo: the cafe scenario")
     parser.add_argument(
         "--model",
         default=SCRIPTED_MODEL,

@@ -1,11 +1,12 @@
-"""The canonical event stream of seed 001: ``agent_created``, ``transcript_entry``,
+"""The canonical event stream (docs/events.md): ``agent_created``, ``transcript_entry``,
 ``piece_of_text``, and ``LoggedString``, the ``str`` that carries a message id through ordinary
 code.
 
-An event is a plain dict whose first keys are the seed's (``message_id``, ``event_type``,
-``agent_id``, ...). DESIGN §3 allows added linkage fields that do not change the meaning of the
-seed's: ``ts``, ``trace_id``, ``span_id``, ``path``. Readers also accept seed 000's spelling
-(``content_id`` for ``substance``, ``caused_by`` for ``cause``); see :func:`normalize`.
+An event is a plain dict whose first keys are the format's own (``message_id``, ``event_type``,
+``agent_id``, ...), followed by the linkage fields agenttrace adds, which do not change the
+meaning of the others: ``ts``, ``trace_id``, ``span_id``, ``path``. Readers also accept the
+older spelling (``content_id`` for ``substance``, ``caused_by`` for ``cause``); see
+:func:`normalize`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ PIECE_OF_TEXT = "piece_of_text"
 EVENT_TYPES = (AGENT_CREATED, TRANSCRIPT_ENTRY, PIECE_OF_TEXT)
 
 LINKAGE_FIELDS = ("ts", "trace_id", "span_id", "path")
-"""Fields agenttrace adds for linkage; they never change the meaning of the seed's fields."""
+"""Fields agenttrace adds for linkage; they never change the meaning of the format's own."""
 
 MESSAGE_PREFIX = "msg_"
 AGENT_PREFIX = "agent_"
@@ -150,9 +151,9 @@ def piece_of_text(message: str, agent: str, content: str, cause: str | list[str]
 
 
 def tool_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
-    """Tool calls as the seed writes them: ``{"id", "function": {"name", "arguments"}}``.
+    """Tool calls as the stream writes them: ``{"id", "function": {"name", "arguments"}}``.
 
-    ``type`` is left out when it is ``"function"`` (the only type; the seed's examples omit it)
+    ``type`` is left out when it is ``"function"`` (the only type; see docs/events.md)
     and restored by :func:`api_message` for a model request.
     """
     result = []
@@ -209,9 +210,9 @@ def _get(obj: Any, name: str) -> Any:
 
 
 def normalize(event: Mapping[str, Any]) -> dict[str, Any]:
-    """An event in seed 001's spelling: ``content_id`` becomes ``substance`` and ``caused_by``
-    becomes ``cause`` (seed 000). Parents that seed 000 leaves implicit are filled in by
-    :func:`infer_causes` over the whole stream."""
+    """An event in the current spelling: ``content_id`` becomes ``substance`` and ``caused_by``
+    becomes ``cause`` (the older spelling, docs/events.md). Parents that the older spelling
+    leaves implicit are filled in by :func:`infer_causes` over the whole stream."""
     if "content_id" not in event and "caused_by" not in event:
         return dict(event)
     result: dict[str, Any] = {}
@@ -226,10 +227,12 @@ def normalize(event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def infer_causes(events: list[dict[str, Any]]) -> None:
-    """Give seed-000 ``agent_created`` events (no ``cause``) the ``task`` call that made them.
+    """Give ``agent_created`` events without ``cause`` (the older spelling) the ``task`` call
+    that made them.
 
-    Seed 000 places a creation between the parent's tool call to ``task`` and its result, with
-    the agent's name in the call's arguments. The first agent is the root and gets no cause.
+    The older spelling places a creation between the parent's tool call to ``task`` and its
+    result, with the agent's name in the call's arguments. The first agent is the root and gets
+    no cause.
     """
     import json
 

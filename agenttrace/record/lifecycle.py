@@ -131,7 +131,7 @@ class Logged:
 
 
 class EventLogged:
-    """A canonical event (seed 001) was logged in ``session``.
+    """A canonical event (docs/events.md) was logged in ``session``.
 
     ``line`` is the event's JSON line exactly as the stream stores it. ``origin``/``label`` name
     the scope it was logged in (``None`` outside any). The span event it became there is not

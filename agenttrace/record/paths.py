@@ -5,7 +5,7 @@ A node's position is an *address*: a tuple of 1-based integers read in threes,
 turn ``k`` is ``(k,)``, op ``j`` of that turn is ``(k, j)``, the ``n``-th sub-agent session that
 op hosts is ``(k, j, n)``, and so on to any depth.
 
-The label is the address written compactly, as DESIGN §2 asks: ``k.j`` for an op, ``k`` for a
+The label is the address written compactly (docs/path-labels.md): ``k.j`` for an op, ``k`` for a
 root turn, ``k.j.k2.j2`` for an op inside the (first) child session of op ``k.j``. A tool call that
 runs several sub-agents (``discuss`` runs Jack and Jill) tells them apart with ``:n`` on the op:
 the second child's ops are ``k.j:2.k2.j2``. The child session node itself is ``k.j:n`` and the

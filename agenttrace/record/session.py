@@ -1,5 +1,6 @@
-"""``Session``: seed 001's state registry. It allocates agent and message ids (one global message
-counter), keeps every agent that ever existed with its transcript, and logs the canonical events.
+"""``Session``: the state registry (docs/events.md). It allocates agent and message ids (one
+message counter for all events), keeps every agent that ever existed with its transcript, and
+logs the canonical events.
 
 Each event goes, at once and in message-id order, to the observers registered with
 :func:`observe_events`: the tracing layer puts it on the current span (a span event) and hands
@@ -58,7 +59,7 @@ class AgentRecord:
 
 
 class Session:
-    """Event-stream backed registry of a multi-agent system (seed 001's API).
+    """Event-stream backed registry of a multi-agent system (its API: docs/events.md).
 
     A fresh session's id is also the origin txn id of its first run and names its files;
     a resumed session keeps its id, so the next run appends to the same files.
@@ -85,7 +86,7 @@ class Session:
         self._by_name: dict[str, str] = {}
         self._agent_of: dict[str, str] = {}  # message id -> the agent whose event it is
 
-    # -- seed 001's API ---------------------------------------------------------------------------
+    # -- the Session API (docs/events.md) ----------------------------------------------------------
 
     @staticmethod
     def load(session_file: str | Path) -> Session:
@@ -221,7 +222,7 @@ class Session:
                 self._by_name[record.name] = agent
         elif kind == ev.TRANSCRIPT_ENTRY:
             known = self.agents.get(agent)
-            if known is None:  # an agent the stream never announced (seed example fragments)
+            if known is None:  # an agent the stream never announced (a fragment of a stream)
                 known = self.agents[agent] = AgentRecord(agent)
             known.transcript.append(event)
 
@@ -455,7 +456,7 @@ def load_session(
     session_file: str | Path,
     agent_factory: Callable[[AgentRecord, Session], Any] | None = None,
 ) -> tuple[Any, Session]:
-    """Seed 001's ``load_session``: (root agent, session), the session made current.
+    """``load_session`` (docs/events.md): (root agent, session), the session made current.
 
     With ``agent_factory(record, session)`` the root and every sub-agent are rebuilt as your own
     agent objects (each factory result gets its sub-agents in ``.subagents`` by name, when it

@@ -232,7 +232,8 @@ def _checked(event: Any, path: Path, line: int) -> dict[str, Any]:
         not isinstance(event, dict)
         or not isinstance(event.get("message_id"), str)
         or event.get("event_type") not in EVENT_TYPES
-        # Seed 000's pieces of text have no agent id; every other event names its agent.
+        # Pieces of text in the older spelling have no agent id; every other event names its
+        # agent (docs/events.md).
         or (event["event_type"] != PIECE_OF_TEXT and not isinstance(event.get("agent_id"), str))
         or not _valid_tool_calls(event.get("tool_calls"))
     ):

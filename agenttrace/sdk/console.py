@@ -1,6 +1,7 @@
 """Console lines on stderr: ``[txn:<originTxnId>] <path> <kind>/<id>: <message>``.
 
-The format is the same at every verbosity (seed 002); the mode only decides how much is printed:
+The format is the same at every verbosity (docs/path-labels.md); the mode only decides how much
+is printed:
 
 - ``quiet`` (default): warnings and errors only: WRN/ERR logs, failed LLM attempts, tools, runs.
 - ``verbose``: also one summary line per LLM attempt and tool call (latency, tokens, sizes, cost),

@@ -1,4 +1,5 @@
-"""The billing ledger (seed 002): one JSON line per accounting record of a run's whole opTree.
+"""The billing ledger (docs/session-file.md): one JSON line per accounting record of a run's
+whole opTree.
 
 When a run ends (success or failure), or is stopped by a clean exit before it ended, every LLM
 attempt and tool call in it, sub-agents included, is appended to the ledger file

@@ -203,7 +203,7 @@ runtime.setup = init
 
 
 def on_optree(callback: Callable[[Node], None], min_interval: float = 0.25) -> Callable[[], None]:
-    """Seed 002's ``onOpTree``: call ``callback(root_session_node)`` as a run's opTree changes,
+    """Call ``callback(root_session_node)`` as a run's opTree (docs/session-file.md) changes,
     at most every ``min_interval`` seconds and always when the run ends (on agenttrace's
     background thread; treat the tree as read-only, and copy what you keep: the tree is released
     when the run ends). Returns the unsubscribe."""

@@ -1,6 +1,6 @@
-"""The opTree of seed 002, built live from lifecycle records: ``SessionNode`` → ``TurnNode`` →
-``OperationNode``, with ``childSession``s for sub-agents, logs, accounting, request/response and
-reasoning.
+"""The opTree (docs/session-file.md), built live from lifecycle records: ``SessionNode`` →
+``TurnNode`` → ``OperationNode``, with ``childSession``s for sub-agents, logs, accounting,
+request/response and reasoning.
 
 Nodes are plain JSON-ready dicts. A node exists as soon as its scope starts (``startedAt`` only,
 "in progress") and is completed when it ends. Each scope's place comes from its path label, so

@@ -1,9 +1,10 @@
 """Agents in the session registry: who an agent run is, and registering new agents.
 
-Seed 001's rule for creation: an agent created inside a tool call names the assistant message that
-holds that call as its ``cause``, and whatever its transcript already holds (a system prompt) is
-logged right after its ``agent_created``. Scopes are read here only through the context variable
-and by duck typing, so the scope module can use this one without an import cycle.
+The rule for creation (docs/responsibility.md): an agent created inside a tool call names the
+assistant message that holds that call as its ``cause``, and whatever its transcript already
+holds (a system prompt) is logged right after its ``agent_created``. Scopes are read here only
+through the context variable and by duck typing, so the scope module can use this one without
+an import cycle.
 """
 
 from __future__ import annotations

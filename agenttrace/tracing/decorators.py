@@ -5,8 +5,8 @@ context manager (``with tool("search") as call:``), on plain functions, methods,
 generators and async generators.
 
 On a method of an object that has ``name``, ``agent_id`` and ``language_model`` (or ``model``)
-attributes, ``@agent`` takes the agent's identity from them, so agent classes in the style of the
-seed documents need no extra arguments.
+attributes, ``@agent`` takes the agent's identity from them, so agent classes written as in
+docs/responsibility.md need no extra arguments.
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ class _AgentSpec(_Spec[SessionScope]):
         owner = None
         if self.method and args:
             owner = args[0]
-            # An agent without a name of its own (the seed's root) goes by its class.
+            # An agent without a name of its own (the cafe demo's root) goes by its class.
             name = str_attribute(owner, "name") or type(owner).__name__
             model = model or str_attribute(owner, "language_model") or str_attribute(owner, "model")
         return start_session(
@@ -232,8 +232,8 @@ def agent(
     """An agent run: a session span ``invoke_agent {name}``.
 
     Inside a tool call it becomes that tool's sub-agent session (the tool span turns kind
-    ``session``), to any depth. ``ingress`` describes how a root run started (seed 002: ``source``
-    and details); sub-agents record their parent automatically.
+    ``session``), to any depth. ``ingress`` describes how a root run started (``source`` and
+    details; see docs/session-file.md); sub-agents record their parent automatically.
     """
     if callable(fn_or_name):
         return _AgentSpec(name, agent_id, model, ingress)(fn_or_name)

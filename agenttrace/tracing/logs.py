@@ -1,8 +1,8 @@
 """Logs and reasoning, attached to the op that is running: span events with their path.
 
-Seed 002's levels: ``VRB`` (verbose), ``WRN``, ``ERR``, ``TRC`` (trace), ``THK`` (thinking),
+The levels: ``VRB`` (verbose), ``WRN``, ``ERR``, ``TRC`` (trace), ``THK`` (thinking),
 ``FIN`` (final). Reasoning chunks are their own events, so a viewer can rebuild the thinking
-text without parsing log lines.
+text without parsing log lines. Both are kept in the opTree (docs/session-file.md).
 """
 
 from __future__ import annotations

@@ -5,15 +5,15 @@ label, and numbers its children. The innermost scope lives in a context variable
 and threads that copy the context nest correctly. Scopes are created and finished by the
 decorators and the litellm patch; nothing here catches the user's exceptions.
 
-Rules (DESIGN §1-2):
+Rules (see docs/path-labels.md for how they number nodes):
 
 - A session (agent run) started with no scope around it is a root session. Started inside an op,
   it is that op's next child session and the op becomes kind ``session``. Started inside a turn or
   session without an op, agenttrace opens an implicit tool op named after the agent to host it.
 - An op started in a session with no explicit turn goes into the session's *auto turn*: an LLM call
   there opens a new auto turn, and the tool calls after it belong to that turn until the next one.
-- An op started inside another op is a sibling in the same turn (seed 002: inner tool calls are
-  siblings in the turn), though its span nests under the op's span.
+- An op started inside another op is a sibling in the same turn (a tool called by a tool is the
+  turn's next op), though its span nests under the op's span.
 - An op or turn started with nothing around it gets an implicit session (and turn), so a bare
   litellm call after ``init()`` still gives session → turn → op.
 """
@@ -74,7 +74,7 @@ class Run:
     def __init__(self, origin_txn_id: str, session: Session) -> None:
         self.origin_txn_id = origin_txn_id
         self.session = session
-        """The seed-001 ``Session`` the run records its events in (ids, agents, transcripts)."""
+        """The ``Session`` the run records its events in (ids, agents, transcripts)."""
         self.session_id = session.session_id
         self.histories: dict[str, tuple[int, Any]] = {}
         """Per agent id: (message count, last message) of its previous LLM request."""
@@ -248,7 +248,7 @@ class OpScope(_BaseScope):
     call_message: str | None
     """The message id of the assistant entry that holds that tool call."""
     text_arguments: frozenset[str]
-    """The op's string arguments: text a tool was given to pass on (seed 001's pieces of text)."""
+    """The op's string arguments: text a tool was given to pass on (pieces of text)."""
     pieces: dict[str, str]
     """piece_of_text message ids this op logged, by content."""
     request: Any
@@ -686,7 +686,7 @@ def record_error(span: Span, error: BaseException, when_ns: int) -> tuple[str, S
 
 
 def default_ingress() -> dict[str, Any]:
-    """Seed 002's ingress block for a run started from a Python program: source ``cli``."""
+    """The ingress block (docs/session-file.md) of a run started from Python: source ``cli``."""
     return {
         "source": "cli",
         "cli": {"pid": os.getpid(), "argv0": sys.argv[0] if sys.argv else "", "cwd": _cwd()},

@@ -1,5 +1,5 @@
-"""Seed 001's responsibility model, applied by agenttrace's decorators and the litellm patch, so
-agent code in the seed's style is logged without logging parameters in its signatures:
+"""The responsibility model (docs/responsibility.md), applied by agenttrace's decorators and the
+litellm patch, so agent code is logged without logging parameters in its signatures:
 
 - an agent is registered when it is created (``@agent_class``) or first runs; inside a tool call
   its ``agent_created`` names that call as its ``cause``, and whatever its transcript already
@@ -50,8 +50,8 @@ def agent_class(
     model: str = "language_model",
     transcript: str = "transcript",
 ) -> Any:
-    """Class decorator: creating an instance registers it as an agent (seed 001's
-    ``Agent.__init__`` + ``log_agent_created``). The attribute names say where the agent keeps
+    """Class decorator: creating an instance registers it as an agent (``allocate_agent_id`` +
+    ``log_agent_created``, see docs/events.md). The attribute names say where the agent keeps
     its name, model and transcript; the instance gets its ``agent_id``."""
 
     def decorate(klass: T) -> T:

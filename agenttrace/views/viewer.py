@@ -1,7 +1,7 @@
-"""``SessionViewer``: seed 001's views of a session, from a file or a live ``Session``.
+"""``SessionViewer``: views of a session (docs/events.md), from a file or a live ``Session``.
 
 It only follows the stream's links (``substance``, ``cause``, ``tool_call_id``): it never parses
-tool arguments, so it works for any tool. Reads seed 000's spelling too (``content_id``,
+tool arguments, so it works for any tool. Reads the older spelling too (``content_id``,
 ``caused_by``), through the same reader as ``resume``.
 """
 

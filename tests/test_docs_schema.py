@@ -1,0 +1,122 @@
+"""docs/session-file.schema.json describes what agenttrace writes: the cafe demo's session file,
+each line of its event stream and each line of its billing ledger validate against it, and the
+schema is strict enough to notice a change of format."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import pytest
+
+from agenttrace import format_label, parse_label
+
+from .helpers import ROOT, run_demo
+
+SCHEMA = json.loads((ROOT / "docs" / "session-file.schema.json").read_text())
+
+
+def validator(definition: str | None = None) -> jsonschema.Draft202012Validator:
+    """A validator for the whole document, or for one of its ``$defs``."""
+    schema = SCHEMA if definition is None else {"$defs": SCHEMA["$defs"], "$ref": definition}
+    return jsonschema.Draft202012Validator(schema)
+
+
+def errors(schema: jsonschema.Draft202012Validator, instance: Any) -> list[str]:
+    return [f"{list(e.absolute_path)}: {e.message}" for e in schema.iter_errors(instance)]
+
+
+@dataclass
+class Demo:
+    document: dict[str, Any]
+    events: list[dict[str, Any]]
+    ledger: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    """The cafe demo's files, written by running the example as a user does."""
+    directory = tmp_path_factory.mktemp("docs-schema")
+    sessions = directory / "sessions"
+    ledger = directory / "accounting.jsonl"
+    run_demo(sessions, AGENTTRACE_BILLING_FILE=str(ledger), AGENTTRACE_CONSOLE="quiet")
+    (snapshot,) = sessions.glob("*.json.gz")
+    (stream,) = sessions.glob("*.events.jsonl")
+    return Demo(
+        json.loads(gzip.decompress(snapshot.read_bytes())),
+        [json.loads(line) for line in stream.read_text().splitlines()],
+        [json.loads(line) for line in ledger.read_text().splitlines()],
+    )
+
+
+@pytest.mark.e2e
+def test_the_demo_session_file_matches_the_documented_schema(demo: Demo) -> None:
+    assert errors(validator(), demo.document) == []
+    assert len(demo.document["runs"]) == 1 and len(demo.document["events"]) == 21
+
+
+@pytest.mark.e2e
+def test_each_stream_line_is_a_documented_event(demo: Demo) -> None:
+    event = validator("#/$defs/event")
+    for line in demo.events:
+        assert errors(event, line) == [], line
+    assert demo.events == demo.document["events"]
+
+
+@pytest.mark.e2e
+def test_each_ledger_line_is_a_documented_accounting_entry(demo: Demo) -> None:
+    entry = validator("#/$defs/accountingEntry")
+    for line in demo.ledger:
+        assert errors(entry, line) == [], line
+    assert [line["path"] for line in demo.ledger] == [
+        "1.1", "1.2", "2.1", "2.2", "3.1", "3.2.1.1", "3.2:2.1.1", "3.2", "4.1",
+    ]  # fmt: skip
+
+
+def _discuss(document: dict[str, Any]) -> dict[str, Any]:
+    op: dict[str, Any] = document["runs"][0]["turns"][2]["ops"][1]
+    assert op["path"] == "3.2"
+    return op
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda d: _discuss(d).__setitem__("undocumented", 1), id="unknown op key"),
+        pytest.param(lambda d: _discuss(d).pop("span"), id="op without its span"),
+        pytest.param(lambda d: _discuss(d).pop("childSessions"), id="childSession alone"),
+        pytest.param(lambda d: _discuss(d).__setitem__("path", "3.2:1.1"), id="bad label"),
+        pytest.param(lambda d: d["runs"][0].pop("resource"), id="root without resource"),
+        pytest.param(lambda d: d["events"][12].__setitem__("cause", "msg_011"), id="both links"),
+        pytest.param(lambda d: d["meta"].pop("updatedAt"), id="meta without updatedAt"),
+        pytest.param(lambda d: d.__setitem__("version", 2), id="another version"),
+    ],
+)
+def test_the_schema_notices_a_change_of_format(demo: Demo, change: Any) -> None:
+    document = copy.deepcopy(demo.document)
+    change(document)
+    assert errors(validator(), document) != []
+
+
+LABEL = re.compile(SCHEMA["$defs"]["label"]["pattern"])
+
+
+def test_the_label_pattern_accepts_exactly_the_canonical_labels() -> None:
+    for length in range(8):
+        for address in itertools.product((1, 2, 10), repeat=length):
+            assert LABEL.match(format_label(address)), address
+    for text in ("", "00", "01", "0.1", "1:2", "1.2:0", "3.2:1.1", "1..2", "1.2.", "a"):
+        assert not LABEL.match(text), text
+        with pytest.raises(ValueError):
+            parse_label(text)
+
+
+def test_the_schema_is_valid_json_schema() -> None:
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
