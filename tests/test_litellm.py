@@ -647,3 +647,35 @@ def test_an_internal_failure_logging_the_reply_still_ends_the_span(
     assert chat.end_time is not None
     assert attrs(chat)[sc.GEN_AI_USAGE_OUTPUT_TOKENS] > 0
     assert [r for r in caplog.records if "transcript bookkeeping broke" in r.getMessage()]
+
+
+@pytest.mark.console("trace")
+def test_trace_console_prints_the_bodies_even_with_content_off_spans(traced: Traced) -> None:
+    litellm.completion(
+        model="gpt-4o-mini",
+        messages=[{"role": "user", "content": "what time"}],
+        mock_response="noon",
+    )
+    out = traced.output()
+    assert "TRC request" in out and "what time" in out
+    assert "TRC response" in out and "noon" in out
+    assert sc.GEN_AI_INPUT_MESSAGES not in attrs(traced.one("chat gpt-4o-mini"))
+
+
+def test_a_failed_attempt_keeps_its_request_in_the_session_file(
+    traced: Traced, tmp_path: Any
+) -> None:
+    from agenttrace.record.session_files import read_session_file, snapshot_path
+
+    session = agenttrace.new_session("failed-attempt")
+    with pytest.raises(litellm.RateLimitError):
+        litellm.completion(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "please"}],
+            mock_response=litellm.RateLimitError("slow", "openai", "gpt-4o-mini"),
+        )
+    traced.handle.force_flush()
+    (run,) = read_session_file(snapshot_path(tmp_path / "sessions", session.session_id)).runs
+    (op,) = run["turns"][0]["ops"]
+    assert op["status"] == "failed"
+    assert json.loads(op["request"]["payload"])[0]["content"] == "please"

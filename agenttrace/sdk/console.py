@@ -116,8 +116,10 @@ class ConsoleSink(Sink):
             if summary is not None:
                 self._write(format_line(attributes, summary))
         if self.mode == "trace":
+            # The bodies from the record: there whether or not content goes on spans.
+            bodies = record.payloads if record.payloads is not None else attributes
             for key, label in _BODIES:
-                body = attributes.get(key)
+                body = bodies.get(key)
                 if isinstance(body, str):
                     text = truncate_utf8(scrub_text(body), self._max_body_bytes)
                     self._write(format_line(attributes, f"TRC {label} {text}"))

@@ -5,8 +5,9 @@ When a run ends (success or failure), or is stopped by a clean exit before it en
 attempt and tool call in it, sub-agents included, is appended to the ledger file
 (``~/.agenttrace/accounting.jsonl`` by default). A run's lines go in one ``write`` to an
 ``O_APPEND`` file under an exclusive ``flock``, so two processes appending at once never
-interleave. The records are derived from the spans, which were redacted before they were
-recorded; error texts are scrubbed again on the way out.
+interleave. Each line is the op's accounting entry as its opTree node holds it (encoded once
+for both), built from its lifecycle records; error texts were scrubbed of secrets when the
+failure was recorded.
 """
 
 from __future__ import annotations
@@ -16,53 +17,14 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from agenttrace._internal.redact import scrub_text
-from agenttrace.record.optree import children, hosted_sessions, session_ops
 from agenttrace.record.spool import Piece, Spool
 from agenttrace.sdk.optree import OpTreeSink, RunTree
 from agenttrace.sdk.processor import Sink
 
 logger = logging.getLogger("agenttrace")
-
-
-def records(session: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    """The ledger records of a run: each accounting entry of each op, at any depth (an op's
-    sub-agents right after it)."""
-    call_path = session.get("callPath")
-    for op in session_ops(session):
-        for entry in children(op, "accounting"):
-            yield _record(entry, call_path, op)
-        for child in hosted_sessions(op):
-            yield from records(child)
-
-
-def _record(entry: Mapping[str, Any], call_path: Any, op: Mapping[str, Any]) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "timestamp": entry.get("timestamp"),
-        "status": entry.get("status"),
-        "latency": entry.get("latency"),
-        "type": entry.get("type"),
-        "originTxnId": entry.get("originTxnId"),
-        "txnId": entry.get("txnId"),
-        "agentId": entry.get("agentId"),
-        "callPath": call_path,
-        "path": entry.get("path"),
-    }
-    if entry.get("type") == "llm":
-        for key in ("provider", "model", "actualModel", "attempt", "tokens", "costUsd"):
-            record[key] = entry.get(key)
-    else:
-        record["providerLabel"] = entry.get("providerLabel") or op.get("name")
-        record["charactersIn"] = entry.get("charactersIn")
-        record["charactersOut"] = entry.get("charactersOut")
-    if entry.get("error"):
-        record["error"] = scrub_text(str(entry["error"]))
-        record["errorType"] = entry.get("errorType")
-    return record
 
 
 def append_lines(path: Path, lines: list[str]) -> None:

@@ -59,7 +59,10 @@ class Attempt:
             return
         self.done = True
         try:
-            finish(self.scope, error, {sc.ERROR_TYPE: classify_error(error)})
+            # What was asked goes into the saved state even when the attempt failed.
+            attributes = input_content(self.input, self.scope.payloads)
+            attributes[sc.ERROR_TYPE] = classify_error(error)
+            finish(self.scope, error, attributes)
         except Exception as exc:
             report_internal_error(WHERE, exc)
 
