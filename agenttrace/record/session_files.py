@@ -9,13 +9,11 @@ reported in :attr:`LoadedFile.torn` and skipped, and nothing else is lost.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import gzip
 import json
 import os
 import re
-import tempfile
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agenttrace.record.events import EVENT_TYPES, PIECE_OF_TEXT, infer_causes, normalize
-from agenttrace.record.spool import Piece, gzip_member
+from agenttrace.record.spool import Piece, atomic_file, gzip_member
 
 FORMAT = "agenttrace.session"
 VERSION = 1
@@ -319,19 +317,8 @@ class StreamAppender:
 def write_atomically(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same directory, fsync, rename;
     the file is readable by its owner only (0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, 0o600)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    with atomic_file(path) as handle:
+        handle.write(data)
 
 
 def document_pieces(

@@ -21,7 +21,7 @@ import tempfile
 import threading
 import weakref
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -178,27 +178,16 @@ def _copy_range(source: int, target: int, offset: int, length: int) -> None:
         done += len(chunk)
 
 
-def write_pieces(path: Path, pieces: Sequence[Piece], spool: Spool | None) -> None:
-    """Write ``pieces`` to ``path`` as one gzip file, atomically: a temporary file in the same
-    directory, fsync, rename; readable by its owner only (0600). Runs of ``bytes`` are compressed
-    here, refs are copied from ``spool``."""
+@contextlib.contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A file that replaces ``path`` only once it is written whole: a temporary file in the
+    same directory, fsync, rename; readable by its owner only (0600). On any failure the
+    temporary file is removed and ``path`` is left as it was."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            pending: list[bytes] = []
-            for piece in pieces:
-                if isinstance(piece, bytes):
-                    pending.append(piece)
-                    continue
-                if pending:
-                    handle.write(gzip_member(b"".join(pending)))
-                    pending = []
-                if spool is None:
-                    raise ValueError("a piece refers to a spool that was not given")
-                spool.copy_to(handle, piece)
-            if pending:
-                handle.write(gzip_member(b"".join(pending)))
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temporary, 0o600)
@@ -207,3 +196,22 @@ def write_pieces(path: Path, pieces: Sequence[Piece], spool: Spool | None) -> No
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def write_pieces(path: Path, pieces: Sequence[Piece], spool: Spool | None) -> None:
+    """Write ``pieces`` to ``path`` as one gzip file, atomically (:func:`atomic_file`). Runs of
+    ``bytes`` are compressed here, refs are copied from ``spool``."""
+    with atomic_file(path) as handle:
+        pending: list[bytes] = []
+        for piece in pieces:
+            if isinstance(piece, bytes):
+                pending.append(piece)
+                continue
+            if pending:
+                handle.write(gzip_member(b"".join(pending)))
+                pending = []
+            if spool is None:
+                raise ValueError("a piece refers to a spool that was not given")
+            spool.copy_to(handle, piece)
+        if pending:
+            handle.write(gzip_member(b"".join(pending)))
