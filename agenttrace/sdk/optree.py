@@ -274,10 +274,6 @@ class OpTreeSink(Sink):
             spool = self._spools[session] = Spool(self.spool_dir)
         return spool
 
-    def live_runs(self, session_id: str) -> list[RunTree]:
-        """This process's live runs of ``session_id``, oldest first."""
-        return [run for run in self.runs.values() if run.session_id == session_id and run.root]
-
 
 class _Subscriber:
     def __init__(self, callback: Callable[[Node], None], min_interval: float) -> None:
