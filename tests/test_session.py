@@ -359,3 +359,13 @@ def test_agents_created_outside_a_run_and_by_name(traced: Traced) -> None:
     plan()  # the same function agent: registered once
     assert session.list_agents() == {"agent_001": "Helper", "agent_002": "Planner"}
     assert os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP") == "True"
+
+
+def test_an_agent_id_given_from_outside_is_never_handed_out_again() -> None:
+    """An agent registered under an id the session did not allocate (an object that carries its
+    own agent_id) still moves the counter: no two agents ever share an id."""
+    session = agenttrace.Session("ids")
+    session.log_agent_created("agent_005", name="Given")
+    assert session.allocate_agent_id() == "agent_006"
+    session.log_agent_created("agent_003", name="Older")  # below the counter: it stays
+    assert session.allocate_agent_id() == "agent_007"

@@ -205,6 +205,11 @@ class Session:
         if isinstance(message, str):
             self._agent_of[message] = agent
         if kind == ev.AGENT_CREATED:
+            # An id the counter did not hand out (an agent that brought its own) moves the
+            # counter past it, so allocate_agent_id never returns an id already in use.
+            number = ev.id_number(agent, ev.AGENT_PREFIX)
+            if number is not None and number > self.agent_counter:
+                self.agent_counter = number
             cause = event.get("cause")
             parent = None
             if isinstance(cause, str):
