@@ -87,19 +87,12 @@ class Spool:
 
     def compress(self, pieces: Iterable[Piece], level: int = MEMBER_LEVEL) -> list[Ref]:
         """``pieces`` with every run of ``bytes`` compressed into the spool: refs only."""
-        refs: list[Ref] = []
-        pending: list[bytes] = []
-        for piece in pieces:
-            if isinstance(piece, bytes):
-                pending.append(piece)
-                continue
-            if pending:
-                refs.append(self.add(gzip_member(b"".join(pending), level)))
-                pending = []
-            refs.append(piece)
-        if pending:
-            refs.append(self.add(gzip_member(b"".join(pending), level)))
-        return _merge_adjacent(refs)
+        return _merge_adjacent(
+            [
+                self.add(gzip_member(run, level)) if isinstance(run, bytes) else run
+                for run in _runs(pieces)
+            ]
+        )
 
     def read(self, ref: Ref) -> bytes:
         """The bytes ``ref`` points at."""
@@ -139,6 +132,22 @@ class Spool:
         # A spool dropped unclosed closes its file; not at interpreter exit, where agenttrace's
         # own shutdown may still be writing the session file from it.
         weakref.finalize(self, _close_quietly, handle).atexit = False
+
+
+def _runs(pieces: Iterable[Piece]) -> Iterator[Piece]:
+    """``pieces`` with each run of consecutive ``bytes`` joined into one (to become one gzip
+    member), refs as they are, in order."""
+    pending: list[bytes] = []
+    for piece in pieces:
+        if isinstance(piece, bytes):
+            pending.append(piece)
+            continue
+        if pending:
+            yield b"".join(pending)
+            pending = []
+        yield piece
+    if pending:
+        yield b"".join(pending)
 
 
 def _close_quietly(handle: BinaryIO) -> None:
@@ -202,16 +211,10 @@ def write_pieces(path: Path, pieces: Sequence[Piece], spool: Spool | None) -> No
     """Write ``pieces`` to ``path`` as one gzip file, atomically (:func:`atomic_file`). Runs of
     ``bytes`` are compressed here, refs are copied from ``spool``."""
     with atomic_file(path) as handle:
-        pending: list[bytes] = []
-        for piece in pieces:
-            if isinstance(piece, bytes):
-                pending.append(piece)
-                continue
-            if pending:
-                handle.write(gzip_member(b"".join(pending)))
-                pending = []
-            if spool is None:
+        for run in _runs(pieces):
+            if isinstance(run, bytes):
+                handle.write(gzip_member(run))
+            elif spool is None:
                 raise ValueError("a piece refers to a spool that was not given")
-            spool.copy_to(handle, piece)
-        if pending:
-            handle.write(gzip_member(b"".join(pending)))
+            else:
+                spool.copy_to(handle, run)
