@@ -64,7 +64,6 @@ class RunTree:
 
     __slots__ = (
         "encoded",
-        "finished",
         "fragment",
         "nodes",
         "origin",
@@ -91,7 +90,6 @@ class RunTree:
         self.positions: dict[str, str] = {}
         """Per open node: ``session``, ``turn`` or ``op`` (what it is in the tree)."""
         self.root: Node | None = None
-        self.finished = False
         self.spool: Spool | None = None
         """The session's spool, where finished parts of the tree are compressed."""
         self.raw: dict[str, int] = {}
@@ -239,7 +237,6 @@ class OpTreeSink(Sink):
         root = record.label == "0"
         keep = bool(self._subscribers)  # a subscriber is handed whole trees
         if root:
-            run.finished = True
             run.fragment = _compress(run, serialize(node))
         self._changed(run, "end", record.label)
         if root:
