@@ -22,6 +22,9 @@ Measured:
    attributes a finished agenttrace tool span carries (read from one such span as it reaches the
    exporter), the ``agenttrace.`` prefix of their keys spelled ``benchtrace.`` so that
    agenttrace's processor does not take the bare span for one of its own and do its work;
+   and the same span as a span ending in the caller must be: started with the attributes a tool
+   span starts with, its end attributes set once the call has returned, and the arguments and
+   the result serialised once (no agenttrace code: the floor the SDK sets for such a span);
 2. an agenttrace tool call (``@agenttrace.tool``) inside an agent run and an explicit turn
    (target: total <= 1.2x a bare span, caller <= 1.1x);
 3. a mocked ``litellm.completion`` (``mock_response=``) untraced (before ``agenttrace.init()``
@@ -53,7 +56,8 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import agenttrace
@@ -80,6 +84,17 @@ class DroppingExporter(SpanExporter):
 
     def shutdown(self) -> None:
         pass
+
+
+class StartKeys(SpanProcessor):
+    """Notes which attributes the first tool span already had when it started."""
+
+    def __init__(self) -> None:
+        self.keys: set[str] | None = None
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if self.keys is None and span.name == TOOL_SPAN:
+            self.keys = set(span.attributes or {})
 
 
 Sample = tuple[float, float, float]
@@ -193,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         billing_file=scratch / "accounting.jsonl",
     )
     provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=1 << 16))
+    start_keys_seen = StartKeys()
+    provider.add_span_processor(start_keys_seen)
     tracer = provider.get_tracer("bench")
     traced_search = agenttrace.tool(search)
     traced_lookup, traced_convert = agenttrace.tool(lookup), agenttrace.tool(convert)
@@ -222,6 +239,24 @@ def main(argv: list[str] | None = None) -> int:
         with tracer.start_as_current_span(TOOL_SPAN, attributes=attributes):
             return search("cats")
 
+    # The floor of a tool span that ends in the caller with what the call returned: the same
+    # span, its end attributes (sizes, outcome) set once the call returned, and the arguments
+    # and result serialised once. No agenttrace code runs; it shows what the SDK alone costs.
+    start_keys = {
+        "benchtrace." + key[len("agenttrace.") :] if key.startswith("agenttrace.") else key
+        for key in start_keys_seen.keys or ()
+    }
+    late = {key: value for key, value in attributes.items() if key not in start_keys}
+    early = {key: value for key, value in attributes.items() if key in start_keys}
+
+    def bare_op_ending_in_caller() -> str:
+        with tracer.start_as_current_span(TOOL_SPAN, attributes=early) as span:
+            result = search("cats")
+            json.dumps({"query": "cats"})
+            json.dumps(result)
+            span.set_attributes(late)
+            return result
+
     def traced_turn() -> None:
         llm_call()
         traced_lookup("Paris")
@@ -229,6 +264,12 @@ def main(argv: list[str] | None = None) -> int:
 
     traced = [
         Case("bare span", bare_op, number, lambda: tracer.start_as_current_span("bare parent")),
+        Case(
+            "bare span ending in the caller",
+            bare_op_ending_in_caller,
+            number,
+            lambda: tracer.start_as_current_span("bare parent"),
+        ),
         Case("tool call", lambda: traced_search("cats"), number, lambda: in_run(turn=True)),
         Case("llm call in a run", llm_call, llm_number, lambda: in_run(turn=False)),
         Case("llm call in a turn", llm_call, llm_number, lambda: in_run(turn=True)),
@@ -292,6 +333,10 @@ def table(best: dict[str, Sample]) -> list[dict[str, Any]]:
 
     for index, how in ((0, "total"), (1, "caller")):
         row(f"bare span, {how}", bare[index], 1.0, None, "x")
+    floor = best["bare span ending in the caller"]
+    for index, how in ((0, "total"), (1, "caller")):
+        name = f"bare span, end attributes set after the call + args/result JSON, {how}"
+        row(name, floor[index], floor[index] / bare[index], None, "x")
     tool = best["tool call"]
     row("tool call, total", tool[0], tool[0] / bare[0], TOOL_TOTAL_TARGET, "x")
     row("tool call, caller", tool[1], tool[1] / bare[1], TOOL_CALLER_TARGET, "x")
