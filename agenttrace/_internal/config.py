@@ -1,13 +1,14 @@
 """Settings: ``init()`` arguments win over ``AGENTTRACE_*`` variables, which win over defaults.
 
 The standard ``OTEL_*`` variables are honoured for what OpenTelemetry already names
-(service name, OTLP endpoint and protocol, ``OTEL_SDK_DISABLED``).
+(service name, OTLP endpoint, protocol and timeout, ``OTEL_SDK_DISABLED``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,8 @@ CONSOLE_MODES: tuple[ConsoleMode, ...] = ("quiet", "verbose", "trace")
 
 DEFAULT_HOME = Path("~/.agenttrace")
 DEFAULT_MAX_PAYLOAD_BYTES = 16384
+DEFAULT_SHUTDOWN_TIMEOUT = 3.0
+"""Seconds agenttrace waits for its OTLP exporter at shutdown when nothing else is set."""
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -48,6 +51,9 @@ class Settings:
     openinference: bool = False
     """Also put OpenInference's attributes on spans (``openinference.span.kind``, ``llm.*``,
     ``tool.name``): for Arize Phoenix and other OpenInference viewers."""
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
+    """Seconds ``shutdown`` (and so the exit) waits for the OTLP exporter agenttrace set up;
+    what is not exported by then is dropped, with one warning saying how many spans."""
 
     @classmethod
     def resolve(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -73,6 +79,7 @@ class Settings:
             "console": _console(env.get("AGENTTRACE_CONSOLE")),
             "redacted_save": _flag(env, "AGENTTRACE_REDACTED_SAVE", False),
             "openinference": _flag(env, "AGENTTRACE_OPENINFERENCE", False),
+            "shutdown_timeout": _shutdown_timeout(env),
         }
         for key, value in overrides.items():
             if key not in values:
@@ -81,6 +88,10 @@ class Settings:
                 values[key] = value
         values["sessions_dir"] = Path(str(values["sessions_dir"])).expanduser()
         values["billing_file"] = Path(str(values["billing_file"])).expanduser()
+        timeout = values["shutdown_timeout"]
+        if not isinstance(timeout, (int, float)) or not 0 <= timeout < math.inf:
+            raise ValueError(f"shutdown_timeout must be seconds >= 0, not {timeout!r}")
+        values["shutdown_timeout"] = float(timeout)
         if values["console"] not in CONSOLE_MODES:
             raise ValueError(
                 f"console must be one of {', '.join(CONSOLE_MODES)}, not {values['console']!r}"
@@ -120,6 +131,37 @@ def _content_capture(env: Mapping[str, str]) -> dict[str, bool]:
         "true/false or " + "/".join(CAPTURE_MODES) if opt_in else "true/false",
     )
     return {}
+
+
+def _shutdown_timeout(env: Mapping[str, str]) -> float:
+    """``AGENTTRACE_SHUTDOWN_TIMEOUT``, else the OTLP exporter's own per-export timeout
+    (``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT``, then ``OTEL_EXPORTER_OTLP_TIMEOUT``: seconds, as the
+    Python exporters read them), else the default. An exporter told to wait 1 s for an export is
+    not waited for 10 s at exit, and one given 30 s gets them."""
+    own = _seconds(env, "AGENTTRACE_SHUTDOWN_TIMEOUT", warn=True)
+    if own is not None:
+        return own
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"):
+        # Not warned about: the exporter itself says when it cannot read them.
+        value = _seconds(env, name, warn=False)
+        if value is not None:
+            return value
+    return DEFAULT_SHUTDOWN_TIMEOUT
+
+
+def _seconds(env: Mapping[str, str], name: str, warn: bool) -> float | None:
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if 0 <= value < math.inf:
+        return value
+    if warn:
+        logger.warning("agenttrace: %s=%r is not seconds >= 0; ignoring it", name, raw)
+    return None
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:

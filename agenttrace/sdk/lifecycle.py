@@ -3,6 +3,10 @@
 ``init`` never replaces a TracerProvider the application already set: it adds our processor to
 it. Only when there is none does it create one (and then, if an OTLP endpoint is configured, an
 OTLP exporter behind a batch processor). ``OTEL_SDK_DISABLED=true`` makes agenttrace a no-op.
+
+``shutdown`` writes agenttrace's own outputs first, then waits at most ``shutdown_timeout``
+seconds for the exporters agenttrace made (spans and metrics at once), so a dead collector
+costs the exit that long and no more (``agenttrace.sdk.export``).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
@@ -21,13 +26,14 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from agenttrace._internal.config import ConsoleMode, Settings
 from agenttrace._internal.redact import remember_environment_secrets
 from agenttrace._internal.runtime import INSTRUMENTATION_NAME, runtime
 from agenttrace._version import __version__
 from agenttrace.sdk.console import ConsoleSink
+from agenttrace.sdk.export import BoundedExport, in_background
 from agenttrace.sdk.ledger import LedgerSink
 from agenttrace.sdk.metrics import MetricsSink
 from agenttrace.sdk.optree import Node, OpTreeSink
@@ -47,6 +53,7 @@ class Tracing:
         processor: AgentTraceProcessor | None,
         owns_provider: bool,
         meter_provider: MeterProvider | None = None,
+        export: BoundedExport | None = None,
     ) -> None:
         self.settings = settings
         self.provider = provider
@@ -54,6 +61,8 @@ class Tracing:
         self.owns_provider = owns_provider
         self.meter_provider = meter_provider
         """The meter provider agenttrace made for an OTLP endpoint (``None``: the app's)."""
+        self.export = export
+        """The OTLP span export agenttrace added (``None``: none, the app exports its own)."""
         self._undo: list[Callable[[], None]] = []
         self._shut_down = False
 
@@ -72,7 +81,11 @@ class Tracing:
         return ok
 
     def shutdown(self) -> None:
-        """Flush, stop our processor, undo the litellm patch; the provider too if we made it."""
+        """Flush, stop our processor, undo the litellm patch; the provider too if we made it.
+
+        Our outputs are written first; the exporters agenttrace made then get at most
+        ``settings.shutdown_timeout`` seconds (see ``agenttrace.sdk.export``).
+        """
         global _active
         with _lock:
             if self._shut_down:
@@ -88,13 +101,31 @@ class Tracing:
                 logger.exception("agenttrace: undoing instrumentation failed")
         if self.processor is not None:
             self.processor.shutdown()
+        budget = self.settings.shutdown_timeout
+        deadline = time.monotonic() + budget
+        metrics_done = None
+        if self.meter_provider is not None:
+            # At the same time as the spans, from the same budget.
+            meters = self.meter_provider
+            metrics_done = in_background(
+                lambda: meters.shutdown(timeout_millis=budget * 1000), "agenttrace-metrics-shutdown"
+            )
+        if self.export is not None:
+            self.export.shutdown()
         if self.provider is not None:
             if self.owns_provider:
                 self.provider.shutdown()
             else:
-                self.provider.force_flush()
-        if self.meter_provider is not None:
-            self.meter_provider.shutdown()
+                self.provider.force_flush()  # the application's exporters: not ours to bound
+        if metrics_done is not None:
+            outcome = metrics_done(deadline - time.monotonic())
+            if outcome is not True:
+                logger.warning(
+                    "agenttrace: the GenAI metrics were not exported at shutdown: %s",
+                    f"no answer within the {budget:g} s shutdown budget"
+                    if outcome is False
+                    else str(outcome).splitlines()[0],
+                )
         runtime.tracer = trace.get_tracer(INSTRUMENTATION_NAME)
 
 
@@ -119,6 +150,7 @@ def init(
     openinference: bool | None = None,
     disabled: bool | None = None,
     instrument_litellm: bool = True,
+    shutdown_timeout: float | None = None,
 ) -> Tracing:
     """Start tracing agent code; returns a handle whose ``shutdown()`` undoes it.
 
@@ -130,6 +162,8 @@ def init(
     ``instrument_litellm``: patch litellm now, or as soon as it is imported.
     ``meter_provider``: where the GenAI client metrics go (default: the global one; with none set,
     agenttrace makes one only when it made the tracer provider and an OTLP endpoint is set).
+    ``shutdown_timeout``: seconds ``shutdown`` (and the exit) waits for the exporters agenttrace
+    made; the spans not exported by then are dropped and counted in one warning.
 
     Calling ``init`` again while tracing is on returns the same handle and changes nothing.
     """
@@ -150,6 +184,7 @@ def init(
             redacted_save=redacted_save,
             openinference=openinference,
             disabled=disabled,
+            shutdown_timeout=shutdown_timeout,
         )
         runtime.settings = settings
         runtime.disabled = settings.disabled
@@ -181,15 +216,19 @@ def init(
             )
         )
         provider.add_span_processor(processor)
+        export = None
         if settings.otlp_endpoint and (owns or endpoint is not None):
-            provider.add_span_processor(
-                BatchSpanProcessor(_otlp_exporter(settings, explicit=endpoint is not None))
+            export = BoundedExport(
+                _otlp_exporter(settings, explicit=endpoint is not None),
+                settings.shutdown_timeout,
+                settings.otlp_endpoint,
             )
+            provider.add_span_processor(export)
         meters, owned_meters = _meter_provider(meter_provider, settings, owns, endpoint)
         processor.add_sink(MetricsSink(meters, __version__))
         runtime.recorder = processor
         runtime.tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
-        handle = Tracing(settings, provider, processor, owns, owned_meters)
+        handle = Tracing(settings, provider, processor, owns, owned_meters, export)
         if instrument_litellm:
             from agenttrace.instrumentation.litellm import instrument_when_imported
 
@@ -264,7 +303,9 @@ def _meter_provider(
         return current, None  # the application's (a no-op one if it set none)
     reader = PeriodicExportingMetricReader(_otlp_metric_exporter(settings, endpoint is not None))
     made = MeterProvider(
-        resource=Resource.create({SERVICE_NAME: settings.service_name}), metric_readers=[reader]
+        resource=Resource.create({SERVICE_NAME: settings.service_name}),
+        metric_readers=[reader],
+        shutdown_on_exit=False,  # our own exit hook shuts it down, within the budget
     )
     metrics.set_meter_provider(made)
     return made, made
