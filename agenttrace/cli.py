@@ -39,8 +39,13 @@ PROGRESS_THRESHOLD = 8 << 20
 
 def fail(message: str, status: int = EXIT_BAD_INPUT) -> NoReturn:
     """One line on stderr, exit status 2 (bad input) unless told otherwise."""
+    # A file name can hold a newline or a terminal escape: shown escaped, the line stays one.
+    message = _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
     click.echo(f"agenttrace: error: {message}", err=True)
     sys.exit(status)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def sessions_dir_option(function: Any) -> Any:

@@ -343,9 +343,10 @@ def test_unwritable_sessions_dir_read_only(tmp_path: Path) -> None:
         sessions.chmod(0o755)
 
 
-def test_disk_full_stream_keeps_the_session_file_whole(tmp_path: Path) -> None:
-    """The stream's writes fail with ENOSPC (it is /dev/full): the agent runs on, one warning
-    names the stream, and the session file written at shutdown holds every event."""
+def test_stream_linked_out_of_the_directory_keeps_the_session_file_whole(tmp_path: Path) -> None:
+    """The stream's name is a symlink to /dev/full, out of the sessions directory: it is not
+    written through (once it was, and every write failed with ENOSPC); the agent runs on, one
+    warning names the stream, and the session file written at shutdown holds every event."""
     sessions = tmp_path / "sessions"
     sessions.mkdir()
     stream = stream_path(sessions, "full")
@@ -354,7 +355,7 @@ def test_disk_full_stream_keeps_the_session_file_whole(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == AGENT_STDOUT
     warnings_in(result.stderr, stream)
-    assert "No space left on device" in result.stderr
+    assert f"(is a symlink that leads out of {sessions})" in result.stderr
     loaded = read_session_file(snapshot_path(sessions, "full"))
     assert [e["message_id"] for e in loaded.events] == [ev.message_id(n) for n in range(1, 11)]
     assert sorted({e["agent_id"] for e in loaded.events}) == ["agent_001", "agent_002"]

@@ -23,9 +23,49 @@ DEFAULT_HOME = Path("~/.agenttrace")
 DEFAULT_MAX_PAYLOAD_BYTES = 16384
 DEFAULT_SHUTDOWN_TIMEOUT = 3.0
 """Seconds agenttrace waits for its OTLP exporter at shutdown when nothing else is set."""
+MIB = 1 << 20
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+
+
+READ_LIMIT_VARIABLES: Mapping[str, str] = {
+    "compressed_bytes": "AGENTTRACE_MAX_COMPRESSED_BYTES",
+    "decompressed_bytes": "AGENTTRACE_MAX_DECOMPRESSED_BYTES",
+    "stream_bytes": "AGENTTRACE_MAX_STREAM_BYTES",
+    "line_bytes": "AGENTTRACE_MAX_LINE_BYTES",
+}
+"""The variable that sets each :class:`ReadLimits` field (the error past a limit names it)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadLimits:
+    """How much a reader takes from one session file or stream before it refuses it (README,
+    "Limits"). Files users hand us are untrusted: these bound the time and memory one costs.
+
+    The defaults are far above any real session (100,000 events make a 41 MB stream and a 5 MB
+    session file) and far below what would exhaust a machine.
+    """
+
+    compressed_bytes: int = 256 * MIB
+    """A session file's size on disk (gzip)."""
+    decompressed_bytes: int = 1024 * MIB
+    """What a session file decompresses to: its JSON document."""
+    stream_bytes: int = 1024 * MIB
+    """An event stream's size (the same JSON as a session file's events, so the same cap)."""
+    line_bytes: int = 64 * MIB
+    """One line of an event stream: one event (a whole model context is a few MB)."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ReadLimits:
+        """The limits the ``AGENTTRACE_MAX_*`` variables set (defaults for those unset)."""
+        env = os.environ if env is None else env
+        return cls(
+            **{
+                name: _int(env, variable, getattr(cls, name))
+                for name, variable in READ_LIMIT_VARIABLES.items()
+            }
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +94,8 @@ class Settings:
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
     """Seconds ``shutdown`` (and so the exit) waits for the OTLP exporter agenttrace set up;
     what is not exported by then is dropped, with one warning saying how many spans."""
+    read_limits: ReadLimits = ReadLimits()
+    """Caps on what reading one session file or stream may take (``AGENTTRACE_MAX_*``)."""
 
     @classmethod
     def resolve(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -80,6 +122,7 @@ class Settings:
             "redacted_save": _flag(env, "AGENTTRACE_REDACTED_SAVE", False),
             "openinference": _flag(env, "AGENTTRACE_OPENINFERENCE", False),
             "shutdown_timeout": _shutdown_timeout(env),
+            "read_limits": ReadLimits.from_env(env),
         }
         for key, value in overrides.items():
             if key not in values:

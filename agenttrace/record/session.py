@@ -31,6 +31,8 @@ from agenttrace.record.session_files import (
     LoadedFile,
     Progress,
     SessionFileError,
+    check_session_files,
+    check_session_id,
     find_session,
     read_session_file,
 )
@@ -62,11 +64,13 @@ class Session:
     """Event-stream backed registry of a multi-agent system (its API: docs/events.md).
 
     A fresh session's id is also the origin txn id of its first run and names its files;
-    a resumed session keeps its id, so the next run appends to the same files.
+    a resumed session keeps its id, so the next run appends to the same files. An id given must
+    be a plain file name stem (:func:`check_session_id`; else :class:`SessionFileError`).
     """
 
     def __init__(self, session_id: str | None = None) -> None:
-        self.session_id = session_id or new_txn_id()
+        # The id names the session's files: never one that could lead out of their directory.
+        self.session_id = check_session_id(session_id) if session_id else new_txn_id()
         self.message_counter = 0
         self.agent_counter = 0
         self.agents: dict[str, AgentRecord] = {}
@@ -235,8 +239,14 @@ class Session:
 
     @classmethod
     def from_file(cls, loaded: LoadedFile) -> Session:
-        """A session restored from what :func:`read_session_file` read."""
-        session = cls(loaded.session_id or (loaded.meta.get("session_id") if loaded.meta else None))
+        """A session restored from what :func:`read_session_file` read. The session id the file
+        gives (its ``session_id``, else its name) names the files the session is written to:
+        one that is not a plain name is a :class:`SessionFileError`."""
+        session_id = loaded.session_id or (loaded.meta.get("session_id") if loaded.meta else None)
+        try:
+            session = cls(session_id)
+        except SessionFileError as exc:
+            raise SessionFileError(f"{loaded.path}: its session id is refused: {exc}") from None
         session.restore(loaded.events, raw_lines=None)
         session.runs = list(loaded.runs)
         session.meta = dict(loaded.meta)
@@ -400,12 +410,17 @@ def resume(path_or_id: str | Path, sessions_dir: str | Path | None = None) -> Se
     and make it current: the next agent run appends to it, with no id reused, and its root span
     links to the previous run's trace.
 
-    Raises :class:`SessionFileError` for anything that is not a readable session.
+    Raises :class:`SessionFileError` for anything that is not a readable session, and for one
+    whose files in the sessions directory could not be written safely (a symlink there under
+    its file name that leads out of the directory).
     """
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
     path = find_session(str(path_or_id), directory)
     loaded = load_fullest(path)
     session = Session.from_file(loaded)
+    # Where the next run will write (init's sessions directory): refused now, not at its first
+    # event, when all agenttrace could do is warn and not save.
+    check_session_files(runtime.settings.sessions_dir, session.session_id)
     session.resumed_from = str(path)
     session.restored_count = len(session.events)
     if loaded.torn is not None:

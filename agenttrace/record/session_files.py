@@ -5,11 +5,17 @@ Reading checks what it is given and says clearly what is wrong with a file that 
 of this format and version: every such problem is a :class:`SessionFileError` with a one-line
 message. A torn last line in a stream (a process killed mid-write) is not an error: it is
 reported in :attr:`LoadedFile.torn` and skipped, and nothing else is lost.
+
+Files are untrusted: a reader takes regular files only (never a FIFO or a device) and stops at
+the limits of :class:`~agenttrace._internal.config.ReadLimits` (a gzip bomb is cut off at the
+decompressed cap, never allocated whole). Ids become file names only once checked, and a file
+is written only inside its directory (``agenttrace.record.safe_open``).
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import gzip
 import json
 import os
@@ -18,9 +24,11 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from agenttrace._internal.config import MIB, READ_LIMIT_VARIABLES, ReadLimits
 from agenttrace.record.events import EVENT_TYPES, PIECE_OF_TEXT, infer_causes, normalize
+from agenttrace.record.safe_open import UnsafeFile, check_writable, open_inside, open_regular
 from agenttrace.record.spool import Piece, atomic_file, gzip_member
 
 FORMAT = "agenttrace.session"
@@ -33,6 +41,13 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 class SessionFileError(Exception):
     """A session file or id that cannot be read: the message says what is wrong, in one line."""
+
+    def __init__(self, message: str) -> None:
+        # A file name or id can hold a newline or a terminal escape: shown escaped.
+        super().__init__(_CONTROL.sub(lambda m: repr(m.group())[1:-1], message))
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass
@@ -51,21 +66,45 @@ class LoadedFile:
 
 
 def stream_path(sessions_dir: Path, session_id: str) -> Path:
-    """Where the event stream of ``session_id`` lives."""
-    return sessions_dir / f"{session_id}{STREAM_SUFFIX}"
+    """Where the event stream of ``session_id`` lives (the id checked: :func:`check_session_id`)."""
+    return sessions_dir / f"{check_session_id(session_id)}{STREAM_SUFFIX}"
 
 
 def snapshot_path(sessions_dir: Path, session_id: str) -> Path:
-    """Where the gzipped session file of ``session_id`` lives."""
-    return sessions_dir / f"{session_id}{SNAPSHOT_SUFFIX}"
+    """Where the gzipped session file of ``session_id`` lives (the id checked)."""
+    return sessions_dir / f"{check_session_id(session_id)}{SNAPSHOT_SUFFIX}"
 
 
 def check_session_id(session_id: str) -> str:
     """``session_id`` if it is a plain file name stem; refuses anything that could leave the
-    sessions directory (``../x``, ``/etc/x``, separators)."""
-    if not _SESSION_ID.match(session_id) or ".." in session_id:
-        raise SessionFileError(f"not a session id: {session_id!r}")
+    sessions directory (``../x``, ``/etc/x``, separators, NUL, look-alikes of ``/``)."""
+    # fullmatch, not match with $: "$" also matches before a final newline.
+    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
+        raise SessionFileError(f"not a session id: {_shown(session_id)}")
+    if ".." in session_id:
+        raise SessionFileError(f"not a session id: {_shown(session_id)}")
     return session_id
+
+
+def check_session_files(sessions_dir: Path, session_id: str) -> None:
+    """Refuse (:class:`SessionFileError`) to record ``session_id`` in ``sessions_dir`` when its
+    files could not be written there safely: an id that is not a plain name, or a file name
+    that is a symlink leading out of the directory or is not a regular file."""
+    for path in (stream_path(sessions_dir, session_id), snapshot_path(sessions_dir, session_id)):
+        try:
+            check_writable(path)
+        except UnsafeFile as exc:
+            raise SessionFileError(
+                f"{path}: {exc.strerror}; not writing the session there"
+            ) from None
+        except OSError as exc:
+            raise SessionFileError(f"{path}: cannot check: {exc.strerror or exc}") from None
+
+
+def _shown(value: object, limit: int = 80) -> str:
+    """``value``'s repr, cut to ``limit`` characters (an id can be any length of anything)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def find_session(reference: str, sessions_dir: Path) -> Path:
@@ -75,7 +114,7 @@ def find_session(reference: str, sessions_dir: Path) -> Path:
     path = Path(reference)
     escapes = ".." in path.parts
     try:
-        if not escapes and (reference.endswith((".gz", ".jsonl")) or path.is_file()):
+        if not escapes and (reference.endswith((".gz", ".jsonl")) or _is_file(path)):
             if not path.exists():
                 raise SessionFileError(f"{reference}: no such file")
             return path
@@ -92,6 +131,16 @@ def find_session(reference: str, sessions_dir: Path) -> Path:
     raise SessionFileError(f"no session {session_id!r} in {sessions_dir}")
 
 
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` names an existing file; a name too long to be one does not."""
+    try:
+        return path.is_file()
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            return False
+        raise
+
+
 # --- reading -----------------------------------------------------------------------------------
 
 
@@ -101,59 +150,109 @@ Progress = Callable[[int, int], None]
 _PROGRESS_STEP = 1 << 20
 
 
-def read_session_file(path: str | Path, progress: Progress | None = None) -> LoadedFile:
-    """Read a gzipped session file or an event stream (told apart by content, not name)."""
+def read_session_file(
+    path: str | Path, progress: Progress | None = None, limits: ReadLimits | None = None
+) -> LoadedFile:
+    """Read a gzipped session file or an event stream (told apart by content, not name).
+
+    ``limits``: the caps past which the file is refused (default: from the ``AGENTTRACE_MAX_*``
+    variables, :meth:`ReadLimits.from_env`).
+    """
     path = Path(path)
+    limits = ReadLimits.from_env() if limits is None else limits
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(2)
-    except IsADirectoryError:
-        raise SessionFileError(f"{path}: is a directory, not a session file") from None
+        handle = os.fdopen(open_regular(path), "rb")
+    except UnsafeFile as exc:
+        raise SessionFileError(f"{path}: is {exc.kind}, not a session file") from None
     except FileNotFoundError:
         raise SessionFileError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise SessionFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if head == _GZIP_MAGIC:
-        return _read_snapshot(path, progress)
-    return _read_stream(path, progress)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise SessionFileError(f"{path}: cannot read: {_reason(exc)}") from None
+    with handle:
+        try:
+            size = os.fstat(handle.fileno()).st_size
+            head = handle.read(2)
+            handle.seek(0)
+        except OSError as exc:
+            raise SessionFileError(f"{path}: cannot read: {_reason(exc)}") from None
+        if head == _GZIP_MAGIC:
+            return _read_snapshot(path, handle, size, limits, progress)
+        return _read_stream(path, handle, size, limits, progress)
 
 
-def _gunzip(path: Path, progress: Progress | None) -> bytes:
+def _reason(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+
+
+def _past_limit(path: Path, what: str, limit: str, limits: ReadLimits) -> SessionFileError:
+    """The error for a file past one of ``limits``: which limit, and how to raise it."""
+    value: int = getattr(limits, limit)
+    amount = f"{value // MIB} MiB" if value and value % MIB == 0 else f"{value} bytes"
+    return SessionFileError(
+        f"{path}: {what} more than {amount}, the limit; to read it, raise "
+        f"{READ_LIMIT_VARIABLES[limit]} (now {value})"
+    )
+
+
+_DECOMPRESS_STEP = 16 * MIB
+"""At most this much decompressed per call, so a gzip bomb never allocates past the cap."""
+
+
+def _gunzip(
+    path: Path, handle: BinaryIO, size: int, limits: ReadLimits, progress: Progress | None
+) -> bytearray:
     """The contents of a gzip file, all its members (agenttrace writes the finished parts of a
-    session as members of their own)."""
-    total = path.stat().st_size
+    session as members of their own), stopped at ``limits.decompressed_bytes``."""
+    if size > limits.compressed_bytes:
+        raise _past_limit(path, "a session file of", "compressed_bytes", limits)
+    cap = limits.decompressed_bytes
     decompressor = zlib.decompressobj(31)  # the gzip container
     fed = False  # has the current member received any byte?
     members = 0
-    parts: list[bytes] = []
+    out = bytearray()  # grown in place: no list of parts to join into a second copy
     done = 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_PROGRESS_STEP):
-            done += len(chunk)
-            while chunk:
-                fed = True
-                parts.append(decompressor.decompress(chunk))
-                if not decompressor.eof:
-                    break
+    while chunk := handle.read(_PROGRESS_STEP):
+        done += len(chunk)
+        if done > limits.compressed_bytes:  # it grew while we read it
+            raise _past_limit(path, "a session file of", "compressed_bytes", limits)
+        while True:
+            fed = fed or bool(chunk)
+            room = min(cap - len(out) + 1, _DECOMPRESS_STEP)
+            piece = decompressor.decompress(chunk, room)
+            out += piece
+            if len(out) > cap:
+                raise _past_limit(path, "decompresses to", "decompressed_bytes", limits)
+            if decompressor.eof:
                 members += 1  # a member ended; whatever follows starts the next one
                 chunk = decompressor.unused_data
                 decompressor = zlib.decompressobj(31)
                 fed = False
-            if progress is not None:
-                progress(done, total)
+                if not chunk:
+                    break
+                continue
+            chunk = decompressor.unconsumed_tail
+            if not chunk and len(piece) < room:  # all fed, nothing more held back
+                break
+        if progress is not None:
+            progress(done, size)
     if fed or members == 0:
-        parts.append(decompressor.flush())
         raise EOFError("the gzip stream ends before its end marker")
-    return b"".join(parts)
+    return out
 
 
-def _read_snapshot(path: Path, progress: Progress | None = None) -> LoadedFile:
+def _read_snapshot(
+    path: Path,
+    handle: BinaryIO,
+    size: int,
+    limits: ReadLimits,
+    progress: Progress | None = None,
+) -> LoadedFile:
     try:
-        raw = _gunzip(path, progress)
+        raw = _gunzip(path, handle, size, limits, progress)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise SessionFileError(f"{path}: truncated or damaged gzip ({exc})") from None
     except OSError as exc:
-        raise SessionFileError(f"{path}: cannot read: {exc}") from None
+        raise SessionFileError(f"{path}: cannot read: {_reason(exc)}") from None
     try:
         payload = json.loads(raw)
     except (ValueError, RecursionError):
@@ -183,17 +282,48 @@ def _read_snapshot(path: Path, progress: Progress | None = None) -> LoadedFile:
     )
 
 
-def _read_stream(path: Path, progress: Progress | None = None) -> LoadedFile:
+def _read_bounded(path: Path, handle: BinaryIO, size: int, limits: ReadLimits) -> bytes:
+    """A stream's bytes, at most ``limits.stream_bytes`` (also if it grows while read)."""
+    if size > limits.stream_bytes:
+        raise _past_limit(path, "an event stream of", "stream_bytes", limits)
     try:
-        data = path.read_bytes()
+        data = handle.read(size + 1)
+        if len(data) <= size:
+            return data
+        parts, total = [data], len(data)  # a live stream, appended to since fstat
+        while chunk := handle.read(_PROGRESS_STEP):
+            total += len(chunk)
+            if total > limits.stream_bytes:
+                raise _past_limit(path, "an event stream of", "stream_bytes", limits)
+            parts.append(chunk)
     except OSError as exc:
-        raise SessionFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise SessionFileError(f"{path}: cannot read: {_reason(exc)}") from None
+    return b"".join(parts)
+
+
+def _check_line_lengths(path: Path, lines: list[bytes], limits: ReadLimits) -> None:
+    cap = limits.line_bytes
+    for number, line in enumerate(lines):
+        if len(line) > cap:
+            raise _past_limit(path, f"line {number + 1} is", "line_bytes", limits)
+
+
+def _read_stream(
+    path: Path,
+    handle: BinaryIO,
+    size: int,
+    limits: ReadLimits,
+    progress: Progress | None = None,
+) -> LoadedFile:
+    data = _read_bounded(path, handle, size, limits)
     if not data.strip():
         raise SessionFileError(f"{path}: empty file, no events")
     lines = data.split(b"\n")
     ends_with_newline = lines[-1] == b""
     if ends_with_newline:
         lines.pop()
+    if len(data) > limits.line_bytes:  # else no line can be longer: no pass over them
+        _check_line_lengths(path, lines, limits)
     events: list[dict[str, Any]] = []
     torn: str | None = None
     last = len(lines) - 1
@@ -290,7 +420,8 @@ class StreamAppender:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        # A regular file in its directory only: not a FIFO, not a link planted to lead out.
+        self._fd = open_inside(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
 
     def append(self, line: bytes) -> None:
         if _write is not None:

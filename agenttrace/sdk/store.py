@@ -20,6 +20,7 @@ import collections
 import contextlib
 import json
 import logging
+import os
 import threading
 import time
 import weakref
@@ -28,6 +29,7 @@ from typing import Any
 
 from agenttrace._internal.redact import scrub_json_text
 from agenttrace.record.lifecycle import EventLogged
+from agenttrace.record.safe_open import open_inside
 from agenttrace.record.session import Session
 from agenttrace.record.session_files import (
     StreamAppender,
@@ -150,29 +152,47 @@ def _repair(path: Path, session: Session) -> None:
     on its bytes; and a resumed session whose stream has fewer events than were restored (the
     stream stopped on a full disk while the session file went on) gets the stream rewritten
     from the restored events, so the ids stay contiguous in both files.
+
+    The file is opened as the appender opens it (a regular file inside the sessions directory,
+    else ``UnsafeFile``, an ``OSError``) and read in blocks, never whole.
     """
-    if not path.is_file():  # nothing yet, or not a regular file (a device, a pipe)
+    try:
+        fd = open_inside(path, os.O_RDWR)
+    except FileNotFoundError:  # nothing yet
         return
-    data = path.read_bytes()
-    restored = session.restored_count
-    if restored and data.count(b"\n") < restored:
-        write_atomically(path, b"".join(session.event_lines()[:restored]))
-        logger.warning(
-            "agenttrace: %s had fewer events than session %s; rewritten from the restored "
-            "session before appending",
-            path,
-            session.session_id,
-        )
-    elif data and not data.endswith(b"\n"):
-        keep = data.rfind(b"\n") + 1
-        with open(path, "r+b") as handle:
-            handle.truncate(keep)
-        logger.warning(
-            "agenttrace: %s ended in a torn line (%d bytes, a write cut off by a crash); "
-            "dropped before appending",
-            path,
-            len(data) - keep,
-        )
+    try:
+        lines, size, keep = _scan_lines(fd)
+        restored = session.restored_count
+        if restored and lines < restored:
+            write_atomically(path, b"".join(session.event_lines()[:restored]))
+            logger.warning(
+                "agenttrace: %s had fewer events than session %s; rewritten from the restored "
+                "session before appending",
+                path,
+                session.session_id,
+            )
+        elif keep < size:
+            os.ftruncate(fd, keep)
+            logger.warning(
+                "agenttrace: %s ended in a torn line (%d bytes, a write cut off by a crash); "
+                "dropped before appending",
+                path,
+                size - keep,
+            )
+    finally:
+        os.close(fd)
+
+
+def _scan_lines(fd: int, block: int = 1 << 20) -> tuple[int, int, int]:
+    """(newlines, size, where the last whole line ends) of the file open at ``fd``."""
+    lines = size = keep = 0
+    while chunk := os.pread(fd, block, size):
+        lines += chunk.count(b"\n")
+        last = chunk.rfind(b"\n")
+        if last >= 0:
+            keep = size + last + 1
+        size += len(chunk)
+    return lines, size, keep
 
 
 class _SessionState:
