@@ -26,7 +26,7 @@ import pytest
 
 import agenttrace
 from agenttrace import SessionFileError
-from agenttrace._internal.config import MIB, ReadLimits, Settings
+from agenttrace._internal.config import MIB, RATIO_FREE_BYTES, ReadLimits, Settings
 from agenttrace.record import session_files
 from agenttrace.record.session import load_fullest
 from agenttrace.record.session_files import read_session_file, snapshot_bytes
@@ -177,6 +177,34 @@ def test_a_gzip_bomb_stops_at_the_cap_without_allocating_past_it(bomb: Path) -> 
     )
     # The cap, the last block decompressed and the bytearray's growth margin; never the GiB.
     assert peak < 3 * cap, f"peak {peak / MIB:.0f} MiB reading a bomb capped at 32 MiB"
+
+
+def test_with_the_default_limits_a_bomb_stops_at_its_compression_ratio(bomb: Path) -> None:
+    """1 GiB is under the default decompressed cap; 1,000 times its size on disk is not."""
+    size = bomb.stat().st_size
+    cap = max(RATIO_FREE_BYTES, size * 100)
+    tracemalloc.start()
+    try:
+        message = refused(bomb, ReadLimits())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    amount = f"{cap // MIB} MiB" if cap % MIB == 0 else f"{cap} bytes"
+    assert message == (
+        f"{bomb}: decompresses to more than {amount} (100 times its size), the limit; to read "
+        "it, raise AGENTTRACE_MAX_COMPRESSION_RATIO (now 100)"
+    )
+    assert peak < 3 * cap
+
+
+def test_a_file_compressed_better_than_the_ratio_is_read_below_the_ratio_free_size(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s1.json.gz"
+    path.write_bytes(snapshot_bytes("s1", [], lines_of(EXAMPLE_1), {}))
+    size = len(gzip.decompress(path.read_bytes()))
+    assert size > path.stat().st_size  # so a ratio of 1 is past it, but for the free size
+    assert read_session_file(path, limits=ReadLimits(compression_ratio=1)).events == EXAMPLE_1
 
 
 def test_the_decompressed_cap_comes_from_the_environment(

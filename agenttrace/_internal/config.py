@@ -34,8 +34,14 @@ READ_LIMIT_VARIABLES: Mapping[str, str] = {
     "decompressed_bytes": "AGENTTRACE_MAX_DECOMPRESSED_BYTES",
     "stream_bytes": "AGENTTRACE_MAX_STREAM_BYTES",
     "line_bytes": "AGENTTRACE_MAX_LINE_BYTES",
+    "compression_ratio": "AGENTTRACE_MAX_COMPRESSION_RATIO",
 }
 """The variable that sets each :class:`ReadLimits` field (the error past a limit names it)."""
+
+
+RATIO_FREE_BYTES = 64 * MIB
+"""A session file may always decompress to this much, whatever its compression ratio (a small
+file of repetitive content is not a bomb)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +61,10 @@ class ReadLimits:
     """An event stream's size (the same JSON as a session file's events, so the same cap)."""
     line_bytes: int = 64 * MIB
     """One line of an event stream: one event (a whole model context is a few MB)."""
+    compression_ratio: int = 100
+    """How many times its size on disk a session file may decompress to, past the first
+    :data:`RATIO_FREE_BYTES`: session JSON compresses 8-15x, a gzip bomb of zeros ~1,000x, so a
+    1 MB bomb stops at 100 MB instead of running on to ``decompressed_bytes``."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ReadLimits:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from agenttrace._internal.config import MIB, READ_LIMIT_VARIABLES, ReadLimits
+from agenttrace._internal.config import MIB, RATIO_FREE_BYTES, READ_LIMIT_VARIABLES, ReadLimits
 from agenttrace.record.events import EVENT_TYPES, PIECE_OF_TEXT, infer_causes, normalize
 from agenttrace.record.safe_open import UnsafeFile, check_writable, open_inside, open_regular
 from agenttrace.record.spool import Piece, atomic_file, gzip_member
@@ -184,10 +184,17 @@ def _reason(exc: BaseException) -> str:
     return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
 
 
-def _past_limit(path: Path, what: str, limit: str, limits: ReadLimits) -> SessionFileError:
-    """The error for a file past one of ``limits``: which limit, and how to raise it."""
+def _past_limit(
+    path: Path, what: str, limit: str, limits: ReadLimits, amount_bytes: int | None = None
+) -> SessionFileError:
+    """The error for a file past one of ``limits``: which limit, and how to raise it.
+    ``amount_bytes``: the size it went past, when that is not the limit's own value (the
+    compression ratio's cap is a size made from the ratio)."""
     value: int = getattr(limits, limit)
-    amount = f"{value // MIB} MiB" if value and value % MIB == 0 else f"{value} bytes"
+    bytes_ = value if amount_bytes is None else amount_bytes
+    amount = f"{bytes_ // MIB} MiB" if bytes_ and bytes_ % MIB == 0 else f"{bytes_} bytes"
+    if limit == "compression_ratio":
+        amount += f" ({value} times its size)"
     return SessionFileError(
         f"{path}: {what} more than {amount}, the limit; to read it, raise "
         f"{READ_LIMIT_VARIABLES[limit]} (now {value})"
@@ -206,6 +213,9 @@ def _gunzip(
     if size > limits.compressed_bytes:
         raise _past_limit(path, "a session file of", "compressed_bytes", limits)
     cap = limits.decompressed_bytes
+    by_ratio = max(RATIO_FREE_BYTES, size * limits.compression_ratio)
+    limit = "decompressed_bytes" if cap <= by_ratio else "compression_ratio"
+    cap = min(cap, by_ratio)
     decompressor = zlib.decompressobj(31)  # the gzip container
     fed = False  # has the current member received any byte?
     members = 0
@@ -221,7 +231,7 @@ def _gunzip(
             piece = decompressor.decompress(chunk, room)
             out += piece
             if len(out) > cap:
-                raise _past_limit(path, "decompresses to", "decompressed_bytes", limits)
+                raise _past_limit(path, "decompresses to", limit, limits, cap)
             if decompressor.eof:
                 members += 1  # a member ended; whatever follows starts the next one
                 chunk = decompressor.unused_data
