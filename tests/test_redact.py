@@ -6,15 +6,14 @@ import json
 
 import pytest
 
+from agenttrace._internal.caps import capped_json, truncate_utf8
 from agenttrace._internal.redact import (
     REDACTED,
-    capped_json,
     is_secret_key,
     redact,
     remember_environment_secrets,
     remember_secret,
     scrub_text,
-    truncate_utf8,
 )
 
 
@@ -98,8 +97,9 @@ def test_environment_secrets_are_remembered() -> None:
 
 def test_truncate_utf8_never_splits_a_character() -> None:
     text = "é" * 100
-    cut = truncate_utf8(text, 11)
-    assert cut.startswith("é" * 5) and "…[truncated, 200 bytes]" in cut
+    marker = "…[truncated, 200 bytes]"
+    cut = truncate_utf8(text, len(marker.encode()) + 11)  # the marker counts towards the cap
+    assert cut == "é" * 5 + marker
     assert truncate_utf8("short", 100) == "short"
 
 
