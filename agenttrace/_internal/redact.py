@@ -49,10 +49,11 @@ _SECRET_WORDS = (
     r"signature|cookie|set[-_]cookie"
 )
 _SECRET_KEY = re.compile(rf"(?:^|[^a-z0-9])(?:{_SECRET_WORDS})$", re.IGNORECASE)
-# A "key": "value" pair in JSON text whose key names a secret, also inside an escaped JSON
-# string (\"password\": \"x\"), e.g. tool-call arguments inside a message.
+# The start of a "key": "value" pair in JSON text whose key names a secret, also inside an
+# escaped JSON string (\"password\": \"x\"), e.g. tool-call arguments inside a message; where
+# its value ends is found by _string_end.
 _JSON_SECRET_PAIR = re.compile(
-    rf'(\\*")((?:[A-Za-z0-9_.\-]*[_.\-])?(?:{_SECRET_WORDS}))\1(\s*:\s*)\1((?:(?!\1).)*)\1',
+    rf'(\\*")(?:[A-Za-z0-9_.\-]*[_.\-])?(?:{_SECRET_WORDS})\1\s*:\s*\1',
     re.IGNORECASE,
 )
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
@@ -194,8 +195,44 @@ def scrub_json_text(text: str) -> str:
     text = scrub_text(text)
     for key in _JSON_KEY.findall(text):
         if is_secret_key(key):
-            return _JSON_SECRET_PAIR.sub(rf"\1\2\1\3\1{REDACTED}\1", text)
+            return _scrub_secret_pairs(text)
     return text
+
+
+def _scrub_secret_pairs(text: str) -> str:
+    pieces: list[str] = []
+    done = 0
+    for match in _JSON_SECRET_PAIR.finditer(text):
+        if match.start() < done:
+            continue  # inside a value just replaced
+        end = _string_end(text, match.end(), len(match.group(1)) - 1)
+        if end is not None:
+            pieces += (text[done : match.end()], REDACTED)
+            done = end
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _string_end(text: str, start: int, depth: int) -> int | None:
+    """Where the content of a JSON string that starts at ``start`` ends (where its closing
+    quote's backslashes begin), or None if it does not. ``depth``: the backslashes before each
+    of the string's own quotes (0 in JSON, 1 in JSON inside a JSON string, 3 a level deeper).
+
+    A quote closes it when the backslashes before it are ``depth`` modulo ``2 * (depth + 1)``;
+    other counts are an escaped quote (``\\"`` in JSON) or escaped backslashes and then one.
+    """
+    period = 2 * (depth + 1)
+    quote = text.find('"', start)
+    while quote != -1:
+        slashes = 0
+        while quote - slashes > start and text[quote - slashes - 1] == "\\":
+            slashes += 1
+        if slashes % period == depth:
+            return quote - depth
+        quote = text.find('"', quote + 1)
+    return None
 
 
 # --- cap, then scan ----------------------------------------------------------------------------
