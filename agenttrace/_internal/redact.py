@@ -63,7 +63,8 @@ _KEY_SHAPES = re.compile(
 )
 
 # Cheap tests that decide which of the (slower) patterns above can match at all.
-_JSON_KEY = re.compile(r'"([A-Za-z0-9_.\-]{1,64})\\?"\s*:')
+# A key in JSON text, at any depth of JSON inside JSON strings (backslashes before its quote).
+_JSON_KEY = re.compile(r'"([A-Za-z0-9_.\-]{1,64})\\*"\s*:')
 _MARKS = re.compile(r"sk-|xox|AKIA|gh[pousr]_|[Bb]earer|BEARER|[Bb]asic |BASIC ")
 
 # --- credentials in URLs ---------------------------------------------------------------------
@@ -206,7 +207,7 @@ def _scrub_secret_pairs(text: str) -> str:
         if match.start() < done:
             continue  # inside a value just replaced
         end = _string_end(text, match.end(), len(match.group(1)) - 1)
-        if end is not None:
+        if end is not None and end > match.end():  # "" is no secret (as in redact)
             pieces += (text[done : match.end()], REDACTED)
             done = end
     if not pieces:
