@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -169,3 +170,29 @@ def test_a_20_mb_tool_result_is_cut_to_the_cap(traced: Traced) -> None:
     assert "sEcReT" not in console and "hunter2" not in console and "sEcReT" not in recorded
     for line in console.splitlines():
         assert utf8_size(line) < 4096 + 200  # the body, capped, after the line's prefix
+
+
+@pytest.mark.init(max_payload_bytes=4096)
+def test_a_huge_error_is_cut_before_it_is_scanned(traced: Traced, tmp_path: Path) -> None:
+    @agenttrace.tool
+    def download() -> None:
+        raise RuntimeError("GET https://h.example/f?key=eRr-canary-77&x=1 gave " + "z" * MB20)
+
+    @agenttrace.agent(name="Downloader")
+    def run() -> None:
+        download()
+
+    with pytest.raises(RuntimeError):
+        run()
+    span = traced.one("execute_tool download")
+    (event,) = span.events
+    ledger = json.loads((tmp_path / "accounting.jsonl").read_text())
+    for text in (
+        span.status.description or "",
+        str((event.attributes or {})["exception.message"]),
+        str((event.attributes or {})["exception.stacktrace"]),
+        ledger["error"],
+    ):
+        assert utf8_size(text) <= 4096 and "…[truncated, " in text
+        assert "https://h.example/f?key=[REDACTED]&x=1 gave zzz" in text
+        assert "canary" not in text

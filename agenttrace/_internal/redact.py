@@ -250,7 +250,10 @@ def cap_text(text: str, max_bytes: int, scrub: Callable[[str], str] = scrub_json
         clean = scrub(text)
         return clean if fits(clean, max_bytes) else truncate_utf8(clean, max_bytes)
     window = text[: max_bytes + SCAN_MARGIN]
-    return truncate_utf8(scrub(window), max_bytes, original_size(text))
+    clean = scrub(window)
+    if len(window) == len(text) and fits(clean, max_bytes):
+        return clean  # a secret replaced was what made it too big
+    return truncate_utf8(clean, max_bytes, original_size(text))
 
 
 _RECORDED = json.JSONEncoder(ensure_ascii=False, default=lambda value: jsonable(value))
