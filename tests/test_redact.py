@@ -131,6 +131,8 @@ CREDENTIAL_PARAMETERS = [
     "X-Amz-Credential",
     "X-Amz-Security-Token",
     "auth",
+    "subscription-key",
+    "jwt",
 ]
 
 

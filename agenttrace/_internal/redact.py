@@ -65,7 +65,12 @@ _KEY_SHAPES = re.compile(
 # Cheap tests that decide which of the (slower) patterns above can match at all.
 # A key in JSON text, at any depth of JSON inside JSON strings (backslashes before its quote).
 _JSON_KEY = re.compile(r'"([A-Za-z0-9_.\-]{1,64})\\*"\s*:')
-_MARKS = re.compile(r"sk-|xox|AKIA|gh[pousr]_|[Bb]earer|BEARER|[Bb]asic |BASIC ")
+_MARKS = (
+    *("sk-", "xox", "AKIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    *("Bearer", "bearer", "BEARER", "Basic ", "basic ", "BASIC "),
+)
+"""Substrings one of which the bearer and key-shape patterns need (a few ``in`` tests are faster
+than a regular expression with alternatives)."""
 
 # --- credentials in URLs ---------------------------------------------------------------------
 # Characters that cannot stand unescaped in a URL's query (RFC 3986), and its delimiters, end a
@@ -73,19 +78,32 @@ _MARKS = re.compile(r"sk-|xox|AKIA|gh[pousr]_|[Bb]earer|BEARER|[Bb]asic |BASIC "
 # marker's ``…``. A quote (') does not: a password may hold one, and eating a closing quote
 # is better than leaving the rest of a password.
 _URL_VALUE_END = r"\s&#\"<>\\\[\]{}|^`…"
-# A parameter's name after ``?``, ``&`` or ``#`` (also as written in HTML, ``&amp;``, or
-# escaped in JSON, ``\u0026``), then its value. Only names are matched in one pass, so a URL
-# inside another parameter's value (``?next=https://x/?key=...``) is found too.
-_URL_PARAM = re.compile(r"(?:[?&#]|&amp;|\\u0026)([A-Za-z][A-Za-z0-9_.\-]{0,63})=")
-_URL_VALUE = re.compile(rf"[^{_URL_VALUE_END}]*")
-# ``scheme://userinfo@``: the userinfo holds no ``/?#@`` (RFC 3986) and, here, no space,
-# quote or bracket, so it never reaches past the host or into ``[REDACTED]``.
-_URL_USERINFO = re.compile(
-    r"\b([A-Za-z][A-Za-z0-9+.\-]{0,31}://)[^\s/?#@\"'<>\\\[\]{}|^`]{1,1024}@"
+_URL_SECRET_NAMES = r"key|sig|jwt|pwd|pass|authkey|subscription-key"
+"""Whole parameter names that carry a credential in URLs though they are not secret-named keys
+elsewhere (Google's ``?key=``, Azure SAS's ``sig``); the secret words name the rest."""
+# A credential-carrying parameter's name after ``?``, ``&`` or ``#`` (also as written in HTML,
+# ``&amp;``, or escaped in JSON, ``\u0026``): a secret word ending the name, as for keys, or
+# one of the names above. Only names are matched, values are found after, so a URL inside
+# another parameter's value (``?next=https://x/?key=...``) is found too.
+_URL_PARAM = re.compile(
+    rf"(?:[?&#]|&amp;|\\u0026)"
+    rf"(?:(?:[A-Za-z0-9_.\-]*[_.\-])?(?:{_SECRET_WORDS})|{_URL_SECRET_NAMES})=",
+    re.IGNORECASE,
 )
-_URL_SECRET_PARAMS = frozenset({"key", "sig", "jwt", "pwd", "pass", "authkey", "apikey"})
-"""Parameter names that carry a credential in URLs though they are not secret-named keys
-elsewhere (Google's ``?key=``, Azure SAS's ``sig``); :func:`is_secret_key` names the rest."""
+_URL_VALUE = re.compile(rf"[^{_URL_VALUE_END}]*")
+_URL_PARAM_HINTS = tuple(
+    f"{word}="
+    for word in (
+        *("key", "auth", "authorization", "password", "passwd", "passphrase", "secret", "token"),
+        *("bearer", "credential", "credentials", "signature", "cookie", "sig", "jwt", "pwd"),
+        "pass",
+    )
+)
+"""How every name :data:`_URL_PARAM` matches ends, lower-cased: text with none of them (most
+text, even with many URLs) is not scanned for parameters at all."""
+# ``://userinfo@``: the userinfo holds no ``/?#@`` (RFC 3986) and, here, no space, quote or
+# bracket, so it never reaches past the host or into ``[REDACTED]``.
+_URL_USERINFO = re.compile(r"://[^\s/?#@\"'<>\\\[\]{}|^`]{1,1024}@")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -94,20 +112,15 @@ def is_secret_key(key: str) -> bool:
     return bool(_SECRET_KEY.search(key))
 
 
-@functools.lru_cache(maxsize=4096)
-def is_credential_parameter(name: str) -> bool:
-    """True if a URL query parameter named ``name`` carries a credential (any case)."""
-    lowered = name.lower()
-    return lowered in _URL_SECRET_PARAMS or is_secret_key(lowered)
-
-
 def scrub_urls(text: str) -> str:
     """``text`` with the credentials in its URLs replaced: the values of credential-carrying
     query and fragment parameters, and any ``user:password@`` (other parameters are kept)."""
     if "=" in text:
-        text = _scrub_parameters(text)
+        lowered = text.lower()
+        if any(hint in lowered for hint in _URL_PARAM_HINTS):
+            text = _scrub_parameters(text)
     if "://" in text:
-        text = _URL_USERINFO.sub(rf"\1{REDACTED}@", text)
+        text = _URL_USERINFO.sub(f"://{REDACTED}@", text)
     return text
 
 
@@ -115,8 +128,8 @@ def _scrub_parameters(text: str) -> str:
     pieces: list[str] = []
     done = 0
     for match in _URL_PARAM.finditer(text):
-        if match.start() < done or not is_credential_parameter(match.group(1)):
-            continue  # inside a value just replaced, or a parameter that is no secret
+        if match.start() < done:
+            continue  # inside a value just replaced
         value = _URL_VALUE.match(text, match.end())
         end = value.end() if value is not None else match.end()
         if end > match.end():
@@ -185,7 +198,7 @@ def scrub_text(text: str) -> str:
     """Replace known secret values, bearer credentials, API-key-shaped tokens and credentials
     in URLs in ``text`` (all of it: see :func:`cap_text` for text that may be long)."""
     text = secret_values.scrub(text)
-    if _MARKS.search(text) is not None:
+    if any(mark in text for mark in _MARKS):
         text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
         text = _KEY_SHAPES.sub(REDACTED, text)
     return scrub_urls(text)
