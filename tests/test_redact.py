@@ -195,3 +195,10 @@ def test_urls_inside_json_are_scrubbed_at_any_depth(level: int) -> None:
 )
 def test_other_parameters_and_text_are_left_alone(text: str) -> None:
     assert scrub_text(text) == text
+
+
+def test_a_secret_key_whose_string_is_cut_off_takes_nothing_past_it() -> None:
+    """Found by hypothesis: ``"password": "`` at the end of a string is no pair to replace, and
+    the quotes after it belong to other strings."""
+    text = json.dumps(['"password": "', '"\\"x\\""'])
+    assert scrub_json_text(text) == text

@@ -234,8 +234,9 @@ def _string_end(text: str, start: int, depth: int) -> int | None:
     quote's backslashes begin), or None if it does not. ``depth``: the backslashes before each
     of the string's own quotes (0 in JSON, 1 in JSON inside a JSON string, 3 a level deeper).
 
-    A quote closes it when the backslashes before it are ``depth`` modulo ``2 * (depth + 1)``;
-    other counts are an escaped quote (``\\"`` in JSON) or escaped backslashes and then one.
+    A quote closes it when the backslashes before it are ``depth`` modulo ``2 * (depth + 1)``.
+    More are a quote inside it (``\\"`` in JSON); a count that ``depth + 1`` does not divide
+    closes a string it is inside of, so this one never ends there.
     """
     period = 2 * (depth + 1)
     quote = text.find('"', start)
@@ -243,6 +244,8 @@ def _string_end(text: str, start: int, depth: int) -> int | None:
         slashes = 0
         while quote - slashes > start and text[quote - slashes - 1] == "\\":
             slashes += 1
+        if (slashes + 1) % (depth + 1):
+            return None
         if slashes % period == depth:
             return quote - depth
         quote = text.find('"', quote + 1)
