@@ -305,7 +305,7 @@ def tree(session: str, sessions_dir: Path | None) -> None:
     needs_rich("tree")
     from agenttrace.views.tree import optree_tree
 
-    runs = runs_of(shown(session, sessions_dir))
+    runs = runs_of(shown(session, sessions_dir, events=False))
     _console().print(optree_tree(runs), markup=False, soft_wrap=True)
 
 
@@ -320,7 +320,7 @@ def stats(session: str, as_json: bool, sessions_dir: Path | None) -> None:
 
     from agenttrace.views.stats import session_stats
 
-    totals = session_stats(runs_of(shown(session, sessions_dir)))
+    totals = session_stats(runs_of(shown(session, sessions_dir, events=False)))
     if as_json:
         click.echo(json.dumps(totals, indent=2))
         return
@@ -415,13 +415,15 @@ def load(reference: str, sessions_dir: Path | None) -> LoadedFile:
             fail(str(exc))
 
 
-def shown(reference: str, sessions_dir: Path | None) -> LoadedFile:
+def shown(
+    reference: str, sessions_dir: Path | None, *, events: bool = True, runs: bool = True
+) -> LoadedFile:
     """:func:`load`, as it may be printed: the redaction policy every output follows (secrets
     replaced, strings capped as on the spans), so ``perspective`` shows what the HTML export
-    shows (``agenttrace.views.public``)."""
+    shows (``agenttrace.views.public``); the part a command does not show is left out."""
     from agenttrace.views.public import public_view
 
-    return public_view(load(reference, sessions_dir))
+    return public_view(load(reference, sessions_dir), events=events, runs=runs)
 
 
 def runs_of(loaded: LoadedFile) -> list[dict[str, Any]]:
@@ -480,7 +482,7 @@ def export(session: str, format_: str, output: Path | None, sessions_dir: Path |
 def _viewer(reference: str, sessions_dir: Path | None) -> Any:
     from agenttrace.views.viewer import SessionViewer
 
-    return SessionViewer(shown(reference, sessions_dir).events)
+    return SessionViewer(shown(reference, sessions_dir, runs=False).events)
 
 
 def _agent_list(viewer: Any) -> str:

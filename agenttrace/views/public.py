@@ -16,15 +16,21 @@ from agenttrace._internal.redact import redacted_copy
 from agenttrace.record.session_files import LoadedFile
 
 
-def public_view(loaded: LoadedFile, max_bytes: int | None = None) -> LoadedFile:
+def public_view(
+    loaded: LoadedFile, max_bytes: int | None = None, *, events: bool = True, runs: bool = True
+) -> LoadedFile:
     """``loaded`` with its events, runs and metadata redacted and each string capped at
     ``max_bytes`` (default: the ``max_payload_bytes`` setting). Applying it twice changes
-    nothing more: caps and scrubbing are idempotent."""
+    nothing more: caps and scrubbing are idempotent.
+
+    ``events=False`` or ``runs=False`` leaves that part out (empty) for a view that does not
+    show it, rather than redacting what nobody reads (or passing it on unredacted).
+    """
     if max_bytes is None:
         max_bytes = Settings.resolve().max_payload_bytes
     return dataclasses.replace(
         loaded,
-        events=redacted_copy(loaded.events, max_bytes),
-        runs=redacted_copy(loaded.runs, max_bytes),
+        events=redacted_copy(loaded.events, max_bytes) if events else [],
+        runs=redacted_copy(loaded.runs, max_bytes) if runs else [],
         meta=redacted_copy(loaded.meta, max_bytes),
     )
