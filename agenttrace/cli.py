@@ -310,7 +310,7 @@ def tree(session: str, sessions_dir: Path | None) -> None:
     needs_rich("tree")
     from agenttrace.views.tree import optree_tree
 
-    runs = runs_of(load(session, sessions_dir))
+    runs = runs_of(shown(session, sessions_dir, events=False))
     _console().print(optree_tree(runs), markup=False, soft_wrap=True)
 
 
@@ -325,7 +325,7 @@ def stats(session: str, as_json: bool, sessions_dir: Path | None) -> None:
 
     from agenttrace.views.stats import session_stats
 
-    totals = session_stats(runs_of(load(session, sessions_dir)))
+    totals = session_stats(runs_of(shown(session, sessions_dir, events=False)))
     if as_json:
         click.echo(json.dumps(totals, indent=2))
         return
@@ -420,6 +420,17 @@ def load(reference: str, sessions_dir: Path | None) -> LoadedFile:
             fail(str(exc))
 
 
+def shown(
+    reference: str, sessions_dir: Path | None, *, events: bool = True, runs: bool = True
+) -> LoadedFile:
+    """:func:`load`, as it may be printed: the redaction policy every output follows (secrets
+    replaced, strings capped as on the spans), so ``perspective`` shows what the HTML export
+    shows (``agenttrace.views.public``); the part a command does not show is left out."""
+    from agenttrace.views.public import public_view
+
+    return public_view(load(reference, sessions_dir), events=events, runs=runs)
+
+
 def runs_of(loaded: LoadedFile) -> list[dict[str, Any]]:
     """The opTrees of the session's runs (exit 2 with a reason when it holds none)."""
     if not loaded.runs:
@@ -448,32 +459,18 @@ def export(session: str, format_: str, output: Path | None, sessions_dir: Path |
     """Export SESSION for others to see: a file Jaeger's UI loads through its JSON upload
     (jaeger), OTLP JSON (otlp-json), or one self-contained HTML page with the opTree, the
     dialog and each agent's perspective (html). Secrets are redacted, as on the spans."""
-    import dataclasses
     import json
 
-    from agenttrace._internal.config import Settings
-    from agenttrace._internal.redact import redact
     from agenttrace.views.exports import to_html, to_jaeger, to_otlp_json
 
+    # The exports apply the redaction policy themselves (agenttrace.views.public).
     loaded = load(session, sessions_dir)
     if format_ != "html":
         runs_of(loaded)  # spans come from the opTree: without one there is nothing to export
-    # The session file keeps content verbatim (it is the agent's state); an export leaves the
-    # machine, so it gets the policy every other output has: secrets out, payloads capped.
-    cap = Settings.resolve().max_payload_bytes
-    events = redact(loaded.events)
-    clean = dataclasses.replace(
-        loaded,
-        # The span exports make canonical span events from the events, capped as the run
-        # capped them live; capping the events first would cut their content twice.
-        events=capped(events, cap) if format_ == "html" else events,
-        runs=capped(redact(loaded.runs), cap),
-        meta=redact(loaded.meta),
-    )
     if format_ == "html":
-        text = to_html(clean)
+        text = to_html(loaded)
     else:
-        document = to_jaeger(clean) if format_ == "jaeger" else to_otlp_json(clean)
+        document = to_jaeger(loaded) if format_ == "jaeger" else to_otlp_json(loaded)
         text = json.dumps(document, ensure_ascii=False)
     if not text.endswith("\n"):
         text += "\n"
@@ -487,49 +484,10 @@ def export(session: str, format_: str, output: Path | None, sessions_dir: Path |
     click.echo(f"wrote {output}", err=True)
 
 
-_CUT = re.compile(r"…\[truncated, \d+ bytes\](\"?)\Z")
-"""The marker the cap puts after a string it cut (``agenttrace._internal.redact.truncate_utf8``),
-and the closing quote when what it cut was JSON text it then wrote as a JSON string."""
-
-
-def capped(value: Any, max_bytes: int) -> Any:
-    """``value`` with each string of more than ``max_bytes`` UTF-8 bytes cut to that (marked).
-
-    A string the cap already cut on a span stays as it is: cut again, it would lose the marker
-    that says how long it was, and the export would no longer be what was sent.
-    """
-    from agenttrace._internal.redact import truncate_utf8
-
-    if isinstance(value, str):
-        return value if _cut_already(value, max_bytes) else truncate_utf8(value, max_bytes)
-    if isinstance(value, dict):
-        return {key: capped(item, max_bytes) for key, item in value.items()}
-    if isinstance(value, list):
-        return [capped(item, max_bytes) for item in value]
-    return value
-
-
-def _cut_already(text: str, max_bytes: int) -> bool:
-    """Whether ``text`` is what the cap made of a longer string: at most ``max_bytes`` of it,
-    then the marker (or that, written as a JSON string: the cap's last resort for JSON)."""
-    import json
-
-    cut = _CUT.search(text)
-    if cut is None:
-        return False
-    if cut.group(1):
-        try:
-            inner = json.loads(text)
-        except ValueError:
-            return False
-        return isinstance(inner, str) and _cut_already(inner, max_bytes)
-    return len(text[: cut.start()].encode("utf-8", "surrogatepass")) <= max_bytes
-
-
 def _viewer(reference: str, sessions_dir: Path | None) -> Any:
     from agenttrace.views.viewer import SessionViewer
 
-    return SessionViewer(load(reference, sessions_dir).events)
+    return SessionViewer(shown(reference, sessions_dir, runs=False).events)
 
 
 def _agent_list(viewer: Any) -> str:

@@ -1,9 +1,27 @@
-"""Secret redaction and size caps for everything that leaves the process.
+"""The redaction policy for everything that leaves the process, and its size caps.
 
-One policy: values under keys that name a secret (``api_key``, ``Authorization``, ``x-api-key``,
-``password``, ``token``, ...) are replaced, ordinary words such as ``session`` or ``max_tokens``
-are left alone, and secret values agenttrace has seen (an ``api_key`` passed to litellm, a
-credential in the environment) are scrubbed from any text, wherever they appear.
+What is replaced by ``[REDACTED]``:
+
+- values under keys that name a secret (``api_key``, ``Authorization``, ``x-api-key``,
+  ``password``, ``token``, ...), in mappings and in JSON text, JSON inside strings included
+  (tool-call arguments); ordinary words such as ``session`` or ``max_tokens`` are left alone;
+- secret values agenttrace has seen (an ``api_key`` passed to litellm, a credential in the
+  environment), wherever they appear, and bearer credentials and API-key-shaped tokens;
+- in every URL in any text (an ``api_base``, an error message, a tool's arguments or result):
+  query and fragment parameters that carry a credential (``key``, ``api_key``, ``token``,
+  ``sig``, ``signature``, ``X-Amz-Signature``, ``access_token``, ``password``, ... in any case)
+  and the userinfo of ``scheme://user:password@host`` (all of it: a token is often the "user").
+
+Cap, then scan: a value over the cap is first cut to its *window*, the cap plus
+:data:`SCAN_MARGIN` characters, and only the window is scanned, so a 20 MB tool result costs what
+cutting it costs. The margin means a secret that the final cut goes through was seen whole (and
+replaced) before the cut. Caps are idempotent (:mod:`agenttrace._internal.caps`), and so is the
+scrubbing: an export or a console line made from recorded text leaves it as it is.
+
+Where it applies: spans (attributes, events, status), console lines, the billing ledger, the
+exports and the command line's output (:mod:`agenttrace.views.public`). The event stream and the
+session file are the agent's saved state: they keep transcript content verbatim unless
+``redacted_save`` is on, which runs :func:`scrub_json_text` over each line.
 """
 
 from __future__ import annotations
@@ -13,12 +31,16 @@ import json
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from agenttrace._internal.caps import Long, capped_json, fits, original_size, truncate_utf8
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
 """Shorter values are not scrubbed from free text: they would eat ordinary words."""
+SCAN_MARGIN = 4096
+"""Characters scanned past a cap, so that a secret the cut goes through is replaced whole."""
 
 _SECRET_WORDS = (
     r"api[-_]?key|apikey|authorization|auth|password|passwd|passphrase|secret|"
@@ -27,10 +49,11 @@ _SECRET_WORDS = (
     r"signature|cookie|set[-_]cookie"
 )
 _SECRET_KEY = re.compile(rf"(?:^|[^a-z0-9])(?:{_SECRET_WORDS})$", re.IGNORECASE)
-# A "key": "value" pair in JSON text whose key names a secret, also inside an escaped JSON
-# string (\"password\": \"x\"), e.g. tool-call arguments inside a message.
+# The start of a "key": "value" pair in JSON text whose key names a secret, also inside an
+# escaped JSON string (\"password\": \"x\"), e.g. tool-call arguments inside a message; where
+# its value ends is found by _string_end.
 _JSON_SECRET_PAIR = re.compile(
-    rf'(\\*")((?:[A-Za-z0-9_.\-]*[_.\-])?(?:{_SECRET_WORDS}))\1(\s*:\s*)\1((?:(?!\1).)*)\1',
+    rf'(\\*")(?:[A-Za-z0-9_.\-]*[_.\-])?(?:{_SECRET_WORDS})\1\s*:\s*\1',
     re.IGNORECASE,
 )
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
@@ -40,14 +63,85 @@ _KEY_SHAPES = re.compile(
 )
 
 # Cheap tests that decide which of the (slower) patterns above can match at all.
-_JSON_KEY = re.compile(r'"([A-Za-z0-9_.\-]{1,64})\\?"\s*:')
-_MARKS = re.compile(r"sk-|xox|AKIA|gh[pousr]_|[Bb]earer|BEARER|[Bb]asic |BASIC ")
+# A key in JSON text, at any depth of JSON inside JSON strings (backslashes before its quote).
+_JSON_KEY = re.compile(r'"([A-Za-z0-9_.\-]{1,64})\\*"\s*:')
+_MARKS = (
+    *("sk-", "xox", "AKIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    *("Bearer", "bearer", "BEARER", "Basic ", "basic ", "BASIC "),
+)
+"""Substrings one of which the bearer and key-shape patterns need (a few ``in`` tests are faster
+than a regular expression with alternatives)."""
+
+# --- credentials in URLs ---------------------------------------------------------------------
+# Characters that cannot stand unescaped in a URL's query (RFC 3986), and its delimiters, end a
+# parameter's value; ``[`` among them, so ``[REDACTED]`` is never redacted again, and the cut
+# marker's ``…``. A quote (') does not: a password may hold one, and eating a closing quote
+# is better than leaving the rest of a password.
+_URL_VALUE_END = r"\s&#\"<>\\\[\]{}|^`…"
+_URL_SECRET_NAMES = r"key|sig|jwt|pwd|pass|authkey|subscription-key"
+"""Whole parameter names that carry a credential in URLs though they are not secret-named keys
+elsewhere (Google's ``?key=``, Azure SAS's ``sig``); the secret words name the rest."""
+# A credential-carrying parameter's name after ``?``, ``&`` or ``#`` (also as written in HTML,
+# ``&amp;``, or escaped in JSON, ``\u0026``): a secret word ending the name, as for keys, or
+# one of the names above. Only names are matched, values are found after, so a URL inside
+# another parameter's value (``?next=https://x/?key=...``) is found too.
+_URL_PARAM = re.compile(
+    rf"(?:[?&#]|&amp;|\\u0026)"
+    rf"(?:(?:[A-Za-z0-9_.\-]*[_.\-])?(?:{_SECRET_WORDS})|{_URL_SECRET_NAMES})=",
+    re.IGNORECASE,
+)
+_URL_VALUE = re.compile(rf"[^{_URL_VALUE_END}]*")
+_URL_PARAM_HINTS = tuple(
+    f"{word}="
+    for word in (
+        *("key", "auth", "authorization", "password", "passwd", "passphrase", "secret", "token"),
+        *("bearer", "credential", "credentials", "signature", "cookie", "sig", "jwt", "pwd"),
+        "pass",
+    )
+)
+"""How every name :data:`_URL_PARAM` matches ends, lower-cased: text with none of them (most
+text, even with many URLs) is not scanned for parameters at all."""
+# ``://userinfo@``: the userinfo holds no ``/?#@`` (RFC 3986) and, here, no space, quote or
+# bracket, so it never reaches past the host or into ``[REDACTED]``.
+_URL_USERINFO = re.compile(r"://[^\s/?#@\"'<>\\\[\]{}|^`]{1,1024}@")
 
 
 @functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
     """True if a mapping key names a credential (``x-api-key``) rather than data (``session``)."""
     return bool(_SECRET_KEY.search(key))
+
+
+def scrub_urls(text: str) -> str:
+    """``text`` with the credentials in its URLs replaced: the values of credential-carrying
+    query and fragment parameters, and any ``user:password@`` (other parameters are kept)."""
+    if "=" in text:
+        lowered = text.lower()
+        if any(hint in lowered for hint in _URL_PARAM_HINTS):
+            text = _scrub_parameters(text)
+    if "://" in text:
+        text = _URL_USERINFO.sub(f"://{REDACTED}@", text)
+    return text
+
+
+def _scrub_parameters(text: str) -> str:
+    pieces: list[str] = []
+    done = 0
+    for match in _URL_PARAM.finditer(text):
+        if match.start() < done:
+            continue  # inside a value just replaced
+        value = _URL_VALUE.match(text, match.end())
+        end = value.end() if value is not None else match.end()
+        if end > match.end():
+            pieces += (text[done : match.end()], REDACTED)
+            done = end
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+# --- secret values seen at run time -------------------------------------------------------------
 
 
 class _SecretValues:
@@ -97,13 +191,17 @@ def remember_environment_secrets(environ: Mapping[str, str] | None = None) -> No
             secret_values.add(value)
 
 
+# --- scanning ----------------------------------------------------------------------------------
+
+
 def scrub_text(text: str) -> str:
-    """Replace known secret values, bearer credentials and API-key-shaped tokens in ``text``."""
+    """Replace known secret values, bearer credentials, API-key-shaped tokens and credentials
+    in URLs in ``text`` (all of it: see :func:`cap_text` for text that may be long)."""
     text = secret_values.scrub(text)
-    if _MARKS.search(text) is not None:
+    if any(mark in text for mark in _MARKS):
         text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
         text = _KEY_SHAPES.sub(REDACTED, text)
-    return text
+    return scrub_urls(text)
 
 
 def scrub_json_text(text: str) -> str:
@@ -111,8 +209,67 @@ def scrub_json_text(text: str) -> str:
     text = scrub_text(text)
     for key in _JSON_KEY.findall(text):
         if is_secret_key(key):
-            return _JSON_SECRET_PAIR.sub(rf"\1\2\1\3\1{REDACTED}\1", text)
+            return _scrub_secret_pairs(text)
     return text
+
+
+def _scrub_secret_pairs(text: str) -> str:
+    pieces: list[str] = []
+    done = 0
+    for match in _JSON_SECRET_PAIR.finditer(text):
+        if match.start() < done:
+            continue  # inside a value just replaced
+        end = _string_end(text, match.end(), len(match.group(1)) - 1)
+        if end is not None and end > match.end():  # "" is no secret (as in redact)
+            pieces += (text[done : match.end()], REDACTED)
+            done = end
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _string_end(text: str, start: int, depth: int) -> int | None:
+    """Where the content of a JSON string that starts at ``start`` ends (where its closing
+    quote's backslashes begin), or None if it does not. ``depth``: the backslashes before each
+    of the string's own quotes (0 in JSON, 1 in JSON inside a JSON string, 3 a level deeper).
+
+    A quote closes it when the backslashes before it are ``depth`` modulo ``2 * (depth + 1)``.
+    More are a quote inside it (``\\"`` in JSON); a count that ``depth + 1`` does not divide
+    closes a string it is inside of, so this one never ends there.
+    """
+    period = 2 * (depth + 1)
+    quote = text.find('"', start)
+    while quote != -1:
+        slashes = 0
+        while quote - slashes > start and text[quote - slashes - 1] == "\\":
+            slashes += 1
+        if (slashes + 1) % (depth + 1):
+            return None
+        if slashes % period == depth:
+            return quote - depth
+        quote = text.find('"', quote + 1)
+    return None
+
+
+# --- cap, then scan ----------------------------------------------------------------------------
+
+
+def cap_text(text: str, max_bytes: int, scrub: Callable[[str], str] = scrub_json_text) -> str:
+    """``text`` as it may leave the process: scrubbed, in at most ``max_bytes`` UTF-8 bytes.
+
+    Capped before it is scanned: over the cap, only its window (the cap plus
+    :data:`SCAN_MARGIN` characters) is scrubbed, then cut to the cap with a marker that gives
+    the whole text's size. Recorded text capped again comes back unchanged.
+    """
+    if fits(text, max_bytes):
+        clean = scrub(text)
+        return clean if fits(clean, max_bytes) else truncate_utf8(clean, max_bytes)
+    window = text[: max_bytes + SCAN_MARGIN]
+    clean = scrub(window)
+    if len(window) == len(text) and fits(clean, max_bytes):
+        return clean  # a secret replaced was what made it too big
+    return truncate_utf8(clean, max_bytes, original_size(text))
 
 
 _RECORDED = json.JSONEncoder(ensure_ascii=False, default=lambda value: jsonable(value))
@@ -122,17 +279,26 @@ _RECORDED = json.JSONEncoder(ensure_ascii=False, default=lambda value: jsonable(
 def recorded_json(value: Any, max_bytes: int) -> tuple[int, str]:
     """``value`` as JSON: (its length in characters, the text to record: redacted and capped).
 
-    The fast path serialises once and redacts the text; only an over-long value is walked
-    again to shorten its strings so that the recorded text stays valid JSON.
+    A string is recorded as it is (:func:`cap_text`). Anything else is serialised once (its
+    length is the op's ``characters`` figure); if that fits the cap the text is scrubbed, else
+    the value is walked, each long string cut to its window before it is scanned, and recorded
+    as capped JSON (:func:`~agenttrace._internal.caps.capped_json`), which stays valid JSON.
     """
-    text = value if isinstance(value, str) else _RECORDED.encode(value)
-    length = len(text)
-    clean = scrub_json_text(text)
-    if len(clean) > max_bytes // 4 and len(clean.encode("utf-8")) > max_bytes:
-        if isinstance(value, str):
-            return length, truncate_utf8(clean, max_bytes)
-        clean = capped_json(json.loads(clean), max_bytes)
-    return length, clean
+    if isinstance(value, str):
+        return len(value), cap_text(value, max_bytes)
+    text = _RECORDED.encode(value)
+    if fits(text, max_bytes):
+        clean = scrub_json_text(text)
+        if fits(clean, max_bytes):
+            return len(text), clean
+    window = max_bytes + SCAN_MARGIN
+
+    def windowed(string: str) -> str:
+        if len(string) > window:
+            return Long(scrub_json_text(string[:window]), len(string))
+        return scrub_json_text(string)
+
+    return len(text), capped_json(_redacted(value, windowed, as_json=True), max_bytes)
 
 
 def jsonable(value: Any) -> Any:
@@ -151,71 +317,37 @@ def jsonable(value: Any) -> Any:
 def redact(value: Any) -> Any:
     """A copy of ``value`` (dicts, lists, strings) with secrets replaced; other values as is.
 
-    Strings are scrubbed as JSON too: tool-call arguments travel as JSON inside strings.
+    Strings are scrubbed as JSON too: tool-call arguments travel as JSON inside strings. Every
+    string is scanned whole: for what leaves the process use :func:`redacted_copy` with a cap.
     """
-    if isinstance(value, str):
-        return scrub_json_text(value)
-    if isinstance(value, Mapping):
-        return {
-            k: (REDACTED if isinstance(k, str) and is_secret_key(k) and v else redact(v))
-            for k, v in value.items()
-        }
-    if isinstance(value, (list, tuple)):
-        return [redact(v) for v in value]
-    return value
-
-
-def truncate_utf8(text: str, max_bytes: int) -> str:
-    """``text`` cut to at most ``max_bytes`` UTF-8 bytes (plus a marker saying how long it was)."""
-    encoded = text.encode("utf-8", "surrogatepass")
-    if len(encoded) <= max_bytes:
-        return text
-    kept = encoded[:max_bytes].decode("utf-8", "ignore")
-    return f"{kept}…[truncated, {len(encoded)} bytes]"
-
-
-def capped_json(value: Any, max_bytes: int) -> str:
-    """``value`` as JSON of at most about ``max_bytes``, still valid JSON when cut.
-
-    Long strings inside are shortened (each with a marker) until the whole fits, so a reader
-    can always parse what we recorded.
-    """
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    if len(text) <= max_bytes // 4 or len(text.encode("utf-8")) <= max_bytes:
-        return text
-    limit = max_bytes
-    while limit > 16:
-        limit //= 2
-        shortened = _shorten_strings(value, limit)
-        text = json.dumps(shortened, ensure_ascii=False, default=str)
-        if len(text.encode("utf-8")) <= max_bytes:
-            return text
-    return json.dumps(truncate_utf8(text, max_bytes), ensure_ascii=False)
-
-
-def _shorten_strings(value: Any, limit: int) -> Any:
-    if isinstance(value, str):
-        return value if len(value) <= limit else f"{value[:limit]}…[+{len(value) - limit} chars]"
-    if isinstance(value, Mapping):
-        return {k: _shorten_strings(v, limit) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_shorten_strings(v, limit) for v in value]
-    return value
+    return _redacted(value, scrub_json_text, as_json=False)
 
 
 def redacted_copy(value: Any, max_bytes: int | None = None) -> Any:
-    """:func:`redact` for exported data: also caps each long string at ``max_bytes``."""
-    clean = redact(value)
+    """:func:`redact` for what leaves the process: each string also capped at ``max_bytes``
+    (:func:`cap_text`: cut first, so only what is kept is scanned)."""
     if max_bytes is None:
-        return clean
-    return _cap_strings(clean, max_bytes)
+        return redact(value)
+    limit = max_bytes
+    return _redacted(value, lambda text: cap_text(text, limit), as_json=False)
 
 
-def _cap_strings(value: Any, max_bytes: int) -> Any:
+def _redacted(value: Any, clean: Callable[[str], str], as_json: bool) -> Any:
+    """``value`` with ``clean`` applied to each string and secret-named keys' values replaced;
+    ``as_json``: other objects as the recorded JSON has them (:func:`jsonable`)."""
     if isinstance(value, str):
-        return truncate_utf8(value, max_bytes)
+        return clean(value)
     if isinstance(value, Mapping):
-        return {k: _cap_strings(v, max_bytes) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_cap_strings(v, max_bytes) for v in value]
+        return {
+            key: (
+                REDACTED
+                if isinstance(key, str) and is_secret_key(key) and item
+                else _redacted(item, clean, as_json)
+            )
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_redacted(item, clean, as_json) for item in value]
+    if as_json and not (value is None or isinstance(value, (bool, int, float))):
+        return _redacted(jsonable(value), clean, as_json)
     return value

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from agenttrace import semconv as sc
 from agenttrace._internal.config import ConsoleMode
-from agenttrace._internal.redact import scrub_text, truncate_utf8
+from agenttrace._internal.redact import cap_text
 from agenttrace.record.lifecycle import Ended, Logged, Started
 from agenttrace.sdk.processor import Sink
 
@@ -121,7 +121,7 @@ class ConsoleSink(Sink):
             for key, label in _BODIES:
                 body = bodies.get(key)
                 if isinstance(body, str):
-                    text = truncate_utf8(scrub_text(body), self._max_body_bytes)
+                    text = cap_text(body, self._max_body_bytes)
                     self._write(format_line(attributes, f"TRC {label} {text}"))
 
 

@@ -14,7 +14,7 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
-from agenttrace._internal.redact import capped_json, redact, scrub_text
+from agenttrace._internal.redact import cap_text, recorded_json, scrub_text
 from agenttrace._internal.runtime import runtime
 from agenttrace.record.lifecycle import Logged
 from agenttrace.tracing.recording import emit
@@ -25,7 +25,7 @@ def log(level: str, message: str, **details: Any) -> None:
     """Attach a log line to the current agenttrace span (op, turn or agent run).
 
     ``level`` is one of ``VRB WRN ERR TRC THK FIN`` (anything else is reported once and logged
-    as ``VRB``); ``details`` are recorded as JSON (redacted,
+    as ``VRB``); the message is capped and redacted, ``details`` are recorded as JSON (redacted,
     capped). WRN and ERR lines also go to the console at once. Outside any agenttrace span, or
     with agenttrace disabled, this does nothing.
     """
@@ -38,14 +38,13 @@ def log(level: str, message: str, **details: Any) -> None:
                 "log", ValueError(f"log level must be one of {' '.join(sc.LEVELS)}, not {level!r}")
             )
             level = "VRB"
+        cap = runtime.settings.max_payload_bytes
         attributes: dict[str, AttributeValue] = {
             sc.LOG_LEVEL: level,
-            sc.LOG_MESSAGE: scrub_text(str(message)),
+            sc.LOG_MESSAGE: cap_text(str(message), cap, scrub_text),
         }
         if details:
-            attributes[sc.LOG_DETAILS] = capped_json(
-                redact(details), runtime.settings.max_payload_bytes
-            )
+            attributes[sc.LOG_DETAILS] = recorded_json(details, cap)[1]
         _emit(sc.EVENT_LOG, attributes)
     except Exception as exc:
         report_internal_error("log", exc)
@@ -56,7 +55,8 @@ def thinking(text: str) -> None:
     if runtime.disabled:
         return
     try:
-        _emit(sc.EVENT_REASONING, {sc.REASONING_TEXT: scrub_text(str(text))})
+        text = cap_text(str(text), runtime.settings.max_payload_bytes, scrub_text)
+        _emit(sc.EVENT_REASONING, {sc.REASONING_TEXT: text})
     except Exception as exc:
         report_internal_error("thinking", exc)
 

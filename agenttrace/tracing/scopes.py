@@ -37,7 +37,7 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace._internal.context import current_scope_var
-from agenttrace._internal.redact import scrub_text
+from agenttrace._internal.redact import cap_text, scrub_text
 from agenttrace._internal.runtime import runtime
 from agenttrace.record.ids import new_txn_id
 from agenttrace.record.lifecycle import Ended, SpanEvent, Started
@@ -666,16 +666,19 @@ def finish(
 
 
 def record_error(span: Span, error: BaseException, when_ns: int) -> tuple[str, SpanEvent]:
-    """Set ERROR status and add an ``exception`` event, both scrubbed of secrets; returns the
-    status description and the event as recorded."""
-    message = scrub_text(f"{type(error).__name__}: {error}")
+    """Set ERROR status and add an ``exception`` event, both capped and scrubbed of secrets;
+    returns the status description and the event as recorded."""
+    cap = runtime.settings.max_payload_bytes
+    message = cap_text(f"{type(error).__name__}: {error}", cap, scrub_text)
     span.set_status(Status(StatusCode.ERROR, message))
     module = type(error).__module__
     qualname = type(error).__qualname__
     attributes: dict[str, AttributeValue] = {
         "exception.type": qualname if module == "builtins" else f"{module}.{qualname}",
-        "exception.message": scrub_text(str(error)),
-        "exception.stacktrace": scrub_text("".join(traceback.format_exception(error))),
+        "exception.message": cap_text(str(error), cap, scrub_text),
+        "exception.stacktrace": cap_text(
+            "".join(traceback.format_exception(error)), cap, scrub_text
+        ),
         "exception.escaped": "True",
     }
     span.add_event("exception", attributes, timestamp=when_ns)

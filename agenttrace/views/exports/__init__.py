@@ -5,7 +5,9 @@
 - :func:`to_html`: one self-contained HTML page (opTree, dialog, each agent's perspective).
 
 Each takes a :class:`~agenttrace.record.session_files.LoadedFile` (from
-:func:`~agenttrace.record.session_files.read_session_file`) or a session file's path.
+:func:`~agenttrace.record.session_files.read_session_file`) or a session file's path. An export
+leaves the process: what it writes is redacted and capped like the spans
+(:func:`agenttrace.views.public.public_view`), though the session file keeps content verbatim.
 """
 
 from __future__ import annotations

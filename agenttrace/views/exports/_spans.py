@@ -33,6 +33,7 @@ from agenttrace.record.optree import children, hosted_sessions
 from agenttrace.record.session import ts_nanoseconds
 from agenttrace.record.session_files import LoadedFile, read_session_file
 from agenttrace.tracing.recording import span_event_attributes
+from agenttrace.views.public import public_view
 
 Scalar: TypeAlias = str | bool | int | float
 AttributeValue: TypeAlias = Scalar | list[Scalar]
@@ -139,10 +140,10 @@ UNFINISHED_WARNING = "unfinished: this span never ended (the process stopped bef
 
 
 def load(source: Source) -> LoadedFile:
-    """``source`` itself if it is a :class:`LoadedFile`, else the session file at that path."""
-    if isinstance(source, LoadedFile):
-        return source
-    return read_session_file(Path(source))
+    """``source`` (a :class:`LoadedFile`, or the session file at that path) as it may leave
+    the process: redacted and capped (:func:`agenttrace.views.public.public_view`)."""
+    loaded = source if isinstance(source, LoadedFile) else read_session_file(Path(source))
+    return public_view(loaded)
 
 
 def traces_of(loaded: LoadedFile, service_name: str = "agenttrace") -> list[TraceRecord]:
