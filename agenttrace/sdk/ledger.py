@@ -70,13 +70,13 @@ def _cut_torn_line(fd: int, path: Path) -> int:
     """If the file does not end in a newline (a write cut off by a crash), cut the torn line
     off; returns the file's size after. Under the lock, so no append is under way."""
     size = os.fstat(fd).st_size
-    if not size or os.pread(fd, 1, size - 1) == b"\n":
+    if not size or _read_at(fd, size - 1, 1) == b"\n":
         return size
     keep = 0
     end = size
     while end > 0:  # back, a block at a time, to the last newline
         start = max(0, end - _TAIL_BLOCK)
-        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        newline = _read_at(fd, start, end - start).rfind(b"\n")
         if newline >= 0:
             keep = start + newline + 1
             break
@@ -89,6 +89,17 @@ def _cut_torn_line(fd: int, path: Path) -> int:
         size - keep,
     )
     return keep
+
+
+def _read_at(fd: int, offset: int, length: int) -> bytes:
+    """``length`` bytes at ``offset`` (seek and read: there is no pread on Windows; appends
+    go to the end of an O_APPEND file wherever the position is)."""
+    os.lseek(fd, offset, os.SEEK_SET)
+    parts = []
+    while length > 0 and (chunk := os.read(fd, length)):
+        parts.append(chunk)
+        length -= len(chunk)
+    return b"".join(parts)
 
 
 # An exclusive lock on the whole ledger, so two processes appending never interleave: flock on
