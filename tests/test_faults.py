@@ -384,7 +384,7 @@ def test_sigkill_in_the_write_of_an_agents_creation_never_leaves_it_without_inst
     """Processes creating agents with an 8 MB system prompt each (creation, prompt and first
     message in one write, which about one kill in six lands in here) are SIGKILLed at
     random moments, a new session each time, until two kills have cut a creation short (or
-    40 kills). After each kill every event logged before it is on disk; a fresh process
+    60 kills). After each kill every event logged before it is on disk; a fresh process
     resumes the session with such a creation left out (and says so): every agent it knows has
     its instructions, Boss is still the root; and a process that resumes it and logs more
     leaves a whole stream."""
@@ -392,7 +392,7 @@ def test_sigkill_in_the_write_of_an_agents_creation_never_leaves_it_without_inst
     rng = random.Random(seed)
     sessions = tmp_path / "sessions"
     kills = cut = acked = 0
-    for cycle in range(40):
+    for cycle in range(60):
         session_id = f"create{cycle}"
         context = f"FAULT_SEED={seed}, kill {cycle + 1}"
         child = Writer(sessions, session_id, 0, tmp_path, mode="create")

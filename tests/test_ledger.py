@@ -171,16 +171,17 @@ KILLED_APPENDER = """
 import json, sys
 from pathlib import Path
 from agenttrace.sdk.ledger import append_lines
+pad = json.dumps("x" * (8 << 20))  # made once: most of each loop is then the write itself
 print("go", flush=True)
 for n in range(10_000):
-    append_lines(Path(sys.argv[1]), [json.dumps({"n": n, "pad": "x" * (4 << 20)})])
+    append_lines(Path(sys.argv[1]), ['{"n": %d, "pad": %s}' % (n, pad)])
 """
 
 
 @pytest.mark.e2e
 def test_a_ledger_torn_by_sigkill_reads_whole_after_the_next_append(tmp_path: Path) -> None:
-    """Processes appending 4 MB records are SIGKILLed at random moments (a kill lands in the
-    write about one time in four here) until one leaves a torn line (or 40 kills); after each
+    """Processes appending 8 MB records are SIGKILLed at random moments (a kill lands in the
+    write about one time in three here) until one leaves a torn line (or 40 kills); after each
     kill another process appends, and every line of the ledger is a whole record."""
     seed = int(os.environ.get("FAULT_SEED") or random.randrange(2**32))
     rng = random.Random(seed)
