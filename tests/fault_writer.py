@@ -4,12 +4,27 @@
     python fault_writer.py count SESSIONS_DIR SESSION_ID SEED N      # log N events, shut down
     python fault_writer.py agent SESSIONS_DIR SESSION_ID             # a traced agent run
     python fault_writer.py resume SESSIONS_DIR REFERENCE             # resume, report, log nothing
+    python fault_writer.py outage SESSIONS_DIR SESSION_ID N          # N events, wait, N more
+    python fault_writer.py create SESSIONS_DIR SESSION_ID            # agents with 8 MB prompts
 
 ``loop`` and ``count`` resume the session from its stream when the stream exists (and print
 ``resumed <message counter> <agent counter>``), else start it (``new``; a stream without a
 whole event is reported on stderr as ``unresumable``); then they print ``go``
-and log a random mix of ``agent_created`` and ``transcript_entry`` events, short and multi-KB,
-ASCII and not. ``count`` ends with one JSON line: the message and agent ids it logged.
+and log a random mix of ``agent_created`` (most with one or two first entries, a system prompt
+up to 70 KB, logged with it in one write) and ``transcript_entry`` events, short and multi-KB,
+ASCII and not (``count``: single events only, so it logs exactly N). ``loop`` prints
+``ack <message id>...`` once each ``log_*`` call has returned: those events were logged, and a
+kill must not lose them. ``count`` ends with one JSON line: the
+message and agent ids it logged.
+
+``create`` starts (or resumes) the session like ``loop``, creates a root agent if it has none,
+then creates agents with an 8 MB system prompt and a short first user message until killed (an
+8 MB write is long enough for a kill to land in it), printing ``ack`` lines like ``loop``.
+
+``outage`` runs N traced agent runs (each a tool call and events, one agent created with its
+system prompt), prints ``paused <events>`` and waits for a line on stdin (the test frees the
+disk meanwhile); then waits, logging nothing, until the stream has every event or 60 s passed
+(it prints ``caught up`` or ``behind``), runs N more and shuts down, printing ``done <events>``.
 
 ``agent`` logs events directly, runs a traced agent that makes a traced tool call, logs more,
 and prints what it did on stdout; ``agenttrace.shutdown()`` then writes the session file.
@@ -27,6 +42,7 @@ import json
 import random
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +88,7 @@ def _refuse_the_network() -> None:
 _refuse_the_network()
 
 import agenttrace  # noqa: E402
+from agenttrace.record import events as ev  # noqa: E402
 from agenttrace.record.session_files import stream_path  # noqa: E402
 
 ALPHABET = 'abcdefghij KLMNOP 0123 .,;:!?"\\/\t\n\r é ü ß Ω ж 漢字 かな 🙂 🚀 \u2028 \u00a0'
@@ -108,18 +125,26 @@ def start(sessions: Path, session_id: str) -> agenttrace.Session:
     return session
 
 
-def log_one(session: agenttrace.Session, rng: random.Random, mine: list[str]) -> tuple[str, str]:
-    """Log one event: (its message id, the new agent id or "")."""
+def log_one(
+    session: agenttrace.Session, rng: random.Random, mine: list[str], groups: bool = True
+) -> tuple[list[str], str]:
+    """Log one event, or an agent's creation with its first entries (if ``groups``): (their
+    message ids, the new agent id or "")."""
     if not mine or rng.random() < 0.15:
         agent_id = session.allocate_agent_id()
         mine.append(agent_id)
         name = rng.choice(("Jack", "Jill", "Ωmega", "探索者", "🙂bot", "x" * 300))
-        return session.log_agent_created(agent_id, name=name), agent_id
+        first = [{"role": "system", "content": "You are " + name + ". " + text(rng)}]
+        first.append({"role": "user", "content": text(rng)})
+        initial = first[: rng.choice((0, 1, 1, 2))] if groups else []
+        message = session.log_agent_created(agent_id, name=name, initial=initial)
+        number = ev.id_number(message, ev.MESSAGE_PREFIX) or 0
+        return [ev.message_id(number + n) for n in range(len(initial) + 1)], agent_id
     role = rng.choice(("user", "assistant", "system", "tool"))
     entry: dict[str, Any] = {"role": role, "content": text(rng)}
     if role == "tool":
         entry["tool_call_id"] = f"call_{rng.randrange(10**6)}"
-    return session.log_transcript_entry(rng.choice(mine), entry), ""
+    return [session.log_transcript_entry(rng.choice(mine), entry)], ""
 
 
 def loop(sessions: Path, session_id: str, seed: int, count: int | None) -> None:
@@ -130,8 +155,10 @@ def loop(sessions: Path, session_id: str, seed: int, count: int | None) -> None:
     created: list[str] = []
     print("go", flush=True)
     while count is None or len(logged) < count:
-        message, agent = log_one(session, rng, mine)
-        logged.append(message)
+        messages, agent = log_one(session, rng, mine, groups=count is None)
+        if count is None:
+            print("ack", *messages, flush=True)
+        logged.extend(messages)
         if agent:
             created.append(agent)
     agenttrace.shutdown()
@@ -182,10 +209,69 @@ def resume_only(sessions: Path, reference: str) -> None:
         "agent_counter": session.agent_counter,
         "messages": [event["message_id"] for event in session.events],
         "agents": sorted(session.agents),
+        "first_roles": {
+            agent_id: [entry.get("role") for entry in record.transcript[:2]]
+            for agent_id, record in session.agents.items()
+        },
+        "root": root.agent_id if (root := session.root()) is not None else None,
         "resumed_from": session.resumed_from,
     }
     agenttrace.shutdown()
     print(json.dumps(report), flush=True)
+
+
+def outage(sessions: Path, session_id: str, runs: int) -> None:
+    agenttrace.init(
+        sessions_dir=sessions, billing_file=Path.cwd() / "accounting.jsonl", console="quiet"
+    )
+    session = agenttrace.new_session(session_id)
+    rng = random.Random(runs)
+
+    @agenttrace.tool
+    def look_up(query: str) -> str:
+        return query.upper()
+
+    def run_some(start: int) -> None:
+        for number in range(start, start + runs):
+            with agenttrace.agent(f"Worker{number}"):
+                agent_id = session.allocate_agent_id()
+                prompt = {"role": "system", "content": f"You are worker {number}. {text(rng)}"}
+                session.log_agent_created(agent_id, name=f"Worker{number}", initial=[prompt])
+                for _ in range(3):
+                    entry = {"role": "user", "content": text(rng)}
+                    session.log_transcript_entry(agent_id, entry)
+                look_up(f"question {number}")
+
+    run_some(0)
+    print("paused", len(session.events), flush=True)
+    sys.stdin.readline()
+    stream = stream_path(sessions, session_id)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the retry timer writes what waits, nothing else needed
+        if stream.exists() and stream.read_bytes().count(b"\n") == len(session.events):
+            print("caught up", flush=True)
+            break
+        time.sleep(0.05)
+    else:
+        print("behind", flush=True)
+    run_some(runs)
+    agenttrace.shutdown()
+    print("done", len(session.events), flush=True)
+
+
+def create(sessions: Path, session_id: str) -> None:
+    session = start(sessions, session_id)
+    if session.root() is None:
+        boss = session.allocate_agent_id()
+        session.log_agent_created(boss, name="Boss")
+    prompt = "You are Jill. Fetch a pail of water. " + "Ω" * (4 << 20)  # 8 MB of UTF-8
+    print("go", flush=True)
+    while True:
+        agent_id = session.allocate_agent_id()
+        initial = [{"role": "system", "content": prompt}, {"role": "user", "content": "Go."}]
+        message = session.log_agent_created(agent_id, name="Jill", initial=initial)
+        number = ev.id_number(message, ev.MESSAGE_PREFIX) or 0
+        print("ack", *(ev.message_id(number + n) for n in range(3)), flush=True)
 
 
 def main(argv: list[str]) -> int:
@@ -198,6 +284,10 @@ def main(argv: list[str]) -> int:
         agent_run(sessions, session_id)
     elif mode == "resume":
         resume_only(sessions, session_id)
+    elif mode == "create":
+        create(sessions, session_id)
+    elif mode == "outage":
+        outage(sessions, session_id, int(argv[3]))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     return 0

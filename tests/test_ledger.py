@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import random
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ from examples.cafe import SCRIPTS, run_first
 from examples.scripted_model import ScriptedModel
 
 from .conftest import Traced
+from .helpers import child_env
 
 
 def ledger(tmp_path: Path) -> list[dict[str, Any]]:
@@ -110,7 +114,7 @@ def test_appends_from_two_processes_never_interleave(tmp_path: Path) -> None:
         assert [r["i"] for r in batch] == list(range(8))
 
 
-def test_an_unwritable_ledger_warns_once_and_the_agent_runs_on(
+def test_an_unwritable_ledger_warns_once_and_at_exit_and_the_agent_runs_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     blocker = tmp_path / "a-file"
@@ -131,4 +135,78 @@ def test_an_unwritable_ledger_warns_once_and_the_agent_runs_on(
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout == "finished\n"
     warnings = result.stderr.splitlines()
-    assert len(warnings) == 1 and "cannot write the billing ledger" in warnings[0]
+    assert len(warnings) == 2, result.stderr
+    assert warnings[0].startswith("agenttrace: cannot write the billing ledger ")
+    assert "1 accounting record waits in memory" in warnings[0]
+    assert warnings[0].endswith("The agent keeps running.")
+    assert warnings[1].startswith("agenttrace: could not write the billing ledger ")
+    assert warnings[1].endswith("before exit (File exists): 3 accounting records are not in it")
+
+
+@pytest.mark.parametrize(
+    "torn",
+    [
+        b'{"n": 3, "pad": "xx',  # a record cut off
+        b'{"n": 3, "name": "\xc3',  # in the middle of a UTF-8 character
+        b'{"n": 3, "pad": "' + b"x" * 200_000,  # longer than a block read back at a time
+    ],
+)
+@pytest.mark.parametrize("before", [0, 3])
+def test_a_torn_last_line_is_cut_off_before_appending(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, torn: bytes, before: int
+) -> None:
+    """What a process killed mid-append leaves (a last line without its end) is cut off, under
+    the lock, before the next append: the next record never merges into it."""
+    path = tmp_path / "accounting.jsonl"
+    path.write_bytes(b"".join(b'{"n": %d}\n' % n for n in range(before)) + torn)
+    append_lines(path, [json.dumps({"n": 4}), json.dumps({"n": 5})])
+    assert [row["n"] for row in ledger(tmp_path)] == [*range(before), 4, 5]
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert f"ended in a torn line ({len(torn)} bytes" in warning
+    append_lines(path, [json.dumps({"n": 6})])  # a whole file: nothing more to say
+    assert len(caplog.records) == 1
+
+
+KILLED_APPENDER = """
+import json, sys
+from pathlib import Path
+from agenttrace.sdk.ledger import append_lines
+pad = json.dumps("x" * (8 << 20))  # made once: most of each loop is then the write itself
+print("go", flush=True)
+for n in range(10_000):
+    append_lines(Path(sys.argv[1]), ['{"n": %d, "pad": %s}' % (n, pad)])
+"""
+
+
+@pytest.mark.e2e
+def test_a_ledger_torn_by_sigkill_reads_whole_after_the_next_append(tmp_path: Path) -> None:
+    """Processes appending 8 MB records are SIGKILLed at random moments (a kill lands in the
+    write about one time in three here) until one leaves a torn line (or 40 kills); after each
+    kill another process appends, and every line of the ledger is a whole record."""
+    seed = int(os.environ.get("FAULT_SEED") or random.randrange(2**32))
+    rng = random.Random(seed)
+    torn = kills = 0
+    for _ in range(40):
+        path = tmp_path / f"ledger{kills}.jsonl"
+        child = subprocess.Popen(
+            [sys.executable, "-c", KILLED_APPENDER, str(path)],
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None and child.stdout.readline() == "go\n"
+        time.sleep(rng.uniform(0.0, 0.3))
+        child.kill()
+        child.wait(timeout=30)
+        kills += 1
+        left = path.read_bytes() if path.exists() else b""
+        torn += bool(left) and not left.endswith(b"\n")
+        append_lines(path, [json.dumps({"n": "after"})])
+        rows = [json.loads(line) for line in path.read_bytes().splitlines()]
+        assert rows[-1] == {"n": "after"}
+        assert [row["n"] for row in rows[:-1]] == list(range(len(rows) - 1))
+        path.unlink()
+        if torn:
+            break
+    print(f"FAULT_SEED={seed}: {kills} kills of a ledger appender, {torn} left a torn line")
+    assert torn, f"FAULT_SEED={seed}: no kill of {kills} landed in a write"

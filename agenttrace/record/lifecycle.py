@@ -135,10 +135,11 @@ class EventLogged:
 
     ``line`` is the event's JSON line exactly as the stream stores it. ``origin``/``label`` name
     the scope it was logged in (``None`` outside any). The span event it became there is not
-    carried: it follows from the event (``agenttrace.tracing.recording``).
+    carried: it follows from the event (``agenttrace.tracing.recording``). ``more``: how many
+    events logged with this one follow it; they are written together, in one write.
     """
 
-    __slots__ = ("event", "label", "line", "origin", "session")
+    __slots__ = ("event", "label", "line", "more", "origin", "session")
 
     def __init__(
         self,
@@ -147,6 +148,7 @@ class EventLogged:
         line: bytes,
         origin: str | None = None,
         label: str | None = None,
+        more: int = 0,
     ) -> None:
         self.session = session
         """The ``agenttrace.record.session.Session`` it was logged in."""
@@ -154,6 +156,7 @@ class EventLogged:
         self.line = line
         self.origin = origin
         self.label = label
+        self.more = more
 
 
 Record = Started | Ended | Logged | EventLogged

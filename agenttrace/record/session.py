@@ -12,12 +12,14 @@ a session file or stream, so a resumed run never reuses an id.
 from __future__ import annotations
 
 import calendar
+import dataclasses
+import functools
 import itertools
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +38,7 @@ from agenttrace.record.session_files import (
     find_session,
     read_session_file,
 )
+from agenttrace.record.unfinished import continued, unfinished_tail
 
 logger = logging.getLogger("agenttrace")
 
@@ -86,6 +89,9 @@ class Session:
         self.run_count = 0
         self.restored_count = 0
         """How many events came from a file when the session was resumed."""
+        self.cut_short: list[dict[str, Any]] = []
+        """Events at the end of its stream whose write a crash cut short, left out when it was
+        resumed (see ``agenttrace.record.unfinished``)."""
         self._lock = threading.RLock()
         self._by_name: dict[str, str] = {}
         self._agent_of: dict[str, str] = {}  # message id -> the agent whose event it is
@@ -94,8 +100,13 @@ class Session:
 
     @staticmethod
     def load(session_file: str | Path) -> Session:
-        """Load a session file or event stream and restore counters, registry and transcripts."""
-        return Session.from_file(read_session_file(session_file))
+        """Load a session file or event stream and restore counters, registry and transcripts
+        (without events whose write a crash cut short: see ``agenttrace.record.unfinished``)."""
+        path = Path(session_file)
+        loaded, cut_short = _without_unfinished(path, read_session_file(path))
+        session = Session.from_file(loaded)
+        session.cut_short = cut_short
+        return session
 
     def allocate_agent_id(self) -> str:
         """A new, never used agent id (``agent_003``)."""
@@ -110,15 +121,22 @@ class Session:
         name: str | None = None,
         language_model: str | None = None,
         *,
+        initial: Sequence[Mapping[str, Any] | Any] = (),
         at: Linkable | None = None,
     ) -> str:
-        """Log an ``agent_created`` event; returns its message id."""
-        return self._log(
+        """Log an ``agent_created`` event and, in the same write, a ``transcript_entry`` for each
+        message its transcript starts with (``initial``: a system prompt); returns the message id
+        of the ``agent_created``. A crash in the middle of that write leaves no agent at all
+        once resumed (see ``agenttrace.record.unfinished``), never one without them."""
+        builds: list[Callable[[str], dict[str, Any]]] = [
             lambda mid: ev.agent_created(
                 mid, agent_id, cause=cause, name=name, language_model=language_model
-            ),
-            at,
-        )
+            )
+        ]
+        for message in initial:
+            entry = message if isinstance(message, Mapping) else ev.message_fields(message)
+            builds.append(functools.partial(_entry, agent_id, entry))
+        return self._log_all(builds, at)
 
     def log_transcript_entry(
         self,
@@ -181,23 +199,45 @@ class Session:
         """
         scope = at if at is not None else current_linkable()
         with self._lock:
-            self.message_counter += 1
-            message = ev.message_id(self.message_counter)
-            event = build(message)
-            event["ts"] = _now()
-            if scope is not None:
-                trace_id, span_id = scope.link_ids()
-                if trace_id is not None:
-                    event["trace_id"] = trace_id
-                    event["span_id"] = span_id
-                event["path"] = scope.label
-            self._apply(event)
-            line = _event_line(event)
-            self.events.append(event)
-            self.lines.append(line)
+            event, line = self._record(build, scope)
             for observer in _observers:
-                observer(self, event, line, scope)
-        return message
+                observer(self, event, line, scope, 0)
+        return str(event["message_id"])
+
+    def _log_all(
+        self, builds: Sequence[Callable[[str], dict[str, Any]]], at: Linkable | None
+    ) -> str:
+        """:meth:`_log` for events that are written together, in one write; returns the first
+        one's message id. Observers get each with how many more of the same write follow, and
+        each line but the last is marked as continued (``agenttrace.record.unfinished``)."""
+        scope = at if at is not None else current_linkable()
+        last = len(builds) - 1
+        with self._lock:
+            recorded = [self._record(build, scope, i < last) for i, build in enumerate(builds)]
+            for index, (event, line) in enumerate(recorded):
+                for observer in _observers:
+                    observer(self, event, line, scope, last - index)
+        return str(recorded[0][0]["message_id"])
+
+    def _record(
+        self, build: Callable[[str], dict[str, Any]], scope: Linkable | None, more: bool = False
+    ) -> tuple[dict[str, Any], bytes]:
+        """The next event: its message id, linkage and line (``more``: marked as continued in
+        the same write); in the registry (under the lock)."""
+        self.message_counter += 1
+        event = build(ev.message_id(self.message_counter))
+        event["ts"] = _now()
+        if scope is not None:
+            trace_id, span_id = scope.link_ids()
+            if trace_id is not None:
+                event["trace_id"] = trace_id
+                event["span_id"] = span_id
+            event["path"] = scope.label
+        self._apply(event)
+        line = continued(_event_line(event)) if more else _event_line(event)
+        self.events.append(event)
+        self.lines.append(line)
+        return event, line
 
     def _apply(self, event: dict[str, Any]) -> None:
         """Update the registry with one event (recording and replay alike)."""
@@ -284,6 +324,10 @@ class Session:
             return list(lines)  # type: ignore[arg-type]
 
 
+def _entry(agent_id: str, entry: Mapping[str, Any], message: str) -> dict[str, Any]:
+    return ev.transcript_entry(message, agent_id, entry)
+
+
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
 """The stream's encoder, made once (``json.dumps`` with options builds one per call)."""
 
@@ -346,9 +390,11 @@ def _last_trace(loaded: LoadedFile) -> tuple[int, int] | None:
 
 # --- observers ------------------------------------------------------------------------------
 
-EventObserver = Callable[["Session", dict[str, Any], bytes, "Linkable | None"], None]
-"""``observer(session, event, line, scope)``: called for every event, in message-id order, under
-the session's lock, with ``scope`` the scope it was logged in (``None`` outside any)."""
+EventObserver = Callable[["Session", dict[str, Any], bytes, "Linkable | None", int], None]
+"""``observer(session, event, line, scope, more)``: called for every event, in message-id order,
+under the session's lock, with ``scope`` the scope it was logged in (``None`` outside any) and
+``more`` how many events logged with it, to be written in the same write, follow it (0 for most:
+an agent's creation is logged with the entries its transcript starts with)."""
 
 _observers: tuple[EventObserver, ...] = ()
 _observers_lock = threading.Lock()
@@ -416,11 +462,12 @@ def resume(path_or_id: str | Path, sessions_dir: str | Path | None = None) -> Se
     """
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
     path = find_session(str(path_or_id), directory)
-    loaded = load_fullest(path)
+    loaded, cut_short = _without_unfinished(path, load_fullest(path))
     session = Session.from_file(loaded)
     # Where the next run will write (init's sessions directory): refused now, not at its first
     # event, when all agenttrace could do is warn and not save.
     check_session_files(runtime.settings.sessions_dir, session.session_id)
+    session.cut_short = cut_short
     session.resumed_from = str(path)
     session.restored_count = len(session.events)
     if loaded.torn is not None:
@@ -430,8 +477,53 @@ def resume(path_or_id: str | Path, sessions_dir: str | Path | None = None) -> Se
             path,
             len(loaded.torn),
         )
+    if cut_short:
+        first = cut_short[0]
+        name = first.get("name")
+        what = (
+            f"the creation of {first.get('agent_id')}{f' ({name})' if name else ''} with "
+            f"{len(cut_short) - 1} of its first entries"
+            if first.get("event_type") == ev.AGENT_CREATED
+            else f"{len(cut_short)} events logged together"
+        )
+        logger.warning(
+            "agenttrace: %s ends in %s, a write cut off by a crash; the call that logged them "
+            "never returned, so they are left out",
+            path,
+            what,
+        )
     use_session(session)
     return session
+
+
+def _without_unfinished(path: Path, loaded: LoadedFile) -> tuple[LoadedFile, list[dict[str, Any]]]:
+    """``loaded`` without the events at its end whose write never finished, and those events."""
+    cut_short = _unfinished_events(path, loaded)
+    if cut_short:
+        loaded = dataclasses.replace(loaded, events=loaded.events[: -len(cut_short)])
+    return loaded, cut_short
+
+
+def _unfinished_events(path: Path, loaded: LoadedFile) -> list[dict[str, Any]]:
+    """The events at the end of ``loaded`` whose write to the session's stream never finished
+    (see ``agenttrace.record.unfinished``), if its events came from that stream."""
+    from agenttrace.record.session_files import SNAPSHOT_SUFFIX, STREAM_SUFFIX
+
+    name = path.name
+    stream = path
+    if name.endswith(SNAPSHOT_SUFFIX):
+        stream = path.with_name(name[: -len(SNAPSHOT_SUFFIX)] + STREAM_SUFFIX)
+    elif not name.endswith(STREAM_SUFFIX) and loaded.kind != "stream":
+        return []
+    lines = unfinished_tail(stream) if stream.is_file() else []
+    if not lines or len(lines) > len(loaded.events):
+        return []
+    tail = loaded.events[-len(lines) :]
+    try:
+        ids = [json.loads(line).get("message_id") for line in lines]
+    except (ValueError, AttributeError):
+        return []
+    return tail if ids == [event.get("message_id") for event in tail] else []
 
 
 def load_fullest(path: Path, progress: Progress | None = None) -> LoadedFile:

@@ -14,6 +14,7 @@ is written only inside its directory (``agenttrace.record.safe_open``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import gzip
@@ -425,7 +426,9 @@ _write = _gil_holding_write()
 
 class StreamAppender:
     """Appends JSON lines to one stream file: each line one ``write`` to an ``O_APPEND`` file,
-    so a process killed at any moment leaves whole lines and at most one torn last line."""
+    so a process killed at any moment leaves whole lines and at most one torn last line. A write
+    that fails half-way (a full disk) takes back what it wrote before raising, so the file still
+    ends in a whole line and the same lines can be appended again later."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -434,6 +437,8 @@ class StreamAppender:
         self._fd = open_inside(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
 
     def append(self, line: bytes) -> None:
+        """Append ``line`` (one or more whole lines), all of it or, raising OSError, none."""
+        done = 0
         if _write is not None:
             written = _write(self._fd, line, len(line))
             if written == len(line):
@@ -441,10 +446,23 @@ class StreamAppender:
             if written < 0:
                 error = ctypes.get_errno()
                 raise OSError(error, os.strerror(error), str(self.path))
-            line = line[written:]  # a short write (a full disk): finish it the portable way
-        view = memoryview(line)
-        while view:
-            view = view[os.write(self._fd, view) :]
+            done = written  # a short write (a full disk): finish it the portable way
+        view = memoryview(line)[done:]
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                done += written
+                view = view[written:]
+        except OSError:
+            if done:
+                self._take_back(done)
+            raise
+
+    def _take_back(self, count: int) -> None:
+        """Cut the last ``count`` bytes, the part of a failed write that reached the file
+        (cutting frees space, so it works on a full disk too)."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, os.fstat(self._fd).st_size - count)
 
     def sync(self) -> None:
         os.fsync(self._fd)

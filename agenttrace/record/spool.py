@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import sys
 import tempfile
 import threading
 import weakref
@@ -27,6 +28,12 @@ from typing import BinaryIO
 
 MEMBER_LEVEL = 4
 """zlib level for members: session JSON compresses ~9x at 4, hardly better at 6, and 4 is faster."""
+
+TEMP_SUFFIX = ".tmp"
+"""The suffix of :func:`atomic_file`'s temporary files."""
+
+SPOOL_PREFIX = ".agenttrace-spool-"
+"""The name a spool's temporary file has, where the system cannot make it unnamed (briefly)."""
 
 
 class Ref:
@@ -50,14 +57,22 @@ def gzip_member(data: bytes, level: int = MEMBER_LEVEL) -> bytes:
 
 class Spool:
     """An append-only store of compressed members: in memory up to ``spill_bytes``, then in an
-    unnamed temporary file in ``directory`` (removed by the system when closed)."""
+    unnamed temporary file in ``directory`` (removed by the system when closed).
+
+    Members are added in memory and moved to the file ``spill_bytes`` at a time. If the file
+    cannot be written (a full disk), they stay in memory and the move is tried again once twice
+    as much has gathered: a spool loses nothing to a full disk, it only costs memory meanwhile.
+    """
 
     def __init__(self, directory: Path, spill_bytes: int = 256 << 10) -> None:
         self.directory = directory
         self.spill_bytes = spill_bytes
         self._memory = io.BytesIO()
+        """The members after the first ``_on_file`` bytes (all of them until the first move)."""
         self._file: BinaryIO | None = None
+        self._on_file = 0
         self._size = 0
+        self._spill_at = spill_bytes
         self._lock = threading.Lock()
         self.closed = False
 
@@ -68,21 +83,17 @@ class Spool:
 
     @property
     def on_disk(self) -> bool:
-        """True once the spool has moved to its temporary file."""
-        return self._file is not None
+        """True once part of the spool has moved to its temporary file."""
+        return self._on_file > 0
 
     def add(self, members: bytes) -> Ref:
         """Store compressed ``members``; returns where they are."""
         with self._lock:
             ref = Ref(self._size, len(members))
-            if self._file is None and self._size + len(members) > self.spill_bytes:
-                self._spill()
-            if self._file is not None:
-                self._file.seek(0, os.SEEK_END)
-                self._file.write(members)
-            else:
-                self._memory.write(members)
+            self._memory.write(members)
             self._size += len(members)
+            if self._size - self._on_file > self._spill_at:
+                self._spill()
             return ref
 
     def compress(self, pieces: Iterable[Piece], level: int = MEMBER_LEVEL) -> list[Ref]:
@@ -97,20 +108,28 @@ class Spool:
     def read(self, ref: Ref) -> bytes:
         """The bytes ``ref`` points at."""
         with self._lock:
-            if self._file is None:
-                return self._memory.getbuffer()[ref.offset : ref.offset + ref.length].tobytes()
-            self._file.flush()
-            return os.pread(self._file.fileno(), ref.length, ref.offset)
+            parts = []
+            end = ref.offset + ref.length
+            if ref.offset < self._on_file and self._file is not None:
+                parts.append(
+                    _pread(self._file.fileno(), min(end, self._on_file) - ref.offset, ref.offset)
+                )
+            if end > self._on_file:
+                start = max(ref.offset, self._on_file) - self._on_file
+                parts.append(self._memory.getbuffer()[start : end - self._on_file].tobytes())
+            return b"".join(parts)
 
     def copy_to(self, target: BinaryIO, ref: Ref) -> None:
         """Write the bytes ``ref`` points at to ``target`` (in the kernel where it can)."""
         with self._lock:
-            if self._file is None:
-                target.write(self._memory.getbuffer()[ref.offset : ref.offset + ref.length])
-                return
-            self._file.flush()
-            target.flush()
-            _copy_range(self._file.fileno(), target.fileno(), ref.offset, ref.length)
+            end = ref.offset + ref.length
+            if ref.offset < self._on_file and self._file is not None:
+                target.flush()
+                length = min(end, self._on_file) - ref.offset
+                _copy_range(self._file.fileno(), target.fileno(), ref.offset, length)
+            if end > self._on_file:
+                start = max(ref.offset, self._on_file) - self._on_file
+                target.write(self._memory.getbuffer()[start : end - self._on_file])
 
     def close(self) -> None:
         """Release the memory or the temporary file (its refs are invalid afterwards)."""
@@ -123,15 +142,50 @@ class Spool:
                 self._file = None
 
     def _spill(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # Held for the spool's life (closed by close() or the finalizer), not a with-block.
-        handle = tempfile.TemporaryFile(dir=self.directory, prefix=".agenttrace-spool-")  # noqa: SIM115
-        handle.write(self._memory.getbuffer())
+        """Move the members in memory to the end of the temporary file (made on first use)."""
+        data = self._memory.getvalue()
+        try:
+            if self._file is None:
+                self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+                # Held for the spool's life (closed by close() or the finalizer), unbuffered:
+                # what a failed write left is cut off below, and nothing waits in a buffer.
+                handle = tempfile.TemporaryFile(  # noqa: SIM115
+                    dir=self.directory, prefix=SPOOL_PREFIX, buffering=0
+                )
+                self._file = handle
+                # A spool dropped unclosed closes its file; not at interpreter exit, where
+                # agenttrace's own shutdown may still be writing the session file from it.
+                weakref.finalize(self, _close_quietly, handle).atexit = False
+            _pwrite(self._file.fileno(), data, self._on_file)
+        except OSError:
+            if self._file is not None:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._file.fileno(), self._on_file)
+            self._spill_at = 2 * len(data)  # try again once twice as much has gathered
+            return
+        self._on_file += len(data)
         self._memory = io.BytesIO()
-        self._file = handle
-        # A spool dropped unclosed closes its file; not at interpreter exit, where agenttrace's
-        # own shutdown may still be writing the session file from it.
-        weakref.finalize(self, _close_quietly, handle).atexit = False
+        self._spill_at = self.spill_bytes
+
+
+def _pread(fd: int, length: int, offset: int) -> bytes:
+    parts = []
+    while length > 0:
+        chunk = os.pread(fd, length, offset)
+        if not chunk:
+            raise OSError(f"the spool ended {length} bytes early")
+        parts.append(chunk)
+        length -= len(chunk)
+        offset += len(chunk)
+    return b"".join(parts)
+
+
+def _pwrite(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written
 
 
 def _runs(pieces: Iterable[Piece]) -> Iterator[Piece]:
@@ -190,11 +244,14 @@ def _copy_range(source: int, target: int, offset: int, length: int) -> None:
 @contextlib.contextmanager
 def atomic_file(path: Path) -> Iterator[BinaryIO]:
     """A file that replaces ``path`` only once it is written whole: a temporary file in the
-    same directory, fsync, rename; readable by its owner only (0600). On any failure the
-    temporary file is removed and ``path`` is left as it was."""
+    same directory (``.<name>.<random>.tmp``), fsync, rename; readable by its owner only (0600).
+    On any failure the temporary file is removed and ``path`` is left as it was. The temporary
+    file is locked (``flock``) while it exists, so a process tidying the directory can tell it
+    from one a killed process left (``agenttrace.record.leftovers``)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
+        lock_exclusively(fd)
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
@@ -205,6 +262,21 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+if sys.platform == "win32":
+
+    def lock_exclusively(fd: int) -> None:
+        """No advisory locks here; a file open on Windows cannot be removed anyway."""
+
+else:
+    import fcntl
+
+    def lock_exclusively(fd: int) -> None:
+        """Hold an exclusive ``flock`` on ``fd`` until it is closed (best effort: a file system
+        without locks, NFS for one, goes without)."""
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def write_pieces(path: Path, pieces: Sequence[Piece], spool: Spool | None) -> None:

@@ -8,10 +8,16 @@ attempt and tool call in it, sub-agents included, is appended to the ledger file
 interleave. Each line is the op's accounting entry as its opTree node holds it (encoded once
 for both), built from its lifecycle records; error texts were scrubbed of secrets when the
 failure was recorded.
+
+A torn last line (a process killed in the middle of its write) is cut off, under the lock, before
+the next append, so no line ever merges into it. A write that fails half-way (a full disk) takes
+back what it wrote. Runs that could not be written wait in memory (up to ``max_waiting`` bytes)
+and are written as soon as writing works again (see ``agenttrace.sdk.outage``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -22,7 +28,8 @@ from typing import Any
 
 from agenttrace.record.spool import Piece, Spool
 from agenttrace.sdk.optree import OpTreeSink, RunTree
-from agenttrace.sdk.processor import Sink
+from agenttrace.sdk.outage import RETRY_INTERVAL, Outage, count
+from agenttrace.sdk.processor import AgentTraceProcessor, Sink
 
 logger = logging.getLogger("agenttrace")
 
@@ -34,18 +41,65 @@ def append_lines(path: Path, lines: list[str]) -> None:
 
 
 def _append_locked(path: Path, data: bytes) -> None:
+    """Append ``data`` (whole lines) under the lock: all of it or, raising OSError, none."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         _lock(fd)
         try:
+            size = _cut_torn_line(fd, path)
             view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            try:
+                while view:
+                    view = view[os.write(fd, view) :]
+            except OSError:
+                if len(view) < len(data):  # take back the part that was written
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, size)
+                raise
         finally:
             _unlock(fd)
     finally:
         os.close(fd)
+
+
+_TAIL_BLOCK = 64 << 10
+
+
+def _cut_torn_line(fd: int, path: Path) -> int:
+    """If the file does not end in a newline (a write cut off by a crash), cut the torn line
+    off; returns the file's size after. Under the lock, so no append is under way."""
+    size = os.fstat(fd).st_size
+    if not size or _read_at(fd, size - 1, 1) == b"\n":
+        return size
+    keep = 0
+    end = size
+    while end > 0:  # back, a block at a time, to the last newline
+        start = max(0, end - _TAIL_BLOCK)
+        newline = _read_at(fd, start, end - start).rfind(b"\n")
+        if newline >= 0:
+            keep = start + newline + 1
+            break
+        end = start
+    os.ftruncate(fd, keep)
+    logger.warning(
+        "agenttrace: the billing ledger %s ended in a torn line (%d bytes, a write cut off by a "
+        "crash); it was cut off before appending",
+        path,
+        size - keep,
+    )
+    return keep
+
+
+def _read_at(fd: int, offset: int, length: int) -> bytes:
+    """``length`` bytes at ``offset`` (seek and read: there is no pread on Windows; appends
+    go to the end of an O_APPEND file wherever the position is)."""
+    os.lseek(fd, offset, os.SEEK_SET)
+    parts = []
+    while length > 0 and (chunk := os.read(fd, length)):
+        parts.append(chunk)
+        length -= len(chunk)
+    return b"".join(parts)
 
 
 # An exclusive lock on the whole ledger, so two processes appending never interleave: flock on
@@ -78,14 +132,31 @@ class LedgerSink(Sink):
     once it adds up), so a long run's ledger costs no memory and its tree need not be kept.
     """
 
-    def __init__(self, path: Path, optree: OpTreeSink, spill_bytes: int = 64 << 10) -> None:
+    def __init__(
+        self,
+        path: Path,
+        optree: OpTreeSink,
+        spill_bytes: int = 64 << 10,
+        max_waiting: int = 32 << 20,
+        retry_interval: float = RETRY_INTERVAL,
+    ) -> None:
         self.path = path
         self.optree = optree
         self.spill_bytes = spill_bytes
+        self.max_waiting = max_waiting
+        """Bytes of records kept while the ledger cannot be written; past it, further runs'
+        records are dropped (and counted in the warning at exit)."""
         self._pending: dict[str, _RunLines] = {}  # origin txn id -> the run's records so far
-        self._failed = False
+        self._waiting: list[bytes] = []  # whole runs' records that could not be written yet
+        self._waiting_bytes = 0
+        self._dropped = 0
+        self._outage = Outage(retry_interval)
+        self._processor: AgentTraceProcessor | None = None
         self._lock = threading.Lock()
         optree.add_listener(self._on_tree)
+
+    def attach(self, processor: AgentTraceProcessor) -> None:
+        self._processor = processor
 
     def _on_tree(self, what: str, run: RunTree, label: str) -> None:
         if what != "end":
@@ -102,26 +173,93 @@ class LedgerSink(Sink):
         lines.add(encoded + b"\n", self.spill_bytes)
 
     def bill(self, origin: str) -> None:
-        """Append the run's records, once."""
+        """Append the run's records, once (or keep them until the ledger can be written)."""
         lines = self._pending.pop(origin, None)
-        if lines is None or self._failed:
+        if lines is None:
             return
         with self._lock:
+            if self._waiting:  # behind runs that wait: in order, after them
+                self._keep(lines.data())
+                if self._outage.due():
+                    self._retry()
+                return
             try:
                 append_pieces(self.path, lines.pieces, lines.spool)
             except OSError as exc:
-                self._failed = True
-                logger.warning(
-                    "agenttrace: cannot write the billing ledger %s (%s): accounting is not "
-                    "being recorded. The agent keeps running.",
-                    self.path,
-                    exc.strerror or exc,
-                )
+                self._keep(lines.data())
+                if self._outage.failed(exc):
+                    waiting = self._records()
+                    logger.warning(
+                        "agenttrace: cannot write the billing ledger %s (%s): %s %s in memory "
+                        "and will be written as soon as writing works again. The agent keeps "
+                        "running.",
+                        self.path,
+                        self._outage.reason,
+                        count(waiting, "accounting record"),
+                        "waits" if waiting == 1 else "wait",
+                    )
+                self._outage.schedule(self._processor, self._on_timer)
+
+    def _keep(self, data: bytes) -> None:
+        """Keep a run's records for a later write (read out of the spool, which may go)."""
+        if self._waiting_bytes + len(data) > self.max_waiting:
+            self._dropped += data.count(b"\n")
+            return
+        self._waiting.append(data)
+        self._waiting_bytes += len(data)
+
+    def _records(self) -> int:
+        return sum(data.count(b"\n") for data in self._waiting)
+
+    def _retry(self) -> None:
+        """Append what waits, in one write (under the lock)."""
+        try:
+            _append_locked(self.path, b"".join(self._waiting))
+        except OSError as exc:
+            self._outage.failed(exc)
+            self._outage.schedule(self._processor, self._on_timer)
+            return
+        written = self._records()
+        self._waiting.clear()
+        self._waiting_bytes = 0
+        if self._outage.ended():
+            logger.warning(
+                "agenttrace: writing works again: the %s that waited %s in the billing ledger %s",
+                count(written, "accounting record"),
+                "is" if written == 1 else "are",
+                self.path,
+            )
+
+    def _on_timer(self) -> None:
+        with self._lock:
+            if self._waiting:
+                self._retry()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        with self._lock:
+            if self._waiting:
+                self._retry()
+            return not self._waiting
 
     def shutdown(self) -> None:
         # Runs a clean exit stopped before they ended: bill what they did.
         for origin in list(self._pending):
             self.bill(origin)
+        with self._lock:
+            if self._waiting:
+                self._retry()
+            lost = self._records() + self._dropped
+            if lost:
+                logger.warning(
+                    "agenttrace: could not write the billing ledger %s before exit (%s): %s "
+                    "%s not in it",
+                    self.path,
+                    self._outage.reason,
+                    count(lost, "accounting record"),
+                    "is" if lost == 1 else "are",
+                )
+            self._waiting.clear()
+            self._dropped = 0
 
 
 class _RunLines:
@@ -143,6 +281,10 @@ class _RunLines:
             self.pieces.append(self.spool.add(raw))  # plain text: read back, never gunzipped
             self.raw = 0
 
+    def data(self) -> bytes:
+        """The run's records as one block of lines."""
+        return _joined(self.pieces, self.spool)
+
 
 def _line(record: dict[str, Any]) -> bytes:
     return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
@@ -151,10 +293,12 @@ def _line(record: dict[str, Any]) -> bytes:
 def append_pieces(path: Path, pieces: list[Piece], spool: Spool | None) -> None:
     """Append ledger lines (bytes, or refs to text in ``spool``) to ``path`` under an exclusive
     lock, so two processes appending at once never interleave."""
-    if not pieces:
-        return
-    data = b"".join(
+    if pieces:
+        _append_locked(path, _joined(pieces, spool))
+
+
+def _joined(pieces: list[Piece], spool: Spool | None) -> bytes:
+    return b"".join(
         piece if isinstance(piece, bytes) else spool.read(piece)  # type: ignore[union-attr]
         for piece in pieces
     )
-    _append_locked(path, data)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agenttrace._internal.redact import scrub_json_text
+from agenttrace.record.leftovers import remove_leftovers
 from agenttrace.record.lifecycle import EventLogged
 from agenttrace.record.safe_open import open_inside
 from agenttrace.record.session import Session
@@ -40,6 +41,7 @@ from agenttrace.record.session_files import (
 )
 from agenttrace.record.spool import Piece, Spool, write_pieces
 from agenttrace.sdk.optree import COMPACT_BYTES, OpTreeSink, RunTree, serialize
+from agenttrace.sdk.outage import RETRY_INTERVAL, Outage, count
 from agenttrace.sdk.processor import AgentTraceProcessor, Sink
 
 logger = logging.getLogger("agenttrace")
@@ -49,75 +51,165 @@ def _compact(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+class _Waiting:
+    """A session's stream lines that could not be written yet, in order, by write."""
+
+    __slots__ = ("count", "path", "session", "units")
+
+    def __init__(self, session: Session, path: Path) -> None:
+        self.session = session
+        """Kept until the stream is written: reopening it may need the restored events."""
+        self.path = path
+        self.units: collections.deque[tuple[bytes, int]] = collections.deque()
+        """(the bytes of one write, how many events they hold)."""
+        self.count = 0
+
+    def add(self, data: bytes, events: int) -> None:
+        self.units.append((data, events))
+        self.count += events
+
+
 class EventStreamSink(Sink):
     """Appends every canonical event to its session's stream, at once."""
 
     inline = True
 
-    def __init__(self, sessions_dir: Path, redacted: bool = False, max_open: int = 64) -> None:
+    def __init__(
+        self,
+        sessions_dir: Path,
+        redacted: bool = False,
+        max_open: int = 64,
+        retry_interval: float = RETRY_INTERVAL,
+    ) -> None:
         self.sessions_dir = sessions_dir
         self.redacted = redacted
         self.max_open = max_open
-        # Open appenders, least recently used first; a session whose file could not be opened
-        # or written maps to None (it is not retried: one warning, not one per event).
-        self._appenders: collections.OrderedDict[str, StreamAppender | None] = (
-            collections.OrderedDict()
-        )
+        # Open appenders, least recently used first.
+        self._appenders: collections.OrderedDict[str, StreamAppender] = collections.OrderedDict()
         self._repaired: set[str] = set()
+        # Lines of a write still being logged (an agent's creation and its first entries).
+        self._groups: dict[str, list[bytes]] = {}
+        # Sessions whose stream could not be written: their lines wait here, in order. They are
+        # the session's own lines (no copy; a scrubbed one with redacted saving), which the
+        # session keeps anyway, so waiting costs no memory of its own and has no bound but that.
+        self._waiting: dict[str, _Waiting] = {}
+        self._outage = Outage(retry_interval)
+        self._affected: set[Path] = set()
+        self._caught_up = 0
+        self._processor: AgentTraceProcessor | None = None
         self._lock = threading.Lock()
+
+    def attach(self, processor: AgentTraceProcessor) -> None:
+        self._processor = processor
 
     def event_logged(self, record: EventLogged) -> None:
         session: Session = record.session
+        session_id = session.session_id
         line = record.line
+        if self.redacted:
+            line = scrub_json_text(line.decode()).encode()
         with self._lock:
-            appender = self._appender(session)
-            if appender is None:
+            if record.more:  # the rest of its write is still to come
+                self._groups.setdefault(session_id, []).append(line)
                 return
-            if self.redacted:
-                line = scrub_json_text(line.decode()).encode()
+            events = 1
+            group = self._groups.pop(session_id, None)
+            if group is not None:
+                group.append(line)
+                line, events = b"".join(group), len(group)
+            waiting = self._waiting.get(session_id)
+            if waiting is not None:  # behind lines that wait: in order, after them
+                waiting.add(line, events)
+                if self._outage.due():
+                    self._retry()
+                return
             try:
-                appender.append(line)
+                self._appender(session).append(line)
             except OSError as exc:
-                self._appenders[session.session_id] = None
-                appender.close()
-                logger.warning(
-                    "agenttrace: cannot write %s (%s): the event stream of session %s stops here;"
-                    " its events stay in memory for the session file. The agent keeps running.",
-                    appender.path,
-                    exc.strerror or exc,
-                    session.session_id,
-                )
+                self._wait(session, line, events, exc)
 
-    def _appender(self, session: Session) -> StreamAppender | None:
+    def _wait(self, session: Session, line: bytes, events: int, exc: OSError) -> None:
+        """Keep ``line`` for a later write; say so if writes just started failing."""
+        session_id = session.session_id
+        path = stream_path(self.sessions_dir, session_id)
+        waiting = self._waiting[session_id] = _Waiting(session, path)
+        waiting.add(line, events)
+        self._close(session_id)
+        self._affected.add(path)
+        if self._outage.failed(exc):
+            logger.warning(
+                "agenttrace: cannot write %s (%s): %s of session %s %s in memory and will be "
+                "written as soon as writing works again. The agent keeps running.",
+                path,
+                self._outage.reason,
+                count(waiting.count, "event"),
+                session_id,
+                "waits" if waiting.count == 1 else "wait",
+            )
+        self._outage.schedule(self._processor, self._on_timer)
+
+    def _retry(self) -> None:
+        """Try to write what waits (under the lock); say so once everything is written."""
+        for session_id, waiting in list(self._waiting.items()):
+            try:
+                appender = self._appender(waiting.session)
+                while waiting.units:
+                    data, events = waiting.units[0]
+                    appender.append(data)
+                    waiting.units.popleft()
+                    waiting.count -= events
+                    self._caught_up += events
+            except OSError as exc:
+                self._close(session_id)
+                self._outage.failed(exc)
+                continue
+            del self._waiting[session_id]
+        if self._waiting:
+            self._outage.schedule(self._processor, self._on_timer)
+        elif self._outage.ended():
+            logger.warning(
+                "agenttrace: writing works again: the %s that waited %s in %s",
+                count(self._caught_up, "event"),
+                "is" if self._caught_up == 1 else "are",
+                self._where(),
+            )
+            self._affected.clear()
+            self._caught_up = 0
+
+    def _where(self) -> str:
+        if len(self._affected) == 1:
+            return str(next(iter(self._affected)))
+        return f"{len(self._affected)} event streams in {self.sessions_dir}"
+
+    def _on_timer(self) -> None:
+        with self._lock:
+            if self._waiting:
+                self._retry()
+
+    def _appender(self, session: Session) -> StreamAppender:
+        """The session's open appender (opened, after repairing the file, if need be)."""
         session_id = session.session_id
         appenders = self._appenders
-        if session_id in appenders:
-            appenders.move_to_end(session_id)
-            return appenders[session_id]
-        path = stream_path(self.sessions_dir, session_id)
-        try:
-            if session_id not in self._repaired:
-                _repair(path, session)
-                self._repaired.add(session_id)
-            appender: StreamAppender | None = StreamAppender(path)
-        except OSError as exc:
-            appender = None
-            logger.warning(
-                "agenttrace: cannot write %s (%s): session %s is not being saved to its event "
-                "stream. The agent keeps running.",
-                path,
-                exc.strerror or exc,
-                session_id,
-            )
-        appenders[session_id] = appender
+        appender = appenders.get(session_id)
         if appender is not None:
-            # The file is closed when the session object goes away (it can log no more)...
-            weakref.finalize(session, self._release, session_id, appender).atexit = False
+            appenders.move_to_end(session_id)
+            return appender
+        path = stream_path(self.sessions_dir, session_id)
+        if session_id not in self._repaired:
+            _repair(path, session)
+            self._repaired.add(session_id)
+        appender = appenders[session_id] = StreamAppender(path)
+        # The file is closed when the session object goes away (it can log no more)...
+        weakref.finalize(session, self._release, session_id, appender).atexit = False
         while len(appenders) > self.max_open:  # ... and reopened on demand past the cap
             _, oldest = appenders.popitem(last=False)
-            if oldest is not None:
-                oldest.close()
+            oldest.close()
         return appender
+
+    def _close(self, session_id: str) -> None:
+        appender = self._appenders.pop(session_id, None)
+        if appender is not None:
+            appender.close()
 
     def _release(self, session_id: str, appender: StreamAppender) -> None:
         # A finalizer: runs on whatever thread collects the session; never blocks on the lock
@@ -135,13 +227,43 @@ class EventStreamSink(Sink):
                 with contextlib.suppress(OSError):
                     appender.sync()
 
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        with self._lock:
+            if self._waiting:
+                self._retry()
+            return not self._waiting
+
     def shutdown(self) -> None:
         with self._lock:
+            if self._waiting:
+                self._retry()
+            if self._waiting:
+                lost = sum(waiting.count for waiting in self._waiting.values())
+                if len(self._waiting) == 1:
+                    [(session_id, waiting)] = self._waiting.items()
+                    logger.warning(
+                        "agenttrace: could not write %s before exit (%s): %s of session %s "
+                        "%s not in it",
+                        waiting.path,
+                        self._outage.reason,
+                        count(lost, "event"),
+                        session_id,
+                        "is" if lost == 1 else "are",
+                    )
+                else:
+                    logger.warning(
+                        "agenttrace: could not write the event streams of %d sessions in %s "
+                        "before exit (%s): %s are not in them",
+                        len(self._waiting),
+                        self.sessions_dir,
+                        self._outage.reason,
+                        count(lost, "event"),
+                    )
+                self._waiting.clear()
             for appender in self._appenders.values():
-                if appender is not None:
-                    with contextlib.suppress(OSError):
-                        appender.sync()
-                    appender.close()
+                with contextlib.suppress(OSError):
+                    appender.sync()
+                appender.close()
             self._appenders.clear()
 
 
@@ -149,9 +271,10 @@ def _repair(path: Path, session: Session) -> None:
     """Before appending to an existing stream, make it a whole prefix of the session.
 
     A torn last line (a write cut off by a crash) is dropped, so the next event does not land
-    on its bytes; and a resumed session whose stream has fewer events than were restored (the
-    stream stopped on a full disk while the session file went on) gets the stream rewritten
-    from the restored events, so the ids stay contiguous in both files.
+    on its bytes; so is an agent's creation that a crash cut short (resume left it out: the
+    events that replace it take its ids). A resumed session whose stream has fewer events than
+    were restored (the stream stopped on a full disk while the session file went on) gets the
+    stream rewritten from the restored events, so the ids stay contiguous in both files.
 
     The file is opened as the appender opens it (a regular file inside the sessions directory,
     else ``UnsafeFile``, an ``OSError``) and read in blocks, never whole.
@@ -161,8 +284,8 @@ def _repair(path: Path, session: Session) -> None:
     except FileNotFoundError:  # nothing yet
         return
     try:
-        lines, size, keep = _scan_lines(fd)
         restored = session.restored_count
+        lines, size, keep, restored_end = _scan_lines(fd, restored)
         if restored and lines < restored:
             write_atomically(path, b"".join(session.event_lines()[:restored]))
             logger.warning(
@@ -171,6 +294,8 @@ def _repair(path: Path, session: Session) -> None:
                 path,
                 session.session_id,
             )
+        elif session.cut_short and restored_end < size:  # keep the first ``restored`` lines
+            os.ftruncate(fd, restored_end)
         elif keep < size:
             os.ftruncate(fd, keep)
             logger.warning(
@@ -183,16 +308,24 @@ def _repair(path: Path, session: Session) -> None:
         os.close(fd)
 
 
-def _scan_lines(fd: int, block: int = 1 << 20) -> tuple[int, int, int]:
-    """(newlines, size, where the last whole line ends) of the file open at ``fd``."""
+def _scan_lines(fd: int, nth: int, block: int = 1 << 20) -> tuple[int, int, int, int]:
+    """(newlines, size, where the last whole line ends, where line ``nth`` ends) of the file
+    open at ``fd``; the last is the size when the file has fewer lines."""
     lines = size = keep = 0
+    nth_end = -1
     while chunk := os.pread(fd, block, size):
-        lines += chunk.count(b"\n")
+        count = chunk.count(b"\n")
+        if nth_end < 0 and lines + count >= nth > 0:
+            at = -1
+            for _ in range(nth - lines):
+                at = chunk.find(b"\n", at + 1)
+            nth_end = size + at + 1
+        lines += count
         last = chunk.rfind(b"\n")
         if last >= 0:
             keep = size + last + 1
         size += len(chunk)
-    return lines, size, keep
+    return lines, size, keep, (size if nth_end < 0 else nth_end)
 
 
 class _SessionState:
@@ -206,13 +339,15 @@ class _SessionState:
         "event_count",
         "events",
         "events_raw",
-        "failed",
+        "failing",
+        "group",
         "live",
         "meta",
         "next_allowed",
         "owner",
         "released",
         "runs",
+        "saved",
         "scheduled",
         "session_id",
         "spool",
@@ -236,8 +371,13 @@ class _SessionState:
         self.event_count = 0
         for line in session.event_lines()[: session.restored_count]:
             self.add_event(line, redacted)
+        self.group: list[bytes] = []
+        """Lines of a write still being logged (an agent's creation and its first entries)."""
         self.dirty = True
-        self.failed = False
+        self.failing = False
+        """Its last write failed: it is tried again after the retry interval."""
+        self.saved = 0
+        """How many of its events the last file written holds."""
         self.scheduled = False
         self.released = False
         """The session object is gone: no more runs or events will come."""
@@ -270,6 +410,7 @@ class SessionFileSink(Sink):
         redacted: bool = False,
         min_interval: float = 0.25,
         cost_factor: float = 20.0,
+        retry_interval: float = RETRY_INTERVAL,
     ) -> None:
         self.sessions_dir = sessions_dir
         self.optree = optree
@@ -278,6 +419,8 @@ class SessionFileSink(Sink):
         self.min_interval = min_interval
         self.cost_factor = cost_factor
         self._states: dict[str, _SessionState] = {}
+        self._outage = Outage(retry_interval)
+        self._swept = False
         self._processor: AgentTraceProcessor | None = None
         self._lock = threading.RLock()
         optree.add_listener(self._on_tree)
@@ -298,6 +441,12 @@ class SessionFileSink(Sink):
 
     def event_logged(self, record: EventLogged) -> None:
         state = self._state(record.session)
+        if record.more:  # an agent's creation goes in a file with its first entries or not at all
+            state.group.append(record.line)
+            return
+        for line in state.group:
+            state.add_event(line, self.redacted)
+        state.group.clear()
         state.add_event(record.line, self.redacted)
         state.dirty = True
 
@@ -325,7 +474,7 @@ class SessionFileSink(Sink):
     def request_write(self, session_id: str) -> None:
         """Write now if the last write is far enough back, else once, later."""
         state = self._states.get(session_id)
-        if state is None or state.scheduled or state.failed:
+        if state is None or state.scheduled:
             return
         delay = state.next_allowed - time.monotonic()
         if delay <= 0 or self._processor is None:
@@ -343,34 +492,64 @@ class SessionFileSink(Sink):
         self._drop_released()
 
     def write(self, session_id: str) -> bool:
-        """Write ``session_id``'s file now; True if written."""
+        """Write ``session_id``'s file now; True if written. A failed write is tried again
+        (the session stays changed) after the retry interval, at force_flush and at exit."""
         with self._lock:
             state = self._states.get(session_id)
-            if state is None or state.failed:
+            if state is None:
                 return False
+            if not self._swept:  # the first write in the sessions directory: tidy it first
+                self._swept = True
+                remove_leftovers(self.sessions_dir)
             started = time.perf_counter()
             path = snapshot_path(self.sessions_dir, session_id)
             # Clean before the events are read, not after the write: an event the agent logs
             # meanwhile marks the session changed again, so the next snapshot has it.
             state.dirty = False
+            events = state.event_count
             try:
                 pieces = self.pieces(state)
                 if self.stream is not None:
                     self.stream.sync(session_id)
                 write_pieces(path, pieces, state.spool)
             except OSError as exc:
-                state.failed = True
-                logger.warning(
-                    "agenttrace: cannot write %s (%s): session %s is not being saved to its "
-                    "session file. The agent keeps running.",
-                    path,
-                    exc.strerror or exc,
-                    session_id,
-                )
+                self._failed(state, path, exc)
                 return False
+            state.saved = events
+            if state.failing:
+                state.failing = False
+                self._recovered()
             took = time.perf_counter() - started
             state.next_allowed = time.monotonic() + max(self.min_interval, self.cost_factor * took)
             return True
+
+    def _failed(self, state: _SessionState, path: Path, exc: OSError) -> None:
+        """A write failed: the session stays changed and is written again later."""
+        state.dirty = True
+        state.failing = True
+        state.next_allowed = time.monotonic() + self._outage.retry_interval
+        if self._outage.failed(exc):
+            waiting = state.event_count - state.saved
+            logger.warning(
+                "agenttrace: cannot write %s (%s): session %s (%s not saved yet) stays in memory "
+                "and will be written as soon as writing works again. The agent keeps running.",
+                path,
+                self._outage.reason,
+                state.session_id,
+                count(waiting, "event"),
+            )
+        if not state.scheduled and self._processor is not None:
+            state.scheduled = True
+            self._processor.schedule(
+                self._outage.retry_interval, lambda: self._scheduled_write(state.session_id)
+            )
+
+    def _recovered(self) -> None:
+        if not any(state.failing for state in self._states.values()) and self._outage.ended():
+            logger.warning(
+                "agenttrace: writing works again: session files in %s are written",
+                self.sessions_dir,
+            )
 
     def pieces(self, state: _SessionState) -> list[Piece]:
         """The session file's document: every run (earlier, finished, live), events, meta."""
@@ -407,6 +586,19 @@ class SessionFileSink(Sink):
 
     def shutdown(self) -> None:
         self.force_flush()
+        with self._lock:
+            failing = [state for state in self._states.values() if state.failing]
+            for state in failing:
+                missing = state.event_count - state.saved
+                logger.warning(
+                    "agenttrace: could not write %s before exit (%s): %s",
+                    snapshot_path(self.sessions_dir, state.session_id),
+                    self._outage.reason,
+                    f"{count(missing, 'event')} of session {state.session_id} "
+                    f"{'is' if missing == 1 else 'are'} not in it"
+                    if missing
+                    else f"the last changes to session {state.session_id} are not in it",
+                )
 
     def _drop_released(self) -> None:
         """Forget sessions that can change no more and are written: their spools go too."""

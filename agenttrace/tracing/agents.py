@@ -2,9 +2,9 @@
 
 The rule for creation (docs/responsibility.md): an agent created inside a tool call names the
 assistant message that holds that call as its ``cause``, and whatever its transcript already
-holds (a system prompt) is logged right after its ``agent_created``. Scopes are read here only
-through the context variable and by duck typing, so the scope module can use this one without
-an import cycle.
+holds (a system prompt) is logged with its ``agent_created``, in one write. Scopes are read here
+only through the context variable and by duck typing, so the scope module can use this one
+without an import cycle.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def register_agent(
     at: Linkable | None = None,
 ) -> str:
     """Allocate an id for a new agent, log ``agent_created`` (with the tool call that made it as
-    ``cause``) and the entries its transcript starts with; returns the id."""
+    ``cause``) and the entries its transcript starts with, in one write; returns the id."""
     agent_id = session.allocate_agent_id()
     if owner is not None:
         # An object with __slots__ and no agent_id keeps none: the registry still knows it.
@@ -60,10 +60,9 @@ def register_agent(
         cause=tool_call_message(current_scope_var.get()),
         name=name,
         language_model=language_model,
+        initial=[message_fields(message) for message in initial],
         at=at,
     )
-    for message in initial:
-        session.log_transcript_entry(agent_id, message_fields(message), at=at)
     return agent_id
 
 

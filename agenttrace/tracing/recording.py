@@ -67,18 +67,18 @@ def span_event_attributes(
 
 
 def _on_canonical_event(
-    session: Session, event: dict[str, Any], line: bytes, scope: Linkable | None
+    session: Session, event: dict[str, Any], line: bytes, scope: Linkable | None, more: int
 ) -> None:
     if runtime.recorder is None and scope is None:
         return
     if scope is None:
-        emit(EventLogged(session, event, line))
+        emit(EventLogged(session, event, line, more=more))
         return
     span = getattr(scope, "span", None)
     if span is not None and span.is_recording():
         when = ts_nanoseconds(event["ts"]) or time.time_ns()
         span.add_event(sc.EVENT_CANONICAL, span_event_attributes(event), timestamp=when)
-    emit(EventLogged(session, event, line, scope.origin, scope.label))
+    emit(EventLogged(session, event, line, scope.origin, scope.label, more))
 
 
 observe_events(_on_canonical_event)

@@ -3,7 +3,7 @@ litellm patch, so agent code is logged without logging parameters in its signatu
 
 - an agent is registered when it is created (``@agent_class``) or first runs; inside a tool call
   its ``agent_created`` names that call as its ``cause``, and whatever its transcript already
-  holds (a system prompt) is logged right after;
+  holds (a system prompt) is logged with it, in the same write;
 - what it hears (``@hears`` on ``harken``) is a user entry whose ``substance`` is the message id
   the text carries (a :class:`LoggedString`); plain text that a tool call was given as an
   argument (``discuss``'s prompt) first becomes a ``piece_of_text`` caused by that call;
