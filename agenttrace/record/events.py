@@ -37,10 +37,12 @@ def agent_id(number: int) -> str:
 
 
 def id_number(identifier: str, prefix: str) -> int | None:
-    """The counter value behind ``msg_012``/``agent_003``; ``None`` for ids not of that form."""
+    """The counter value behind ``msg_012``/``agent_003``; ``None`` for ids not of that form
+    (``agent_²`` or ``msg_٣`` included: ``str.isdigit`` accepts digits ``int`` refuses, and
+    counters are ASCII)."""
     if identifier.startswith(prefix):
         digits = identifier[len(prefix) :]
-        if digits.isdigit():
+        if digits.isascii() and digits.isdigit():
             return int(digits)
     return None
 
@@ -247,7 +249,7 @@ def infer_causes(events: list[dict[str, Any]]) -> None:
                 if function.get("name") == "task":
                     try:
                         arguments = json.loads(function.get("arguments") or "{}")
-                    except ValueError:
+                    except (ValueError, RecursionError):  # the model's text: anything at all
                         arguments = {}
                     name = arguments.get("name", "") if isinstance(arguments, dict) else ""
                     open_calls.append((event["message_id"], call.get("id", ""), str(name)))
