@@ -20,6 +20,7 @@ CONSOLE_MODES: tuple[ConsoleMode, ...] = ("quiet", "verbose", "trace")
 
 DEFAULT_HOME = Path("~/.agenttrace")
 DEFAULT_MAX_PAYLOAD_BYTES = 16384
+DEFAULT_MAX_NESTING_DEPTH = 200
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -48,6 +49,9 @@ class Settings:
     openinference: bool = False
     """Also put OpenInference's attributes on spans (``openinference.span.kind``, ``llm.*``,
     ``tool.name``): for Arize Phoenix and other OpenInference viewers."""
+    max_nesting_depth: int = DEFAULT_MAX_NESTING_DEPTH
+    """Reading a session file or stream: how many levels of JSON arrays and objects one event,
+    and the rest of a session file, may nest (deeper is a ``SessionFileError``)."""
 
     @classmethod
     def resolve(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -73,6 +77,9 @@ class Settings:
             "console": _console(env.get("AGENTTRACE_CONSOLE")),
             "redacted_save": _flag(env, "AGENTTRACE_REDACTED_SAVE", False),
             "openinference": _flag(env, "AGENTTRACE_OPENINFERENCE", False),
+            "max_nesting_depth": _int(
+                env, "AGENTTRACE_MAX_NESTING_DEPTH", DEFAULT_MAX_NESTING_DEPTH, "a count of levels"
+            ),
         }
         for key, value in overrides.items():
             if key not in values:
@@ -135,7 +142,7 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     return default
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
+def _int(env: Mapping[str, str], name: str, default: int, what: str = "a size in bytes") -> int:
     raw = env.get(name)
     if raw is None or not raw.strip():
         return default
@@ -144,7 +151,7 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
     except ValueError:
         value = -1
     if value < 0:
-        logger.warning("agenttrace: %s=%r is not a size in bytes; using %d", name, raw, default)
+        logger.warning("agenttrace: %s=%r is not %s; using %d", name, raw, what, default)
         return default
     return value
 
