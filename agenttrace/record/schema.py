@@ -715,7 +715,7 @@ class SessionMeta(Struct, kw_only=True):
     ]
     updatedAt: Annotated[EpochMs, Meta(description="When this file was written.")]
     result: MetaResult | UnsetType = UNSET
-    ingress: Annotated[Ingress | UnsetType, Meta(description="The first run's ingress.")] = UNSET
+    ingress: Annotated[Ingress, Meta(description="The first run's ingress.")] | UnsetType = UNSET
     trace_ids: Annotated[
         list[TraceId] | UnsetType, Meta(description="The trace id of each run, in order.")
     ] = UNSET

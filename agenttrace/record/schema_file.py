@@ -47,6 +47,7 @@ _NAMED_VALUES: dict[str, Any] = {
     "EpochNs": schema.EpochNs,
     "Timestamp": schema.Timestamp,
     "AttributeValue": schema.AttributeValue,
+    "Ingress": schema.Ingress,
 }
 """Constrained values that get a definition of their own (msgspec writes them out in full at
 every use); where two are written alike, the first listed names both."""
@@ -109,7 +110,7 @@ def _structs() -> list[type]:
 
 def _shared(components: dict[str, Any]) -> dict[str, Any]:
     """``components`` with each use of a named value (``Label``, ``EpochMs``, ...) made a
-    ``$ref`` to its definition, and descriptions (docstrings) on one line."""
+    ``$ref`` to its definition, and descriptions (docstrings) as one line of Markdown."""
     named = {name: msgspec.json.schema(value) for name, value in _NAMED_VALUES.items()}
     exact = {_key(value, True): name for name, value in reversed(named.items())}
     loose = {_key(value, False): name for name, value in reversed(named.items())}
@@ -119,8 +120,9 @@ def _shared(components: dict[str, Any]) -> dict[str, Any]:
             return [visit(item) for item in node]
         if not isinstance(node, dict):
             return node
-        if isinstance(node.get("description"), str):  # a docstring's line breaks and indents
-            node = {**node, "description": " ".join(node["description"].split())}
+        if isinstance(node.get("description"), str):  # a docstring: one line, plain backquotes
+            text = " ".join(node["description"].split()).replace("``", "`")
+            node = {**node, "description": text}
         name = exact.get(_key(node, True)) or loose.get(_key(node, False))
         if name is None:
             return {key: visit(value) for key, value in node.items()}
