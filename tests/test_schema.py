@@ -15,6 +15,7 @@ import copy
 import gzip
 import io
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,8 @@ from agenttrace.record.schema_file import published_schema
 from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
 from examples.cafe import SCRIPTS, run_first
 from examples.scripted_model import ScriptedModel
+
+from .conftest import Traced
 
 
 @dataclass
@@ -113,6 +116,21 @@ def test_what_agenttrace_writes_passes_the_published_schema(cafe: Cafe) -> None:
     )
     for line in cafe.lines:
         assert [e.message for e in event.iter_errors(json.loads(line))] == []
+
+
+def test_a_non_finite_ingress_number_is_written_as_text(traced: Traced, tmp_path: Path) -> None:
+    """JSON has no infinity or NaN, so the reader refuses them; ingress is the application's,
+    and agenttrace writes such a number as text, so its own file still reads back."""
+    session = agenttrace.new_session()
+
+    @agenttrace.agent("Scored", ingress={"source": "api", "score": float("nan"), "cap": math.inf})
+    def scored() -> None:
+        pass
+
+    scored()
+    traced.handle.force_flush()
+    (run,) = read_session_file(snapshot_path(tmp_path / "sessions", session.session_id)).runs
+    assert run["attributes"]["ingress"] == {"source": "api", "score": "nan", "cap": "inf"}
 
 
 # --- malformations --------------------------------------------------------------------------
