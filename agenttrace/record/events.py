@@ -156,7 +156,8 @@ def tool_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
     """Tool calls as the stream writes them: ``{"id", "function": {"name", "arguments"}}``.
 
     ``type`` is left out when it is ``"function"`` (the only type; see docs/events.md)
-    and restored by :func:`api_message` for a model request.
+    and restored by :func:`api_message` for a model request. ``arguments`` is JSON text, as
+    models write it: arguments given as an object are written as their JSON.
     """
     result = []
     for call in calls:
@@ -165,9 +166,10 @@ def tool_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
         kind = _get(call, "type")
         if kind and kind != "function":
             plain["type"] = kind
+        arguments = _get(function, "arguments") or ""
         plain["function"] = {
             "name": _get(function, "name"),
-            "arguments": _get(function, "arguments") or "",
+            "arguments": arguments if isinstance(arguments, str) else _json_text(arguments),
         }
         result.append(plain)
     return result
@@ -200,6 +202,12 @@ def api_message(event: Mapping[str, Any]) -> dict[str, Any]:
         if event.get(key):
             message[key] = event[key]
     return message
+
+
+def _json_text(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _get(obj: Any, name: str) -> Any:
