@@ -133,18 +133,21 @@ def test_a_non_finite_ingress_number_is_written_as_text(traced: Traced, tmp_path
     assert run["attributes"]["ingress"] == {"source": "api", "score": "nan", "cap": "inf"}
 
 
-def test_tool_call_arguments_given_as_an_object_are_written_as_json(traced: Traced) -> None:
-    """The format's arguments are JSON text (as models write them); a message logged by hand
-    with an object there is written so that the stream reads back."""
+def test_a_message_logged_by_hand_is_written_so_it_reads_back(traced: Traced) -> None:
+    """The format's tool call arguments are JSON text (as models write them) and its ids are
+    strings: a message logged by hand with an object or a number there is written as text."""
     session = agenttrace.new_session()
     agent = session.allocate_agent_id()
     session.log_agent_created(agent, name="Hand")
     call = {"id": "c1", "function": {"name": "task", "arguments": {"name": "Jack"}}}
     session.log_transcript_entry(agent, {"role": "assistant", "tool_calls": [call]})
+    session.log_transcript_entry(agent, {"role": "tool", "tool_call_id": 5, "content": "ok"})
     traced.handle.force_flush()
     stream = stream_path(traced.handle.settings.sessions_dir, session.session_id)
-    (read,) = read_session_file(stream).events[1]["tool_calls"]
+    events = read_session_file(stream).events
+    (read,) = events[1]["tool_calls"]
     assert read["function"] == {"name": "task", "arguments": '{"name": "Jack"}'}
+    assert events[2]["tool_call_id"] == "5"
 
 
 # --- malformations --------------------------------------------------------------------------

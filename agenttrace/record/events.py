@@ -135,7 +135,8 @@ def transcript_entry(
     for key in ("tool_calls", "tool_call_id", "name"):
         value = entry.get(key)
         if value:
-            event[key] = tool_calls(value) if key == "tool_calls" else value
+            # The format's ids and names are strings (readers check it): an int id becomes "5".
+            event[key] = tool_calls(value) if key == "tool_calls" else str(value)
     if substance is not None:
         event["substance"] = substance
     return event
