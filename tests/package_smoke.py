@@ -51,7 +51,14 @@ def main(mode: str) -> None:
         expected = sorted([*expected, "chat gpt-4o-mini", "turn 2"])
         assert answer == "ok", answer
     assert names == sorted(expected), names
-    assert list((home / "sessions").glob("*.json.gz")), "no session file"
+    snapshots = list((home / "sessions").glob("*.json.gz"))
+    assert snapshots, "no session file"
+    # The schema ships with the package, and what agenttrace wrote passes it.
+    from agenttrace.record.schema_file import published_text, schema_text
+    from agenttrace.record.session_files import read_session_file
+
+    assert published_text() == schema_text(), "the shipped schema is not the structs' own"
+    assert read_session_file(snapshots[0]).runs, "the session file reads back without its run"
     assert (home / "ledger.jsonl").read_text().count("\n") == (2 if mode == "litellm" else 1)
     if mode == "core":
         for extra in ("litellm", "rich", "grpc"):

@@ -25,6 +25,7 @@ from .helpers import child_env, run_demo
 from .llm_server import LLMServer, Reply
 from .test_session_files import (
     EXAMPLE_1,
+    META,
     SEED_000_EXAMPLE_1,
     jsonl,
     make_unreadable,
@@ -137,7 +138,8 @@ def _as_id(path: Path) -> list[str]:
 
 def _as_snapshot(path: Path) -> list[str]:
     snapshot = path.with_name("example1.json.gz")
-    snapshot.write_bytes(snapshot_bytes("example1", [], path.read_bytes().splitlines(), {}))
+    meta = {**META, "session_id": "example1"}
+    snapshot.write_bytes(snapshot_bytes("example1", [], path.read_bytes().splitlines(), meta))
     path.unlink()
     return ["example1", "--sessions-dir", str(path.parent)]
 
@@ -278,7 +280,7 @@ def _file(name: str, content: bytes, message: str) -> Callable[[Path], tuple[lis
     return make
 
 
-GOOD_SNAPSHOT = snapshot_bytes("s1", [], [json.dumps(e).encode() for e in EXAMPLE_1], {})
+GOOD_SNAPSHOT = snapshot_bytes("s1", [], [json.dumps(e).encode() for e in EXAMPLE_1], META)
 
 
 def _snapshot(**fields: Any) -> bytes:
@@ -324,7 +326,7 @@ BAD_INPUTS = [
     _file(
         "not-events.jsonl",
         b'{"traceId": "ab", "spanId": "cd"}\n',
-        "entry 1 is not a canonical event; not an agenttrace session",
+        "line 1 is not a canonical event: Object missing required field `event_type` at $",
     ),
 ]
 

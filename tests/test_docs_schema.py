@@ -1,6 +1,7 @@
-"""docs/session-file.schema.json describes what agenttrace writes: the cafe demo's session file,
-each line of its event stream and each line of its billing ledger validate against it, and the
-schema is strict enough to notice a change of format."""
+"""The published schema (generated from agenttrace/record/schema.py, shipped with the package and
+copied to docs/session-file.schema.json) describes what agenttrace writes: the cafe demo's session
+file, each line of its event stream and each line of its billing ledger validate against it, and
+the schema is strict enough to notice a change of format."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ import jsonschema
 import pytest
 
 from agenttrace import format_label, parse_label
+from agenttrace.record.schema import LABEL_PATTERN, SCHEMA_ID
+from agenttrace.record.schema_file import DOCS_COPY, published_text, schema_text
 
 from .helpers import ROOT, run_demo
 
-SCHEMA = json.loads((ROOT / "docs" / "session-file.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "docs" / DOCS_COPY).read_text())
 
 
 def validator(definition: str | None = None) -> jsonschema.Draft202012Validator:
@@ -63,7 +66,7 @@ def test_the_demo_session_file_matches_the_documented_schema(demo: Demo) -> None
 
 @pytest.mark.e2e
 def test_each_stream_line_is_a_documented_event(demo: Demo) -> None:
-    event = validator("#/$defs/event")
+    event = validator("#/$defs/Event")
     for line in demo.events:
         assert errors(event, line) == [], line
     assert demo.events == demo.document["events"]
@@ -71,7 +74,7 @@ def test_each_stream_line_is_a_documented_event(demo: Demo) -> None:
 
 @pytest.mark.e2e
 def test_each_ledger_line_is_a_documented_accounting_entry(demo: Demo) -> None:
-    entry = validator("#/$defs/accountingEntry")
+    entry = validator("#/$defs/AccountingEntry")
     for line in demo.ledger:
         assert errors(entry, line) == [], line
     assert [line["path"] for line in demo.ledger] == [
@@ -105,7 +108,7 @@ def test_the_schema_notices_a_change_of_format(demo: Demo, change: Any) -> None:
     assert errors(validator(), document) != []
 
 
-LABEL = re.compile(SCHEMA["$defs"]["label"]["pattern"])
+LABEL = re.compile(SCHEMA["$defs"]["Label"]["pattern"])
 
 
 def test_the_label_pattern_accepts_exactly_the_canonical_labels() -> None:
@@ -120,3 +123,13 @@ def test_the_label_pattern_accepts_exactly_the_canonical_labels() -> None:
 
 def test_the_schema_is_valid_json_schema() -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
+def test_the_published_schema_is_the_structs_schema() -> None:
+    """The copy shipped in the package and the one in docs/ are what the structs generate now
+    (after a change to the structs: ``python -m agenttrace.record.schema_file --write``)."""
+    generated = schema_text()
+    assert published_text() == generated
+    assert (ROOT / "docs" / DOCS_COPY).read_text() == generated
+    assert SCHEMA["$id"] == SCHEMA_ID == "urn:agenttrace:schema:agenttrace.session:1"
+    assert SCHEMA["$defs"]["Label"]["pattern"] == LABEL_PATTERN

@@ -45,6 +45,11 @@ BOMB_BYTES = 1 << 30
 """What the gzip bomb expands to: 1 GiB of zeros, in about 1 MB."""
 
 
+def meta_for(session_id: str) -> dict[str, object]:
+    """A session file's ``meta`` as agenttrace writes it (the schema requires its fields)."""
+    return {"createdAt": 1795393954000, "updatedAt": 1795393955000, "session_id": session_id}
+
+
 def refused(path: Path, limits: ReadLimits | None = None) -> str:
     with pytest.raises(SessionFileError) as caught:
         read_session_file(path, limits=limits)
@@ -128,7 +133,7 @@ def test_a_fifo_found_by_id_is_refused(fifo: Path) -> None:
 def test_a_fifo_beside_the_file_read_is_ignored(fifo: Path) -> None:
     """The session file beside a stream is read too: a FIFO there must not block that."""
     stream = fifo.with_name("pipe.json.gz")  # a real file; its sibling pipe.events.jsonl: the FIFO
-    stream.write_bytes(snapshot_bytes("pipe", [], lines_of(EXAMPLE_1), {}))
+    stream.write_bytes(snapshot_bytes("pipe", [], lines_of(EXAMPLE_1), meta_for("pipe")))
     assert load_fullest(stream).events == EXAMPLE_1
 
 
@@ -201,7 +206,7 @@ def test_a_file_compressed_better_than_the_ratio_is_read_below_the_ratio_free_si
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "s1.json.gz"
-    path.write_bytes(snapshot_bytes("s1", [], lines_of(EXAMPLE_1), {}))
+    path.write_bytes(snapshot_bytes("s1", [], lines_of(EXAMPLE_1), meta_for("s1")))
     size = len(gzip.decompress(path.read_bytes()))
     assert size > path.stat().st_size  # so a ratio of 1 is past it, but for the free size
     assert read_session_file(path, limits=ReadLimits(compression_ratio=1)).events == EXAMPLE_1
@@ -217,7 +222,7 @@ def test_the_decompressed_cap_comes_from_the_environment(
 
 def test_the_decompressed_cap_is_exact(tmp_path: Path) -> None:
     path = tmp_path / "s1.json.gz"
-    path.write_bytes(snapshot_bytes("s1", [], lines_of(EXAMPLE_1), {}))
+    path.write_bytes(snapshot_bytes("s1", [], lines_of(EXAMPLE_1), meta_for("s1")))
     size = len(gzip.decompress(path.read_bytes()))
     assert read_session_file(path, limits=ReadLimits(decompressed_bytes=size)).events == EXAMPLE_1
     assert refused(path, ReadLimits(decompressed_bytes=size - 1)) == (
@@ -231,7 +236,7 @@ def test_decompressing_in_small_steps_reads_every_member(
 ) -> None:
     """A session file of several gzip members (as agenttrace writes them), decompressed a few
     bytes per call: output held back inside zlib is drained, no member is lost or cut."""
-    document = gzip.decompress(snapshot_bytes("s1", [], lines_of(EXAMPLE_1), {}))
+    document = gzip.decompress(snapshot_bytes("s1", [], lines_of(EXAMPLE_1), meta_for("s1")))
     cuts = [0, 7, 100, len(document) // 2, len(document) - 3, len(document)]
     path = tmp_path / "s1.json.gz"
     path.write_bytes(b"".join(gzip_member(document[a:b]) for a, b in itertools.pairwise(cuts)))
@@ -242,7 +247,7 @@ def test_decompressing_in_small_steps_reads_every_member(
 
 def test_the_compressed_cap(tmp_path: Path) -> None:
     path = tmp_path / "s1.json.gz"
-    path.write_bytes(snapshot_bytes("s1", [], lines_of(EXAMPLE_1), {}))
+    path.write_bytes(snapshot_bytes("s1", [], lines_of(EXAMPLE_1), meta_for("s1")))
     size = path.stat().st_size
     assert read_session_file(path, limits=ReadLimits(compressed_bytes=size)).events == EXAMPLE_1
     assert refused(path, ReadLimits(compressed_bytes=size - 1)) == (

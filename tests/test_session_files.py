@@ -46,6 +46,10 @@ def jsonl(events: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(e) + "\n" for e in events)
 
 
+META = {"createdAt": 1795393954000, "updatedAt": 1795393955000, "session_id": "s1"}
+"""The least ``meta`` a session file has."""
+
+
 def snapshot_of(events: list[dict[str, Any]], /, **payload: Any) -> bytes:
     """A gzipped session file holding ``events``, with ``payload`` overriding its head fields."""
     document = {
@@ -53,7 +57,7 @@ def snapshot_of(events: list[dict[str, Any]], /, **payload: Any) -> bytes:
         "version": 1,
         "session_id": "s1",
         "runs": [],
-        "meta": {},
+        "meta": META,
         "events": events,
     }
     document.update(payload)
@@ -260,32 +264,48 @@ def test_other_version(tmp_path: Path, version: Any, shown: str) -> None:
 def test_snapshot_without_event_list(tmp_path: Path) -> None:
     path = tmp_path / "s1.json.gz"
     path.write_bytes(snapshot_of([], events={"msg_001": {}}))
-    assert "session file has no event list" in refused(path)
+    assert refused(path) == f"{path}: $.events: Expected `array`, got `object`"
 
 
-NOT_EVENTS = [
-    ["a", "list"],
-    "a string",
-    None,
-    {"event_type": "transcript_entry", "agent_id": "a", "role": "user"},
-    {"message_id": 1, "event_type": "transcript_entry"},
-    {"message_id": "msg_002", "event_type": "span_started"},
-    {"message_id": "msg_002"},
+NOT_EVENTS = [  # (entry, where in it, what is wrong)
+    (["a", "list"], "", "Expected `object`, got `array`"),
+    ("a string", "", "Expected `object`, got `str`"),
+    (None, "", "Expected `object`, got `null`"),
+    (
+        {"event_type": "transcript_entry", "agent_id": "a", "role": "user"},
+        "",
+        "Object missing required field `message_id`",
+    ),
+    (
+        {"message_id": 1, "event_type": "transcript_entry"},
+        ".message_id",
+        "Expected `str`, got `int`",
+    ),
+    (
+        {"message_id": "msg_002", "event_type": "span_started"},
+        ".event_type",
+        "Invalid value 'span_started'",
+    ),
+    ({"message_id": "msg_002"}, "", "Object missing required field `event_type`"),
 ]
 
 
-@pytest.mark.parametrize("entry", NOT_EVENTS)
-def test_snapshot_entry_that_is_not_an_event(tmp_path: Path, entry: Any) -> None:
+@pytest.mark.parametrize(("entry", "where", "what"), NOT_EVENTS)
+def test_snapshot_entry_that_is_not_an_event(
+    tmp_path: Path, entry: Any, where: str, what: str
+) -> None:
     path = tmp_path / "s1.json.gz"
     path.write_bytes(snapshot_of([EXAMPLE_1[0], entry, EXAMPLE_1[1]]))
-    assert "entry 2 is not a canonical event; not an agenttrace session" in refused(path)
+    assert refused(path) == f"{path}: $.events[1]{where}: {what}"
 
 
-@pytest.mark.parametrize("entry", NOT_EVENTS)
-def test_stream_entry_that_is_not_an_event(tmp_path: Path, entry: Any) -> None:
+@pytest.mark.parametrize(("entry", "where", "what"), NOT_EVENTS)
+def test_stream_entry_that_is_not_an_event(
+    tmp_path: Path, entry: Any, where: str, what: str
+) -> None:
     path = tmp_path / "s1.events.jsonl"
     path.write_text(jsonl([*EXAMPLE_1[:2], entry, *EXAMPLE_1[2:]]))
-    assert "entry 3 is not a canonical event; not an agenttrace session" in refused(path)
+    assert refused(path) == f"{path}: line 3 is not a canonical event: {what} at ${where}"
 
 
 @pytest.mark.parametrize(
@@ -346,12 +366,44 @@ def test_bad_last_line_with_newline_is_an_error(tmp_path: Path) -> None:
 # --- round trip ---------------------------------------------------------------------------------
 
 
+def root_node(session_id: str, trace_id: str, span_id: str) -> dict[str, Any]:
+    """The least a run's root SessionNode holds: a run that started and has not ended."""
+    return {
+        "id": session_id,
+        "traceId": trace_id,
+        "spanId": span_id,
+        "path": "0",
+        "agentId": "agent_001",
+        "agentName": "Agent",
+        "callPath": "Agent",
+        "txnId": session_id,
+        "originTxnId": session_id,
+        "parentTxnId": None,
+        "sessionId": session_id,
+        "startedAt": 1795393954000,
+        "attributes": {"ingress": {"source": "cli", "cli": {"pid": 7}}},
+        "turns": [],
+        "span": {
+            "name": "invoke_agent Agent",
+            "kind": "INTERNAL",
+            "traceId": trace_id,
+            "spanId": span_id,
+            "parentSpanId": None,
+            "startTimeUnixNano": 1795393954000000000,
+            "attributes": {"agenttrace.kind": "session"},
+            "events": [],
+        },
+        "resource": {"attributes": {"service.name": "cafe"}},
+        "scope": {"name": "agenttrace", "version": "0.1.0"},
+        "recording": {"captureContent": False, "maxPayloadBytes": 16384},
+    }
+
+
 def test_snapshot_round_trip(tmp_path: Path) -> None:
-    runs = [
-        {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "session Agent", "children": []},
-        {"traceId": "ef" * 16, "spanId": "01" * 8, "name": "session Agent", "children": []},
-    ]
-    meta = {"service_name": "cafe", "note": "café ☕", "runs": 2}
+    session_id = "a1b2c3d4e5f60718"
+    runs = [root_node(session_id, "ab" * 16, "cd" * 8), root_node(session_id, "ef" * 16, "01" * 8)]
+    # Keys of meta agenttrace does not know (an earlier file's) are carried over as they are.
+    meta = {**META, "session_id": session_id, "service_name": "cafe", "note": "café ☕", "runs": 2}
     lines = [(json.dumps(e, ensure_ascii=False) + "\n").encode() for e in EXAMPLE_1]
     data = snapshot_bytes("a1b2c3d4e5f60718", runs, lines, meta)
     assert data[:2] == b"\x1f\x8b"

@@ -24,6 +24,7 @@ DEFAULT_MAX_PAYLOAD_BYTES = 16384
 DEFAULT_SHUTDOWN_TIMEOUT = 3.0
 """Seconds agenttrace waits for its OTLP exporter at shutdown when nothing else is set."""
 MIB = 1 << 20
+DEFAULT_MAX_NESTING_DEPTH = 200
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -35,6 +36,7 @@ READ_LIMIT_VARIABLES: Mapping[str, str] = {
     "stream_bytes": "AGENTTRACE_MAX_STREAM_BYTES",
     "line_bytes": "AGENTTRACE_MAX_LINE_BYTES",
     "compression_ratio": "AGENTTRACE_MAX_COMPRESSION_RATIO",
+    "nesting_depth": "AGENTTRACE_MAX_NESTING_DEPTH",
 }
 """The variable that sets each :class:`ReadLimits` field (the error past a limit names it)."""
 
@@ -65,6 +67,9 @@ class ReadLimits:
     """How many times its size on disk a session file may decompress to, past the first
     :data:`RATIO_FREE_BYTES`: session JSON compresses 8-15x, a gzip bomb of zeros ~1,000x, so a
     1 MB bomb stops at 100 MB instead of running on to ``decompressed_bytes``."""
+    nesting_depth: int = DEFAULT_MAX_NESTING_DEPTH
+    """How many levels of JSON arrays and objects one event, and the rest of a session file,
+    may nest (message content, ingress, ``meta``; sub-agents about 30 deep)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ReadLimits:
@@ -230,7 +235,7 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     return default
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
+def _int(env: Mapping[str, str], name: str, default: int, what: str = "a size in bytes") -> int:
     raw = env.get(name)
     if raw is None or not raw.strip():
         return default
@@ -239,7 +244,7 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
     except ValueError:
         value = -1
     if value < 0:
-        logger.warning("agenttrace: %s=%r is not a size in bytes; using %d", name, raw, default)
+        logger.warning("agenttrace: %s=%r is not %s; using %d", name, raw, what, default)
         return default
     return value
 

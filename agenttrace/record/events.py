@@ -37,10 +37,12 @@ def agent_id(number: int) -> str:
 
 
 def id_number(identifier: str, prefix: str) -> int | None:
-    """The counter value behind ``msg_012``/``agent_003``; ``None`` for ids not of that form."""
+    """The counter value behind ``msg_012``/``agent_003``; ``None`` for ids not of that form
+    (``agent_²`` or ``msg_٣`` included: ``str.isdigit`` accepts digits ``int`` refuses, and
+    counters are ASCII)."""
     if identifier.startswith(prefix):
         digits = identifier[len(prefix) :]
-        if digits.isdigit():
+        if digits.isascii() and digits.isdigit():
             return int(digits)
     return None
 
@@ -133,7 +135,8 @@ def transcript_entry(
     for key in ("tool_calls", "tool_call_id", "name"):
         value = entry.get(key)
         if value:
-            event[key] = tool_calls(value) if key == "tool_calls" else value
+            # The format's ids and names are strings (readers check it): an int id becomes "5".
+            event[key] = tool_calls(value) if key == "tool_calls" else str(value)
     if substance is not None:
         event["substance"] = substance
     return event
@@ -154,7 +157,8 @@ def tool_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
     """Tool calls as the stream writes them: ``{"id", "function": {"name", "arguments"}}``.
 
     ``type`` is left out when it is ``"function"`` (the only type; see docs/events.md)
-    and restored by :func:`api_message` for a model request.
+    and restored by :func:`api_message` for a model request. ``arguments`` is JSON text, as
+    models write it: arguments given as an object are written as their JSON.
     """
     result = []
     for call in calls:
@@ -163,9 +167,10 @@ def tool_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
         kind = _get(call, "type")
         if kind and kind != "function":
             plain["type"] = kind
+        arguments = _get(function, "arguments") or ""
         plain["function"] = {
             "name": _get(function, "name"),
-            "arguments": _get(function, "arguments") or "",
+            "arguments": arguments if isinstance(arguments, str) else _json_text(arguments),
         }
         result.append(plain)
     return result
@@ -198,6 +203,12 @@ def api_message(event: Mapping[str, Any]) -> dict[str, Any]:
         if event.get(key):
             message[key] = event[key]
     return message
+
+
+def _json_text(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _get(obj: Any, name: str) -> Any:
@@ -247,7 +258,7 @@ def infer_causes(events: list[dict[str, Any]]) -> None:
                 if function.get("name") == "task":
                     try:
                         arguments = json.loads(function.get("arguments") or "{}")
-                    except ValueError:
+                    except (ValueError, RecursionError):  # the model's text: anything at all
                         arguments = {}
                     name = arguments.get("name", "") if isinstance(arguments, dict) else ""
                     open_calls.append((event["message_id"], call.get("id", ""), str(name)))

@@ -2,9 +2,11 @@
 (``<id>.json.gz``), their names, atomic writes, and reading either back.
 
 Reading checks what it is given and says clearly what is wrong with a file that is not a session
-of this format and version: every such problem is a :class:`SessionFileError` with a one-line
-message. A torn last line in a stream (a process killed mid-write) is not an error: it is
-reported in :attr:`LoadedFile.torn` and skipped, and nothing else is lost.
+of this format and version: the decoded JSON is validated against the format's structs
+(``agenttrace.record.schema``, the published schema's source) before anything else sees it, and
+every problem is a :class:`SessionFileError` with a one-line message saying where and what. A
+torn last line in a stream (a process killed mid-write) is not an error: it is reported in
+:attr:`LoadedFile.torn` and skipped, and nothing else is lost.
 
 Files are untrusted: a reader takes regular files only (never a FIFO or a device) and stops at
 the limits of :class:`~agenttrace._internal.config.ReadLimits` (a gzip bomb is cut off at the
@@ -27,13 +29,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from agenttrace._internal.config import MIB, RATIO_FREE_BYTES, READ_LIMIT_VARIABLES, ReadLimits
-from agenttrace.record.events import EVENT_TYPES, PIECE_OF_TEXT, infer_causes, normalize
+import msgspec
+
+from agenttrace._internal.config import (
+    MIB,
+    RATIO_FREE_BYTES,
+    READ_LIMIT_VARIABLES,
+    ReadLimits,
+)
+from agenttrace.record import schema
+from agenttrace.record.events import infer_causes, normalize
 from agenttrace.record.safe_open import UnsafeFile, check_writable, open_inside, open_regular
+from agenttrace.record.schema import FORMAT, VERSION
 from agenttrace.record.spool import Piece, atomic_file, gzip_member
 
-FORMAT = "agenttrace.session"
-VERSION = 1
 STREAM_SUFFIX = ".events.jsonl"
 SNAPSHOT_SUFFIX = ".json.gz"
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -265,8 +274,12 @@ def _read_snapshot(
     except OSError as exc:
         raise SessionFileError(f"{path}: cannot read: {_reason(exc)}") from None
     try:
-        payload = json.loads(raw)
-    except (ValueError, RecursionError):
+        payload = _decode(raw)
+    except RecursionError:
+        raise SessionFileError(_too_deep(path)) from None
+    except msgspec.ValidationError as exc:  # JSON, with a number no reader can hold
+        raise SessionFileError(f"{path}: {schema.number_error(raw, exc)}") from None
+    except ValueError:
         raise SessionFileError(
             f"{path}: gzip does not hold JSON; not an agenttrace session"
         ) from None
@@ -278,18 +291,16 @@ def _read_snapshot(
         raise SessionFileError(
             f"{path}: session file version {version!r}; this agenttrace reads version {VERSION}"
         )
-    events = payload.get("events")
-    if not isinstance(events, list):
-        raise SessionFileError(f"{path}: session file has no event list")
-    checked = [_checked(event, path, i + 1) for i, event in enumerate(events)]
-    infer_causes(checked)
-    runs_value, meta_value = payload.get("runs"), payload.get("meta")
-    # A run that is not an object (a damaged or hand-edited file) has no opTree to read.
-    runs = [r for r in runs_value if isinstance(r, dict)] if isinstance(runs_value, list) else []
-    meta: dict[str, Any] = meta_value if isinstance(meta_value, dict) else {}
-    session_id = payload.get("session_id")
+    try:
+        schema.check_document(payload, limits.nesting_depth)
+    except schema.FormatError as exc:
+        raise SessionFileError(f"{path}: {exc}") from None
+    except RecursionError:
+        raise SessionFileError(_too_deep(path)) from None
+    events = _normalized(payload["events"])
+    infer_causes(events)
     return LoadedFile(
-        path, "snapshot", checked, runs, meta, session_id if isinstance(session_id, str) else None
+        path, "snapshot", events, payload["runs"], payload["meta"], payload["session_id"]
     )
 
 
@@ -336,6 +347,7 @@ def _read_stream(
     if len(data) > limits.line_bytes:  # else no line can be longer: no pass over them
         _check_line_lengths(path, lines, limits)
     events: list[dict[str, Any]] = []
+    numbers: list[int] = []  # the line each event came from
     torn: str | None = None
     last = len(lines) - 1
     total, done, reported = len(data), 0, 0
@@ -348,8 +360,13 @@ def _read_stream(
         if not line.strip():
             continue
         try:
-            event = json.loads(line)
-        except (ValueError, RecursionError):
+            event = _decode(line)
+        except RecursionError:
+            raise SessionFileError(_too_deep(path, number + 1)) from None
+        except msgspec.ValidationError as exc:  # JSON, with a number no reader can hold
+            error = schema.number_error(line, exc)
+            raise SessionFileError(_not_an_event(path, number + 1, error)) from None
+        except ValueError:
             if number == last and not ends_with_newline:
                 # Killed mid-write: the partial last line is reported and skipped.
                 torn = line.decode("utf-8", "replace")
@@ -359,35 +376,52 @@ def _read_stream(
                     f"{path}: not an agenttrace event stream (line 1 is not JSON)"
                 ) from None
             raise SessionFileError(f"{path}: line {number + 1} is not JSON") from None
-        events.append(_checked(event, path, number + 1))
+        events.append(event)
+        numbers.append(number + 1)
     if not events:
         raise SessionFileError(f"{path}: no complete event in the stream")
+    events = _checked(events, numbers, path, limits.nesting_depth)
     infer_causes(events)
     return LoadedFile(path, "stream", events, torn=torn, session_id=_session_id_of(path))
 
 
-def _checked(event: Any, path: Path, line: int) -> dict[str, Any]:
-    if (
-        not isinstance(event, dict)
-        or not isinstance(event.get("message_id"), str)
-        or event.get("event_type") not in EVENT_TYPES
-        # Pieces of text in the older spelling have no agent id; every other event names its
-        # agent (docs/events.md).
-        or (event["event_type"] != PIECE_OF_TEXT and not isinstance(event.get("agent_id"), str))
-        or not _valid_tool_calls(event.get("tool_calls"))
-    ):
-        raise SessionFileError(
-            f"{path}: entry {line} is not a canonical event; not an agenttrace session"
-        )
-    return normalize(event)
+_decode = msgspec.json.Decoder().decode
+"""JSON to plain dicts and lists, as ``json.loads`` gives them but faster, and stricter: NaN and
+infinities are not JSON (a ``ValueError``, like any malformed JSON)."""
 
 
-def _valid_tool_calls(calls: Any) -> bool:
-    if calls is None:
-        return True
-    return isinstance(calls, list) and all(
-        isinstance(call, dict) and isinstance(call.get("function", {}), dict) for call in calls
-    )
+def _too_deep(path: Path, line: int | None = None) -> str:
+    where = f"line {line}: " if line is not None else ""
+    return f"{path}: {where}nested too deeply to read (AGENTTRACE_MAX_NESTING_DEPTH)"
+
+
+def _not_an_event(path: Path, line: int, error: schema.FormatError) -> str:
+    return f"{path}: line {line} is not a canonical event: {error.what} at {error.where}"
+
+
+def _checked(
+    events: list[Any], numbers: list[int], path: Path, max_depth: int
+) -> list[dict[str, Any]]:
+    """The stream's decoded lines, validated as canonical events and normalised; the first one
+    that is not an event is a :class:`SessionFileError` naming its line."""
+    try:
+        schema.check_events(events, max_depth)
+    except schema.FormatError as exc:
+        index, _, rest = exc.where[1:].partition("]")  # "[3].message_id": event 3, at .message_id
+        error = schema.FormatError("$" + rest, exc.what)
+        raise SessionFileError(_not_an_event(path, numbers[int(index)], error)) from None
+    except RecursionError:
+        raise SessionFileError(_too_deep(path)) from None
+    return _normalized(events)
+
+
+def _normalized(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` in the current spelling; those already in it are kept as decoded (fresh dicts
+    nothing else holds, not worth copying on a resume)."""
+    return [
+        normalize(event) if "content_id" in event or "caused_by" in event else event
+        for event in events
+    ]
 
 
 def _session_id_of(path: Path) -> str | None:

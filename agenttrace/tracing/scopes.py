@@ -21,6 +21,7 @@ Rules (see docs/path-labels.md for how they number nodes):
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import sys
 import time
@@ -710,6 +711,9 @@ def _flatten_ingress(ingress: Mapping[str, Any]) -> dict[str, AttributeValue]:
         if isinstance(value, Mapping):
             for key, item in value.items():
                 walk(f"{prefix}.{key}" if prefix else str(key), item)
+        elif isinstance(value, float) and not math.isfinite(value):
+            # JSON has no infinity or NaN: as text, or the session file could not be read back.
+            flat[sc.INGRESS_PREFIX + prefix] = str(value)
         elif isinstance(value, (str, bool, int, float)):
             flat[sc.INGRESS_PREFIX + prefix] = (
                 scrub_text(value) if isinstance(value, str) else value
