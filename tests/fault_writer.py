@@ -243,6 +243,9 @@ def outage(sessions: Path, session_id: str, runs: int) -> None:
                 look_up(f"question {number}")
 
     run_some(0)
+    # Every writer tries now, while the disk is full (the session file's writes are coalesced:
+    # without this, whether one was tried yet would depend on its timer).
+    agenttrace.force_flush()
     print("paused", len(session.events), flush=True)
     sys.stdin.readline()
     stream = stream_path(sessions, session_id)
