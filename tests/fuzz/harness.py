@@ -270,7 +270,7 @@ def _call(report: Report, target: str, function: Callable[[], Any]) -> Any:
     except SessionFileError as exc:
         if "\n" in str(exc) or not str(exc):
             report.failures.append(Failure(target, f"SessionFileError not one line: {exc!r}"))
-    except CaseTimeout:
+    except (CaseTimeout, KeyboardInterrupt):
         raise
     except BaseException:  # anything else is what the fuzz suite looks for
         report.failures.append(Failure(target, traceback.format_exc()))
