@@ -12,7 +12,7 @@ UV := $(or $(shell command -v uv 2>/dev/null),$(BIN)/uv)
 # Offline always: litellm uses the cost map bundled with it instead of fetching one.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test check lint bench lock lock-phoenix clean chromium package-check
+.PHONY: demo test check fuzz lint bench lock lock-phoenix clean chromium package-check
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,9 +45,15 @@ test: $(STAMP) $(PHOENIX_STAMP) chromium
 	$(BIN)/python -m pytest
 
 # The fast loop: every test that needs no browser, no Phoenix and no Docker and does not run
-# whole programs in child processes (those are marked e2e and run by make test).
+# whole programs in child processes (those are marked e2e and run by make test), and not the
+# fuzz suite (some 3 minutes; its regression cases stay in).
 check: $(STAMP)
-	$(BIN)/python -m pytest -m "not e2e" -q
+	$(BIN)/python -m pytest -m "not e2e and not fuzz" -q
+
+# The fuzz suite alone (tests/fuzz/, its regression cases included): 5,000+ hostile session
+# files through every reader and command, the same cases every run; make test runs it too.
+fuzz: $(STAMP)
+	$(BIN)/python -m pytest tests/fuzz -q
 
 # What a user installs: build the sdist and the wheel, install the wheel alone into a clean
 # virtual environment (dependencies from the package index), run a decorated agent and the

@@ -74,6 +74,7 @@ class _Group(click.Group):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
+        _writable_output()
         try:
             return super().main(*args, **kwargs)
         except click.exceptions.Abort:
@@ -82,6 +83,19 @@ class _Group(click.Group):
             fail(exc.format_message())
         except click.ClickException as exc:
             fail(exc.format_message())
+        except RecursionError:
+            # A file whose values nest deeper than Python's stack goes (the JSON reader takes
+            # what its own stack allows, the views then walk it): bad input like any other.
+            fail("the session's values are nested too deeply to read")
+
+
+def _writable_output() -> None:
+    """Text a session holds that no encoding can write (a lone surrogate: ``"\\ud800"`` is
+    valid JSON) goes to stdout and stderr as its ``\\u`` escape, instead of failing the write."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -478,7 +492,7 @@ def export(session: str, format_: str, output: Path | None, sessions_dir: Path |
         click.echo(text, nl=False)
         return
     try:
-        output.write_text(text, encoding="utf-8")
+        output.write_text(text, encoding="utf-8", errors="backslashreplace")
     except OSError as exc:
         fail(f"{output}: cannot write: {exc.strerror or exc}")
     click.echo(f"wrote {output}", err=True)

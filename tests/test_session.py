@@ -369,3 +369,40 @@ def test_an_agent_id_given_from_outside_is_never_handed_out_again() -> None:
     assert session.allocate_agent_id() == "agent_006"
     session.log_agent_created("agent_003", name="Older")  # below the counter: it stays
     assert session.allocate_agent_id() == "agent_007"
+
+
+def test_load_session_rebuilds_sub_agents_of_any_depth_root_first(tmp_path: Path) -> None:
+    """Agents nested far deeper than Python's stack (each created by the one before) are rebuilt
+    root first, each before its sub-agents, and each goes into its parent's ``.subagents``."""
+    from .fuzz.crafted import agent_chain
+
+    path = tmp_path / "chain.events.jsonl"
+    path.write_bytes(agent_chain(2000))
+    order: list[str] = []
+
+    class Rebuilt:
+        def __init__(self, record: agenttrace.AgentRecord) -> None:
+            self.subagents: dict[str, Any] = {}
+            order.append(record.agent_id)
+
+    root, _ = agenttrace.load_session(path, lambda record, session: Rebuilt(record))
+    assert order == [f"agent_{n:03d}" for n in range(1, 2001)]
+    agent, depth = root, 0
+    while agent.subagents:
+        (agent,) = agent.subagents.values()
+        depth += 1
+    assert depth == 1999
+
+
+def test_a_lone_surrogate_is_written_as_its_escape_and_reads_back(traced: Traced) -> None:
+    """Text with a lone surrogate (a file name decoded with surrogateescape, "\\udc80" read
+    from a file) has no UTF-8: the stream holds its JSON escape, and reading gives it back."""
+    session = agenttrace.new_session()
+    session.log_agent_created("agent_001", name="Lister")
+    session.log_transcript_entry("agent_001", {"role": "tool", "content": "report\udc80.txt"})
+    traced.handle.force_flush()
+    stream = stream_path(traced.handle.settings.sessions_dir, session.session_id)
+    data = stream.read_bytes()
+    data.decode("utf-8")  # valid UTF-8 throughout
+    assert b"report\\udc80.txt" in data
+    assert read_session_file(stream).events[-1]["content"] == "report\udc80.txt"

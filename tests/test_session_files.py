@@ -475,6 +475,55 @@ def test_seed_000_example_1_reads_as_seed_001(tmp_path: Path) -> None:
     assert old.trace_content_references("msg_012") == new.trace_content_references("msg_012")
 
 
+def test_an_older_creation_gets_the_newest_open_task_call_that_asked_for_its_name() -> None:
+    """Without ``cause``, a sub-agent's creation is put on the newest unanswered ``task`` call
+    that asked for its name, else the newest unanswered one; answered calls never count."""
+    from agenttrace.record.events import infer_causes
+
+    def task(message: str, call: str, name: str) -> dict[str, Any]:
+        arguments = json.dumps({"name": name})
+        return {
+            "message_id": message,
+            "event_type": "transcript_entry",
+            "agent_id": "agent_root",
+            "role": "assistant",
+            "tool_calls": [{"id": call, "function": {"name": "task", "arguments": arguments}}],
+        }
+
+    def created(message: str, name: str) -> dict[str, Any]:
+        return {
+            "message_id": message,
+            "event_type": "agent_created",
+            "agent_id": name,
+            "name": name,
+        }
+
+    answer = {
+        "message_id": "msg_004",
+        "event_type": "transcript_entry",
+        "agent_id": "agent_root",
+        "role": "tool",
+        "tool_call_id": "c3",
+    }
+    events = [
+        created("msg_000", "Root"),
+        task("msg_001", "c1", "Jack"),
+        task("msg_002", "c2", "Jill"),
+        task("msg_003", "c3", "Jill"),
+        answer,  # c3 is answered: Jill's creation goes to c2
+        created("msg_005", "Jill"),
+        created("msg_006", "Jack"),
+        created("msg_007", "Nobody"),  # no call asked for it: the newest open one (c2)
+    ]
+    infer_causes(events)
+    assert [e.get("cause") for e in events if e["event_type"] == "agent_created"] == [
+        None,
+        "msg_002",
+        "msg_001",
+        "msg_002",
+    ]
+
+
 def test_the_seed_000_copy_is_the_seed_text() -> None:
     seed_file = SEEDS / "000_f203a6fc91e9d152.txt"
     if not seed_file.exists():

@@ -36,13 +36,20 @@ def agent_id(number: int) -> str:
     return f"{AGENT_PREFIX}{number:03d}"
 
 
-def id_number(identifier: str, prefix: str) -> int | None:
-    """The counter value behind ``msg_012``/``agent_003``; ``None`` for ids not of that form
-    (``agent_²`` or ``msg_٣`` included: ``str.isdigit`` accepts digits ``int`` refuses, and
-    counters are ASCII)."""
-    if identifier.startswith(prefix):
+_MAX_ID_DIGITS = 18
+"""More digits than any counter reaches; an id with more (``msg_999...``, read from a file) is
+not one agenttrace allocated, and ``int`` refuses 4,300 digits and more anyway."""
+
+
+def id_number(identifier: object, prefix: str) -> int | None:
+    """The counter value behind ``msg_012``/``agent_003``; ``None`` for ids not of that form.
+
+    Only ASCII digits count: ``str.isdigit`` also takes superscripts and circled digits, which
+    ``int`` refuses, and other scripts' digits, which agenttrace never writes.
+    """
+    if isinstance(identifier, str) and identifier.startswith(prefix):
         digits = identifier[len(prefix) :]
-        if digits.isascii() and digits.isdigit():
+        if 0 < len(digits) <= _MAX_ID_DIGITS and digits.isascii() and digits.isdigit():
             return int(digits)
     return None
 
@@ -193,11 +200,18 @@ def message_fields(message: Any) -> dict[str, Any]:
 
 
 def api_message(event: Mapping[str, Any]) -> dict[str, Any]:
-    """The chat message a transcript entry stands for, ready for an LLM request."""
-    message: dict[str, Any] = {"role": event["role"], "content": event.get("content")}
-    if event.get("tool_calls"):
+    """The chat message a transcript entry stands for, ready for an LLM request.
+
+    An entry read from a file may lack a role: it is a user message, as
+    :func:`transcript_entry` makes an entry logged without one.
+    """
+    message: dict[str, Any] = {"role": event.get("role", "user"), "content": event.get("content")}
+    calls = event.get("tool_calls")
+    if calls and isinstance(calls, list):
         message["tool_calls"] = [
-            {"type": call.get("type", "function"), **call} for call in event["tool_calls"]
+            {"type": call.get("type", "function"), **call}
+            for call in calls
+            if isinstance(call, Mapping)
         ]
     for key in ("tool_call_id", "name"):
         if event.get(key):
@@ -247,31 +261,56 @@ def infer_causes(events: list[dict[str, Any]]) -> None:
     """
     import json
 
-    open_calls: list[tuple[str, str, str]] = []  # (message_id, call id, requested name)
+    # Open calls as stacks, newest last: every one, and those by the name they asked for.
+    # Answered calls are dropped from the top as they surface, so each creation costs O(1)
+    # amortised however many calls a (hostile) stream holds.
+    open_calls: list[tuple[str, str]] = []  # (message_id, call id)
+    by_name: dict[str, list[tuple[str, str]]] = {}
     answered: set[str] = set()
     first_agent = True
+
+    def newest(stack: list[tuple[str, str]]) -> str | None:
+        while stack and stack[-1][1] in answered:
+            stack.pop()
+        return stack[-1][0] if stack else None
+
     for event in events:
         kind = event.get("event_type")
-        if kind == TRANSCRIPT_ENTRY:
-            for call in event.get("tool_calls") or ():
-                function = call.get("function") or {}
-                if function.get("name") == "task":
-                    try:
-                        arguments = json.loads(function.get("arguments") or "{}")
-                    except (ValueError, RecursionError):  # the model's text: anything at all
-                        arguments = {}
-                    name = arguments.get("name", "") if isinstance(arguments, dict) else ""
-                    open_calls.append((event["message_id"], call.get("id", ""), str(name)))
-            if event.get("role") == "tool" and event.get("tool_call_id"):
-                answered.add(event["tool_call_id"])
+        message = event.get("message_id")
+        if kind == TRANSCRIPT_ENTRY and isinstance(message, str):
+            for call in _calls(event.get("tool_calls")):
+                function = call.get("function")
+                if not isinstance(function, Mapping) or function.get("name") != "task":
+                    continue
+                text = function.get("arguments")
+                try:
+                    arguments = json.loads(text) if isinstance(text, str) and text else {}
+                except (ValueError, RecursionError):
+                    arguments = {}
+                name = arguments.get("name", "") if isinstance(arguments, dict) else ""
+                call_id = call.get("id", "")
+                entry = (message, call_id if isinstance(call_id, str) else "")
+                open_calls.append(entry)
+                if isinstance(name, str) and name:
+                    by_name.setdefault(name, []).append(entry)
+            answer = event.get("tool_call_id")
+            if event.get("role") == "tool" and answer and isinstance(answer, str):
+                answered.add(answer)
         elif kind == AGENT_CREATED:
             if first_agent:
                 first_agent = False
                 continue
             if "cause" in event:
                 continue
-            pending = [c for c in open_calls if c[1] not in answered]
-            named = [c for c in pending if c[2] and c[2] == event.get("name")]
-            candidates = named or pending
-            if candidates:
-                event["cause"] = candidates[-1][0]
+            name = event.get("name")
+            named = by_name.get(name) if isinstance(name, str) else None
+            cause = (newest(named) if named else None) or newest(open_calls)
+            if cause is not None:
+                event["cause"] = cause
+
+
+def _calls(calls: Any) -> Iterable[Mapping[str, Any]]:
+    """The tool calls of an entry that are objects (a file may hold anything there)."""
+    if isinstance(calls, list):
+        return [call for call in calls if isinstance(call, Mapping)]
+    return ()

@@ -7,8 +7,22 @@ These helpers skip anything that is not what it should be, so every view shows w
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+
+def finite_number(value: Any) -> float | None:
+    """A count, an amount or a time as recorded, as a float; ``None`` for anything else: not a
+    number, a boolean, NaN or an infinity, or an integer too large for a float (``10**400``
+    is valid JSON, and ``float()``, ``math.isfinite`` and ``f"{x:.2f}"`` raise on it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        result = float(value)
+    except OverflowError:
+        return None
+    return result if math.isfinite(result) else None
 
 
 def children(node: Mapping[str, Any], key: str) -> Iterator[Mapping[str, Any]]:

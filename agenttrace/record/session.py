@@ -17,6 +17,7 @@ import functools
 import itertools
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -260,11 +261,11 @@ class Session:
                 parent = self._agent_of.get(cause)
             record = AgentRecord(
                 agent,
-                event.get("name"),
-                event.get("language_model"),
+                _string(event.get("name")),
+                _string(event.get("language_model")),
                 cause,
-                parent,
-                event.get("message_id"),
+                parent if parent != agent else None,  # not its own parent, whatever a file says
+                message if isinstance(message, str) else None,
             )
             self.agents[agent] = record
             if record.name:
@@ -282,7 +283,7 @@ class Session:
         """A session restored from what :func:`read_session_file` read. The session id the file
         gives (its ``session_id``, else its name) names the files the session is written to:
         one that is not a plain name is a :class:`SessionFileError`."""
-        session_id = loaded.session_id or (loaded.meta.get("session_id") if loaded.meta else None)
+        session_id = loaded.session_id or _text(loaded.meta.get("session_id"))
         try:
             session = cls(session_id)
         except SessionFileError as exc:
@@ -292,7 +293,7 @@ class Session:
         session.meta = dict(loaded.meta)
         session.previous_trace = _last_trace(loaded)
         session.run_count = len(loaded.runs) or len(
-            {e.get("trace_id") for e in loaded.events if e.get("trace_id")}
+            {trace for e in loaded.events if (trace := _text(e.get("trace_id")))}
         )
         return session
 
@@ -328,13 +329,27 @@ def _entry(agent_id: str, entry: Mapping[str, Any], message: str) -> dict[str, A
     return ev.transcript_entry(message, agent_id, entry)
 
 
+def _string(value: Any) -> str | None:
+    """``value`` if it is a string: names read back from a file may be anything."""
+    return value if isinstance(value, str) else None
+
+
+def _text(value: Any) -> str | None:
+    """``value`` if it is a non-empty string (a file read back may hold anything there)."""
+    return value if isinstance(value, str) and value else None
+
+
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
 """The stream's encoder, made once (``json.dumps`` with options builds one per call)."""
 
 
 def _event_line(event: Mapping[str, Any]) -> bytes:
-    """An event as its line of the stream (and, unchanged, of the session file)."""
-    return (_LINE.encode(event) + "\n").encode()
+    """An event as its line of the stream (and, unchanged, of the session file).
+
+    A lone surrogate (a file name decoded with ``surrogateescape``, or ``"\\ud800"`` read
+    from a file) has no UTF-8: it is written as its JSON escape, which reads back as itself.
+    """
+    return (_LINE.encode(event) + "\n").encode("utf-8", "backslashreplace")
 
 
 _second: list[Any] = [0, ""]  # the last whole second formatted, and its text
@@ -380,12 +395,20 @@ def _last_trace(loaded: LoadedFile) -> tuple[int, int] | None:
         ((event.get("trace_id"), event.get("span_id")) for event in reversed(loaded.events)),
     )
     for trace_id, span_id in candidates:
-        if isinstance(trace_id, str) and isinstance(span_id, str):
-            try:
-                return int(trace_id, 16), int(span_id, 16)
-            except ValueError:
-                continue
+        if (
+            isinstance(trace_id, str)
+            and isinstance(span_id, str)
+            and _TRACE_ID.match(trace_id)
+            and _SPAN_ID.match(span_id)
+        ):
+            trace, span = int(trace_id, 16), int(span_id, 16)
+            if trace and span:  # all zeros: OpenTelemetry's invalid context
+                return trace, span
     return None
+
+
+_TRACE_ID = re.compile(r"[0-9a-fA-F]{32}\Z")
+_SPAN_ID = re.compile(r"[0-9a-fA-F]{16}\Z")
 
 
 # --- observers ------------------------------------------------------------------------------
@@ -580,14 +603,24 @@ def load_session(
         raise SessionFileError(f"{session_file}: the session has no root agent")
     if agent_factory is None:
         return root, session
-
-    def build(record: AgentRecord) -> Any:
+    children: dict[str | None, list[AgentRecord]] = {}
+    for record in session.agents.values():
+        children.setdefault(record.parent_id, []).append(record)
+    # Depth first, each agent before its sub-agents, without recursion: a file may nest agents
+    # deeper than Python's stack, and name an agent as its own ancestor (built once, here).
+    built: Any = None
+    seen: set[str] = set()
+    stack: list[tuple[AgentRecord, Any]] = [(root, None)]  # (record, its parent's .subagents)
+    while stack:
+        record, siblings = stack.pop()
+        if record.agent_id in seen:
+            continue
+        seen.add(record.agent_id)
         agent = agent_factory(record, session)
+        if record is root:
+            built = agent
+        if isinstance(siblings, dict) and record.name:
+            siblings[record.name] = agent
         subagents = getattr(agent, "subagents", None)
-        for child in session.children(record.agent_id):
-            built = build(child)
-            if isinstance(subagents, dict) and child.name:
-                subagents[child.name] = built
-        return agent
-
-    return build(root), session
+        stack.extend((child, subagents) for child in reversed(children.get(record.agent_id, [])))
+    return built, session

@@ -6,11 +6,10 @@ cache, cost, LLM attempts ok and failed, tool calls, and wall time.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from agenttrace.record.optree import children, hosted_sessions, session_ops
+from agenttrace.record.optree import children, finite_number, hosted_sessions, session_ops
 
 
 def _empty() -> dict[str, Any]:
@@ -29,9 +28,9 @@ def _empty() -> dict[str, Any]:
 
 def _number(value: Any) -> float:
     """A count or an amount as recorded; 0 for anything else (a damaged or hand-edited file)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return value
-    return 0
+    if finite_number(value) is None:
+        return 0
+    return value  # type: ignore[no-any-return]  # an int stays an int: counts are exact
 
 
 def _add_accounting(totals: dict[str, Any], entry: Mapping[str, Any]) -> None:

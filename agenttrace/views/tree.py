@@ -10,7 +10,7 @@ from rich.console import Console as RichConsole
 from rich.text import Text
 from rich.tree import Tree
 
-from agenttrace.record.optree import children, hosted_sessions
+from agenttrace.record.optree import children, finite_number, hosted_sessions
 
 
 def optree_tree(runs: Sequence[Mapping[str, Any]]) -> Tree:
@@ -60,8 +60,8 @@ def _add_op(parent: Tree, op: Mapping[str, Any]) -> None:
             details += f" in {tokens.get('inputTokens')} out {tokens.get('outputTokens')}"
             if tokens.get("cacheReadInputTokens"):
                 details += f" (cache r {tokens['cacheReadInputTokens']})"
-        cost = entry.get("costUsd")
-        if isinstance(cost, (int, float)):
+        cost = finite_number(entry.get("costUsd"))
+        if cost is not None:
             details += f" ${cost:.6f}"
         if entry.get("type") == "tool":
             details += f" chars {entry.get('charactersIn')}/{entry.get('charactersOut')}"
@@ -73,5 +73,5 @@ def _add_op(parent: Tree, op: Mapping[str, Any]) -> None:
 
 
 def _latency(node: Mapping[str, Any]) -> str:
-    latency = node.get("latencyMs")
-    return f" {latency:.0f}ms" if isinstance(latency, (int, float)) else ""
+    latency = finite_number(node.get("latencyMs"))
+    return f" {latency:.0f}ms" if latency is not None else ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from agenttrace.record.events import (
     AGENT_CREATED,
@@ -34,14 +34,23 @@ class SessionViewer:
         else:
             self.events = [normalize(event) for event in source]
             infer_causes(self.events)
-        self._by_id = {e["message_id"]: e for e in self.events if "message_id" in e}
+        self._by_id = {e["message_id"]: e for e in self.events if _is_text(e.get("message_id"))}
+        # Each agent's entries (of the events as given here), found in one pass: a view of
+        # every agent (the HTML page has each one's perspective) costs the events once, not
+        # once per agent, which made a file with many agents take quadratic time.
+        self._transcripts: dict[str, list[dict[str, Any]]] = {}
+        for event in self.events:
+            agent = event.get("agent_id")
+            if event.get("event_type") == TRANSCRIPT_ENTRY and _is_text(agent):
+                self._transcripts.setdefault(agent, []).append(event)
 
     def list_agents(self) -> dict[str, str]:
         """agent id -> name (the id itself for an agent without a name)."""
         agents: dict[str, str] = {}
         for event in self.events:
-            if event.get("event_type") == AGENT_CREATED:
-                agents[event["agent_id"]] = event.get("name") or event["agent_id"]
+            agent_id, name = event.get("agent_id"), event.get("name")
+            if event.get("event_type") == AGENT_CREATED and _is_text(agent_id):
+                agents[agent_id] = name if _is_text(name) and name else agent_id
         return agents
 
     def agent_ids(self, names_or_ids: Iterable[str]) -> list[str]:
@@ -60,11 +69,7 @@ class SessionViewer:
 
     def get_transcript(self, agent_id: str) -> list[dict[str, Any]]:
         """Every ``transcript_entry`` of ``agent_id``, in order."""
-        return [
-            e
-            for e in self.events
-            if e.get("event_type") == TRANSCRIPT_ENTRY and e.get("agent_id") == agent_id
-        ]
+        return list(self._transcripts.get(agent_id, ()))
 
     def extract_dialog(self, agent_ids: Iterable[str]) -> list[dict[str, Any]]:
         """The distinct messages exchanged between the selected agents, each shown once.
@@ -77,9 +82,12 @@ class SessionViewer:
         seen: set[str] = set()
         dialog: list[dict[str, Any]] = []
         for entry in self.events:
-            if entry.get("event_type") != TRANSCRIPT_ENTRY or entry.get("agent_id") not in selected:
+            agent = entry.get("agent_id")
+            if entry.get("event_type") != TRANSCRIPT_ENTRY or not _is_text(agent):
                 continue
-            reference = entry.get("substance") or entry["message_id"]
+            if agent not in selected:
+                continue
+            reference = entry.get("substance") or entry.get("message_id")
             if not isinstance(reference, str) or reference in seen:
                 continue
             seen.add(reference)
@@ -111,11 +119,8 @@ class SessionViewer:
             elif role == "user":
                 lines.append(f"[Heard]: {content}")
             elif role == "assistant" and entry.get("tool_calls"):
-                calls = ", ".join(
-                    f"{c.get('function', {}).get('name')}({c.get('function', {}).get('arguments')})"
-                    for c in entry["tool_calls"]
-                )
-                lines.append(f"[Action]: {content + ' ' if content else ''}{calls}")
+                calls = ", ".join(_call_text(call) for call in _list(entry["tool_calls"]))
+                lines.append(f"[Action]: {f'{content} ' if content else ''}{calls}")
             elif role == "assistant":
                 lines.append(f"[Said]: {content}")
             elif role == "tool":
@@ -131,12 +136,13 @@ class SessionViewer:
             message = event.get("message_id")
             if not isinstance(message, str):
                 continue
-            for call in event.get("tool_calls") or ():
+            for call in _list(event.get("tool_calls")):
                 if isinstance(call, Mapping) and isinstance(call.get("id"), str):
                     call_messages[call["id"]] = message
             parent: Any = None
-            if event.get("tool_call_id"):
-                parent = call_messages.get(event["tool_call_id"])
+            answers = event.get("tool_call_id")
+            if answers and _is_text(answers):
+                parent = call_messages.get(answers)
             if event.get("substance"):
                 parent = event["substance"]
             cause = event.get("cause")
@@ -168,6 +174,22 @@ class SessionViewer:
             for e in self.events
             if e.get("event_type") == TRANSCRIPT_ENTRY and e.get("substance") == content_msg_id
         ]
+
+
+def _is_text(value: object) -> TypeGuard[str]:
+    return isinstance(value, str)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _call_text(call: Any) -> str:
+    """A tool call as ``name(arguments)``, whatever shape a file gave it."""
+    function = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(function, Mapping):
+        function = {}
+    return f"{function.get('name')}({function.get('arguments')})"
 
 
 def format_dialog(dialog: list[dict[str, Any]]) -> str:

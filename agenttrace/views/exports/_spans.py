@@ -21,6 +21,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,9 +30,9 @@ from typing import Any, Literal, TypeAlias
 from agenttrace import semconv as sc
 from agenttrace._internal.redact import scrub_text
 from agenttrace._version import __version__
-from agenttrace.record.optree import children, hosted_sessions
+from agenttrace.record.optree import children, finite_number, hosted_sessions
 from agenttrace.record.session import ts_nanoseconds
-from agenttrace.record.session_files import LoadedFile, read_session_file
+from agenttrace.record.session_files import LoadedFile, SessionFileError, read_session_file
 from agenttrace.tracing.recording import span_event_attributes
 from agenttrace.views.public import public_view
 
@@ -44,6 +45,8 @@ Source: TypeAlias = LoadedFile | str | os.PathLike[str]
 
 _HEX = re.compile(r"^[0-9a-f]+$")
 _NS_PER_MS = 1_000_000
+_NS_LIMIT = 1 << 64
+"""OTLP's times are fixed64 nanoseconds."""
 _STATUS_CODES: tuple[StatusCode, ...] = ("UNSET", "OK", "ERROR")
 
 SCOPE_NAME = "agenttrace"
@@ -144,6 +147,17 @@ def load(source: Source) -> LoadedFile:
     the process: redacted and capped (:func:`agenttrace.views.public.public_view`)."""
     loaded = source if isinstance(source, LoadedFile) else read_session_file(Path(source))
     return public_view(loaded)
+
+
+@contextmanager
+def nesting_checked(loaded: LoadedFile) -> Iterator[None]:
+    """An export of ``loaded`` that finds values nested deeper than Python's stack goes (a
+    hostile file: the JSON reader takes what its own stack allows) raises
+    :class:`SessionFileError` saying so, as for any other file that cannot be read."""
+    try:
+        yield
+    except RecursionError:
+        raise SessionFileError(f"{loaded.path}: values nested too deeply to export") from None
 
 
 def traces_of(loaded: LoadedFile, service_name: str = "agenttrace") -> list[TraceRecord]:
@@ -614,14 +628,19 @@ def _start_of_file(loaded: LoadedFile) -> int:
 
 
 def _ms_to_ns(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    """A time in ms as a file records it, in ns: ``None`` if it is not a number or, in ns,
+    outside OTLP's 64 bits (a hostile file's ``1e300``)."""
+    milliseconds = finite_number(value)
+    if milliseconds is None or not -_NS_LIMIT < milliseconds * _NS_PER_MS < _NS_LIMIT:
         return None
-    return round(value * _NS_PER_MS)
+    if isinstance(value, int):
+        return value * _NS_PER_MS  # exact: a float would round a large time
+    return round(milliseconds * _NS_PER_MS)
 
 
 def _nanos(value: Any) -> int | None:
-    """A time in ns since the epoch as the span recorded it (a non-negative integer)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    """A time in ns since the epoch as the span recorded it (a positive 64-bit integer)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < _NS_LIMIT:
         return None
     return value
 
@@ -777,9 +796,9 @@ def _put_accounting(attributes: dict[str, AttributeValue], accounting: Any) -> N
                 count = tokens.get(field_name)
                 if isinstance(count, int) and not isinstance(count, bool):
                     totals[key] = totals.get(key, 0) + count
-        value = entry.get("costUsd")
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            cost = (cost or 0.0) + float(value)
+        value = finite_number(entry.get("costUsd"))
+        if value is not None:
+            cost = (cost or 0.0) + value
         for field_name, key in (
             ("charactersIn", sc.TOOL_CHARS_IN),
             ("charactersOut", sc.TOOL_CHARS_OUT),

@@ -32,7 +32,8 @@ from string import Template
 from typing import Any
 
 from agenttrace._version import __version__
-from agenttrace.views.exports._spans import Source, load
+from agenttrace.record.session_files import LoadedFile
+from agenttrace.views.exports._spans import Source, load, nesting_checked
 from agenttrace.views.viewer import SessionViewer
 
 DATA_ELEMENT_ID = "agenttrace-data"
@@ -97,6 +98,11 @@ def to_html(source: Source) -> str:
     page shows the dialog and the perspectives only.
     """
     loaded = load(source)
+    with nesting_checked(loaded):
+        return _page_of(loaded)
+
+
+def _page_of(loaded: LoadedFile) -> str:
     viewer = SessionViewer(loaded.events)
     agents = viewer.list_agents()
     # The dialog is the conversation between the named agents (the sub-agents a run created);
@@ -107,6 +113,7 @@ def to_html(source: Source) -> str:
         if event.get("event_type") == "agent_created" and event.get("name")
     ]
     dialog = viewer.extract_dialog(named or list(agents))
+    named_set = set(named)
     data = {
         "sessionId": loaded.session_id,
         "file": loaded.path.name,
@@ -117,7 +124,7 @@ def to_html(source: Source) -> str:
             {
                 "id": agent_id,
                 "name": name,
-                "named": agent_id in named,
+                "named": agent_id in named_set,
                 "perspective": viewer.extract_agent_perspective(agent_id),
             }
             for agent_id, name in agents.items()
@@ -138,7 +145,7 @@ def to_html(source: Source) -> str:
     # and would be one more dependency; substitute() refuses a placeholder it has no value for.
     return page.template.substitute(
         policy=page.policy,
-        title=html.escape(title),
+        title=_writable(html.escape(title)),
         style=page.style,
         data_id=DATA_ELEMENT_ID,
         data=script_json(data),
@@ -156,13 +163,21 @@ def script_json(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:  # NaN or infinity somewhere: JSON.parse would refuse them
         text = json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"))
+    # A lone surrogate (``"\\ud800"`` in a file is valid JSON) cannot be written as UTF-8: it
+    # becomes its ``\\u`` escape again, which is what it was in the file (it is in a string).
     return (
-        text.replace("&", "\\u0026")
+        _writable(text)
+        .replace("&", "\\u0026")
         .replace("<", "\\u003c")
         .replace(">", "\\u003e")
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
     )
+
+
+def _writable(text: str) -> str:
+    """``text`` with each lone surrogate as its ``\\u`` escape, so the page encodes as UTF-8."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _finite(value: Any) -> Any:

@@ -25,7 +25,9 @@ from agenttrace.views.exports._spans import (
     Source,
     SpanLog,
     SpanRecord,
+    TraceRecord,
     load,
+    nesting_checked,
     traces_of,
 )
 
@@ -48,19 +50,22 @@ def to_jaeger(source: Source, *, service_name: str = "agenttrace") -> dict[str, 
     recorded without one (older files).
     """
     loaded = load(source)
-    data = []
-    for trace in traces_of(loaded, service_name):
-        processes: dict[str, dict[str, Any]] = {}
-        ids: dict[str, str] = {}
-        spans = []
-        for span in trace.spans:
-            key = span.producer.resource_key
-            if key not in ids:
-                ids[key] = f"p{len(ids) + 1}"
-                processes[ids[key]] = _process(span.producer.resource)
-            spans.append(_span(span, ids[key]))
-        data.append({"traceID": trace.trace_id, "spans": spans, "processes": processes})
-    return {"data": data}
+    with nesting_checked(loaded):
+        return {"data": [_trace(trace) for trace in traces_of(loaded, service_name)]}
+
+
+def _trace(trace: TraceRecord) -> dict[str, Any]:
+    """One trace: its spans, and the processes (resources) they came from."""
+    processes: dict[str, dict[str, Any]] = {}
+    ids: dict[str, str] = {}
+    spans = []
+    for span in trace.spans:
+        key = span.producer.resource_key
+        if key not in ids:
+            ids[key] = f"p{len(ids) + 1}"
+            processes[ids[key]] = _process(span.producer.resource)
+        spans.append(_span(span, ids[key]))
+    return {"traceID": trace.trace_id, "spans": spans, "processes": processes}
 
 
 def _process(resource: dict[str, AttributeValue]) -> dict[str, Any]:

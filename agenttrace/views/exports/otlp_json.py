@@ -22,6 +22,7 @@ from agenttrace.views.exports._spans import (
     SpanLog,
     SpanRecord,
     load,
+    nesting_checked,
     traces_of,
 )
 
@@ -55,7 +56,12 @@ def to_otlp_json(source: Source, *, service_name: str = "agenttrace") -> dict[st
     ``{"resourceSpans": []}``.
     """
     loaded = load(source)
-    spans = [span for trace in traces_of(loaded, service_name) for span in trace.spans]
+    with nesting_checked(loaded):
+        return _request([span for trace in traces_of(loaded, service_name) for span in trace.spans])
+
+
+def _request(spans: list[SpanRecord]) -> dict[str, Any]:
+    """``spans`` under their resources and scopes, as an ``ExportTraceServiceRequest``."""
     # OTLP asks senders not to create empty envelopes: no spans, no resourceSpans.
     resources: dict[str, tuple[Producer, dict[str, tuple[Producer, list[SpanRecord]]]]] = {}
     for span in spans:

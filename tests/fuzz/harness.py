@@ -1,0 +1,350 @@
+"""Feeds one file to every reader, view, export and command, and says what went wrong.
+
+The only acceptable outcomes: the library returns, or raises ``SessionFileError`` with a
+one-line message; a command exits 0, or exits 2 with exactly one line on stderr. Anything else
+(a traceback, another exit status, a second line) is a failure, and so are a case that runs past
+its deadline, a case whose memory peak is out of proportion to its input, and a file written
+outside the case's own directory.
+
+The deadline counts CPU time (``ITIMER_VIRTUAL``), not wall time: a shared, slow machine makes
+a case wait, never spend, so only a real loop trips it; ``faulthandler`` stands behind it in wall
+time, for a hang in C code that never returns to Python to be interrupted.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import resource
+import shutil
+import signal
+import sys
+import traceback
+import tracemalloc
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+import agenttrace
+from agenttrace.cli import main as cli_main
+from agenttrace.record.session import load_fullest, load_session, resume, use_session
+from agenttrace.record.session_files import LoadedFile, SessionFileError, read_session_file
+from agenttrace.views.exports import to_html, to_jaeger, to_otlp_json
+from agenttrace.views.stats import session_stats
+from agenttrace.views.tree import render_optree
+from agenttrace.views.viewer import SessionViewer, format_dialog
+
+from .mutate import decompressed_size
+
+CPU_DEADLINE_S = 20.0
+"""CPU seconds one case may take, all targets together (they take well under one)."""
+WALL_DEADLINE_S = 300.0
+"""Wall seconds after which faulthandler dumps every thread and ends the process."""
+RESIDENT_GROWTH = 512 << 20
+"""No case may raise the process's peak resident set by more than this: a blow-up in a case
+that tracemalloc does not measure, or in memory it does not see (C allocations)."""
+MEMORY_BASE = 24 << 20
+MEMORY_PER_BYTE = 120
+"""A case's allocations may peak at ``MEMORY_BASE`` + ``MEMORY_PER_BYTE`` x the bytes of its
+input once decompressed (what the readers parse): the seeds peak at about a quarter of that."""
+
+FACTORY = "tests.fuzz.factory:rebuild"
+"""The agent factory ``agenttrace resume`` is given (see tests/fuzz/factory.py)."""
+
+
+TALLY: Counter[str] = Counter()
+"""Cases run in this test session, by kind (``mutated``, ``generated``, ``regression``), and
+how many of them read as sessions: printed at the end of the run (tests/fuzz/conftest.py)."""
+
+
+class CaseTimeout(BaseException):
+    """A case used up its CPU deadline (a BaseException: no ``except Exception`` stops it)."""
+
+
+@dataclass
+class Failure:
+    target: str
+    detail: str
+
+
+@dataclass
+class Report:
+    """What one case did: failures, and the memory its targets peaked at."""
+
+    failures: list[Failure] = field(default_factory=list)
+    peak: int = 0
+    limit: int = 0
+    readable: bool = False
+    """Whether the file read as a session (so it reached every view, not just the reader)."""
+    exits: dict[str, int] = field(default_factory=dict)
+    """Each command's exit status, by its arguments before the file."""
+
+
+_expired: list[bool] = [False]
+"""Set when the deadline fires: the exception can land where Python only prints it (a
+destructor, a callback), and the case must still count as having run out of time."""
+
+
+def _on_deadline(signum: int, frame: Any) -> None:
+    _expired[0] = True
+    raise CaseTimeout(f"used more than {CPU_DEADLINE_S:.0f} s of CPU")
+
+
+@contextmanager
+def guarded() -> Iterator[None]:
+    """Run cases with the CPU deadline's handler installed; restores everything after."""
+    previous = signal.signal(signal.SIGVTALRM, _on_deadline)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, previous)
+        faulthandler.cancel_dump_traceback_later()
+        if tracemalloc.is_tracing():
+            tracemalloc.stop()
+
+
+def _max_resident() -> int:
+    """The process's peak resident set so far, in bytes (Linux counts it in KiB)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+class Harness:
+    """Runs cases under ``workdir``: each in a directory of its own two levels down (so an id
+    that climbs out of it lands where it is seen), removed after it."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.cases_dir = workdir / "cases" / "of"
+        self.cases_dir.mkdir(parents=True, exist_ok=True)
+        self.runner = CliRunner()
+        self.cases = 0
+        self.agents: list[str] | None = None
+        self.found: list[tuple[str, list[Failure]]] = []
+        """(what the case was, its failures) of every case that failed."""
+
+    def case(
+        self,
+        kind: str,
+        name: str,
+        data: bytes,
+        how: str,
+        sibling: tuple[str, bytes] | None = None,
+        *,
+        measure: bool = True,
+    ) -> Report:
+        """:meth:`run`, counted in :data:`TALLY` under ``kind``; a failing input is kept in
+        ``workdir/failed`` (to become a regression case) and listed in :attr:`found`."""
+        report = self.run(name, data, sibling, measure=measure)
+        TALLY[kind] += 1
+        TALLY["readable"] += report.readable
+        if report.failures:
+            TALLY["failed"] += 1
+            kept = self.workdir / "failed" / f"{len(self.found) + 1:03d}-{name}"
+            kept.parent.mkdir(exist_ok=True)
+            kept.write_bytes(data)
+            self.found.append((f"{how}\n(the file: {kept})", report.failures))
+        return report
+
+    def verdict(self, limit: int = 4) -> str:
+        """The failures so far, for an assertion message: the first few in full."""
+        parts = [f"{len(self.found)} of {self.cases} cases failed"]
+        for how, failures in self.found[:limit]:
+            for failure in failures[:3]:
+                parts.append(f"--- {how}\n[{failure.target}]\n{failure.detail}")
+        return "\n".join(parts)
+
+    def run(
+        self,
+        name: str,
+        data: bytes,
+        sibling: tuple[str, bytes] | None = None,
+        *,
+        measure: bool = True,
+    ) -> Report:
+        """Every target on the file ``name`` holding ``data`` (``sibling`` beside it);
+        ``measure``: trace its allocations (tracemalloc makes a case some five times slower,
+        so the suite measures a share of its cases; the resident-set guard watches all)."""
+        self.cases += 1
+        directory = self.cases_dir / f"case{self.cases}"
+        directory.mkdir()
+        path = directory / name
+        path.write_bytes(data)
+        if sibling is not None:
+            (directory / sibling[0]).write_bytes(sibling[1])
+        outside = _listing(self.workdir, directory)
+        report = Report(limit=MEMORY_BASE + MEMORY_PER_BYTE * decompressed_size(data))
+        if measure:
+            tracemalloc.start()
+            start = tracemalloc.get_traced_memory()[0]
+        resident = _max_resident()
+        faulthandler.dump_traceback_later(WALL_DEADLINE_S, exit=True)
+        _expired[0] = False
+        signal.setitimer(signal.ITIMER_VIRTUAL, CPU_DEADLINE_S)
+        try:
+            self._library(path, report)
+            self._commands(path, report)
+        except CaseTimeout as exc:
+            report.failures.append(Failure("deadline", str(exc) + "\n" + traceback.format_exc()))
+        finally:
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+            faulthandler.cancel_dump_traceback_later()
+            use_session(None)
+            agenttrace.shutdown()
+        if _expired[0] and not any(f.target == "deadline" for f in report.failures):
+            report.failures.append(Failure("deadline", f"used more than {CPU_DEADLINE_S} s of CPU"))
+        if measure:
+            report.peak = tracemalloc.get_traced_memory()[1] - start
+            tracemalloc.stop()
+            if report.peak > report.limit:
+                report.failures.append(
+                    Failure("memory", f"peak {report.peak} bytes, bound {report.limit}")
+                )
+        grown = _max_resident() - resident
+        if grown > RESIDENT_GROWTH:
+            report.failures.append(
+                Failure("memory", f"the process grew by {grown} bytes in one case")
+            )
+        if _listing(self.workdir, directory) != outside:
+            report.failures.append(Failure("paths", "a file was written outside the case"))
+        shutil.rmtree(directory)
+        return report
+
+    # -- the library ------------------------------------------------------------------------
+
+    def _library(self, path: Path, report: Report) -> None:
+        loaded = _call(report, "read_session_file", lambda: read_session_file(path))
+        if loaded is None:
+            return
+        report.readable = True
+        _call(report, "load_fullest", lambda: load_fullest(path))
+        _call(report, "resume", lambda: _resumed(path))
+        _call(report, "load_session", lambda: load_session(path, _factory))
+        _call(report, "SessionViewer", lambda: _viewed(loaded))
+        _call(report, "stats", lambda: json.dumps(session_stats(loaded.runs)))
+        _call(report, "tree", lambda: render_optree(loaded.runs))
+        _call(report, "to_jaeger", lambda: json.dumps(to_jaeger(loaded)))
+        _call(report, "to_otlp_json", lambda: json.dumps(to_otlp_json(loaded)))
+        _call(report, "to_html", lambda: to_html(loaded).encode())
+        self.agents = _agent_names(loaded)
+
+    # -- the commands -----------------------------------------------------------------------
+
+    def _commands(self, path: Path, report: Report) -> None:
+        agents = self.agents or ["Jack", "Jill"]
+        self.agents = None
+        file = str(path)
+        commands: list[list[str]] = [
+            ["tree", file],
+            ["stats", file],
+            ["stats", "--json", file],
+            ["dialog", file, "--agents", ",".join(agents[:3])],
+            ["perspective", file, agents[-1]],
+            ["export", "--format", "jaeger", file],
+            ["export", "--format", "otlp-json", file],
+            ["export", "--format", "html", file],
+            ["resume", file, "--prompt", "Coffee?", "--agent", FACTORY],
+        ]
+        for args in commands:
+            # Resumed without tracing: the run must not set this process's tracer provider.
+            env = {"OTEL_SDK_DISABLED": "true"} if args[0] == "resume" else None
+            result = self.runner.invoke(cli_main, args, env=env, catch_exceptions=True)
+            report.exits[" ".join(a for a in args if a != file)] = result.exit_code
+            problem = _command_problem(result)
+            if problem is not None:
+                report.failures.append(Failure(f"agenttrace {' '.join(args[:3])}", problem))
+
+
+def _call(report: Report, target: str, function: Callable[[], Any]) -> Any:
+    """``function()``; a failure in ``report`` unless it returned or raised a one-line
+    ``SessionFileError``."""
+    try:
+        return function()
+    except SessionFileError as exc:
+        if "\n" in str(exc) or not str(exc):
+            report.failures.append(Failure(target, f"SessionFileError not one line: {exc!r}"))
+    except (CaseTimeout, KeyboardInterrupt):
+        raise
+    except BaseException:  # anything else is what the fuzz suite looks for
+        report.failures.append(Failure(target, traceback.format_exc()))
+    return None
+
+
+def _command_problem(result: Any) -> str | None:
+    stderr = result.stderr
+    if result.exit_code == 0 and result.exception is None:
+        return None
+    lines = stderr.splitlines()
+    if (
+        result.exit_code == 2
+        and isinstance(result.exception, SystemExit)
+        and len(lines) == 1
+        and lines[0].startswith("agenttrace: error: ")
+    ):
+        return None
+    if result.exc_info is not None and not isinstance(result.exception, SystemExit):
+        return "".join(traceback.format_exception(*result.exc_info))
+    return f"exit {result.exit_code}, stderr {stderr!r}"
+
+
+def _resumed(path: Path) -> None:
+    session = resume(path, sessions_dir=path.parent)
+    session.root()
+    for number, (agent_id, name) in enumerate(session.list_agents().items()):
+        record = session.revivify(agent_id)
+        record.messages()
+        if number < 20:  # each call scans every agent
+            session.children(agent_id)
+        if name:
+            session.agent_named(name)
+    session.event_lines()
+    session.allocate_agent_id()
+
+
+def _factory(record: agenttrace.AgentRecord, session: agenttrace.Session) -> Any:
+    from .factory import rebuild
+
+    return rebuild(record, session)
+
+
+def _viewed(loaded: LoadedFile) -> None:
+    viewer = SessionViewer(loaded.events)
+    agents = viewer.list_agents()
+    ids = viewer.agent_ids([*agents, *agents.values()])
+    format_dialog(viewer.extract_dialog(ids))
+    for agent_id in agents:
+        viewer.get_transcript(agent_id)
+        viewer.extract_agent_perspective(agent_id)
+    viewer.build_causality_index()
+    for event in loaded.events[-3:]:
+        message = event.get("message_id")
+        if isinstance(message, str):
+            viewer.trace_message_flow(message)
+            viewer.trace_content_references(message)
+
+
+def _agent_names(loaded: LoadedFile) -> list[str] | None:
+    try:
+        names = list(SessionViewer(loaded.events).list_agents().values())
+    except Exception:  # the viewer's own failure is reported by _viewed
+        return None
+    return [n for n in names if isinstance(n, str) and n and "," not in n] or None
+
+
+def _listing(root: Path, case: Path) -> set[str]:
+    """Every file and directory under ``root`` but those in ``case``, so a write that escaped
+    the case's directory is seen."""
+    inside = str(case) + os.sep
+    return {
+        os.path.join(top, name)
+        for top, directories, names in os.walk(root)
+        for name in [*directories, *names]
+        if not os.path.join(top, name).startswith(inside) and os.path.join(top, name) != str(case)
+    }
