@@ -8,8 +8,9 @@ litellm patch, so agent code is logged without logging parameters in its signatu
   the text carries (a :class:`LoggedString`); plain text that a tool call was given as an
   argument (``discuss``'s prompt) first becomes a ``piece_of_text`` caused by that call;
 - what it says comes from the LLM: each response is an assistant entry (messages the agent
-  added to its transcript without ``@hears`` are logged just before, so transcripts stay whole);
-  an agent run returns its answer as a ``LoggedString``;
+  added to its transcript without ``@hears`` are logged just before, so transcripts stay whole),
+  and the response's text becomes a ``LoggedString`` of that entry, so the code that passes it on
+  carries its id; an agent run's return value is left exactly as the agent returned it;
 - a tool called for an LLM tool call logs its result (each item, for a generator) as the calling
   agent's tool entry, unless it returns ``None``.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any, TypeVar
 
 from agenttrace._internal.errors import report_internal_error
@@ -33,7 +34,7 @@ from agenttrace.tracing.agents import (
     tool_call_message,
 )
 from agenttrace.tracing.llm_attributes import field, tool_calls_of
-from agenttrace.tracing.scopes import OpScope, SessionScope, current_scope
+from agenttrace.tracing.scopes import OpScope, current_scope
 
 T = TypeVar("T", bound=type)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -163,26 +164,30 @@ def log_llm_exchange(scope: OpScope, messages: Any, response: Any) -> str | None
     entry = message_fields(message)
     entry["role"] = "assistant"
     message_id = session.log_transcript_entry(agent_id, entry, at=scope)
+    _carry_id(message, message_id)
     calls = tool_calls_of(response)
     if calls:
         scope.turn.offer_tool_calls([(*call, message_id) for call in calls])
     return message_id
 
 
-def answer(scope: SessionScope, result: Any) -> Any:
-    """An agent run's return value: a ``str`` comes back as a ``LoggedString`` of the assistant
-    entry that said it (logged now if the transcript does not end with it)."""
-    if not isinstance(result, str) or (isinstance(result, LoggedString) and result.message_id):
-        return result
-    session = scope.run.session
-    record = session.agents.get(scope.agent_id)
-    last = record.transcript[-1] if record is not None and record.transcript else None
-    if last is not None and last.get("role") == "assistant" and last.get("content") == result:
-        return LoggedString(result, last["message_id"])
-    message_id = session.log_transcript_entry(
-        scope.agent_id, {"role": "assistant", "content": str(result)}, at=scope
-    )
-    return LoggedString(result, message_id)
+def _carry_id(message: Any, message_id: str) -> None:
+    """Make the reply's text a ``LoggedString`` of its entry, in the response the caller gets:
+    agent code that returns or passes on ``message.content`` (even through ``str()``) then
+    carries the id the seed's ``response()`` returns. An equal ``str``, so nothing else changes;
+    a response that cannot take it (frozen, validating) keeps its text, and the id stays in the
+    log only."""
+    content = field(message, "content")
+    if type(content) is not str:  # no text, parts, or already a LoggedString
+        return
+    text = LoggedString(content, message_id)
+    try:
+        if isinstance(message, MutableMapping):
+            message["content"] = text
+        else:
+            message.content = text
+    except (AttributeError, TypeError, ValueError):
+        pass
 
 
 def log_tool_result(scope: OpScope, result: Any) -> None:
