@@ -300,7 +300,7 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=s
 
 
 def _json(value: Any) -> bytes:
-    return _ENCODER.encode(value).encode()
+    return _ENCODER.encode(value).encode("utf-8", "backslashreplace")
 
 
 def serialize(node: Node, accounting: bytes | None = None) -> list[Piece]:
