@@ -111,6 +111,9 @@ class Settings:
     what is not exported by then is dropped, with one warning saying how many spans."""
     read_limits: ReadLimits = ReadLimits()
     """Caps on what reading one session file or stream may take (``AGENTTRACE_MAX_*``)."""
+    propagate_threads: bool = True
+    """Threads and ``concurrent.futures`` pool tasks started inside an agent run, turn or op
+    run in the context of the code that started them (``AGENTTRACE_PROPAGATE_THREADS``)."""
 
     @classmethod
     def resolve(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -138,6 +141,7 @@ class Settings:
             "openinference": _flag(env, "AGENTTRACE_OPENINFERENCE", False),
             "shutdown_timeout": _shutdown_timeout(env),
             "read_limits": ReadLimits.from_env(env),
+            "propagate_threads": _flag(env, "AGENTTRACE_PROPAGATE_THREADS", True),
         }
         for key, value in overrides.items():
             if key not in values:
