@@ -18,6 +18,12 @@ descriptions are ``Meta(description=...)`` and docstrings, and the rules between
 
 Unknown keys are refused everywhere except in ``meta``, which keeps whatever keys an earlier file
 had: they are carried over as they are, never dropped.
+
+Version 1 is what every release has written since the first: the structs are the superset, so a
+field an earlier release did not write is optional here (the first release kept no ``span`` in
+its nodes, no ``resource``, ``scope`` or ``recording`` on a run's root and no ``callPath`` in
+accounting entries; docs/session-file.md, "Files of earlier releases"), with the same types and
+patterns as when it is there. tests/test_releases.py reads the files those releases wrote.
 """
 
 from __future__ import annotations
@@ -295,6 +301,15 @@ class Span(_Object, kw_only=True):
     status: SpanStatus | UnsetType = UNSET
 
 
+NodeSpan = Annotated[
+    Span | UnsetType,
+    Meta(
+        description="The node's span as sent; absent only in files of the first release, which "
+        "kept no spans (docs/session-file.md, 'Files of earlier releases')."
+    ),
+]
+
+
 # --- what nodes hold ----------------------------------------------------------------------------
 
 
@@ -392,9 +407,12 @@ class AccountingEntry(_Object, kw_only=True):
     error: str | UnsetType = UNSET
     errorType: str | UnsetType | None = UNSET
     callPath: Annotated[
-        str | None,
-        Meta(description="The callPath of the agent run the op belongs to."),
-    ]
+        str | UnsetType | None,
+        Meta(
+            description="The callPath of the agent run the op belongs to (absent in files of "
+            "the first release)."
+        ),
+    ] = UNSET
 
     def __post_init__(self) -> None:
         _check_rules(self)
@@ -494,7 +512,7 @@ class _SessionNode(_Object, kw_only=True):
     startedAt: EpochMs
     attributes: SessionAttributes
     turns: list[TurnNode]
-    span: Span
+    span: NodeSpan = UNSET
     logs: list[LogEntry] | UnsetType = UNSET
     reasoning: Reasoning | UnsetType = UNSET
     endedAt: EpochMs | UnsetType = UNSET
@@ -511,13 +529,23 @@ class _SessionNode(_Object, kw_only=True):
 
 class RootSessionNode(_SessionNode, kw_only=True):
     """A run's root: one agent run at path 0 with no parent txn, which also keeps the resource,
-    scope and recording. Until the run ends only startedAt is set of its times."""
+    scope and recording (with its span: all four, or none in a run of the first release).
+    Until the run ends only startedAt is set of its times."""
+
+    requires: ClassVar = {
+        **_SessionNode.requires,
+        # The first release kept none of the four; every release since keeps all of them.
+        "span": ["resource", "scope", "recording"],
+        "resource": ["span"],
+        "scope": ["span"],
+        "recording": ["span"],
+    }
 
     path: Literal["0"]
     parentTxnId: None
-    resource: Resource
-    scope: InstrumentationScope
-    recording: Recording
+    resource: Resource | UnsetType = UNSET
+    scope: InstrumentationScope | UnsetType = UNSET
+    recording: Recording | UnsetType = UNSET
 
 
 class ChildSessionNode(_SessionNode, kw_only=True):
@@ -537,7 +565,7 @@ class TurnNode(_Object, kw_only=True):
     startedAt: EpochMs
     attributes: TurnAttributes
     ops: list[OperationNode]
-    span: Span
+    span: NodeSpan = UNSET
     logs: list[LogEntry] | UnsetType = UNSET
     reasoning: Reasoning | UnsetType = UNSET
     endedAt: EpochMs | UnsetType = UNSET
@@ -569,7 +597,7 @@ class OperationNode(_Object, kw_only=True):
         list[AccountingEntry],
         Meta(max_length=1, description="Empty while the op runs; one entry once it has ended."),
     ]
-    span: Span
+    span: NodeSpan = UNSET
     reasoning: Reasoning | UnsetType = UNSET
     endedAt: EpochMs | UnsetType = UNSET
     status: Status | UnsetType = UNSET
