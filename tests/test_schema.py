@@ -449,3 +449,22 @@ def test_no_union_mixes_a_pattern_with_an_array_or_object() -> None:
                 pending.append(value)
     assert offending == []
     assert patterned_unions > 5  # the walk reached them: TraceId | None, Label | UnsetType, ...
+
+
+def test_a_lone_surrogate_passes_in_free_text_and_fails_where_a_pattern_applies() -> None:
+    """Text with no UTF-8 is written as its escape and must read back in content; in an id
+    (a pattern) it is an error like any other character the pattern refuses, in one line."""
+    from agenttrace.record import schema
+
+    event = {
+        "message_id": "msg_001",
+        "event_type": "transcript_entry",
+        "agent_id": "agent_001",
+        "role": "user",
+        "content": "report\udc80.txt",
+        "ts": "2025-01-01T00:00:00.000Z",
+    }
+    schema.check_events([event], 200)
+    with pytest.raises(schema.FormatError) as caught:
+        schema.check_events([{**event, "message_id": "msg_\udc80"}], 200)
+    assert caught.value.where == "[0].message_id"

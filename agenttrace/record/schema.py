@@ -893,6 +893,30 @@ def _deep_path(value: Any, limit: int, where: str, level: int) -> str:
     return where
 
 
+def _convert(value: Any, type_: Any) -> None:
+    """Validate ``value`` as ``type_``. A lone surrogate (text with no UTF-8, which agenttrace
+    writes as its JSON escape) makes msgspec's pattern checks raise ``UnicodeEncodeError``; then
+    the value is checked again with each one as U+FFFD, which no id or label pattern allows and
+    free text does, so only where a pattern applies is it an error."""
+    try:
+        msgspec.convert(value, type_)
+    except UnicodeEncodeError:
+        msgspec.convert(_without_surrogates(value), type_)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(value: Any) -> Any:
+    if type(value) is str:
+        return _SURROGATE.sub("\ufffd", value)
+    if type(value) is list:
+        return [_without_surrogates(item) for item in value]
+    if type(value) is dict:
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
+
+
 def check_events(events: list[Any], max_depth: int) -> None:
     """Raise :class:`FormatError` unless every item of ``events`` (decoded JSON: dicts and
     lists) is a canonical event nested at most ``max_depth`` levels; ``where`` starts with the
@@ -904,7 +928,7 @@ def check_events(events: list[Any], max_depth: int) -> None:
             if problem is not None:
                 raise problem
     try:
-        msgspec.convert(events, list[Event])
+        _convert(events, list[Event])
     except msgspec.ValidationError as exc:
         raise FormatError.of(exc, "") from None
 
@@ -915,7 +939,7 @@ def check_document(document: Any, max_depth: int) -> None:
     events = document.get("events") if type(document) is dict else None
     if type(events) is not list:  # not a document, or no event list: say which
         try:
-            msgspec.convert(document, SessionFile)
+            _convert(document, SessionFile)
         except msgspec.ValidationError as exc:
             raise FormatError.of(exc) from None
         return
@@ -924,7 +948,7 @@ def check_document(document: Any, max_depth: int) -> None:
     if problem is not None:
         raise problem
     try:
-        msgspec.convert({**rest, "events": []}, SessionFile)  # the events, once, below
+        _convert({**rest, "events": []}, SessionFile)  # the events, once, below
     except msgspec.ValidationError as exc:
         raise FormatError.of(exc) from None
     try:
