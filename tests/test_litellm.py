@@ -13,6 +13,7 @@ import litellm.main
 import openai
 import pytest
 from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
+from openai import _base_client as openai_client
 from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
@@ -433,6 +434,10 @@ def _originals() -> dict[str, Any]:
         "litellm.embedding": litellm.embedding,
         "Router.completion": vars(litellm.Router)["completion"],
         "Router.acompletion": vars(litellm.Router)["acompletion"],
+        "litellm.completion_with_retries": litellm.completion_with_retries,
+        # Where the OpenAI SDK decides to retry: each of its retries is an attempt.
+        "SyncAPIClient._sleep_for_retry": vars(openai_client.SyncAPIClient)["_sleep_for_retry"],
+        "AsyncAPIClient._sleep_for_retry": vars(openai_client.AsyncAPIClient)["_sleep_for_retry"],
     }
 
 
