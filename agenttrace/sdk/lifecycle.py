@@ -96,6 +96,11 @@ class Tracing:
             if _active is self:
                 _active = None
         atexit.unregister(self.shutdown)
+        if "agenttrace.instrumentation.litellm" in sys.modules:
+            # Implicit runs held open for a retry that never came end now, recorded.
+            from agenttrace.instrumentation.litellm import end_held_runs
+
+            end_held_runs()
         for undo in reversed(self._undo):
             try:
                 undo()

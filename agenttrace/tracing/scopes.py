@@ -88,6 +88,7 @@ class Run:
 
 class _BaseScope:
     __slots__ = (
+        "__weakref__",  # the litellm patch remembers failed calls per scope, weakly
         "address",
         "attributes",
         "label",
@@ -502,13 +503,13 @@ def start_turn(*, implicit: bool = False, session: SessionScope | None = None) -
     return scope
 
 
-def close_auto_turn(session: SessionScope) -> None:
-    """End the session's open auto turn, if any."""
+def close_auto_turn(session: SessionScope, ended_ns: int | None = None) -> None:
+    """End the session's open auto turn, if any (at ``ended_ns``, default now)."""
     with _shared:  # taken once: two threads must not both end it
         turn = session.auto_turn
         session.auto_turn = None
     if turn is not None:
-        finish(turn)
+        finish(turn, ended_ns=ended_ns)
 
 
 def start_op(
@@ -616,16 +617,20 @@ def finish(
     scope: Scope,
     error: BaseException | None = None,
     attributes: Attributes | Callable[[], Attributes] | None = None,
+    *,
+    ended_ns: int | None = None,
 ) -> None:
-    """End ``scope``'s span now, with status, latency and ``attributes``, and record the end;
-    then close what the scope owns.
+    """End ``scope``'s span now (or at ``ended_ns``, for a run whose end was only known
+    later), with status, latency and ``attributes``, and record the end; then close what the
+    scope owns.
 
     ``error`` is the exception that ended it (recorded, scrubbed of secrets); ``None``: success.
     ``attributes`` may be a callable, computed here. Whatever it does, the span ends.
     """
+    if ended_ns is None:
+        ended_ns = time.time_ns()
     if isinstance(scope, SessionScope) and scope.auto_turn is not None:
-        close_auto_turn(scope)
-    ended_ns = time.time_ns()
+        close_auto_turn(scope, ended_ns)
     span = scope.span
     # The span's own status and duration say how it went and how long it took: no attribute
     # repeats them (the opTree's status and latency come from the Ended record).
@@ -668,12 +673,12 @@ def finish(
             )
     if isinstance(scope, OpScope):
         if scope.owned_session is not None:
-            finish(scope.owned_session, error)
+            finish(scope.owned_session, error, ended_ns=ended_ns)
     elif isinstance(scope, SessionScope):
         if scope.host_op is not None:
-            finish(scope.host_op, error)
+            finish(scope.host_op, error, ended_ns=ended_ns)
     elif scope.owned_session is not None:
-        finish(scope.owned_session, error)
+        finish(scope.owned_session, error, ended_ns=ended_ns)
 
 
 def record_error(span: Span, error: BaseException, when_ns: int) -> tuple[str, SpanEvent]:
