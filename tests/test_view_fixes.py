@@ -1,4 +1,4 @@
-"""What the views show of a real traced run: message content as a person reads it.
+"""What the views show of a real traced run: message content, cost and usage as a person reads them.
 
 One run through litellm against the scripted server on 127.0.0.1: multi-part messages (text,
 an image, a file, a tool result as a list of parts), a model missing from litellm's price map
@@ -15,6 +15,7 @@ import asyncio
 import copy
 import html
 import io
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from agenttrace.cli import main
 from agenttrace.record.session_files import LoadedFile, read_session_file
 from agenttrace.views.content import content_text
 from agenttrace.views.exports import to_html
+from agenttrace.views.stats import cost_text, session_stats
 from agenttrace.views.viewer import SessionViewer
 
 from .llm_server import LLMServer, Reply
@@ -234,6 +236,105 @@ def test_extract_dialog_gives_each_message_as_text_too(run: Run) -> None:
     assert question["text"] == "What is in this picture?\n[image]\n[file notes.pdf]"
 
 
+# --- cost and usage ---------------------------------------------------------------------------
+
+
+def _console_line(run: Run, path: str) -> str:
+    (line,) = [line for line in run.console.splitlines() if f"] {path} llm/" in line]
+    return line
+
+
+def test_console_says_cost_unknown_and_never_none(run: Run) -> None:
+    assert " 1.1 llm/openai:acme-private-7b: VRB ok " in _console_line(run, "1.1")
+    assert _console_line(run, "1.1").endswith("tokens in 11 (cache r 0 w 0) out 7, cost unknown")
+    streamed = _console_line(run, "2.1")
+    assert "tokens in 11 (cache r 0 w 0) out 7" in streamed and streamed.endswith("cost unknown")
+    failed = _console_line(run, "3.1")
+    assert " WRN attempt 1 failed (quota) after " in failed
+    assert _console_line(run, "4.1").endswith(f"out 7, ${PRICED_COST:.6f}")
+    assert _console_line(run, "5.1").endswith("out 7, $0.000000")  # priced at 0: free, known
+    assert "None" not in run.console and "$0.000000" not in _console_line(run, "1.1")
+
+
+def test_tree_says_cost_unknown_and_no_usage(run: Run) -> None:
+    lines = cli("tree", str(run.snapshot)).splitlines()
+
+    def op(path: str) -> str:
+        (line,) = [line for line in lines if f" {path} llm " in line]
+        return line
+
+    assert op("1.1").endswith(" in 11 out 7 cost unknown")
+    assert op("2.1").endswith(" in 11 out 7 cost unknown")
+    assert " failed " in op("3.1") and op("3.1").endswith(" no usage")
+    assert op("4.1").endswith(f" in 11 out 7 ${PRICED_COST:.6f}")
+    assert op("5.1").endswith(" in 11 out 7 $0.000000")
+    assert not any("None" in line for line in lines)
+
+
+def test_ledger_records_an_unknown_price_as_null_and_a_zero_as_zero(run: Run) -> None:
+    lines = [json.loads(line) for line in run.ledger.read_text().splitlines()]
+    by_path = {line["path"]: line for line in lines}
+    assert by_path["1.1"]["costUsd"] is None and by_path["2.1"]["costUsd"] is None
+    assert by_path["3.1"]["status"] == "failed" and by_path["3.1"]["costUsd"] is None
+    assert by_path["3.1"]["tokens"]["inputTokens"] is None
+    assert by_path["4.1"]["costUsd"] == pytest.approx(PRICED_COST)
+    assert by_path["5.1"]["costUsd"] == 0.0
+    # The ledger's lines total as the session's opTree does: the same entries, the same rules.
+    ops = [{"accounting": [line]} for line in lines]
+    from_ledger = session_stats([{"agentId": "agent_001", "turns": [{"ops": ops}]}])["total"]
+    from_tree = session_stats(run.loaded.runs)["total"]
+    assert from_ledger == from_tree
+    assert cost_text(from_ledger) == f"at least ${PRICED_COST:.6f} (2 calls of unknown cost)"
+
+
+def test_stats_json_says_null_for_an_unknown_total(run: Run) -> None:
+    totals = json.loads(cli("stats", "--json", str(run.snapshot)))
+    total = totals["total"]
+    assert total["cost_usd"] is None
+    assert total["cost_usd_known"] == pytest.approx(PRICED_COST)
+    assert total["llm_attempts_cost_unknown"] == 2
+    assert total["llm_attempts_ok"] == 4 and total["llm_attempts_failed"] == 1
+    models = {row["model"]: row for row in totals["by_model"]}
+    unpriced = models["openai:acme-private-7b"]
+    assert unpriced["cost_usd"] is None and unpriced["cost_usd_known"] == 0
+    assert unpriced["llm_attempts_cost_unknown"] == 2
+    # A failed attempt without usage does not make its model's cost unknown.
+    priced = models["openai:gpt-4o-mini"]
+    assert priced["cost_usd"] == pytest.approx(PRICED_COST)
+    assert priced["llm_attempts_failed"] == 1 and priced["llm_attempts_cost_unknown"] == 0
+    free = models["openrouter:openrouter/free"]
+    assert free["cost_usd"] == 0.0 and free["llm_attempts_cost_unknown"] == 0
+    (agent,) = totals["by_agent"]
+    assert agent["cost_usd"] is None and agent["llm_attempts_cost_unknown"] == 2
+
+
+def test_stats_text_says_at_least_and_unknown(run: Run) -> None:
+    shown = cli("stats", str(run.snapshot))
+    lines = shown.splitlines()
+    (unpriced,) = [line for line in lines if "acme-private-7b" in line]
+    assert "unknown (2 calls of unknown cost)" in unpriced and "$0.0" not in unpriced
+    (free,) = [line for line in lines if "openrouter/free" in line]
+    assert "$0.000000" in free
+    (total,) = [line for line in lines if line.startswith("│ all ")]
+    assert f"at least ${PRICED_COST:.6f} (2 calls of unknown cost)" in total
+    assert "None" not in shown
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ({"cost_usd": 0.25, "cost_usd_known": 0.25, "llm_attempts_cost_unknown": 0}, "$0.250000"),
+        ({"cost_usd": 0.0, "cost_usd_known": 0.0, "llm_attempts_cost_unknown": 0}, "$0.000000"),
+        ({"cost_usd": None, "cost_usd_known": 0.5, "llm_attempts_cost_unknown": 1},
+         "at least $0.500000 (1 call of unknown cost)"),
+        ({"cost_usd": None, "cost_usd_known": 0.0, "llm_attempts_cost_unknown": 3},
+         "unknown (3 calls of unknown cost)"),
+    ],
+)  # fmt: skip
+def test_cost_text(row: dict[str, Any], expected: str) -> None:
+    assert cost_text(row) == expected
+
+
 # --- the HTML page, in headless Chromium -------------------------------------------------------
 
 
@@ -246,6 +347,44 @@ def _texts(dom: str, element: str, css_class: str) -> list[str]:
     """The text of every ``<element class="css_class">`` in ``dom`` (no nested elements)."""
     pattern = rf'<{element} class="{css_class}">([^<]*)</{element}>'
     return [html.unescape(text) for text in re.findall(pattern, dom)]
+
+
+@pytest.mark.e2e
+def test_html_page_shows_content_as_text_and_unknown_costs(
+    run: Run, browser: _Browser, tmp_path: Path
+) -> None:
+    page = tmp_path / "session.html"
+    page.write_text(to_html(run.loaded), encoding="utf-8")
+    dom = browser.dom(page, "#expand=all")
+    assert _root_attributes(dom).get("data-ready") == "1"
+    assert _root_attributes(dom).get("data-errors") == ""
+    shown = _without_scripts(dom)
+    dialog = shown[shown.index('id="dialog-list"') : shown.index('id="perspective"')]
+    assert _texts(dialog, "div", "content") == [
+        "You describe pictures.",
+        "What is in this picture?\n[image]\n[file notes.pdf]",
+        "A cat.",
+        "And this one?",
+        "A dog.",
+        "What is the weather there?",
+        "",
+        "4 degrees\nlight rain",
+        "Rainy.",
+    ]
+    perspective = shown[shown.index('id="perspective-list"') :]
+    assert "4 degrees\nlight rain" in html.unescape(perspective)
+    no_repr(html.unescape(dialog + perspective))
+    # The request of the first call, as messages with their content as text.
+    request = html.unescape(shown[shown.index('data-path="1.1"') :])
+    assert "user: What is in this picture?\n[image]\n[file notes.pdf]" in request
+    # Costs: the summary, the run and each op; a real zero stays $0; no usage said so.
+    summary = html.unescape(shown[shown.index('id="summary"') : shown.index('id="main"')])
+    assert f"at least ${PRICED_COST:.6f} (2 calls of unknown cost)" in summary
+    costs = _texts(shown, "span", "cost")
+    assert costs == ["cost unknown", "cost unknown", f"${PRICED_COST:.6f}", "$0.0000"]
+    assert "$0.0000" not in shown[shown.index('data-path="1.1"') : shown.index('data-path="3"')]
+    facts = _texts(shown, "div", "facts")
+    assert "openai \u00b7 no usage" in facts  # the failed attempt
 
 
 @pytest.mark.e2e

@@ -103,18 +103,41 @@
   }
 
   // --- totals -------------------------------------------------------------------------------
-  function emptyTotals() { return { input: 0, output: 0, cache: 0, cost: 0, costs: 0, llm: 0 }; }
+  function emptyTotals() {
+    return { input: 0, output: 0, cache: 0, cost: 0, costs: 0, unknown: 0, llm: 0 };
+  }
+  function hasUsage(entry) {
+    var tokens = entry.tokens;
+    return isObject(tokens) && (isNumber(tokens.inputTokens) || isNumber(tokens.outputTokens));
+  }
+  // As agenttrace.record.optree.cost_unknown: an LLM call without a price (its model is not in
+  // litellm's price map) is unknown, never free; a failed attempt without usage has no price.
+  function costUnknown(entry) {
+    if (entry.type !== "llm" || isNumber(entry.costUsd)) return false;
+    return entry.status !== "failed" || hasUsage(entry);
+  }
   function addOp(totals, op) {
-    (op.accounting || []).forEach(function (entry) {
-      var tokens = entry && entry.tokens;
-      if (tokens) {
+    (Array.isArray(op.accounting) ? op.accounting : []).forEach(function (entry) {
+      if (!isObject(entry)) return;
+      var tokens = entry.tokens;
+      if (isObject(tokens)) {
         if (isNumber(tokens.inputTokens)) totals.input += tokens.inputTokens;
         if (isNumber(tokens.outputTokens)) totals.output += tokens.outputTokens;
         if (isNumber(tokens.cacheReadInputTokens)) totals.cache += tokens.cacheReadInputTokens;
       }
-      if (entry && isNumber(entry.costUsd)) { totals.cost += entry.costUsd; totals.costs += 1; }
-      if (entry && entry.type === "llm") totals.llm += 1;
+      if (isNumber(entry.costUsd)) { totals.cost += entry.costUsd; totals.costs += 1; }
+      if (costUnknown(entry)) totals.unknown += 1;
+      if (entry.type === "llm") totals.llm += 1;
     });
+  }
+  // The cost as agenttrace.views.stats.cost_text words it: a sum over calls of unknown price
+  // is "at least" what is known; one call without a price is "cost unknown".
+  function costText(totals, isTotal) {
+    if (!totals.unknown) return totals.costs ? formatCost(totals.cost) : "";
+    if (!isTotal) return "cost unknown";
+    var calls = totals.unknown + " call" + (totals.unknown === 1 ? "" : "s") + " of unknown cost";
+    return totals.cost > 0 ? "at least " + formatCost(totals.cost) + " (" + calls + ")" :
+      "unknown (" + calls + ")";
   }
   function sessionTotals(session, totals) {
     (session.turns || []).forEach(function (turn) { turnTotals(turn, totals); });
@@ -138,7 +161,8 @@
       if (totals.cache) tokens += " \u00b7 cache " + totals.cache;
       box.appendChild(el("span", isTotal ? "total" : "", (isTotal ? "\u03a3 " : "") + tokens));
     }
-    if (totals.costs) box.appendChild(el("span", isTotal ? "total" : "", formatCost(totals.cost)));
+    var cost = costText(totals, isTotal);
+    if (cost) box.appendChild(el("span", (isTotal ? "total " : "") + "cost", cost));
     if (isNumber(latency)) box.appendChild(el("span", "", formatMs(latency)));
     return box;
   }
@@ -226,6 +250,7 @@
       facts.push("answered by " + last.actualModel);
     }
     if (isNumber(last.attempt) && last.attempt > 1) facts.push("attempt " + last.attempt);
+    if (last.type === "llm" && !hasUsage(last)) facts.push("no usage");
     if (isNumber(last.charactersIn)) facts.push("chars in " + last.charactersIn);
     if (isNumber(last.charactersOut)) facts.push("chars out " + last.charactersOut);
     if (facts.length) shell.body.appendChild(el("div", "facts", facts.join(" \u00b7 ")));
@@ -393,7 +418,7 @@
     if (totals.input || totals.output) {
       add("tokens", "in " + totals.input + " \u00b7 out " + totals.output);
     }
-    if (totals.costs) add("cost", formatCost(totals.cost));
+    add("cost", costText(totals, true));
   }
   function fragment() {
     var params = {};
