@@ -17,6 +17,8 @@ import html
 import io
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +35,8 @@ from agenttrace.record.session_files import LoadedFile, read_session_file
 from agenttrace.views.content import content_text
 from agenttrace.views.exports import to_html
 from agenttrace.views.stats import cost_text, session_stats
-from agenttrace.views.viewer import SessionViewer
 
+from .helpers import child_env
 from .llm_server import LLMServer, Reply
 from .test_exports import _Browser, _root_attributes, _without_scripts
 
@@ -229,7 +231,7 @@ def test_perspective_shows_the_text_of_multi_part_messages(run: Run) -> None:
 
 
 def test_extract_dialog_gives_each_message_as_text_too(run: Run) -> None:
-    viewer = SessionViewer(run.snapshot)
+    viewer = agenttrace.SessionViewer(run.snapshot)
     (looker,) = viewer.agent_ids(["Looker"])
     question = viewer.extract_dialog([looker])[1]
     assert question["content"] == QUESTION  # the data as the agent sent it
@@ -335,6 +337,53 @@ def test_cost_text(row: dict[str, Any], expected: str) -> None:
     assert cost_text(row) == expected
 
 
+# --- SessionViewer, public as the README says ---------------------------------------------------
+
+
+def _readme_block(marker: str) -> str:
+    """The fenced Python block of README.md that follows the line holding ``marker``."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index(marker)
+    match = re.compile(r"```python\n(.*?)```", re.S).search(text, start)
+    assert match is not None
+    return match.group(1)
+
+
+def test_session_viewer_is_exported() -> None:
+    from agenttrace.views.viewer import SessionViewer
+
+    assert "SessionViewer" in agenttrace.__all__
+    assert agenttrace.SessionViewer is SessionViewer
+
+
+@pytest.mark.e2e
+def test_the_readme_session_viewer_example_runs_as_written(run: Run, tmp_path: Path) -> None:
+    script = tmp_path / "show_session.py"
+    script.write_text(_readme_block("**Reading a session.**"), encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, str(script), str(run.snapshot)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (
+        "Looker (agent_001) heard, did and said:\n"
+        + cli("perspective", str(run.snapshot), "Looker")
+        + "Looker (system): You describe pictures.\n"
+        "Looker (user): What is in this picture?\n[image]\n[file notes.pdf]\n"
+        "Looker (assistant): A cat.\n"
+        "Looker (user): And this one?\n"
+        "Looker (assistant): A dog.\n"
+        "Looker (user): What is the weather there?\n"
+        "Looker (assistant): \n"
+        "Looker (tool): 4 degrees\nlight rain\n"
+        "Looker (assistant): Rainy.\n"
+    )
+
+
 # --- the HTML page, in headless Chromium -------------------------------------------------------
 
 
@@ -394,7 +443,7 @@ def test_html_page_renders_content_as_content_text_does(
     """The page renders content in its script: for every case, what Chromium shows in the
     dialog is exactly what ``content_text`` (the command line's rendering) gives."""
     loaded = copy.deepcopy(run.loaded)
-    (looker,) = SessionViewer(loaded.events).agent_ids(["Looker"])
+    (looker,) = agenttrace.SessionViewer(loaded.events).agent_ids(["Looker"])
     cases = [content for content, _ in CONTENT_CASES if content is not None]
     for number, content in enumerate(cases, 900):
         loaded.events.append(
