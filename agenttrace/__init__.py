@@ -25,6 +25,7 @@ from agenttrace.tracing.decorators import Handle, agent, llm, tool, turn
 from agenttrace.tracing.logs import log, thinking
 from agenttrace.tracing.propagation import ContextThreadPoolExecutor, bind_context
 from agenttrace.tracing.transcripts import agent_class, hears, piece_of_text
+from agenttrace.views.viewer import SessionViewer
 
 __all__ = [
     "AgentRecord",
@@ -33,6 +34,7 @@ __all__ = [
     "LoggedString",
     "Session",
     "SessionFileError",
+    "SessionViewer",
     "Tracing",
     "__version__",
     "agent",
