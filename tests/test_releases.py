@@ -233,7 +233,8 @@ def test_stats_total_the_whole_tree(session: Recorded) -> None:
         kind.llm_ok, kind.llm_failed, kind.tool_calls,
     )  # fmt: skip
     assert {a["name"]: a["llm_attempts_ok"] for a in totals["by_agent"]} == kind.agents
-    assert total["input_tokens"] > 0 and total["output_tokens"] > 0 and total["cost_usd"] > 0
+    assert total["input_tokens"] > 0 and total["output_tokens"] > 0
+    assert total["cost_usd_known"] > 0  # cost_usd is None where some call had no price
     text = cli("stats", str(session.snapshot))
     assert f"{kind.runs} run(s)" in text and "by agent" in text and "by model" in text
 

@@ -117,6 +117,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, llm_server: LLMServer) -> Iter
         messages.append({"role": "user", "content": "What is the weather there?"})
         with pytest.raises(litellm.RateLimitError):
             litellm.completion(model=PRICED, messages=messages, num_retries=0, **base)
+        # Asked again: attempt 2 of the same call, in the same turn (3.1 failed, 3.2).
         reply = litellm.completion(model=PRICED, messages=messages, **base)
         messages.append(reply.choices[0].message.model_dump())
         messages.append({"role": "tool", "tool_call_id": "call_1", "content": WEATHER})
@@ -253,8 +254,8 @@ def test_console_says_cost_unknown_and_never_none(run: Run) -> None:
     assert "tokens in 11 (cache r 0 w 0) out 7" in streamed and streamed.endswith("cost unknown")
     failed = _console_line(run, "3.1")
     assert " WRN attempt 1 failed (quota) after " in failed
-    assert _console_line(run, "4.1").endswith(f"out 7, ${PRICED_COST:.6f}")
-    assert _console_line(run, "5.1").endswith("out 7, $0.000000")  # priced at 0: free, known
+    assert _console_line(run, "3.2").endswith(f"out 7, ${PRICED_COST:.6f}")
+    assert _console_line(run, "4.1").endswith("out 7, $0.000000")  # priced at 0: free, known
     assert "None" not in run.console and "$0.000000" not in _console_line(run, "1.1")
 
 
@@ -268,8 +269,8 @@ def test_tree_says_cost_unknown_and_no_usage(run: Run) -> None:
     assert op("1.1").endswith(" in 11 out 7 cost unknown")
     assert op("2.1").endswith(" in 11 out 7 cost unknown")
     assert " failed " in op("3.1") and op("3.1").endswith(" no usage")
-    assert op("4.1").endswith(f" in 11 out 7 ${PRICED_COST:.6f}")
-    assert op("5.1").endswith(" in 11 out 7 $0.000000")
+    assert op("3.2").endswith(f" in 11 out 7 ${PRICED_COST:.6f}")
+    assert op("4.1").endswith(" in 11 out 7 $0.000000")
     assert not any("None" in line for line in lines)
 
 
@@ -279,8 +280,8 @@ def test_ledger_records_an_unknown_price_as_null_and_a_zero_as_zero(run: Run) ->
     assert by_path["1.1"]["costUsd"] is None and by_path["2.1"]["costUsd"] is None
     assert by_path["3.1"]["status"] == "failed" and by_path["3.1"]["costUsd"] is None
     assert by_path["3.1"]["tokens"]["inputTokens"] is None
-    assert by_path["4.1"]["costUsd"] == pytest.approx(PRICED_COST)
-    assert by_path["5.1"]["costUsd"] == 0.0
+    assert by_path["3.2"]["costUsd"] == pytest.approx(PRICED_COST)
+    assert by_path["4.1"]["costUsd"] == 0.0
     # The ledger's lines total as the session's opTree does: the same entries, the same rules.
     ops = [{"accounting": [line]} for line in lines]
     from_ledger = session_stats([{"agentId": "agent_001", "turns": [{"ops": ops}]}])["total"]
