@@ -45,7 +45,8 @@ def fail(message: str, status: int = EXIT_BAD_INPUT) -> NoReturn:
     sys.exit(status)
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Control characters, and the separators ``str.splitlines`` (and some terminals) break at."""
 
 
 def sessions_dir_option(function: Any) -> Any:
@@ -351,6 +352,7 @@ def stats(session: str, as_json: bool, sessions_dir: Path | None) -> None:
 
 def _print_stats(totals: dict[str, Any]) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from agenttrace.views.stats import cost_text
 
@@ -387,7 +389,7 @@ def _print_stats(totals: dict[str, Any]) -> None:
             ]
             if key == "agent":
                 cells.append(f"{row.get('wall_time_ms', 0) / 1000:.2f}")
-            table.add_row(label, *cells)
+            table.add_row(Text(str(label)), *cells)  # a name is text, not rich markup
         console.print(table)
 
 
