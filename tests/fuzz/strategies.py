@@ -535,7 +535,8 @@ def _cohere_run(run: dict[str, Any], at: tuple[int, ...], parent: Any, trace: An
                 op["kind"] = "llm" if entry["type"] == "llm" else "tool"
             if "childSessions" in op:
                 op["kind"] = "session"
-            op["span"]["kind"] = "CLIENT" if op["kind"] == "llm" else "INTERNAL"
+            if "span" in op:
+                op["span"]["kind"] = "CLIENT" if op["kind"] == "llm" else "INTERNAL"
             for n, child in enumerate(op.get("childSessions", ()), 1):
                 child["parentTxnId"], child["originTxnId"] = run["txnId"], run["originTxnId"]
                 child["traceId"] = trace
@@ -543,7 +544,9 @@ def _cohere_run(run: dict[str, Any], at: tuple[int, ...], parent: Any, trace: An
 
 
 def _link(node: dict[str, Any], id_key: str, parent: Any, trace: Any) -> None:
-    span = node["span"]
+    span = node.get("span")
+    if span is None:  # optional: files of the first release have none
+        return
     span["spanId"], span["parentSpanId"], span["traceId"] = node[id_key], parent, trace
 
 
