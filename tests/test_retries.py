@@ -17,39 +17,21 @@ from typing import Any
 import litellm
 import openai
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan
 
 import agenttrace
 from agenttrace import semconv as sc
 
 from .conftest import Traced, attrs, outcome
 from .llm_server import LLMServer, Reply
+from .test_litellm import KEY, MODEL, http, llm_spans
 
-MODEL = "openai/gpt-4o-mini"
-KEY = "sk-agenttrace-test-key-0001"
 QUICK = {"retry-after-ms": "1"}
 """The OpenAI SDK's back-off honours this: its retries come after 1 ms, not half a second."""
 
 
-def http(llm: LLMServer, **kwargs: Any) -> dict[str, Any]:
-    """A litellm call to the local server; no SDK retries unless the test asks for them."""
-    return {
-        "model": MODEL,
-        "messages": [{"role": "user", "content": "hi"}],
-        "api_base": llm.api_base,
-        "api_key": KEY,
-        "max_retries": 0,
-        **kwargs,
-    }
-
-
-def chats(traced: Traced) -> list[ReadableSpan]:
-    return [s for s in traced.spans() if attrs(s).get(sc.KIND) == "llm"]
-
-
 def attempts(traced: Traced) -> list[tuple[int, str, str]]:
     """(attempt number, outcome, path label) of every LLM attempt, in start order."""
-    return [(attrs(s)[sc.ATTEMPT], outcome(s), attrs(s)[sc.PATH]) for s in chats(traced)]
+    return [(attrs(s)[sc.ATTEMPT], outcome(s), attrs(s)[sc.PATH]) for s in llm_spans(traced)]
 
 
 def retry_counts(llm: LLMServer) -> list[str | None]:
@@ -82,10 +64,10 @@ def test_each_request_the_openai_sdk_retries_is_an_attempt(traced: Traced, llm: 
         "    chat gpt-4o-mini [1.3]",
     ]
     assert attempts(traced) == [(1, "failed", "1.1"), (2, "failed", "1.2"), (3, "ok", "1.3")]
-    first, second, third = (attrs(s) for s in chats(traced))
+    first, second, third = (attrs(s) for s in llm_spans(traced))
     assert (first[sc.ERROR_TYPE], second[sc.ERROR_TYPE]) == ("quota", "model")
     # Each failure is the error the SDK would have raised for that answer.
-    (event,) = chats(traced)[0].events
+    (event,) = llm_spans(traced)[0].events
     assert event.attributes is not None
     assert event.attributes["exception.type"] == "openai.RateLimitError"
     assert "Error code: 429" in str(event.attributes["exception.message"])
@@ -117,7 +99,7 @@ def test_num_retries_is_sdk_retries_then_litellms_retry_loop(
         (4, "failed", "1.4"),
         (5, "ok", "1.5"),
     ]
-    assert {attrs(s)[sc.ERROR_TYPE] for s in chats(traced)[:4]} == {"quota"}
+    assert {attrs(s)[sc.ERROR_TYPE] for s in llm_spans(traced)[:4]} == {"quota"}
     assert len(traced.by_name("turn 1")) == 1
 
 
@@ -153,8 +135,8 @@ async def test_async_sdk_retries_are_attempts(traced: Traced, llm: LLMServer) ->
     assert (await run()).choices[0].message.content == "Hello!"
     assert retry_counts(llm) == ["0", "1"]
     assert attempts(traced) == [(1, "failed", "1.1"), (2, "ok", "1.2")]
-    assert attrs(chats(traced)[0])[sc.ERROR_TYPE] == "model"
-    assert attrs(chats(traced)[1])[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 7
+    assert attrs(llm_spans(traced)[0])[sc.ERROR_TYPE] == "model"
+    assert attrs(llm_spans(traced)[1])[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 7
 
 
 async def test_async_num_retries(traced: Traced, llm: LLMServer) -> None:
@@ -182,7 +164,7 @@ def test_a_stream_the_sdk_retried(traced: Traced, llm: LLMServer) -> None:
     text = "".join(chunk.choices[0].delta.content or "" for chunk in stream)
     assert text == "Hello!"
     assert [(n, status) for n, status, _ in attempts(traced)] == [(1, "failed"), (2, "ok")]
-    first, second = (attrs(s) for s in chats(traced))
+    first, second = (attrs(s) for s in llm_spans(traced))
     assert first[sc.ERROR_TYPE] == "quota"
     assert second[sc.GEN_AI_REQUEST_STREAM] is True
     assert second[sc.GEN_AI_USAGE_OUTPUT_TOKENS] > 0
@@ -197,7 +179,7 @@ def test_a_timeout_the_sdk_retried(traced: Traced, llm: LLMServer) -> None:
 
     assert run().choices[0].message.content == "Hello!"
     assert attempts(traced) == [(1, "failed", "1.1"), (2, "ok", "1.2")]
-    assert attrs(chats(traced)[0])[sc.ERROR_TYPE] == "timeout"
+    assert attrs(llm_spans(traced)[0])[sc.ERROR_TYPE] == "timeout"
 
 
 # --- litellm's retry helpers, the Router, fallbacks ----------------------------------------------
@@ -264,7 +246,7 @@ def test_router_retries_and_fallbacks(traced: Traced, llm: LLMServer) -> None:
 
     assert run().choices[0].message.content == "Hello!"
     assert retry_counts(llm) == ["0", "0", "0"]  # the Router turns the SDK's retries off
-    spans = chats(traced)
+    spans = llm_spans(traced)
     assert [(attrs(s)[sc.GEN_AI_REQUEST_MODEL], outcome(s)) for s in spans] == [
         ("gpt-4o-mini", "failed"),
         ("gpt-4o-mini", "failed"),
@@ -290,7 +272,8 @@ def test_completion_fallbacks(traced: Traced, llm: LLMServer) -> None:
     )
     assert response.choices[0].message.content == "Hello!"
     assert [
-        (attrs(s)[sc.GEN_AI_REQUEST_MODEL], outcome(s), attrs(s)[sc.ATTEMPT]) for s in chats(traced)
+        (attrs(s)[sc.GEN_AI_REQUEST_MODEL], outcome(s), attrs(s)[sc.ATTEMPT])
+        for s in llm_spans(traced)
     ] == [
         ("gpt-4o-mini", "failed", 1),
         ("gpt-4o", "ok", 2),
@@ -341,7 +324,7 @@ def test_a_program_asking_again_makes_the_next_attempt_in_the_same_turn(
         (1, "ok", "2.1"),  # a new request: a new logical call
     ]
     assert outcome(traced.one("invoke_agent Framework")) == "ok"
-    assert json.loads(attrs(chats(traced)[2])[sc.GEN_AI_INPUT_MESSAGES]) == []
+    assert json.loads(attrs(llm_spans(traced)[2])[sc.GEN_AI_INPUT_MESSAGES]) == []
 
 
 def test_asking_something_else_after_a_failure_is_a_new_call(
@@ -476,7 +459,7 @@ def test_a_bare_failure_not_retried_ends_its_run_when_something_else_is_asked(
     llm.reset(Reply(status=401))
     with pytest.raises(litellm.AuthenticationError):
         litellm.completion(**http(llm))
-    (failed_attempt,) = chats(traced)
+    (failed_attempt,) = llm_spans(traced)
     assert traced.by_name("invoke_agent agenttrace") == []  # held: a retry may follow
 
     litellm.completion(**http(llm, messages=[{"role": "user", "content": "other"}]))
@@ -498,7 +481,7 @@ def test_a_bare_failure_not_retried_ends_its_run_at_shutdown(
     traced.handle.shutdown()
     (run,) = traced.by_name("invoke_agent agenttrace")
     assert outcome(run) == "failed"
-    assert run.end_time == chats(traced)[0].end_time
+    assert run.end_time == llm_spans(traced)[0].end_time
     assert "ERR failed" in traced.console.getvalue()
 
 
@@ -542,7 +525,7 @@ async def test_bare_re_requests_in_concurrent_tasks_keep_to_their_task(
     runs = traced.by_name("invoke_agent agenttrace")
     assert [outcome(r) for r in runs] == ["ok", "ok"]
     by_run: dict[str, list[tuple[int, str]]] = {}
-    for span in chats(traced):
+    for span in llm_spans(traced):
         by_run.setdefault(attrs(span)[sc.TXN_ID], []).append(
             (attrs(span)[sc.ATTEMPT], outcome(span))
         )
