@@ -46,6 +46,10 @@ RATIO_FREE_BYTES = 64 * MIB
 file of repetitive content is not a bomb)."""
 
 
+_NOT_BYTES = {"compression_ratio": "a whole number", "nesting_depth": "a count of levels"}
+"""What the limits that are not sizes are, for the warning about a value that is not one."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ReadLimits:
     """How much a reader takes from one session file or stream before it refuses it (README,
@@ -77,7 +81,9 @@ class ReadLimits:
         env = os.environ if env is None else env
         return cls(
             **{
-                name: _int(env, variable, getattr(cls, name))
+                name: _int(
+                    env, variable, getattr(cls, name), _NOT_BYTES.get(name, "a size in bytes")
+                )
                 for name, variable in READ_LIMIT_VARIABLES.items()
             }
         )
