@@ -33,10 +33,14 @@ def subtrees(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield node["childSession"]
 
 
-def run_demo(sessions: Path, **overrides: str) -> subprocess.CompletedProcess[str]:
-    """``examples/cafe.py`` as a user runs it, its session going to ``sessions``."""
+def run_demo(
+    sessions: Path, cwd: Path | None = None, **overrides: str
+) -> subprocess.CompletedProcess[str]:
+    """``examples/cafe.py`` as a user runs it, its session going to ``sessions``, from the
+    working directory ``cwd`` (default: this process's)."""
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "cafe.py"), "--sessions-dir", str(sessions)],
+        cwd=cwd,
         env=child_env(**overrides),
         capture_output=True,
         text=True,

@@ -196,3 +196,59 @@ def test_a_huge_error_is_cut_before_it_is_scanned(traced: Traced, tmp_path: Path
         assert utf8_size(text) <= 4096 and "…[truncated, " in text
         assert "https://h.example/f?key=[REDACTED]&x=1 gave zzz" in text
         assert "canary" not in text
+
+
+@pytest.mark.init(max_payload_bytes=64)
+def test_every_string_a_span_carries_fits_the_cap_as_its_export_does(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """Names, call paths and ingress are capped on the live span exactly as an export of the
+    session file caps every string it writes, so the two agree whatever their length."""
+    from agenttrace.record.session import load_fullest
+    from agenttrace.views.exports import to_otlp_json
+    from agenttrace.views.public import public_view
+
+    long_name = "a-tool-with-a-name-far-longer-than-the-payload-cap-" * 3
+
+    @agenttrace.tool(name=long_name)
+    def work() -> str:
+        return "done"
+
+    @agenttrace.agent(
+        name="An agent whose name is longer than the cap of sixty-four bytes",
+        ingress={"source": "cli", "cli": {"cwd": "/" + "d" * 200, "argv0": "x"}},
+    )
+    def run() -> None:
+        work()
+
+    run()
+    agenttrace.force_flush()
+    live = {span.name: attrs(span) for span in traced.ours()}
+    for attributes in live.values():
+        for value in attributes.values():
+            if isinstance(value, str):
+                assert utf8_size(value) <= 64, value
+    (tool_span,) = [name for name in live if name.startswith("execute_tool ")]
+    tool = live[tool_span]
+    assert str(tool[sc.GEN_AI_TOOL_NAME]).endswith(f"…[truncated, {len(long_name)} bytes]")
+    assert utf8_size(tool_span) <= 64 and tool_span.startswith("execute_tool a-tool-with")
+    (snapshot,) = (tmp_path / "sessions").glob("*.json.gz")
+    exported = to_otlp_json(public_view(load_fullest(snapshot), 64))
+    spans = [
+        span
+        for resource in exported["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
+    compared = 0
+    for span in spans:
+        strings = {
+            kv["key"]: kv["value"]["stringValue"]
+            for kv in span["attributes"]
+            if "stringValue" in kv["value"]
+        }
+        sent = live[span["name"]]
+        for key, value in strings.items():
+            assert sent.get(key) == value, (span["name"], key)
+            compared += 1
+    assert compared > 10

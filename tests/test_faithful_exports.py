@@ -58,7 +58,7 @@ class Session:
     """The environment the session ran in (and is exported in)."""
 
 
-def _record(directory: Path, resume: bool, **env: str) -> Session:
+def _record(directory: Path, resume: bool, cwd: Path | None = None, **env: str) -> Session:
     sessions = directory / "sessions"
     receiver = OTLPReceiver().start()
     try:
@@ -68,7 +68,7 @@ def _record(directory: Path, resume: bool, **env: str) -> Session:
             OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
             **env,
         )
-        run_demo(sessions, **settings)
+        run_demo(sessions, cwd, **settings)
         # The demo flushes and shuts down before it exits: everything has arrived.
         assert len(receiver.wait_for(DEMO_SPANS)) == DEMO_SPANS
         (snapshot,) = sessions.glob("*.json.gz")
@@ -154,12 +154,14 @@ def resumed(tmp_path_factory: pytest.TempPathFactory) -> Session:
 
 @pytest.fixture(scope="module")
 def capped(tmp_path_factory: pytest.TempPathFactory) -> Session:
-    """The demo with a payload cap that cuts its payloads and messages on the spans."""
-    return _record(
-        tmp_path_factory.mktemp("faithful-capped"),
-        resume=False,
-        AGENTTRACE_MAX_PAYLOAD_BYTES=SMALL_CAP,
-    )
+    """The demo with a payload cap that cuts its payloads and messages on the spans, run from
+    a working directory far longer than the cap (the run's ingress records it), so the test
+    does not pass only where the clone's path happens to be short."""
+    directory = tmp_path_factory.mktemp("faithful-capped")
+    long_cwd = directory / ("a-deliberately-long-working-directory-" * 3) / ("and-deeper-" * 8)
+    long_cwd.mkdir(parents=True)
+    assert len(str(long_cwd)) > 3 * int(SMALL_CAP)
+    return _record(directory, resume=False, cwd=long_cwd, AGENTTRACE_MAX_PAYLOAD_BYTES=SMALL_CAP)
 
 
 def _export(session: Session, format_: str) -> dict[str, Any]:

@@ -38,8 +38,9 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
+from agenttrace._internal.caps import fits
 from agenttrace._internal.context import current_scope_var
-from agenttrace._internal.redact import cap_text, scrub_text
+from agenttrace._internal.redact import cap_text, capped_attributes, scrub_text
 from agenttrace._internal.runtime import runtime
 from agenttrace.record.ids import new_txn_id
 from agenttrace.record.lifecycle import Ended, SpanEvent, Started
@@ -131,6 +132,7 @@ class _BaseScope:
         """Set an attribute on the span, and remember it for the scope's ``Ended`` record."""
         if self.late is None:
             self.late = {}
+        value = capped_attributes({key: value}, runtime.settings.max_payload_bytes)[key]
         self.late[key] = value
         self.span.set_attribute(key, value)
 
@@ -304,6 +306,12 @@ def _start(
 ) -> None:
     """Start ``scope``'s span (under ``parent``, else the current span) and record the start
     (``session``: a root run's ``Session``)."""
+    # The name and every string attribute are capped as an export of the session file caps
+    # every string it writes, so the two agree whatever their length.
+    cap = runtime.settings.max_payload_bytes
+    attributes = capped_attributes(attributes, cap)
+    if not fits(name, cap):
+        name = cap_text(name, cap, scrub_text)
     if parent is not None:
         span = runtime.tracer.start_span(
             name,
@@ -656,6 +664,7 @@ def finish(
     finally:
         # Even if computing the attributes failed, the span ends with the call's status.
         if final:
+            final = capped_attributes(final, runtime.settings.max_payload_bytes)
             span.set_attributes(final)
         description: str | None = None
         events: tuple[SpanEvent, ...] = ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .harness import TALLY
+from .harness import DEAREST, TALLY
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
@@ -18,3 +18,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
         f"{TALLY['readable']} of them read as sessions; {TALLY['event lists']} event lists "
         f"straight to the views; {TALLY['failed']} failed"
     )
+    cpu, name = DEAREST[0]
+    if name:
+        terminalreporter.write_line(
+            f"fuzz: the dearest case under the CPU deadline took {cpu:.2f} s of CPU ({name})"
+        )

@@ -100,9 +100,11 @@ def nested_sub_agents(depth: int = 150) -> bytes:
     return snapshot_bytes("nested", [text.encode()], _stream(events).splitlines(True), {})
 
 
-CRAFTED: dict[str, tuple[str, Callable[[], bytes]]] = {
-    "agent-chain": ("agent-chain.events.jsonl", agent_chain),
-    "open-task-calls": ("open-task-calls.events.jsonl", open_task_calls),
-    "nested-sub-agents": ("nested-sub-agents.json.gz", nested_sub_agents),
+CRAFTED: dict[str, tuple[str, Callable[[int], bytes], int, int]] = {
+    "agent-chain": ("agent-chain.events.jsonl", agent_chain, 500, 4000),
+    "open-task-calls": ("open-task-calls.events.jsonl", open_task_calls, 2500, 20_000),
+    "nested-sub-agents": ("nested-sub-agents.json.gz", nested_sub_agents, 20, 150),
 }
-"""name -> (the file's name, what builds its bytes)."""
+"""name -> (the file's name, what builds its bytes from a size, a small size, a large one, eight
+times the small and at least the size that once broke a reader): each case runs at both sizes
+and is judged by how its cost grows (tests/fuzz/test_regressions.py)."""
