@@ -1,0 +1,1 @@
+"""The project the README's ``myproject/agents.py`` example belongs to."""
