@@ -79,13 +79,19 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Per-call overhead against a bare span, issue 8's scale figures (each in a child process with a
-# time cap), then the event stream and resume. `make bench BENCH_ARGS=--quick`: a smoke run.
+# Per-call overhead against a bare span, the scale figures (each in a child process with a time
+# cap), then the event stream and resume. A full run saves its tables in benchmarks/results/ and
+# writes them into the README (benchmarks/figures.py); `make bench BENCH_ARGS=--quick`: a smoke
+# run, which saves nothing.
 BENCH_ARGS ?=
+QUICK_BENCH = $(filter --quick,$(BENCH_ARGS))
+save_as = $(if $(QUICK_BENCH),,--save benchmarks/results/$(1).json)
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_overhead.py $(BENCH_ARGS)
-	$(BIN)/python benchmarks/bench_scale.py $(BENCH_ARGS)
-	$(BIN)/python benchmarks/bench_sessions.py $(if $(filter --quick,$(BENCH_ARGS)),--events 10000)
+	$(BIN)/python benchmarks/bench_overhead.py $(BENCH_ARGS) $(call save_as,bench_overhead)
+	$(BIN)/python benchmarks/bench_scale.py $(BENCH_ARGS) $(call save_as,bench_scale)
+	$(BIN)/python benchmarks/bench_sessions.py $(if $(QUICK_BENCH),--events 10000) \
+		$(call save_as,bench_sessions)
+	$(if $(QUICK_BENCH),,$(BIN)/python benchmarks/figures.py)
 
 # Regenerate the lock (needs uv: pip install uv). Hashes for every platform and Python >= 3.10.
 lock:

@@ -55,6 +55,7 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import figures  # benchmarks/figures.py, beside this script
 import litellm
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
@@ -158,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, help="rounds; the best is kept (default 7)")
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument("--save", type=Path, help="also save the table for the README here")
     args = parser.parse_args(argv)
     number = args.number or (300 if args.quick else 2000)
     repeat = args.repeat or (2 if args.quick else 7)
@@ -309,6 +311,15 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
     else:
         report(rows, number, llm_number, repeat, took)
+    if args.save:
+        headers, lines = formatted(rows)
+        caption = f"best of {repeat} rounds of {number} calls ({llm_number} LLM calls)"
+        figures.save(
+            args.save,
+            "bench_overhead",
+            {"per_call": {"headers": list(headers), "rows": [list(line) for line in lines]}},
+            rounds=caption,
+        )
     return 0
 
 
@@ -358,9 +369,9 @@ def table(best: dict[str, Sample]) -> list[dict[str, Any]]:
     return rows
 
 
-def report(
-    rows: list[dict[str, Any]], number: int, llm_number: int, repeat: int, took: float
-) -> None:
+def formatted(rows: list[dict[str, Any]]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The table's headers and its rows as text, as printed and as the README shows them."""
+
     def ratio(row: dict[str, Any]) -> str:
         if row["ratio"] is None:
             return ""
@@ -376,6 +387,13 @@ def report(
 
     headers = ("measurement", "figure", "ratio", "target", "met")
     lines = [(r["measurement"], f"{r['us']:.1f} µs", ratio(r), target(r), met(r)) for r in rows]
+    return headers, lines
+
+
+def report(
+    rows: list[dict[str, Any]], number: int, llm_number: int, repeat: int, took: float
+) -> None:
+    headers, lines = formatted(rows)
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
     for line in lines:

@@ -59,6 +59,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import figures  # benchmarks/figures.py, beside this script
+
 TURN = 10  # tool calls per explicit turn in the tool-call scenarios
 RSS_TARGET = 1.10
 TIME_TARGET = 1.5
@@ -648,6 +650,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--cap", type=float, help="seconds before a child is stopped")
     parser.add_argument("--keep", action="store_true", help="keep the children's directories")
+    parser.add_argument("--save", type=Path, help="also save the table for the README here")
     parser.add_argument(
         "--only",
         default="rss,fds,concurrent,exit",
@@ -729,23 +732,33 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         report(rows, children, took, cap)
+    if args.save:
+        headers, lines = formatted(rows)
+        table = {"headers": list(headers), "rows": [list(line) for line in lines]}
+        figures.save(args.save, "bench_scale", {"scale": table}, cap_s=cap)
     return 0
 
 
-def report(rows: list[Row], children: list[ChildResult], took: float, cap: float) -> None:
-    def met(row: Row) -> str:
-        if row.met is None:
-            return "-" if row.target in ("", "(reported)") else "?"
-        return "yes" if row.met else "NO"
+def _met(row: Row) -> str:
+    if row.met is None:
+        return "-" if row.target in ("", "(reported)") else "?"
+    return "yes" if row.met else "NO"
 
+
+def formatted(rows: list[Row]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The table's headers and its rows as text, as printed and as the README shows them."""
     headers = ("measurement", "figure", "ratio", "target", "met")
-    table = [(r.measurement, r.figure, r.ratio_text, r.target, met(r)) for r in rows]
+    return headers, [(r.measurement, r.figure, r.ratio_text, r.target, _met(r)) for r in rows]
+
+
+def report(rows: list[Row], children: list[ChildResult], took: float, cap: float) -> None:
+    headers, table = formatted(rows)
     widths = [max(len(h), *(len(line[i]) for line in table)) for i, h in enumerate(headers)]
     widths[1] = min(widths[1], 70)
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
     for line in table:
         print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)))
-    if any(met(r) == "?" for r in rows):
+    if any(_met(r) == "?" for r in rows):
         print(f"\n'?': not decided, the child was stopped at the {cap:g} s cap before the end.")
     noisy = [c for c in children if c.warnings]
     for c in noisy:
