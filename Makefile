@@ -91,6 +91,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_scale.py $(BENCH_ARGS) $(call save_as,bench_scale)
 	$(BIN)/python benchmarks/bench_sessions.py $(if $(QUICK_BENCH),--events 10000) \
 		$(call save_as,bench_sessions)
+	$(BIN)/python benchmarks/bench_history.py $(BENCH_ARGS) $(call save_as,bench_history)
 	$(if $(QUICK_BENCH),,$(BIN)/python benchmarks/figures.py)
 
 # Regenerate the lock (needs uv: pip install uv). Hashes for every platform and Python >= 3.10.
