@@ -104,7 +104,7 @@ def _patch() -> None:
         and (is_secret_key(name) or name.endswith("_key"))
         and isinstance(getattr(litellm, name, None), (str, type(None)))
     )
-    for owner, name, wrapper in patch_targets(litellm):
+    for owner, name, wrapper in patch_targets(litellm):  # each owner holds its attribute itself
         wrapt.wrap_function_wrapper(owner, name, wrapper)
         state.patches.append((owner, name, _attribute(owner, name)))
     state.enabled = True
@@ -117,7 +117,7 @@ def _unpatch() -> None:
     end_runs()  # the implicit runs of bare calls: no more calls will join them
     forget_pending_calls()
     for owner, name, ours in reversed(state.patches):
-        if _attribute(owner, name) is ours:
+        if ours is not None and _attribute(owner, name) is ours:
             setattr(owner, name, ours.__wrapped__)
     state.patches.clear()
 
