@@ -4,6 +4,7 @@ it: all the same, and all of it something that works before agenttrace is on the
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 
 import pytest
@@ -64,3 +65,28 @@ def test_without_rich_the_command_says_what_to_install(
         "agenttrace: error: `agenttrace tree` draws with rich: "
         "pip install 'rich>=13,<16' (the [cli] extra)\n"
     )
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("program", "options", "passes"),
+    [
+        ("print('fine')", [], True),
+        # An error at exit: the status stays 0, the traceback shows only on stderr.
+        ("import sys; sys.stderr.write('Traceback (most recent call last):\\n')", [], False),
+        ("import sys; sys.exit(2)", [], False),
+        ("import sys; sys.stderr.write('hint\\n'); sys.exit(2)", ["--status", "2"], True),
+        ("import sys; sys.exit(2)", ["--status", "2", "--stderr-has", "hint"], False),
+    ],
+)
+def test_a_package_check_step_fails_on_a_traceback_or_a_wrong_status(
+    program: str, options: list[str], passes: bool
+) -> None:
+    command = [sys.executable, "-c", program]
+    step = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "package_step.py"), *options, "--", *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (step.returncode == 0) is passes, step.stderr
