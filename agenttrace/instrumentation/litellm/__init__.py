@@ -101,7 +101,7 @@ def _patch(look_for_early_imports: bool = True) -> None:
     import litellm
     from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
 
-    unpatched = early_imports.originals(litellm) if look_for_early_imports else {}
+    unpatched = early_imports.originals(litellm) if look_for_early_imports else frozenset()
     state.stream_type = CustomStreamWrapper
     state.config_secrets = tuple(
         name

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
@@ -33,20 +32,15 @@ _SKIPPED = ("litellm", "agenttrace")
 _SHOWN = 3
 
 
-def originals(litellm: Any) -> dict[int, str]:
-    """``id -> name`` of litellm's entry points as they are now (read before patching)."""
-    found = {}
-    for name in ENTRY_POINTS:
-        function = getattr(litellm, name, None)
-        if function is not None:
-            found[id(function)] = name
-    return found
+def originals(litellm: Any) -> frozenset[int]:
+    """The ``id`` of each of litellm's entry points as it is now (read before patching)."""
+    functions = (getattr(litellm, name, None) for name in ENTRY_POINTS)
+    return frozenset(id(function) for function in functions if function is not None)
 
 
-def holders(functions: Mapping[int, str]) -> list[str]:
+def holders(ids: frozenset[int]) -> list[str]:
     """``module.name`` for each name, in a module outside litellm and agenttrace, bound to one of
-    ``functions`` (by ``id``: they are alive, held by litellm, while this runs)."""
-    ids = functions.keys()
+    the functions ``ids`` are of (identities stay valid: the patch's wrappers keep them alive)."""
     found = []
     for module_name, module in list(sys.modules.items()):
         # Modules only: some entries are other objects whose __dict__ is built on each read
@@ -66,10 +60,10 @@ def warn_about(places: list[str]) -> None:
     shown = ", ".join(places[:_SHOWN])
     more = f" and {len(places) - _SHOWN} more" if len(places) > _SHOWN else ""
     logger.warning(
-        "agenttrace: %s%s hold litellm's functions as they were before agenttrace patched "
-        "litellm: calls through them are not traced. Call them through the module "
-        "(import litellm; litellm.completion(...)), or call agenttrace.init() before "
-        "`from litellm import ...` runs.",
+        "agenttrace: calls through %s%s are not traced: bound to litellm's functions before "
+        "agenttrace patched litellm. Call them through the module (import litellm; "
+        "litellm.completion(...)), or call agenttrace.init() before `from litellm import ...` "
+        "runs.",
         shown,
         more,
     )
