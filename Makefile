@@ -57,20 +57,25 @@ fuzz: $(STAMP)
 
 # What a user installs: build the sdist and the wheel, install the wheel alone into a clean
 # virtual environment (dependencies from the package index), run a decorated agent and the
-# command there; then again with the [litellm] extra.
+# command there; then again with the [litellm] extra resolved fresh from the index, which takes
+# the newest litellm the extra allows (the lock's, in .venv, is the other end the tests cover).
+# Each step runs through tests/package_step.py: a traceback on its stderr fails it, even when
+# the exit status is 0 (an error at exit shows only there).
 PACKAGE_VENV := .venv-package
+STEP := $(PYTHON) $(CURDIR)/tests/package_step.py
 package-check: $(STAMP)
 	rm -rf dist $(PACKAGE_VENV)
 	test -x "$(UV)" || $(PIP) install uv
-	$(UV) build --quiet --out-dir dist
-	$(UV) venv --quiet --python $(PYTHON) $(PACKAGE_VENV)
-	$(UV) pip install --quiet --python $(PACKAGE_VENV)/bin/python dist/*.whl
-	cd /tmp && $(CURDIR)/$(PACKAGE_VENV)/bin/python $(CURDIR)/tests/package_smoke.py core
-	$(PACKAGE_VENV)/bin/agenttrace --help > /dev/null
-	$(PACKAGE_VENV)/bin/agenttrace tree any 2>&1 | grep -q "pip install 'agenttrace-otel\[cli\]'"
-	$(UV) pip install --quiet --python $(PACKAGE_VENV)/bin/python "$$(ls dist/*.whl)[litellm]"
-	cd /tmp && LITELLM_LOCAL_MODEL_COST_MAP=True \
-		$(CURDIR)/$(PACKAGE_VENV)/bin/python $(CURDIR)/tests/package_smoke.py litellm
+	$(STEP) -- $(UV) build --quiet --out-dir dist
+	$(STEP) -- $(UV) venv --quiet --python $(PYTHON) $(PACKAGE_VENV)
+	$(STEP) -- $(UV) pip install --quiet --python $(PACKAGE_VENV)/bin/python dist/*.whl
+	cd /tmp && $(STEP) -- $(CURDIR)/$(PACKAGE_VENV)/bin/python $(CURDIR)/tests/package_smoke.py core
+	$(STEP) -- $(PACKAGE_VENV)/bin/agenttrace --help > /dev/null
+	$(STEP) --status 2 --stderr-has "pip install 'rich>=13,<16' (the [cli] extra)" -- \
+		$(PACKAGE_VENV)/bin/agenttrace tree any
+	$(STEP) -- $(UV) pip install --quiet --python $(PACKAGE_VENV)/bin/python \
+		"$$(ls dist/*.whl)[litellm]"
+	cd /tmp && $(STEP) -- $(CURDIR)/$(PACKAGE_VENV)/bin/python $(CURDIR)/tests/package_smoke.py litellm
 	@echo "package-check: the wheel installs and runs, without extras and with [litellm]"
 
 lint: $(STAMP)

@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 
 import click
 
+from agenttrace._internal.extras import install_hint
 from agenttrace.record.session import load_fullest
 from agenttrace.record.session_files import (
     LoadedFile,
@@ -396,7 +397,7 @@ def _print_stats(totals: dict[str, Any]) -> None:
 def needs_rich(command: str) -> None:
     """Exit 2 with one line naming the extra if rich (the ``[cli]`` extra) is not installed."""
     if importlib.util.find_spec("rich") is None:
-        fail(f"`agenttrace {command}` draws with rich: pip install 'agenttrace-otel[cli]'")
+        fail(f"`agenttrace {command}` draws with rich: {install_hint('cli')}")
 
 
 def _console() -> Any:

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -33,14 +35,7 @@ def main(mode: str) -> None:
     def run() -> str:
         lookup("cafes")
         if mode == "litellm":
-            import litellm
-
-            reply = litellm.completion(
-                model="gpt-4o-mini",
-                messages=[{"role": "user", "content": "hi"}],
-                mock_response="ok",
-            )
-            return str(reply.choices[0].message.content)
+            return _litellm_calls()
         return "done"
 
     answer = run()
@@ -48,8 +43,10 @@ def main(mode: str) -> None:
     names = sorted(span.name for span in exporter.get_finished_spans())
     expected = ["execute_tool lookup", "invoke_agent Smoke", "turn 1"]
     if mode == "litellm":
-        expected = sorted([*expected, "chat gpt-4o-mini", "turn 2"])
-        assert answer == "ok", answer
+        expected += ["chat gpt-4o-mini", "turn 2", "chat gpt-4o-mini", "turn 3"]
+        expected += ["chat gpt-4o-mini", "turn 4"]
+        assert answer == "ok routed routed", answer
+        _assert_unpatched()
     assert names == sorted(expected), names
     snapshots = list((home / "sessions").glob("*.json.gz"))
     assert snapshots, "no session file"
@@ -65,11 +62,45 @@ def main(mode: str) -> None:
 
     assert std008_schema.published_text() == std008_schema.schema_text(), "STD-008 schema"
     assert std008_rules.validate(to_std008(snapshots[0])) == [], "an invalid STD-008 export"
-    assert (home / "ledger.jsonl").read_text().count("\n") == (2 if mode == "litellm" else 1)
+    assert (home / "ledger.jsonl").read_text().count("\n") == (4 if mode == "litellm" else 1)
     if mode == "core":
         for extra in ("litellm", "rich", "grpc"):
             assert extra not in sys.modules, f"the core install imported {extra}"
     print(f"package smoke ({mode}): {len(names)} spans, session file and ledger written")
+
+
+def _litellm_calls() -> str:
+    """A call, and the Router's sync and async entry points (patched where litellm keeps them)."""
+    import litellm
+
+    messages = [{"role": "user", "content": "hi"}]
+    reply = litellm.completion(model="gpt-4o-mini", messages=messages, mock_response="ok")
+    router = litellm.Router(
+        model_list=[
+            {
+                "model_name": "smoke",
+                "litellm_params": {"model": "gpt-4o-mini", "mock_response": "routed"},
+            }
+        ]
+    )
+    routed = router.completion(model="smoke", messages=messages)
+    awaited = asyncio.run(router.acompletion(model="smoke", messages=messages))
+    return " ".join(str(r.choices[0].message.content) for r in (reply, routed, awaited))
+
+
+def _assert_unpatched() -> None:
+    """After shutdown litellm is as it was: no wrapper of ours left anywhere we patched."""
+    import litellm
+    import wrapt
+
+    print(f"package smoke: litellm {metadata.version('litellm')}")
+    for owner, name in (
+        (litellm, "completion"),
+        (litellm, "acompletion"),
+        (litellm.Router, "completion"),
+        (litellm.Router, "acompletion"),
+    ):
+        assert not isinstance(getattr(owner, name), wrapt.FunctionWrapper), f"{owner}.{name}"
 
 
 if __name__ == "__main__":

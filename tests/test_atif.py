@@ -243,12 +243,12 @@ def test_without_the_atif_package_one_line_says_how_to_get_it(
         (
             ["export", str(cafe.snapshot), "--format", "atif"],
             "ATIF needs the atif package (Python 3.11 or later): "
-            "pip install 'agenttrace-otel[atif]'",
+            "pip install 'atif>=1.7,<2' (the [atif] extra)",
         ),
         (
             ["tree", str(path)],
             f"{path}: an ATIF trajectory; reading one needs the atif package (Python 3.11 or "
-            "later): pip install 'agenttrace-otel[atif]'",
+            "later): pip install 'atif>=1.7,<2' (the [atif] extra)",
         ),
     ):
         done = subprocess.run(

@@ -435,8 +435,9 @@ def _originals() -> dict[str, Any]:
         "litellm.acompletion": litellm.acompletion,
         "litellm.main.completion": litellm.main.completion,
         "litellm.embedding": litellm.embedding,
-        "Router.completion": vars(litellm.Router)["completion"],
-        "Router.acompletion": vars(litellm.Router)["acompletion"],
+        # Read through the class: litellm 1.110's Router serves them from its core class.
+        "Router.completion": litellm.Router.completion,
+        "Router.acompletion": litellm.Router.acompletion,
         "litellm.completion_with_retries": litellm.completion_with_retries,
         # Where the OpenAI SDK decides to retry: each of its retries is an attempt.
         "SyncAPIClient._sleep_for_retry": vars(openai_client.SyncAPIClient)["_sleep_for_retry"],
@@ -458,6 +459,41 @@ def test_uninstrument_restores_litellm_exactly(tmp_path: Any) -> None:
         assert all(_originals()[name] is before[name] for name in before)
     finally:
         agenttrace.shutdown()
+
+
+class _Core:
+    """Where the endpoints live, as in litellm 1.110's router core."""
+
+    def completion(self) -> str:
+        return "core"
+
+
+class _ServedByCore(type):
+    """A metaclass that reads class attributes from ``_Core``, as litellm 1.110's Router's does."""
+
+    def __getattr__(cls, name: str) -> Any:
+        return getattr(_Core, name)
+
+
+class _Facade(metaclass=_ServedByCore):
+    """A class whose MRO holds no ``completion``: only its metaclass finds one."""
+
+
+class _Sub(_Core):
+    pass
+
+
+def test_a_patch_goes_where_the_attribute_lives() -> None:
+    from agenttrace.instrumentation.litellm.patch import defining_class
+
+    assert defining_class(_Core, "completion") is _Core
+    assert defining_class(_Sub, "completion") is _Core  # a base class's, patched there
+    assert defining_class(_Facade, "completion") is _Core  # served by the metaclass
+    assert defining_class(_Facade, "missing") is None
+    # Every Router entry point the installed litellm has is found in a class's own namespace.
+    for name in ("completion", "acompletion", "embedding", "aembedding"):
+        home = defining_class(litellm.Router, name)
+        assert home is not None and vars(home)[name] is getattr(litellm.Router, name)
 
 
 def test_instrumenting_twice_warns_and_does_not_double_wrap(

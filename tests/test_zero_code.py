@@ -3,6 +3,8 @@ finds agenttrace's instrumentor through its entry point, and agenttrace's spans 
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 import sys
 from importlib import metadata
@@ -12,7 +14,7 @@ import pytest
 
 from agenttrace import semconv as sc
 
-from .helpers import child_env
+from .helpers import ROOT, child_env
 from .otlp_receiver import OTLPReceiver
 
 pytestmark = pytest.mark.e2e  # runs whole programs as a user does: make test, not make check
@@ -81,3 +83,66 @@ def test_opentelemetry_instrument_traces_a_plain_litellm_script(tmp_path: Path) 
     # agenttrace was set up by the instrumentor: the session's files were written too.
     assert list((tmp_path / "sessions").glob("*.json.gz"))
     assert (tmp_path / "ledger.jsonl").read_text().count("\n") == 1
+
+
+def _readme_recipe() -> tuple[list[str], dict[str, str], list[str]]:
+    """The zero-code block in the README's litellm section, as a shell reads it: what its
+    ``pip install`` line installs, the variables it exports, and the command it runs."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## litellm\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
+    (block,) = [b for b in blocks if "opentelemetry-instrument" in b]
+    requirements: list[str] = []
+    env: dict[str, str] = {}
+    command: list[str] = []
+    for line in block.splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:2] == ["pip", "install"]:
+            requirements = words[2:]
+        elif words[:1] == ["export"]:
+            for assignment in words[1:]:
+                name, _, value = assignment.partition("=")
+                env[name] = value
+        elif words:
+            assert not command, f"a second command in the recipe: {line}"
+            command = words
+    return requirements, env, command
+
+
+def test_the_readme_recipe_as_written_exports_spans_and_nothing_else(tmp_path: Path) -> None:
+    requirements, recipe_env, command = _readme_recipe()
+    # What its pip line installs is what this environment has: agenttrace with [litellm] from
+    # the checkout, and the distro.
+    assert requirements == [".[litellm]", "opentelemetry-distro"]
+    for distribution in ("agenttrace-otel", "litellm", "opentelemetry-distro"):
+        metadata.version(distribution)
+    assert command == ["opentelemetry-instrument", "python", "app.py"]
+    # The one thing changed: the endpoint, from Jaeger's to the receiver's (also OTLP/HTTP).
+    assert recipe_env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://localhost:4318"
+    (tmp_path / "app.py").write_text(SCRIPT)
+    env = child_env(
+        AGENTTRACE_SESSIONS_DIR=str(tmp_path / "sessions"),
+        AGENTTRACE_BILLING_FILE=str(tmp_path / "ledger.jsonl"),
+    )
+    del env["LITELLM_LOCAL_MODEL_COST_MAP"]  # the recipe has to set it itself
+    receiver = OTLPReceiver().start()
+    try:
+        env.update(recipe_env, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint)
+        instrument = Path(sys.executable).with_name(command[0])
+        result = subprocess.run(
+            [str(instrument), sys.executable, *command[2:]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "hi"
+        spans = receiver.wait_for(3)
+    finally:
+        receiver.stop()
+    assert {"invoke_agent my-agent", "turn 1", "chat gpt-4o-mini"} <= {s.name for s in spans}
+    assert {s.resource["service.name"] for s in spans} == {"my-agent"}
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "404" not in result.stderr, result.stderr  # no metrics or logs sent where none go

@@ -22,6 +22,7 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace._internal.config import ReadLimits
+from agenttrace._internal.extras import install_hint
 from agenttrace.record.imported import Builder, Node, iso_ms, json_text, plain_id
 from agenttrace.record.session_files import LoadedFile, SessionFileError
 
@@ -40,7 +41,7 @@ def read_atif(document: Any, path: Path, limits: ReadLimits | None = None) -> Lo
     except ImportError:
         raise SessionFileError(
             f"{path}: an ATIF trajectory; reading one needs the atif package (Python 3.11 or "
-            "later): pip install 'agenttrace-otel[atif]'"
+            f"later): {install_hint('atif')}"
         ) from None
     try:
         trajectory = atif.Trajectory.model_validate(document)

@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from agenttrace._internal.config import ConsoleMode, Settings
+from agenttrace._internal.extras import install_hint
 from agenttrace._internal.redact import remember_environment_secrets
 from agenttrace._internal.runtime import INSTRUMENTATION_NAME, runtime
 from agenttrace._version import __version__
@@ -334,15 +335,14 @@ def on_optree(callback: Callable[[Node], None], min_interval: float = 0.25) -> C
 
 def instrument_smolagents() -> Callable[[], None]:
     """Trace smolagents agents (README, "smolagents"): every agent run, step, tool call and
-    managed agent. Imports smolagents now (``pip install 'agenttrace-otel[smolagents]'``); calls
+    managed agent. Imports smolagents now (the ``[smolagents]`` extra); calls
     ``init()`` with its defaults first if it has not run. Returns the undo; ``shutdown()`` undoes
     it too. The same as ``init(instrument=["smolagents"])``."""
     try:
         import smolagents  # noqa: F401
     except ImportError as exc:
         raise ImportError(
-            "agenttrace.instrument_smolagents needs smolagents: "
-            "pip install 'agenttrace-otel[smolagents]'"
+            f"agenttrace.instrument_smolagents needs smolagents: {install_hint('smolagents')}"
         ) from exc
     return init().instrument("smolagents")
 
@@ -424,9 +424,7 @@ def _grpc_installed() -> bool:
 
     if importlib.util.find_spec("opentelemetry.exporter.otlp.proto.grpc") is not None:
         return True
-    logger.warning(
-        "agenttrace: OTLP over gRPC needs pip install 'agenttrace-otel[grpc]'; using http/protobuf"
-    )
+    logger.warning("agenttrace: OTLP over gRPC needs %s; using http/protobuf", install_hint("grpc"))
     return False
 
 

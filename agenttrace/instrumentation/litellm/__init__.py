@@ -25,12 +25,14 @@ The modules, each importing only those before it: :mod:`.utils` (the shared stat
 secrets, prices), :mod:`.calls` (logical calls, and where failed ones wait for a re-request),
 :mod:`.attempt` (one attempt's span and what its response records), :mod:`.tracking` (the call
 and attempt the running code belongs to), :mod:`.streaming` (the stream proxy),
-:mod:`.sdk_retries` (the OpenAI SDK's retries), :mod:`.patch` (the wrappers) and this package
+:mod:`.sdk_retries` (the OpenAI SDK's retries), :mod:`.patch` (the wrappers),
+:mod:`.early_imports` (names bound to litellm's functions before the patch) and this package
 (the instrumentor).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -41,8 +43,10 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 
+from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import is_secret_key
 from agenttrace._internal.runtime import runtime
+from agenttrace.instrumentation.litellm import early_imports
 from agenttrace.instrumentation.litellm.calls import forget_pending_calls
 from agenttrace.instrumentation.litellm.patch import patch_targets
 from agenttrace.instrumentation.litellm.utils import WHERE, state
@@ -74,7 +78,7 @@ class LiteLLMInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> None:
         runtime.set_up_for(kwargs, instrument_litellm=False)
-        _patch()
+        _patch(look_for_early_imports=kwargs.get("look_for_early_imports", True))
 
     def _uninstrument(self, **kwargs: Any) -> None:
         _unpatch()
@@ -88,13 +92,16 @@ class LiteLLMInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 _INSTRUMENTS = ("litellm >= 1.75",)
 
 
-def _patch() -> None:
-    """Patch litellm (imports it)."""
+def _patch(look_for_early_imports: bool = True) -> None:
+    """Patch litellm (imports it). If it was imported before, warn about names bound to its
+    functions by then (:mod:`.early_imports`), unless told nobody could have bound them."""
     if state.patches:
         return
+    look_for_early_imports = look_for_early_imports and "litellm" in sys.modules
     import litellm
     from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
 
+    unpatched = early_imports.originals(litellm) if look_for_early_imports else frozenset()
     state.stream_type = CustomStreamWrapper
     state.config_secrets = tuple(
         name
@@ -104,10 +111,15 @@ def _patch() -> None:
         and (is_secret_key(name) or name.endswith("_key"))
         and isinstance(getattr(litellm, name, None), (str, type(None)))
     )
-    for owner, name, wrapper in patch_targets(litellm):
+    for owner, name, wrapper in patch_targets(litellm):  # each owner holds its attribute itself
         wrapt.wrap_function_wrapper(owner, name, wrapper)
         state.patches.append((owner, name, _attribute(owner, name)))
     state.enabled = True
+    if unpatched:
+        try:
+            early_imports.warn_about(early_imports.holders(unpatched))
+        except Exception as exc:  # only a warning: litellm stays patched
+            report_internal_error(WHERE, exc)
 
 
 def _unpatch() -> None:
@@ -117,11 +129,15 @@ def _unpatch() -> None:
     end_runs()  # the implicit runs of bare calls: no more calls will join them
     forget_pending_calls()
     for owner, name, ours in reversed(state.patches):
-        if _attribute(owner, name) is ours:
+        if ours is not None and _attribute(owner, name) is ours:
             setattr(owner, name, ours.__wrapped__)
     state.patches.clear()
 
 
 def instrument_when_imported() -> Callable[[], None]:
-    """Instrument litellm now if it is imported, else as soon as it is; returns the undo."""
-    return instrument_on_import(LiteLLMInstrumentor(), "litellm", WHERE)
+    """Instrument litellm now if it is imported, else as soon as it is; returns the undo. In
+    the second case the patch is in place before any module can bind litellm's functions."""
+    imported = "litellm" in sys.modules
+    return instrument_on_import(
+        LiteLLMInstrumentor(), "litellm", WHERE, look_for_early_imports=imported
+    )

@@ -221,7 +221,29 @@ def patch_targets(litellm: Any) -> list[tuple[Any, str, Callable[..., Any]]]:
         ):
             targets.append((router, method, wrapper))
     targets.extend(_sdk_targets())
-    return [(owner, name, wrapper) for owner, name, wrapper in targets if hasattr(owner, name)]
+    found = []
+    for owner, name, wrapper in targets:
+        home = defining_class(owner, name) if isinstance(owner, type) else owner
+        if home is not None and hasattr(home, name):
+            found.append((home, name, wrapper))
+    return found
+
+
+def defining_class(cls: type, name: str) -> type | None:
+    """The class whose own namespace holds ``cls.name``, where a patch of it must go (and be
+    undone): ``cls`` itself, a base class, or the class a metaclass reads it from. litellm 1.110's
+    ``Router`` keeps no endpoint in its MRO: its metaclass serves ``Router.completion`` from the
+    core class (``RustCore``), and so do the router's instances. None when no class holds it."""
+    for base in cls.__mro__:
+        if name in vars(base):
+            return base
+    value = getattr(cls, name, None)
+    holder: Any = sys.modules.get(str(getattr(value, "__module__", None)))
+    for part in str(getattr(value, "__qualname__", "")).split(".")[:-1]:
+        holder = getattr(holder, part, None)
+    if isinstance(holder, type) and vars(holder).get(name) is value:
+        return holder
+    return None
 
 
 def _sdk_targets() -> list[tuple[Any, str, Callable[..., Any]]]:

@@ -43,6 +43,9 @@ class _StreamState:
         if attempt.done:
             return
         chunks = list(getattr(self.stream, "chunks", None) or ())
+        # litellm keeps the provider's usage on the chunks it stores (whatever the caller asked
+        # to see) and counts tokens itself only when none has any: the same test as ours.
+        streamed_usage = any(field(chunk, "usage") is not None for chunk in chunks)
         built = None
         try:
             built = _build_stream_response(attempt, chunks)
@@ -50,7 +53,9 @@ class _StreamState:
                 offer_tool_calls(attempt, built)  # the streamed reply enters the transcript
         except Exception as exc:
             report_internal_error(WHERE, exc)
-        attempt.succeed(functools.partial(_stream_attributes, self, built, abandoned))
+        attempt.succeed(
+            functools.partial(_stream_attributes, self, built, abandoned, streamed_usage)
+        )
 
     def fail(self, error: BaseException) -> None:
         self.attempt.fail(error)
@@ -65,7 +70,7 @@ def _build_stream_response(attempt: Attempt, chunks: list[Any]) -> Any:
 
 
 def _stream_attributes(
-    state: _StreamState, built: Any, abandoned: bool
+    state: _StreamState, built: Any, abandoned: bool, streamed_usage: bool
 ) -> dict[str, AttributeValue]:
     attempt = state.attempt
     attributes = input_content(attempt.input, attempt.scope.payloads)
@@ -83,6 +88,8 @@ def _stream_attributes(
         sc.GEN_AI_USAGE_OUTPUT_TOKENS
     ):
         attributes.update(_estimated_usage(litellm, attempt, built))
+    elif not streamed_usage:  # litellm 1.110 and later count them when the provider sends none
+        attributes[sc.USAGE_ESTIMATED] = True
     if sc.COST_USD not in attributes or not attributes[sc.COST_USD]:
         cost = cost_from_tokens(litellm, attempt.raw_model, attributes)
         if cost is not None:

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agenttrace._internal.extras import install_hint
 from agenttrace._version import __version__
 from agenttrace.record.events import as_it_happened
 from agenttrace.record.imported import ms_iso
@@ -50,8 +51,7 @@ def atif_models() -> Any:
         import atif
     except ImportError:
         raise AtifUnavailable(
-            "ATIF needs the atif package (Python 3.11 or later): "
-            "pip install 'agenttrace-otel[atif]'"
+            f"ATIF needs the atif package (Python 3.11 or later): {install_hint('atif')}"
         ) from None
     return atif
 

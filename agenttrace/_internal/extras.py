@@ -1,0 +1,25 @@
+"""The optional extras a message can ask for, and the one line that says how to add one.
+
+agenttrace is installed from a checkout or a wheel built from it (README, "Install"): its
+distribution, ``agenttrace-otel``, is not on the package index yet, so a hint naming it with an
+extra would fail. An extra added to an install is its own packages, which works however
+agenttrace was installed: the hints name those (tests check them against pyproject.toml and the
+README).
+"""
+
+from __future__ import annotations
+
+__all__ = ["EXTRA_PACKAGES", "install_hint"]
+
+EXTRA_PACKAGES = {
+    "cli": "rich>=13,<16",
+    "grpc": "opentelemetry-exporter-otlp-proto-grpc>=1.30,<2",
+    "smolagents": "smolagents>=1.20,<2",
+    "atif": "atif>=1.7,<2",
+}
+"""Each extra a message points to, as the requirement pyproject.toml declares for it."""
+
+
+def install_hint(extra: str) -> str:
+    """``pip install '<requirement>' (the [extra] extra)``: how to add ``extra``'s packages."""
+    return f"pip install '{EXTRA_PACKAGES[extra]}' (the [{extra}] extra)"
