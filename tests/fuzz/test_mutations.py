@@ -18,7 +18,9 @@ from .corpus import corpus
 from .harness import Harness, guarded
 from .mutate import Mutator
 
-pytestmark = pytest.mark.fuzz
+# Hundreds of cases in one test: each has its own CPU deadline (tests/fuzz/harness.py), so the
+# wall-time guard of the whole test is only for a hang, wide enough for a slow, busy machine.
+pytestmark = [pytest.mark.fuzz, pytest.mark.timeout(1800)]
 
 BATCHES = 40
 CASES_PER_BATCH = 100

@@ -25,7 +25,9 @@ from agenttrace.views.viewer import SessionViewer, format_dialog
 from . import strategies as fuzz
 from .harness import TALLY, Harness, guarded
 
-pytestmark = pytest.mark.fuzz
+# Hundreds of cases in one test: each has its own CPU deadline (tests/fuzz/harness.py), so the
+# wall-time guard of the whole test is only for a hang, wide enough for a slow, busy machine.
+pytestmark = [pytest.mark.fuzz, pytest.mark.timeout(1800)]
 
 
 def fixed(examples: int) -> Any:

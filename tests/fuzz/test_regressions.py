@@ -45,6 +45,7 @@ dominate there, and the ratio of two small figures is noise."""
 
 
 @pytest.mark.fuzz  # megabytes each, read a dozen times: with the fuzz suite, not in make check
+@pytest.mark.timeout(1800)  # a hang guard: the verdict on time is the growth below
 @pytest.mark.parametrize("case", sorted(CRAFTED))
 def test_a_crafted_hostile_file_is_read_or_refused_in_one_line(case: str, tmp_path: Path) -> None:
     """At a size at least that which once broke a reader, and at an eighth of it: every target
