@@ -78,8 +78,8 @@ def _add_op(parent: Tree, op: Mapping[str, Any]) -> None:
 
 
 def _usage(entry: Mapping[str, Any]) -> str:
-    """`` in 11 out 7 (cache r 3)``; `` no usage`` for an attempt that reported none (a failed
-    one), never ``in None out None``."""
+    """`` in 11 out 7 (cache r 3 w 20)`` (the cache part only when it read or wrote any);
+    `` no usage`` for an attempt that reported none (a failed one), never ``in None out None``."""
     if not has_usage(entry):
         return " no usage"
     tokens = entry["tokens"]
@@ -88,9 +88,10 @@ def _usage(entry: Mapping[str, Any]) -> str:
         for label, key in (("in", "inputTokens"), ("out", "outputTokens"))
     ]
     text = " " + " ".join(counts)
-    cache = finite_number(tokens.get("cacheReadInputTokens"))
-    if cache:
-        text += f" (cache r {_count(cache)})"
+    read = finite_number(tokens.get("cacheReadInputTokens"))
+    written = finite_number(tokens.get("cacheWriteInputTokens"))
+    if read or written:  # what the cache did costs differently: both, or a write looks free
+        text += f" (cache r {_count(read or 0)} w {_count(written or 0)})"
     return text
 
 

@@ -1,0 +1,65 @@
+"""``tree`` and ``stats`` of a real traced run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import agenttrace
+from agenttrace import semconv as sc
+from agenttrace.record.session_files import read_session_file, snapshot_path
+from agenttrace.views.tree import render_optree
+
+from .conftest import Traced
+
+
+def anthropic_reply(model: str, cache_read: int, cache_write: int) -> dict[str, Any]:
+    """An Anthropic-shaped message, as ``record_response`` reads it."""
+    return {
+        "model": model,
+        "role": "assistant",
+        "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn",
+        "usage": {
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "cache_read_input_tokens": cache_read,
+            "cache_creation_input_tokens": cache_write,
+        },
+    }
+
+
+def ask(model: str, cache_read: int = 0, cache_write: int = 0, cost: float = 0.1 + 0.2) -> None:
+    """One LLM attempt of ``model``; its cost carries float noise (0.30000000000000004)."""
+    with agenttrace.llm(f"anthropic/{model}") as attempt:
+        attempt.set_attribute(sc.COST_USD, cost)
+        attempt.record_response(anthropic_reply(model, cache_read, cache_write))
+
+
+def use(name: str) -> None:
+    with agenttrace.tool(name, arguments={}) as call:
+        call.set_result("done")
+
+
+def recorded_runs(traced: Traced, tmp_path: Path, session: agenttrace.Session) -> list[Any]:
+    traced.handle.force_flush()
+    return read_session_file(snapshot_path(tmp_path / "sessions", session.session_id)).runs
+
+
+def line_of(lines: list[str], label: str) -> str:
+    """The tree line of the op labelled ``label``."""
+    (line,) = (line for line in lines if line.lstrip("│├└─ ").startswith(f"{label} "))
+    return line
+
+
+def test_tree_shows_cache_reads_and_writes(traced: Traced, tmp_path: Path) -> None:
+    session = agenttrace.new_session()
+    with agenttrace.agent("Cached"), agenttrace.turn():
+        ask("reader", cache_read=30, cache_write=20)
+        ask("writer", cache_write=20)
+        ask("plain")
+    lines = render_optree(recorded_runs(traced, tmp_path, session))
+    reader, writer, plain = (line_of(lines, label) for label in ("1.1", "1.2", "1.3"))
+    assert "in 60 out 5 (cache r 30 w 20)" in reader  # input counts the cache on top (Anthropic)
+    assert "in 30 out 5 (cache r 0 w 20)" in writer
+    assert "in 10 out 5 " in plain and "cache" not in plain
