@@ -8,6 +8,7 @@ from typing import Any
 import agenttrace
 from agenttrace import semconv as sc
 from agenttrace.record.session_files import read_session_file, snapshot_path
+from agenttrace.views.stats import session_stats
 from agenttrace.views.tree import render_optree
 
 from .conftest import Traced
@@ -63,3 +64,36 @@ def test_tree_shows_cache_reads_and_writes(traced: Traced, tmp_path: Path) -> No
     assert "in 60 out 5 (cache r 30 w 20)" in reader  # input counts the cache on top (Anthropic)
     assert "in 30 out 5 (cache r 0 w 20)" in writer
     assert "in 10 out 5 " in plain and "cache" not in plain
+
+
+def test_stats_counts_each_tool_call_for_the_model_that_asked_for_it(
+    traced: Traced, tmp_path: Path
+) -> None:
+    session = agenttrace.new_session()
+
+    @agenttrace.agent("Helper")
+    def helper() -> None:
+        with agenttrace.turn():
+            ask("small")
+            use("lookup")
+
+    with agenttrace.agent("Lead"), agenttrace.turn():
+        use("before any model")  # no model asked for it
+        ask("big")
+        use("search")
+        with agenttrace.tool("delegate", arguments={}) as call:
+            helper()
+            call.set_result("delegated")
+        ask("small")
+        use("write")
+    totals = session_stats(recorded_runs(traced, tmp_path, session))
+    by_model = {row["model"]: row for row in totals["by_model"]}
+    assert {name: row["tool_calls"] for name, row in by_model.items()} == {
+        "anthropic:big": 2,  # search, delegate
+        "anthropic:small": 2,  # the helper's lookup, the lead's write
+    }
+    assert totals["total"]["tool_calls"] == 5
+    assert {name: row["llm_attempts_ok"] for name, row in by_model.items()} == {
+        "anthropic:big": 1,
+        "anthropic:small": 2,
+    }
