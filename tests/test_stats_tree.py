@@ -1,12 +1,15 @@
-"""``tree`` and ``stats`` of a real traced run."""
+"""``tree`` and ``stats`` of a real traced run: cache writes shown, tool calls counted by model,
+and costs and latencies written at a fixed precision (the ledger, the opTree, ``stats``)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import agenttrace
 from agenttrace import semconv as sc
+from agenttrace.record.amounts import COST_DECIMALS, LATENCY_DECIMALS
 from agenttrace.record.session_files import read_session_file, snapshot_path
 from agenttrace.views.stats import session_stats
 from agenttrace.views.tree import render_optree
@@ -97,3 +100,32 @@ def test_stats_counts_each_tool_call_for_the_model_that_asked_for_it(
         "anthropic:big": 1,
         "anthropic:small": 2,
     }
+
+
+def decimals(value: float) -> int:
+    """How many decimals ``value`` is written with in JSON."""
+    text = json.dumps(value)
+    assert "e" not in text, text
+    return len(text.partition(".")[2])
+
+
+def test_costs_and_latencies_are_written_at_a_fixed_precision(
+    traced: Traced, tmp_path: Path
+) -> None:
+    session = agenttrace.new_session()
+    with agenttrace.agent("Priced"), agenttrace.turn():
+        ask("m1")
+        ask("m2", cost=1.3e-10 * 7)  # seven tokens of the cheapest price: kept, not rounded to 0
+        use("t")
+    traced.handle.force_flush()
+    ledger = [json.loads(line) for line in (tmp_path / "accounting.jsonl").read_text().splitlines()]
+    assert [line["costUsd"] for line in ledger if line["type"] == "llm"] == [0.3, 9.1e-10]
+    assert all(decimals(line["latency"]) <= LATENCY_DECIMALS for line in ledger)
+    runs = recorded_runs(traced, tmp_path, session)
+    ops = [op for turn in runs[0]["turns"] for op in turn["ops"]]
+    assert all(decimals(op["latencyMs"]) <= LATENCY_DECIMALS for op in ops)
+    assert decimals(runs[0]["latencyMs"]) <= LATENCY_DECIMALS
+    totals = session_stats(runs)
+    assert totals["total"]["cost_usd"] == round(0.3 + 9.1e-10, COST_DECIMALS) == 0.30000000091
+    assert decimals(totals["wall_time_ms"]) <= LATENCY_DECIMALS
+    assert all(decimals(row["wall_time_ms"]) <= LATENCY_DECIMALS for row in totals["by_agent"])

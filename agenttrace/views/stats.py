@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from agenttrace.record.amounts import cost_written, latency_written
 from agenttrace.record.optree import (
     children,
     cost_unknown,
@@ -104,11 +105,13 @@ def session_stats(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                             by_model.setdefault(model, {"model": model, **_empty()}), entry
                         )
     for row in (total, *by_agent.values(), *by_model.values()):
-        row["cost_usd_known"] = round(row["cost_usd_known"], 10)
+        row["cost_usd_known"] = cost_written(row["cost_usd_known"])
         row["cost_usd"] = None if row["llm_attempts_cost_unknown"] else row["cost_usd_known"]
+        if "wall_time_ms" in row:
+            row["wall_time_ms"] = latency_written(row["wall_time_ms"])
     return {
         "runs": len(runs),
-        "wall_time_ms": wall,
+        "wall_time_ms": latency_written(wall),
         "total": total,
         "by_agent": list(by_agent.values()),
         "by_model": list(by_model.values()),
