@@ -618,6 +618,36 @@ def test_html_is_self_contained(demo: Demo) -> None:
     assert {agent["name"] for agent in data["agents"]} >= {"Jack", "Jill"}
 
 
+def test_the_root_agent_has_one_name_in_every_view(demo: Demo) -> None:
+    """The cafe's root agent is created without a name; its runs carry ``Agent`` (the class's
+    name), which the tree and ``stats`` show. The HTML page, ``perspective`` and ``dialog``
+    name it so too, not by its id."""
+    from click.testing import CliRunner
+
+    from agenttrace.cli import main
+    from agenttrace.views.stats import session_stats
+    from agenttrace.views.tree import render_optree
+
+    run = demo.loaded.runs[0]
+    root, name = run["agentId"], run["agentName"]
+    assert (root, name) == ("agent_001", "Agent")
+    assert any(f"session Agent [{root}]" in line for line in render_optree(demo.loaded.runs))
+    by_agent = session_stats(demo.loaded.runs)["by_agent"]
+    assert {row["agent_id"]: row["name"] for row in by_agent}[root] == "Agent"
+    data = json.loads(_data_script(to_html(demo.loaded)))
+    assert {agent["id"]: agent["name"] for agent in data["agents"]}[root] == "Agent"
+    assert agenttrace.SessionViewer(demo.snapshot).list_agents()[root] == "Agent"
+    runner = CliRunner()
+    by_name = runner.invoke(main, ["perspective", str(demo.snapshot), "Agent"])
+    by_id = runner.invoke(main, ["perspective", str(demo.snapshot), root])
+    assert by_name.exit_code == 0, by_name.output
+    assert by_name.output == by_id.output and "[Heard]:" in by_name.output
+    unknown = runner.invoke(main, ["perspective", str(demo.snapshot), "Nobody"])
+    assert f"Agent ({root})" in unknown.output
+    # An event stream alone has no runs: its root agent is known by its id only.
+    assert agenttrace.SessionViewer(demo.stream).list_agents()[root] == root
+
+
 def test_html_data_survives_hostile_content(hostile: LoadedFile) -> None:
     page = to_html(hostile)
     text = _data_script(page)

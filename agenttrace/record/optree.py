@@ -8,7 +8,7 @@ These helpers skip anything that is not what it should be, so every view shows w
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 
@@ -53,6 +53,22 @@ def hosted_sessions(op: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
         if isinstance(first, Mapping):
             hosted = [first]
     yield from hosted
+
+
+def agent_names(runs: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """agent id -> the name its runs carry in the opTrees (``agentName``: the name given to
+    ``@agent``, else the class or function's), sub-agents included; the first name wins. The
+    events name only agents created with a name, so this is how views name a root agent."""
+    names: dict[str, str] = {}
+    pending = [run for run in runs if isinstance(run, Mapping)][::-1]  # popped in order
+    while pending:  # not recursive: a session nests as deep as its sub-agents did
+        session = pending.pop()
+        agent_id, name = session.get("agentId"), session.get("agentName")
+        if isinstance(agent_id, str) and isinstance(name, str) and name:
+            names.setdefault(agent_id, name)
+        hosted = [child for op in session_ops(session) for child in hosted_sessions(op)]
+        pending.extend(reversed(hosted))
+    return names
 
 
 def has_usage(entry: Mapping[str, Any]) -> bool:
