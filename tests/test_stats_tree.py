@@ -10,6 +10,7 @@ from typing import Any
 import agenttrace
 from agenttrace import semconv as sc
 from agenttrace.record.amounts import COST_DECIMALS, LATENCY_DECIMALS
+from agenttrace.record.optree import MAX_OP_NESTING, op_parents
 from agenttrace.record.session_files import read_session_file, snapshot_path
 from agenttrace.views.stats import session_stats
 from agenttrace.views.tree import render_optree
@@ -129,3 +130,48 @@ def test_costs_and_latencies_are_written_at_a_fixed_precision(
     assert totals["total"]["cost_usd"] == round(0.3 + 9.1e-10, COST_DECIMALS) == 0.30000000091
     assert decimals(totals["wall_time_ms"]) <= LATENCY_DECIMALS
     assert all(decimals(row["wall_time_ms"]) <= LATENCY_DECIMALS for row in totals["by_agent"])
+
+
+def test_tree_nests_a_tool_under_the_tool_that_called_it(traced: Traced, tmp_path: Path) -> None:
+    session = agenttrace.new_session()
+
+    @agenttrace.tool
+    def inner() -> str:
+        return "in"
+
+    @agenttrace.tool
+    def outer() -> str:
+        return inner() + inner()
+
+    with agenttrace.agent("Nesting"), agenttrace.turn():
+        outer()
+        use("after")
+    runs = recorded_runs(traced, tmp_path, session)
+    ops = runs[0]["turns"][0]["ops"]
+    assert [op["name"] for op in ops] == ["outer", "inner", "inner", "after"]
+    assert op_parents(ops) == [None, 0, 0, None]
+    lines = render_optree(runs)
+    depth = {label: indent(line_of(lines, label)) for label in ("1.1", "1.2", "1.3", "1.4")}
+    assert depth["1.1"] == depth["1.4"] < depth["1.2"] == depth["1.3"]
+
+
+def indent(line: str) -> int:
+    return len(line) - len(line.lstrip("│├└─ "))
+
+
+def test_op_nesting_in_a_damaged_file_makes_no_cycle_and_stays_shallow() -> None:
+    """Parents are read from span ids, which a damaged file may point anywhere: only an earlier
+    op is a parent, and a chain stops nesting at MAX_OP_NESTING."""
+    chain = [{"opId": f"{n:016x}", "span": {"parentSpanId": f"{n - 1:016x}"}} for n in range(100)]
+    parents = op_parents(chain)
+    assert parents[: MAX_OP_NESTING + 1] == [None, *range(MAX_OP_NESTING)]
+    assert parents[MAX_OP_NESTING + 1] is None  # too deep: back at the top
+    loop = [
+        {"opId": "a", "span": {"parentSpanId": "b"}},
+        {"opId": "b", "span": {"parentSpanId": "a"}},
+        {"opId": "c", "span": {"parentSpanId": "c"}},
+        {"opId": "d", "span": "not a span"},
+    ]
+    assert op_parents(loop) == [None, 0, None, None]
+    run = {"path": "0", "turns": [{"path": "1", "index": 1, "ops": chain}]}
+    assert len(render_optree([run], width=1000)) == 1 + 1 + 1 + 100  # every op, once

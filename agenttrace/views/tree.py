@@ -16,6 +16,7 @@ from agenttrace.record.optree import (
     finite_number,
     has_usage,
     hosted_sessions,
+    op_parents,
 )
 
 
@@ -51,11 +52,15 @@ def _add_session(parent: Tree, node: Mapping[str, Any]) -> None:
     )
     for turn in children(node, "turns"):
         turn_branch = branch.add(Text(f"{turn.get('path')} turn {turn.get('index')}"))
-        for op in children(turn, "ops"):
-            _add_op(turn_branch, op)
+        ops = list(children(turn, "ops"))
+        branches: list[Tree] = []
+        # An op called by another op of the turn (a tool a tool called, or a code agent's
+        # code) goes under it, as its span is under that op's span.
+        for op, caller in zip(ops, op_parents(ops), strict=True):
+            branches.append(_add_op(turn_branch if caller is None else branches[caller], op))
 
 
-def _add_op(parent: Tree, op: Mapping[str, Any]) -> None:
+def _add_op(parent: Tree, op: Mapping[str, Any]) -> Tree:
     status = op.get("status") or "in progress"
     details = ""
     accounting = list(children(op, "accounting"))
@@ -75,6 +80,7 @@ def _add_op(parent: Tree, op: Mapping[str, Any]) -> None:
     )
     for child in hosted_sessions(op):
         _add_session(branch, child)
+    return branch
 
 
 def _usage(entry: Mapping[str, Any]) -> str:
