@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
@@ -125,6 +126,8 @@ class BoundedExport(SpanProcessor):
         self._lock = threading.Lock()
         self._given = 0
         self._shut_down = False
+        self._flushing: Callable[[float], BaseException | bool] | None = None
+        """Waits for the last force_flush's thread (which may still be in the retries)."""
         if hasattr(os, "register_at_fork"):
             this = weakref.ref(self)
             os.register_at_fork(after_in_child=lambda: _after_fork(this))
@@ -163,8 +166,17 @@ class BoundedExport(SpanProcessor):
         if self._shut_down:
             return True
         failed_before = self._exporter.failed
-        seconds = min(timeout_millis / 1000, self.budget)
-        finished = run_within(self._batch.force_flush, seconds, "agenttrace-export-flush")
+        deadline = time.monotonic() + min(timeout_millis / 1000, self.budget)
+        with self._lock:
+            running = self._flushing
+        # One flush at a time: a program that flushes often with the collector dead waits on
+        # the flush still in the exporter's retries, instead of piling up threads behind it.
+        if running is not None and running(deadline - time.monotonic()) is False:
+            return False
+        wait = in_background(self._batch.force_flush, "agenttrace-export-flush")
+        with self._lock:
+            self._flushing = wait
+        finished = wait(deadline - time.monotonic())
         return finished is True and self._exporter.failed == failed_before
 
     def shutdown(self) -> None:
