@@ -318,8 +318,8 @@ def _runs(trajectory: Any) -> list[tuple[Mapping[str, Any], list[Any]]]:
 
 
 def _timing(extra: Any) -> tuple[int | None, float | None]:
-    """``started_at`` (ms since the epoch) and ``latency_ms`` of an ``extra`` object (None
-    for either that is not there or not a time, or a duration of at least 0)."""
+    """``started_at`` (ms since the epoch) and ``latency_ms`` of an ``extra`` object; None for
+    either that is missing, not an ISO time, or not a finite duration of at least 0."""
     if not isinstance(extra, Mapping):
         return None, None
     latency = finite_number(extra.get("latency_ms"))
