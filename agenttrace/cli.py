@@ -628,9 +628,14 @@ def _validate_atif(file: str, document: Any) -> None:
 
 
 def _viewer(reference: str, sessions_dir: Path | None) -> Any:
+    from agenttrace.views.public import public_agent_names, public_view
     from agenttrace.views.viewer import SessionViewer
 
-    return SessionViewer(shown(reference, sessions_dir, runs=False).events)
+    loaded = load(reference, sessions_dir)
+    # The runs only for the names they give agents the events leave unnamed (a root agent):
+    # one name for it in every view.
+    names = public_agent_names(loaded)
+    return SessionViewer(public_view(loaded, events=True, runs=False).events, names)
 
 
 def _agent_list(viewer: Any) -> str:

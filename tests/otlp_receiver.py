@@ -76,7 +76,8 @@ class ReceivedSpan:
 class OTLPReceiver:
     """Collects spans sent to ``http_endpoint`` (OTLP/HTTP) or ``grpc_endpoint`` (OTLP/gRPC)."""
 
-    def __init__(self) -> None:
+    def __init__(self, http_port: int = 0) -> None:
+        """``http_port``: the OTLP/HTTP port (0: any free one)."""
         self.spans: list[ReceivedSpan] = []
         self.requests = 0
         self._lock = threading.Lock()
@@ -109,7 +110,7 @@ class OTLPReceiver:
                 receiver._collect(request)
                 return trace_service_pb2.ExportTraceServiceResponse()
 
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._http = ThreadingHTTPServer(("127.0.0.1", http_port), Handler)
         self._http.daemon_threads = True
         self.http_endpoint = f"http://127.0.0.1:{self._http.server_address[1]}"
         self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=2))

@@ -15,12 +15,16 @@ from hypothesis import strategies as st
 
 atif = pytest.importorskip("atif", reason="the [atif] extra needs Python 3.11 or later")
 
+import agenttrace  # noqa: E402
 from agenttrace.record import schema  # noqa: E402
 from agenttrace.record.documents import read_document  # noqa: E402
+from agenttrace.record.optree import hosted_sessions  # noqa: E402
 from agenttrace.record.session_files import read_session_file  # noqa: E402
 from agenttrace.views.exports import to_jaeger  # noqa: E402
 from agenttrace.views.exports.atif import SCHEMA_VERSION, to_atif  # noqa: E402
 from agenttrace.views.stats import session_stats  # noqa: E402
+from examples.cafe import SCRIPTS, run_first, run_resumed  # noqa: E402
+from examples.scripted_model import ScriptedModel  # noqa: E402
 
 from .conftest import Traced  # noqa: E402
 from .helpers import child_env  # noqa: E402
@@ -124,6 +128,45 @@ def test_export_import_export_is_stable(which: str, request: Any, tmp_path: Path
     first = to_atif(source)
     second = to_atif(read_document(write(tmp_path, first)))
     assert second == first
+
+
+def _timed_nodes(runs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Every run and op of ``runs``, sub-agents included: kind, name, start and duration."""
+    found: list[tuple[Any, ...]] = []
+    pending = list(reversed(runs))
+    while pending:
+        session = pending.pop()
+        found.append(("run", session["agentName"], session["startedAt"], session["latencyMs"]))
+        for turn in session["turns"]:
+            for op in turn["ops"]:
+                found.append((op["kind"], op["name"], op["startedAt"], op["latencyMs"]))
+                pending.extend(reversed(list(hosted_sessions(op))))
+    return found
+
+
+async def test_a_round_trip_keeps_runs_apart_and_every_duration(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """The cafe, then resumed: two runs. Exported to ATIF and read back, they are two runs
+    again, with their txn ids, and every run and op keeps its start and duration."""
+    agenttrace.new_session()
+    with ScriptedModel(SCRIPTS) as model:
+        options = {"api_key": "offline-test-key", "api_base": model.api_base}
+        await run_first(options)
+        traced.handle.force_flush()
+        (path,) = (tmp_path / "sessions").glob("*.json.gz")
+        agenttrace.use_session(None)
+        await run_resumed(str(path), "What will you order?", options)
+    traced.handle.force_flush()
+    native = read_session_file(path)
+    document = to_atif(path)
+    assert [run["first_step"] for run in document["extra"]["runs"]] == [1, 6]
+    back = read_document(write(tmp_path, document))
+    assert [run["txnId"] for run in back.runs] == [run["txnId"] for run in native.runs]
+    assert [run["success"] for run in back.runs] == [True, True]
+    assert _timed_nodes(back.runs) == _timed_nodes(native.runs)
+    assert len(_timed_nodes(native.runs)) == 20  # 2 runs, Jack's and Jill's 4, and 14 ops
+    assert to_atif(back) == document
 
 
 def test_tools_no_model_asked_for_are_steps_without_an_llm_call(team: Path) -> None:
@@ -285,3 +328,41 @@ def test_any_trajectory_opens_or_is_refused_in_one_line(
     if loaded is None:
         return
     atif.Trajectory.model_validate(to_atif(loaded))
+
+
+def _timing_leaves(document: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The paths of what agenttrace's export puts in ``extra`` fields: runs and durations."""
+    return [path for path in _leaves(document) if "extra" in path and "agent" not in path]
+
+
+@settings(max_examples=120, derandomize=True, database=None, deadline=None)
+@given(data=st.data())
+def test_any_runs_and_durations_in_extra_open_or_are_refused_in_one_line(
+    data: st.DataObject, cafe: Recorded, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The ``extra`` fields a reader takes runs and durations from are untrusted like the rest:
+    any value there (a first step out of order, a time that is none, a duration of 10**21 ms
+    or below 0, a list of runs in place of a number) opens in every view or is one line."""
+    document = to_atif(cafe.snapshot)
+    leaves = _timing_leaves(document)
+    assert ("extra", "runs", 0, "latency_ms") in leaves
+    changes = data.draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(leaves),
+                st.one_of(
+                    _VALUES,
+                    st.just(DELETE),
+                    st.just([{"first_step": 1}] * 50),
+                    st.just(10**400),
+                ),
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    path = tmp_path_factory.mktemp("hostile-extra") / "trajectory.json"
+    path.write_text(json.dumps(changed(document, changes)), errors="surrogatepass")
+    loaded = opened_in_every_view(path)
+    if loaded is not None:
+        atif.Trajectory.model_validate(to_atif(loaded))

@@ -533,7 +533,7 @@ def test_cafe_demo_then_resume(tmp_path: Path) -> None:
         if e["agent_id"] in names and e.get("role") == "assistant" and e.get("content")
     ]
     assert {line.split(":")[0] for line in said} == {"Jack", "Jill"}
-    assert dialog[len(dialog_before) :].splitlines() == [f"(agent_001) {prompt}", *said]
+    assert dialog[len(dialog_before) :].splitlines() == [f"(Agent) {prompt}", *said]
 
 
 # --- resume: any agent a factory rebuilds, beside the file, or refused ------------------------

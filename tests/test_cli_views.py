@@ -64,6 +64,28 @@ def test_tree_of_a_stream_uses_the_session_file_beside_it(demo: Path) -> None:
     assert cli("tree", str(stream)).stdout == cli("tree", str(demo)).stdout
 
 
+def test_tree_of_a_relative_path_with_dot_dot(demo: Path, tmp_path: Path) -> None:
+    """``agenttrace tree ../sessions/<id>.json.gz``, from a directory beside the sessions: the
+    file is read; a directory, an empty file, /dev/null and a missing file each say what they
+    are, in one line, exit 2."""
+    beside = demo.parent.parent / "beside"
+    beside.mkdir(exist_ok=True)
+    relative = f"../{demo.parent.name}/{demo.name}"
+    result = cli("tree", relative, cwd=beside)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == cli("tree", str(demo)).stdout
+    (tmp_path / "empty.json.gz").write_bytes(b"")
+    for reference, cwd, message in (
+        (f"../{demo.parent.name}", beside, "is a directory, not a session file"),
+        (str(tmp_path / "empty.json.gz"), None, "empty file, no events"),
+        ("/dev/null", None, "is a character device, not a session file"),
+        ("../missing.json.gz", beside, "no such file"),
+    ):
+        result = cli("tree", reference, cwd=cwd)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr == f"agenttrace: error: {reference}: {message}\n"
+
+
 def test_stats_totals_the_whole_tree(demo: Path) -> None:
     result = cli("stats", str(demo), "--json")
     assert result.returncode == 0, result.stderr

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import agenttrace
-from agenttrace.record.session_files import LoadedFile, read_session_file
+from agenttrace.record.session_files import LoadedFile, read_session_file, snapshot_path
 from agenttrace.views.exports import to_html, to_jaeger, to_otlp_json
 from agenttrace.views.exports.html import (
     DATA_ELEMENT_ID,
@@ -618,6 +618,36 @@ def test_html_is_self_contained(demo: Demo) -> None:
     assert {agent["name"] for agent in data["agents"]} >= {"Jack", "Jill"}
 
 
+def test_the_root_agent_has_one_name_in_every_view(demo: Demo) -> None:
+    """The cafe's root agent is created without a name; its runs carry ``Agent`` (the class's
+    name), which the tree and ``stats`` show. The HTML page, ``perspective`` and ``dialog``
+    name it so too, not by its id."""
+    from click.testing import CliRunner
+
+    from agenttrace.cli import main
+    from agenttrace.views.stats import session_stats
+    from agenttrace.views.tree import render_optree
+
+    run = demo.loaded.runs[0]
+    root, name = run["agentId"], run["agentName"]
+    assert (root, name) == ("agent_001", "Agent")
+    assert any(f"session Agent [{root}]" in line for line in render_optree(demo.loaded.runs))
+    by_agent = session_stats(demo.loaded.runs)["by_agent"]
+    assert {row["agent_id"]: row["name"] for row in by_agent}[root] == "Agent"
+    data = json.loads(_data_script(to_html(demo.loaded)))
+    assert {agent["id"]: agent["name"] for agent in data["agents"]}[root] == "Agent"
+    assert agenttrace.SessionViewer(demo.snapshot).list_agents()[root] == "Agent"
+    runner = CliRunner()
+    by_name = runner.invoke(main, ["perspective", str(demo.snapshot), "Agent"])
+    by_id = runner.invoke(main, ["perspective", str(demo.snapshot), root])
+    assert by_name.exit_code == 0, by_name.output
+    assert by_name.output == by_id.output and "[Heard]:" in by_name.output
+    unknown = runner.invoke(main, ["perspective", str(demo.snapshot), "Nobody"])
+    assert f"Agent ({root})" in unknown.output
+    # An event stream alone has no runs: its root agent is known by its id only.
+    assert agenttrace.SessionViewer(demo.stream).list_agents()[root] == root
+
+
 def test_html_data_survives_hostile_content(hostile: LoadedFile) -> None:
     page = to_html(hostile)
     text = _data_script(page)
@@ -921,6 +951,49 @@ def test_lone_sub_agent_runs_render_under_their_op_in_chromium(
     assert ancestors == [
         "1.2.1.2.1.2", "1.2.1.2.1", "1.2.1.2:1", "1.2.1.2", "1.2.1", "1.2:1", "1.2", "1", "0",
     ]  # fmt: skip
+
+
+@pytest.mark.e2e
+def test_nested_ops_and_cache_writes_in_chromium(
+    traced: Traced, browser: _Browser, tmp_path: Path
+) -> None:
+    """A tool a tool called is under it, as in ``tree``; cache reads and writes are both shown."""
+    session = agenttrace.new_session()
+
+    @agenttrace.tool
+    def inner() -> str:
+        return "in"
+
+    @agenttrace.tool
+    def outer() -> str:
+        return inner()
+
+    with agenttrace.agent("Nesting"), agenttrace.turn():
+        outer()
+        with agenttrace.llm("anthropic/claude-x") as attempt:
+            attempt.record_response(
+                {
+                    "model": "claude-x",
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "ok"}],
+                    "usage": {
+                        "input_tokens": 10,
+                        "output_tokens": 5,
+                        "cache_read_input_tokens": 30,
+                        "cache_creation_input_tokens": 20,
+                    },
+                }
+            )
+    traced.handle.force_flush()
+    loaded = read_session_file(snapshot_path(tmp_path / "sessions", session.session_id))
+    page = tmp_path / "nested.html"
+    page.write_text(to_html(loaded), encoding="utf-8")
+    dom = browser.dom(page, "#expand=all")
+    assert _root_attributes(dom).get("data-ready") == "1"
+    ancestors = _parse(dom).ancestors
+    assert ancestors["1.2"] == ["1.1", "1", "0"]  # inner, under outer
+    assert ancestors["1.3"] == ["1", "0"]  # the LLM call, after outer returned
+    assert "cache r 30 w 20" in _without_scripts(dom)
 
 
 def _iter_tags(dom: str) -> Iterator[str]:

@@ -245,7 +245,7 @@ def test_an_agent_run_by_a_tool_of_another_is_its_sub_agent(
         f"{RUN} [0]",
         "  turn 1 [1]",
         "    chat gpt-4o-mini [1.1]",
-        "    execute_tool agenttrace [1.2]",
+        "    execute_tool research [1.2]",  # the manager's tool call that ran the researcher
         f"      {RUN} [1.2:1]",
         "        turn 1 [1.2.1]",
         "          chat gpt-4o-mini [1.2.1.1]",
@@ -254,6 +254,7 @@ def test_an_agent_run_by_a_tool_of_another_is_its_sub_agent(
         "  turn 2 [2]",
         "    chat gpt-4o-mini [2.1]",
     ]
+    assert attrs(traced.one("execute_tool research"))[sc.GEN_AI_TOOL_CALL_ID] == "c1"
     manager, researcher = traced.by_name(RUN)
     assert agent_ids([manager, researcher]) == ["agent_001", "agent_002"]
     assert len({s.context.trace_id for s in traced.spans()}) == 1
@@ -289,6 +290,61 @@ def test_an_agent_run_by_a_tool_of_another_is_its_sub_agent(
         ("tool", "a reason"),
         ("assistant", "because"),
     ]
+
+
+def test_each_sub_agent_is_hosted_by_the_tool_call_that_ran_it(
+    traced: Traced, llm: LLMServer
+) -> None:
+    """A reply asks for three calls of two tools, each running a sub-agent on its argument:
+    each sub-agent's op is named after its call (found by the task the call handed over) and
+    carries its id; a call no task names stays unknown: the service's name."""
+    llm.reset(
+        asks_for(
+            tool_call("c1", "search", query="cats and dogs"),
+            tool_call("c2", "summarize", text="the findings so far"),
+            tool_call("c3", "summarize", text="ignored"),
+        ),
+        Reply(content="found"),  # the searcher
+        Reply(content="summed up"),  # the summarizer
+        Reply(content="what?"),  # the agent the third call runs with a task of its own
+        Reply(content="done"),  # the manager
+    )
+
+    def search(query: str) -> str:
+        return run_agent(llm, RESEARCHER, query)
+
+    def summarize(text: str) -> str:
+        return run_agent(llm, WRITER, text if text != "ignored" else "a task nobody gave")
+
+    run_agent(llm, MANAGER, "go", {"search": search, "summarize": summarize})
+    hosts = [
+        (s.name, attrs(s)[sc.PATH], attrs(s).get(sc.GEN_AI_TOOL_CALL_ID))
+        for s in traced.spans()
+        if s.name.startswith("execute_tool")
+    ]
+    assert hosts == [
+        ("execute_tool search", "1.2", "c1"),
+        ("execute_tool summarize", "1.3", "c2"),
+        ("execute_tool summarize", "1.4", "c3"),  # the only call left of one name
+    ]
+
+
+def test_a_sub_agent_no_tool_call_can_be_told_for_is_hosted_by_the_service(
+    traced: Traced, llm: LLMServer
+) -> None:
+    llm.reset(
+        asks_for(tool_call("c1", "search", query="x"), tool_call("c2", "fetch", url="y")),
+        Reply(content="found"),  # an agent started by search, with a task of its own
+        Reply(content="done"),
+    )
+
+    def search(query: str) -> str:
+        return run_agent(llm, RESEARCHER, "something else entirely")
+
+    run_agent(llm, MANAGER, "go", {"search": search, "fetch": lambda url: "page"})
+    (host,) = [s for s in traced.spans() if s.name.startswith("execute_tool")]
+    assert host.name == "execute_tool agenttrace"
+    assert sc.GEN_AI_TOOL_CALL_ID not in attrs(host)
 
 
 def test_an_agent_called_deeper_in_the_stack_is_a_sub_agent(traced: Traced, llm: LLMServer) -> None:

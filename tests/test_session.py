@@ -439,13 +439,21 @@ async def test_resuming_a_resumed_session(traced: Traced, tmp_path: Path) -> Non
     assert root_heard == ["Create Jack and Jill for a cafe discussion", "One?", "Two?"]
 
 
-def test_resume_refuses_what_is_not_a_session(tmp_path: Path) -> None:
+def test_resume_refuses_what_is_not_a_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bad = tmp_path / "notes.txt"
     bad.write_text("hello\n")
     with pytest.raises(agenttrace.SessionFileError, match="not an agenttrace event stream"):
         agenttrace.resume(bad)
-    with pytest.raises(agenttrace.SessionFileError, match="not a session id"):
+    working = tmp_path / "a" / "b"
+    working.mkdir(parents=True)
+    monkeypatch.chdir(working)
+    # A path from the working directory (here tmp_path/etc/passwd), never from the sessions dir.
+    with pytest.raises(agenttrace.SessionFileError, match=r"^\.\./\.\./etc/passwd: no such file$"):
         agenttrace.resume("../../etc/passwd", sessions_dir=tmp_path)
+    with pytest.raises(agenttrace.SessionFileError, match="not a session id"):
+        agenttrace.resume("..escape", sessions_dir=tmp_path)
     with pytest.raises(agenttrace.SessionFileError, match="no session"):
         agenttrace.resume("nosuchsession", sessions_dir=tmp_path)
 

@@ -622,6 +622,55 @@ def test_find_session_by_path(sessions: Path, tmp_path: Path) -> None:
         find_session(str(tmp_path / "gone.jsonl"), sessions)
 
 
+def test_find_session_by_a_relative_path_with_dot_dot(sessions: Path, tmp_path: Path) -> None:
+    """``agenttrace tree ../sessions/<id>.json.gz``: a path the user wrote, read as written
+    (from the working directory), however many ``..`` it has."""
+    (sessions / "abc123.json.gz").write_bytes(snapshot_of(EXAMPLE_1))
+    found = find_session("../sessions/abc123.json.gz", sessions)
+    assert found.resolve() == sessions / "abc123.json.gz"
+    assert read_session_file(found).events == read_session_file(sessions / "abc123.json.gz").events
+    (tmp_path / "outside.events.jsonl").write_text(jsonl(EXAMPLE_1))
+    assert find_session("../sessions/../outside.events.jsonl", sessions).resolve() == (
+        tmp_path / "outside.events.jsonl"
+    )
+
+
+def _error(reference: str, sessions: Path) -> str:
+    """The one-line message for ``reference``, found and read as the CLI does."""
+    with pytest.raises(SessionFileError) as caught:
+        read_session_file(find_session(reference, sessions))
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_what_is_not_a_session_file_is_named(sessions: Path, tmp_path: Path) -> None:
+    """Each reference that is not a session says what it is instead, never "not a session id"
+    for something written as a path."""
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "empty.json.gz").write_bytes(b"")
+    assert _error("../notes", sessions) == "../notes: is a directory, not a session file"
+    assert _error("..", sessions) == "..: is a directory, not a session file"
+    assert _error("../empty.json.gz", sessions) == "../empty.json.gz: empty file, no events"
+    assert _error("../missing", sessions) == "../missing: no such file"
+    assert _error("../sessions/abc123.json.gz", sessions) == (
+        "../sessions/abc123.json.gz: no such file"
+    )
+    if Path("/dev/null").exists():
+        assert _error("/dev/null", sessions) == (
+            "/dev/null: is a character device, not a session file"
+        )
+
+
+def test_a_bare_name_that_is_a_directory_here_is_named(sessions: Path) -> None:
+    """``tree notes``, no session ``notes`` but a directory ``notes`` in the working directory:
+    the directory is what the user meant, and it is not a session file."""
+    Path("notes").mkdir()
+    assert _error("notes", sessions) == "notes: is a directory, not a session file"
+    (sessions / "notes.events.jsonl").write_text(jsonl(EXAMPLE_1))
+    assert find_session("notes", sessions) == sessions / "notes.events.jsonl"  # the id first
+
+
 def test_find_session_unknown_id(sessions: Path) -> None:
     with pytest.raises(SessionFileError) as caught:
         find_session("nosuchsession", sessions)

@@ -278,6 +278,75 @@ def test_force_flush_with_a_silent_collector_keeps_to_its_timeout(tmp_path: Path
         collector.close()
 
 
+def flush_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "agenttrace-export-flush"]
+
+
+def test_force_flush_with_a_refused_port_keeps_to_the_budget_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exporter would retry the refused port for ~31 s (a 60 s OTLP timeout); force_flush
+    waits the 2 s budget, says the spans are not exported yet, and leaves them to the
+    exporter's retries: once a collector listens on that port they arrive, and the next
+    force_flush says all is exported."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "60")
+    port = RefusingPort()
+    receiver = None
+    try:
+        handle = agenttrace.init(
+            tracer_provider=TracerProvider(),
+            endpoint=port.url,
+            shutdown_timeout=2,
+            sessions_dir=tmp_path / "sessions",
+            billing_file=tmp_path / "accounting.jsonl",
+            instrument_litellm=False,
+        )
+        traced_work(2)
+        before = set(flush_threads())  # of tests before, maybe not ended yet
+        started = time.monotonic()
+        assert agenttrace.force_flush() is False
+        assert time.monotonic() - started < 2 + MARGIN  # not the exporter's 31 s of retries
+        # Flushing again waits on the flush still retrying: no second thread behind it.
+        assert agenttrace.force_flush() is False and agenttrace.force_flush() is False
+        assert len(set(flush_threads()) - before) == 1
+        assert handle.export is not None
+        assert (handle.export.given, handle.export.exported) == (6, 0)
+        port.close()
+        receiver = OTLPReceiver(http_port=int(port.url.rsplit(":", 1)[1])).start()
+        assert len(receiver.wait_for(6, timeout=60)) == 6  # the exporter's next retry
+        assert agenttrace.force_flush() is True
+        assert handle.export.exported == 6
+    finally:
+        agenttrace.shutdown()
+        port.close()
+        if receiver is not None:
+            receiver.stop()
+
+
+def test_force_flush_says_when_the_exporter_gave_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exporter gives up on the refused port within its 0.5 s timeout, long before the
+    budget: the flush finished, but the spans were not exported, and it says so."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "0.5")
+    port = RefusingPort()
+    try:
+        handle = agenttrace.init(
+            tracer_provider=TracerProvider(),
+            endpoint=port.url,
+            shutdown_timeout=30,
+            sessions_dir=tmp_path / "sessions",
+            billing_file=tmp_path / "accounting.jsonl",
+            instrument_litellm=False,
+        )
+        traced_work(1)
+        assert agenttrace.force_flush() is False
+        assert handle.export is not None and handle.export.exported == 0
+    finally:
+        agenttrace.shutdown()
+        port.close()
+
+
 def test_a_live_collector_gets_every_span_and_nothing_is_said(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -19,8 +19,9 @@ from opentelemetry.sdk.trace import TracerProvider
 import agenttrace
 from agenttrace import semconv as sc
 from agenttrace.record.events import api_message
-from agenttrace.record.optree import hosted_sessions
+from agenttrace.record.optree import hosted_sessions, op_parents
 from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
+from agenttrace.views.tree import render_optree
 
 from .conftest import Traced, attrs, outcome
 from .llm_server import LLMServer, Reply
@@ -298,6 +299,14 @@ def test_a_managed_agent_runs_under_the_code_that_called_it(traced: Traced, llm:
         "1.3.2.2 tool final_answer ok",
         "1.4 tool final_answer ok",
     ]
+    # Its ops are one list, but each op's span says which op it ran in: the code's op (1.2)
+    # ran the researcher's call (1.3) and final_answer (1.4), and the views nest them so.
+    assert op_parents(tree["turns"][0]["ops"]) == [None, None, 1, 1]
+    depth = {
+        line.lstrip("│├└─ ").split(" ")[0]: len(line) - len(line.lstrip("│├└─ "))
+        for line in render_optree([tree])
+    }
+    assert depth["1.1"] == depth["1.2"] < depth["1.3"] == depth["1.4"] < depth["1.3:1"]
     # Each request the model got is one LLM attempt, counted once (no span for smolagents'
     # own generate() besides litellm's): three in the ledger, with the server's usage.
     ledger = traced.handle.settings.billing_file.read_text().splitlines()

@@ -10,7 +10,12 @@ result. An embedded sub-agent trajectory a call refers to (``subagent_trajectory
 ``trajectory_id``) is a sub-agent run under that call's op; one no call refers to gets an op of
 its own. A reference by ``trajectory_path`` is not followed: a document names no file to open.
 
-ATIF keeps no durations, so every op ends when it starts; a run ends at its last step.
+ATIF has no runs and no durations. agenttrace's export writes them into ``extra`` fields
+(``agenttrace.views.exports.atif``): a trajectory's ``extra.runs`` splits its steps into runs
+(each with its txn id, start, latency and outcome), an agent step's and a tool call's ``extra``
+give the ``started_at`` and ``latency_ms`` of the LLM attempt and the tool call. Where a document
+has none of them (another tool wrote it), every op ends when it starts and the trajectory is one
+run, ending at its last step.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from typing import Any
 from agenttrace import semconv as sc
 from agenttrace._internal.config import ReadLimits
 from agenttrace._internal.extras import install_hint
-from agenttrace.record.imported import Builder, Node, iso_ms, json_text, plain_id
+from agenttrace.record.imported import Builder, Node, clamp_ms, iso_ms, json_text, plain_id
+from agenttrace.record.optree import finite_number
 from agenttrace.record.session_files import LoadedFile, SessionFileError
 
 LEVELS_PER_SUB_AGENT = 8
@@ -87,11 +93,27 @@ class _Reader:
     def read(self) -> LoadedFile:
         trajectory = self.trajectory
         agent_id, name, model = self._agent(trajectory)
-        root = self.builder.root(agent_id, name, {}, model)
-        self.builder.created(root, root.started_ms, agent_id, name, model)
-        ended = self._steps(root, trajectory, root.started_ms, 1)
-        self.builder.end_run(root, ended, None, None)
-        return self.builder.loaded(self.path, root)
+        embedded = {sub.trajectory_id: sub for sub in trajectory.subagent_trajectories or ()}
+        used: set[str] = set()
+        roots: list[Node] = []
+        parts = _runs(trajectory)
+        for number, (bounds, steps) in enumerate(parts, 1):
+            start, latency = _timing(bounds)
+            if start is None:
+                start = next(filter(None, (iso_ms(step.timestamp) for step in steps)), None)
+            if start is None:
+                start = roots[-1].data.get("endedAt", roots[-1].started_ms) if roots else None
+            root = self.builder.root(agent_id, name, {}, model, bounds.get("txn_id"), start)
+            if not roots:
+                self.builder.created(root, root.started_ms, agent_id, name, model)
+            ended = self._steps(
+                root, trajectory, root.started_ms, 1, steps, embedded, used, number == len(parts)
+            )
+            if latency is not None:
+                ended = clamp_ms(root.started_ms + latency)
+            self.builder.end_run(root, ended, latency, _run_error(bounds))
+            roots.append(root)
+        return self.builder.loaded(self.path, *roots)
 
     @staticmethod
     def _agent(trajectory: Any) -> tuple[str, str, str | None]:
@@ -102,13 +124,27 @@ class _Reader:
             agent_id = agent.name or "agent"
         return agent_id, agent.name or agent_id, agent.model_name
 
-    def _steps(self, run: Node, trajectory: Any, now: int, depth: int) -> int:
-        """``trajectory``'s steps as ``run``'s transcript and ops; the time of the last."""
+    def _steps(
+        self,
+        run: Node,
+        trajectory: Any,
+        now: int,
+        depth: int,
+        steps: list[Any] | None = None,
+        embedded: Mapping[str, Any] | None = None,
+        used: set[str] | None = None,
+        last: bool = True,
+    ) -> int:
+        """``trajectory``'s steps (``steps``: those of one of its runs) as ``run``'s transcript
+        and ops; the time of the last. ``embedded`` and ``used``: its sub-agent trajectories,
+        and those a call referred to so far, across its runs; those no call refers to get ops
+        of their own in its ``last`` run."""
         builder = self.builder
-        embedded = {sub.trajectory_id: sub for sub in trajectory.subagent_trajectories or ()}
-        used: set[str] = set()
+        if embedded is None:
+            embedded = {sub.trajectory_id: sub for sub in trajectory.subagent_trajectories or ()}
+        used = set() if used is None else used
         model = trajectory.agent.model_name
-        for step in trajectory.steps:
+        for step in trajectory.steps if steps is None else steps:
             now = iso_ms(step.timestamp) or now
             content = _content(step.message)
             if step.source in ("system", "user"):
@@ -142,7 +178,15 @@ class _Reader:
                     "cache_read": metrics.cached_tokens if metrics else None,
                 }
                 cost = metrics.cost_usd if metrics else None
-                speaker = builder.llm(run, step.model_name or model or "unknown", now, tokens, cost)
+                started, latency = _timing(step.extra)
+                speaker = builder.llm(
+                    run,
+                    step.model_name or model or "unknown",
+                    now if started is None else started,
+                    tokens,
+                    cost,
+                    latency or 0,
+                )
             if content or (calls and asked):
                 builder.event(
                     speaker,
@@ -154,16 +198,20 @@ class _Reader:
                     tool_calls=calls if calls and asked else None,
                 )
             ops: dict[str, Node] = {}
+            latencies: dict[str, float] = {}
             for call in step.tool_calls or ():
+                started, latency = _timing(call.extra)
                 ops[call.tool_call_id] = builder.op(
                     run,
                     call.function_name,
-                    now,
+                    now if started is None else started,
                     json.dumps(call.arguments, ensure_ascii=False),
                     {sc.GEN_AI_TOOL_CALL_ID: call.tool_call_id},
                 )
-            now = self._observations(run, step, ops, now, embedded, used, depth, asked)
-        for trajectory_id, sub in embedded.items():
+                if latency is not None:
+                    latencies[call.tool_call_id] = latency
+            now = self._observations(run, step, ops, now, embedded, used, depth, asked, latencies)
+        for trajectory_id, sub in embedded.items() if last else ():
             if trajectory_id not in used:  # referred to by no call: an op of its own
                 _, name, _ = self._agent(sub)
                 op = builder.op(run, name, now, None, {sc.IMPLICIT: True})
@@ -181,13 +229,19 @@ class _Reader:
         used: set[str] | None = None,
         depth: int = 1,
         asked: bool = True,
+        latencies: Mapping[str, float] | None = None,
     ) -> int:
         """The step's observation: each result a tool entry of its call (with the sub-agent
         runs it refers to; no entry for a tool no model asked for: it answers no call); ends
-        the step's ops. The time the last of them ended."""
+        the step's ops (after their ``latencies`` where known, else at once). The time the last
+        of them ended."""
         builder = self.builder
         results: dict[str, list[str]] = {}
-        ended = {call_id: now for call_id in ops}
+        latencies = latencies or {}
+        ended = {
+            call_id: clamp_ms(op.started_ms + latencies[call_id]) if call_id in latencies else now
+            for call_id, op in ops.items()
+        }
         for result in step.observation.results if step.observation else ():
             call_id = result.source_call_id
             op = ops.get(call_id) if call_id is not None else None
@@ -216,7 +270,8 @@ class _Reader:
             )
         for call_id, op in ops.items():
             texts = results.get(call_id)
-            builder.end_op(op, ended[call_id], None, None, "\n".join(texts) if texts else None)
+            text = "\n".join(texts) if texts else None
+            builder.end_op(op, ended[call_id], latencies.get(call_id), None, text)
         return max([now, *ended.values()])
 
     def _sub(self, op: Node, parent: Node, trajectory: Any, depth: int) -> int:
@@ -226,12 +281,60 @@ class _Reader:
                 "deep (AGENTTRACE_MAX_NESTING_DEPTH)"
             )
         agent_id, name, model = self._agent(trajectory)
-        start = self._first_time(trajectory) or op.started_ms
+        bounds = _runs(trajectory)[0][0]  # a sub-agent run is a trajectory of its own
+        start, latency = _timing(bounds)
+        if start is None:
+            start = self._first_time(trajectory) or op.started_ms
         child = self.builder.child(op, parent, agent_id, name, trajectory.trajectory_id, start, {})
         self.builder.created(op, start, agent_id, name, model)
         ended = self._steps(child, trajectory, start, depth + 1)
-        self.builder.end_run(child, ended, None, None)
+        if latency is not None:
+            ended = clamp_ms(child.started_ms + latency)
+        self.builder.end_run(child, ended, latency, _run_error(bounds))
         return ended
+
+
+def _runs(trajectory: Any) -> list[tuple[Mapping[str, Any], list[Any]]]:
+    """The trajectory's runs, each with its steps: as its ``extra.runs`` (agenttrace's export)
+    splits them, or one run of every step when it has none or they do not fit its steps (first
+    steps from 1, in order, and no more runs than steps and one: an empty run is possible, a
+    flood of them is not)."""
+    steps = list(trajectory.steps)
+    extra = trajectory.extra
+    bounds = extra.get("runs") if isinstance(extra, Mapping) else None
+    if not isinstance(bounds, list) or not 0 < len(bounds) <= len(steps) + 1:
+        return [({}, steps)]
+    if not all(isinstance(run, Mapping) for run in bounds):
+        return [({}, steps)]
+    firsts = [run.get("first_step") for run in bounds]
+    if not all(type(first) is int for first in firsts) or firsts[0] != 1:
+        return [({}, steps)]
+    ends = [*firsts[1:], len(steps) + 1]
+    if any(end < first for first, end in zip(firsts, ends, strict=True)):
+        return [({}, steps)]
+    return [
+        (run, steps[first - 1 : end - 1])
+        for run, first, end in zip(bounds, firsts, ends, strict=True)
+    ]
+
+
+def _timing(extra: Any) -> tuple[int | None, float | None]:
+    """``started_at`` (ms since the epoch) and ``latency_ms`` of an ``extra`` object; None for
+    either that is missing, not an ISO time, or not a finite duration of at least 0."""
+    if not isinstance(extra, Mapping):
+        return None, None
+    latency = finite_number(extra.get("latency_ms"))
+    if latency is not None and latency < 0:
+        latency = None
+    return iso_ms(extra.get("started_at")), latency
+
+
+def _run_error(bounds: Mapping[str, Any]) -> str | None:
+    """Why a run failed, as its ``extra.runs`` entry says (None: it did not)."""
+    error = bounds.get("error")
+    if isinstance(error, str):
+        return error
+    return "failed (the trajectory does not say why)" if bounds.get("success") is False else None
 
 
 def _content(message: Any) -> Any:

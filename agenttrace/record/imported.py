@@ -123,7 +123,8 @@ class Node:
 
 @dataclass
 class Builder:
-    """Builds one run of a session: its opTree and its events, in the order they happened."""
+    """Builds the runs of a session, one after the other: their opTrees and their events, in
+    the order they happened."""
 
     session_id: str
     source: str
@@ -132,6 +133,8 @@ class Builder:
     trace_id: str = ""
     events: list[dict[str, Any]] = field(default_factory=list)
     agents: set[str] = field(default_factory=set)
+    trace_ids: list[str] = field(default_factory=list)
+    """The trace of each run begun so far (each run is a trace of its own)."""
     _txn_ids: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -140,17 +143,30 @@ class Builder:
     # -- nodes --------------------------------------------------------------------------------
 
     def root(
-        self, agent_id: str, name: str, attributes: Mapping[str, Any], model: str | None = None
+        self,
+        agent_id: str,
+        name: str,
+        attributes: Mapping[str, Any],
+        model: str | None = None,
+        txn_hint: Any = None,
+        started_ms: int | None = None,
     ) -> Node:
-        """The run's root: the agent that ran it all (the orchestrator)."""
-        txn = self._txn(self.session_id, "root")
+        """A run's root: the agent that ran it all (the orchestrator). The first run starts at
+        the builder's time and its txn id is the session id unless ``txn_hint`` names one; each
+        further run (called again, once the one before is built) is a trace of its own."""
+        runs = len(self.trace_ids)
+        if runs:
+            self.trace_id = derived_id(f"{self.source}:{self.session_id}:{runs}", 32)
+        self.trace_ids.append(self.trace_id)
+        txn = self._txn(self.session_id if txn_hint is None else txn_hint, f"root/{runs}")
+        started = self.started_ms if started_ms is None else clamp_ms(started_ms)
         node_attributes: dict[str, Any] = {
             "ingress": {"source": self.source},
             sc.CALL_PATH: name,
         }
         if model:
             node_attributes[sc.AGENT_MODEL] = model
-        node = self._session(agent_id, name, txn, (), None, self.started_ms, node_attributes)
+        node = self._session(agent_id, name, txn, (), None, started, node_attributes)
         node.data.update(
             {
                 "parentTxnId": None,
@@ -346,9 +362,11 @@ class Builder:
         started_ms: int,
         tokens: Mapping[str, int | None],
         cost: float | None,
+        latency_ms: float = 0,
     ) -> Node:
         """An LLM attempt of ``run``'s agent that answered, opening a turn, with what it
         used: ``tokens`` has ``input``, ``output`` and ``cache_read`` (each may be None)."""
+        latency_ms = _duration(latency_ms)
         turn = self.turn(run, started_ms)
         run.ops += 1
         address = (*turn_address(run), run.ops)
@@ -381,11 +399,12 @@ class Builder:
             sc.SPAN_LLM.format(model=short), span_id, turn["id"], started_ms, attributes
         )
         span["kind"] = "CLIENT"
-        self._end_span(span, started_ms, 0, None)
+        self._end_span(span, started_ms, latency_ms, None)
+        ended_ms = clamp_ms(started_ms + latency_ms)
         entry: dict[str, Any] = {
-            "timestamp": started_ms,
+            "timestamp": ended_ms,
             "status": "ok",
-            "latency": 0,
+            "latency": latency_ms,
             "type": "llm",
             "originTxnId": self.session_id,
             "txnId": run.txn_id,
@@ -415,9 +434,9 @@ class Builder:
             "attributes": {},
             "logs": [],
             "span": span,
-            "endedAt": started_ms,
+            "endedAt": ended_ms,
             "status": "ok",
-            "latencyMs": 0,
+            "latencyMs": latency_ms,
             "accounting": [entry],
         }
         turn["ops"].append(data)
@@ -558,18 +577,21 @@ class Builder:
 
     # -- the result ---------------------------------------------------------------------------
 
-    def loaded(self, path: Path, root: Node) -> LoadedFile:
-        """The session built: one run, its events, and the metadata a session file has."""
-        ended = root.data.get("endedAt")
+    def loaded(self, path: Path, *roots: Node) -> LoadedFile:
+        """The session built: its runs (``roots``, in order), its events, and the metadata a
+        session file has (the result is the last run's)."""
+        last = roots[-1]
+        ended = last.data.get("endedAt")
         meta: dict[str, Any] = {
-            "createdAt": self.started_ms,
-            "updatedAt": ended if isinstance(ended, int) else self.started_ms,
-            "result": {"success": root.data.get("success"), "error": root.data.get("error")},
+            "createdAt": roots[0].started_ms,
+            "updatedAt": ended if isinstance(ended, int) else last.started_ms,
+            "result": {"success": last.data.get("success"), "error": last.data.get("error")},
             "ingress": {"source": self.source},
-            "trace_ids": [self.trace_id],
+            "trace_ids": list(self.trace_ids) or [self.trace_id],
             "session_id": self.session_id,
         }
-        return LoadedFile(path, self.source, self.events, [root.data], meta, self.session_id)
+        runs = [root.data for root in roots]
+        return LoadedFile(path, self.source, self.events, runs, meta, self.session_id)
 
 
 IMPORTED_ERROR = "ImportedError"

@@ -8,7 +8,7 @@ These helpers skip anything that is not what it should be, so every view shows w
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 
@@ -53,6 +53,51 @@ def hosted_sessions(op: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
         if isinstance(first, Mapping):
             hosted = [first]
     yield from hosted
+
+
+MAX_OP_NESTING = 32
+"""Ops nest at most this deep under the ops that ran them in a view (deeper ones stay at the
+deepest level shown: a damaged file may chain thousands)."""
+
+
+def op_parents(ops: Sequence[Mapping[str, Any]]) -> list[int | None]:
+    """For each op of a turn, the index of the op of the same turn it ran inside (its span's
+    parent is that op's span: a tool called by a tool, or by a code agent's code), else None.
+
+    The opTree keeps a turn's ops in one list, in start order; the spans keep the nesting. Only
+    an earlier op can be a parent (so a damaged file makes no cycle), at most
+    :data:`MAX_OP_NESTING` deep."""
+    index_of: dict[str, int] = {}
+    depth: list[int] = []
+    parents: list[int | None] = []
+    for index, op in enumerate(ops):
+        span = op.get("span")
+        parent_id = span.get("parentSpanId") if isinstance(span, Mapping) else None
+        parent = index_of.get(parent_id) if isinstance(parent_id, str) else None
+        if parent is not None and depth[parent] >= MAX_OP_NESTING:
+            parent = None
+        parents.append(parent)
+        depth.append(0 if parent is None else depth[parent] + 1)
+        op_id = op.get("opId")
+        if isinstance(op_id, str):
+            index_of.setdefault(op_id, index)
+    return parents
+
+
+def agent_names(runs: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """agent id -> the name its runs carry in the opTrees (``agentName``: the name given to
+    ``@agent``, else the class or function's), sub-agents included; the first name wins. The
+    events name only agents created with a name, so this is how views name a root agent."""
+    names: dict[str, str] = {}
+    pending = [run for run in runs if isinstance(run, Mapping)][::-1]  # popped in order
+    while pending:  # not recursive: a session nests as deep as its sub-agents did
+        session = pending.pop()
+        agent_id, name = session.get("agentId"), session.get("agentName")
+        if isinstance(agent_id, str) and isinstance(name, str) and name:
+            names.setdefault(agent_id, name)
+        hosted = [child for op in session_ops(session) for child in hosted_sessions(op)]
+        pending.extend(reversed(hosted))
+    return names
 
 
 def has_usage(entry: Mapping[str, Any]) -> bool:

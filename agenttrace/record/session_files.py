@@ -47,6 +47,7 @@ STREAM_SUFFIX = ".events.jsonl"
 SNAPSHOT_SUFFIX = ".json.gz"
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _GZIP_MAGIC = b"\x1f\x8b"
+_SEPARATORS = tuple({"/", os.sep, *([os.altsep] if os.altsep else [])})
 
 
 class SessionFileError(Exception):
@@ -118,13 +119,18 @@ def _shown(value: object, limit: int = 80) -> str:
 
 
 def find_session(reference: str, sessions_dir: Path) -> Path:
-    """The file a CLI argument names: a session file or stream (by its suffix, or an existing
-    file), or else a session id in ``sessions_dir``. A reference with a ``..`` segment is never a
-    path: it is refused as an id that tries to leave the sessions directory."""
+    """The file a CLI argument names: a reference written as a path (with a directory
+    separator, ``.`` or ``..``, or a session file's suffix) or naming an existing file is that
+    file, relative to the working directory; anything else is a session id in ``sessions_dir``.
+
+    A path is never joined to ``sessions_dir`` (``../x`` is a file the user named, not one the
+    id ``../x`` leads to from the sessions directory), and an id is a plain name
+    (:func:`check_session_id`). What is not a session file (a directory,
+    a device) is returned all the same, for the reader to say what it is instead.
+    """
     path = Path(reference)
-    escapes = ".." in path.parts
     try:
-        if not escapes and (reference.endswith((".gz", ".jsonl")) or _is_file(path)):
+        if _written_as_path(reference) or _is_file(path):
             if not path.exists():
                 raise SessionFileError(f"{reference}: no such file")
             return path
@@ -136,9 +142,21 @@ def find_session(reference: str, sessions_dir: Path) -> Path:
         for candidate in candidates:
             if candidate.exists():
                 return candidate
-    except OSError as exc:  # a directory on the way that cannot be searched
+        if path.exists():  # `tree notes`, a directory here: say what it is, not "no session"
+            return path
+    except OSError as exc:  # a directory on the way that cannot be searched, a name too long
         raise SessionFileError(f"{reference}: cannot read: {exc.strerror or exc}") from None
     raise SessionFileError(f"no session {session_id!r} in {sessions_dir}")
+
+
+def _written_as_path(reference: str) -> bool:
+    """Whether ``reference`` can only be a path: it has a separator, is ``.`` or ``..``, or ends
+    in the suffix of a session file or stream."""
+    return (
+        any(separator in reference for separator in _SEPARATORS)
+        or reference in (".", "..")
+        or reference.endswith((".gz", ".jsonl"))
+    )
 
 
 def _is_file(path: Path) -> bool:

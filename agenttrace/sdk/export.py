@@ -1,10 +1,12 @@
 """The OTLP export agenttrace sets up, with a bounded shutdown and a count of what it dropped.
 
-A batch processor's shutdown exports what is queued, and the OTLP exporters retry a dead
-collector with backoff for up to their timeout (10 s by default) per batch, with no way to bound
-the whole. :class:`BoundedExport` wraps the batch processor and its exporter: its ``shutdown``
-waits at most ``budget`` seconds, then stops the exporter (which aborts its retries), gives up on
-what is still queued and says in one warning how many spans were not exported.
+A batch processor's shutdown and force_flush export what is queued, and the OTLP exporters retry
+a dead collector with backoff for up to their timeout (10 s by default) per batch, with no way to
+bound the whole. :class:`BoundedExport` wraps the batch processor and its exporter: its
+``shutdown`` waits at most ``budget`` seconds, then stops the exporter (which aborts its retries),
+gives up on what is still queued and says in one warning how many spans were not exported; its
+``force_flush`` waits at most the budget too, and leaves what it did not wait for to the
+exporter's retries.
 
 The count needs no private SDK attribute: the spans the batch processor was given (sampled ones,
 as it takes only those) minus the spans our own exporter wrapper saw exported successfully. It
@@ -19,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
@@ -68,6 +71,8 @@ class _CountingExporter(SpanExporter):
     def __init__(self, inner: SpanExporter) -> None:
         self.inner = inner
         self.exported = 0
+        self.failed = 0
+        """Spans in batches the exporter reported failed (a dead collector, a refusal)."""
         self._lock = threading.Lock()
         self._closed = False
 
@@ -76,9 +81,11 @@ class _CountingExporter(SpanExporter):
         if self._closed:
             return SpanExportResult.FAILURE
         result = self.inner.export(spans)
-        if result is SpanExportResult.SUCCESS:
-            with self._lock:
+        with self._lock:
+            if result is SpanExportResult.SUCCESS:
                 self.exported += len(spans)
+            else:
+                self.failed += len(spans)
         return result
 
     def close(self) -> None:
@@ -98,9 +105,10 @@ class _CountingExporter(SpanExporter):
         return self.inner.force_flush(timeout_millis)
 
     def reset_count(self) -> None:
-        """Forget the count (in a forked child, which starts with an empty queue)."""
+        """Forget the counts (in a forked child, which starts with an empty queue)."""
         with self._lock:
             self.exported = 0
+            self.failed = 0
 
 
 class BoundedExport(SpanProcessor):
@@ -118,6 +126,8 @@ class BoundedExport(SpanProcessor):
         self._lock = threading.Lock()
         self._given = 0
         self._shut_down = False
+        self._flushing: Callable[[float], BaseException | bool] | None = None
+        """Waits for the last force_flush's thread (which may still be in the retries)."""
         if hasattr(os, "register_at_fork"):
             this = weakref.ref(self)
             os.register_at_fork(after_in_child=lambda: _after_fork(this))
@@ -144,13 +154,30 @@ class BoundedExport(SpanProcessor):
         self._batch.on_end(span)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Export what is queued; False if that took longer than ``timeout_millis``."""
+        """Export what is queued, waiting at most ``timeout_millis`` or the budget, whichever is
+        shorter; True only if it finished and no batch failed meanwhile.
+
+        The batch processor's own ``force_flush`` ignores its timeout and waits out the
+        exporter's retries (about 8 s on a refused port with the default 10 s OTLP timeout), so
+        it runs on a thread and is waited for only so long. Nothing is dropped for giving up:
+        the batch in hand stays with the exporter's retries, and what is still queued with the
+        batch processor, for its next export or the shutdown.
+        """
         if self._shut_down:
             return True
-        finished = run_within(
-            self._batch.force_flush, timeout_millis / 1000, "agenttrace-export-flush"
-        )
-        return finished is True
+        failed_before = self._exporter.failed
+        deadline = time.monotonic() + min(timeout_millis / 1000, self.budget)
+        with self._lock:
+            running = self._flushing
+        # One flush at a time: a program that flushes often with the collector dead waits on
+        # the flush still in the exporter's retries, instead of piling up threads behind it.
+        if running is not None and running(deadline - time.monotonic()) is False:
+            return False
+        wait = in_background(self._batch.force_flush, "agenttrace-export-flush")
+        with self._lock:
+            self._flushing = wait
+        finished = wait(deadline - time.monotonic())
+        return finished is True and self._exporter.failed == failed_before
 
     def shutdown(self) -> None:
         """Export what is queued within the budget; drop the rest, and say how many spans."""

@@ -29,6 +29,7 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
+from agenttrace.record.amounts import cost_written, latency_written
 from agenttrace.record.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
 from agenttrace.record.spool import Piece, Spool
 from agenttrace.sdk.processor import Sink
@@ -548,7 +549,7 @@ def _complete(node: Node, record: Ended) -> Node | None:
         _add_span_event(node, event)
     span["endTimeUnixNano"] = record.ended_ns
     error = record.error
-    latency_ms = (record.ended_ns - span["startTimeUnixNano"]) / 1e6
+    latency_ms = latency_written((record.ended_ns - span["startTimeUnixNano"]) / 1e6)
     span["status"] = {"code": "ERROR", "message": error} if error is not None else {"code": "UNSET"}
     node["endedAt"] = _ms(record.ended_ns)
     if "turns" in node:  # a session
@@ -601,7 +602,7 @@ def _accounting(
             "reasoningTokens": attributes.get(sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, 0),
             "totalTokens": (input_tokens or 0) + (output_tokens or 0),
         }
-        entry["costUsd"] = attributes.get(sc.COST_USD)
+        entry["costUsd"] = cost_written(attributes.get(sc.COST_USD))
     else:
         entry["providerLabel"] = attributes.get(sc.GEN_AI_TOOL_NAME)
         entry["charactersIn"] = attributes.get(sc.TOOL_CHARS_IN)

@@ -10,7 +10,9 @@ agenttrace opens itself (``agenttrace.implicit=true``). Which run, by these rule
    history delta on the span is then just what was appended). The innermost such run wins; the
    runs nested in it have ended (their work returned, since it asks again).
 2. **Sub-agent.** Otherwise it is a new agent (a new agent id, its own transcript). It nests,
-   as a sub-agent under the current turn of the innermost open run, if that run's work is still
+   as a sub-agent under the current turn of the innermost open run (hosted by an op named
+   after the tool call of that run's last reply that started it, when that can be told: see
+   :func:`_tool_call_for`), if that run's work is still
    going on around it: the run was opened in another thread or asyncio task that handed this
    work over (``asyncio.gather``, a thread pool: the context came with it), or the call is made
    deeper in the call stack than that run's last call (from inside a tool or helper that agent's
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import sys
 import threading
 import time
@@ -52,6 +55,7 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
 
+from agenttrace import semconv as sc
 from agenttrace._internal.context import implicit_run_var
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
@@ -185,7 +189,7 @@ def place_call(messages: Any, *, chat: bool, model: str | None) -> ImplicitRun:
         if run is None:
             parent = _parent_for_new(innermost, here, depth, ended)
             _finish_all(ended)
-            run = _open(parent, here, model)
+            run = _open(parent, here, model, messages if chat else None)
         if chat or opened:
             if run.place == here:
                 run.depth = depth
@@ -235,9 +239,12 @@ def _parent_for_new(
     return None
 
 
-def _open(parent: ImplicitRun | None, here: Place, model: str | None) -> ImplicitRun:
-    """Open a new agent's run: a root run, or a sub-agent of ``parent`` under its current turn
-    (hosted by an op, as a sub-agent started from a turn is)."""
+def _open(
+    parent: ImplicitRun | None, here: Place, model: str | None, messages: Any = None
+) -> ImplicitRun:
+    """Open a new agent's run: a root run, or a sub-agent of ``parent`` under its current turn,
+    hosted by an op named after the tool call of ``parent``'s reply that started it (found from
+    the sub-agent's first request, ``messages``), else after the service."""
     name = runtime.settings.service_name
     if parent is None or parent.session is None:
         agent_id = register_agent(current_session(), name=name, language_model=model)
@@ -251,9 +258,17 @@ def _open(parent: ImplicitRun | None, here: Place, model: str | None) -> Implici
         record.log_agent_created(
             agent_id, cause=_last_reply(host), name=name, language_model=model, at=host
         )
+        call = _tool_call_for(host, messages)
         undo = make_current(host)
         try:
-            session = start_session(name, agent_id=agent_id, model=model, implicit=True)
+            session = start_session(
+                name,
+                agent_id=agent_id,
+                model=model,
+                implicit=True,
+                host_name=call[1] if call is not None else None,
+                host_attributes={sc.GEN_AI_TOOL_CALL_ID: call[0]} if call is not None else None,
+            )
         finally:
             undo()
     run = ImplicitRun(session, parent, here)
@@ -270,6 +285,52 @@ def _open(parent: ImplicitRun | None, here: Place, model: str | None) -> Implici
             watch = _per_thread.runs = _ThreadRuns()
         watch.add(run)
     return run
+
+
+def _tool_call_for(host: SessionScope, messages: Any) -> tuple[str, str, str, str | None] | None:
+    """The tool call of ``host``'s last reply that a sub-agent whose first request is
+    ``messages`` runs in (claimed, so a second sub-agent gets another): the only call not yet
+    claimed, else the one whose arguments hold the sub-agent's task (its last user message),
+    else the oldest when all have one name. ``None`` when that cannot be told."""
+    turn = host.auto_turn
+    if turn is None:
+        return None
+    calls = turn.unclaimed_tool_calls()
+    if not calls:
+        return None
+    chosen = calls[0] if len(calls) == 1 else None
+    task = _task_text(messages)
+    if chosen is None and task:
+        spelled = {task, json.dumps(task)[1:-1], json.dumps(task, ensure_ascii=False)[1:-1]}
+        holding = [call for call in calls if any(text in call[2] for text in spelled)]
+        chosen = holding[0] if holding else None
+    if chosen is None and len({call[1] for call in calls}) == 1:
+        chosen = calls[0]
+    if chosen is None:
+        return None
+    return turn.claim_tool_call(chosen[1], chosen[0])
+
+
+def _task_text(messages: Any) -> str | None:
+    """The text of the last user message of a request, if it has one."""
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        return None
+    for message in reversed(messages):
+        try:
+            fields = message if isinstance(message, Mapping) else message_fields(message)
+        except Exception:  # a message object that will not be read
+            continue
+        role = fields.get("role")
+        if (role.value if isinstance(role, Enum) else role) != "user":
+            continue
+        content = fields.get("content")
+        if isinstance(content, str):
+            return content or None
+        if isinstance(content, Sequence):
+            texts = [p.get("text") for p in content if isinstance(p, Mapping)]
+            return next((text for text in texts if isinstance(text, str) and text), None)
+        return None
+    return None
 
 
 def _last_reply(session: SessionScope) -> str | None:

@@ -215,15 +215,23 @@ class TurnScope(_BaseScope):
         with _shared:
             self.pending_tool_calls.extend(calls)
 
-    def claim_tool_call(self, name: str) -> tuple[str, str, str, str | None] | None:
-        """The oldest unclaimed tool call named ``name`` (removed), if any."""
+    def claim_tool_call(
+        self, name: str, call_id: str | None = None
+    ) -> tuple[str, str, str, str | None] | None:
+        """The oldest unclaimed tool call named ``name`` (``call_id``: the one with that id),
+        removed, if any."""
         with _shared:  # another thread's claim would change the deque under this loop
             pending = self.pending_tool_calls
             for call in pending:
-                if call[1] == name:
+                if call[1] == name and (call_id is None or call[0] == call_id):
                     pending.remove(call)
                     return call
             return None
+
+    def unclaimed_tool_calls(self) -> list[tuple[str, str, str, str | None]]:
+        """The tool calls no op has claimed yet, oldest first (a copy)."""
+        with _shared:
+            return list(self.pending_tool_calls)
 
 
 class OpScope(_BaseScope):
@@ -362,18 +370,27 @@ def start_session(
     implicit: bool = False,
     owner: object = None,
     started_ns: int | None = None,
+    host_name: str | None = None,
+    host_attributes: dict[str, AttributeValue] | None = None,
 ) -> SessionScope:
     """Open a session span for an agent run, placed by the rules in the module docstring.
 
     The agent is ``owner`` (the object whose method runs) or, for a function, the agent of
     that ``name``; it is registered in the run's ``Session`` (``agent_created``) on first use.
     ``started_ns``: when the run began, if that was before now (an instrumentation that learns
-    of a run only from its first message).
+    of a run only from its first message). ``host_name`` and ``host_attributes``: the name (else
+    ``name``) and attributes of the op that hosts the run when it starts in a turn.
     """
     parent = _current.get()
     host_op: OpScope | None = None
     if parent is not None and not isinstance(parent, OpScope):
-        host_op = start_op(sc.KIND_TOOL, name, implicit=True, started_ns=started_ns)
+        host_op = start_op(
+            sc.KIND_TOOL,
+            host_name or name,
+            host_attributes,
+            implicit=True,
+            started_ns=started_ns,
+        )
         parent = host_op
     scope = SessionScope()
     scope.started_ns = time.time_ns() if started_ns is None else started_ns

@@ -13,6 +13,7 @@ import dataclasses
 
 from agenttrace._internal.config import Settings
 from agenttrace._internal.redact import redacted_copy
+from agenttrace.record.optree import agent_names
 from agenttrace.record.session_files import LoadedFile
 
 
@@ -34,3 +35,13 @@ def public_view(
         runs=redacted_copy(loaded.runs, max_bytes) if runs else [],
         meta=redacted_copy(loaded.meta, max_bytes),
     )
+
+
+def public_agent_names(loaded: LoadedFile, max_bytes: int | None = None) -> dict[str, str]:
+    """The names ``loaded``'s runs give its agents (:func:`agent_names`), as they may be
+    printed, under the policy of :func:`public_view`: for a view that names agents from the
+    events but leaves the runs out (``dialog``, ``perspective``)."""
+    if max_bytes is None:
+        max_bytes = Settings.resolve().max_payload_bytes
+    names: dict[str, str] = redacted_copy(agent_names(loaded.runs), max_bytes)
+    return names

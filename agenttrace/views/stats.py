@@ -1,7 +1,9 @@
 """Totals over a session's whole opTree, sub-agents included: by agent and by model.
 
 Pure functions over the session file's ``runs`` (``SessionNode`` dicts): tokens in, out and
-cache, cost, LLM attempts ok and failed, tool calls, and wall time.
+cache, cost, LLM attempts ok and failed, tool calls, and wall time. A tool call counts for the
+model the agent asked last before it (the reply that asked for it); one before any LLM call
+counts for no model.
 
 Cost is never guessed: an LLM call whose price is unknown (its model is missing from
 litellm's price map) makes the total unknown. Each row then has ``cost_usd`` null,
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from agenttrace.record.amounts import cost_written, latency_written
 from agenttrace.record.optree import (
     children,
     cost_unknown,
@@ -90,21 +93,25 @@ def session_stats(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             agent["wall_time_ms"] = agent.get("wall_time_ms", 0.0) + _number(
                 session.get("latencyMs")
             )
+            model: str | None = None  # the model this agent asked last: its tool calls' own
             for op in session_ops(session):
                 for entry in children(op, "accounting"):
                     _add_accounting(total, entry)
                     _add_accounting(agent, entry)
                     if entry.get("type") == "llm":
                         model = f"{entry.get('provider') or '?'}:{entry.get('model') or '?'}"
+                    if model is not None:
                         _add_accounting(
                             by_model.setdefault(model, {"model": model, **_empty()}), entry
                         )
     for row in (total, *by_agent.values(), *by_model.values()):
-        row["cost_usd_known"] = round(row["cost_usd_known"], 10)
+        row["cost_usd_known"] = cost_written(row["cost_usd_known"])
         row["cost_usd"] = None if row["llm_attempts_cost_unknown"] else row["cost_usd_known"]
+        if "wall_time_ms" in row:
+            row["wall_time_ms"] = latency_written(row["wall_time_ms"])
     return {
         "runs": len(runs),
-        "wall_time_ms": wall,
+        "wall_time_ms": latency_written(wall),
         "total": total,
         "by_agent": list(by_agent.values()),
         "by_model": list(by_model.values()),

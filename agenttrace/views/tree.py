@@ -16,6 +16,7 @@ from agenttrace.record.optree import (
     finite_number,
     has_usage,
     hosted_sessions,
+    op_parents,
 )
 
 
@@ -51,11 +52,15 @@ def _add_session(parent: Tree, node: Mapping[str, Any]) -> None:
     )
     for turn in children(node, "turns"):
         turn_branch = branch.add(Text(f"{turn.get('path')} turn {turn.get('index')}"))
-        for op in children(turn, "ops"):
-            _add_op(turn_branch, op)
+        ops = list(children(turn, "ops"))
+        branches: list[Tree] = []
+        # An op called by another op of the turn (a tool a tool called, or a code agent's
+        # code) goes under it, as its span is under that op's span.
+        for op, caller in zip(ops, op_parents(ops), strict=True):
+            branches.append(_add_op(turn_branch if caller is None else branches[caller], op))
 
 
-def _add_op(parent: Tree, op: Mapping[str, Any]) -> None:
+def _add_op(parent: Tree, op: Mapping[str, Any]) -> Tree:
     status = op.get("status") or "in progress"
     details = ""
     accounting = list(children(op, "accounting"))
@@ -75,11 +80,12 @@ def _add_op(parent: Tree, op: Mapping[str, Any]) -> None:
     )
     for child in hosted_sessions(op):
         _add_session(branch, child)
+    return branch
 
 
 def _usage(entry: Mapping[str, Any]) -> str:
-    """`` in 11 out 7 (cache r 3)``; `` no usage`` for an attempt that reported none (a failed
-    one), never ``in None out None``."""
+    """`` in 11 out 7 (cache r 3 w 20)`` (the cache part only when it read or wrote any);
+    `` no usage`` for an attempt that reported none (a failed one), never ``in None out None``."""
     if not has_usage(entry):
         return " no usage"
     tokens = entry["tokens"]
@@ -88,9 +94,10 @@ def _usage(entry: Mapping[str, Any]) -> str:
         for label, key in (("in", "inputTokens"), ("out", "outputTokens"))
     ]
     text = " " + " ".join(counts)
-    cache = finite_number(tokens.get("cacheReadInputTokens"))
-    if cache:
-        text += f" (cache r {_count(cache)})"
+    read = finite_number(tokens.get("cacheReadInputTokens"))
+    written = finite_number(tokens.get("cacheWriteInputTokens"))
+    if read or written:  # what the cache did costs differently: both, or a write looks free
+        text += f" (cache r {_count(read or 0)} w {_count(written or 0)})"
     return text
 
 

@@ -20,6 +20,7 @@ from agenttrace.record.events import (
     infer_causes,
     normalize,
 )
+from agenttrace.record.optree import agent_names
 from agenttrace.record.session import Session
 from agenttrace.views.content import compact_json, content_text
 
@@ -27,11 +28,20 @@ from agenttrace.views.content import compact_json, content_text
 class SessionViewer:
     """Views of one session: agents, transcripts, the dialog, an agent's perspective, causality."""
 
-    def __init__(self, source: str | Path | Session | Iterable[Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        source: str | Path | Session | Iterable[Mapping[str, Any]],
+        run_names: Mapping[str, str] | None = None,
+    ) -> None:
         """``source``: a session file or event stream path (or a STD-008 or ATIF document's),
-        a live ``Session``, or events."""
+        a live ``Session``, or events. ``run_names``: agent id -> the name its runs carry
+        (:func:`~agenttrace.record.optree.agent_names`), for the agents the events leave
+        unnamed (a root agent); read from the file when ``source`` is one."""
+        self._run_names = dict(run_names or {})
         if isinstance(source, (str, Path)):
-            self.events = read_any(source).events
+            loaded = read_any(source)
+            self.events = loaded.events
+            self._run_names = {**agent_names(loaded.runs), **self._run_names}
         elif isinstance(source, Session):
             self.events = list(source.events)
         else:
@@ -60,12 +70,15 @@ class SessionViewer:
                 lengths[agent] = min(length, kept)
 
     def list_agents(self) -> dict[str, str]:
-        """agent id -> name (the id itself for an agent without a name)."""
+        """agent id -> name: as it was created with, else the name its runs carry (the tree's
+        and ``stats``' name for it), else the id itself."""
         agents: dict[str, str] = {}
         for event in self.events:
             agent_id, name = event.get("agent_id"), event.get("name")
             if event.get("event_type") == AGENT_CREATED and _is_text(agent_id):
-                agents[agent_id] = name if _is_text(name) and name else agent_id
+                if not (_is_text(name) and name):
+                    name = self._run_names.get(agent_id, agent_id)
+                agents[agent_id] = name
         return agents
 
     def agent_ids(self, names_or_ids: Iterable[str]) -> list[str]:

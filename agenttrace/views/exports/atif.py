@@ -6,6 +6,12 @@ sub-agent run is a trajectory of its own, embedded in the trajectory of the agen
 call ran it (``subagent_trajectories``, ATIF v1.7) and referenced from that call's observation
 (``subagent_trajectory_ref``, by ``trajectory_id``: the run's txn id).
 
+ATIF has step timestamps but no runs and no durations; they go into its ``extra`` fields, so a
+reader (``agenttrace.record.atif_reader``) gets them back: a trajectory's ``extra.runs`` lists
+each run (``txn_id``, ``first_step``, ``started_at``, ``latency_ms``, ``success``, ``error``),
+an agent step's ``extra`` and a tool call's ``extra`` the ``started_at`` and ``latency_ms`` of
+the LLM attempt and of the tool call.
+
 Steps follow the agent's transcript (docs/events.md): a system or user entry is a ``system`` or
 ``user`` step; an assistant entry an ``agent`` step with its tool calls, the model and the
 metrics (tokens, cost) of the LLM attempt that produced it; a tool result goes into the
@@ -184,7 +190,9 @@ class _Exporter:
             agent["model_name"] = model
         steps: list[dict[str, Any]] = []
         embedded: list[dict[str, Any]] = []
+        bounds: list[dict[str, Any]] = []
         for run in runs:
+            bounds.append(_run_bounds(run, len(steps) + 1))
             steps.extend(self._steps(run, embedded))
         for number, step in enumerate(steps, 1):
             step["step_id"] = number
@@ -193,6 +201,7 @@ class _Exporter:
             "trajectory_id": first.key,
             "agent": agent,
             "steps": steps,
+            "extra": {"runs": bounds},
         }
         if self.session_id:
             document["session_id"] = self.session_id
@@ -262,6 +271,10 @@ class _Exporter:
                 step["timestamp"] = _iso(started if isinstance(started, int) else run.started)
                 items.append((_ms(step["timestamp"]) or run.started, len(items), step))
                 asked[call_id] = step
+            timed = _timing(op)
+            for call in step["tool_calls"] if timed else ():
+                if call["tool_call_id"] == call_id:
+                    call["extra"] = timed
             hosted = [child for host, child in run.children if host is op]
             if not hosted:
                 continue
@@ -310,10 +323,39 @@ class _Exporter:
             metrics = _metrics(entry_record)
             if metrics:
                 step["metrics"] = metrics
+            timed = _timing(op)
+            if timed:
+                step["extra"] = timed  # the LLM attempt's: ATIF has no duration of its own
         return step
 
 
 # --- small helpers ------------------------------------------------------------------------------
+
+
+def _run_bounds(run: _Run, first_step: int) -> dict[str, Any]:
+    """Where a run starts among its trajectory's steps, and when and how it ran: a
+    trajectory's ``extra.runs``, so a reader tells its runs apart again."""
+    bounds: dict[str, Any] = {"txn_id": run.key, "first_step": first_step}
+    bounds.update(_timing(run.node))
+    success = run.node.get("success")
+    if isinstance(success, bool):
+        bounds["success"] = success
+    error = run.node.get("error")
+    if isinstance(error, str):
+        bounds["error"] = error
+    return bounds
+
+
+def _timing(node: Mapping[str, Any]) -> dict[str, Any]:
+    """``started_at`` and ``latency_ms`` of a run or op, as far as it has them."""
+    timing: dict[str, Any] = {}
+    started = node.get("startedAt")
+    if isinstance(started, int) and not isinstance(started, bool):
+        timing["started_at"] = _iso(started)
+        latency = finite_number(node.get("latencyMs"))
+        if latency is not None and latency >= 0:
+            timing["latency_ms"] = latency
+    return timing
 
 
 def _ids(node: Mapping[str, Any], key: str) -> set[str]:

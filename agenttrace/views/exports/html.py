@@ -32,6 +32,7 @@ from string import Template
 from typing import Any
 
 from agenttrace._version import __version__
+from agenttrace.record.optree import agent_names
 from agenttrace.record.session_files import LoadedFile
 from agenttrace.views.exports._spans import Source, load, nesting_checked
 from agenttrace.views.viewer import SessionViewer
@@ -103,7 +104,7 @@ def to_html(source: Source) -> str:
 
 
 def _page_of(loaded: LoadedFile) -> str:
-    viewer = SessionViewer(loaded.events)
+    viewer = SessionViewer(loaded.events, agent_names(loaded.runs))  # the tree's names
     agents = viewer.list_agents()
     # The dialog is the conversation between the named agents (the sub-agents a run created);
     # with none named, it is everything every agent exchanged.

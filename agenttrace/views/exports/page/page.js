@@ -104,7 +104,8 @@
 
   // --- totals -------------------------------------------------------------------------------
   function emptyTotals() {
-    return { input: 0, output: 0, cache: 0, cost: 0, costs: 0, unknown: 0, llm: 0 };
+    return { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, cost: 0, costs: 0, unknown: 0,
+      llm: 0 };
   }
   function hasUsage(entry) {
     var tokens = entry.tokens;
@@ -123,7 +124,10 @@
       if (isObject(tokens)) {
         if (isNumber(tokens.inputTokens)) totals.input += tokens.inputTokens;
         if (isNumber(tokens.outputTokens)) totals.output += tokens.outputTokens;
-        if (isNumber(tokens.cacheReadInputTokens)) totals.cache += tokens.cacheReadInputTokens;
+        if (isNumber(tokens.cacheReadInputTokens)) totals.cacheRead += tokens.cacheReadInputTokens;
+        if (isNumber(tokens.cacheWriteInputTokens)) {
+          totals.cacheWrite += tokens.cacheWriteInputTokens;
+        }
       }
       if (isNumber(entry.costUsd)) { totals.cost += entry.costUsd; totals.costs += 1; }
       if (costUnknown(entry)) totals.unknown += 1;
@@ -160,7 +164,10 @@
     var box = el("span", "metrics");
     if (totals.input || totals.output) {
       var tokens = "in " + totals.input + " \u00b7 out " + totals.output;
-      if (totals.cache) tokens += " \u00b7 cache " + totals.cache;
+      // Reads and writes: a write is billed above plain input, a read below it.
+      if (totals.cacheRead || totals.cacheWrite) {
+        tokens += " \u00b7 cache r " + totals.cacheRead + " w " + totals.cacheWrite;
+      }
       box.appendChild(el("span", isTotal ? "total" : "", (isTotal ? "\u03a3 " : "") + tokens));
     }
     var cost = costText(totals, isTotal);
@@ -230,14 +237,45 @@
       turn.endedAt - turn.startedAt : null;
     shell.summary.appendChild(metrics(turnTotals(turn, emptyTotals()), duration, true));
     var list = childList(shell.body);
-    (turn.ops || []).forEach(function (op) { list.appendChild(renderOp(op)); });
+    var ops = Array.isArray(turn.ops) ? turn.ops : [];
+    var parents = opParents(ops);
+    var called = ops.map(function () { return []; });
+    ops.forEach(function (op, index) {
+      if (parents[index] !== null) called[parents[index]].push(index);
+    });
+    // An op another op of the turn ran (a tool a tool called, a code agent's code) goes under
+    // it, as its span is under that op's span.
+    function render(index) {
+      return renderOp(ops[index], called[index].map(render));
+    }
+    ops.forEach(function (op, index) {
+      if (parents[index] === null) list.appendChild(render(index));
+    });
     return li;
   }
-  function renderOp(op) {
+  // As agenttrace.record.optree.op_parents: for each op, the index of the earlier op of the turn
+  // whose span is its span's parent, at most MAX_OP_NESTING deep; else null.
+  var MAX_OP_NESTING = 32;
+  function opParents(ops) {
+    var indexOf = Object.create(null);
+    var depth = [];
+    return ops.map(function (op, index) {
+      var span = isObject(op) ? op.span : null;
+      var parentId = isObject(span) ? span.parentSpanId : null;
+      var parent = typeof parentId === "string" && parentId in indexOf ? indexOf[parentId] : null;
+      if (parent !== null && depth[parent] >= MAX_OP_NESTING) parent = null;
+      depth.push(parent === null ? 0 : depth[parent] + 1);
+      if (isObject(op) && typeof op.opId === "string" && !(op.opId in indexOf)) {
+        indexOf[op.opId] = index;
+      }
+      return parent;
+    });
+  }
+  function renderOp(op, calledOps) {
     var li = el("li");
     var children = childSessions(op);
     var kind = op.kind || "tool";
-    var shell = nodeShell(kind, children.length > 0);
+    var shell = nodeShell(kind, children.length > 0 || calledOps.length > 0);
     li.appendChild(shell.details);
     li.setAttribute("data-path", op.path || "");
     addRow(shell.summary, op.path || "", kind, op.name || kind);
@@ -273,8 +311,9 @@
         payload: chunks.map(function (c) { return c.text || ""; }).join("")
       });
     }
-    if (children.length) {
+    if (children.length || calledOps.length) {
       var list = childList(shell.body);
+      calledOps.forEach(function (item) { list.appendChild(item); });
       children.forEach(function (child) { list.appendChild(renderSession(child)); });
     }
     return li;
