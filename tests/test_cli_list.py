@@ -330,3 +330,11 @@ def test_list_as_a_user_runs_it(recorded: Recorded) -> None:
     assert result.returncode == 0, result.stderr
     (row,) = json.loads(result.stdout)
     assert row["session_id"] == recorded.session_id and row["status"] == "ended"
+
+
+def test_help_names_the_command_and_its_status_rule() -> None:
+    assert "  list " in cli("--help")
+    text = " ".join(cli("list", "--help").split())
+    for words in ("--sessions-dir", "--json", "--limit", "ended", "running", "interrupted"):
+        assert words in text
+    assert "damaged (a file of the session cannot be read" in text
