@@ -546,7 +546,7 @@ def _print_listing(listing: Listing) -> None:
     console.print(table)
     for row in listing.rows:
         if row.error:  # the reader's reason, one line (names in it escaped)
-            console.print(Text(f"{row.session_id}: {row.error}"))
+            console.print(Text(f"{row.session_id}: {row.error}"), soft_wrap=True)
     if listing.total > len(listing.rows):
         shown = f"{len(listing.rows)} of {listing.total} sessions shown (--limit 0: all)"
         console.print(shown, markup=False)
