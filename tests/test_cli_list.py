@@ -8,7 +8,6 @@ damaged) are that file rewritten as such a process leaves it. Commands run throu
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import gzip
 import json
@@ -16,14 +15,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
 from agenttrace._internal.processes import process_start_ms
@@ -31,10 +28,9 @@ from agenttrace.cli import main
 from agenttrace.record import session_files
 from agenttrace.record.session_files import snapshot_bytes
 from agenttrace.views import listing
-from examples.cafe import SCRIPTS, run_first
-from examples.scripted_model import ScriptedModel
 
-from .helpers import child_env
+from .conftest import Traced
+from .helpers import child_env, record_demo_here
 
 HOUR_NS = 3600 * 10**9
 
@@ -79,29 +75,25 @@ class Recorded:
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
-    """The cafe demo recorded once for the module, in this process, on a provider of its own."""
-    directory = tmp_path_factory.mktemp("list")
-    sessions = directory / "sessions"
-    agenttrace.use_session(None)
-    handle = agenttrace.init(
-        tracer_provider=TracerProvider(),
-        console="quiet",
-        sessions_dir=sessions,
-        billing_file=directory / "accounting.jsonl",
-    )
-    try:
-        agenttrace.new_session()
-        with ScriptedModel(SCRIPTS) as model:
-            asyncio.run(run_first({"api_key": "offline-test-key", "api_base": model.api_base}))
-        handle.force_flush()
-        session_id = agenttrace.current_session().session_id  # how a program reads its own id
-        document = json.loads(gzip.decompress((sessions / f"{session_id}.json.gz").read_bytes()))
-        stream = (sessions / f"{session_id}.events.jsonl").read_bytes()
-        yield Recorded(sessions, session_id, document, stream)
-    finally:
-        handle.shutdown()
-        agenttrace.use_session(None)
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    """The cafe demo recorded once for the module, in this process."""
+    snapshot, stream = record_demo_here(tmp_path_factory.mktemp("list"))
+    document = json.loads(gzip.decompress(snapshot.read_bytes()))
+    return Recorded(snapshot.parent, document["session_id"], document, stream.read_bytes())
+
+
+def test_a_program_reads_its_session_id_and_finds_its_files(traced: Traced, tmp_path: Path) -> None:
+    @agenttrace.agent("Reader")
+    def run() -> None:
+        pass
+
+    run()
+    session_id = agenttrace.current_session().session_id
+    traced.handle.force_flush()
+    sessions = tmp_path / "sessions"
+    assert (sessions / f"{session_id}.json.gz").is_file()
+    (row,) = rows(sessions)
+    assert row["session_id"] == session_id and row["runs"] == 1 and row["status"] == "ended"
 
 
 def cli(*args: str) -> str:
