@@ -130,6 +130,30 @@ def test_a_recorded_session_is_one_ended_row_with_the_stats_totals(recorded: Rec
         assert f" {cell} " in line, (cell, line)
 
 
+def test_a_run_going_on_in_this_process_is_running_then_ended(
+    traced: Traced, tmp_path: Path
+) -> None:
+    sessions = tmp_path / "sessions"
+    seen: list[dict[str, Any]] = []
+
+    @agenttrace.agent("Busy")
+    def run() -> None:
+        traced.handle.force_flush()  # the session file now holds the run, not ended
+        (row,) = rows(sessions)
+        seen.append(row)
+        # Long unwritten: the pid decides, not how recently the files were written.
+        old = time.time_ns() - 5 * HOUR_NS
+        for path in sessions.iterdir():
+            os.utime(path, ns=(old, old))
+        seen.extend(rows(sessions))
+
+    run()
+    traced.handle.force_flush()
+    assert [row["status"] for row in seen] == ["running", "running"]
+    (row,) = rows(sessions)
+    assert row["status"] == "ended" and row["runs"] == 1
+
+
 def unended(document: dict[str, Any], pid: object = None, **run: Any) -> dict[str, Any]:
     """``document`` as the session file of a run still going (or killed): its last run has no
     end, the run's process is ``pid`` (no pid if None), ``run`` sets more of its fields."""
