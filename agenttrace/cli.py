@@ -17,7 +17,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -31,6 +31,9 @@ from agenttrace.record.session_files import (
     snapshot_path,
     stream_path,
 )
+
+if TYPE_CHECKING:
+    from agenttrace.views.listing import Listing
 
 EXIT_BAD_INPUT = 2
 EXIT_RUN_FAILED = 1
@@ -473,6 +476,81 @@ def runs_of(loaded: LoadedFile) -> list[dict[str, Any]]:
         )
         fail(f"{loaded.path}: no opTree in it ({hint})")
     return loaded.runs
+
+
+LIST_HELP = """The sessions in the sessions directory, most recently written first: id, when
+it started (UTC), agents, runs, status, tokens (in + out, sub-agents included) and cost. Only
+the sessions shown are read.
+
+Status: ended (the session file is up to date and its last run ended), running (else, when
+the process that started the last run still runs on this machine; when no process is known,
+when the event stream was written in the last 10 minutes), interrupted (neither: killed or
+crashed mid-run), damaged (a file of the session cannot be read: a row, with the reason, not
+an error).
+"""
+
+
+@main.command("list", help=LIST_HELP)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per session, for scripts.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Show this many sessions (0: all of them).",
+)
+@sessions_dir_option
+def list_(as_json: bool, limit: int, sessions_dir: Path | None) -> None:
+    import json
+
+    from agenttrace._internal.config import Settings
+    from agenttrace.views.listing import list_sessions
+
+    directory = sessions_dir or Settings.resolve().sessions_dir
+    try:
+        listing = list_sessions(directory, limit or None)
+    except OSError as exc:
+        fail(f"{directory}: cannot list: {exc.strerror or exc}")
+    if as_json:
+        click.echo(json.dumps([row.as_json() for row in listing.rows], indent=2))
+        return
+    needs_rich("list")  # the table; --json needs nothing more
+    _print_listing(listing)
+
+
+def _print_listing(listing: Listing) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from agenttrace.views.listing import iso_time
+
+    console = _console()
+    # A directory's name, like a file's, can hold a newline or a terminal escape.
+    directory = _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(listing.directory))
+    if not listing.rows:
+        console.print(Text(f"no sessions in {directory}"))
+        return
+    table = Table(title=Text(f"sessions in {directory}"), title_justify="left")
+    for heading in ("id", "started (UTC)", "agents", "runs", "status", "tokens", "cost"):
+        numbers = heading in ("agents", "runs", "tokens", "cost")
+        table.add_column(heading, justify="right" if numbers else "left")
+    for row in listing.rows:
+        started = iso_time(row.started_ms)
+        table.add_row(
+            row.session_id,
+            started.replace("T", " ").rstrip("Z") if started else "-",
+            *(_cell(value) if value is not None else "-" for value in (row.agents, row.runs)),
+            row.status,
+            _cell(row.tokens) if row.tokens is not None else "-",
+            row.cost,
+        )
+    console.print(table)
+    for row in listing.rows:
+        if row.error:  # the reader's reason, one line (names in it escaped)
+            console.print(Text(f"{row.session_id}: {row.error}"), soft_wrap=True)
+    if listing.total > len(listing.rows):
+        shown = f"{len(listing.rows)} of {listing.total} sessions shown (--limit 0: all)"
+        console.print(shown, markup=False)
 
 
 FORMATS = ("jaeger", "otlp-json", "html", "exchanges", "std008", "atif")

@@ -60,6 +60,42 @@ def record_demo(directory: Path, **overrides: str) -> tuple[Path, Path]:
     return snapshot, stream
 
 
+def record_demo_here(directory: Path) -> tuple[Path, Path]:
+    """:func:`record_demo` in this process, which has litellm imported already (a child process
+    spends seconds importing it again): the cafe scenario recorded as ``make demo`` records it,
+    under its service name and with content on the spans, on a provider of its own, offline on
+    the scripted model. Returns its (session file, event stream)."""
+    import asyncio
+
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    import agenttrace
+    from examples.cafe import SCRIPTS, run_first
+    from examples.scripted_model import ScriptedModel
+
+    sessions = directory / "sessions"
+    agenttrace.use_session(None)
+    tracing = agenttrace.init(
+        tracer_provider=TracerProvider(resource=Resource.create({SERVICE_NAME: "agenttrace-demo"})),
+        console="quiet",
+        capture_content=True,
+        sessions_dir=sessions,
+        billing_file=directory / "accounting.jsonl",
+    )
+    try:
+        agenttrace.new_session()
+        with ScriptedModel(SCRIPTS) as model:
+            asyncio.run(run_first({"api_key": "offline-test-key", "api_base": model.api_base}))
+        tracing.force_flush()
+    finally:
+        tracing.shutdown()
+        agenttrace.use_session(None)
+    (snapshot,) = sessions.glob("*.json.gz")
+    (stream,) = sessions.glob("*.events.jsonl")
+    return snapshot, stream
+
+
 def run_chain(depth: int) -> None:
     """A run hosting a chain of ``depth`` nested sub-agents (agent -> tool -> sub-agent -> tool
     -> ...), each agent calling a tool first; the deepest is named ``Deepest``."""

@@ -16,7 +16,7 @@ from agenttrace.record.session_files import LoadedFile
 from agenttrace.views.exports import exchanges_jsonl, to_exchanges
 from agenttrace.views.stats import session_stats
 
-from .helpers import record_demo
+from .helpers import record_demo_here
 
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 TIMES = ("ts", "ts_start", "ts_end")
@@ -37,7 +37,7 @@ def without_times(line: dict[str, Any]) -> dict[str, Any]:
 def demo(tmp_path_factory: pytest.TempPathFactory) -> LoadedFile:
     """The cafe demo's session: its stream's events and its session file's runs."""
     directory = tmp_path_factory.mktemp("exchanges")
-    snapshot, _ = record_demo(directory, AGENTTRACE_RAISE_INTERNAL_ERRORS="1")
+    snapshot, _ = record_demo_here(directory)
     return load_fullest(snapshot)
 
 

@@ -35,7 +35,7 @@ from agenttrace.views.exports.html import (
 )
 
 from .conftest import Traced
-from .helpers import child_env, record_demo, run_chain, subtrees
+from .helpers import child_env, record_demo_here, run_chain, subtrees
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
@@ -52,9 +52,9 @@ class Demo:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
-    """The cafe demo's session, recorded once for the module by running the example."""
+    """The cafe demo's session, recorded once for the module."""
     directory = tmp_path_factory.mktemp("exports")
-    snapshot, stream = record_demo(directory, AGENTTRACE_RAISE_INTERNAL_ERRORS="1")
+    snapshot, stream = record_demo_here(directory)
     return Demo(snapshot, stream, read_session_file(snapshot))
 
 

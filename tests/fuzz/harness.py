@@ -1,10 +1,10 @@
 """Feeds one file to every reader, view, export and command, and says what went wrong.
 
 The only acceptable outcomes: the library returns, or raises ``SessionFileError`` with a
-one-line message; a command exits 0, or exits 2 with exactly one line on stderr. Anything else
-(a traceback, another exit status, a second line) is a failure, and so are a case that runs past
-its deadline, a case whose memory peak is out of proportion to its input, and a file written
-outside the case's own directory.
+one-line message; a command exits 0, or exits 2 with exactly one line on stderr (``list``
+exits 0: a damaged file is a row). Anything else (a traceback, another exit status, a second
+line) is a failure, and so are a case that runs past its deadline, a case whose memory peak is
+out of proportion to its input, and a file written outside the case's own directory.
 
 Time is judged on the code, not on the machine. The deadline counts CPU time
 (``ITIMER_VIRTUAL``), not wall time: a shared, slow machine makes a case wait, never spend. It is
@@ -306,6 +306,7 @@ class Harness:
         agents = self.agents or ["Jack", "Jill"]
         self.agents = None
         file = str(path)
+        directory = str(path.parent)
         commands: list[list[str]] = [
             ["tree", file],
             ["stats", file],
@@ -318,14 +319,18 @@ class Harness:
             ["export", "--format", "exchanges", file],
             ["export", "--format", "std008", file],
             ["export", "--format", "atif", file],
+            # Before resume, which writes beside the file: the directory holds the case alone.
+            ["list", "--json", "--sessions-dir", directory],
             ["resume", file, "--prompt", "Coffee?", "--agent", FACTORY],
         ]
         for args in commands:
             # Resumed without tracing: the run must not set this process's tracer provider.
             env = {"OTEL_SDK_DISABLED": "true"} if args[0] == "resume" else None
             result = self.runner.invoke(cli_main, args, env=env, catch_exceptions=True)
-            report.exits[" ".join(a for a in args if a != file)] = result.exit_code
+            report.exits[" ".join(a for a in args if a not in (file, directory))] = result.exit_code
             problem = _command_problem(result)
+            if problem is None and args[0] == "list":
+                problem = _listing_problem(result)
             if problem is not None:
                 report.failures.append(Failure(f"agenttrace {' '.join(args[:3])}", problem))
 
@@ -360,6 +365,18 @@ def _command_problem(result: Any) -> str | None:
     if result.exc_info is not None and not isinstance(result.exception, SystemExit):
         return "".join(traceback.format_exception(*result.exc_info))
     return f"exit {result.exit_code}, stderr {stderr!r}"
+
+
+def _listing_problem(result: Any) -> str | None:
+    """What is wrong with ``agenttrace list --json`` over a case's directory: it must exit 0
+    with a JSON list whatever the file holds (a damaged file is a row, not an error)."""
+    if result.exit_code != 0:
+        return f"exit {result.exit_code} (a damaged file is a row), stderr {result.stderr!r}"
+    try:
+        rows = json.loads(result.stdout)
+    except ValueError as exc:
+        return f"--json printed no JSON: {exc}"
+    return None if isinstance(rows, list) else f"--json printed {type(rows).__name__}, no list"
 
 
 def _std008(loaded: LoadedFile) -> None:

@@ -91,4 +91,4 @@ def test_the_seeds_are_whole_sessions(tmp_path: Path) -> None:
     assert report.readable and not report.failures
     # Every command ran to the end on it (a harness whose commands all refused their input,
     # an agent factory it cannot import say, would pass every case and test nothing).
-    assert len(report.exits) == 12 and set(report.exits.values()) == {0}, report.exits
+    assert len(report.exits) == 13 and set(report.exits.values()) == {0}, report.exits
