@@ -12,8 +12,8 @@ Each ``sh`` or ``python`` block is preceded by a marker, an HTML comment (invisi
   ``framework`` that examples of "any framework's classes" import). It must exit 0 with no
   traceback on stderr, and a program that calls ``agenttrace.init()`` must have exported spans.
   In a shell line, ``SESSION`` is a recorded session of the cafe demo, ``FILE`` a STD-008
-  document (the specification's example) and ``PATH`` a file in the scratch directory;
-  ``[--flag]`` runs the line with the flag and without it, and ``a|b|c`` once with each.
+  document (the specification's example), ``PATH`` a file in the scratch directory and ``N`` a
+  number; ``[--flag]`` runs the line with the flag and without it, ``a|b|c`` once with each.
 - ``<!-- test: run with SESSION -->``: a Python block run with the session as its argument.
 - ``<!-- test: covered by NAME -->``: run by another part of ``make test`` (``make
   package-check``, a named test), which the marker names.
@@ -229,6 +229,7 @@ def _filled(words: list[str], world: World, scratch: Path) -> list[str]:
         "SESSION": str(world.session),
         "FILE": str(world.document),
         "PATH": str(scratch / "out"),
+        "N": "3",
     }
     return [places.get(word, word) for word in words]
 
