@@ -130,8 +130,10 @@ INPUT_AFTER: Final = "agenttrace.input.after"
 reply, a ``transcript_entry`` of the event stream); absent when none was."""
 INPUT_REWRITTEN: Final = "agenttrace.input.rewritten"
 """True when the request did not extend the agent's logged transcript (its history was
-rewritten): ``gen_ai.input.messages`` holds the whole request, and a ``transcript_reset``
-follows in the event stream."""
+rewritten: a window, a compaction): a ``transcript_reset`` follows in the event stream, which
+says what the request was. ``gen_ai.input.messages`` holds what follows the agent's previous
+reply if the request still ends with it (``agenttrace.input.after`` names it), else the whole
+request."""
 USAGE_ESTIMATED: Final = "agenttrace.usage.estimated"
 """True when the provider reported no tokens (a stream without usage) and litellm counted them."""
 STREAM_ABANDONED: Final = "agenttrace.stream.abandoned"

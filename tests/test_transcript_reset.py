@@ -288,9 +288,11 @@ def test_instructions_sent_beside_a_transcript_are_not_a_rewrite() -> None:
     assert ev.alignment([system], []) == (0, 0)
 
 
-def test_a_long_history_costs_one_comparison_per_message(
+def test_a_long_history_costs_a_comparison_per_new_message(
     traced: Traced, llm: LLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Messages an earlier request matched, sent again unchanged, are known by identity: only
+    what is new since the agent's previous request is compared in full."""
     history: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}]
     for number in range(250):
         history.append({"role": "user", "content": f"question {number}"})
@@ -309,9 +311,20 @@ def test_a_long_history_costs_one_comparison_per_message(
     real = ev.same_entry
     monkeypatch.setattr(ev, "same_entry", lambda m, e: compared.append(1) or real(m, e))
     ask("next")
-    # Twice the transcript: once for the span's input, once to log the request.
-    assert len(compared) == 2 * 503
+    # The previous reply, appended to the history after it was logged, is the one message
+    # compared in full; the question after it was logged from this request, and is known.
+    assert len(compared) == 1
     assert [e.get("event_type") for e in session.events[-2:]] == ["transcript_entry"] * 2
+    history[5]["content"] = "question 2, edited in place"
+    compared.clear()
+    ask("after an edit")
+    # An edited message no longer equals the copy taken when it matched: compared in full (at
+    # request and at reply time), and the request, which no longer extends the transcript,
+    # resets it there; the reset compares each entry it logs with the one it replaces.
+    reset = [e for e in session.events if e.get("event_type") == "transcript_reset"][-1]
+    assert reset["kept"] == 5
+    assert reset["entries"] <= len(compared) <= 2 + reset["entries"]  # not 2 x 6 + entries
+    assert session.revivify("agent_001").messages()[5]["content"] == "question 2, edited in place"
 
 
 # --- history deltas on spans ------------------------------------------------------------------
@@ -513,3 +526,47 @@ def test_views_of_what_happened_skip_the_entries_a_reset_restated() -> None:
         "msg_009",
         "msg_010",
     ]
+
+
+@pytest.mark.init(capture_content=True)
+def test_a_sliding_window_records_what_follows_the_previous_reply(traced: Traced) -> None:
+    """A window that drops the oldest exchange each call rewrites the history every time; the
+    span still records only what follows the agent's previous reply, which it still holds."""
+    history: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}]
+    for number in range(20):
+        history += [
+            {"role": "user", "content": f"question {number}"},
+            {"role": "assistant", "content": f"answer {number}"},
+        ]
+
+    sent: list[dict[str, Any]] = []
+
+    @agenttrace.agent("Windowed")
+    def run() -> None:
+        for question in QUESTIONS:
+            history.append({"role": "user", "content": question})
+            sent[:] = [dict(m) for m in history]
+            reply = litellm.completion(model="gpt-4o-mini", messages=history, mock_response="ok")
+            history.append({"role": "assistant", "content": reply.choices[0].message.content})
+            del history[1:3]  # the oldest exchange; the system prompt stays
+
+    run()
+    spans = [attrs(s) for s in traced.by_name("chat gpt-4o-mini")]
+    session = agenttrace.current_session()
+    events = {e["message_id"]: e for e in session.events}
+    assert len(spans) == len(QUESTIONS)
+    assert sc.INPUT_REWRITTEN not in spans[0]
+    afters = []
+    for number, span in enumerate(spans[1:], 1):
+        assert span[sc.INPUT_REWRITTEN] is True
+        assert json.loads(span[sc.GEN_AI_INPUT_MESSAGES]) == [
+            {"role": "user", "content": QUESTIONS[number]}
+        ]
+        after = events[span[sc.INPUT_AFTER]]  # the reply the previous call logged
+        assert (after["role"], after["content"]) == ("assistant", "ok")
+        afters.append(after["message_id"])
+        assert span[sc.INPUT_MESSAGES_SKIPPED] == span[sc.REQUEST_MESSAGES] - 1
+    assert afters == sorted(set(afters))  # a new reply each time
+    # What the last request was is in the stream: resume gives it and its reply.
+    (record,) = session.agents.values()
+    assert record.messages() == [*sent, {"role": "assistant", "content": "ok"}]

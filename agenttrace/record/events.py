@@ -274,7 +274,36 @@ INSTRUCTION_ROLES = ("system", "developer")
 """Roles of the instructions a request may carry beside an agent's transcript."""
 
 
-def alignment(messages: Sequence[Any], entries: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+class Alignment:
+    """What an agent's earlier requests were found to share with its transcript, so that the
+    next request is compared in proportion to what is new in it, not to its length.
+
+    ``state`` is (shallow copies of the messages that matched, the transcript entries they
+    matched), set in one assignment so that a reader in another thread sees a consistent pair.
+    A message of a later request that compares equal to the copy taken then, opposite the same
+    entry, is the same message: Python's list equality checks identity first, in C, so an agent
+    that sends its history again costs some nanoseconds a message. A message changed in place
+    since (its dict edited) no longer equals its copy and is compared in full. Only plain dicts
+    whose content is a string are copied; any other message is compared in full every time.
+    """
+
+    __slots__ = ("state",)
+
+    def __init__(self) -> None:
+        self.state: tuple[list[Any], list[Mapping[str, Any]]] = ([], [])
+
+    def extend(self, messages: Sequence[Any], entries: Sequence[Mapping[str, Any]]) -> None:
+        """``messages`` were just logged as ``entries``, at the end of the transcript."""
+        sent, matched = self.state
+        if len(entries) == len(messages) and len(sent) == len(matched):
+            self.state = (sent + [_copy(m) for m in messages], matched + list(entries))
+
+
+def alignment(
+    messages: Sequence[Any],
+    entries: Sequence[Mapping[str, Any]],
+    memory: Alignment | None = None,
+) -> tuple[int, int]:
     """How a request lines up with an agent's transcript: ``(offset, kept)``.
 
     ``offset`` counts the request's leading system (or developer) messages when the transcript
@@ -282,17 +311,68 @@ def alignment(messages: Sequence[Any], entries: Sequence[Mapping[str, Any]]) -> 
     of it (a hook's, or Anthropic's ``system=``). ``kept`` counts the messages after those that
     are the transcript's first entries (:func:`same_entry`). The request *extends* the
     transcript when ``kept == len(entries)``; its messages from ``offset + kept`` on are then
-    what the transcript lacks. One comparison per message, at most ``len(entries)`` of them.
+    what the transcript lacks. One comparison per message, at most ``len(entries)`` of them;
+    with the agent's ``memory`` (:class:`Alignment`), the messages its earlier requests already
+    matched cost an identity check each, and only the others are compared.
     """
     offset = 0
     if entries and entries[0].get("role") not in INSTRUCTION_ROLES:
         while offset < len(messages) and _role(messages[offset]) in INSTRUCTION_ROLES:
             offset += 1
     count = min(len(messages) - offset, len(entries))
-    for index in range(count):
+    start = 0
+    if memory is not None:
+        sent, matched = memory.state
+        start = _known_prefix(messages, offset, entries, sent, matched, count)
+    kept = count
+    for index in range(start, count):
         if not same_entry(messages[offset + index], entries[index]):
-            return offset, index
-    return offset, count
+            kept = index
+            break
+    if memory is not None:
+        sent, matched = memory.state
+        known = min(start, kept)
+        copies = sent[:known] if known < len(sent) else sent
+        copies = copies + [_copy(m) for m in messages[offset + known : offset + kept]]
+        memory.state = (copies, list(entries[:kept]))
+    return offset, kept
+
+
+def _known_prefix(
+    messages: Sequence[Any],
+    offset: int,
+    entries: Sequence[Mapping[str, Any]],
+    sent: list[Any],
+    matched: list[Mapping[str, Any]],
+    count: int,
+) -> int:
+    """How many of the request's first messages are, unchanged, ones an earlier request of the
+    agent matched to the very same transcript entries."""
+    known = min(count, len(sent))
+    if not known:
+        return 0
+    # The common case in C: the whole history sent again, the transcript as it was.
+    window = messages[offset : offset + known]
+    shown = entries[:known]
+    if (window if isinstance(window, list) else list(window)) == sent[:known] and (
+        shown if isinstance(shown, list) else list(shown)
+    ) == matched[:known]:
+        return known
+    for index in range(known):
+        copy = sent[index]
+        if copy is None or entries[index] is not matched[index]:
+            return index
+        if messages[offset + index] != copy:
+            return index
+    return known
+
+
+def _copy(message: Any) -> Any:
+    """A shallow copy of a plain message whose content is text; ``None`` for any other (it is
+    then compared in full each time: a nested part could change in place unseen)."""
+    if type(message) is dict and isinstance(message.get("content"), (str, type(None))):
+        return dict(message)
+    return None
 
 
 def _role(message: Any) -> Any:

@@ -68,6 +68,9 @@ class AgentRecord:
     transcript: list[dict[str, Any]] = field(default_factory=list)
     """Its transcript: its ``transcript_entry`` events in order, less those a
     ``transcript_reset`` dropped (what it was last sent, and what it said and heard since)."""
+    aligned: ev.Alignment = field(default_factory=ev.Alignment, repr=False, compare=False)
+    """What its requests were found to share with the transcript (for :func:`ev.alignment`);
+    not part of the agent's state."""
 
     def messages(self) -> list[dict[str, Any]]:
         """The transcript as chat messages, ready to send to a model again."""

@@ -19,7 +19,7 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
-from agenttrace.record.events import alignment
+from agenttrace.record.events import alignment, same_entry
 from agenttrace.tracing.scopes import SessionScope
 
 _MISSING = object()
@@ -210,9 +210,11 @@ def input_delta(
     previous = histories.get(session.agent_id)
     count = len(messages)
     histories[session.agent_id] = (count, messages[-1] if count else None)
-    offset, kept = alignment(messages, transcript)
+    offset, kept = alignment(messages, transcript, record.aligned if record is not None else None)
     if kept < len(transcript):
-        return messages, None, True
+        if not runtime.settings.input_deltas:
+            return messages, None, True
+        return (*_after_previous_reply(messages, transcript), True)
     if not runtime.settings.input_deltas:
         return messages, None, False
     start, after = 0, None
@@ -227,6 +229,28 @@ def input_delta(
         if start < seen <= count and _same_message(messages[seen - 1], last):
             start = seen  # the previous attempt recorded these (a retry: all of them)
     return messages[start:], after, False
+
+
+REPLY_SEARCH = 64
+"""How far from the end of a rewritten request its agent's previous reply is looked for."""
+
+
+def _after_previous_reply(
+    messages: Sequence[Any], transcript: Sequence[Mapping[str, Any]]
+) -> tuple[Sequence[Any], str | None]:
+    """For a request that rewrote the history (a window, a compaction): the messages after the
+    agent's previous reply, if the request still holds it among its last :data:`REPLY_SEARCH`
+    messages, and that reply's id; else the whole request. What came before the reply was sent
+    before and is recorded (the ``transcript_reset`` in the stream says what the request was)."""
+    for index in range(len(transcript) - 1, -1, -1):
+        entry = transcript[index]
+        if entry.get("role") == "assistant":
+            reply = entry.get("message_id")
+            for place in range(len(messages) - 1, max(-1, len(messages) - 1 - REPLY_SEARCH), -1):
+                if same_entry(messages[place], entry):
+                    return messages[place + 1 :], reply if isinstance(reply, str) else None
+            break
+    return messages, None
 
 
 def _same_message(a: Any, b: Any) -> bool:

@@ -203,9 +203,12 @@ def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) 
     if record is None or not isinstance(messages, Sequence) or isinstance(messages, str):
         return
     transcript = record.transcript
-    offset, kept = alignment(messages, transcript)
+    offset, kept = alignment(messages, transcript, record.aligned)
     if kept < len(transcript):
         session.log_transcript_reset(agent_id, kept, messages[offset + kept :], at=scope)
         return
-    for message in messages[offset + kept :]:
+    new = messages[offset + kept :]
+    for message in new:
         session.log_transcript_entry(agent_id, message_fields(message), at=scope)
+    if new:  # what was just logged is known too: the next request compares only what follows
+        record.aligned.extend(new, transcript[len(transcript) - len(new) :])
