@@ -19,13 +19,13 @@ from examples.cafe import SCRIPTS, Agent, run_first, run_resumed
 from examples.scripted_model import ScriptedModel
 
 from .conftest import Traced, attrs
-from .helpers import run_chain
+from .helpers import canonical_events, run_chain
 
 OPTIONS = {"api_key": "offline-test-key"}
 
 
 def stream_events(sessions: Path, session_id: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stream_path(sessions, session_id).read_text().splitlines()]
+    return canonical_events(stream_path(sessions, session_id))
 
 
 async def first_run(traced: Traced, tmp_path: Path) -> agenttrace.Session:

@@ -100,6 +100,9 @@ class Session:
         self.run_count = 0
         self.restored_count = 0
         """How many events came from a file when the session was resumed."""
+        self.accounted: list[dict[str, Any]] = []
+        """The ``op_accounted`` lines of the stream it was resumed from (kept if the stream
+        is ever rewritten from the restored session)."""
         self.cut_short: list[dict[str, Any]] = []
         """Events at the end of its stream whose write a crash cut short, left out when it was
         resumed (see ``agenttrace.record.unfinished``)."""
@@ -376,6 +379,7 @@ class Session:
             raise SessionFileError(f"{loaded.path}: its session id is refused: {exc}") from None
         session.restore(loaded.events, raw_lines=None)
         session.runs = list(loaded.runs)
+        session.accounted = list(loaded.accounted)
         session.meta = dict(loaded.meta)
         session.previous_trace = _last_trace(loaded)
         session.run_count = len(loaded.runs) or len(
@@ -453,6 +457,16 @@ def _now() -> str:
         cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         cached[0] = second
     return f"{cached[1]}.{int((now - second) * 1000):03d}Z"
+
+
+def event_ts(time_ns: int) -> str:
+    """``time_ns`` (ns since the epoch) as an event's ``ts``: ISO-8601 UTC with milliseconds."""
+    seconds, rest = divmod(time_ns, 1_000_000_000)
+    cached = _second  # formatted once a second, as _now does
+    if cached[0] != seconds:
+        cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        cached[0] = seconds
+    return f"{cached[1]}.{rest // 1_000_000:03d}Z"
 
 
 def ts_nanoseconds(ts: str) -> int | None:
@@ -672,6 +686,7 @@ def load_fullest(path: Path, progress: Progress | None = None) -> LoadedFile:
         snapshot.meta,
         loaded.session_id or other.session_id,
         stream.torn,
+        stream.accounted,
     )
 
 
