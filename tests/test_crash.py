@@ -15,6 +15,7 @@ no tool result, no run ended, so no session file was ever written. What must hol
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -92,6 +93,13 @@ def accounted(stream: Path) -> list[dict[str, Any]]:
     return [line for line in lines if line["event_type"] == "op_accounted"]
 
 
+def stats(crashed: Crashed) -> dict[str, Any]:
+    result = agenttrace_cli(crashed, "stats", "--json", str(crashed.stream))
+    assert result.returncode == 0, result.stderr
+    totals: dict[str, Any] = json.loads(result.stdout)
+    return totals
+
+
 def test_a_killed_run_has_billed_and_streamed_every_op_that_ended(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
@@ -107,3 +115,104 @@ def test_a_killed_run_has_billed_and_streamed_every_op_that_ended(
     assert [line["accounting"] for line in lines] == billed
     assert all(line["trace_id"] and line["span_id"] and line["path"] for line in lines)
     assert all(line["accounting"]["tokens"]["inputTokens"] for line in lines[::2])
+
+
+def test_tree_stats_and_exports_read_a_killed_session_from_its_stream(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    crashed = crash(tmp_path, model)
+    totals = stats(crashed)
+    assert totals["runs"] == 1
+    assert totals["total"]["llm_attempts_ok"] == 3 and totals["total"]["tool_calls"] == 2
+    billed = ledger_lines(crashed)
+    assert totals["total"]["cost_usd"] == pytest.approx(
+        sum(line["costUsd"] for line in billed if line["type"] == "llm")
+    )
+    tree = agenttrace_cli(crashed, "tree", str(crashed.stream))
+    assert tree.returncode == 0, tree.stderr
+    assert "0 session Agent [agent_001] interrupted" in tree.stdout
+    for label in ("1.1 llm", "1.2 tool task ok", "2.1 llm", "2.2 tool task ok", "3.1 llm"):
+        assert label in tree.stdout
+    for export in ("jaeger", "otlp-json", "html", "std008", "exchanges"):
+        result = agenttrace_cli(crashed, "export", str(crashed.stream), "--format", export)
+        assert result.returncode == 0, (export, result.stderr)
+        assert result.stdout.strip(), export
+    spans = json.loads(agenttrace_cli(crashed, "export", str(crashed.stream), "--format",
+                                      "otlp-json").stdout)  # fmt: skip
+    names = [
+        span["name"]
+        for resource in spans["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
+    assert sum(name.startswith("execute_tool task") for name in names) == 2
+
+
+def test_resume_after_the_kill_counts_every_attempt_that_reached_the_model_once(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    crashed = crash(tmp_path, model)
+    resumed = agenttrace_cli(
+        crashed,
+        "resume",
+        str(crashed.stream),
+        "--agent",
+        "tests.crash_child:rebuild",
+        "--prompt",
+        "What will you order?",
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    reached = len(model.requests)
+    assert reached > 3  # the resumed run asked the model too
+    billed = ledger_lines(crashed)
+    assert sum(line["type"] == "llm" for line in billed) == reached
+    assert len({(line["originTxnId"], line["path"]) for line in billed}) == len(billed)
+    totals = stats(crashed)
+    assert totals["runs"] == 2
+    assert totals["total"]["llm_attempts_ok"] == reached
+    assert totals["total"]["tool_calls"] == sum(line["type"] == "tool" for line in billed)
+    # The session file now holds the killed run, marked, as the stream rebuilt it.
+    (snapshot,) = crashed.sessions.glob("*.json.gz")
+    first = json.loads(gzip.decompress(snapshot.read_bytes()))["runs"][0]
+    assert first["attributes"]["agenttrace.interrupted"] is True
+    assert "endedAt" not in first
+
+
+def _accounted_line(path: str, **entry: Any) -> str:
+    accounting = {
+        "timestamp": 1795393954351, "status": "ok", "latency": 1.5, "type": "tool",
+        "originTxnId": "91397038ebfdb98b", "txnId": "91397038ebfdb98b", "agentId": "agent_001",
+        "path": path, "providerLabel": "t", "charactersIn": 2, "charactersOut": 2,
+        "callPath": "Agent", **entry,
+    }  # fmt: skip
+    return json.dumps(
+        {"event_type": "op_accounted", "agent_id": "agent_001", "kind": "tool", "name": "t",
+         "accounting": accounting, "ts": "2026-11-23T00:32:34.350Z", "path": path}
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        pytest.param([_accounted_line(".".join(["1"] * 339))], id="deepest label"),
+        pytest.param([_accounted_line("1.1", latency=1e300)], id="huge latency"),
+        pytest.param([_accounted_line("1.1", latency=-5.0)], id="negative latency"),
+        pytest.param([_accounted_line("1.1"), _accounted_line("1.1")], id="the same op twice"),
+        pytest.param([_accounted_line("2.1.1.1"), _accounted_line("2.1:3.1.1")], id="sub-runs"),
+        pytest.param([_accounted_line("1.1", txnId="aaaaaaaaaaaaaaaa")], id="no root op"),
+    ],
+)
+def test_a_hand_made_stream_of_accounting_lines_reads_in_every_view(
+    tmp_path: Path, lines: list[str]
+) -> None:
+    """Streams are untrusted: whatever ``op_accounted`` lines the schema lets through, every
+    view shows what it can or says in one line why it cannot."""
+    stream = tmp_path / "hand.events.jsonl"
+    first = {"message_id": "msg_001", "event_type": "agent_created", "agent_id": "agent_001"}
+    stream.write_text("".join(line + "\n" for line in [json.dumps(first), *lines]))
+    crashed = Crashed(tmp_path, tmp_path / "ledger.jsonl", stream, child_env())
+    for args in (("tree",), ("stats", "--json"), ("export", "--format", "otlp-json")):
+        result = agenttrace_cli(crashed, *args[:1], str(stream), *args[1:])
+        assert "Traceback" not in result.stderr, (args, result.stderr)
+        if result.returncode:
+            assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, args

@@ -451,6 +451,13 @@ class SessionAttributes(_Object, kw_only=True):
     agent_model: str | UnsetType = field(default=UNSET, name="agenttrace.agent.model")
     resumed_from: TraceId | UnsetType = field(default=UNSET, name="agenttrace.resumed_from")
     implicit: Literal[True] | UnsetType = field(default=UNSET, name="agenttrace.implicit")
+    interrupted: Annotated[
+        Literal[True] | UnsetType,
+        Meta(
+            description="On a run's root that never ended: its process was killed (the run "
+            "rebuilt from the event stream, or resumed after it)."
+        ),
+    ] = field(default=UNSET, name="agenttrace.interrupted")
 
     def __post_init__(self) -> None:
         _check_ingress(self.ingress)

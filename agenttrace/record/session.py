@@ -30,6 +30,7 @@ from agenttrace._internal.context import Linkable, current_linkable
 from agenttrace._internal.runtime import runtime
 from agenttrace.record import events as ev
 from agenttrace.record.ids import new_txn_id
+from agenttrace.record.rebuilt import mark_interrupted, with_rebuilt_runs
 from agenttrace.record.session_files import (
     LoadedFile,
     Progress,
@@ -589,6 +590,7 @@ def resume(path_or_id: str | Path, sessions_dir: str | Path | None = None) -> Se
     path = find_session(str(path_or_id), directory)
     loaded, cut_short = _without_unfinished(path, load_fullest(path))
     session = Session.from_file(loaded)
+    mark_interrupted(session.runs)  # the process that ran them is gone: they will not end
     # Where the next run will write (init's sessions directory): refused now, not at its first
     # event, when all agenttrace could do is warn and not save.
     check_session_files(runtime.settings.sessions_dir, session.session_id)
@@ -657,7 +659,8 @@ def load_fullest(path: Path, progress: Progress | None = None) -> LoadedFile:
     Both hold a prefix of the same event sequence: the stream is usually ahead (it has the
     events after the last snapshot), the session file is ahead when the stream stopped (a full
     disk) and is the only one with the runs' opTrees. Whichever has more events gives them; a
-    damaged sibling is ignored, since the file asked for is enough.
+    damaged sibling is ignored, since the file asked for is enough. Runs only the stream has
+    are rebuilt from its ``op_accounted`` lines (``agenttrace.record.rebuilt``).
     """
     from agenttrace.record.session_files import SNAPSHOT_SUFFIX, STREAM_SUFFIX
 
@@ -669,24 +672,26 @@ def load_fullest(path: Path, progress: Progress | None = None) -> LoadedFile:
     elif name.endswith(STREAM_SUFFIX):
         sibling = path.with_name(name[: -len(STREAM_SUFFIX)] + SNAPSHOT_SUFFIX)
     if sibling is None or not sibling.exists():
-        return loaded
+        return with_rebuilt_runs(loaded)
     try:
         other = read_session_file(sibling)
     except SessionFileError:
-        return loaded
+        return with_rebuilt_runs(loaded)
     stream, snapshot = (loaded, other) if loaded.kind == "stream" else (other, loaded)
     if stream.kind != "stream" or snapshot.kind != "snapshot":
-        return loaded
+        return with_rebuilt_runs(loaded)
     best = stream if len(stream.events) >= len(snapshot.events) else snapshot
-    return LoadedFile(
-        path,
-        loaded.kind,
-        best.events,
-        snapshot.runs,
-        snapshot.meta,
-        loaded.session_id or other.session_id,
-        stream.torn,
-        stream.accounted,
+    return with_rebuilt_runs(
+        LoadedFile(
+            path,
+            loaded.kind,
+            best.events,
+            snapshot.runs,
+            snapshot.meta,
+            loaded.session_id or other.session_id,
+            stream.torn,
+            stream.accounted,
+        )
     )
 
 

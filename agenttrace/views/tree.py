@@ -17,6 +17,7 @@ from agenttrace.record.optree import (
     has_usage,
     hosted_sessions,
 )
+from agenttrace.record.rebuilt import INTERRUPTED
 
 
 def optree_tree(runs: Sequence[Mapping[str, Any]]) -> Tree:
@@ -39,8 +40,10 @@ def render_optree(runs: Sequence[Mapping[str, Any]], width: int = 160) -> list[s
 
 
 def _add_session(parent: Tree, node: Mapping[str, Any]) -> None:
+    attributes = node.get("attributes")
     if node.get("endedAt") is None:
-        status = "in progress"
+        interrupted = isinstance(attributes, Mapping) and attributes.get(INTERRUPTED) is True
+        status = "interrupted" if interrupted else "in progress"
     else:
         status = "ok" if node.get("success") else "failed"
     branch = parent.add(
