@@ -29,7 +29,7 @@ import pytest
 from examples.cafe import scripted_model
 from examples.scripted_model import ScriptedModel
 
-from .helpers import ROOT, child_env
+from .helpers import ROOT, canonical_events, child_env
 
 pytestmark = pytest.mark.e2e
 
@@ -176,6 +176,48 @@ def test_resume_after_the_kill_counts_every_attempt_that_reached_the_model_once(
     first = json.loads(gzip.decompress(snapshot.read_bytes()))["runs"][0]
     assert first["attributes"]["agenttrace.interrupted"] is True
     assert "endedAt" not in first
+
+
+def test_a_resumed_transcript_answers_every_tool_call_it_sends(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    crashed = crash(tmp_path, model)
+    resumed = agenttrace_cli(
+        crashed,
+        "resume",
+        str(crashed.stream),
+        "--agent",
+        "tests.crash_child:rebuild",
+        "--prompt",
+        "What will you order?",
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    for request in model.requests:
+        assert_every_tool_use_answered(request["messages"])
+    # The stream says the call was closed: a tool entry for c3, logged at resume.
+    closing = [
+        event
+        for event in canonical_events(crashed.stream)
+        if event.get("role") == "tool" and event.get("tool_call_id") == "c3"
+    ]
+    assert len(closing) == 1
+    assert "interrupted" in closing[0]["content"]
+
+
+def assert_every_tool_use_answered(messages: list[dict[str, Any]]) -> None:
+    """Anthropic's rule (OpenAI's is the same in its shape): each ``tool_use`` of an assistant
+    message has its ``tool_result`` in the next message."""
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        if message.get("role") != "assistant" or not isinstance(content, list):
+            continue
+        calls = {block["id"] for block in content if block.get("type") == "tool_use"}
+        if not calls:
+            continue
+        following = messages[index + 1] if index + 1 < len(messages) else {}
+        blocks = following.get("content") if isinstance(following.get("content"), list) else []
+        answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
+        assert calls <= answered, (calls, following)
 
 
 def _accounted_line(path: str, **entry: Any) -> str:

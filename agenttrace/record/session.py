@@ -40,6 +40,7 @@ from agenttrace.record.session_files import (
     find_session,
     read_session_file,
 )
+from agenttrace.record.unanswered import UnansweredPolicy, close_unanswered_calls
 from agenttrace.record.unfinished import continued, unfinished_tail
 
 logger = logging.getLogger("agenttrace")
@@ -577,10 +578,19 @@ def new_session(session_id: str | None = None) -> Session:
     return session
 
 
-def resume(path_or_id: str | Path, sessions_dir: str | Path | None = None) -> Session:
+def resume(
+    path_or_id: str | Path,
+    sessions_dir: str | Path | None = None,
+    *,
+    unanswered_tool_calls: UnansweredPolicy = "reply",
+) -> Session:
     """Restore a session from its gzipped file or event stream (or its id in ``sessions_dir``)
     and make it current: the next agent run appends to it, with no id reused, and its root span
     links to the previous run's trace.
+
+    Tool calls a crash left without a result are answered by ``unanswered_tool_calls``
+    (``agenttrace.record.unanswered``: by default a ``tool`` entry saying the call was
+    interrupted, logged now, so call ``init()`` first for it to reach the files).
 
     Raises :class:`SessionFileError` for anything that is not a readable session, and for one
     whose files in the sessions directory could not be written safely (a symlink there under
@@ -618,6 +628,16 @@ def resume(path_or_id: str | Path, sessions_dir: str | Path | None = None) -> Se
             "never returned, so they are left out",
             path,
             what,
+        )
+    closed = close_unanswered_calls(session, unanswered_tool_calls)
+    if closed:
+        logger.warning(
+            "agenttrace: %s left %d tool %s without a result (its process was killed); %s "
+            "answered as interrupted, so the transcript can be sent to a model again",
+            path,
+            closed,
+            "call" if closed == 1 else "calls",
+            "it is" if closed == 1 else "they are",
         )
     use_session(session)
     return session
@@ -698,6 +718,8 @@ def load_fullest(path: Path, progress: Progress | None = None) -> LoadedFile:
 def load_session(
     session_file: str | Path,
     agent_factory: Callable[[AgentRecord, Session], Any] | None = None,
+    *,
+    unanswered_tool_calls: UnansweredPolicy = "reply",
 ) -> tuple[Any, Session]:
     """``load_session`` (docs/events.md): (root agent, session), the session made current.
 
@@ -705,7 +727,7 @@ def load_session(
     agent objects (each factory result gets its sub-agents in ``.subagents`` by name, when it
     has that attribute); without it the root is an :class:`AgentRecord`.
     """
-    session = resume(session_file)
+    session = resume(session_file, unanswered_tool_calls=unanswered_tool_calls)
     root = session.root()
     if root is None:
         raise SessionFileError(f"{session_file}: the session has no root agent")
