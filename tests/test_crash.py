@@ -220,6 +220,73 @@ def assert_every_tool_use_answered(messages: list[dict[str, Any]]) -> None:
         assert calls <= answered, (calls, following)
 
 
+def test_every_view_of_a_killed_session_says_once_that_it_skipped_a_torn_line(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    crashed = crash(tmp_path, model)
+    with crashed.stream.open("ab") as handle:  # a kill in the middle of the next write
+        handle.write(b'{"message_id": "msg_099", "event_type": "transcript_en')
+    path = str(crashed.stream)
+    for args in (
+        ("dialog", path, "--agents", "Jack,Jill"),
+        ("perspective", path, "Jack"),
+        ("tree", path),
+        ("stats", path),
+        ("stats", "--json", path),
+        *(("export", path, "--format", export) for export in ("jaeger", "html", "std008")),
+    ):
+        result = agenttrace_cli(crashed, *args)
+        assert result.returncode == 0, (args, result.stderr)
+        warnings = result.stderr.splitlines()
+        assert len(warnings) == 1, (args, warnings)
+        assert "torn line" in warnings[0] and "skipped" in warnings[0], (args, warnings)
+        assert crashed.stream.name in warnings[0]
+
+
+def damage_after_first_run(snapshot: Path) -> bytes:
+    """Cut ``snapshot`` (two runs) as a disk that filled up would: its gzip ends in the middle
+    of its second run. Returns the damaged bytes."""
+    text = gzip.decompress(snapshot.read_bytes()).decode()
+    _, first_end = json.JSONDecoder().raw_decode(text, text.index('"runs":[') + len('"runs":['))
+    damaged = gzip.compress(text[: first_end + 2000].encode())[:-8]  # no trailer: cut short
+    snapshot.write_bytes(damaged)
+    return damaged
+
+
+def test_resume_keeps_a_damaged_session_file_aside_and_recovers_its_whole_runs(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    """A session whose file was damaged after its first run ended, then killed: resuming it
+    from its stream never writes over the damaged file, keeps the run that still reads, and
+    says so once."""
+    crashed = crash(tmp_path, model)
+    resume_args = ("--agent", "tests.crash_child:rebuild", "--prompt", "What will you order?")
+    first = agenttrace_cli(crashed, "resume", str(crashed.stream), *resume_args)
+    assert first.returncode == 0, first.stderr
+    (snapshot,) = crashed.sessions.glob("*.json.gz")
+    runs = json.loads(gzip.decompress(snapshot.read_bytes()))["runs"]
+    assert len(runs) == 2
+    damaged = damage_after_first_run(snapshot)
+
+    again = agenttrace_cli(crashed, "resume", str(crashed.stream), *resume_args)
+    assert again.returncode == 0, again.stderr
+    aside = snapshot.with_name(snapshot.name + ".damaged-1")
+    assert aside.read_bytes() == damaged  # kept as it was, beside the new file
+    warnings = [line for line in again.stderr.splitlines() if "cannot be read" in line]
+    assert len(warnings) == 1, again.stderr
+    assert "1 run was recovered" in warnings[0] and str(aside) in warnings[0]
+    document = json.loads(gzip.decompress(snapshot.read_bytes()))
+    # The first run as it was; the second, lost with the damage, rebuilt from the stream
+    # (its ops all ended: accounted there); the third is this resume's.
+    assert document["runs"][0] == runs[0]
+    assert [run["txnId"] for run in document["runs"][:2]] == [run["txnId"] for run in runs]
+    assert len(document["runs"]) == 3
+    billed = ledger_lines(crashed)
+    totals = stats(crashed)
+    assert totals["total"]["llm_attempts_ok"] == len(model.requests)
+    assert sum(line["type"] == "llm" for line in billed) == len(model.requests)
+
+
 def _accounted_line(path: str, **entry: Any) -> str:
     accounting = {
         "timestamp": 1795393954351, "status": "ok", "latency": 1.5, "type": "tool",

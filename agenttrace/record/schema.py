@@ -1019,6 +1019,19 @@ def check_stream_lines(lines: list[Any], max_depth: int) -> None:
         raise FormatError.of(exc, "") from None
 
 
+def check_run(run: Any, max_depth: int) -> None:
+    """Raise :class:`FormatError` unless ``run`` (decoded JSON) is a run's root
+    :class:`RootSessionNode` nesting at most ``max_depth`` levels below the document (a run
+    recovered from a damaged session file is held to what the whole file would be)."""
+    problem = depth_error(run, max_depth, "$.runs[]", 3)
+    if problem is not None:
+        raise problem
+    try:
+        _convert(run, RootSessionNode)
+    except msgspec.ValidationError as exc:
+        raise FormatError.of(exc) from None
+
+
 def check_document(document: Any, max_depth: int) -> None:
     """Raise :class:`FormatError` unless ``document`` (decoded JSON) is a :class:`SessionFile`
     whose events each nest at most ``max_depth`` levels, as does the rest of it."""

@@ -29,6 +29,8 @@ from typing import Any
 from agenttrace._internal.context import Linkable, current_linkable
 from agenttrace._internal.runtime import runtime
 from agenttrace.record import events as ev
+from agenttrace.record.damaged import keep_aside as keep_damaged_aside
+from agenttrace.record.damaged import recover_runs
 from agenttrace.record.ids import new_txn_id
 from agenttrace.record.rebuilt import mark_interrupted, with_rebuilt_runs
 from agenttrace.record.session_files import (
@@ -598,7 +600,7 @@ def resume(
     """
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
     path = find_session(str(path_or_id), directory)
-    loaded, cut_short = _without_unfinished(path, load_fullest(path))
+    loaded, cut_short = _without_unfinished(path, load_fullest(path, keep_damaged=True))
     session = Session.from_file(loaded)
     mark_interrupted(session.runs)  # the process that ran them is gone: they will not end
     # Where the next run will write (init's sessions directory): refused now, not at its first
@@ -607,13 +609,6 @@ def resume(
     session.cut_short = cut_short
     session.resumed_from = str(path)
     session.restored_count = len(session.events)
-    if loaded.torn is not None:
-        logger.warning(
-            "agenttrace: %s ended in a torn line (%d bytes, a write cut off by a crash); it was "
-            "skipped and nothing else is lost",
-            path,
-            len(loaded.torn),
-        )
     if cut_short:
         first = cut_short[0]
         name = first.get("name")
@@ -673,29 +668,57 @@ def _unfinished_events(path: Path, loaded: LoadedFile) -> list[dict[str, Any]]:
     return tail if ids == [event.get("message_id") for event in tail] else []
 
 
-def load_fullest(path: Path, progress: Progress | None = None) -> LoadedFile:
+def load_fullest(
+    path: Path, progress: Progress | None = None, *, keep_damaged: bool = False
+) -> LoadedFile:
     """The fullest picture of a session, from its file and the one beside it.
 
     Both hold a prefix of the same event sequence: the stream is usually ahead (it has the
     events after the last snapshot), the session file is ahead when the stream stopped (a full
-    disk) and is the only one with the runs' opTrees. Whichever has more events gives them; a
-    damaged sibling is ignored, since the file asked for is enough. Runs only the stream has
-    are rebuilt from its ``op_accounted`` lines (``agenttrace.record.rebuilt``).
+    disk) and is the only one with the runs' opTrees. Whichever has more events gives them;
+    runs only the stream has are rebuilt from its ``op_accounted`` lines
+    (``agenttrace.record.rebuilt``).
+
+    A damaged session file beside a readable stream (or asked for, with a stream beside it) is
+    not an error: the stream gives the events, the runs that can still be read whole from the
+    damaged file are kept (``agenttrace.record.damaged``) and, with ``keep_damaged`` (a resume,
+    which will write the session file again), the file is renamed aside first; one warning says
+    so. A torn last line of the stream is skipped with one warning too.
     """
     from agenttrace.record.session_files import SNAPSHOT_SUFFIX, STREAM_SUFFIX
 
-    loaded = read_session_file(path, progress)
     name = path.name
     sibling: Path | None = None
     if name.endswith(SNAPSHOT_SUFFIX):
         sibling = path.with_name(name[: -len(SNAPSHOT_SUFFIX)] + STREAM_SUFFIX)
     elif name.endswith(STREAM_SUFFIX):
         sibling = path.with_name(name[: -len(STREAM_SUFFIX)] + SNAPSHOT_SUFFIX)
-    if sibling is None or not sibling.exists():
-        return with_rebuilt_runs(loaded)
+    damaged: tuple[Path, SessionFileError] | None = None
     try:
-        other = read_session_file(sibling)
-    except SessionFileError:
+        loaded = read_session_file(path, progress)
+    except SessionFileError as exc:
+        # The session file asked for is damaged: its stream, if there is one, tells the rest.
+        if sibling is None or not name.endswith(SNAPSHOT_SUFFIX) or not sibling.exists():
+            raise
+        loaded = read_session_file(sibling, progress)
+        damaged, sibling = (path, exc), None
+    other: LoadedFile | None = None
+    if sibling is not None and sibling.exists():
+        try:
+            other = read_session_file(sibling)
+        except SessionFileError as exc:
+            if loaded.kind == "stream" and sibling.name.endswith(SNAPSHOT_SUFFIX):
+                damaged = (sibling, exc)
+    if damaged is not None:
+        loaded = _with_damaged(loaded, *damaged, keep_aside=keep_damaged)
+    if loaded.torn is not None:
+        logger.warning(
+            "agenttrace: %s ended in a torn line (%d bytes, a write cut off by a crash); it was "
+            "skipped and nothing else is lost",
+            loaded.path,
+            len(loaded.torn),
+        )
+    if other is None:
         return with_rebuilt_runs(loaded)
     stream, snapshot = (loaded, other) if loaded.kind == "stream" else (other, loaded)
     if stream.kind != "stream" or snapshot.kind != "snapshot":
@@ -713,6 +736,33 @@ def load_fullest(path: Path, progress: Progress | None = None) -> LoadedFile:
             stream.accounted,
         )
     )
+
+
+def _with_damaged(
+    stream: LoadedFile, damaged: Path, error: SessionFileError, *, keep_aside: bool
+) -> LoadedFile:
+    """``stream`` with the runs recovered from the ``damaged`` session file beside it (which is
+    renamed aside first with ``keep_aside``); one warning says what happened."""
+    runs = recover_runs(damaged)
+    kept = ""
+    if keep_aside:
+        try:
+            kept = f"; it is kept as {keep_damaged_aside(damaged)}"
+        except OSError as exc:
+            raise SessionFileError(
+                f"{damaged}: damaged ({error}), and it cannot be kept aside before the session "
+                f"is written again: {exc.strerror or exc}"
+            ) from None
+    logger.warning(
+        "agenttrace: the session file %s cannot be read (%s): %d %s recovered from it, the rest "
+        "comes from the event stream%s",
+        damaged,
+        str(error).removeprefix(f"{damaged}: "),
+        len(runs),
+        "run was" if len(runs) == 1 else "runs were",
+        kept,
+    )
+    return dataclasses.replace(stream, runs=runs, path=stream.path)
 
 
 def load_session(
