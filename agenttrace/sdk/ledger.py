@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,17 @@ class _LedgerFile:
         self.path = path
         self._fd = -1
         self._opened = 0.0
+        if hasattr(os, "register_at_fork"):
+            # A forked child opens its own: flock locks an open file, which a copied
+            # descriptor shares, so parent and child would not keep each other out.
+            forget = weakref.WeakMethod(self._forget)
+            os.register_at_fork(after_in_child=lambda: (method := forget()) and method())
+
+    def _forget(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)  # the child's copy: the parent's stays open
+        self._fd = -1
 
     def append(self, data: bytes) -> None:
         """Append ``data`` (whole lines) under the lock: all of it or, raising OSError, none."""
