@@ -50,8 +50,9 @@ class Crashed:
     env: dict[str, str]
 
 
-def crash(tmp_path: Path, model: ScriptedModel) -> Crashed:
-    """The cafe's first run, SIGKILLed at ``discuss`` (see tests/crash_child.py)."""
+def crash(tmp_path: Path, model: ScriptedModel, at: str = "discuss") -> Crashed:
+    """The cafe's first run, SIGKILLed at ``discuss`` or after Jill answered in it (see
+    tests/crash_child.py)."""
     sessions = tmp_path / "sessions"
     ledger = tmp_path / "accounting.jsonl"
     env = child_env(
@@ -60,7 +61,7 @@ def crash(tmp_path: Path, model: ScriptedModel) -> Crashed:
         PYTHONPATH=str(ROOT),
     )
     child = subprocess.run(
-        [sys.executable, "-m", "tests.crash_child", "first", str(sessions)],
+        [sys.executable, "-m", "tests.crash_child", "first", str(sessions), at],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -146,6 +147,27 @@ def test_tree_stats_and_exports_read_a_killed_session_from_its_stream(
         for span in scope["spans"]
     ]
     assert sum(name.startswith("execute_tool task") for name in names) == 2
+
+
+def test_a_session_file_written_mid_run_gets_the_ops_that_ended_after_it(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    """The session file was written when Jack's run ended (the root's run unfinished); Jill's
+    attempt ended after it. Every command sees both, each once."""
+    crashed = crash(tmp_path, model, at="jill")
+    (snapshot,) = crashed.sessions.glob("*.json.gz")
+    written = json.loads(gzip.decompress(snapshot.read_bytes()))
+    assert "endedAt" not in written["runs"][0]
+    assert '"3.2:2.1.1"' not in json.dumps(written)  # Jill's attempt ended after the write
+    totals = stats(crashed)
+    assert totals["runs"] == 1
+    assert totals["total"]["llm_attempts_ok"] == len(model.requests) == 5
+    assert totals["total"]["tool_calls"] == 2  # the two task calls; discuss never ended
+    by_agent = {row["name"]: row["llm_attempts_ok"] for row in totals["by_agent"]}
+    assert by_agent == {"Agent": 3, "Jack": 1, "Jill": 1}
+    tree = agenttrace_cli(crashed, "tree", str(snapshot))
+    assert tree.returncode == 0, tree.stderr
+    assert "3.2:2.1.1 llm" in tree.stdout and "3.2.1.1 llm" in tree.stdout
 
 
 def test_resume_after_the_kill_counts_every_attempt_that_reached_the_model_once(
