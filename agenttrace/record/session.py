@@ -42,7 +42,7 @@ from agenttrace.record.session_files import (
     find_session,
     read_session_file,
 )
-from agenttrace.record.unanswered import UnansweredPolicy, close_unanswered_calls
+from agenttrace.record.unanswered import MAX_CLOSED, UnansweredPolicy, close_unanswered_calls
 from agenttrace.record.unfinished import continued, unfinished_tail
 
 logger = logging.getLogger("agenttrace")
@@ -624,15 +624,17 @@ def resume(
             path,
             what,
         )
-    closed = close_unanswered_calls(session, unanswered_tool_calls)
-    if closed:
+    closed, left = close_unanswered_calls(session, unanswered_tool_calls)
+    if closed or left:
+        past = f", {left} left as they are (past the {MAX_CLOSED} a resume answers)"
         logger.warning(
-            "agenttrace: %s left %d tool %s without a result (its process was killed); %s "
-            "answered as interrupted, so the transcript can be sent to a model again",
+            "agenttrace: %s left %d tool %s without a result (its process was killed); %d "
+            "answered as interrupted, so the transcript can be sent to a model again%s",
             path,
+            closed + left,
+            "call" if closed + left == 1 else "calls",
             closed,
-            "call" if closed == 1 else "calls",
-            "it is" if closed == 1 else "they are",
+            past if left else "",
         )
     use_session(session)
     return session

@@ -12,6 +12,10 @@ the session is resumed, by the policy the caller names (README, "Record and resu
   was added and when; a call answered later in the transcript than the API allows is closed with
   a ``transcript_reset`` that puts the results in their place.
 - ``keep``: nothing is added (for agent code that closes the calls itself).
+
+Files are untrusted, so the work is bounded: at most :data:`MAX_CLOSED` calls are answered in
+one resume (no model asks for that many at once; a file that leaves more unanswered is left
+as it is past them, and the warning says so).
 """
 
 from __future__ import annotations
@@ -23,33 +27,40 @@ from agenttrace.record import events as ev
 UnansweredPolicy = Literal["reply", "keep"]
 POLICIES: tuple[UnansweredPolicy, ...] = ("reply", "keep")
 
+MAX_CLOSED = 1000
+"""At most this many calls are answered in one resume."""
+
 INTERRUPTED_RESULT = (
     "interrupted: the process running this tool call ended before it returned a result "
     "(closed by agenttrace when the session was resumed)"
 )
 
 
-def close_unanswered_calls(session: Any, policy: UnansweredPolicy = "reply") -> int:
-    """Answer every tool call of every agent's transcript in ``session`` (an
-    ``agenttrace.Session``) that has no result, by ``policy``; returns how many calls were
-    answered."""
+def close_unanswered_calls(
+    session: Any, policy: UnansweredPolicy = "reply", limit: int = MAX_CLOSED
+) -> tuple[int, int]:
+    """Answer the tool calls of every agent's transcript in ``session`` (an
+    ``agenttrace.Session``) that have no result, by ``policy``, at most ``limit`` of them;
+    returns (how many were answered, how many were left unanswered past the limit)."""
     if policy not in POLICIES:
         raise ValueError(f"unanswered_tool_calls must be one of {POLICIES}, not {policy!r}")
     if policy == "keep":
-        return 0
-    closed = 0
+        return 0, 0
+    closed = left = 0
     for agent_id in list(session.agents):
         # Each pass closes the first gap; a transcript has at most one per assistant entry.
         for _ in range(len(session.agents[agent_id].transcript) + 1):
-            count = _close_first_gap(session, agent_id)
+            count, over = _close_first_gap(session, agent_id, limit - closed)
+            closed += count
+            left += over
             if not count:
                 break
-            closed += count
-    return closed
+    return closed, left
 
 
-def _close_first_gap(session: Any, agent_id: str) -> int:
-    """Close the first assistant entry's calls that lack results; how many it closed."""
+def _close_first_gap(session: Any, agent_id: str, room: int) -> tuple[int, int]:
+    """Close the first assistant entry's calls that lack results, if they are at most
+    ``room``; (how many it closed, how many it left because they were more)."""
     transcript = session.agents[agent_id].transcript
     for index, entry in enumerate(transcript):
         calls = entry.get("tool_calls") if entry.get("role") == "assistant" else None
@@ -63,6 +74,8 @@ def _close_first_gap(session: Any, agent_id: str) -> int:
         missing = [call for call in calls if (_call_id(call) or "") not in answered]
         if not missing:
             continue
+        if len(missing) > room:
+            return 0, len(missing)
         results = [_result(call) for call in missing]
         if end == len(transcript):
             for result in results:
@@ -70,8 +83,8 @@ def _close_first_gap(session: Any, agent_id: str) -> int:
         else:  # entries follow the gap: they move after the results
             rest = [ev.api_message(later) for later in transcript[end:]]
             session.log_transcript_reset(agent_id, end, [*results, *rest])
-        return len(missing)
-    return 0
+        return len(missing), 0
+    return 0, 0
 
 
 def _call_id(call: Any) -> Any:
