@@ -211,7 +211,11 @@ def resume(
     try:
         read_session_file(path)
     except SessionFileError as exc:
-        fail(str(exc))
+        # A damaged session file with its stream beside it resumes from the stream (the file
+        # kept aside: agenttrace.record.damaged); anything else is refused now.
+        stream = path.with_name(path.name.removesuffix(".json.gz") + ".events.jsonl")
+        if not path.name.endswith(".json.gz") or not stream.is_file():
+            fail(str(exc))
     if not factory_name:
         fail(
             "resume needs --agent MODULE:FACTORY, the function that rebuilds the session's "

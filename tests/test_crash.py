@@ -279,8 +279,8 @@ def test_resume_keeps_a_damaged_session_file_aside_and_recovers_its_whole_runs(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
     """A session whose file was damaged after its first run ended, then killed: resuming it
-    from its stream never writes over the damaged file, keeps the run that still reads, and
-    says so once."""
+    (by the damaged file's own name: its stream beside it gives the rest) never writes over the
+    damaged file, keeps the run that still reads, and says so once."""
     crashed = crash(tmp_path, model)
     resume_args = ("--agent", "tests.crash_child:rebuild", "--prompt", "What will you order?")
     first = agenttrace_cli(crashed, "resume", str(crashed.stream), *resume_args)
@@ -290,7 +290,7 @@ def test_resume_keeps_a_damaged_session_file_aside_and_recovers_its_whole_runs(
     assert len(runs) == 2
     damaged = damage_after_first_run(snapshot)
 
-    again = agenttrace_cli(crashed, "resume", str(crashed.stream), *resume_args)
+    again = agenttrace_cli(crashed, "resume", str(snapshot), *resume_args)  # the damaged file
     assert again.returncode == 0, again.stderr
     aside = snapshot.with_name(snapshot.name + ".damaged-1")
     assert aside.read_bytes() == damaged  # kept as it was, beside the new file
