@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import importlib.util
 import inspect
+import logging
 import os
 import re
 import sys
@@ -45,8 +46,40 @@ def fail(message: str, status: int = EXIT_BAD_INPUT) -> NoReturn:
     """One line on stderr, exit status 2 (bad input) unless told otherwise."""
     # A file name can hold a newline or a terminal escape: shown escaped, the line stays one.
     message = _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
+    if status == EXIT_BAD_INPUT:
+        _warnings.discard()  # bad input is one line: the error says what matters
+    else:
+        _warnings.flush()
     click.echo(f"agenttrace: error: {message}", err=True)
     sys.exit(status)
+
+
+class _Warnings(logging.Handler):
+    """agenttrace's warnings while a command runs (a torn last line skipped, a damaged session
+    file): shown on stderr, one line each, when the command succeeds or fails after its input
+    was read (``flush``); left out when the input is refused, whose error is the one line."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = " ".join(record.getMessage().split())
+        except Exception:  # a message that cannot be formatted: logging's own rule, skip it
+            return
+        self.lines.append(_CONTROL.sub(lambda m: repr(m.group())[1:-1], text))
+
+    def flush(self) -> None:
+        lines, self.lines = self.lines, []
+        for line in lines:
+            click.echo(line, err=True)
+
+    def discard(self) -> None:
+        self.lines = []
+
+
+_warnings = _Warnings()
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -80,8 +113,16 @@ class _Group(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         _writable_output()
+        logger = logging.getLogger("agenttrace")
+        # Held while the command runs (see _Warnings), unless the program logs them itself.
+        deferred = not logger.handlers and not logging.getLogger().handlers
+        if deferred:
+            _warnings.discard()
+            logger.addHandler(_warnings)
         try:
-            return super().main(*args, **kwargs)
+            result = super().main(*args, **kwargs)
+            _warnings.flush()
+            return result
         except click.exceptions.Abort:
             fail("aborted")
         except click.UsageError as exc:
@@ -92,6 +133,9 @@ class _Group(click.Group):
             # A file whose values nest deeper than Python's stack goes (the JSON reader takes
             # what its own stack allows, the views then walk it): bad input like any other.
             fail("the session's values are nested too deeply to read")
+        finally:
+            if deferred:
+                logger.removeHandler(_warnings)
 
 
 def _writable_output() -> None:
@@ -171,7 +215,11 @@ def resume(
     try:
         read_session_file(path)
     except SessionFileError as exc:
-        fail(str(exc))
+        # A damaged session file with its stream beside it resumes from the stream (the file
+        # kept aside: agenttrace.record.damaged); anything else is refused now.
+        stream = path.with_name(path.name.removesuffix(".json.gz") + ".events.jsonl")
+        if not path.name.endswith(".json.gz") or not stream.is_file():
+            fail(str(exc))
     if not factory_name:
         fail(
             "resume needs --agent MODULE:FACTORY, the function that rebuilds the session's "

@@ -254,7 +254,7 @@ def outage(sessions: Path, session_id: str, runs: int) -> None:
     stream = stream_path(sessions, session_id)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the retry timer writes what waits, nothing else needed
-        if stream.exists() and stream.read_bytes().count(b"\n") == len(session.events):
+        if stream.exists() and _event_lines(stream) == len(session.events):
             print("caught up", flush=True)
             break
         time.sleep(0.05)
@@ -263,6 +263,12 @@ def outage(sessions: Path, session_id: str, runs: int) -> None:
     run_some(runs)
     agenttrace.shutdown()
     print("done", len(session.events), flush=True)
+
+
+def _event_lines(stream: Path) -> int:
+    """How many whole lines of ``stream`` are events (its op_accounted lines are none)."""
+    lines = stream.read_bytes().split(b"\n")[:-1]
+    return sum(not line.startswith(b'{"event_type": "op_accounted"') for line in lines)
 
 
 def create(sessions: Path, session_id: str) -> None:

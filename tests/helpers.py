@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -31,6 +32,13 @@ def subtrees(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from node.get(key) or []
     if isinstance(node.get("childSession"), dict):
         yield node["childSession"]
+
+
+def canonical_events(stream: Path) -> list[dict[str, Any]]:
+    """The canonical events of an event stream, in order: its lines less the ``op_accounted``
+    lines (each op's accounting, no event)."""
+    lines = [json.loads(line) for line in stream.read_bytes().splitlines() if line.strip()]
+    return [line for line in lines if line.get("event_type") != "op_accounted"]
 
 
 def run_demo(

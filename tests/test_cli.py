@@ -21,7 +21,7 @@ import pytest
 from agenttrace.record.events import MESSAGE_PREFIX, id_number
 from agenttrace.record.session_files import read_session_file, snapshot_bytes
 
-from .helpers import child_env, record_demo
+from .helpers import canonical_events, child_env, record_demo
 from .llm_server import LLMServer, Reply
 from .test_session_files import (
     EXAMPLE_1,
@@ -469,7 +469,7 @@ def test_cafe_demo_then_resume(tmp_path: Path) -> None:
     session_id = stream.name[: -len(".events.jsonl")]
     snapshot = sessions / f"{session_id}.json.gz"
     old_bytes = stream.read_bytes()
-    old = [json.loads(line) for line in old_bytes.splitlines()]
+    old = canonical_events(stream)
     assert len(read_session_file(snapshot).runs) == 1
     dialog_before = ok(
         agenttrace(
@@ -500,7 +500,7 @@ def test_cafe_demo_then_resume(tmp_path: Path) -> None:
     # The stream gained events after the old ones, which are untouched.
     new_bytes = stream.read_bytes()
     assert new_bytes.startswith(old_bytes)
-    events = [json.loads(line) for line in new_bytes.splitlines()]
+    events = canonical_events(stream)
     new = events[len(old) :]
     assert new, "resume added no events"
     # Message ids run on from the last old one, none reused.
@@ -640,7 +640,7 @@ def test_resume_writes_beside_the_file_it_was_given(
     assert new_stream.startswith(old_stream) and len(new_stream) > len(old_stream)
     loaded = read_session_file(snapshot)
     assert len(loaded.runs) == 2
-    assert loaded.events == [json.loads(line) for line in new_stream.splitlines()]
+    assert loaded.events == canonical_events(stream)
     assert sorted(p.name for p in stream.parent.iterdir()) == sorted([stream.name, snapshot.name])
     assert [f.read_bytes() for f in demo_session] == originals
     assert not (tmp_path / "sessions").exists() and not (tmp_path / "default-sessions").exists()

@@ -65,10 +65,23 @@ def test_the_demo_session_file_matches_the_documented_schema(demo: Demo) -> None
 
 @pytest.mark.e2e
 def test_each_stream_line_is_a_documented_event(demo: Demo) -> None:
+    """Each line a canonical event ($defs/Event), or an op's accounting ($defs/OpAccounted):
+    the session file holds the events, the opTree and the ledger the same accounting."""
+    line_schema = validator("#/$defs/StreamLine")
     event = validator("#/$defs/Event")
+    accounted = validator("#/$defs/OpAccounted")
     for line in demo.events:
-        assert errors(event, line) == [], line
-    assert demo.events == demo.document["events"]
+        assert errors(line_schema, line) == [], line
+        is_accounting = line["event_type"] == "op_accounted"
+        assert errors(accounted if is_accounting else event, line) == [], line
+    events = [line for line in demo.events if line["event_type"] != "op_accounted"]
+    assert events == demo.document["events"]
+    entries = [line["accounting"] for line in demo.events if line not in events]
+    assert entries == demo.ledger
+    assert [(line["path"], line["kind"]) for line in demo.events if line not in events] == [
+        ("1.1", "llm"), ("1.2", "tool"), ("2.1", "llm"), ("2.2", "tool"), ("3.1", "llm"),
+        ("3.2.1.1", "llm"), ("3.2:2.1.1", "llm"), ("3.2", "session"), ("4.1", "llm"),
+    ]  # fmt: skip
 
 
 @pytest.mark.e2e

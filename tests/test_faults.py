@@ -96,7 +96,8 @@ class Prefix:
 
 
 def check_stream(path: Path, context: str) -> Prefix:
-    """The stream is a valid prefix of the session: every complete line a canonical event, ids
+    """The stream is a valid prefix of the session: every complete line a canonical event (or
+    an op's ``op_accounted`` line, no event), ids
     msg_001, msg_002, ... without gap or repeat, each agent created once and before its entries,
     at most one torn last line, which ``read_session_file`` reports and skips, and before it at
     most one write a kill cut short (an agent's creation and some of its first entries), which
@@ -105,14 +106,19 @@ def check_stream(path: Path, context: str) -> Prefix:
     body, newline, tail = data.rpartition(b"\n")
     lines = body.split(b"\n") if newline else []
     events: list[dict[str, Any]] = []
+    event_lines: list[bytes] = []
     for index, line in enumerate(lines, 1):
         try:
             event = json.loads(line)
         except ValueError:
             pytest.fail(f"{context}: line {index} of {path} is not JSON: {line[:120]!r}...")
         assert isinstance(event, dict), f"{context}: line {index}"
+        if event.get("event_type") == "op_accounted":
+            assert "message_id" not in event, f"{context}: line {index}: {event}"
+            continue
         assert event.get("event_type") in ev.EVENT_TYPES, f"{context}: line {index}: {event}"
         events.append(event)
+        event_lines.append(line)
     torn = tail
     if tail:
         try:
@@ -141,7 +147,7 @@ def check_stream(path: Path, context: str) -> Prefix:
     # but those at the very end is followed by the rest of its write.
     cut = len(unfinished_tail(path))
     kept, cut_short = events[: len(events) - cut], events[len(events) - cut :]
-    assert not kept or not lines[len(kept) - 1].endswith(b" "), context
+    assert not kept or not event_lines[len(kept) - 1].endswith(b" "), context
     return Prefix(kept, torn, [a for a in created if a not in _created(cut_short)], cut_short)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import subprocess
@@ -210,3 +211,46 @@ def test_a_ledger_torn_by_sigkill_reads_whole_after_the_next_append(tmp_path: Pa
             break
     print(f"FAULT_SEED={seed}: {kills} kills of a ledger appender, {torn} left a torn line")
     assert torn, f"FAULT_SEED={seed}: no kill of {kills} landed in a write"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_opens_the_ledger_for_itself(tmp_path: Path) -> None:
+    """The ledger stays open between appends; a forked child must not share that open file
+    (its flock would then not keep the parent out): it opens its own, and both lines land."""
+    from agenttrace.sdk.ledger import _LedgerFile
+
+    path = tmp_path / "accounting.jsonl"
+    ledger = _LedgerFile(path)
+    ledger.append(b'{"n": "parent"}\n')
+    pid = os.fork()
+    if pid == 0:  # the child: its copy of the descriptor was dropped at fork
+        code = 0 if ledger._fd == -1 else 3
+        try:
+            ledger.append(b'{"n": "child"}\n')
+        except OSError:
+            code = 4
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    ledger.append(b'{"n": "parent again"}\n')
+    assert [json.loads(line)["n"] for line in path.read_bytes().splitlines()] == [
+        "parent", "child", "parent again",
+    ]  # fmt: skip
+
+
+def test_the_open_ledger_cuts_a_torn_line_another_process_left(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kept open between appends, the ledger still sees a torn line another process's crash
+    left after its last append, and cuts it off before the next line (one warning)."""
+    from agenttrace.sdk.ledger import _LedgerFile
+
+    path = tmp_path / "accounting.jsonl"
+    ledger = _LedgerFile(path)
+    ledger.append(b'{"n": 1}\n')
+    with path.open("ab") as other:  # another process, killed in the middle of its line
+        other.write(b'{"n": "to')
+    caplog.set_level(logging.WARNING, logger="agenttrace")
+    ledger.append(b'{"n": 2}\n')
+    assert [json.loads(line)["n"] for line in path.read_bytes().splitlines()] == [1, 2]
+    assert len([m for m in caplog.messages if "torn line" in m]) == 1

@@ -35,6 +35,7 @@ from examples.cafe import SCRIPTS, run_first
 from examples.scripted_model import ScriptedModel
 
 from .conftest import Traced
+from .helpers import subtrees
 
 
 @dataclass
@@ -99,8 +100,16 @@ def test_what_agenttrace_writes_passes_and_is_handed_on_as_written(cafe: Cafe) -
     loaded = read_session_file(cafe.snapshot)
     assert loaded.runs == cafe.document["runs"]  # not a key added, dropped or retyped
     assert loaded.meta == cafe.document["meta"]
-    assert loaded.events == cafe.document["events"] == [json.loads(x) for x in cafe.lines]
-    assert read_session_file(cafe.stream).events == loaded.events
+    lines = [json.loads(x) for x in cafe.lines]
+    events = [line for line in lines if line["event_type"] != "op_accounted"]
+    assert loaded.events == cafe.document["events"] == events
+    from_stream = read_session_file(cafe.stream)
+    assert from_stream.events == loaded.events
+    # The stream's op_accounted lines hold the accounting of every op of the opTrees.
+    assert from_stream.accounted == [line for line in lines if line not in events]
+    assert sorted(json.dumps(line["accounting"]) for line in from_stream.accounted) == sorted(
+        json.dumps(entry) for entry in _entries(loaded.runs)
+    )
     extras_run = loaded.runs[1]
     (op,) = extras_run["turns"][0]["ops"]
     assert op["status"] == "failed" and op["accounting"][0]["errorType"] == "ValueError"
@@ -108,11 +117,22 @@ def test_what_agenttrace_writes_passes_and_is_handed_on_as_written(cafe: Cafe) -
     assert extras_run["attributes"]["ingress"]["api"] == {"route": "/ask", "retries": 2}
 
 
+def _entries(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every accounting entry of the opTrees under ``nodes``."""
+    found: list[dict[str, Any]] = []
+    pending = list(nodes)
+    while pending:
+        node = pending.pop()
+        found.extend(node.get("accounting") or [])
+        pending.extend(subtrees(node))
+    return found
+
+
 def test_what_agenttrace_writes_passes_the_published_schema(cafe: Cafe) -> None:
     validator = jsonschema.Draft202012Validator(published_schema())
     assert [e.message for e in validator.iter_errors(cafe.document)] == []
     event = jsonschema.Draft202012Validator(
-        {"$defs": published_schema()["$defs"], "$ref": "#/$defs/Event"}
+        {"$defs": published_schema()["$defs"], "$ref": "#/$defs/StreamLine"}
     )
     for line in cafe.lines:
         assert [e.message for e in event.iter_errors(json.loads(line))] == []

@@ -20,6 +20,7 @@ from examples.cafe import JILL_PROMPT, SCRIPTS, Agent, run_first
 from examples.scripted_model import ScriptedModel
 
 from .conftest import Traced
+from .helpers import canonical_events
 
 EXAMPLES = json.loads((Path(__file__).parent / "data" / "seed001_examples.json").read_text())[
     "examples"
@@ -37,8 +38,7 @@ def seed(number: int, agents: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def written(sessions: Path, session: agenttrace.Session) -> list[dict[str, Any]]:
-    path = sessions / f"{session.session_id}.events.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return canonical_events(sessions / f"{session.session_id}.events.jsonl")
 
 
 def without_linkage(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -19,13 +19,13 @@ from examples.cafe import SCRIPTS, Agent, run_first, run_resumed
 from examples.scripted_model import ScriptedModel
 
 from .conftest import Traced, attrs
-from .helpers import run_chain
+from .helpers import canonical_events, run_chain
 
 OPTIONS = {"api_key": "offline-test-key"}
 
 
 def stream_events(sessions: Path, session_id: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stream_path(sessions, session_id).read_text().splitlines()]
+    return canonical_events(stream_path(sessions, session_id))
 
 
 async def first_run(traced: Traced, tmp_path: Path) -> agenttrace.Session:
@@ -413,12 +413,16 @@ async def test_resume_from_either_file_restores_everything(
     previous, resumed = roots[0], roots[-1]
     assert resumed.links and resumed.links[0].context.trace_id == previous.context.trace_id
     assert attrs(resumed)[sc.RESUMED_FROM] == format(previous.context.trace_id, "032x")
-    # The session file has both runs, unless the first run's tree was lost with its file: a
-    # resume from the stream alone has only events, in this process as in a new one (finished
-    # runs are not kept in memory).
+    # The session file has both runs. When the first run's file was lost, its tree is
+    # rebuilt from the stream's op_accounted lines: every op, no span, no end (the stream
+    # cannot say the run ended: it is marked interrupted).
     runs = read_session_file(snapshot_path(sessions, first.session_id)).runs
-    assert len(runs) == (1 if keep == "stream" else 2)
+    assert len(runs) == 2
     assert runs[-1]["traceId"] == format(resumed.context.trace_id, "032x")
+    if keep == "stream":
+        assert "span" not in runs[0] and runs[0]["attributes"]["agenttrace.interrupted"]
+        ops = [op for turn in runs[0]["turns"] for op in turn["ops"]]
+        assert [op["path"] for op in ops] == ["1.1", "1.2", "2.1", "2.2", "3.1", "3.2", "4.1"]
 
 
 async def test_resuming_a_resumed_session(traced: Traced, tmp_path: Path) -> None:

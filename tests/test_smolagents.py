@@ -24,6 +24,7 @@ from agenttrace.record.session_files import read_session_file, snapshot_path, st
 from agenttrace.views.tree import render_optree
 
 from .conftest import Traced, attrs, outcome
+from .helpers import canonical_events
 from .llm_server import LLMServer, Reply
 from .test_litellm import KEY, MODEL
 from .test_retries import QUICK
@@ -592,10 +593,7 @@ def test_the_session_resumes_with_the_same_agents(traced: Traced, llm: LLMServer
     traced.handle.force_flush()
     first = agenttrace.current_session()
     sessions = traced.handle.settings.sessions_dir
-    before = [
-        json.loads(line)
-        for line in stream_path(sessions, first.session_id).read_text().splitlines()
-    ]
+    before = canonical_events(stream_path(sessions, first.session_id))
 
     # A new program: the session read back from its file, the agents built again.
     agenttrace.use_session(None)

@@ -87,7 +87,17 @@ class Started:
 class Ended:
     """A scope closed: when, how, and the attributes and events it gained since it started."""
 
-    __slots__ = ("attributes", "ended_ns", "error", "events", "label", "origin", "payloads")
+    __slots__ = (
+        "accounted",
+        "attributes",
+        "ended_ns",
+        "error",
+        "events",
+        "label",
+        "origin",
+        "payloads",
+        "session",
+    )
 
     def __init__(
         self,
@@ -98,6 +108,8 @@ class Ended:
         error: str | None = None,
         events: Sequence[SpanEvent] = (),
         payloads: Mapping[str, str] | None = None,
+        accounted: Any = None,
+        session: Any = None,
     ) -> None:
         self.origin = origin
         self.label = label
@@ -112,6 +124,13 @@ class Ended:
         """An op's request and response content (redacted, capped JSON text) under the span
         attribute names it has when content goes on spans: the saved state keeps it whatever
         the span setting."""
+        self.accounted = accounted
+        """An op's ``op_accounted`` event and accounting entry, encoded once
+        (``agenttrace.record.accounting.Accounted``): made in the caller's thread, written to
+        the stream and the ledger there before the op's caller goes on. ``None`` for a run or
+        a turn."""
+        self.session = session
+        """With ``accounted``: the ``Session`` whose stream gets it."""
 
 
 class Logged:

@@ -451,6 +451,13 @@ class SessionAttributes(_Object, kw_only=True):
     agent_model: str | UnsetType = field(default=UNSET, name="agenttrace.agent.model")
     resumed_from: TraceId | UnsetType = field(default=UNSET, name="agenttrace.resumed_from")
     implicit: Literal[True] | UnsetType = field(default=UNSET, name="agenttrace.implicit")
+    interrupted: Annotated[
+        Literal[True] | UnsetType,
+        Meta(
+            description="On a run's root that never ended: its process was killed (the run "
+            "rebuilt from the event stream, or resumed after it)."
+        ),
+    ] = field(default=UNSET, name="agenttrace.interrupted")
 
     def __post_init__(self) -> None:
         _check_ingress(self.ingress)
@@ -753,6 +760,35 @@ Event = AgentCreated | TranscriptEntry | TranscriptReset | PieceOfText
 """A canonical event (docs/events.md): one line of an event stream."""
 
 
+class OpAccounted(_Object, kw_only=True, tag_field="event_type", tag="op_accounted"):
+    """An LLM attempt or tool call ended: what it cost, written to the event stream the moment
+    it ended (docs/events.md, "Accounting lines"). A line of the stream only, never of a session
+    file's events, and no canonical event: no message id, no part of any transcript."""
+
+    requires: ClassVar = {"trace_id": ["span_id"], "span_id": ["trace_id"]}
+
+    def __post_init__(self) -> None:
+        _check_rules(self)
+
+    agent_id: AgentId
+    kind: Annotated[
+        Literal["llm", "tool", "session"],
+        Meta(description="As the op's node has it: session for a tool call that ran sub-agents."),
+    ]
+    name: Annotated[
+        str, Meta(description="The tool's name, or the requested model of an LLM attempt.")
+    ]
+    accounting: AccountingEntry
+    ts: Annotated[Timestamp, Meta(description="When the op ended.")]
+    trace_id: TraceId | UnsetType = UNSET
+    span_id: Annotated[SpanId | UnsetType, Meta(description="The op's span id.")] = UNSET
+    path: Label
+
+
+StreamLine = Event | OpAccounted
+"""One line of an event stream: a canonical event, or an op's accounting."""
+
+
 # --- the document -------------------------------------------------------------------------------
 
 
@@ -966,6 +1002,34 @@ def check_events(events: list[Any], max_depth: int) -> None:
         _convert(events, list[Event])
     except msgspec.ValidationError as exc:
         raise FormatError.of(exc, "") from None
+
+
+def check_stream_lines(lines: list[Any], max_depth: int) -> None:
+    """:func:`check_events` for the lines of an event stream, which may also be
+    :class:`OpAccounted` lines."""
+    for index, line in enumerate(lines):
+        content = line.get("content") if type(line) is dict else None
+        if type(content) is list or type(content) is dict:
+            problem = depth_error(content, max_depth, f"[{index}].content", 2)
+            if problem is not None:
+                raise problem
+    try:
+        _convert(lines, list[StreamLine])
+    except msgspec.ValidationError as exc:
+        raise FormatError.of(exc, "") from None
+
+
+def check_run(run: Any, max_depth: int) -> None:
+    """Raise :class:`FormatError` unless ``run`` (decoded JSON) is a run's root
+    :class:`RootSessionNode` nesting at most ``max_depth`` levels below the document (a run
+    recovered from a damaged session file is held to what the whole file would be)."""
+    problem = depth_error(run, max_depth, "$.runs[]", 3)
+    if problem is not None:
+        raise problem
+    try:
+        _convert(run, RootSessionNode)
+    except msgspec.ValidationError as exc:
+        raise FormatError.of(exc) from None
 
 
 def check_document(document: Any, max_depth: int) -> None:

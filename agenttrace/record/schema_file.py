@@ -25,6 +25,9 @@ DOCS_COPY = "session-file.schema.json"
 """The copy in the repository's docs/ directory, beside docs/session-file.md."""
 
 _EVENT_DESCRIPTION = "A canonical event (docs/events.md): one line of an event stream."
+_LINE_DESCRIPTION = (
+    "One line of an event stream (docs/events.md): a canonical event, or an op_accounted line."
+)
 
 _INGRESS_VALUE = {
     "description": "A value in an ingress block: a string, boolean or number, or an object of "
@@ -55,16 +58,17 @@ every use); where two are written alike, the first listed names both."""
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of the session file, generated from the structs:
-    ``$defs/Event`` is also the schema of one line of an event stream, and
+    ``$defs/StreamLine`` is the schema of one line of an event stream, and
     ``$defs/AccountingEntry`` that of one line of the billing ledger."""
-    (document, event), components = msgspec.json.schema_components(
-        [schema.SessionFile, schema.Event], ref_template="#/$defs/{name}"
+    (document, event, line), components = msgspec.json.schema_components(
+        [schema.SessionFile, schema.Event, schema.StreamLine], ref_template="#/$defs/{name}"
     )
     for cls in _structs():
         definition = components.get(cls.__name__)
         if definition is not None:
             definition.update(_rules(cls))
     components["Event"] = {"description": _EVENT_DESCRIPTION, **event}
+    components["StreamLine"] = {"description": _LINE_DESCRIPTION, **line}
     components = _shared(components)
     components["IngressValue"] = _INGRESS_VALUE
     return {
@@ -73,9 +77,10 @@ def json_schema() -> dict[str, Any]:
         "title": f"agenttrace session file, format {FORMAT} version {VERSION}",
         "description": (
             "The JSON document inside <session_id>.json.gz, as agenttrace writes and reads it "
-            "(docs/session-file.md). $defs/Event is also the schema of one line of "
-            "<session_id>.events.jsonl (docs/events.md), $defs/AccountingEntry that of one line "
-            "of the billing ledger. Generated from agenttrace/record/schema.py."
+            "(docs/session-file.md). $defs/StreamLine is the schema of one line of "
+            "<session_id>.events.jsonl (docs/events.md: a canonical event, $defs/Event, or an "
+            "op's accounting, $defs/OpAccounted), $defs/AccountingEntry that of one line of the "
+            "billing ledger. Generated from agenttrace/record/schema.py."
         ),
         **document,
         "$defs": dict(sorted(components.items())),

@@ -29,7 +29,10 @@ from typing import Any
 from agenttrace._internal.context import Linkable, current_linkable
 from agenttrace._internal.runtime import runtime
 from agenttrace.record import events as ev
+from agenttrace.record.damaged import keep_aside as keep_damaged_aside
+from agenttrace.record.damaged import recover_runs
 from agenttrace.record.ids import new_txn_id
+from agenttrace.record.rebuilt import mark_interrupted, with_rebuilt_runs
 from agenttrace.record.session_files import (
     LoadedFile,
     Progress,
@@ -39,6 +42,7 @@ from agenttrace.record.session_files import (
     find_session,
     read_session_file,
 )
+from agenttrace.record.unanswered import MAX_CLOSED, UnansweredPolicy, close_unanswered_calls
 from agenttrace.record.unfinished import continued, unfinished_tail
 
 logger = logging.getLogger("agenttrace")
@@ -103,6 +107,9 @@ class Session:
         self.run_count = 0
         self.restored_count = 0
         """How many events came from a file when the session was resumed."""
+        self.accounted: list[dict[str, Any]] = []
+        """The ``op_accounted`` lines of the stream it was resumed from (kept if the stream
+        is ever rewritten from the restored session)."""
         self.cut_short: list[dict[str, Any]] = []
         """Events at the end of its stream whose write a crash cut short, left out when it was
         resumed (see ``agenttrace.record.unfinished``)."""
@@ -379,6 +386,7 @@ class Session:
             raise SessionFileError(f"{loaded.path}: its session id is refused: {exc}") from None
         session.restore(loaded.events, raw_lines=None)
         session.runs = list(loaded.runs)
+        session.accounted = list(loaded.accounted)
         session.meta = dict(loaded.meta)
         session.previous_trace = _last_trace(loaded)
         session.run_count = len(loaded.runs) or len(
@@ -456,6 +464,16 @@ def _now() -> str:
         cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         cached[0] = second
     return f"{cached[1]}.{int((now - second) * 1000):03d}Z"
+
+
+def event_ts(time_ns: int) -> str:
+    """``time_ns`` (ns since the epoch) as an event's ``ts``: ISO-8601 UTC with milliseconds."""
+    seconds, rest = divmod(time_ns, 1_000_000_000)
+    cached = _second  # formatted once a second, as _now does
+    if cached[0] != seconds:
+        cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        cached[0] = seconds
+    return f"{cached[1]}.{rest // 1_000_000:03d}Z"
 
 
 def ts_nanoseconds(ts: str) -> int | None:
@@ -565,10 +583,19 @@ def new_session(session_id: str | None = None) -> Session:
     return session
 
 
-def resume(path_or_id: str | Path, sessions_dir: str | Path | None = None) -> Session:
+def resume(
+    path_or_id: str | Path,
+    sessions_dir: str | Path | None = None,
+    *,
+    unanswered_tool_calls: UnansweredPolicy = "reply",
+) -> Session:
     """Restore a session from its gzipped file or event stream (or its id in ``sessions_dir``)
     and make it current: the next agent run appends to it, with no id reused, and its root span
     links to the previous run's trace.
+
+    Tool calls a crash left without a result are answered by ``unanswered_tool_calls``
+    (``agenttrace.record.unanswered``: by default a ``tool`` entry saying the call was
+    interrupted, logged now, so call ``init()`` first for it to reach the files).
 
     Raises :class:`SessionFileError` for anything that is not a readable session, and for one
     whose files in the sessions directory could not be written safely (a symlink there under
@@ -576,21 +603,15 @@ def resume(path_or_id: str | Path, sessions_dir: str | Path | None = None) -> Se
     """
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
     path = find_session(str(path_or_id), directory)
-    loaded, cut_short = _without_unfinished(path, load_fullest(path))
+    loaded, cut_short = _without_unfinished(path, load_fullest(path, keep_damaged=True))
     session = Session.from_file(loaded)
+    mark_interrupted(session.runs)  # the process that ran them is gone: they will not end
     # Where the next run will write (init's sessions directory): refused now, not at its first
     # event, when all agenttrace could do is warn and not save.
     check_session_files(runtime.settings.sessions_dir, session.session_id)
     session.cut_short = cut_short
     session.resumed_from = str(path)
     session.restored_count = len(session.events)
-    if loaded.torn is not None:
-        logger.warning(
-            "agenttrace: %s ended in a torn line (%d bytes, a write cut off by a crash); it was "
-            "skipped and nothing else is lost",
-            path,
-            len(loaded.torn),
-        )
     if cut_short:
         first = cut_short[0]
         name = first.get("name")
@@ -605,6 +626,18 @@ def resume(path_or_id: str | Path, sessions_dir: str | Path | None = None) -> Se
             "never returned, so they are left out",
             path,
             what,
+        )
+    closed, left = close_unanswered_calls(session, unanswered_tool_calls)
+    if closed or left:
+        past = f", {left} left as they are (past the {MAX_CLOSED} a resume answers)"
+        logger.warning(
+            "agenttrace: %s left %d tool %s without a result (its process was killed); %d "
+            "answered as interrupted, so the transcript can be sent to a model again%s",
+            path,
+            closed + left,
+            "call" if closed + left == 1 else "calls",
+            closed,
+            past if left else "",
         )
     use_session(session)
     return session
@@ -640,47 +673,108 @@ def _unfinished_events(path: Path, loaded: LoadedFile) -> list[dict[str, Any]]:
     return tail if ids == [event.get("message_id") for event in tail] else []
 
 
-def load_fullest(path: Path, progress: Progress | None = None) -> LoadedFile:
+def load_fullest(
+    path: Path, progress: Progress | None = None, *, keep_damaged: bool = False
+) -> LoadedFile:
     """The fullest picture of a session, from its file and the one beside it.
 
     Both hold a prefix of the same event sequence: the stream is usually ahead (it has the
     events after the last snapshot), the session file is ahead when the stream stopped (a full
-    disk) and is the only one with the runs' opTrees. Whichever has more events gives them; a
-    damaged sibling is ignored, since the file asked for is enough.
+    disk) and is the only one with the runs' opTrees. Whichever has more events gives them;
+    runs only the stream has are rebuilt from its ``op_accounted`` lines
+    (``agenttrace.record.rebuilt``).
+
+    A damaged session file beside a readable stream (or asked for, with a stream beside it) is
+    not an error: the stream gives the events, the runs that can still be read whole from the
+    damaged file are kept (``agenttrace.record.damaged``) and, with ``keep_damaged`` (a resume,
+    which will write the session file again), the file is renamed aside first; one warning says
+    so. A torn last line of the stream is skipped with one warning too.
     """
     from agenttrace.record.session_files import SNAPSHOT_SUFFIX, STREAM_SUFFIX
 
-    loaded = read_session_file(path, progress)
     name = path.name
     sibling: Path | None = None
     if name.endswith(SNAPSHOT_SUFFIX):
         sibling = path.with_name(name[: -len(SNAPSHOT_SUFFIX)] + STREAM_SUFFIX)
     elif name.endswith(STREAM_SUFFIX):
         sibling = path.with_name(name[: -len(STREAM_SUFFIX)] + SNAPSHOT_SUFFIX)
-    if sibling is None or not sibling.exists():
-        return loaded
+    damaged: tuple[Path, SessionFileError] | None = None
     try:
-        other = read_session_file(sibling)
-    except SessionFileError:
-        return loaded
+        loaded = read_session_file(path, progress)
+    except SessionFileError as exc:
+        # The session file asked for is damaged: its stream, if there is one, tells the rest.
+        if sibling is None or not name.endswith(SNAPSHOT_SUFFIX) or not sibling.exists():
+            raise
+        loaded = read_session_file(sibling, progress)
+        damaged, sibling = (path, exc), None
+    other: LoadedFile | None = None
+    if sibling is not None and sibling.exists():
+        try:
+            other = read_session_file(sibling)
+        except SessionFileError as exc:
+            if loaded.kind == "stream" and sibling.name.endswith(SNAPSHOT_SUFFIX):
+                damaged = (sibling, exc)
+    if damaged is not None:
+        loaded = _with_damaged(loaded, *damaged, keep_aside=keep_damaged)
+    if loaded.torn is not None:
+        logger.warning(
+            "agenttrace: %s ended in a torn line (%d bytes, a write cut off by a crash); it was "
+            "skipped and nothing else is lost",
+            loaded.path,
+            len(loaded.torn),
+        )
+    if other is None:
+        return with_rebuilt_runs(loaded)
     stream, snapshot = (loaded, other) if loaded.kind == "stream" else (other, loaded)
     if stream.kind != "stream" or snapshot.kind != "snapshot":
-        return loaded
+        return with_rebuilt_runs(loaded)
     best = stream if len(stream.events) >= len(snapshot.events) else snapshot
-    return LoadedFile(
-        path,
-        loaded.kind,
-        best.events,
-        snapshot.runs,
-        snapshot.meta,
-        loaded.session_id or other.session_id,
-        stream.torn,
+    return with_rebuilt_runs(
+        LoadedFile(
+            path,
+            loaded.kind,
+            best.events,
+            snapshot.runs,
+            snapshot.meta,
+            loaded.session_id or other.session_id,
+            stream.torn,
+            stream.accounted,
+        )
     )
+
+
+def _with_damaged(
+    stream: LoadedFile, damaged: Path, error: SessionFileError, *, keep_aside: bool
+) -> LoadedFile:
+    """``stream`` with the runs recovered from the ``damaged`` session file beside it (which is
+    renamed aside first with ``keep_aside``); one warning says what happened."""
+    runs = recover_runs(damaged)
+    kept = ""
+    if keep_aside:
+        try:
+            kept = f"; it is kept as {keep_damaged_aside(damaged)}"
+        except OSError as exc:
+            raise SessionFileError(
+                f"{damaged}: damaged ({error}), and it cannot be kept aside before the session "
+                f"is written again: {exc.strerror or exc}"
+            ) from None
+    logger.warning(
+        "agenttrace: the session file %s cannot be read (%s): %d %s recovered from it, the rest "
+        "comes from the event stream%s",
+        damaged,
+        str(error).removeprefix(f"{damaged}: "),
+        len(runs),
+        "run was" if len(runs) == 1 else "runs were",
+        kept,
+    )
+    return dataclasses.replace(stream, runs=runs, path=stream.path)
 
 
 def load_session(
     session_file: str | Path,
     agent_factory: Callable[[AgentRecord, Session], Any] | None = None,
+    *,
+    unanswered_tool_calls: UnansweredPolicy = "reply",
 ) -> tuple[Any, Session]:
     """``load_session`` (docs/events.md): (root agent, session), the session made current.
 
@@ -688,7 +782,7 @@ def load_session(
     agent objects (each factory result gets its sub-agents in ``.subagents`` by name, when it
     has that attribute); without it the root is an :class:`AgentRecord`.
     """
-    session = resume(session_file)
+    session = resume(session_file, unanswered_tool_calls=unanswered_tool_calls)
     root = session.root()
     if root is None:
         raise SessionFileError(f"{session_file}: the session has no root agent")

@@ -38,6 +38,7 @@ from agenttrace._internal.config import (
     ReadLimits,
 )
 from agenttrace.record import schema
+from agenttrace.record.accounting import OP_ACCOUNTED
 from agenttrace.record.events import infer_causes, normalize
 from agenttrace.record.safe_open import UnsafeFile, check_writable, open_inside, open_regular
 from agenttrace.record.schema import FORMAT, VERSION
@@ -74,6 +75,9 @@ class LoadedFile:
     session_id: str | None = None
     torn: str | None = None
     """The torn last line of a stream that was skipped, if there was one."""
+    accounted: list[dict[str, Any]] = field(default_factory=list)
+    """A stream's ``op_accounted`` lines (docs/events.md), in order: what each op that ended
+    cost, the opTree of a run no session file holds is rebuilt from (``record.rebuilt``)."""
 
 
 def stream_path(sessions_dir: Path, session_id: str) -> Path:
@@ -404,9 +408,15 @@ def _read_stream(
         numbers.append(number + 1)
     if not events:
         raise SessionFileError(f"{path}: no complete event in the stream")
-    events = _checked(events, numbers, path, limits.nesting_depth)
+    checked = _checked(events, numbers, path, limits.nesting_depth)
+    events = [line for line in checked if line.get("event_type") != OP_ACCOUNTED]
+    accounted = [line for line in checked if line.get("event_type") == OP_ACCOUNTED]
+    if not events:
+        raise SessionFileError(f"{path}: no canonical event in the stream")
     infer_causes(events)
-    return LoadedFile(path, "stream", events, torn=torn, session_id=_session_id_of(path))
+    return LoadedFile(
+        path, "stream", events, torn=torn, session_id=_session_id_of(path), accounted=accounted
+    )
 
 
 _fast_decode = msgspec.json.Decoder().decode
@@ -448,10 +458,11 @@ def _not_an_event(path: Path, line: int, error: schema.FormatError) -> str:
 def _checked(
     events: list[Any], numbers: list[int], path: Path, max_depth: int
 ) -> list[dict[str, Any]]:
-    """The stream's decoded lines, validated as canonical events and normalised; the first one
-    that is not an event is a :class:`SessionFileError` naming its line."""
+    """The stream's decoded lines, validated as canonical events (or ``op_accounted`` lines)
+    and normalised; the first one that is neither is a :class:`SessionFileError` naming its
+    line."""
     try:
-        schema.check_events(events, max_depth)
+        schema.check_stream_lines(events, max_depth)
     except schema.FormatError as exc:
         index, _, rest = exc.where[1:].partition("]")  # "[3].message_id": event 3, at .message_id
         error = schema.FormatError("$" + rest, exc.what)

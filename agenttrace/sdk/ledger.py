@@ -1,31 +1,33 @@
-"""The billing ledger (docs/session-file.md): one JSON line per accounting record of a run's
-whole opTree.
+"""The billing ledger (docs/session-file.md): one JSON line per LLM attempt and tool call.
 
-When a run ends (success or failure), or is stopped by a clean exit before it ended, every LLM
-attempt and tool call in it, sub-agents included, is appended to the ledger file
-(``~/.agenttrace/accounting.jsonl`` by default). A run's lines go in one ``write`` to an
-``O_APPEND`` file under an exclusive ``flock``, so two processes appending at once never
-interleave. Each line is the op's accounting entry as its opTree node holds it (encoded once
-for both), built from its lifecycle records; error texts were scrubbed of secrets when the
-failure was recorded.
+When an op ends (success or failure), its accounting entry is appended to the ledger file
+(``~/.agenttrace/accounting.jsonl`` by default) in the op's own thread, before its caller goes
+on: a run killed half-way has billed everything that ended (``agenttrace.record.accounting``
+makes the entry; the opTree node and the stream's ``op_accounted`` line hold the same). Each
+line is one ``write`` to an ``O_APPEND`` file under an exclusive ``flock``, so two processes
+appending at once never interleave; error texts were scrubbed of secrets when the failure was
+recorded.
 
 A torn last line (a process killed in the middle of its write) is cut off, under the lock, before
 the next append, so no line ever merges into it. A write that fails half-way (a full disk) takes
-back what it wrote. Runs that could not be written wait in memory (up to ``max_waiting`` bytes)
-and are written as soon as writing works again (see ``agenttrace.sdk.outage``).
+back what it wrote. Records that could not be written wait in memory (up to ``max_waiting``
+bytes) and are written as soon as writing works again (see ``agenttrace.sdk.outage``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import sys
 import threading
+import time
+import weakref
 from pathlib import Path
+from typing import Any
 
-from agenttrace.record.spool import Piece, Spool
-from agenttrace.sdk.optree import OpTreeSink, RunTree
+from agenttrace.record.lifecycle import Ended
 from agenttrace.sdk.outage import RETRY_INTERVAL, Outage, count
 from agenttrace.sdk.processor import AgentTraceProcessor, Sink
 
@@ -42,25 +44,87 @@ def append_lines(path: Path, lines: list[str]) -> None:
 
 def _append_locked(path: Path, data: bytes) -> None:
     """Append ``data`` (whole lines) under the lock: all of it or, raising OSError, none."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = _open(path)
     try:
-        _lock(fd)
-        try:
-            size = _cut_torn_line(fd, path)
-            view = memoryview(data)
-            try:
-                while view:
-                    view = view[os.write(fd, view) :]
-            except OSError:
-                if len(view) < len(data):  # take back the part that was written
-                    with contextlib.suppress(OSError):
-                        os.ftruncate(fd, size)
-                raise
-        finally:
-            _unlock(fd)
+        _append_to(fd, path, data)
     finally:
         os.close(fd)
+
+
+def _open(path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+
+
+def _append_to(fd: int, path: Path, data: bytes) -> None:
+    """:func:`_append_locked` to the ledger open at ``fd``."""
+    _lock(fd)
+    try:
+        size = _cut_torn_line(fd, path)
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError:
+            if len(view) < len(data):  # take back the part that was written
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+            raise
+    finally:
+        _unlock(fd)
+
+
+REOPEN_AFTER = 1.0
+"""Seconds an open ledger is written to before it is opened again by name (so a ledger moved
+away, a rotation, gets no more than a second of lines after it moved)."""
+
+
+class _LedgerFile:
+    """The ledger, kept open between appends (one per op, in the op's thread: opening it each
+    time cost more than the append), opened again by name every :data:`REOPEN_AFTER` seconds
+    and after a failed write.
+
+    An append takes :func:`_quick_append` when it can: the usual case (the lock free, the file
+    ending in a newline, the write whole) in four system calls made *without* releasing the GIL.
+    Each call that releases it costs a thread switch when agenttrace's worker is busy (about 150
+    us, measured: more than the rest of an op's bookkeeping). Anything else goes the careful way,
+    :func:`_append_to`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+        self._opened = 0.0
+        if hasattr(os, "register_at_fork"):
+            # A forked child opens its own: flock locks an open file, which a copied
+            # descriptor shares, so parent and child would not keep each other out.
+            forget = weakref.WeakMethod(self._forget)
+            os.register_at_fork(after_in_child=lambda: (method := forget()) and method())
+
+    def _forget(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)  # the child's copy: the parent's stays open
+        self._fd = -1
+
+    def append(self, data: bytes) -> None:
+        """Append ``data`` (whole lines) under the lock: all of it or, raising OSError, none."""
+        try:
+            now = time.monotonic()
+            if self._fd < 0 or now - self._opened > REOPEN_AFTER:
+                self.close()
+                self._fd = _open(self.path)
+                self._opened = now
+            if not _quick_append(self._fd, data):
+                _append_to(self._fd, self.path, data)
+        except OSError:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1
 
 
 _TAIL_BLOCK = 64 << 10
@@ -102,6 +166,56 @@ def _read_at(fd: int, offset: int, length: int) -> bytes:
     return b"".join(parts)
 
 
+def _gil_holding_libc() -> Any:
+    """The C library, its functions called without releasing the GIL (``ctypes.PyDLL``), or
+    ``None`` (Windows, or no C library to load)."""
+    if os.name != "posix":
+        return None
+    try:
+        libc = ctypes.PyDLL(None, use_errno=True)
+        libc.flock.argtypes = (ctypes.c_int, ctypes.c_int)
+        libc.lseek.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_int)
+        libc.lseek.restype = ctypes.c_longlong
+        libc.pread.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_longlong)
+        libc.pread.restype = ctypes.c_ssize_t
+        libc.write.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t)
+        libc.write.restype = ctypes.c_ssize_t
+    except (OSError, AttributeError, TypeError):
+        return None
+    return libc
+
+
+_libc = _gil_holding_libc()
+_LOCK_EX_NB = 2 | 4  # LOCK_EX | LOCK_NB
+_LOCK_UN = 8
+
+
+def _quick_append(fd: int, data: bytes) -> bool:
+    """Append ``data`` the usual way, GIL held: True if done. False, having written nothing
+    (a part written is taken back), if the lock is taken, the file ends in a torn line, the
+    write fell short or anything failed: :func:`_append_to` then does it carefully."""
+    libc = _libc
+    if libc is None or libc.flock(fd, _LOCK_EX_NB) != 0:
+        return False
+    try:
+        size = libc.lseek(fd, 0, os.SEEK_END)
+        if size < 0:
+            return False
+        if size:
+            last = ctypes.create_string_buffer(1)
+            if libc.pread(fd, last, 1, size - 1) != 1 or last.raw != b"\n":
+                return False  # a torn line to cut off first
+        written = libc.write(fd, data, len(data))
+        if written == len(data):
+            return True
+        if written > 0:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+        return False
+    finally:
+        libc.flock(fd, _LOCK_UN)
+
+
 # An exclusive lock on the whole ledger, so two processes appending never interleave: flock on
 # POSIX; on Windows, msvcrt's lock on the file's first byte (O_APPEND still writes at the end).
 if sys.platform == "win32":
@@ -126,67 +240,51 @@ else:
 
 
 class LedgerSink(Sink):
-    """Appends each run's accounting to the billing ledger when the run ends (or at exit).
+    """Appends each op's accounting entry to the billing ledger the moment the op ends.
 
-    Each op's record is built when the op ends and held per run (moved to the session's spool
-    once it adds up), so a long run's ledger costs no memory and its tree need not be kept.
+    The line is written in the op's own thread (``op_accounted``), before its caller goes on,
+    so a run killed half-way has billed every LLM attempt and tool call that ended. Lines that
+    could not be written wait in memory (up to ``max_waiting`` bytes) and are written, in order,
+    as soon as writing works again (see ``agenttrace.sdk.outage``).
     """
 
     def __init__(
         self,
         path: Path,
-        optree: OpTreeSink,
-        spill_bytes: int = 64 << 10,
         max_waiting: int = 32 << 20,
         retry_interval: float = RETRY_INTERVAL,
     ) -> None:
         self.path = path
-        self.optree = optree
-        self.spill_bytes = spill_bytes
         self.max_waiting = max_waiting
-        """Bytes of records kept while the ledger cannot be written; past it, further runs'
-        records are dropped (and counted in the warning at exit)."""
-        self._pending: dict[str, _RunLines] = {}  # origin txn id -> the run's records so far
-        self._waiting: list[bytes] = []  # whole runs' records that could not be written yet
+        """Bytes of records kept while the ledger cannot be written; past it, further records
+        are dropped (and counted in the warning at exit)."""
+        self._waiting: list[bytes] = []  # records that could not be written yet, in order
         self._waiting_bytes = 0
         self._dropped = 0
         self._outage = Outage(retry_interval)
         self._processor: AgentTraceProcessor | None = None
         self._lock = threading.Lock()
-        optree.add_listener(self._on_tree)
+        self._file = _LedgerFile(path)
 
     def attach(self, processor: AgentTraceProcessor) -> None:
         self._processor = processor
 
-    def _on_tree(self, what: str, run: RunTree, label: str) -> None:
-        if what != "end":
-            return
-        if label == "0":
-            self.bill(run.origin)
-            return
-        encoded = run.encoded.get(label)  # an op's accounting entry, callPath included
-        if encoded is None:
-            return
-        lines = self._pending.get(run.origin)
-        if lines is None:
-            lines = self._pending[run.origin] = _RunLines(run.spool)
-        lines.add(encoded + b"\n", self.spill_bytes)
+    def op_accounted(self, record: Ended) -> None:
+        if record.accounted is not None:
+            self.bill(record.accounted.ledger_line())
 
-    def bill(self, origin: str) -> None:
-        """Append the run's records, once (or keep them until the ledger can be written)."""
-        lines = self._pending.pop(origin, None)
-        if lines is None:
-            return
+    def bill(self, line: bytes) -> None:
+        """Append one record (a whole line), or keep it until the ledger can be written."""
         with self._lock:
-            if self._waiting:  # behind runs that wait: in order, after them
-                self._keep(lines.data())
+            if self._waiting:  # behind records that wait: in order, after them
+                self._keep(line)
                 if self._outage.due():
                     self._retry()
                 return
             try:
-                append_pieces(self.path, lines.pieces, lines.spool)
+                self._file.append(line)
             except OSError as exc:
-                self._keep(lines.data())
+                self._keep(line)
                 if self._outage.failed(exc):
                     waiting = self._records()
                     logger.warning(
@@ -201,7 +299,7 @@ class LedgerSink(Sink):
                 self._outage.schedule(self._processor, self._on_timer)
 
     def _keep(self, data: bytes) -> None:
-        """Keep a run's records for a later write (read out of the spool, which may go)."""
+        """Keep records for a later write."""
         if self._waiting_bytes + len(data) > self.max_waiting:
             self._dropped += data.count(b"\n")
             return
@@ -214,7 +312,7 @@ class LedgerSink(Sink):
     def _retry(self) -> None:
         """Append what waits, in one write (under the lock)."""
         try:
-            _append_locked(self.path, b"".join(self._waiting))
+            self._file.append(b"".join(self._waiting))
         except OSError as exc:
             self._outage.failed(exc)
             self._outage.schedule(self._processor, self._on_timer)
@@ -242,9 +340,6 @@ class LedgerSink(Sink):
             return not self._waiting
 
     def shutdown(self) -> None:
-        # Runs a clean exit stopped before they ended: bill what they did.
-        for origin in list(self._pending):
-            self.bill(origin)
         with self._lock:
             if self._waiting:
                 self._retry()
@@ -260,41 +355,4 @@ class LedgerSink(Sink):
                 )
             self._waiting.clear()
             self._dropped = 0
-
-
-class _RunLines:
-    """One run's ledger lines so far: bytes, and refs to those moved to the spool."""
-
-    __slots__ = ("pieces", "raw", "spool")
-
-    def __init__(self, spool: Spool | None) -> None:
-        self.pieces: list[Piece] = []
-        self.raw = 0
-        self.spool = spool
-
-    def add(self, line: bytes, spill_bytes: int) -> None:
-        self.pieces.append(line)
-        self.raw += len(line)
-        if self.raw >= spill_bytes and self.spool is not None:
-            raw = b"".join(p for p in self.pieces if isinstance(p, bytes))
-            self.pieces = [p for p in self.pieces if not isinstance(p, bytes)]
-            self.pieces.append(self.spool.add(raw))  # plain text: read back, never gunzipped
-            self.raw = 0
-
-    def data(self) -> bytes:
-        """The run's records as one block of lines."""
-        return _joined(self.pieces, self.spool)
-
-
-def append_pieces(path: Path, pieces: list[Piece], spool: Spool | None) -> None:
-    """Append ledger lines (bytes, or refs to text in ``spool``) to ``path`` under an exclusive
-    lock, so two processes appending at once never interleave."""
-    if pieces:
-        _append_locked(path, _joined(pieces, spool))
-
-
-def _joined(pieces: list[Piece], spool: Spool | None) -> bytes:
-    return b"".join(
-        piece if isinstance(piece, bytes) else spool.read(piece)  # type: ignore[union-attr]
-        for piece in pieces
-    )
+            self._file.close()

@@ -268,7 +268,7 @@ def init(
                 SessionFileSink(
                     settings.sessions_dir, optree, stream, redacted=settings.redacted_save
                 ),
-                LedgerSink(settings.billing_file, optree),
+                LedgerSink(settings.billing_file),
             )
         )
         provider.add_span_processor(processor)

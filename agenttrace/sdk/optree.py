@@ -29,7 +29,8 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
-from agenttrace.record.amounts import cost_written, latency_written
+from agenttrace.record.accounting import accounting_entry
+from agenttrace.record.amounts import latency_written
 from agenttrace.record.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
 from agenttrace.record.spool import Piece, Spool
 from agenttrace.sdk.processor import Sink
@@ -250,11 +251,11 @@ class OpTreeSink(Sink):
         node = run.nodes.get(record.label)
         if node is None:
             return
-        entry = _complete(node, record)
+        entry = _complete(node, record, run)
         if entry is not None:
-            session = run.session_of(record.label)
-            entry["callPath"] = session.get("callPath") if session is not None else None
-            run.encoded[record.label] = _json(entry)
+            # The bytes the ledger and the stream have, when the scope made them.
+            accounted = record.accounted
+            run.encoded[record.label] = accounted.entry_json if accounted else _json(entry)
         root = record.label == "0"
         keep = bool(self._subscribers)  # a subscriber is handed whole trees
         if root:
@@ -537,8 +538,9 @@ def _new_node(record: Started, position: str) -> Node:
     }
 
 
-def _complete(node: Node, record: Ended) -> Node | None:
-    """Finish ``node`` with its ``Ended`` record; an op's new accounting entry is returned."""
+def _complete(node: Node, record: Ended, run: RunTree) -> Node | None:
+    """Finish ``node`` with its ``Ended`` record; an op's new accounting entry is returned (the
+    one its ``op_accounted`` event carries: the stream and the ledger have the same)."""
     span = node["span"]
     ended = record.attributes
     # As the SDK keeps them: a key set again moves to the end.
@@ -568,48 +570,14 @@ def _complete(node: Node, record: Ended) -> Node | None:
         node["error"] = error
     if attributes.get(sc.ERROR_TYPE):
         node["attributes"]["errorType"] = attributes[sc.ERROR_TYPE]
-    entry = _accounting(attributes, record.ended_ns, error, status, latency_ms)
+    if record.accounted is not None:
+        entry: Node = record.accounted.entry
+    else:  # a record made by hand (no scope made its entry)
+        session = run.session_of(record.label)
+        call_path = session.get("callPath") if session is not None else None
+        entry = accounting_entry(attributes, record.ended_ns, error, latency_ms, call_path)
     node["accounting"].append(entry)
     _payloads(node, record.payloads if record.payloads is not None else attributes)
-    return entry
-
-
-def _accounting(
-    attributes: Mapping[str, Any], ended_ns: int, error: str | None, status: str, latency: float
-) -> Node:
-    entry: Node = {
-        "timestamp": _ms(ended_ns),
-        "status": status,
-        "latency": latency,
-        "type": "llm" if attributes.get(sc.KIND) == sc.KIND_LLM else "tool",
-        "originTxnId": attributes.get(sc.TXN_ORIGIN),
-        "txnId": attributes.get(sc.TXN_ID),
-        "agentId": attributes.get(sc.AGENT_ID),
-        "path": attributes.get(sc.PATH),
-    }
-    if entry["type"] == "llm":
-        entry["provider"] = attributes.get(sc.GEN_AI_PROVIDER_NAME)
-        entry["model"] = attributes.get(sc.GEN_AI_REQUEST_MODEL)
-        entry["actualModel"] = attributes.get(sc.GEN_AI_RESPONSE_MODEL)
-        entry["attempt"] = attributes.get(sc.ATTEMPT)
-        input_tokens = attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)
-        output_tokens = attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
-        entry["tokens"] = {
-            "inputTokens": input_tokens,
-            "outputTokens": output_tokens,
-            "cacheReadInputTokens": attributes.get(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, 0),
-            "cacheWriteInputTokens": attributes.get(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, 0),
-            "reasoningTokens": attributes.get(sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, 0),
-            "totalTokens": (input_tokens or 0) + (output_tokens or 0),
-        }
-        entry["costUsd"] = cost_written(attributes.get(sc.COST_USD))
-    else:
-        entry["providerLabel"] = attributes.get(sc.GEN_AI_TOOL_NAME)
-        entry["charactersIn"] = attributes.get(sc.TOOL_CHARS_IN)
-        entry["charactersOut"] = attributes.get(sc.TOOL_CHARS_OUT)
-    if error:
-        entry["error"] = error
-        entry["errorType"] = attributes.get(sc.ERROR_TYPE)
     return entry
 
 

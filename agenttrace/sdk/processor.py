@@ -8,8 +8,9 @@ so that the application's own ``provider.force_flush()`` and ``provider.shutdown
 close agenttrace's outputs (the session files, the ledger), whatever order processors were added.
 
 Records reach :meth:`AgentTraceProcessor.record` in the caller's thread. Canonical events go at
-once to the *inline* sinks (the event stream: on disk before ``log_*`` returns); everything else
-is queued for the background worker, which feeds the other sinks in order.
+once to the *inline* sinks (the event stream: on disk before ``log_*`` returns), and an op's
+accounting to the sinks that take it (the stream's ``op_accounted`` line, the ledger line);
+everything else is queued for the background worker, which feeds the other sinks in order.
 
 Like the SDK's processors, it never lets an error reach its caller: a failing sink is reported
 once (and re-raised under the test suite) and the others go on.
@@ -34,8 +35,8 @@ class Sink:
     """One output derived from lifecycle records. Methods must not block for long or raise.
 
     Every method runs on the background worker, in record order, except ``event_logged`` of an
-    ``inline`` sink, which runs in the caller's thread at once (for outputs that must be on disk
-    before the call that logged the event returns).
+    ``inline`` sink and every sink's ``op_accounted``, which run in the caller's thread at once
+    (for outputs that must be on disk before the call that logged the event, or the op, returns).
     """
 
     inline = False
@@ -54,6 +55,11 @@ class Sink:
 
     def event_logged(self, record: EventLogged) -> None:
         """A canonical event was logged."""
+
+    def op_accounted(self, record: Ended) -> None:
+        """An op ended and its accounting was made (``record.accounted``). Runs in the caller's
+        thread, before the op's caller goes on: what an LLM attempt cost is on disk before a
+        kill can come."""
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Write out anything buffered."""
@@ -88,6 +94,7 @@ class AgentTraceProcessor(SpanProcessor):
             kind: () for kind in _METHODS
         }
         self._inline_events: tuple[Sink, ...] = ()
+        self._accounting: tuple[Sink, ...] = ()
         self._lock = threading.Lock()
         self._shut_down = False
         self.worker = Worker(self._consume)
@@ -112,6 +119,8 @@ class AgentTraceProcessor(SpanProcessor):
                 else:
                     deferred[kind] = (*deferred[kind], sink)
             self._deferred = deferred
+            if type(sink).op_accounted is not Sink.op_accounted:
+                self._accounting = (*self._accounting, sink)
             self._handlers = {
                 kind: tuple(
                     (getattr(s, method), f"{type(s).__name__}.{method}") for s in deferred[kind]
@@ -136,6 +145,12 @@ class AgentTraceProcessor(SpanProcessor):
                     sink.event_logged(record)
                 except Exception as exc:
                     report_internal_error(f"{type(sink).__name__}.event_logged", exc)
+        elif type(record) is Ended and record.accounted is not None:
+            for sink in self._accounting:
+                try:
+                    sink.op_accounted(record)
+                except Exception as exc:
+                    report_internal_error(f"{type(sink).__name__}.op_accounted", exc)
         if self._deferred[type(record)]:
             self.worker.put(record)
 

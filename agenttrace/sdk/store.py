@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from agenttrace._internal.redact import scrub_json_text
+from agenttrace.record.accounting import accounted_line, is_accounted_line
 from agenttrace.record.leftovers import remove_leftovers
-from agenttrace.record.lifecycle import EventLogged
+from agenttrace.record.lifecycle import Ended, EventLogged
 from agenttrace.record.safe_open import open_inside
 from agenttrace.record.session import Session
 from agenttrace.record.session_files import (
@@ -119,16 +120,33 @@ class EventStreamSink(Sink):
             if group is not None:
                 group.append(line)
                 line, events = b"".join(group), len(group)
-            waiting = self._waiting.get(session_id)
-            if waiting is not None:  # behind lines that wait: in order, after them
-                waiting.add(line, events)
-                if self._outage.due():
-                    self._retry()
-                return
-            try:
-                self._appender(session).append(line)
-            except OSError as exc:
-                self._wait(session, line, events, exc)
+            self._write(session, line, events)
+
+    def op_accounted(self, record: Ended) -> None:
+        """An op's ``op_accounted`` line (docs/events.md), written as an event's is: at once,
+        in the caller's thread, one ``write``."""
+        session: Session = record.session
+        if session is None or record.accounted is None:
+            return
+        line = record.accounted.stream_line()
+        if self.redacted:
+            line = scrub_json_text(line.decode()).encode()
+        with self._lock:
+            self._write(session, line, 0)  # no event: the counts in warnings are events
+
+    def _write(self, session: Session, line: bytes, events: int) -> None:
+        """Append ``line`` (``events`` lines) to the session's stream, or keep it, in order,
+        behind lines that wait (under the lock)."""
+        waiting = self._waiting.get(session.session_id)
+        if waiting is not None:  # behind lines that wait: in order, after them
+            waiting.add(line, events)
+            if self._outage.due():
+                self._retry()
+            return
+        try:
+            self._appender(session).append(line)
+        except OSError as exc:
+            self._wait(session, line, events, exc)
 
     def _wait(self, session: Session, line: bytes, events: int, exc: OSError) -> None:
         """Keep ``line`` for a later write; say so if writes just started failing."""
@@ -144,9 +162,9 @@ class EventStreamSink(Sink):
                 "written as soon as writing works again. The agent keeps running.",
                 path,
                 self._outage.reason,
-                count(waiting.count, "event"),
+                count(waiting.count, "event") if waiting.count else "an op's accounting",
                 session_id,
-                "waits" if waiting.count == 1 else "wait",
+                "waits" if waiting.count <= 1 else "wait",
             )
         self._outage.schedule(self._processor, self._on_timer)
 
@@ -289,7 +307,8 @@ def _repair(path: Path, session: Session) -> None:
         restored = session.restored_count
         lines, size, keep, restored_end = _scan_lines(fd, restored)
         if restored and lines < restored:
-            write_atomically(path, b"".join(session.event_lines()[:restored]))
+            accounted = [accounted_line(event) for event in session.accounted]
+            write_atomically(path, b"".join(session.event_lines()[:restored] + accounted))
             logger.warning(
                 "agenttrace: %s had fewer events than session %s; rewritten from the restored "
                 "session before appending",
@@ -311,23 +330,30 @@ def _repair(path: Path, session: Session) -> None:
 
 
 def _scan_lines(fd: int, nth: int, block: int = 1 << 20) -> tuple[int, int, int, int]:
-    """(newlines, size, where the last whole line ends, where line ``nth`` ends) of the file
-    open at ``fd``; the last is the size when the file has fewer lines."""
-    lines = size = keep = 0
+    """(events, size, where the last whole line ends, where event ``nth`` ends) of the stream
+    open at ``fd``. ``op_accounted`` lines are no events: they are not counted, and those right
+    after event ``nth`` belong to it (they stay when the file is cut back to it). The last is
+    the size when the file has fewer events."""
+    events = size = keep = 0
     nth_end = -1
+    carry = b""
     while chunk := os.pread(fd, block, size):
-        count = chunk.count(b"\n")
-        if nth_end < 0 and lines + count >= nth > 0:
-            at = -1
-            for _ in range(nth - lines):
-                at = chunk.find(b"\n", at + 1)
-            nth_end = size + at + 1
-        lines += count
-        last = chunk.rfind(b"\n")
-        if last >= 0:
-            keep = size + last + 1
         size += len(chunk)
-    return lines, size, keep, (size if nth_end < 0 else nth_end)
+        lines = (carry + chunk).split(b"\n")
+        carry = lines.pop()  # after the last newline: part of a line, or nothing
+        end = size - len(carry) - sum(len(line) + 1 for line in lines)
+        for line in lines:
+            end += len(line) + 1
+            if is_accounted_line(line):
+                if nth_end == end - len(line) - 1:  # right after event ``nth``
+                    nth_end = end
+                continue
+            events += 1
+            if events == nth:
+                nth_end = end
+        if lines:
+            keep = end
+    return events, size, keep, (size if nth_end < 0 else nth_end)
 
 
 class _SessionState:

@@ -42,10 +42,11 @@ from agenttrace._internal.caps import fits
 from agenttrace._internal.context import current_scope_var
 from agenttrace._internal.redact import cap_text, capped_attributes, scrub_text
 from agenttrace._internal.runtime import runtime
+from agenttrace.record.accounting import Accounted, accounting_entry, op_accounted
 from agenttrace.record.ids import new_txn_id
 from agenttrace.record.lifecycle import Ended, SpanEvent, Started
 from agenttrace.record.paths import Address, format_label
-from agenttrace.record.session import Session, current_session
+from agenttrace.record.session import Session, current_session, event_ts
 from agenttrace.tracing.agents import agent_of
 from agenttrace.tracing.recording import emit, emit_inference_details
 
@@ -700,15 +701,23 @@ def finish(
             emit_inference_details(span, {**scope.attributes, **final}, scope.payloads, ended_ns)
         if runtime.recorder is not None:
             late = scope.late
+            ended = {**late, **final} if late else final
+            payloads = accounted = session = None
+            if isinstance(scope, OpScope):  # an op: its content, and what it cost
+                payloads = scope.payloads or None
+                accounted = _accounted(scope, ended, ended_ns, description)
+                session = scope.session.run.session
             emit(
                 Ended(
                     scope.origin,
                     scope.label,
                     ended_ns,
-                    {**late, **final} if late else final,
+                    ended,
                     description,
                     events,
-                    scope.payloads if isinstance(scope, OpScope) and scope.payloads else None,
+                    payloads,
+                    accounted,
+                    session,
                 )
             )
     if isinstance(scope, OpScope):
@@ -719,6 +728,29 @@ def finish(
             finish(scope.host_op, error, passed=passed, ended_ns=ended_ns)
     elif scope.owned_session is not None:
         finish(scope.owned_session, error, passed=passed, ended_ns=ended_ns)
+
+
+def _accounted(scope: OpScope, ended: Attributes, ended_ns: int, error: str | None) -> Accounted:
+    """The op's ``op_accounted`` event: its accounting entry, made once, now, in the caller's
+    thread (the stream and the ledger get it before the op's caller goes on)."""
+    attributes = {**scope.attributes, **ended}
+    entry = accounting_entry(
+        attributes,
+        ended_ns,
+        error,
+        (ended_ns - scope.started_ns) / 1e6,
+        scope.session.call_path,
+    )
+    trace_id, span_id = scope.link_ids()
+    name = attributes.get(sc.GEN_AI_TOOL_NAME) or attributes.get(sc.GEN_AI_REQUEST_MODEL)
+    return op_accounted(
+        entry,
+        str(attributes.get(sc.KIND, scope.kind)),
+        str(name) if name is not None else scope.name,
+        event_ts(ended_ns),
+        trace_id,
+        span_id,
+    )
 
 
 def record_error(span: Span, error: BaseException, when_ns: int) -> tuple[str, SpanEvent]:

@@ -18,6 +18,7 @@ from agenttrace.record.optree import (
     hosted_sessions,
     op_parents,
 )
+from agenttrace.record.rebuilt import INTERRUPTED
 
 
 def optree_tree(runs: Sequence[Mapping[str, Any]]) -> Tree:
@@ -40,8 +41,10 @@ def render_optree(runs: Sequence[Mapping[str, Any]], width: int = 160) -> list[s
 
 
 def _add_session(parent: Tree, node: Mapping[str, Any]) -> None:
+    attributes = node.get("attributes")
     if node.get("endedAt") is None:
-        status = "in progress"
+        interrupted = isinstance(attributes, Mapping) and attributes.get(INTERRUPTED) is True
+        status = "interrupted" if interrupted else "in progress"
     else:
         status = "ok" if node.get("success") else "failed"
     branch = parent.add(

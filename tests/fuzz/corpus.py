@@ -1,8 +1,11 @@
 """The seeds the mutations start from, each with its share of the cases.
 
 Real files made by agenttrace: the demo's session file and stream (tests/fuzz/seeds/, made by
-``python -m tests.fuzz.make_seeds``), and the event streams of the seed's examples
-(tests/data/), one in the older spelling, as streams and one as a session file without runs.
+``python -m tests.fuzz.make_seeds``), the two files the demo left when it was killed inside
+``discuss`` (``crashed.*``: a session file written mid-run, and a stream with ``op_accounted``
+lines past it; made by tests/crash_child.py's ``first ... jill``), and the event streams of the
+seed's examples (tests/data/), one in the older spelling, as streams and one as a session file
+without runs.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ def corpus() -> tuple[list[Seed], list[float], dict[str, bytes]]:
         "example1", [], _lines(examples["1"]["events"]), {"createdAt": 1700000000000}
     )
     weights = {
-        "cafe.json.gz": 0.35,
-        "cafe.events.jsonl": 0.25,
+        "cafe.json.gz": 0.3,
+        "cafe.events.jsonl": 0.2,
+        "crashed.json.gz": 0.05,
+        "crashed.events.jsonl": 0.05,
         "example0.events.jsonl": 0.1,
         "example1.json.gz": 0.1,
         "example1.events.jsonl": 0.05,
@@ -43,6 +48,9 @@ def corpus() -> tuple[list[Seed], list[float], dict[str, bytes]]:
         "example4.events.jsonl": 0.05,
     }
     seeds = [load_seed(name, files[name]) for name in weights]
-    # Only the demo's two files are halves of one session.
-    siblings = {name: files[name] for name in ("cafe.json.gz", "cafe.events.jsonl")}
+    # Only the demo's two files, and the two a killed demo left, are halves of one session.
+    siblings = {
+        name: files[name]
+        for name in ("cafe.json.gz", "cafe.events.jsonl", "crashed.json.gz", "crashed.events.jsonl")
+    }
     return seeds, list(weights.values()), siblings
