@@ -45,14 +45,15 @@ test: $(STAMP) $(PHOENIX_STAMP) chromium
 	$(BIN)/python -m pytest
 
 # The fast loop: every test that needs no browser, no Phoenix and no Docker and does not run
-# whole programs in child processes (those are marked e2e and run by make test), and not the
-# fuzz suite (some 3 minutes; its regression cases stay in). On every core (pytest-xdist;
+# whole programs in child processes (those are marked e2e and run by make test), that waits out
+# no real back-off or time-out (marked slow), and not the fuzz suite (some 3 minutes; its
+# regression cases stay in). On every core (pytest-xdist;
 # PYTEST_XDIST_AUTO_NUM_WORKERS=N for fewer), a test file to a worker, so a module's fixtures
 # (a recorded demo) are made once. make test runs every test in one process. Compiled modules
 # are cached even where PYTHONDONTWRITEBYTECODE is set: each worker would otherwise rewrite the
 # tests' asserts and compile them again on every run (some 3 s of CPU a worker).
 check: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m "not e2e and not fuzz" -q -n auto \
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m "not e2e and not fuzz and not slow" -q -n auto \
 		--dist loadfile
 
 # The fuzz suite alone (tests/fuzz/, its regression cases included): 5,000+ hostile session

@@ -26,11 +26,11 @@ Measured:
    span starts with, its end attributes set once the call has returned, and the arguments and
    the result serialised once (no agenttrace code: the floor the SDK sets for such a span);
 2. an agenttrace tool call (``@agenttrace.tool``) inside an agent run and an explicit turn
-   (target: total <= 1.2x a bare span, caller <= 1.1x);
+   (target: total <= 1.6x a bare span, caller <= 1.4x);
 3. a mocked ``litellm.completion`` (``mock_response=``) untraced (before ``agenttrace.init()``
    patches litellm and again after ``agenttrace.shutdown()`` undoes it; the best of both), and
    traced: directly in an agent run (each call opens a turn: two spans) and inside an explicit
-   turn (one span). The time agenttrace adds, in bare spans (target: <= 3, total);
+   turn (one span). The time agenttrace adds, in bare spans (target: <= 8, total);
 4. one turn of an agent: the mocked LLM call and two tool calls, untraced and traced (reported).
 
 Each traced case runs in a fresh session (``agenttrace.new_session()``) and its own agent run,
@@ -64,9 +64,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 import agenttrace
 
 TOOL_SPAN = "execute_tool search"
-TOOL_TOTAL_TARGET = 1.2
-TOOL_CALLER_TARGET = 1.1
-LLM_ADDED_TARGET = 3.0  # bare spans
+TOOL_TOTAL_TARGET = 1.6  # issue 19's targets
+TOOL_CALLER_TARGET = 1.4
+LLM_ADDED_TARGET = 8.0  # bare spans
 
 
 class DroppingExporter(SpanExporter):

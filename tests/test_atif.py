@@ -309,6 +309,7 @@ def test_without_the_atif_package_one_line_says_how_to_get_it(
 _HARBOR_LEAVES = [path for path in _leaves(HARBOR) if path]
 
 
+@pytest.mark.fuzz  # hostile documents by the hundred: in make test, not make check
 @settings(max_examples=150, derandomize=True, database=None, deadline=None)
 @given(
     changes=st.lists(
@@ -335,6 +336,7 @@ def _timing_leaves(document: dict[str, Any]) -> list[tuple[Any, ...]]:
     return [path for path in _leaves(document) if "extra" in path and "agent" not in path]
 
 
+@pytest.mark.fuzz  # hostile documents by the hundred: in make test, not make check
 @settings(max_examples=120, derandomize=True, database=None, deadline=None)
 @given(data=st.data())
 def test_any_runs_and_durations_in_extra_open_or_are_refused_in_one_line(

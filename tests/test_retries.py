@@ -52,6 +52,7 @@ def failed(status: int) -> Reply:
 # --- the OpenAI SDK retrying inside one litellm call ---------------------------------------------
 
 
+@pytest.mark.slow  # waits out real back-offs and time-outs: make test, not make check
 @pytest.mark.init(capture_content=True)
 def test_each_request_the_openai_sdk_retries_is_an_attempt(traced: Traced, llm: LLMServer) -> None:
     llm.reset(failed(429), failed(500))
@@ -83,6 +84,7 @@ def test_each_request_the_openai_sdk_retries_is_an_attempt(traced: Traced, llm: 
     assert third[sc.GEN_AI_USAGE_INPUT_TOKENS] == 11
 
 
+@pytest.mark.slow  # waits out real back-offs and time-outs: make test, not make check
 def test_num_retries_is_sdk_retries_then_litellms_retry_loop(
     traced: Traced, llm: LLMServer
 ) -> None:
@@ -145,6 +147,7 @@ async def test_async_sdk_retries_are_attempts(traced: Traced, llm: LLMServer) ->
     assert attrs(llm_spans(traced)[1])[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 7
 
 
+@pytest.mark.slow  # waits out real back-offs and time-outs: make test, not make check
 async def test_async_num_retries(traced: Traced, llm: LLMServer) -> None:
     # As in the sync case: the SDK's 3 requests, then litellm's async retry loop.
     llm.reset(failed(500), failed(500), failed(500))
@@ -176,6 +179,7 @@ def test_a_stream_the_sdk_retried(traced: Traced, llm: LLMServer) -> None:
     assert second[sc.GEN_AI_USAGE_OUTPUT_TOKENS] > 0
 
 
+@pytest.mark.slow  # waits out real back-offs and time-outs: make test, not make check
 def test_a_timeout_the_sdk_retried(traced: Traced, llm: LLMServer) -> None:
     llm.reset(Reply(delay=3.0))  # the first request is answered too late; the retry at once
 
@@ -242,6 +246,7 @@ def _router(llm: LLMServer, **kwargs: Any) -> litellm.Router:
     )
 
 
+@pytest.mark.slow  # waits out real back-offs and time-outs: make test, not make check
 def test_router_retries_and_fallbacks(traced: Traced, llm: LLMServer) -> None:
     router = _router(llm, num_retries=1, fallbacks=[{"primary": ["backup"]}])
     llm.reset(Reply(status=500), Reply(status=500))
@@ -441,6 +446,7 @@ def test_a_bare_call_retried_to_success_is_one_run_that_succeeded(
     assert "ERR" not in output  # the run is not
 
 
+@pytest.mark.slow  # waits out real back-offs and time-outs: make test, not make check
 def test_bare_litellm_retries_are_one_run(traced: Traced, llm: LLMServer) -> None:
     llm.reset(Reply(status=500), Reply(status=500))
     litellm.completion_with_retries(**http(llm), num_retries=3)

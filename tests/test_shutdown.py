@@ -150,6 +150,7 @@ def traced_work(runs: int) -> None:
         run()
 
 
+@pytest.mark.slow  # waits out real back-offs and time-outs: make test, not make check
 def test_explicit_shutdown_with_a_dead_collector_waits_the_budget_and_counts(
     dead_collector: SilentCollector | RefusingPort,
     tmp_path: Path,
@@ -257,6 +258,7 @@ def test_spans_a_full_queue_dropped_are_counted(
     assert found and found.groups() == ("41", "41"), said[0]
 
 
+@pytest.mark.slow  # waits out real back-offs and time-outs: make test, not make check
 def test_force_flush_with_a_silent_collector_keeps_to_its_timeout(tmp_path: Path) -> None:
     collector = SilentCollector()
     try:
@@ -282,6 +284,7 @@ def flush_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "agenttrace-export-flush"]
 
 
+@pytest.mark.slow  # waits out real back-offs and time-outs: make test, not make check
 def test_force_flush_with_a_refused_port_keeps_to_the_budget_and_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

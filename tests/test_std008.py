@@ -874,6 +874,7 @@ _CHANGE = st.one_of(
 )
 
 
+@pytest.mark.fuzz  # hostile documents by the hundred: in make test, not make check
 @settings(
     max_examples=200,
     derandomize=True,
