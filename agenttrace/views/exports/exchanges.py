@@ -25,6 +25,7 @@ Content is redacted and capped like every export (:func:`agenttrace.views.public
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -143,7 +144,8 @@ def _stats(run: Mapping[str, Any]) -> lines.Stats:
     return lines.Stats(
         num_turns=sum(1 for _ in children(run, "turns")),
         duration_ms=round(finite_number(run.get("latencyMs")) or 0.0),
-        duration_api_ms=round(api_ms),
+        # Finite latencies can still add up to an infinity (an edited file): none is known then.
+        duration_api_ms=round(api_ms) if math.isfinite(api_ms) else 0,
         tokens_in=max(0, total["input_tokens"] - cache_read - cache_write),
         tokens_out=total["output_tokens"],
         cache_creation=cache_write,
