@@ -622,10 +622,10 @@ DOCUMENT_FORMATS = ("std008",)
 def export(session: str, format_: str, output: Path | None, sessions_dir: Path | None) -> None:
     """Export SESSION for others to see: a file Jaeger's UI loads through its JSON upload
     (jaeger), OTLP JSON (otlp-json), one self-contained HTML page with the opTree, the
-    dialog and each agent's perspective (html), seed 004's exchange log, a JSON line per root
-    run between session_start and session_end (exchanges), a STD-008 multi-agent session document
-    (std008), or an ATIF trajectory with each sub-agent's embedded (atif; needs the [atif]
-    extra, Python 3.11+). Secrets are redacted, as on the spans."""
+    dialog and each agent's perspective (html), the Claude Agent SDK's exchange log, a JSON line
+    per root run between session_start and session_end (exchanges), a STD-008 multi-agent
+    session document (std008), or an ATIF trajectory with each sub-agent's embedded (atif;
+    needs the [atif] extra, Python 3.11+). Secrets are redacted, as on the spans."""
     import json
 
     from agenttrace.views.exports import (
@@ -683,9 +683,9 @@ def _write_document(loaded: LoadedFile, directory: Path) -> None:
     click.echo(f"wrote {path}", err=True)
 
 
-VALIDATE_HELP = """Check FILE, a STD-008 multi-agent session document (seed 003) or its
+VALIDATE_HELP = """Check FILE, a STD-008 multi-agent session document or its
 single-agent form: its format (required fields, types, enums, ISO 8601 times; the JSON Schema
-agenttrace ships, std008.schema.json) and the consistency checks of the seed's section 6.2,
+agenttrace ships, std008.schema.json) and the consistency checks of STD-008's section 6.2,
 with its messages, one problem a line on stdout. An ATIF trajectory (one with an ATIF
 schema_version) is checked by the atif package's models instead (the [atif] extra).
 

@@ -3,8 +3,8 @@
 A message reaches the exchange log (:mod:`agenttrace.record.exchange_log`) in one of three forms:
 the SDK's own objects (``claude_agent_sdk.types``: ``SystemMessage``, ``AssistantMessage``, ...),
 a line of the CLI's ``stream-json`` output (the same JSON the SDK parses them from), or a plain
-dict of that shape (seed 004's examples). All three become the wire form first, then one of the
-structs below, validated with msgspec: a message that is not what it claims to be is refused
+dict of that shape (the exchange log's examples). All three become the wire form first, then one
+of the structs below, validated with msgspec: a message that is not what it claims to be is refused
 with one :class:`~agenttrace.record.session_files.SessionFileError` line saying what and where
 (``not a Claude Agent SDK message: Expected `int`, got `str` - at `$.duration_ms```).
 

@@ -1,7 +1,7 @@
-"""Seed 004's exchange log, as lines: ``session_start``, one ``exchange`` per user interaction,
-``session_end``, and the session's aggregation.
+"""The exchange log (README, "The exchange log"), as lines: ``session_start``, one ``exchange``
+per user interaction, ``session_end``, and the session's aggregation.
 
-The format, field for field (seed 004, "JSONL Format"):
+The format, field for field:
 
 - ``session_start``: ``session_id``, ``ts``, ``model``, ``cwd``, ``tools_available``,
   ``permission_mode``;
@@ -180,7 +180,8 @@ def exchange(
 
 @dataclass
 class Totals:
-    """The session's aggregation, fed exchange by exchange (seed 004, "Session Aggregation")."""
+    """The session's aggregation ("Session Aggregation" of the exchange log), fed exchange by
+    exchange."""
 
     exchanges: int = 0
     duration_ms: float | None = 0

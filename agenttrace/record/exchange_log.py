@@ -1,4 +1,4 @@
-"""Seed 004's session logger for the Claude Agent SDK: one JSONL line per exchange.
+"""The Claude Agent SDK's exchange log (README, "The exchange log"): one JSONL line an exchange.
 
 Give :class:`ExchangeLogger` every message the SDK yields (``log``) and every user input before it
 goes to the SDK (``log_user_input``); it writes ``session_start`` when the session's first
@@ -12,7 +12,7 @@ Exchanges and the counters of the real CLI (claude-agent-sdk 0.2.187, its CLI 2.
 - a result's ``usage``, ``duration_ms`` and ``num_turns`` are the exchange's own, but
   ``total_cost_usd`` and ``duration_api_ms`` are running totals of the session, so an exchange
   line gets its share: the difference from the previous result of the session. An ``init``
-  without ``claude_code_version`` (seed 004's own examples, hand-made dicts) means the values are
+  without ``claude_code_version`` (the format's own examples, hand-made dicts) means the values are
   taken as the exchange's own;
 - ``resume=`` keeps the session id, and the CLI restores the session's running totals (saved in
   its transcript) in the resumed process: its first result's cost includes every earlier
@@ -66,7 +66,7 @@ from agenttrace.record.session_files import SessionFileError, check_session_id
 logger = logging.getLogger("agenttrace")
 
 DEFAULT_SESSIONS_DIR = "sessions"
-"""Seed 004's default: ``./sessions``, relative to the working directory at construction."""
+"""The exchange log's default: ``./sessions``, relative to the working directory at construction."""
 
 
 @dataclass
@@ -100,7 +100,7 @@ class _Session:
 
 
 class ExchangeLogger:
-    """Seed 004's session logger: ``log(message)`` for every SDK message,
+    """The exchange log's session logger: ``log(message)`` for every SDK message,
     ``log_user_input(text)`` before each input goes to the SDK, ``close()`` at the end.
 
     ``sessions_dir`` (default ``./sessions``) is where the logs go, one file per session:

@@ -1,4 +1,4 @@
-"""A STD-008 document (seed 003) as a session: the import behind ``agenttrace tree``, ``stats``,
+"""A STD-008 document as a session: the import behind ``agenttrace tree``, ``stats``,
 ``dialog`` and ``export`` of a ``*-multi.json`` file.
 
 The orchestrator's run is the root; each tool call is an op of it, and each sub-session a

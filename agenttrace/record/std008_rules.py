@@ -1,4 +1,4 @@
-"""Validating a STD-008 document (seed 003, section 6): its format
+"""Validating a STD-008 document (STD-008, section 6): its format
 (:mod:`agenttrace.record.std008_schema`), then the consistency checks between its parts.
 
 The checks of section 6.2 report the seed's own messages (``sub_session X has invalid

@@ -1,4 +1,4 @@
-"""The STD-008 multi-agent session format (seed 003) as typed structs: what ``agenttrace
+"""The STD-008 multi-agent session format as typed structs: what ``agenttrace
 validate`` and the STD-008 import accept, and the source of the JSON Schema shipped with the
 package (``std008.schema.json``; ``python -m agenttrace.record.std008_schema --write``
 regenerates it and docs/std008.schema.json).
@@ -412,7 +412,7 @@ def json_schema() -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
-        "title": "STD-008 multi-agent session (seed 003), as agenttrace reads and writes it",
+        "title": "STD-008 multi-agent session, as agenttrace reads and writes it",
         "description": (
             "A multi-agent session document (STD-008 v1.0): collaboration, tool calls, "
             "sub-sessions, messages and summary; unknown keys are allowed (STD-001's fields). "

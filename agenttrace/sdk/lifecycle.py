@@ -313,7 +313,7 @@ def instrument_claude_agent_sdk(
     the first options stay. The same as ``init(instrument=["claude_agent_sdk"])``.
 
     ``agent_name`` names the main agent's runs (default ``claude-code``). ``exchange_log``:
-    also write seed 004's exchange log (``agenttrace.ExchangeLogger``) in the sessions
+    also write the exchange log (``agenttrace.ExchangeLogger``) in the sessions
     directory, one file per SDK session; a callable instead makes the log for each session.
     """
     return init().instrument("claude_agent_sdk", agent_name=agent_name, exchange_log=exchange_log)

@@ -106,7 +106,8 @@ def configure(
 
 
 def _exchange_logger() -> Callable[[], MessageLog]:
-    """A factory of seed 004's exchange loggers, writing into the sessions directory."""
+    """A factory of exchange loggers (``agenttrace.ExchangeLogger``), writing into the sessions
+    directory."""
     try:
         from agenttrace.record.exchange_log import ExchangeLogger
     except ImportError as exc:

@@ -1,4 +1,5 @@
-"""Any agenttrace session as seed 004's exchange log: one ``exchange`` line per root run.
+"""Any agenttrace session as an exchange log (README, "The exchange log"): one ``exchange`` line
+per root run.
 
 The lines are those :class:`~agenttrace.ExchangeLogger` writes for the Claude Agent SDK
 (:mod:`agenttrace.record.exchange_lines`), so a litellm agent's session reads the same way:
@@ -43,7 +44,7 @@ _CALL_ID = "gen_ai.tool.call.id"
 
 
 def to_exchanges(source: Source) -> list[dict[str, Any]]:
-    """The session's lines in seed 004's format: ``session_start``, an ``exchange`` per root
+    """The session's lines in the exchange log's format: ``session_start``, an ``exchange`` per root
     run, ``session_end``. ``source``: a :class:`LoadedFile` or a session file's path; a file
     without runs (an event stream) gives the two session lines and no exchange."""
     loaded = load(source)

@@ -1,4 +1,4 @@
-"""A session as a STD-008 multi-agent session document (seed 003): ``agenttrace export SESSION
+"""A session as a STD-008 multi-agent session document: ``agenttrace export SESSION
 --format std008``.
 
 The root agent is the orchestrator; every agent a tool call ran is a participant, and each of
