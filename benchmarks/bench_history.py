@@ -23,13 +23,11 @@ whatever the history. Timings are printed, never asserted in tests.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import random
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +36,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import figures  # benchmarks/figures.py, beside this script
 import litellm
+from bench_overhead import measure  # beside this script too
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
@@ -100,16 +99,8 @@ class Loop:
 
 
 def cpu_per_call(fn: Callable[[], None], number: int) -> float:
-    gc.collect()
-    gc.disable()
-    try:
-        started = time.process_time()
-        for _ in range(number):
-            fn()
-        agenttrace.force_flush()
-        return (time.process_time() - started) / number
-    finally:
-        gc.enable()
+    """Total CPU per call (all threads, a final flush included): bench_overhead's measure."""
+    return measure(fn, number)[0]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 atif = pytest.importorskip("atif", reason="the [atif] extra needs Python 3.11 or later")
 
-import agenttrace  # noqa: E402
 from agenttrace.record import schema  # noqa: E402
 from agenttrace.record.documents import read_document  # noqa: E402
 from agenttrace.record.optree import hosted_sessions  # noqa: E402
@@ -23,8 +22,6 @@ from agenttrace.record.session_files import read_session_file  # noqa: E402
 from agenttrace.views.exports import to_jaeger  # noqa: E402
 from agenttrace.views.exports.atif import SCHEMA_VERSION, to_atif  # noqa: E402
 from agenttrace.views.stats import session_stats  # noqa: E402
-from examples.cafe import SCRIPTS, run_first, run_resumed  # noqa: E402
-from examples.scripted_model import ScriptedModel  # noqa: E402
 
 from .conftest import Traced  # noqa: E402
 from .helpers import child_env  # noqa: E402
@@ -33,6 +30,7 @@ from .test_std008 import (  # noqa: E402
     DELETE,
     Recorded,
     _leaves,
+    cafe_then_resumed,
     changed,
     cli,
     opened_in_every_view,
@@ -149,15 +147,7 @@ async def test_a_round_trip_keeps_runs_apart_and_every_duration(
 ) -> None:
     """The cafe, then resumed: two runs. Exported to ATIF and read back, they are two runs
     again, with their txn ids, and every run and op keeps its start and duration."""
-    agenttrace.new_session()
-    with ScriptedModel(SCRIPTS) as model:
-        options = {"api_key": "offline-test-key", "api_base": model.api_base}
-        await run_first(options)
-        traced.handle.force_flush()
-        (path,) = (tmp_path / "sessions").glob("*.json.gz")
-        agenttrace.use_session(None)
-        await run_resumed(str(path), "What will you order?", options)
-    traced.handle.force_flush()
+    path = await cafe_then_resumed(traced, tmp_path)
     native = read_session_file(path)
     document = to_atif(path)
     assert [run["first_step"] for run in document["extra"]["runs"]] == [1, 6]

@@ -85,6 +85,21 @@ def agenttrace_cli(crashed: Crashed, *args: str) -> subprocess.CompletedProcess[
     )
 
 
+def resume(crashed: Crashed, path: Path) -> subprocess.CompletedProcess[str]:
+    """``agenttrace resume PATH`` with the child's agents and the next prompt, which succeeds."""
+    resumed = agenttrace_cli(
+        crashed,
+        "resume",
+        str(path),
+        "--agent",
+        "tests.crash_child:rebuild",
+        "--prompt",
+        "What will you order?",
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    return resumed
+
+
 def ledger_lines(crashed: Crashed) -> list[dict[str, Any]]:
     return [json.loads(line) for line in crashed.ledger.read_bytes().splitlines()]
 
@@ -174,16 +189,7 @@ def test_resume_after_the_kill_counts_every_attempt_that_reached_the_model_once(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
     crashed = crash(tmp_path, model)
-    resumed = agenttrace_cli(
-        crashed,
-        "resume",
-        str(crashed.stream),
-        "--agent",
-        "tests.crash_child:rebuild",
-        "--prompt",
-        "What will you order?",
-    )
-    assert resumed.returncode == 0, resumed.stderr
+    resume(crashed, crashed.stream)
     reached = len(model.requests)
     assert reached > 3  # the resumed run asked the model too
     billed = ledger_lines(crashed)
@@ -204,16 +210,7 @@ def test_a_resumed_transcript_answers_every_tool_call_it_sends(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
     crashed = crash(tmp_path, model)
-    resumed = agenttrace_cli(
-        crashed,
-        "resume",
-        str(crashed.stream),
-        "--agent",
-        "tests.crash_child:rebuild",
-        "--prompt",
-        "What will you order?",
-    )
-    assert resumed.returncode == 0, resumed.stderr
+    resume(crashed, crashed.stream)
     for request in model.requests:
         assert_every_tool_use_answered(request["messages"])
     # The stream says the call was closed: a tool entry for c3, logged at resume.
@@ -282,16 +279,13 @@ def test_resume_keeps_a_damaged_session_file_aside_and_recovers_its_whole_runs(
     (by the damaged file's own name: its stream beside it gives the rest) never writes over the
     damaged file, keeps the run that still reads, and says so once."""
     crashed = crash(tmp_path, model)
-    resume_args = ("--agent", "tests.crash_child:rebuild", "--prompt", "What will you order?")
-    first = agenttrace_cli(crashed, "resume", str(crashed.stream), *resume_args)
-    assert first.returncode == 0, first.stderr
+    resume(crashed, crashed.stream)
     (snapshot,) = crashed.sessions.glob("*.json.gz")
     runs = json.loads(gzip.decompress(snapshot.read_bytes()))["runs"]
     assert len(runs) == 2
     damaged = damage_after_first_run(snapshot)
 
-    again = agenttrace_cli(crashed, "resume", str(snapshot), *resume_args)  # the damaged file
-    assert again.returncode == 0, again.stderr
+    again = resume(crashed, snapshot)  # by the damaged file's name
     aside = snapshot.with_name(snapshot.name + ".damaged-1")
     assert aside.read_bytes() == damaged  # kept as it was, beside the new file
     warnings = [line for line in again.stderr.splitlines() if "cannot be read" in line]

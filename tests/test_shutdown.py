@@ -137,6 +137,24 @@ def test_the_budget_comes_from_agenttrace_then_the_otlp_timeout_then_the_default
 # -- explicit shutdown, in this process --------------------------------------------------------
 
 
+def init_exporting(
+    tmp_path: Path,
+    endpoint: str,
+    shutdown_timeout: float,
+    provider: TracerProvider | None = None,
+) -> agenttrace.Tracing:
+    """agenttrace exporting to ``endpoint`` with the ``shutdown_timeout`` budget, its files in
+    ``tmp_path``, on ``provider`` (default: a new one), litellm left alone."""
+    return agenttrace.init(
+        tracer_provider=provider if provider is not None else TracerProvider(),
+        endpoint=endpoint,
+        shutdown_timeout=shutdown_timeout,
+        sessions_dir=tmp_path / "sessions",
+        billing_file=tmp_path / "accounting.jsonl",
+        instrument_litellm=False,
+    )
+
+
 def traced_work(runs: int) -> None:
     @agenttrace.tool
     def last() -> int:
@@ -159,14 +177,7 @@ def test_explicit_shutdown_with_a_dead_collector_waits_the_budget_and_counts(
 ) -> None:
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")  # export at once, not in 5 s
     agenttrace.use_session(None)
-    handle = agenttrace.init(
-        tracer_provider=TracerProvider(),
-        endpoint=dead_collector.url,
-        shutdown_timeout=1,
-        sessions_dir=tmp_path / "sessions",
-        billing_file=tmp_path / "accounting.jsonl",
-        instrument_litellm=False,
-    )
+    handle = init_exporting(tmp_path, dead_collector.url, 1)
     session = agenttrace.new_session("dead-collector")
     traced_work(4)
     if isinstance(dead_collector, SilentCollector):
@@ -199,14 +210,7 @@ def test_an_exporter_that_gives_up_within_the_budget_is_counted_too(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "0.5")
     port = RefusingPort()
     try:
-        agenttrace.init(
-            tracer_provider=TracerProvider(),
-            endpoint=port.url,
-            shutdown_timeout=30,
-            sessions_dir=tmp_path / "sessions",
-            billing_file=tmp_path / "accounting.jsonl",
-            instrument_litellm=False,
-        )
+        init_exporting(tmp_path, port.url, 30)
         traced_work(2)
         with caplog.at_level(logging.WARNING, logger="agenttrace"):
             started = time.monotonic()
@@ -235,14 +239,7 @@ def test_spans_a_full_queue_dropped_are_counted(
     collector = SilentCollector()
     provider = TracerProvider()
     try:
-        agenttrace.init(
-            tracer_provider=provider,
-            endpoint=collector.url,
-            shutdown_timeout=0.5,
-            sessions_dir=tmp_path / "sessions",
-            billing_file=tmp_path / "accounting.jsonl",
-            instrument_litellm=False,
-        )
+        init_exporting(tmp_path, collector.url, 0.5, provider=provider)
         tracer = provider.get_tracer("app")
         tracer.start_span("first").end()
         assert collector.got_data.wait(30)  # the export thread is stuck on it
@@ -262,14 +259,7 @@ def test_spans_a_full_queue_dropped_are_counted(
 def test_force_flush_with_a_silent_collector_keeps_to_its_timeout(tmp_path: Path) -> None:
     collector = SilentCollector()
     try:
-        handle = agenttrace.init(
-            tracer_provider=TracerProvider(),
-            endpoint=collector.url,
-            shutdown_timeout=0.5,
-            sessions_dir=tmp_path / "sessions",
-            billing_file=tmp_path / "accounting.jsonl",
-            instrument_litellm=False,
-        )
+        handle = init_exporting(tmp_path, collector.url, 0.5)
         traced_work(1)
         started = time.monotonic()
         assert handle.force_flush(timeout_millis=500) is False
@@ -296,14 +286,7 @@ def test_force_flush_with_a_refused_port_keeps_to_the_budget_and_loses_nothing(
     port = RefusingPort()
     receiver = None
     try:
-        handle = agenttrace.init(
-            tracer_provider=TracerProvider(),
-            endpoint=port.url,
-            shutdown_timeout=2,
-            sessions_dir=tmp_path / "sessions",
-            billing_file=tmp_path / "accounting.jsonl",
-            instrument_litellm=False,
-        )
+        handle = init_exporting(tmp_path, port.url, 2)
         traced_work(2)
         before = set(flush_threads())  # of tests before, maybe not ended yet
         started = time.monotonic()
@@ -334,14 +317,7 @@ def test_force_flush_says_when_the_exporter_gave_up(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "0.5")
     port = RefusingPort()
     try:
-        handle = agenttrace.init(
-            tracer_provider=TracerProvider(),
-            endpoint=port.url,
-            shutdown_timeout=30,
-            sessions_dir=tmp_path / "sessions",
-            billing_file=tmp_path / "accounting.jsonl",
-            instrument_litellm=False,
-        )
+        handle = init_exporting(tmp_path, port.url, 30)
         traced_work(1)
         assert agenttrace.force_flush() is False
         assert handle.export is not None and handle.export.exported == 0
@@ -355,14 +331,7 @@ def test_a_live_collector_gets_every_span_and_nothing_is_said(
 ) -> None:
     receiver = OTLPReceiver().start()
     try:
-        handle = agenttrace.init(
-            tracer_provider=TracerProvider(),
-            endpoint=receiver.http_endpoint,
-            shutdown_timeout=30,
-            sessions_dir=tmp_path / "sessions",
-            billing_file=tmp_path / "accounting.jsonl",
-            instrument_litellm=False,
-        )
+        handle = init_exporting(tmp_path, receiver.http_endpoint, 30)
         traced_work(5)
         with caplog.at_level(logging.WARNING, logger="agenttrace"):
             agenttrace.shutdown()

@@ -896,10 +896,9 @@ def test_any_document_opens_or_is_refused_in_one_line(
     assert validate(again) == [], again
 
 
-async def test_a_resumed_session_exports_every_run_with_ids_kept_apart(
-    traced: Traced, tmp_path: Path
-) -> None:
-    """Two runs (the cafe, then a resume): the second run's calls follow the first's."""
+async def cafe_then_resumed(traced: Traced, tmp_path: Path) -> Path:
+    """The cafe's first run, then a second resumed from its session file, in a new session of
+    this process; the session file's path."""
     agenttrace.new_session()
     with ScriptedModel(SCRIPTS) as model:
         options = {"api_key": "offline-test-key", "api_base": model.api_base}
@@ -909,6 +908,14 @@ async def test_a_resumed_session_exports_every_run_with_ids_kept_apart(
         agenttrace.use_session(None)
         await run_resumed(str(path), "What will you order?", options)
     traced.handle.force_flush()
+    return path
+
+
+async def test_a_resumed_session_exports_every_run_with_ids_kept_apart(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """Two runs (the cafe, then a resume): the second run's calls follow the first's."""
+    path = await cafe_then_resumed(traced, tmp_path)
     document = to_std008(path)
     assert validate(document) == []
     calls = [(c["tool_name"], c["call_id"]) for c in document["tool_calls"]]

@@ -15,7 +15,7 @@ import pytest
 from agenttrace import semconv as sc
 
 from .helpers import ROOT, child_env
-from .otlp_receiver import OTLPReceiver
+from .otlp_receiver import OTLPReceiver, ReceivedSpan
 
 pytestmark = pytest.mark.e2e  # runs whole programs as a user does: make test, not make check
 
@@ -47,31 +47,17 @@ def test_the_entry_point_names_the_instrumentor() -> None:
 def test_opentelemetry_instrument_traces_a_plain_litellm_script(tmp_path: Path) -> None:
     script = tmp_path / "app.py"
     script.write_text(SCRIPT)
-    instrument = Path(sys.executable).with_name("opentelemetry-instrument")
-    receiver = OTLPReceiver().start()
-    try:
-        result = subprocess.run(
-            [str(instrument), sys.executable, str(script)],
-            env=child_env(
-                OTEL_SERVICE_NAME="zero-code-app",
-                OTEL_TRACES_EXPORTER="otlp",
-                OTEL_METRICS_EXPORTER="none",
-                OTEL_LOGS_EXPORTER="none",
-                OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
-                OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint,
-                AGENTTRACE_SESSIONS_DIR=str(tmp_path / "sessions"),
-                AGENTTRACE_BILLING_FILE=str(tmp_path / "ledger.jsonl"),
-                AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
-            ),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert result.returncode == 0, result.stderr
-        assert result.stdout.strip() == "hi"
-        spans = receiver.wait_for(3)
-    finally:
-        receiver.stop()
+    env = child_env(
+        OTEL_SERVICE_NAME="zero-code-app",
+        OTEL_TRACES_EXPORTER="otlp",
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER="none",
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+        AGENTTRACE_SESSIONS_DIR=str(tmp_path / "sessions"),
+        AGENTTRACE_BILLING_FILE=str(tmp_path / "ledger.jsonl"),
+        AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
+    )
+    _, spans = run_instrumented([str(script)], env)
     by_name = {span.name: span for span in spans}
     chat = by_name["chat gpt-4o-mini"]
     assert chat.attributes[sc.KIND] == sc.KIND_LLM
@@ -83,6 +69,29 @@ def test_opentelemetry_instrument_traces_a_plain_litellm_script(tmp_path: Path) 
     # agenttrace was set up by the instrumentor: the session's files were written too.
     assert list((tmp_path / "sessions").glob("*.json.gz"))
     assert (tmp_path / "ledger.jsonl").read_text().count("\n") == 1
+
+
+def run_instrumented(
+    arguments: list[str], env: dict[str, str], cwd: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], list[ReceivedSpan]]:
+    """``opentelemetry-instrument python ARGUMENTS`` in ``env``, exporting to a receiver of
+    ours; it must succeed and print ``hi``. What it printed, and the first 3 spans it sent."""
+    instrument = Path(sys.executable).with_name("opentelemetry-instrument")
+    receiver = OTLPReceiver().start()
+    try:
+        result = subprocess.run(
+            [str(instrument), sys.executable, *arguments],
+            cwd=cwd,
+            env={**env, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.http_endpoint},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "hi"
+        return result, receiver.wait_for(3)
+    finally:
+        receiver.stop()
 
 
 def _readme_recipe() -> tuple[list[str], dict[str, str], list[str]]:
@@ -125,23 +134,8 @@ def test_the_readme_recipe_as_written_exports_spans_and_nothing_else(tmp_path: P
         AGENTTRACE_BILLING_FILE=str(tmp_path / "ledger.jsonl"),
     )
     del env["LITELLM_LOCAL_MODEL_COST_MAP"]  # the recipe has to set it itself
-    receiver = OTLPReceiver().start()
-    try:
-        env.update(recipe_env, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.http_endpoint)
-        instrument = Path(sys.executable).with_name(command[0])
-        result = subprocess.run(
-            [str(instrument), sys.executable, *command[2:]],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert result.returncode == 0, result.stderr
-        assert result.stdout.strip() == "hi"
-        spans = receiver.wait_for(3)
-    finally:
-        receiver.stop()
+    env.update(recipe_env)
+    result, spans = run_instrumented(command[2:], env, cwd=tmp_path)
     assert {"invoke_agent my-agent", "turn 1", "chat gpt-4o-mini"} <= {s.name for s in spans}
     assert {s.resource["service.name"] for s in spans} == {"my-agent"}
     assert "Traceback" not in result.stderr, result.stderr
