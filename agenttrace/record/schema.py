@@ -992,21 +992,18 @@ def check_events(events: list[Any], max_depth: int) -> None:
     """Raise :class:`FormatError` unless every item of ``events`` (decoded JSON: dicts and
     lists) is a canonical event nested at most ``max_depth`` levels; ``where`` starts with the
     event's index in the list (``[3].message_id``)."""
-    for index, event in enumerate(events):
-        content = event.get("content") if type(event) is dict else None
-        if type(content) is list or type(content) is dict:
-            problem = depth_error(content, max_depth, f"[{index}].content", 2)
-            if problem is not None:
-                raise problem
-    try:
-        _convert(events, list[Event])
-    except msgspec.ValidationError as exc:
-        raise FormatError.of(exc, "") from None
+    _check_lines(events, max_depth, list[Event])
 
 
 def check_stream_lines(lines: list[Any], max_depth: int) -> None:
     """:func:`check_events` for the lines of an event stream, which may also be
     :class:`OpAccounted` lines."""
+    _check_lines(lines, max_depth, list[StreamLine])
+
+
+def _check_lines(lines: list[Any], max_depth: int, kind: Any) -> None:
+    """Each line's content nested at most ``max_depth`` levels (checked first: msgspec would
+    recurse into it), then the lines as ``kind``."""
     for index, line in enumerate(lines):
         content = line.get("content") if type(line) is dict else None
         if type(content) is list or type(content) is dict:
@@ -1014,7 +1011,7 @@ def check_stream_lines(lines: list[Any], max_depth: int) -> None:
             if problem is not None:
                 raise problem
     try:
-        _convert(lines, list[StreamLine])
+        _convert(lines, kind)
     except msgspec.ValidationError as exc:
         raise FormatError.of(exc, "") from None
 
