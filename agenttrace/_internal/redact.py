@@ -277,31 +277,35 @@ def cap_text(text: str, max_bytes: int, scrub: Callable[[str], str] = scrub_json
     return truncate_utf8(clean, max_bytes, original_size(text))
 
 
+def capped_value(value: Any, max_bytes: int) -> Any:
+    """A span attribute's value (or a span's name) with a string over ``max_bytes`` cut as
+    :func:`cap_text` cuts it, and a list holding one with each string capped; ``value`` itself
+    when nothing is over the cap (the common case costs a length check)."""
+    if isinstance(value, str):
+        return value if fits(value, max_bytes) else cap_text(value, max_bytes, scrub_text)
+    if isinstance(value, (list, tuple)) and any(
+        isinstance(item, str) and not fits(item, max_bytes) for item in value
+    ):
+        return [
+            cap_text(item, max_bytes, scrub_text) if isinstance(item, str) else item
+            for item in value
+        ]
+    return value
+
+
 def capped_attributes(attributes: dict[str, Any], max_bytes: int) -> dict[str, Any]:
-    """Span attributes with each string (and each string in a list) over ``max_bytes`` cut as
-    :func:`cap_text` cuts it: the one rule for every attribute agenttrace sets on a span, so
-    that an export of the session file, which caps every string it writes the same way (see
-    :mod:`agenttrace.views.public`), gives back what the span carried. ``attributes`` itself
-    is returned when nothing is over the cap (the common case costs a length check each).
-    """
+    """Span attributes, each value :func:`capped_value`: the one rule for every attribute
+    agenttrace sets on a span, so that an export of the session file, which caps every string
+    it writes the same way (see :mod:`agenttrace.views.public`), gives back what the span
+    carried. ``attributes`` itself is returned when nothing is over the cap."""
     capped: dict[str, Any] | None = None
     for key, value in attributes.items():
-        if isinstance(value, str):
-            if fits(value, max_bytes):
-                continue
-            value = cap_text(value, max_bytes, scrub_text)
-        elif isinstance(value, (list, tuple)) and any(
-            isinstance(item, str) and not fits(item, max_bytes) for item in value
-        ):
-            value = [
-                cap_text(item, max_bytes, scrub_text) if isinstance(item, str) else item
-                for item in value
-            ]
-        else:
+        cut = capped_value(value, max_bytes)
+        if cut is value:
             continue
         if capped is None:
             capped = dict(attributes)
-        capped[key] = value
+        capped[key] = cut
     return attributes if capped is None else capped
 
 

@@ -305,7 +305,7 @@ class Session:
         the same write); in the registry (under the lock)."""
         self.message_counter += 1
         event = build(ev.message_id(self.message_counter))
-        event["ts"] = _now()
+        event["ts"] = event_ts(time.time_ns())
         if scope is not None:
             trace_id, span_id = scope.link_ids()
             if trace_id is not None:
@@ -454,22 +454,12 @@ def _event_line(event: Mapping[str, Any]) -> bytes:
 _second: list[Any] = [0, ""]  # the last whole second formatted, and its text
 
 
-def _now() -> str:
-    """ISO-8601 UTC with milliseconds. The date and time part is formatted once a second:
-    an event per call made datetime's formatting a noticeable share of logging one."""
-    now = time.time()
-    second = int(now)
-    cached = _second
-    if cached[0] != second:
-        cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        cached[0] = second
-    return f"{cached[1]}.{int((now - second) * 1000):03d}Z"
-
-
 def event_ts(time_ns: int) -> str:
-    """``time_ns`` (ns since the epoch) as an event's ``ts``: ISO-8601 UTC with milliseconds."""
+    """``time_ns`` (ns since the epoch) as an event's ``ts``: ISO-8601 UTC with milliseconds.
+    The date and time part is formatted once a second: an event per call made datetime's
+    formatting a noticeable share of logging one."""
     seconds, rest = divmod(time_ns, 1_000_000_000)
-    cached = _second  # formatted once a second, as _now does
+    cached = _second
     if cached[0] != seconds:
         cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
         cached[0] = seconds

@@ -218,12 +218,9 @@ def input_delta(
     if not runtime.settings.input_deltas:
         return messages, None, False
     start, after = 0, None
-    for index in range(len(transcript) - 1, -1, -1):
-        entry = transcript[index]
-        if entry.get("role") == "assistant":
-            reply = entry.get("message_id")
-            start, after = offset + index + 1, reply if isinstance(reply, str) else None
-            break
+    last = _last_reply(transcript)
+    if last is not None:
+        start, after = offset + last[0] + 1, last[1]
     if previous is not None:
         seen, last = previous
         if start < seen <= count and _same_message(messages[seen - 1], last):
@@ -242,15 +239,23 @@ def _after_previous_reply(
     agent's previous reply, if the request still holds it among its last :data:`REPLY_SEARCH`
     messages, and that reply's id; else the whole request. What came before the reply was sent
     before and is recorded (the ``transcript_reset`` in the stream says what the request was)."""
-    for index in range(len(transcript) - 1, -1, -1):
-        entry = transcript[index]
-        if entry.get("role") == "assistant":
-            reply = entry.get("message_id")
-            for place in range(len(messages) - 1, max(-1, len(messages) - 1 - REPLY_SEARCH), -1):
-                if same_entry(messages[place], entry):
-                    return messages[place + 1 :], reply if isinstance(reply, str) else None
-            break
+    last = _last_reply(transcript)
+    if last is not None:
+        entry = transcript[last[0]]
+        for place in range(len(messages) - 1, max(-1, len(messages) - 1 - REPLY_SEARCH), -1):
+            if same_entry(messages[place], entry):
+                return messages[place + 1 :], last[1]
     return messages, None
+
+
+def _last_reply(transcript: Sequence[Mapping[str, Any]]) -> tuple[int, str | None] | None:
+    """Where the agent's last reply (its last assistant entry) is in ``transcript``, and its
+    message id; ``None`` if it has said nothing yet."""
+    for index in range(len(transcript) - 1, -1, -1):
+        if transcript[index].get("role") == "assistant":
+            reply = transcript[index].get("message_id")
+            return index, reply if isinstance(reply, str) else None
+    return None
 
 
 def _same_message(a: Any, b: Any) -> bool:

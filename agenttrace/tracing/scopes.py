@@ -38,9 +38,8 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace._internal.caps import fits
 from agenttrace._internal.context import current_scope_var
-from agenttrace._internal.redact import cap_text, capped_attributes, scrub_text
+from agenttrace._internal.redact import cap_text, capped_attributes, capped_value, scrub_text
 from agenttrace._internal.runtime import runtime
 from agenttrace.record.accounting import Accounted, accounting_entry, op_accounted
 from agenttrace.record.ids import new_txn_id
@@ -133,7 +132,7 @@ class _BaseScope:
         """Set an attribute on the span, and remember it for the scope's ``Ended`` record."""
         if self.late is None:
             self.late = {}
-        value = capped_attributes({key: value}, runtime.settings.max_payload_bytes)[key]
+        value = capped_value(value, runtime.settings.max_payload_bytes)
         self.late[key] = value
         self.span.set_attribute(key, value)
 
@@ -317,10 +316,8 @@ def _start(
     (``session``: a root run's ``Session``)."""
     # The name and every string attribute are capped as an export of the session file caps
     # every string it writes, so the two agree whatever their length.
-    cap = runtime.settings.max_payload_bytes
-    attributes = capped_attributes(attributes, cap)
-    if not fits(name, cap):
-        name = cap_text(name, cap, scrub_text)
+    attributes = capped_attributes(attributes, runtime.settings.max_payload_bytes)
+    name = capped_value(name, runtime.settings.max_payload_bytes)
     if parent is not None:
         span = runtime.tracer.start_span(
             name,
