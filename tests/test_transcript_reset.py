@@ -78,7 +78,7 @@ def test_a_rewritten_history_is_recorded_as_it_was_sent(
     agent = run_rewriter(llm)
     traced.handle.force_flush()
     events = canonical_events(stream_of(tmp_path))
-    assert [e["message_id"] for e in events] == [ev.message_id(n) for n in range(1, 21)]
+    assert [e["message_id"] for e in events] == [ev.message_id(n) for n in range(1, 17)]
     plan_system = f"{SYSTEM}\n{PLAN}"
     assert [shape(e) for e in events] == [
         ("created", "Rewriter"),
@@ -95,17 +95,21 @@ def test_a_rewritten_history_is_recorded_as_it_was_sent(
         # Step 3 dropped the rejected reply and asked again.
         ("reset", 4),
         ("entry", "user", "Error: no answer. Again.", None),
-        ("entry", "assistant", PLAN, None),
-        # Step 4 changed the system prompt: everything again, what is unchanged at its place
-        # pointing at the entry it repeats.
+        ("entry", "assistant", PLAN, None),  # msg_012
+        # Step 4 changed the system prompt: the new one, then the entries it sent again,
+        # referred to by their ids (not logged again), then what is new.
         ("reset", 0),
         ("entry", "system", plan_system, None),
-        ("entry", "user", "Which tea?", "msg_003"),
-        ("entry", "assistant", CALLING, "msg_007"),
-        ("entry", "user", OBSERVATION, "msg_008"),
-        ("entry", "user", "Error: no answer. Again.", "msg_011"),
         ("entry", "user", "Now answer.", None),  # where the plan was
         ("entry", "assistant", "Earl grey.", None),
+    ]
+    last_reset = events[12]
+    assert last_reset["reused"] == [1, ["msg_003", "msg_011"], 1]
+    assert last_reset["entries"] == 2
+    assert ["reused" in e for e in events if e["event_type"] == ev.TRANSCRIPT_RESET] == [
+        False,  # nothing after the kept entries was sent again as it was: no reuse
+        False,
+        True,
     ]
     # A reset is written with the entries that follow it, in one write (a crash leaves the
     # transcript as it was, not half rewritten): every line of the write but the last ends
@@ -115,7 +119,7 @@ def test_a_rewritten_history_is_recorded_as_it_was_sent(
         for line in stream_of(tmp_path).read_bytes().splitlines()
         if b'"op_accounted"' not in line[:40]
     ]
-    assert [line.endswith(b" ") for line in lines[12:19]] == [True] * 6 + [False]
+    assert [line.endswith(b" ") for line in lines[12:16]] == [True, True, False, False]
     # Every reset was logged in the LLM call whose request it records, and is on its span.
     resets = [e for e in events if e["event_type"] == ev.TRANSCRIPT_RESET]
     assert [e["path"] for e in resets] == ["2.1", "3.1", "4.1"]
@@ -145,7 +149,7 @@ def test_the_session_restores_exactly_the_last_request_and_its_reply(
         root, session = agenttrace.load_session(path)
         assert root.agent_id == "agent_001"
         assert root.messages() == last
-        assert session.message_counter == 20
+        assert session.message_counter == 16
     # Read back from the session file, the reset events are as the stream has them.
     resets = [
         e for e in read_session_file(snapshot).events if e["event_type"] == "transcript_reset"
@@ -211,7 +215,7 @@ def test_agenttrace_resume_continues_from_what_was_last_sent(
         ("entry", "user", "And milk?", None),
         ("entry", "assistant", "With milk.", None),
     ]
-    assert [e["message_id"] for e in new] == ["msg_021", "msg_022"]
+    assert [e["message_id"] for e in new] == ["msg_017", "msg_018"]
 
 
 # --- the views ------------------------------------------------------------------------------------
@@ -226,17 +230,19 @@ def test_views_show_each_reset(traced: Traced, llm: LLMServer, tmp_path: Path) -
     assert resets == [
         "[Reset]: history rewritten: kept 2 entries, dropped 2, then what it was sent",
         "[Reset]: history rewritten: kept 4 entries, dropped 1, then what it was sent",
-        "[Reset]: history rewritten: kept 0 entries, dropped 6, then what it was sent",
+        "[Reset]: history rewritten: kept 0 entries, sent 4 again, dropped 2, then what it was "
+        "sent",
     ]
     assert perspective[perspective.index(resets[0]) + 1] == f"[Said]: {CALLING}"
     dialog = format_dialog(viewer.extract_dialog(["agent_001"])).splitlines()
-    assert "(Rewriter's history rewritten: kept 0 entries, dropped 6, then what it was sent)" in (
-        dialog
-    )
+    assert (
+        "(Rewriter's history rewritten: kept 0 entries, sent 4 again, dropped 2, then what it "
+        "was sent)"
+    ) in dialog
     # What a reset repeats (with a substance) is shown once: "Which tea?" appears once.
     assert sum(line.endswith("Which tea?") for line in dialog) == 1
     # get_transcript is every entry ever logged, the current transcript is what was sent last.
-    assert len(viewer.get_transcript("agent_001")) == 16
+    assert len(viewer.get_transcript("agent_001")) == 12
 
 
 def test_the_html_page_shows_the_resets(traced: Traced, llm: LLMServer, tmp_path: Path) -> None:
@@ -499,7 +505,7 @@ def test_a_malformed_reset_is_refused(tmp_path: Path, reset: dict[str, Any]) -> 
 
 
 def test_views_of_what_happened_skip_the_entries_a_reset_restated() -> None:
-    from agenttrace.record.events import as_it_happened
+    from agenttrace.record.resets import as_it_happened
 
     def entry(n: int, agent: str = "agent_001") -> dict[str, Any]:
         return {"message_id": f"msg_{n:03}", "event_type": "transcript_entry", "agent_id": agent}

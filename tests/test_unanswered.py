@@ -54,9 +54,11 @@ def test_a_call_answered_too_late_is_put_in_place_with_a_reset() -> None:
         ("tool", "c1", INTERRUPTED_RESULT),
         ("user", None, "Hello?"),
     ]
-    assert [e["event_type"] for e in session.events[-3:]] == [
-        "transcript_reset", "transcript_entry", "transcript_entry",
-    ]  # fmt: skip
+    # The result is new; what followed the gap is referred to by its id, not logged again.
+    hello = session.revivify("agent_001").transcript[-1]["message_id"]
+    reset, result = session.events[-2:]
+    assert (reset["event_type"], result["event_type"]) == ("transcript_reset", "transcript_entry")
+    assert reset["reused"] == [1, [hello, hello]] and reset["entries"] == 1
 
 
 def test_keep_leaves_the_transcript_as_it_is_and_a_bad_policy_is_refused() -> None:

@@ -11,7 +11,7 @@ older spelling (``content_id`` for ``substance``, ``caused_by`` for ``cause``); 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, SupportsIndex, TypeVar
 
 AGENT_CREATED = "agent_created"
@@ -153,34 +153,23 @@ def transcript_entry(
     return event
 
 
-def transcript_reset(message: str, agent: str, kept: int, entries: int) -> dict[str, Any]:
+def transcript_reset(
+    message: str, agent: str, kept: int, entries: int, reused: list[Any] | None = None
+) -> dict[str, Any]:
     """A ``transcript_reset`` event: ``agent``'s transcript is now its first ``kept`` entries,
     then the ``entries`` transcript entries that follow it in the same write (the rest of what
-    the agent was sent)."""
-    return {
+    the agent was sent), placed among the runs of earlier entries it ``reused`` when it has
+    that field (``agenttrace.record.resets``)."""
+    event = {
         "message_id": message,
         "event_type": TRANSCRIPT_RESET,
         "agent_id": agent,
         "kept": kept,
         "entries": entries,
     }
-
-
-def as_it_happened(events: Iterable[_Event]) -> Iterator[_Event]:
-    """``events`` without the transcript entries a ``transcript_reset`` restated (its
-    ``entries``): the agent's context as a rewritten request sent it again, not new turns. What
-    a view of what happened (an exchange log, a trajectory, a STD-008 document) reads; a view
-    of an agent's current transcript replays the resets instead (``Session``)."""
-    restated: dict[Any, int] = {}  # agent -> entries of its last reset still to come
-    for event in events:
-        kind, agent = event.get("event_type"), event.get("agent_id")
-        if kind == TRANSCRIPT_RESET:
-            entries = event.get("entries")
-            restated[agent] = entries if isinstance(entries, int) and entries > 0 else 0
-        elif kind == TRANSCRIPT_ENTRY and restated.get(agent):
-            restated[agent] -= 1
-            continue
-        yield event
+    if reused is not None:
+        event["reused"] = reused
+    return event
 
 
 def piece_of_text(message: str, agent: str, content: str, cause: str | list[str]) -> dict[str, Any]:
@@ -287,16 +276,52 @@ class Alignment:
     whose content is a string are copied; any other message is compared in full every time.
     """
 
-    __slots__ = ("state",)
+    __slots__ = ("last", "state")
 
     def __init__(self) -> None:
         self.state: tuple[list[Any], list[Mapping[str, Any]]] = ([], [])
+        self.last: tuple[Any, ...] | None = None
+        """The last request aligned and its result: an LLM call aligns its request when it
+        starts (its span's input) and when its reply is logged; the second time, with the
+        same request and the same transcript, costs a few identity checks."""
+
+    def recall(self, messages: Sequence[Any], entries: Sequence[Any]) -> tuple[int, int] | None:
+        """The alignment of ``messages`` with ``entries`` if it was the last one made and
+        neither has changed since (same objects, lengths, last items, memory)."""
+        last = self.last
+        if (
+            last is None
+            or last[0] is not messages
+            or last[1] != len(messages)
+            or last[2] is not entries
+            or last[3] != len(entries)
+            or last[4] is not self.state
+        ):
+            return None
+        if (messages and last[5] is not messages[-1]) or (entries and last[6] is not entries[-1]):
+            return None
+        return last[7]  # type: ignore[no-any-return]
+
+    def remember(
+        self, messages: Sequence[Any], entries: Sequence[Any], result: tuple[int, int]
+    ) -> None:
+        """Keep the alignment just made for :meth:`recall`."""
+        self.last = (
+            messages,
+            len(messages),
+            entries,
+            len(entries),
+            self.state,
+            messages[-1] if messages else None,
+            entries[-1] if entries else None,
+            result,
+        )
 
     def extend(self, messages: Sequence[Any], entries: Sequence[Mapping[str, Any]]) -> None:
         """``messages`` were just logged as ``entries``, at the end of the transcript."""
         sent, matched = self.state
         if len(entries) == len(messages) and len(sent) == len(matched):
-            self.state = (sent + [_copy(m) for m in messages], matched + list(entries))
+            self.state = (sent + [copy_of_message(m) for m in messages], matched + list(entries))
 
 
 def alignment(
@@ -315,6 +340,10 @@ def alignment(
     with the agent's ``memory`` (:class:`Alignment`), the messages its earlier requests already
     matched cost an identity check each, and only the others are compared.
     """
+    if memory is not None:
+        known = memory.recall(messages, entries)
+        if known is not None:
+            return known
     offset = 0
     if entries and entries[0].get("role") not in INSTRUCTION_ROLES:
         while offset < len(messages) and _role(messages[offset]) in INSTRUCTION_ROLES:
@@ -329,12 +358,15 @@ def alignment(
         if not same_entry(messages[offset + index], entries[index]):
             kept = index
             break
-    if memory is not None:
+    if memory is not None and kept > start:
+        # Only what was learnt is written: a request that diverged from what the memory knows
+        # (a window) leaves it as it was, for the reset that follows to find its runs in.
         sent, matched = memory.state
-        known = min(start, kept)
-        copies = sent[:known] if known < len(sent) else sent
-        copies = copies + [_copy(m) for m in messages[offset + known : offset + kept]]
+        copies = sent[:start] if start < len(sent) else sent
+        copies = copies + [copy_of_message(m) for m in messages[offset + start : offset + kept]]
         memory.state = (copies, list(entries[:kept]))
+    if memory is not None:
+        memory.remember(messages, entries, (offset, kept))
     return offset, kept
 
 
@@ -367,7 +399,7 @@ def _known_prefix(
     return known
 
 
-def _copy(message: Any) -> Any:
+def copy_of_message(message: Any) -> Any:
     """A shallow copy of a plain message whose content is text; ``None`` for any other (it is
     then compared in full each time: a nested part could change in place unseen)."""
     if type(message) is dict and isinstance(message.get("content"), (str, type(None))):

@@ -36,6 +36,8 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
+from agenttrace.record.resets import MAX_PIECES
+
 FORMAT = "agenttrace.session"
 VERSION = 1
 SCHEMA_ID = f"urn:agenttrace:schema:{FORMAT}:{VERSION}"
@@ -706,6 +708,21 @@ class TranscriptEntry(_Event, kw_only=True, tag="transcript_entry"):
     content_id: MessageId | UnsetType = UNSET
 
 
+# A list of two, not a tuple: msgspec 0.22 crashes on a union of a constrained int and a tuple.
+ReusedPiece = (
+    Annotated[int, Meta(ge=0)]
+    | Annotated[
+        list[MessageId],
+        Meta(
+            min_length=2,
+            max_length=2,
+            description="The first and the last of a run of the transcript's entries.",
+        ),
+    ]
+)
+"""A piece of what follows a reset's kept entries (``agenttrace.record.resets``)."""
+
+
 class TranscriptReset(_Event, kw_only=True, tag="transcript_reset"):
     """An agent's transcript was rewritten: the request it sent did not extend what was logged
     (a framework rewrote its history). Its transcript is now its first ``kept`` entries; the
@@ -727,12 +744,33 @@ class TranscriptReset(_Event, kw_only=True, tag="transcript_reset"):
             Meta(
                 ge=0,
                 description="How many transcript_entry events of the agent follow it in the "
-                "same write: the messages it was sent after the kept ones (they restate its "
-                "context, they are not new turns).",
+                "same write: the messages it was sent after the kept ones that are not "
+                "entries it reused (without reused: all of them, restating its context).",
             ),
         ]
         | UnsetType
     ) = UNSET
+    reused: (
+        Annotated[
+            list[ReusedPiece],
+            Meta(
+                max_length=MAX_PIECES,
+                description="What follows the kept entries, in order: [first, last], the "
+                "entries of the transcript before the reset from first to last (message ids; "
+                "they are referred to, not logged again); n, the next n transcript_entry "
+                "events of the same write. The counts add up to entries. Absent: all the "
+                "entries follow the kept ones.",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+
+    def __post_init__(self) -> None:
+        if self.reused is UNSET:
+            return
+        new = sum(piece for piece in self.reused if isinstance(piece, int))
+        if new != (self.entries if self.entries is not UNSET else 0):
+            raise ValueError("`reused` counts do not add up to `entries`")
 
 
 class PieceOfText(_Event, kw_only=True, tag="piece_of_text"):

@@ -33,6 +33,7 @@ from agenttrace.record.damaged import keep_aside as keep_damaged_aside
 from agenttrace.record.damaged import recover_runs
 from agenttrace.record.ids import new_txn_id
 from agenttrace.record.rebuilt import mark_interrupted, with_rebuilt_runs
+from agenttrace.record.resets import MAX_MOVED, Plan, Replay, plan_reset
 from agenttrace.record.session_files import (
     LoadedFile,
     Progress,
@@ -116,6 +117,8 @@ class Session:
         self._lock = threading.RLock()
         self._by_name: dict[str, str] = {}
         self._agent_of: dict[str, str] = {}  # message id -> the agent whose event it is
+        self._replay = Replay()
+        """Transcripts as the events rebuild them (a reset's new entries follow it)."""
         self._replies: dict[str, str] = {}
         """Text of the latest assistant replies -> the id of the newest entry that said it
         (insertion order is age; at most ``REPLIES_REMEMBERED``): see :meth:`reply_saying`."""
@@ -210,26 +213,42 @@ class Session:
     ) -> str:
         """Log that ``agent_id``'s transcript is now its first ``kept`` entries followed by
         ``messages``: a ``transcript_reset`` and, in the same write, a ``transcript_entry`` for
-        each message (see docs/events.md). A new entry that is what the entry at its place said
-        before (:func:`~agenttrace.record.events.same_entry`) has that entry's content as its
-        ``substance``, so views show it once. Returns the reset's message id."""
+        each message that is not an entry the transcript already holds after the kept ones;
+        those it does hold are referred to by their message ids (its ``reused``: see
+        docs/events.md and :func:`~agenttrace.record.resets.plan_reset`), so a sliding window
+        logs what is new in it, not the window. A new entry that is what the entry at its place
+        said before (:func:`~agenttrace.record.events.same_entry`) has that entry's content as
+        its ``substance``, so views show it once. Returns the reset's message id."""
         if kept < 0:
             raise ValueError(f"kept must be >= 0, not {kept}")
         with self._lock:
             record = self.agents.get(agent_id)
             before = record.transcript if record is not None else []
             kept = min(kept, len(before))
+            memory = record.aligned if record is not None else None
+            plan = plan_reset(messages, before, kept, memory)
+            reused = _reused_ids(plan, before)
+            if reused is None:  # an entry without an id cannot be referred to: restate all
+                plan = Plan.all_new(messages, kept)
             builds: list[Callable[[str], dict[str, Any]]] = [
-                lambda mid: ev.transcript_reset(mid, agent_id, kept, len(messages))
+                lambda mid: ev.transcript_reset(mid, agent_id, kept, len(plan.new), reused)
             ]
-            for place, message in enumerate(messages, kept):
+            for place, message in plan.new:
                 entry = message if isinstance(message, Mapping) else ev.message_fields(message)
                 old = before[place] if place < len(before) else None
                 substance = None
                 if old is not None and ev.same_entry(entry, old):
                     substance = old.get("substance") or old.get("message_id")
                 builds.append(functools.partial(_entry, agent_id, entry, substance=substance))
-            return self._log_all(builds, at)
+            head = _remembered_head(memory, before, kept)
+            result = self._log_all(builds, at)
+            if memory is not None and record is not None:
+                # What was just sent is known: the next request is compared to it in C.
+                remembered = head + plan.copies
+                transcript: list[Mapping[str, Any]] = list(record.transcript)
+                aligned = len(remembered) == len(transcript)
+                memory.state = (remembered, transcript) if aligned else ([], [])
+            return result
 
     def log_piece_of_text(
         self,
@@ -322,6 +341,8 @@ class Session:
         """Update the registry with one event (recording and replay alike)."""
         kind = event.get("event_type")
         agent = event.get("agent_id")
+        if kind != ev.TRANSCRIPT_ENTRY:
+            self._replay.other()  # the entries written with a reset came before this
         if not isinstance(agent, str):
             return
         message = event.get("message_id")
@@ -352,7 +373,7 @@ class Session:
             known = self.agents.get(agent)
             if known is None:  # an agent the stream never announced (a fragment of a stream)
                 known = self.agents[agent] = AgentRecord(agent)
-            known.transcript.append(event)
+            self._replay.entry(agent, known.transcript, event)
             content = event.get("content")
             if event.get("role") == "assistant" and isinstance(content, str) and content:
                 # A reply a reset logged again stands for the one it repeats.
@@ -361,7 +382,7 @@ class Session:
             known = self.agents.get(agent)
             kept = event.get("kept")
             if known is not None and type(kept) is int and kept >= 0:
-                del known.transcript[kept:]
+                self._replay.reset(agent, known.transcript, event)
 
     def _remember_reply(self, content: str, message: object) -> None:
         if not isinstance(message, str):
@@ -384,7 +405,10 @@ class Session:
             session = cls(session_id)
         except SessionFileError as exc:
             raise SessionFileError(f"{loaded.path}: its session id is refused: {exc}") from None
-        session.restore(loaded.events, raw_lines=None)
+        try:
+            session.restore(loaded.events, raw_lines=None)
+        except SessionFileError as exc:
+            raise SessionFileError(f"{loaded.path}: {exc}") from None
         session.runs = list(loaded.runs)
         session.accounted = list(loaded.accounted)
         session.meta = dict(loaded.meta)
@@ -399,6 +423,11 @@ class Session:
         message_ids = agent_ids = 0
         for event in events:
             self._apply(event)
+            if self._replay.moved > MAX_MOVED:
+                raise SessionFileError(
+                    f"its transcript resets reuse more than {MAX_MOVED:,} entries in all: "
+                    "not a session agenttrace wrote"
+                )
             number = ev.id_number(event.get("message_id", ""), ev.MESSAGE_PREFIX)
             if number is not None and number > message_ids:
                 message_ids = number
@@ -407,6 +436,7 @@ class Session:
                 number = ev.id_number(agent, ev.AGENT_PREFIX)
                 if number is not None and number > agent_ids:
                     agent_ids = number
+        self._replay.close()
         self.events = events
         self.lines = list(raw_lines) if raw_lines is not None else [None] * len(events)
         self.message_counter = max(self.message_counter, message_ids)
@@ -420,6 +450,36 @@ class Session:
                 if line is None:
                     lines[index] = _event_line(self.events[index])
             return list(lines)  # type: ignore[arg-type]
+
+
+def _reused_ids(plan: Plan, before: Sequence[Mapping[str, Any]]) -> list[Any] | None:
+    """The plan's pieces as a reset's ``reused`` field (``None`` when it reuses nothing, as a
+    reset was written before, or when an entry it reuses has no message id to refer to it)."""
+    if not any(isinstance(piece, tuple) for piece in plan.pieces):
+        return None
+    wire: list[Any] = []
+    for piece in plan.pieces:
+        if isinstance(piece, int):
+            wire.append(piece)
+            continue
+        first = before[piece[0]].get("message_id")
+        last = before[piece[1] - 1].get("message_id")
+        if not (isinstance(first, str) and isinstance(last, str)):
+            return None
+        wire.append([first, last])
+    return wire
+
+
+def _remembered_head(memory: ev.Alignment | None, before: Sequence[Any], kept: int) -> list[Any]:
+    """What the agent's memory holds of the ``kept`` entries a reset keeps (``None`` where it
+    holds nothing it can vouch for: that message is then compared in full next time)."""
+    if memory is None:
+        return [None] * kept
+    sent, matched = memory.state
+    known = min(kept, len(sent), len(matched))
+    if known and matched[:known] != list(before[:known]):
+        known = 0
+    return list(sent[:known]) + [None] * (kept - known)
 
 
 def _entry(

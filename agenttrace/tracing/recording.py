@@ -11,6 +11,7 @@ session file does not store it twice and an export rebuilds it exactly.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -51,6 +52,9 @@ def span_event_attributes(
         value = event.get(key)
         if isinstance(value, str) or type(value) is int:  # ids and names; a reset's ``kept``
             attributes[attribute] = value
+    reused = event.get("reused")
+    if isinstance(reused, list):  # a reset's pieces: ids and counts, only JSON keeps them apart
+        attributes[sc.EVENT_REUSED] = json.dumps(reused, separators=(",", ":"))
     cause = event.get("cause")
     if isinstance(cause, list):  # a piece of text compiled from several messages
         attributes[sc.EVENT_CAUSE] = [str(c) for c in cause]

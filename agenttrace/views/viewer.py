@@ -21,6 +21,7 @@ from agenttrace.record.events import (
     normalize,
 )
 from agenttrace.record.optree import agent_names
+from agenttrace.record.resets import Replay, Rewrite
 from agenttrace.record.session import Session
 from agenttrace.views.content import compact_json, content_text
 
@@ -53,21 +54,23 @@ class SessionViewer:
         # once per agent, which made a file with many agents take quadratic time.
         self._transcripts: dict[str, list[dict[str, Any]]] = {}
         self._histories: dict[str, list[dict[str, Any]]] = {}  # entries and resets
-        self._dropped: dict[int, int] = {}  # id() of a reset -> how many entries it dropped
-        lengths: dict[str, int] = {}
+        self._rewrites: dict[int, Rewrite] = {}  # id() of a reset -> what it did
+        current: dict[str, list[Any]] = {}  # each agent's transcript as the resets leave it
+        replay = Replay()
         for event in self.events:
             agent = event.get("agent_id")
             kind = event.get("event_type")
             if not _is_text(agent) or kind not in (TRANSCRIPT_ENTRY, TRANSCRIPT_RESET):
+                replay.other()
                 continue
             self._histories.setdefault(agent, []).append(event)
             if kind == TRANSCRIPT_ENTRY:
                 self._transcripts.setdefault(agent, []).append(event)
-                lengths[agent] = lengths.get(agent, 0) + 1
+                replay.entry(agent, current.setdefault(agent, []), event)
             else:
-                length, kept = lengths.get(agent, 0), _kept(event)
-                self._dropped[id(event)] = max(length - kept, 0)
-                lengths[agent] = min(length, kept)
+                rewrite = replay.reset(agent, current.setdefault(agent, []), event)
+                self._rewrites[id(event)] = rewrite
+        replay.close()
 
     def list_agents(self) -> dict[str, str]:
         """agent id -> name: as it was created with, else the name its runs carry (the tree's
@@ -183,8 +186,15 @@ class SessionViewer:
 
     def _reset_text(self, reset: Mapping[str, Any]) -> str:
         """A ``transcript_reset`` as a person reads it: what stayed and what went."""
-        kept, dropped = _kept(reset), self._dropped.get(id(reset), 0)
-        return f"history rewritten: kept {_entries(kept)}, dropped {dropped}, then what it was sent"
+        rewrite = self._rewrites.get(id(reset))
+        kept = _kept(reset)
+        dropped = rewrite.dropped if rewrite is not None else 0
+        reused = rewrite.moved if rewrite is not None else 0
+        again = f", sent {reused} again" if reused else ""
+        return (
+            f"history rewritten: kept {_entries(kept)}{again}, dropped {dropped}, "
+            "then what it was sent"
+        )
 
     def build_causality_index(self) -> dict[str, str]:
         """message id -> the message it came from: a tool result's call, an entry's substance,

@@ -484,6 +484,18 @@ def _fix_piece_of_text(
         event["cause"] = values["cause"](rng)
 
 
+def _fix_transcript_reset(
+    rng: random.Random, event: dict[str, Any], values: Mapping[str, Build]
+) -> None:
+    """A reset's ``reused`` counts add up to its ``entries``."""
+    reused = event.get("reused")
+    if reused is None:
+        return
+    new = sum(piece for piece in reused if isinstance(piece, int))
+    if new or "entries" in event:
+        event["entries"] = new
+
+
 def _fix_op(rng: random.Random, op: dict[str, Any], values: Mapping[str, Build]) -> None:
     """An op's sub-agent runs as a release wrote them: ``childSession`` alone when it hosted
     one and ``childSessions`` alone when it hosted several (this release), or both keys with
@@ -507,6 +519,7 @@ def hosted_runs(op: Mapping[str, Any]) -> list[Any]:
 _FIXES: dict[type, _Fix] = {
     schema.AccountingEntry: _fix_accounting,
     schema.PieceOfText: _fix_piece_of_text,
+    schema.TranscriptReset: _fix_transcript_reset,
     schema.OperationNode: _fix_op,
 }
 """The rules ``__post_init__`` checks beyond ``requires`` and ``excludes``, by struct."""

@@ -32,9 +32,9 @@ from typing import Any
 
 from agenttrace._internal.extras import install_hint
 from agenttrace._version import __version__
-from agenttrace.record.events import as_it_happened
 from agenttrace.record.imported import ms_iso
 from agenttrace.record.optree import children, finite_number, hosted_sessions
+from agenttrace.record.resets import as_it_happened
 from agenttrace.record.session import ts_nanoseconds
 from agenttrace.record.session_files import SessionFileError
 from agenttrace.views.content import content_text

@@ -32,8 +32,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from agenttrace.record import exchange_lines as lines
-from agenttrace.record.events import TRANSCRIPT_ENTRY, as_it_happened
+from agenttrace.record.events import TRANSCRIPT_ENTRY
 from agenttrace.record.optree import children, finite_number, hosted_sessions, session_ops
+from agenttrace.record.resets import as_it_happened
 from agenttrace.record.session_files import LoadedFile
 from agenttrace.views.content import content_text
 from agenttrace.views.exports._spans import Source, load, nesting_checked
