@@ -116,6 +116,11 @@ def test_a_classmethod_is_an_agent_per_class(traced: Traced) -> None:
         def plan(klass) -> str:
             return klass.__name__
 
+        @agenttrace.agent  # above @classmethod: still a classmethod
+        @classmethod
+        def review(klass) -> str:
+            return f"reviewed by {klass.__name__}"
+
         @agenttrace.agent
         def run(me) -> str:
             return "run"
@@ -126,6 +131,8 @@ def test_a_classmethod_is_an_agent_per_class(traced: Traced) -> None:
     planner = Planner()
     assert (Planner.plan(), planner.plan(), Nightly.plan()) == ("Planner", "Planner", "Nightly")
     planner.run()
+    assert Nightly.review() == "reviewed by Nightly"
+    assert isinstance(vars(Planner)["review"], classmethod)
     created = agents_created()
     # One agent per class, and the instance's own runs are another agent: the class's id is
     # not inherited by its subclass nor by its instances.
@@ -133,6 +140,8 @@ def test_a_classmethod_is_an_agent_per_class(traced: Traced) -> None:
     assert len({agent_id for agent_id, _ in created}) == 3
     plans = traced.by_name("invoke_agent planner")
     assert len({attrs(s)[sc.AGENT_ID] for s in plans[:2]}) == 1
+    nightly = traced.by_name("invoke_agent nightly")
+    assert len(nightly) == 2 and len({attrs(s)[sc.AGENT_ID] for s in nightly}) == 1
     assert "agent_id" not in vars(Planner)
 
 

@@ -13,8 +13,8 @@ but not whether ``@staticmethod`` will wrap it afterwards: the usual order,
 decorated function returns and is never told about a staticmethod wrapping it. So the class
 is looked up at call time instead: the first argument's class (or, for a classmethod, the
 argument itself) must have the defining class in its MRO, and the attribute there must not be
-a staticmethod. The answer is remembered for the last class seen, so the usual call costs one
-identity check.
+a staticmethod. The answer is remembered per class (a few dozen at most), so the usual call
+costs one dictionary lookup.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 _METHOD, _CLASSMETHOD, _UNBOUND = "method", "classmethod", "unbound"
+
+_CLASSES_REMEMBERED = 64
 
 
 class Binding:
@@ -55,13 +57,14 @@ class ClassBody(Binding):
     """A function defined in a class body: a method, a classmethod or a staticmethod, told
     apart at call time by the class the first argument belongs to."""
 
-    __slots__ = ("_class", "_last", "_module", "_name")
+    __slots__ = ("_class", "_kinds", "_module", "_name")
 
     def __init__(self, module: str, class_qualname: str, name: str) -> None:
         self._module, self._class, self._name = module, class_qualname, name
-        self._last: tuple[type, str] | None = None
-        """The last class looked up and what the function is on it (one pair, swapped whole,
-        so threads never see half of one; it keeps at most one class alive)."""
+        self._kinds: dict[type, str] = {}
+        """What the function is on each class it was called for, up to
+        :data:`_CLASSES_REMEMBERED` of them (then forgotten at once: classes made on the fly
+        are not kept alive without bound)."""
 
     def owner(self, args: tuple[Any, ...]) -> object | None:
         if not args:
@@ -73,11 +76,13 @@ class ClassBody(Binding):
         return first if self._kind(type(first)) == _METHOD else None
 
     def _kind(self, cls: type) -> str:
-        last = self._last
-        if last is not None and last[0] is cls:
-            return last[1]
-        kind = self._kind_on(cls)
-        self._last = (cls, kind)
+        kinds = self._kinds
+        kind = kinds.get(cls)
+        if kind is None:
+            kind = self._kind_on(cls)
+            if len(kinds) >= _CLASSES_REMEMBERED:
+                kinds.clear()
+            kinds[cls] = kind
         return kind
 
     def _kind_on(self, cls: type) -> str:

@@ -317,7 +317,7 @@ def agent(
     ``agent_type``, which is otherwise ``architect`` for a root agent and ``developer`` for a
     sub-agent).
     """
-    if callable(fn_or_name):
+    if _decorated(fn_or_name):
         return _AgentSpec(name, agent_id, model, ingress, ok_exceptions, role=role)(fn_or_name)
     return _AgentSpec(fn_or_name or name, agent_id, model, ingress, ok_exceptions, role=role)
 
@@ -341,7 +341,7 @@ def run(
     for its name when none is given: a decorated function's name, and for a with-block the
     service name, as an implicit run's.
     """
-    if callable(fn_or_name):
+    if _decorated(fn_or_name):
         return _AgentSpec(name, agent_id, model, ingress, ok_exceptions)(fn_or_name)
     return _AgentSpec(
         fn_or_name or name,
@@ -369,7 +369,7 @@ def turn(fn: Any = None, /) -> Any:
     Without explicit turns agenttrace opens them itself: each LLM call directly in an agent run
     starts the next turn, and the tool calls after it belong to that turn.
     """
-    if callable(fn):
+    if _decorated(fn):
         return _TurnSpec()(fn)
     return _TurnSpec()
 
@@ -547,7 +547,7 @@ def tool(
     ``action``, ``interaction``, ...: ``agenttrace.tool.category`` on the span, a STD-008
     export's ``tool_category``, which is otherwise guessed from the name).
     """
-    if callable(fn_or_name):
+    if _decorated(fn_or_name):
         return _ToolSpec(name, arguments, ok_exceptions, category=category)(fn_or_name)
     return _ToolSpec(fn_or_name or name, arguments, ok_exceptions, category=category)
 
@@ -608,7 +608,7 @@ def llm(
     The model comes from the argument or the call's ``model=`` keyword; tokens, finish reasons
     and output are read from an OpenAI- or Anthropic-shaped return value.
     """
-    if callable(fn_or_model):
+    if _decorated(fn_or_model):
         return _LLMSpec(model, provider)(fn_or_model)
     return _LLMSpec(fn_or_model or model, provider)
 
@@ -632,6 +632,12 @@ def _category(category: str | None) -> str | None:
     if category is not None and (not isinstance(category, str) or not category.strip()):
         raise ValueError(f"category {category!r} is not a name (perception, action, ...)")
     return category
+
+
+def _decorated(value: Any) -> bool:
+    """Whether a decorator got the function to wrap (bare ``@agent``), not a name: a callable,
+    or a classmethod or staticmethod object, which ``@agent`` above ``@classmethod`` gets."""
+    return callable(value) or isinstance(value, (staticmethod, classmethod))
 
 
 def _binding(method: bool | Binding) -> Binding:
