@@ -172,10 +172,10 @@ name.
 The root takes PROMPT through the agent interface of docs/responsibility.md: harken(PROMPT),
 then response(), whose result is the answer; either may be async.
 
-A session that cannot be continued (unreadable, no root agent, no --agent, a factory that
-cannot be imported or raises, a root without harken or response) gets one line on stderr and
-exit status 2, before the run starts; a run that fails ends with one such line and exit
-status 1.
+A session that cannot be continued (missing: resume never starts one; unreadable, no root
+agent, no --agent, a factory that cannot be imported or raises, a root without harken or
+response) gets one line on stderr and exit status 2, before the run starts; a run that fails
+ends with one such line and exit status 1.
 """
 
 

@@ -40,6 +40,7 @@ from agenttrace.record.session_files import (
     SessionFileError,
     check_session_files,
     check_session_id,
+    find_or_name_session,
     find_session,
     read_session_file,
 )
@@ -820,6 +821,14 @@ def _with_damaged(
     return dataclasses.replace(stream, runs=runs, path=stream.path)
 
 
+def _started(session_id: str) -> Session:
+    """A new session ``session_id`` with its root agent logged, made current."""
+    check_session_files(runtime.settings.sessions_dir, session_id)
+    session = new_session(session_id)
+    session.log_agent_created(session.allocate_agent_id())
+    return session
+
+
 def load_session(
     session_file: str | Path,
     agent_factory: Callable[[AgentRecord, Session], Any] | None = None,
@@ -828,11 +837,21 @@ def load_session(
 ) -> tuple[Any, Session]:
     """``load_session`` (docs/events.md): (root agent, session), the session made current.
 
+    Start or resume in one call: an existing session file, stream or session id is resumed
+    (:func:`resume`); where there is none yet, a new session is started with its root agent
+    logged, named by the id or file name (in the sessions directory, where it will be written,
+    so the same call resumes it next time: ``find_or_name_session``). A file that is not a
+    session raises :class:`SessionFileError`.
+
     With ``agent_factory(record, session)`` the root and every sub-agent are rebuilt as your own
     agent objects (each factory result gets its sub-agents in ``.subagents`` by name, when it
     has that attribute); without it the root is an :class:`AgentRecord`.
     """
-    session = resume(session_file, unanswered_tool_calls=unanswered_tool_calls)
+    found = find_or_name_session(str(session_file), runtime.settings.sessions_dir)
+    if isinstance(found, str):
+        session = _started(found)
+    else:
+        session = resume(found, unanswered_tool_calls=unanswered_tool_calls)
     root = session.root()
     if root is None:
         raise SessionFileError(f"{session_file}: the session has no root agent")

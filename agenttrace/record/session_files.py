@@ -153,6 +153,61 @@ def find_session(reference: str, sessions_dir: Path) -> Path:
     raise SessionFileError(f"no session {session_id!r} in {sessions_dir}")
 
 
+def find_or_name_session(reference: str, sessions_dir: Path) -> Path | str:
+    """What ``load_session(reference)`` starts or resumes: the file of an existing session
+    (as :func:`find_session` finds it), else the id of the session to start.
+
+    A new session is written where agenttrace writes sessions, so the next call with the same
+    reference resumes it: a reference written as an id (``"chat"``), or as the name of one of
+    its files in ``sessions_dir`` (``sessions/chat.json.gz``, a session file missing while its
+    stream is there resumes from the stream). A missing file anywhere else, or named otherwise,
+    raises :class:`SessionFileError` saying so; so does a file that is not a session, later,
+    when it is read.
+    """
+    path = Path(reference)
+    try:
+        exists = path.exists() or path.is_symlink()
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:  # too long for a file: an id, checked below
+            raise SessionFileError(f"{reference}: cannot read: {exc.strerror or exc}") from None
+        exists = False
+    if exists:
+        return find_session(reference, sessions_dir)
+    session_id = reference
+    if _written_as_path(reference):
+        session_id = _session_id_named(path, sessions_dir) or ""
+        if not session_id:
+            raise SessionFileError(
+                f"{reference}: no such file, and no session can start there: a new session's "
+                f"files are <id>{SNAPSHOT_SUFFIX} and <id>{STREAM_SUFFIX} in the sessions "
+                f"directory {sessions_dir}"
+            )
+    check_session_id(session_id)
+    for candidate in (
+        stream_path(sessions_dir, session_id),
+        snapshot_path(sessions_dir, session_id),
+    ):
+        try:
+            if candidate.exists() or candidate.is_symlink():
+                return candidate
+        except OSError as exc:
+            raise SessionFileError(f"{candidate}: cannot read: {exc.strerror or exc}") from None
+    return session_id
+
+
+def _session_id_named(path: Path, sessions_dir: Path) -> str | None:
+    """The session id whose file ``path`` names, if it names one in ``sessions_dir``."""
+    name = path.name
+    for suffix in (SNAPSHOT_SUFFIX, STREAM_SUFFIX):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            try:
+                same = path.parent.resolve() == sessions_dir.resolve()
+            except (OSError, RuntimeError):  # a loop of symlinks on the way
+                return None
+            return name[: -len(suffix)] if same else None
+    return None
+
+
 def _written_as_path(reference: str) -> bool:
     """Whether ``reference`` can only be a path: it has a separator, is ``.`` or ``..``, or ends
     in the suffix of a session file or stream."""

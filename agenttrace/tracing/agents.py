@@ -10,6 +10,7 @@ without an import cycle.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,18 @@ def str_attribute(owner: object, name: str) -> str | None:
     """``owner.name`` if it is a non-empty string (an agent's name, id or model)."""
     value = getattr(owner, name, None)
     return value if isinstance(value, str) and value else None
+
+
+_class_agents: weakref.WeakKeyDictionary[type, str] = weakref.WeakKeyDictionary()
+"""The agent ids of classes whose classmethod runs are agents (one agent per class): kept
+here, not set as the class's ``agent_id``, which every instance and subclass would inherit."""
+
+
+def owner_agent_id(owner: object) -> str | None:
+    """The agent id ``owner`` (an object whose method runs, or a class for a classmethod) has."""
+    if isinstance(owner, type):
+        return _class_agents.get(owner)
+    return str_attribute(owner, "agent_id")
 
 
 def session_for_new_agent() -> Session:
@@ -51,7 +64,9 @@ def register_agent(
     """Allocate an id for a new agent, log ``agent_created`` (with the tool call that made it as
     ``cause``) and the entries its transcript starts with, in one write; returns the id."""
     agent_id = session.allocate_agent_id()
-    if owner is not None:
+    if isinstance(owner, type):
+        _class_agents[owner] = agent_id
+    elif owner is not None:
         # An object with __slots__ and no agent_id keeps none: the registry still knows it.
         with contextlib.suppress(AttributeError):
             owner.agent_id = agent_id  # type: ignore[attr-defined]
@@ -74,7 +89,7 @@ def agent_of(
     explicit_id: str | None = None,
 ) -> str:
     """The registered id of the agent ``owner`` (or of the function agent ``name``)."""
-    known = explicit_id or (str_attribute(owner, "agent_id") if owner is not None else None)
+    known = explicit_id or (owner_agent_id(owner) if owner is not None else None)
     if known is not None and known in session.agents:
         return known
     if owner is None and known is None and name is not None:

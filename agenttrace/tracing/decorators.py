@@ -29,7 +29,8 @@ from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
-from agenttrace.tracing.agents import str_attribute
+from agenttrace.tracing.agents import owner_agent_id, str_attribute
+from agenttrace.tracing.binding import BOUND, PLAIN, Binding, binding_of
 from agenttrace.tracing.llm_attributes import (
     classify_error,
     input_content,
@@ -84,6 +85,9 @@ class _Spec(Generic[S]):
 
     # -- decorator ------------------------------------------------------------------------------
     def __call__(self, fn: F) -> F:
+        if isinstance(fn, (staticmethod, classmethod)):
+            # Decorating above @staticmethod/@classmethod: wrap the function, keep the kind.
+            return type(fn)(self(fn.__func__))
         return wrap(fn, self._for_function(fn))
 
     def _for_function(self, fn: Callable[..., Any]) -> _Spec[S]:
@@ -206,15 +210,15 @@ class _AgentSpec(_Spec[SessionScope]):
         model: Naming,
         ingress: Mapping[str, Any] | None,
         ok_exceptions: OkExceptions = (),
-        method: bool = False,
+        method: bool | Binding = False,
         default_name: str | None = None,
         role: str | None = None,
     ) -> None:
         super().__init__()
         self.name, self.agent_id, self.model, self.ingress = name, agent_id, model, ingress
         self.ok_exceptions = _exception_types(ok_exceptions)
-        self.method = method
-        """Called as a method: the first argument is the agent object."""
+        self.binding = _binding(method)
+        """Which calls are method calls, whose first argument is the agent object."""
         self.default_name = default_name
         """The function's name, for a function agent given no name."""
         self.role = _role(role)
@@ -226,16 +230,16 @@ class _AgentSpec(_Spec[SessionScope]):
             self.model,
             self.ingress,
             self.ok_exceptions,
-            _is_method(fn),
+            binding_of(fn),
             fn.__name__,
             self.role,
         )
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> SessionScope | None:
-        owner = args[0] if self.method and args else None
+        owner = self.binding.owner(args)
         agent_id = _resolve(self.agent_id, owner, self.where)
         if owner is not None:
-            agent_id = agent_id or str_attribute(owner, "agent_id")
+            agent_id = agent_id or owner_agent_id(owner)
         running = current_scope()
         if (
             agent_id is not None
@@ -249,7 +253,7 @@ class _AgentSpec(_Spec[SessionScope]):
         model = _resolve(self.model, owner, self.where)
         if owner is not None:
             # An agent without a name of its own (the cafe demo's root) goes by its class.
-            name = name or str_attribute(owner, "name") or type(owner).__name__
+            name = name or str_attribute(owner, "name") or _class_of(owner).__name__
             model = model or str_attribute(owner, "language_model") or str_attribute(owner, "model")
         scope = start_session(
             name or self.default_name or "agent",
@@ -313,7 +317,7 @@ def agent(
     ``agent_type``, which is otherwise ``architect`` for a root agent and ``developer`` for a
     sub-agent).
     """
-    if callable(fn_or_name):
+    if _decorated(fn_or_name):
         return _AgentSpec(name, agent_id, model, ingress, ok_exceptions, role=role)(fn_or_name)
     return _AgentSpec(fn_or_name or name, agent_id, model, ingress, ok_exceptions, role=role)
 
@@ -337,7 +341,7 @@ def run(
     for its name when none is given: a decorated function's name, and for a with-block the
     service name, as an implicit run's.
     """
-    if callable(fn_or_name):
+    if _decorated(fn_or_name):
         return _AgentSpec(name, agent_id, model, ingress, ok_exceptions)(fn_or_name)
     return _AgentSpec(
         fn_or_name or name,
@@ -365,7 +369,7 @@ def turn(fn: Any = None, /) -> Any:
     Without explicit turns agenttrace opens them itself: each LLM call directly in an agent run
     starts the next turn, and the tool calls after it belong to that turn.
     """
-    if callable(fn):
+    if _decorated(fn):
         return _TurnSpec()(fn)
     return _TurnSpec()
 
@@ -384,7 +388,7 @@ class _ToolSpec(_Spec[OpScope]):
         *,
         params: tuple[str, ...] = (),
         rest: str | None = None,
-        method: bool = False,
+        method: bool | Binding = False,
         default_name: str | None = None,
         named_by_instance: bool = False,
         category: str | None = None,
@@ -395,36 +399,35 @@ class _ToolSpec(_Spec[OpScope]):
         self.arguments = arguments
         self.ok_exceptions = _exception_types(ok_exceptions)
         self.params = params
-        """The names of the positional parameters, ``self`` left out for a method."""
+        """The names of the positional parameters, the instance's (``self``) first on a method."""
         self.rest = rest
         """The name of a ``*args`` parameter: extra positional values are recorded under it."""
-        self.method = method
-        """Called as a method: the first argument is the instance, not a tool argument."""
+        self.binding = _binding(method)
+        """Which calls are method calls, whose first argument is no tool argument."""
         self.default_name = default_name
         self.named_by_instance = named_by_instance
         """Without ``name``, the tool is named by the instance (``name`` attribute, class)."""
 
     def _for_function(self, fn: Callable[..., Any]) -> _ToolSpec:
         params, rest = positional_parameters(fn)
-        method = _is_method(fn)
         return _ToolSpec(
             self.name,
             self.arguments,
             self.ok_exceptions,
-            params=params[1:] if method else params,
+            params=params,
             rest=rest,
-            method=method,
+            method=binding_of(fn),
             default_name=fn.__name__,
             category=self.category,
         )
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
-        owner = args[0] if self.method and args else None
+        owner = self.binding.owner(args)
         name = _resolve(self.name, owner, self.where)
         if name is None and self.named_by_instance and owner is not None:
-            name = str_attribute(owner, "name") or type(owner).__name__
+            name = str_attribute(owner, "name") or _class_of(owner).__name__
         name = name or self.default_name or "tool"
-        arguments = self._arguments(args, kwargs)
+        arguments = self._arguments(args, kwargs, owner is not None)
         attributes, recorded = _tool_request_attributes(arguments)
         if self.category is not None:
             attributes[sc.TOOL_CATEGORY] = self.category
@@ -442,18 +445,22 @@ class _ToolSpec(_Spec[OpScope]):
             scope.call_message = caller.call_message
         return scope
 
-    def _arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Mapping[str, Any]:
-        """The call's arguments by parameter name (``self`` left out), as recorded."""
+    def _arguments(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], bound: bool
+    ) -> Mapping[str, Any]:
+        """The call's arguments by parameter name (the instance left out of a method
+        call), as recorded."""
         given = self.arguments
         if isinstance(given, Mapping):
             return given
         if given is not None:
             return given(*args, **kwargs)
-        if self.method:
-            args = args[1:]
-        arguments = dict(zip(self.params, args, strict=False)) if args else {}
-        if self.rest is not None and len(args) > len(self.params):
-            arguments[self.rest] = list(args[len(self.params) :])
+        params = self.params
+        if bound:
+            args, params = args[1:], params[1:]
+        arguments = dict(zip(params, args, strict=False)) if args else {}
+        if self.rest is not None and len(args) > len(params):
+            arguments[self.rest] = list(args[len(params) :])
         if kwargs:
             arguments.update(kwargs)
         return arguments
@@ -540,7 +547,7 @@ def tool(
     ``action``, ``interaction``, ...: ``agenttrace.tool.category`` on the span, a STD-008
     export's ``tool_category``, which is otherwise guessed from the name).
     """
-    if callable(fn_or_name):
+    if _decorated(fn_or_name):
         return _ToolSpec(name, arguments, ok_exceptions, category=category)(fn_or_name)
     return _ToolSpec(fn_or_name or name, arguments, ok_exceptions, category=category)
 
@@ -601,7 +608,7 @@ def llm(
     The model comes from the argument or the call's ``model=`` keyword; tokens, finish reasons
     and output are read from an OpenAI- or Anthropic-shaped return value.
     """
-    if callable(fn_or_model):
+    if _decorated(fn_or_model):
         return _LLMSpec(model, provider)(fn_or_model)
     return _LLMSpec(fn_or_model or model, provider)
 
@@ -627,12 +634,22 @@ def _category(category: str | None) -> str | None:
     return category
 
 
-def _is_method(fn: Callable[..., Any]) -> bool:
-    try:
-        params = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return False
-    return bool(params) and params[0] in ("self", "cls")
+def _decorated(value: Any) -> bool:
+    """Whether a decorator got the function to wrap (bare ``@agent``), not a name: a callable,
+    or a classmethod or staticmethod object, which ``@agent`` above ``@classmethod`` gets."""
+    return callable(value) or isinstance(value, (staticmethod, classmethod))
+
+
+def _binding(method: bool | Binding) -> Binding:
+    """``method`` as a binding: ``True`` for a method patched onto a class, every call bound."""
+    if isinstance(method, Binding):
+        return method
+    return BOUND if method else PLAIN
+
+
+def _class_of(owner: object) -> type:
+    """The class an object belongs to; a classmethod's owner is its class itself."""
+    return owner if isinstance(owner, type) else type(owner)
 
 
 def positional_parameters(fn: Callable[..., Any]) -> tuple[tuple[str, ...], str | None]:

@@ -116,7 +116,7 @@ def instrument_tool(
             name,
             arguments,
             ok_exceptions,
-            params=params[1:],  # the instance is not an argument
+            params=params,  # the instance's first: every call is bound, it is left out
             rest=rest,
             method=True,
             named_by_instance=True,
