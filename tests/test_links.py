@@ -111,7 +111,7 @@ def test_agents_of_unrelated_trees_do_not_link(traced: Traced) -> None:
         return root, child
 
     root_a, child_a = tree("A")
-    root_b, child_b = tree("B")
+    _, child_b = tree("B")
     sibling = session.allocate_agent_id()
     session.log_agent_created(
         sibling, cause=session.revivify(child_a).cause, name="A's other child"
