@@ -595,19 +595,25 @@ def test_heard_plain_text_links_to_the_reply_that_said_it(traced: Traced) -> Non
     ]
 
 
-def test_the_newest_reply_wins_and_old_ones_are_forgotten(traced: Traced) -> None:
-    from agenttrace.record.session import REPLIES_REMEMBERED
+def test_a_text_two_replies_said_links_to_neither_and_old_ones_are_forgotten(
+    traced: Traced,
+) -> None:
+    from agenttrace.record.links import REPLIES_REMEMBERED
 
     session = agenttrace.new_session()
     speaker = session.allocate_agent_id()
     session.log_agent_created(speaker, name="Speaker")
-    first = session.log_transcript_entry(speaker, {"role": "assistant", "content": "ok"})
-    again = session.log_transcript_entry(speaker, {"role": "assistant", "content": "ok"})
-    assert session.reply_saying("ok") == again != first
+    said = "the answer is forty-two"
+    session.log_transcript_entry(speaker, {"role": "assistant", "content": said})
+    assert session.reply_saying(said) is not None
+    session.log_transcript_entry(speaker, {"role": "assistant", "content": said})
+    assert session.reply_saying(said) is None  # which of the two? neither
+    assert session.reply_saying("".join(["the answer ", "is forty-two"])) is None
+    kept = session.log_transcript_entry(speaker, {"role": "assistant", "content": "a reply kept"})
     for n in range(REPLIES_REMEMBERED):
-        session.log_transcript_entry(speaker, {"role": "assistant", "content": f"line {n}"})
-    assert session.reply_saying("ok") is None  # pushed out: the index stays bounded
-    assert session.reply_saying(f"line {REPLIES_REMEMBERED - 1}") is not None
+        session.log_transcript_entry(speaker, {"role": "assistant", "content": f"reply number {n}"})
+    assert session.reply_saying("a reply kept") is None != kept  # pushed out: the index is bounded
+    assert session.reply_saying(f"reply number {REPLIES_REMEMBERED - 1}") is not None
     assert session.reply_saying("") is None
 
 

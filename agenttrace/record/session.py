@@ -32,6 +32,7 @@ from agenttrace.record import events as ev
 from agenttrace.record.damaged import keep_aside as keep_damaged_aside
 from agenttrace.record.damaged import recover_runs
 from agenttrace.record.ids import new_txn_id
+from agenttrace.record.links import Replies
 from agenttrace.record.rebuilt import mark_interrupted, with_rebuilt_runs
 from agenttrace.record.resets import MAX_MOVED, Plan, Replay, plan_reset
 from agenttrace.record.session_files import (
@@ -48,15 +49,6 @@ from agenttrace.record.unanswered import MAX_CLOSED, UnansweredPolicy, close_una
 from agenttrace.record.unfinished import continued, unfinished_tail
 
 logger = logging.getLogger("agenttrace")
-
-REPLIES_REMEMBERED = 1024
-"""How many recent assistant replies a session remembers by their text, so that text another
-agent hears links to the reply that said it (:meth:`Session.reply_saying`). The strings are the
-transcript's own; only the index is extra."""
-
-QUOTED_REPLY_MIN = 16
-"""A reply shorter than this links only to text equal to it, never to text that merely starts
-or ends with it (``"ok"`` would match half of everything)."""
 
 
 @dataclass
@@ -120,35 +112,45 @@ class Session:
         self._agent_of: dict[str, str] = {}  # message id -> the agent whose event it is
         self._replay = Replay()
         """Transcripts as the events rebuild them (a reset's new entries follow it)."""
-        self._replies: dict[str, str] = {}
-        """Text of the latest assistant replies -> the id of the newest entry that said it
-        (insertion order is age; at most ``REPLIES_REMEMBERED``): see :meth:`reply_saying`."""
+        self._replies = Replies()
+        """Recent assistant replies, to link what agents hear to them (:meth:`reply_saying`)."""
 
     # -- the Session API (docs/events.md) ----------------------------------------------------------
 
-    def reply_saying(self, text: str) -> str | None:
-        """The message id of the newest logged assistant reply that ``text`` is, among the last
-        ``REPLIES_REMEMBERED`` replies; ``None`` if none said it.
+    def reply_saying(self, text: str, hearer: str | None = None) -> str | None:
+        """The message id of the logged assistant reply that ``text`` stands for, among the last
+        ``REPLIES_REMEMBERED`` replies; ``None`` if none does beyond doubt
+        (``agenttrace.record.links``: the same ``str`` object, or the same content, exactly, with
+        a tag around it or with parts redacted, from a reply long enough to tell apart and the
+        only one that fits). ``hearer``: the agent that hears it; the reply must then come from
+        an agent of its tree.
 
-        ``text`` is a reply if it equals one, or if it is one with a tag around it (``"[Jack]: "
-        + reply``): it starts or ends with a reply of at least ``QUOTED_REPLY_MIN`` characters
-        that makes up at least half of it. This is how what one agent hears links to what
-        another's model said when the text arrives as a plain ``str`` (an agent run returns what
-        it returned, not a ``LoggedString``): the entry that hears it gets the reply as its
-        ``substance``.
+        This is how what one agent hears links to what another's model said when the text
+        arrives as a plain ``str`` (an agent run returns what it returned, not a
+        ``LoggedString``): the entry that hears it gets the reply as its ``substance``.
         """
-        if not text:
-            return None
         with self._lock:
-            exact = self._replies.get(text)
-            if exact is not None:
-                return exact
-            for reply, message_id in reversed(self._replies.items()):
-                if QUOTED_REPLY_MIN <= len(reply) < len(text) <= 2 * len(reply) and (
-                    text.endswith(reply) or text.startswith(reply)
-                ):
-                    return message_id
-        return None
+            reachable = None if hearer is None else functools.partial(self._same_tree, hearer)
+            return self._replies.find(text, reachable)
+
+    def _same_tree(self, hearer: str, speaker: str | None) -> bool:
+        """Whether ``hearer`` could have heard ``speaker``: they are in one agent tree (the same
+        root), or both are top-level agents, between which the program itself relays."""
+        if speaker is None:
+            return False
+        speaker_root, hearer_root = self._root_of(speaker), self._root_of(hearer)
+        return speaker_root == hearer_root or (speaker_root == speaker and hearer_root == hearer)
+
+    def _root_of(self, agent_id: str) -> str:
+        seen = {agent_id}
+        record = self.agents.get(agent_id)
+        while record is not None and record.parent_id is not None:
+            if record.parent_id in seen:  # a cycle a file made up: stop at it
+                break
+            seen.add(record.parent_id)
+            agent_id = record.parent_id
+            record = self.agents.get(agent_id)
+        return agent_id
 
     @staticmethod
     def load(session_file: str | Path) -> Session:
@@ -378,21 +380,16 @@ class Session:
             content = event.get("content")
             if event.get("role") == "assistant" and isinstance(content, str) and content:
                 # A reply a reset logged again stands for the one it repeats.
-                self._remember_reply(content, event.get("substance") or message)
+                self._remember_reply(content, event.get("substance") or message, agent)
         elif kind == ev.TRANSCRIPT_RESET:
             known = self.agents.get(agent)
             kept = event.get("kept")
             if known is not None and type(kept) is int and kept >= 0:
                 self._replay.reset(agent, known.transcript, event)
 
-    def _remember_reply(self, content: str, message: object) -> None:
-        if not isinstance(message, str):
-            return
-        # The same text said again is the newest reply that said it: move it to the end.
-        self._replies.pop(content, None)
-        self._replies[content] = message
-        if len(self._replies) > REPLIES_REMEMBERED:
-            del self._replies[next(iter(self._replies))]
+    def _remember_reply(self, content: str, message: object, agent: str) -> None:
+        if isinstance(message, str):
+            self._replies.remember(content, message, agent)
 
     # -- restoring ----------------------------------------------------------------------------
 

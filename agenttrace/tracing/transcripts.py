@@ -119,7 +119,7 @@ def log_heard(owner: object, text: Any, role: str = "user") -> str:
     substance = substance_of(text)
     if substance is None and isinstance(text, str):
         plain = str(text)
-        substance = session.reply_saying(plain) or _piece_for_argument(session, plain)
+        substance = session.reply_saying(plain, agent_id) or _piece_for_argument(session, plain)
     return session.log_transcript_entry(
         agent_id, {"role": role, "content": str(text)}, substance=substance
     )
@@ -186,6 +186,17 @@ def log_tool_result(scope: OpScope, result: Any) -> None:
     )
 
 
+def _heard_reply(session: Session, agent_id: str, entry: dict[str, Any]) -> str | None:
+    """The reply a user message an agent put in its own history stands for (a framework that
+    relays another agent's answer as a user message), by the session's rule; ``None`` for any
+    other message. A tool's result is the tool's own content (a sub-agent's answer returned by
+    a ``task`` tool is not said to be the answer: the format's examples do not link them)."""
+    content = entry.get("content")
+    if entry.get("role", "user") != "user" or not isinstance(content, str):
+        return None
+    return substance_of(content) or session.reply_saying(content, agent_id)
+
+
 def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) -> None:
     """Make the agent's logged transcript what its request sent.
 
@@ -209,6 +220,9 @@ def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) 
         return
     new = messages[offset + kept :]
     for message in new:
-        session.log_transcript_entry(agent_id, message_fields(message), at=scope)
+        entry = message_fields(message)
+        session.log_transcript_entry(
+            agent_id, entry, _heard_reply(session, agent_id, entry), at=scope
+        )
     if new:  # what was just logged is known too: the next request compares only what follows
         record.aligned.extend(new, transcript[len(transcript) - len(new) :])
