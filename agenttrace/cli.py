@@ -570,7 +570,7 @@ def _print_listing(listing: Listing) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from agenttrace.views.listing import iso_time
+    from agenttrace._internal.times import iso_seconds
 
     console = _console()
     # A directory's name, like a file's, can hold a newline or a terminal escape.
@@ -583,7 +583,7 @@ def _print_listing(listing: Listing) -> None:
         numbers = heading in ("agents", "runs", "tokens", "cost")
         table.add_column(heading, justify="right" if numbers else "left")
     for row in listing.rows:
-        started = iso_time(row.started_ms)
+        started = iso_seconds(row.started_ms)
         table.add_row(
             row.session_id,
             started.replace("T", " ").rstrip("Z") if started else "-",

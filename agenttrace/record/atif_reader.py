@@ -28,7 +28,8 @@ from typing import Any
 from agenttrace import semconv as sc
 from agenttrace._internal.config import ReadLimits
 from agenttrace._internal.extras import install_hint
-from agenttrace.record.imported import Builder, Node, clamp_ms, iso_ms, json_text, plain_id
+from agenttrace._internal.times import clamp_ms, iso_ms
+from agenttrace.record.imported import Builder, Node, json_text, plain_id
 from agenttrace.record.optree import finite_number
 from agenttrace.record.session_files import LoadedFile, SessionFileError
 

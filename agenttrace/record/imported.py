@@ -15,62 +15,18 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace._internal.config import DEFAULT_MAX_PAYLOAD_BYTES
+from agenttrace._internal.times import MAX_EPOCH_NS, MAX_MS, clamp_ms, ms_iso
 from agenttrace._version import __version__
 from agenttrace.record.paths import Address, format_label
-from agenttrace.record.schema import MAX_EPOCH_NS, SESSION_ID_PATTERN
+from agenttrace.record.schema import SESSION_ID_PATTERN
 from agenttrace.record.session_files import LoadedFile
 
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
-_ISO = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
-    r"(Z|z|[+-]\d{2}:?\d{2})?$"
-)
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-MAX_MS = MAX_EPOCH_NS // 1_000_000
-
-
-def iso_ms(value: Any) -> int | None:
-    """An ISO 8601 time (``2026-01-26T10:00:05Z``, any fraction, any offset; no offset is UTC)
-    in milliseconds since the epoch, or None if it is not one. Times before the epoch are 0 and
-    times past what OTLP carries are its last (the opTree's range)."""
-    if not isinstance(value, str):
-        return None
-    match = _ISO.match(value.strip())
-    if match is None:
-        return None
-    year, month, day, hour, minute, second, fraction, zone = match.groups()
-    try:
-        moment = datetime(
-            int(year), int(month), int(day), int(hour), int(minute), int(second),
-            tzinfo=timezone.utc,
-        )  # fmt: skip
-        if zone and zone not in ("Z", "z"):
-            sign = 1 if zone[0] == "+" else -1
-            digits = zone[1:].replace(":", "")
-            moment -= sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
-    except (ValueError, OverflowError):  # no such day; an offset past the calendar's ends
-        return None
-    delta = moment - _EPOCH
-    ms = (delta.days * 86_400 + delta.seconds) * 1000 + int((fraction or "0").ljust(3, "0")[:3])
-    return min(max(ms, 0), MAX_MS)
-
-
-def ms_iso(ms: int) -> str:
-    """``ms`` since the epoch as an event's ``ts``: ISO 8601 UTC with milliseconds."""
-    ms = clamp_ms(ms)
-    moment = _EPOCH + timedelta(milliseconds=ms)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
-
-
-def clamp_ms(ms: float) -> int:
-    """A time or duration in ms within the opTree's range (0 to OTLP's last time)."""
-    return int(min(max(ms, 0), MAX_MS))
 
 
 def _duration(ms: float) -> float:

@@ -36,6 +36,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
+from agenttrace._internal.times import MAX_EPOCH_NS
 from agenttrace.record.resets import MAX_PIECES
 
 FORMAT = "agenttrace.session"
@@ -61,7 +62,6 @@ LABEL_PATTERN = _whole(
     "(0|[1-9][0-9]*(\\.[1-9][0-9]*(:([2-9]|[1-9][0-9]+))?\\.[1-9][0-9]*)*"
     "(\\.[1-9][0-9]*(:[1-9][0-9]*)?)?)"
 )
-MAX_EPOCH_NS = 2**63 - 1
 """The latest time OTLP can carry (a signed 64-bit count of nanoseconds: the year 2262)."""
 
 SessionId = Annotated[

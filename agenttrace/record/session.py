@@ -11,7 +11,6 @@ a session file or stream, so a resumed run never reuses an id.
 
 from __future__ import annotations
 
-import calendar
 import dataclasses
 import functools
 import itertools
@@ -28,6 +27,7 @@ from typing import Any
 
 from agenttrace._internal.context import Linkable, current_linkable
 from agenttrace._internal.runtime import runtime
+from agenttrace._internal.times import event_ts
 from agenttrace.record import events as ev
 from agenttrace.record.damaged import keep_aside as keep_damaged_aside
 from agenttrace.record.damaged import recover_runs
@@ -507,42 +507,6 @@ def _event_line(event: Mapping[str, Any]) -> bytes:
     from a file) has no UTF-8: it is written as its JSON escape, which reads back as itself.
     """
     return (_LINE.encode(event) + "\n").encode("utf-8", "backslashreplace")
-
-
-_second: list[Any] = [0, ""]  # the last whole second formatted, and its text
-
-
-def event_ts(time_ns: int) -> str:
-    """``time_ns`` (ns since the epoch) as an event's ``ts``: ISO-8601 UTC with milliseconds.
-    The date and time part is formatted once a second: an event per call made datetime's
-    formatting a noticeable share of logging one."""
-    seconds, rest = divmod(time_ns, 1_000_000_000)
-    cached = _second
-    if cached[0] != seconds:
-        cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-        cached[0] = seconds
-    return f"{cached[1]}.{rest // 1_000_000:03d}Z"
-
-
-def ts_nanoseconds(ts: str) -> int | None:
-    """The time an event's ``ts`` names, in ns since the epoch (``None`` if it is not one of
-    agenttrace's ``YYYY-MM-DDTHH:MM:SS.mmmZ``). A canonical event's span event carries exactly
-    this time, so it can be rebuilt from the event."""
-    if len(ts) != 24 or ts[-1] != "Z" or ts[19] != ".":
-        return None
-    whole, millis = ts[:19], ts[20:23]
-    cached = _parsed
-    try:
-        if cached[0] != whole:  # parsed once a second: strptime costs more than the event
-            cached[1] = calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S"))
-            cached[0] = whole
-        seconds: int = cached[1]
-        return (seconds * 1000 + int(millis)) * 1_000_000
-    except ValueError:
-        return None
-
-
-_parsed: list[Any] = ["", 0]  # the last whole second parsed, and its seconds since the epoch
 
 
 def _last_trace(loaded: LoadedFile) -> tuple[int, int] | None:

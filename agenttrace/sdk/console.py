@@ -140,7 +140,7 @@ _LATENCY = "latency_ms"
 """Where ``ended`` puts the scope's latency among the attributes it formats (not a span's)."""
 
 
-def _ms(attributes: Mapping[str, Any]) -> str:
+def _latency_text(attributes: Mapping[str, Any]) -> str:
     latency = attributes.get(_LATENCY)
     return f"{latency:.0f}ms" if isinstance(latency, (int, float)) else "?ms"
 
@@ -154,7 +154,7 @@ def _failure(attributes: Mapping[str, Any], error: str) -> str:
     prefix = f"attempt {attempt} " if attempt else ""
     # One line: an exception message may carry a whole traceback (litellm's do).
     description = error.strip().split("\n", 1)[0][:_MAX_REASON]
-    return f"{prefix}{what} after {_ms(attributes)}: {description}".rstrip(": ")
+    return f"{prefix}{what} after {_latency_text(attributes)}: {description}".rstrip(": ")
 
 
 def _known(count: Any) -> str:
@@ -164,7 +164,7 @@ def _known(count: Any) -> str:
 def _summary(attributes: Mapping[str, Any]) -> str | None:
     kind = attributes.get(sc.KIND)
     if kind == sc.KIND_LLM:
-        parts = [f"VRB ok {_ms(attributes)}", f"attempt {attributes.get(sc.ATTEMPT, 1)}"]
+        parts = [f"VRB ok {_latency_text(attributes)}", f"attempt {attributes.get(sc.ATTEMPT, 1)}"]
         tokens_in = attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)
         tokens_out = attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
         if tokens_in is not None or tokens_out is not None:
@@ -186,10 +186,10 @@ def _summary(attributes: Mapping[str, Any]) -> str | None:
             parts.append("cost unknown")
         return ", ".join(parts)
     if kind == sc.KIND_SESSION and attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_INVOKE_AGENT:
-        return f"VRB agent run ok {_ms(attributes)}"
+        return f"VRB agent run ok {_latency_text(attributes)}"
     if kind in (sc.KIND_TOOL, sc.KIND_SESSION):
         return (
-            f"VRB ok {_ms(attributes)}, chars in {attributes.get(sc.TOOL_CHARS_IN, 0)} "
+            f"VRB ok {_latency_text(attributes)}, chars in {attributes.get(sc.TOOL_CHARS_IN, 0)} "
             f"out {attributes.get(sc.TOOL_CHARS_OUT, 0)}"
         )
     return None

@@ -41,11 +41,12 @@ from agenttrace import semconv as sc
 from agenttrace._internal.context import current_scope_var
 from agenttrace._internal.redact import cap_text, capped_attributes, capped_value, scrub_text
 from agenttrace._internal.runtime import runtime
+from agenttrace._internal.times import event_ts
 from agenttrace.record.accounting import Accounted, accounting_entry, op_accounted
 from agenttrace.record.ids import new_txn_id
 from agenttrace.record.lifecycle import Ended, SpanEvent, Started
 from agenttrace.record.paths import Address, format_label
-from agenttrace.record.session import Session, current_session, event_ts
+from agenttrace.record.session import Session, current_session
 from agenttrace.tracing.agents import agent_of
 from agenttrace.tracing.recording import emit, emit_inference_details
 

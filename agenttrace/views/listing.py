@@ -30,7 +30,7 @@ from typing import Any
 
 from agenttrace._internal.config import ReadLimits
 from agenttrace._internal.processes import process_alive
-from agenttrace.record.session import ts_nanoseconds
+from agenttrace._internal.times import iso_seconds, ts_ms
 from agenttrace.record.session_files import (
     SNAPSHOT_SUFFIX,
     STREAM_SUFFIX,
@@ -88,9 +88,9 @@ class SessionRow:
         return {
             "session_id": self.session_id,
             "status": self.status,
-            "started": iso_time(self.started_ms),
+            "started": iso_seconds(self.started_ms),
             "started_ms": self.started_ms,
-            "updated": iso_time(self.updated_ns // 1_000_000),
+            "updated": iso_seconds(self.updated_ns // 1_000_000),
             "agents": self.agents,
             "runs": self.runs,
             "input_tokens": self.input_tokens,
@@ -248,17 +248,7 @@ def _started_ms(snapshot: LoadedFile | None, events: Sequence[Mapping[str, Any]]
             return int(snapshot.runs[0]["startedAt"])
     for event in events[:1]:
         ts = event.get("ts")
-        ns = ts_nanoseconds(ts) if isinstance(ts, str) else None
-        if ns is not None:
-            return ns // 1_000_000
+        ms = ts_ms(ts)
+        if ms is not None:
+            return ms
     return None
-
-
-def iso_time(ms: int | None) -> str | None:
-    """``ms`` since the epoch as ISO 8601 UTC to the second (``2026-11-27T10:26:37Z``)."""
-    if ms is None:
-        return None
-    try:
-        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms // 1000))
-    except (OverflowError, OSError, ValueError):
-        return None

@@ -22,10 +22,10 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from agenttrace._internal.times import iso_nanoseconds
 from agenttrace.record.safe_open import open_regular
 
 MAX_READ = 64 << 20
@@ -224,7 +224,7 @@ def _parse(line: bytes) -> Entry | None:
             usage if isinstance(usage, dict) else None,
             stop if isinstance(stop, str) else None,
             model if isinstance(model, str) else None,
-            _ts(value.get("timestamp")),
+            iso_nanoseconds(value.get("timestamp")),
         )
     if kind == "user":
         message = value.get("message")
@@ -236,7 +236,7 @@ def _parse(line: bytes) -> Entry | None:
             and block.get("type") == "tool_result"
             and isinstance(block.get("tool_use_id"), str)
         ]
-        return UserEntry(_ts(value.get("timestamp")), results)
+        return UserEntry(iso_nanoseconds(value.get("timestamp")), results)
     if kind == "cost-state":
         return CostState(_number(value.get("totalCostUSD")), _number(value.get("totalAPIDuration")))
     return None
@@ -246,16 +246,3 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
-
-
-def _ts(value: Any) -> int | None:
-    """An ISO 8601 timestamp (``2026-11-23T04:05:32.697Z``) in nanoseconds since the epoch."""
-    if not isinstance(value, str) or len(value) > 64:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    return int(moment.timestamp() * 1_000_000) * 1000

@@ -23,16 +23,15 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 from agenttrace import semconv as sc
 from agenttrace._internal.redact import scrub_text
+from agenttrace._internal.times import iso_nanoseconds, ts_nanoseconds
 from agenttrace._version import __version__
 from agenttrace.record.documents import read_any
 from agenttrace.record.optree import children, finite_number, hosted_sessions
-from agenttrace.record.session import ts_nanoseconds
 from agenttrace.record.session_files import LoadedFile, SessionFileError
 from agenttrace.tracing.recording import span_event_attributes
 from agenttrace.views.public import public_view
@@ -675,20 +674,6 @@ def _end(node: Mapping[str, Any], start_ns: int) -> int | None:
     return max(ended, start_ns)
 
 
-def _iso_to_ns(value: Any) -> int | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    # Whole microseconds, then nanoseconds: exact, where a float timestamp would round.
-    delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
-
-
 # --- attributes ----------------------------------------------------------------------------------
 
 
@@ -865,4 +850,4 @@ def _canonical_logs(events: Iterable[Mapping[str, Any]], start_ns: int) -> Itera
         calls = event.get("tool_calls")
         if calls:
             attributes[sc.EVENT_TOOL_CALLS] = scrub_text(json_text(calls))
-        yield SpanLog(_iso_to_ns(event.get("ts")) or start_ns, sc.EVENT_CANONICAL, attributes)
+        yield SpanLog(iso_nanoseconds(event.get("ts")) or start_ns, sc.EVENT_CANONICAL, attributes)

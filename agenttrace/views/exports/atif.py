@@ -31,11 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agenttrace._internal.extras import install_hint
+from agenttrace._internal.times import ms_iso, ts_ms, ts_nanoseconds
 from agenttrace._version import __version__
-from agenttrace.record.imported import ms_iso
 from agenttrace.record.optree import children, finite_number, hosted_sessions
 from agenttrace.record.resets import as_it_happened
-from agenttrace.record.session import ts_nanoseconds
 from agenttrace.record.session_files import SessionFileError
 from agenttrace.views.content import content_text
 from agenttrace.views.exports._spans import Source, load, nesting_checked
@@ -225,7 +224,7 @@ class _Exporter:
         asked: dict[str, dict[str, Any]] = {}  # tool call id -> the agent step that asked
         results: list[tuple[int, Mapping[str, Any]]] = []
         for order, entry in enumerate(run.entries):
-            when = _ms(entry.get("ts")) or run.started
+            when = ts_ms(entry.get("ts")) or run.started
             role = entry.get("role")
             if role == "tool":
                 results.append((when, entry))
@@ -244,7 +243,7 @@ class _Exporter:
                 orphan: dict[str, Any] = {
                     "source": "system",
                     "message": "",
-                    "timestamp": _iso(when),
+                    "timestamp": ms_iso(when),
                 }
                 orphan["observation"] = {"results": [result]}
                 items.append((when, len(items), orphan))
@@ -268,8 +267,8 @@ class _Exporter:
                         "results": [{"source_call_id": call_id, "content": response["payload"]}]
                     }
                 started = op.get("startedAt")
-                step["timestamp"] = _iso(started if isinstance(started, int) else run.started)
-                items.append((_ms(step["timestamp"]) or run.started, len(items), step))
+                step["timestamp"] = ms_iso(started if isinstance(started, int) else run.started)
+                items.append((ts_ms(step["timestamp"]) or run.started, len(items), step))
                 asked[call_id] = step
             timed = _timing(op)
             for call in step["tool_calls"] if timed else ():
@@ -295,7 +294,7 @@ class _Exporter:
 
     def _entry_step(self, run: _Run, entry: Mapping[str, Any], role: Any) -> dict[str, Any] | None:
         message = _message(entry.get("content"))
-        step: dict[str, Any] = {"timestamp": _iso(_ms(entry.get("ts")) or run.started)}
+        step: dict[str, Any] = {"timestamp": ms_iso(ts_ms(entry.get("ts")) or run.started)}
         if role in ("system", "user"):
             step.update(source=role, message=message)
             return step
@@ -351,7 +350,7 @@ def _timing(node: Mapping[str, Any]) -> dict[str, Any]:
     timing: dict[str, Any] = {}
     started = node.get("startedAt")
     if isinstance(started, int) and not isinstance(started, bool):
-        timing["started_at"] = _iso(started)
+        timing["started_at"] = ms_iso(started)
         latency = finite_number(node.get("latencyMs"))
         if latency is not None and latency >= 0:
             timing["latency_ms"] = latency
@@ -372,15 +371,6 @@ def _dig(value: Any, *keys: str) -> Any:
 def _attribute(node: Mapping[str, Any], key: str) -> Any:
     attributes = _dig(node, "span", "attributes")
     return attributes.get(key) if isinstance(attributes, Mapping) else None
-
-
-def _ms(ts: Any) -> int | None:
-    nanoseconds = ts_nanoseconds(ts) if isinstance(ts, str) else None
-    return nanoseconds // 1_000_000 if nanoseconds is not None else None
-
-
-def _iso(ms: int) -> str:
-    return ms_iso(ms)
 
 
 def _message(content: Any) -> Any:

@@ -65,7 +65,8 @@ def _lines(loaded: LoadedFile) -> list[dict[str, Any]]:
     result = [
         lines.session_start(
             session_id,
-            _time(first.get("startedAt")) or lines.timestamp(_ms(loaded.meta.get("createdAt"))),
+            _time(first.get("startedAt"))
+            or lines.timestamp(_seconds(loaded.meta.get("createdAt"))),
             model=_text(_mapping(first.get("attributes")).get("agenttrace.agent.model")),
             cwd=_text(_mapping(_mapping(_ingress(first)).get("cli")).get("cwd")),
             tools=None,
@@ -243,21 +244,22 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _ms(value: Any) -> float | None:
+def _seconds(value: Any) -> float | None:
+    """A time in ms as a node records it, in seconds (``None`` if it is not a number)."""
     number = finite_number(value)
     return None if number is None else number / 1000
 
 
 def _time(value: Any) -> str | None:
     """A node's time (ms since the epoch) as the seed's timestamp."""
-    seconds = _ms(value)
+    seconds = _seconds(value)
     if seconds is None or not 0 <= seconds < 253402300800:  # before the year 10000
         return None
     return lines.timestamp(seconds)
 
 
 def _updated(loaded: LoadedFile) -> float | None:
-    return _ms(loaded.meta.get("updatedAt"))
+    return _seconds(loaded.meta.get("updatedAt"))
 
 
 def _event_time(value: Any) -> str:

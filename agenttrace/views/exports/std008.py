@@ -41,10 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from agenttrace import semconv as sc
-from agenttrace.record.imported import iso_ms
+from agenttrace._internal.times import iso_ms, ts_nanoseconds
 from agenttrace.record.optree import children, finite_number, hosted_sessions, session_ops
 from agenttrace.record.resets import as_it_happened
-from agenttrace.record.session import ts_nanoseconds
 from agenttrace.record.session_files import SessionFileError
 from agenttrace.views.content import content_text
 from agenttrace.views.exports._spans import Source, load, nesting_checked
