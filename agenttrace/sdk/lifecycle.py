@@ -14,7 +14,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -198,8 +197,9 @@ def init(
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` the exporter is only added to a provider agenttrace creates,
     since an application with its own provider has configured its own export.
     ``instrument_litellm``: patch litellm now, or as soon as it is imported.
-    ``instrument``: more libraries to trace, by name (``["claude_agent_sdk"]``), each now or as
-    soon as it is imported; an unknown name is a ``ValueError``.
+    ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
+    see ``agenttrace.sdk.instrumentors.INSTRUMENTORS``), now if imported, else as soon as they
+    are; an unknown name is a ``ValueError``.
     ``meter_provider``: where the GenAI client metrics go (default: the global one; with none set,
     agenttrace makes one only when it made the tracer provider and an OTLP endpoint is set).
     ``shutdown_timeout``: seconds ``shutdown`` (and the exit) waits for the exporters agenttrace
@@ -207,9 +207,6 @@ def init(
     ``propagate_threads``: threads and ``concurrent.futures`` pool tasks started inside an agent
     run, turn or op run in it (default on; ``False`` or ``AGENTTRACE_PROPAGATE_THREADS=false``:
     they start with no context, as Python makes them).
-    ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
-    see ``agenttrace.sdk.instrumentors.INSTRUMENTORS``), now if imported, else as soon as they
-    are; an unknown name is a ``ValueError``.
     ``input_deltas``: an LLM span's input messages are only those after the agent's previous
     reply (default on; ``False`` or ``AGENTTRACE_INPUT_DELTAS=false``: the whole request).
 
@@ -245,58 +242,81 @@ def init(
         runtime.settings = settings
         runtime.disabled = settings.disabled
         if settings.disabled:
-            handle = Tracing(settings, None, None, owns_provider=False)
-            _active = handle
-            return handle
+            _active = Tracing(settings, None, None, owns_provider=False)
+            return _active
         remember_environment_secrets()
         provider, owns = _provider(tracer_provider, settings)
-        optree = OpTreeSink(
-            resource=dict(provider.resource.attributes),
-            scope={"name": INSTRUMENTATION_NAME, "version": __version__},
-            spool_dir=settings.sessions_dir,
-            recording={
-                "captureContent": settings.capture_content,
-                "maxPayloadBytes": settings.max_payload_bytes,
-            },
-        )
-        stream = EventStreamSink(settings.sessions_dir, redacted=settings.redacted_save)
-        processor = AgentTraceProcessor(
-            (
-                stream,  # first and inline: an event is on disk before log_* returns
-                ConsoleSink(settings.console, console_stream, settings.max_payload_bytes),
-                optree,
-                SessionFileSink(
-                    settings.sessions_dir, optree, stream, redacted=settings.redacted_save
-                ),
-                LedgerSink(settings.billing_file),
-            )
-        )
+        processor = _recorder(settings, provider, console_stream)
         provider.add_span_processor(processor)
-        export = None
-        if settings.otlp_endpoint and (owns or endpoint is not None):
-            export = BoundedExport(
-                _otlp_exporter(settings, explicit=endpoint is not None),
-                settings.shutdown_timeout,
-                settings.otlp_endpoint,
-            )
-            provider.add_span_processor(export)
+        export = _export(settings, provider, owns, explicit=endpoint is not None)
         meters, owned_meters = _meter_provider(meter_provider, settings, owns, endpoint)
         processor.add_sink(MetricsSink(meters, __version__))
         runtime.recorder = processor
         runtime.tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
         handle = Tracing(settings, provider, processor, owns, owned_meters, export)
-        if instrument_litellm:
-            from agenttrace.instrumentation.litellm import instrument_when_imported
-
-            handle._undo.append(instrument_when_imported())
-        if settings.propagate_threads:
-            handle._undo.append(instrument_threads())
-        for name in names:
-            if library_name(name) != "litellm" or not instrument_litellm:
-                handle.instrument(name)
+        _instrument_libraries(handle, names, instrument_litellm)
         atexit.register(handle.shutdown)
         _active = handle
         return handle
+
+
+def _recorder(
+    settings: Settings,
+    provider: TracerProvider,
+    console_stream: TextIO | Callable[[], TextIO] | None,
+) -> AgentTraceProcessor:
+    """agenttrace's span processor and the outputs it feeds, in the order they get a record:
+    the event stream first (an event is on disk before ``log_*`` returns), the console, the
+    opTree, the session file built from both, the ledger."""
+    optree = OpTreeSink(
+        resource=dict(provider.resource.attributes),
+        scope={"name": INSTRUMENTATION_NAME, "version": __version__},
+        spool_dir=settings.sessions_dir,
+        recording={
+            "captureContent": settings.capture_content,
+            "maxPayloadBytes": settings.max_payload_bytes,
+        },
+    )
+    stream = EventStreamSink(settings.sessions_dir, redacted=settings.redacted_save)
+    return AgentTraceProcessor(
+        (
+            stream,
+            ConsoleSink(settings.console, console_stream, settings.max_payload_bytes),
+            optree,
+            SessionFileSink(settings.sessions_dir, optree, stream, redacted=settings.redacted_save),
+            LedgerSink(settings.billing_file),
+        )
+    )
+
+
+def _export(
+    settings: Settings, provider: TracerProvider, owns: bool, explicit: bool
+) -> BoundedExport | None:
+    """An OTLP exporter on ``provider`` when an endpoint is given, or configured for a provider
+    agenttrace made (an application's own provider has its own export)."""
+    if not settings.otlp_endpoint or not (owns or explicit):
+        return None
+    export = BoundedExport(
+        _otlp_exporter(settings, explicit=explicit),
+        settings.shutdown_timeout,
+        settings.otlp_endpoint,
+    )
+    provider.add_span_processor(export)
+    return export
+
+
+def _instrument_libraries(handle: Tracing, names: list[str], instrument_litellm: bool) -> None:
+    """litellm (unless told not to), threads (unless ``propagate_threads`` is off), and the
+    libraries ``instrument`` names, each now or as soon as it is imported."""
+    if instrument_litellm:
+        from agenttrace.instrumentation.litellm import instrument_when_imported
+
+        handle._undo.append(instrument_when_imported())
+    if handle.settings.propagate_threads:
+        handle._undo.append(instrument_threads())
+    for name in names:
+        if library_name(name) != "litellm" or not instrument_litellm:
+            handle.instrument(name)
 
 
 runtime.setup = init
@@ -435,10 +455,9 @@ def _otlp_exporter(settings: Settings, explicit: bool) -> SpanExporter:
 
         return OTLPSpanExporter(endpoint=endpoint)
     if settings.otlp_protocol not in ("http/protobuf", "http", "grpc"):
-        print(
-            f"agenttrace: OTLP protocol {settings.otlp_protocol!r} is not supported; "
-            "using http/protobuf",
-            file=sys.stderr,
+        logger.warning(
+            "agenttrace: OTLP protocol %r is not supported; using http/protobuf",
+            settings.otlp_protocol,
         )
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HTTPSpanExporter,

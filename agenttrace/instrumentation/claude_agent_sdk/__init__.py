@@ -23,17 +23,13 @@ message by message), :mod:`.resume`, :mod:`.patch` (the wrappers) and this packa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import wrapt
 
-# mypy does not see this class in opentelemetry-instrumentation 0.66b2 (it is there, in __all__).
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
-
 from agenttrace._internal.runtime import runtime
+from agenttrace.instrumentation.base import LibraryInstrumentor, own_attribute
 from agenttrace.instrumentation.claude_agent_sdk.resume import rebuild
 from agenttrace.instrumentation.claude_agent_sdk.utils import (
     DEFAULT_AGENT_NAME,
@@ -51,15 +47,8 @@ __all__ = [
     "rebuild",
 ]
 
-_INSTRUMENTS = ("claude-agent-sdk >= 0.2.180",)
 
-
-def _attribute(owner: Any, name: str) -> Any:
-    """The attribute itself (for a class, not the bound method its descriptor would give)."""
-    return vars(owner).get(name) if isinstance(owner, type) else getattr(owner, name, None)
-
-
-class ClaudeAgentSDKInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class ClaudeAgentSDKInstrumentor(LibraryInstrumentor):
     """OpenTelemetry's instrumentor for the Claude Agent SDK: each exchange of ``query()`` or
     a ``ClaudeSDKClient`` becomes an agent run with its LLM attempts, tool calls and
     sub-agents, in agenttrace's agent/turn/op tree.
@@ -70,21 +59,20 @@ class ClaudeAgentSDKInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     ``uninstrument()`` ends the sessions still open and puts the SDK back as it was.
     """
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        """The SDK releases this instrumentor supports (checked by ``instrument``)."""
-        return _INSTRUMENTS
+    instruments = ("claude-agent-sdk >= 0.2.180",)
+    init_options: ClassVar[dict[str, Any] | None] = {"instrument_litellm": False}
 
-    def _instrument(self, **kwargs: Any) -> None:
-        runtime.set_up_for(kwargs, instrument_litellm=False)
-        configure(kwargs.get("agent_name"), kwargs.get("exchange_log", False))
+    def patch(self, **options: Any) -> None:
+        """Patch the SDK; ``options`` name the runs and the exchange log (:func:`configure`)."""
+        configure(options.get("agent_name"), options.get("exchange_log", False))
         _patch()
 
-    def _uninstrument(self, **kwargs: Any) -> None:
+    def unpatch(self) -> None:
+        """End the sessions still open and put the SDK back as it was."""
         _unpatch()
 
-    @property
-    def is_instrumented(self) -> bool:
-        """True while the SDK is patched."""
+    def patched(self) -> bool:
+        """Whether the SDK is patched."""
         return bool(state.patches)
 
 
@@ -132,7 +120,7 @@ def _patch() -> None:
 
     for owner, name, wrapper in patch_targets(claude_agent_sdk):
         wrapt.wrap_function_wrapper(owner, name, wrapper)
-        state.patches.append((owner, name, _attribute(owner, name)))
+        state.patches.append((owner, name, own_attribute(owner, name)))
     state.enabled = True
 
 
@@ -144,7 +132,7 @@ def _unpatch() -> None:
 
     end_sessions()
     for owner, name, ours in reversed(state.patches):
-        if _attribute(owner, name) is ours:
+        if own_attribute(owner, name) is ours:
             setattr(owner, name, ours.__wrapped__)
     state.patches.clear()
     state.settings = Settings()

@@ -33,19 +33,14 @@ and attempt the running code belongs to), :mod:`.streaming` (the stream proxy),
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Collection
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import wrapt
 
-# mypy does not see this class in opentelemetry-instrumentation 0.66b2 (it is there, in __all__).
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
-
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import is_secret_key
-from agenttrace._internal.runtime import runtime
+from agenttrace.instrumentation.base import LibraryInstrumentor, own_attribute
 from agenttrace.instrumentation.litellm import early_imports
 from agenttrace.instrumentation.litellm.calls import forget_pending_calls
 from agenttrace.instrumentation.litellm.patch import patch_targets
@@ -56,12 +51,7 @@ from agenttrace.tracing.implicit import end_runs
 __all__ = ["LiteLLMInstrumentor", "instrument_when_imported"]
 
 
-def _attribute(owner: Any, name: str) -> Any:
-    """The attribute itself (for a class, not the bound method its descriptor would give)."""
-    return vars(owner).get(name) if isinstance(owner, type) else getattr(owner, name, None)
-
-
-class LiteLLMInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class LiteLLMInstrumentor(LibraryInstrumentor):
     """OpenTelemetry's instrumentor for litellm: every LLM attempt becomes a ``chat {model}`` span
     (CLIENT) in agenttrace's agent/turn/op tree.
 
@@ -72,24 +62,20 @@ class LiteLLMInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     puts litellm back exactly as it was.
     """
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        """The litellm releases this instrumentor supports (checked by ``instrument``)."""
-        return _INSTRUMENTS
+    instruments = ("litellm >= 1.75",)
+    init_options: ClassVar[dict[str, Any] | None] = {"instrument_litellm": False}
 
-    def _instrument(self, **kwargs: Any) -> None:
-        runtime.set_up_for(kwargs, instrument_litellm=False)
-        _patch(look_for_early_imports=kwargs.get("look_for_early_imports", True))
+    def patch(self, **options: Any) -> None:
+        """Patch litellm (``look_for_early_imports``: see :func:`_patch`)."""
+        _patch(look_for_early_imports=options.get("look_for_early_imports", True))
 
-    def _uninstrument(self, **kwargs: Any) -> None:
+    def unpatch(self) -> None:
+        """Put litellm back as it was."""
         _unpatch()
 
-    @property
-    def is_instrumented(self) -> bool:
-        """True while litellm is patched."""
+    def patched(self) -> bool:
+        """Whether litellm is patched."""
         return bool(state.patches)
-
-
-_INSTRUMENTS = ("litellm >= 1.75",)
 
 
 def _patch(look_for_early_imports: bool = True) -> None:
@@ -113,7 +99,7 @@ def _patch(look_for_early_imports: bool = True) -> None:
     )
     for owner, name, wrapper in patch_targets(litellm):  # each owner holds its attribute itself
         wrapt.wrap_function_wrapper(owner, name, wrapper)
-        state.patches.append((owner, name, _attribute(owner, name)))
+        state.patches.append((owner, name, own_attribute(owner, name)))
     state.enabled = True
     if unpatched:
         try:
@@ -129,7 +115,7 @@ def _unpatch() -> None:
     end_runs()  # the implicit runs of bare calls: no more calls will join them
     forget_pending_calls()
     for owner, name, ours in reversed(state.patches):
-        if ours is not None and _attribute(owner, name) is ours:
+        if ours is not None and own_attribute(owner, name) is ours:
             setattr(owner, name, ours.__wrapped__)
     state.patches.clear()
 

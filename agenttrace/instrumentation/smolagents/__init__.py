@@ -23,25 +23,18 @@ The targets and the undo are in :mod:`.patch`; names and ids in :mod:`.agents`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
-# mypy does not see this class in opentelemetry-instrumentation 0.66b2 (it is there, in __all__).
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
-
-from agenttrace._internal.runtime import runtime
+from agenttrace.instrumentation.base import LibraryInstrumentor
 from agenttrace.instrumentation.on_import import instrument_on_import
 from agenttrace.instrumentation.smolagents.patch import is_patched, patch, unpatch
 from agenttrace.instrumentation.smolagents.steps import WHERE
 
 __all__ = ["SmolagentsInstrumentor", "instrument_when_imported"]
 
-_INSTRUMENTS = ("smolagents >= 1.20",)
 
-
-class SmolagentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class SmolagentsInstrumentor(LibraryInstrumentor):
     """OpenTelemetry's instrumentor for smolagents (see the module docstring for what it traces).
 
     ``instrument(tracer_provider=..., meter_provider=...)`` patches smolagents and, if agenttrace
@@ -52,20 +45,18 @@ class SmolagentsInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     ``agenttrace.init()`` turns on.
     """
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        """The smolagents releases this instrumentor supports (checked by ``instrument``)."""
-        return _INSTRUMENTS
+    instruments = ("smolagents >= 1.20",)
 
-    def _instrument(self, **kwargs: Any) -> None:
-        runtime.set_up_for(kwargs)
+    def patch(self, **options: Any) -> None:
+        """Patch smolagents (:mod:`.patch`)."""
         patch()
 
-    def _uninstrument(self, **kwargs: Any) -> None:
+    def unpatch(self) -> None:
+        """Put smolagents back as it was."""
         unpatch()
 
-    @property
-    def is_instrumented(self) -> bool:
-        """True while smolagents is patched."""
+    def patched(self) -> bool:
+        """Whether smolagents is patched."""
         return is_patched()
 
 

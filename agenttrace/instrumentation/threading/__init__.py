@@ -25,19 +25,15 @@ from __future__ import annotations
 import contextvars
 import sys
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, ClassVar
 
 import wrapt
 
-# mypy does not see this class in opentelemetry-instrumentation 0.66b2 (it is there, in __all__).
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
-
 from agenttrace._internal.errors import report_internal_error
+from agenttrace.instrumentation.base import LibraryInstrumentor
 from agenttrace.tracing.propagation import carry_context, in_traced_scope
 
 __all__ = ["ThreadContextInstrumentor", "instrument_threads"]
@@ -62,26 +58,27 @@ class _State:
 _state = _State()
 
 
-class ThreadContextInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+class ThreadContextInstrumentor(LibraryInstrumentor):
     """OpenTelemetry's instrumentor interface for carrying agenttrace's context into threads and
     ``concurrent.futures`` thread pools (see the module docstring). It makes no spans.
 
     ``init()`` instruments it by default; ``instrument()`` and ``uninstrument()`` do it by hand.
     """
 
-    def instrumentation_dependencies(self) -> Collection[str]:
-        """Nothing to check: it patches only the standard library."""
-        return ()
+    init_options: ClassVar[dict[str, Any] | None] = (
+        None  # init() itself turns it on: it never sets agenttrace up
+    )
 
-    def _instrument(self, **kwargs: Any) -> None:
+    def patch(self, **options: Any) -> None:
+        """Patch threads and thread pools."""
         _patch()
 
-    def _uninstrument(self, **kwargs: Any) -> None:
+    def unpatch(self) -> None:
+        """Put threads and thread pools back as they were."""
         _unpatch()
 
-    @property
-    def is_instrumented(self) -> bool:
-        """True while threads and pools are patched."""
+    def patched(self) -> bool:
+        """Whether threads and pools are patched."""
         return bool(_state.patches)
 
 
