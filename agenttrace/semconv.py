@@ -115,6 +115,15 @@ TASK_ID: Final = "agenttrace.task.id"
 TASK_PRIORITY: Final = "agenttrace.task.priority"
 IMPORT_FORMAT: Final = "agenttrace.import.format"
 """On the resource of a session read from another format's document: ``std008``, ``atif``."""
+TASK_TITLE: Final = "agenttrace.task.title"
+"""On a run's root: the title of the session's task, as an imported STD-008 document gave it
+(``task_title``)."""
+IMPORT_SUMMARY: Final = "agenttrace.import.summary"
+"""On a run's root: the summary an imported STD-008 document gave, as JSON text (its figures are
+the document's own, kept for its export)."""
+IMPORT_DURATION_DERIVED: Final = "agenttrace.import.duration_derived"
+"""True on a sub-agent run of an imported STD-008 document that gave it no ``duration_ms``: its
+latency is its end minus its start."""
 
 # --- turn spans ---------------------------------------------------------------------------------
 TURN_INDEX: Final = "agenttrace.turn.index"
@@ -156,6 +165,15 @@ SUBAGENT_TOKENS_USED: Final = "agenttrace.subagent.tokens_used"
 # --- span events --------------------------------------------------------------------------------
 EVENT_LOG: Final = "agenttrace.log"
 EVENT_REASONING: Final = "agenttrace.reasoning"
+EVENT_IMPORTED_MESSAGE: Final = "agenttrace.import.message"
+"""A span event on the run an imported STD-008 message is about (its sub-session, else the
+root), at the message's time: the message as the document gave it."""
+IMPORT_MESSAGE: Final = "agenttrace.import.message.envelope"
+"""The message but its payload, as JSON text."""
+IMPORT_MESSAGE_PAYLOAD: Final = "agenttrace.import.message.payload"
+"""The message's payload, as JSON text."""
+IMPORT_MESSAGE_INDEX: Final = "agenttrace.import.message.index"
+"""Where the message was in the document's ``messages`` (0-based)."""
 LOG_LEVEL: Final = "agenttrace.log.level"
 LOG_MESSAGE: Final = "agenttrace.log.message"
 LOG_DETAILS: Final = "agenttrace.log.details"

@@ -11,11 +11,14 @@ else the output as JSON, else the ``summary`` of the message that reported it do
 
 What the document says that an opTree keeps nowhere else goes on the spans, where the STD-008
 export reads it back: call ids (``gen_ai.tool.call.id``), agent types, tool categories, task ids
-and priorities, the counts of ``subagent_info``.
+and priorities, the counts of ``subagent_info``, the ``task_title`` and the ``summary`` (on the
+root), and each message as it came (a span event on the run of the sub-session it is about, else
+on the root). So an imported document exported again is the same document.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -71,6 +74,8 @@ class _Reader:
         """id(call) -> the sub-sessions it triggered; id(container) -> those without a call."""
         self.told: dict[int, dict[str, str]] = {}
         """id(op) -> the tasks its sub-agents heard, each its piece of text's message id."""
+        self.runs: dict[int, Node] = {}
+        """id(sub-session) -> its run."""
         self._place_sub_sessions()
 
     # -- where each sub-session goes ---------------------------------------------------------
@@ -127,11 +132,13 @@ class _Reader:
         builder = self.builder
         agent_id = self.orchestrator["agent_id"]
         model = _dig(document, "agent", "model_id")
+        attributes: dict[str, Any] = {sc.AGENT_ROLE: self.orchestrator["agent_type"]}
+        if isinstance(document.get("task_title"), str):
+            attributes[sc.TASK_TITLE] = document["task_title"]
+        if isinstance(document.get("summary"), Mapping):
+            attributes[sc.IMPORT_SUMMARY] = json.dumps(document["summary"], ensure_ascii=False)
         root = builder.root(
-            agent_id,
-            self._name(agent_id),
-            {sc.AGENT_ROLE: self.orchestrator["agent_type"]},
-            model if isinstance(model, str) else None,
+            agent_id, self._name(agent_id), attributes, model if isinstance(model, str) else None
         )
         builder.created(
             root,
@@ -151,6 +158,7 @@ class _Reader:
                 content=prompt,
             )
         self._run(root, document)
+        self._keep_messages(root)
         ended, error = self._end(document.get("status"), document.get("completed_at"), None)
         total = _dig(document, "summary", "total_duration_ms")
         builder.end_run(root, ended, _number(total), error)
@@ -239,6 +247,7 @@ class _Reader:
                 sc.TASK_PRIORITY: task["priority"],
             },
         )
+        self.runs[id(sub)] = node
         builder.created(op, start, agent_id, self.identifiers[agent_id].get("name"), cause=cause)
         # One text the call handed to several agents (the cafe's prompt) is one piece of text.
         told = self.told.setdefault(id(op.data), {})
@@ -273,8 +282,33 @@ class _Reader:
                 role="assistant",
                 content=answer,
             )
-        builder.end_run(node, ended, _number(sub.get("duration_ms")), error)
+        duration = _number(sub.get("duration_ms"))
+        if duration is None and ended is not None:
+            node.data["span"]["attributes"][sc.IMPORT_DURATION_DERIVED] = True
+        builder.end_run(node, ended, duration, error)
         return node
+
+    def _keep_messages(self, root: Node) -> None:
+        """Each message, as the document gave it, on the run it is about."""
+        # The first sub-session of an id or task wins, as everywhere in the reader.
+        by_id = {sub["sub_session_id"]: sub for sub in reversed(self.subs)}
+        by_task = {sub["task"]["task_id"]: sub for sub in reversed(self.subs)}
+        for index, message in enumerate(self.messages):
+            envelope = {key: value for key, value in message.items() if key != "payload"}
+            payload = json.dumps(message.get("payload"), ensure_ascii=False)
+            sub = _concerned(message, by_id, by_task)
+            node = self.runs.get(id(sub), root) if sub is not None else root
+            when = iso_ms(message.get("timestamp"))
+            self.builder.span_event(
+                node,
+                node.started_ms if when is None else when,
+                sc.EVENT_IMPORTED_MESSAGE,
+                {
+                    sc.IMPORT_MESSAGE: json.dumps(envelope, ensure_ascii=False),
+                    sc.IMPORT_MESSAGE_PAYLOAD: payload,
+                    sc.IMPORT_MESSAGE_INDEX: index,
+                },
+            )
 
     # -- what the document says about an outcome -----------------------------------------------
 
@@ -328,6 +362,27 @@ class _Reader:
     def _name(self, agent_id: str) -> str:
         name = self.identifiers.get(agent_id, {}).get("name")
         return name if isinstance(name, str) and name else agent_id
+
+
+def _concerned(
+    message: Mapping[str, Any],
+    by_id: Mapping[Any, Mapping[str, Any]],
+    by_task: Mapping[Any, Mapping[str, Any]],
+) -> Mapping[str, Any] | None:
+    """The sub-session ``message`` is about: the one its ``correlation_id`` names, else the one
+    whose task its payload names (a review's id first), else None."""
+    correlation = message.get("correlation_id")
+    if isinstance(correlation, str) and correlation in by_id:
+        return by_id[correlation]
+    payload = message.get("payload")
+    for task_id in (
+        _dig(payload, "review_id"),
+        _dig(payload, "task", "task_id"),
+        _dig(payload, "task_id"),
+    ):
+        if isinstance(task_id, str) and task_id in by_task:
+            return by_task[task_id]
+    return None
 
 
 def _find(container: Mapping[str, Any], call_id: Any) -> Mapping[str, Any] | None:

@@ -40,7 +40,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from agenttrace import semconv as sc
+from agenttrace.record import std008_schema
 from agenttrace.record.events import as_it_happened
 from agenttrace.record.imported import iso_ms
 from agenttrace.record.optree import children, finite_number, hosted_sessions, session_ops
@@ -252,8 +255,12 @@ class _Exporter:
         last = self.roots[-1].node if self.roots else {}
         document: dict[str, Any] = {"session_id": self.session_id}
         prompt = self._user_prompt()
+        title = _text(self.roots[0].attribute(sc.TASK_TITLE)) if self.roots else None
+        if title is None and prompt is not None:
+            title = _title(prompt)
+        if title is not None:
+            document["task_title"] = title
         if prompt is not None:
-            document["task_title"] = _title(prompt)
             document["user_prompt"] = prompt
         created = _ms(first.get("startedAt"))
         if created is not None:
@@ -274,6 +281,16 @@ class _Exporter:
             if sub.agent_id not in seen:
                 seen.add(sub.agent_id)
                 participants.append(self._identifier(sub))
+        outcomes = {id(sub): self._outcome(sub) for sub in self.subs}
+        kept = self._kept_messages() if self.imported else None
+        messages = kept if kept is not None else self._messages(outcomes)
+        # An agent that only sends or receives messages (a document's) takes part too.
+        for message in messages:
+            for key in ("from_agent", "to_agent"):
+                identifier = message[key]
+                if identifier["agent_id"] not in seen:
+                    seen.add(identifier["agent_id"])
+                    participants.append(identifier)
         document["collaboration"] = {
             "mode": "multi_agent" if multi else "single",
             "pattern": "master_worker",
@@ -283,11 +300,51 @@ class _Exporter:
         document["tool_calls"] = [
             self._tool_call(op, root) for root in self.roots for op in root.tools
         ]
-        outcomes = {id(sub): self._outcome(sub) for sub in self.subs}
         document["sub_sessions"] = [self._sub_session(sub, outcomes[id(sub)]) for sub in self.subs]
-        document["messages"] = self._messages(outcomes)
-        document["summary"] = self._summary(outcomes)
+        document["messages"] = messages
+        summary = self._kept_summary() if self.imported else None
+        document["summary"] = summary if summary is not None else self._summary(outcomes)
         return document
+
+    @property
+    def imported(self) -> bool:
+        """Whether the session is a STD-008 document read: its messages and summary are the
+        document's, kept as they came."""
+        resource = self.roots[0].node.get("resource") if self.roots else None
+        return bool(_dig(resource, "attributes", sc.IMPORT_FORMAT) == "std008")
+
+    def _kept_messages(self) -> list[dict[str, Any]] | None:
+        """The messages of the document the session was read from, in its order (None if one
+        of them no longer reads as a message: each string is capped on the way out)."""
+        kept: list[tuple[int, int, dict[str, Any]]] = []
+        for root in self.roots:
+            for run in root.subtree():
+                span = run.node.get("span")
+                for event in children(span if isinstance(span, Mapping) else {}, "events"):
+                    if event.get("name") != sc.EVENT_IMPORTED_MESSAGE:
+                        continue
+                    attributes = event.get("attributes")
+                    if not isinstance(attributes, Mapping):
+                        return None
+                    message = _json_object(_text(attributes.get(sc.IMPORT_MESSAGE)))
+                    if message is None:
+                        return None
+                    payload = attributes.get(sc.IMPORT_MESSAGE_PAYLOAD)
+                    message["payload"] = _json_value(payload) if isinstance(payload, str) else None
+                    if not _conforms(message, std008_schema.AgentMessage):
+                        return None
+                    index = _count(attributes.get(sc.IMPORT_MESSAGE_INDEX))
+                    kept.append((index if index is not None else len(kept), len(kept), message))
+        kept.sort(key=lambda item: (item[0], item[1]))
+        return [message for _, _, message in kept]
+
+    def _kept_summary(self) -> dict[str, Any] | None:
+        """The summary of the document the session was read from, if it still reads as one."""
+        text = _text(self.roots[0].attribute(sc.IMPORT_SUMMARY)) if self.roots else None
+        summary = _json_object(text)
+        if summary is None or not _conforms(summary, std008_schema.Summary):
+            return None
+        return summary
 
     def _identifier(self, run: _Run) -> dict[str, Any]:
         identifier: dict[str, Any] = {"agent_id": run.agent_id, "agent_type": self._type(run)}
@@ -433,7 +490,9 @@ class _Exporter:
             sub["completed_at"] = _iso(ended)
         sub["status"] = outcome.status
         duration = _duration(run.node)
-        if duration is not None and ended is not None:
+        # A document's sub-session that gave no duration gets none back (it is derived).
+        derived = run.attribute(sc.IMPORT_DURATION_DERIVED) is True
+        if duration is not None and ended is not None and not derived:
             sub["duration_ms"] = duration
         sub["tool_calls"] = [self._tool_call(op, run) for op in run.tools]
         output = self._output(run, outcome)
@@ -789,6 +848,24 @@ def _params(op: Mapping[str, Any]) -> dict[str, Any]:
         return {}
     parsed = _json_object(payload)
     return parsed if parsed is not None else {"arguments": payload}
+
+
+def _json_value(text: str) -> Any:
+    """``text`` as the JSON value it holds, or as itself if it holds none (capped on the way
+    out: a payload cut short is its text)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
+def _conforms(value: Any, kind: type) -> bool:
+    """Whether ``value`` (decoded JSON) is a ``kind`` of the STD-008 structs."""
+    try:
+        msgspec.convert(value, kind)
+    except (msgspec.ValidationError, UnicodeEncodeError):
+        return False
+    return True
 
 
 def _json_object(text: str | None) -> dict[str, Any] | None:

@@ -1,0 +1,163 @@
+"""STD-008 fidelity: a document others wrote, imported and exported again, is the same
+document.
+
+The documents are the specification's own (section 7.1's example, its messages of section
+5.3's table, section 8.1's single-agent form).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agenttrace.record.imported import iso_ms
+from agenttrace.record.std008_rules import validate
+from agenttrace.views.exports import to_std008, write_std008
+
+from .test_std008 import example, published_validator, write
+
+TIMES = ("created_at", "completed_at", "started_at", "ended_at", "timestamp")
+"""The fields that hold times: agenttrace writes them with milliseconds (``10:00:05.000Z``),
+the same instant as the specification's ``10:00:05Z``."""
+
+
+def instants(value: Any) -> Any:
+    """``value`` with every time as the instant it names (ms since the epoch)."""
+    if isinstance(value, dict):
+        return {
+            key: iso_ms(item) if key in TIMES and isinstance(item, str) else instants(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [instants(item) for item in value]
+    return value
+
+
+def every_message_type() -> dict[str, Any]:
+    """Section 7.1's example with the messages of section 5.3's table and a feedback (each
+    with a payload of its own, a ``correlation_id`` and a ``reply_to``), and section 4.1's
+    ``tokens_used``."""
+    document = example()
+    document["tool_calls"][1]["subagent_info"]["tokens_used"] = 15000
+    architect = document["collaboration"]["orchestrator"]
+    developer, reviewer = document["collaboration"]["participants"]
+
+    def message(number: int, time: str, sender: Any, receiver: Any, kind: str, payload: Any) -> Any:
+        return {
+            "message_id": f"msg-{number:03d}",
+            "timestamp": f"2026-01-26T{time}Z",
+            "sequence_number": number,
+            "from_agent": sender,
+            "to_agent": receiver,
+            "message_type": kind,
+            "payload": payload,
+        }
+
+    assignment, completion, request, result = document["messages"]
+    messages = [
+        assignment,
+        message(2, "10:00:31", developer, architect, "acknowledgment", {"task_id": "task-001"}),
+        message(3, "10:02:00", developer, architect, "task_progress", {"percent": 50}),
+        {**completion, "sequence_number": 4, "message_id": "msg-004"},
+        {**request, "sequence_number": 5, "message_id": "msg-005", "correlation_id": "sub-002"},
+        {**result, "sequence_number": 6, "message_id": "msg-006", "reply_to": "msg-005"},
+        message(7, "10:08:30", architect, developer, "feedback", "Looks good, ship it"),
+        message(8, "10:09:00", reviewer, architect, "abort", {"reason": None, "codes": [1, 2]}),
+    ]
+    document["messages"] = messages
+    return document
+
+
+def single_agent_form() -> dict[str, Any]:
+    """Section 8.1: a single-agent session seen as a multi-agent one (``mode: "single"``)."""
+    original = example()
+    document = {
+        key: original[key]
+        for key in ("task_title", "user_prompt", "created_at", "completed_at", "status", "agent")
+    }
+    document["session_id"] = "2026-01-26-002-read-the-spec"
+    document["collaboration"] = {
+        "mode": "single",
+        "pattern": "master_worker",
+        "orchestrator": {"agent_id": "main", "agent_type": "architect"},
+        "participants": [],
+    }
+    document["tool_calls"] = original["tool_calls"][:1]
+    document["sub_sessions"] = []
+    document["messages"] = []
+    document["summary"] = {
+        "total_duration_ms": 900000,
+        "tool_calls_count": 1,
+        "files_created": [],
+        "files_modified": [],
+    }
+    return document
+
+
+SPEC_DOCUMENTS: dict[str, Callable[[], dict[str, Any]]] = {
+    "section 7.1": example,
+    "section 5.3's messages": every_message_type,
+    "section 8.1": single_agent_form,
+}
+
+
+@pytest.mark.parametrize("make", SPEC_DOCUMENTS.values(), ids=SPEC_DOCUMENTS.keys())
+def test_a_spec_document_imported_and_exported_again_is_the_same_document(
+    make: Callable[[], dict[str, Any]], tmp_path: Path
+) -> None:
+    original = make()
+    assert validate(original) == []
+    exported = to_std008(write(tmp_path, original))
+    assert instants(exported) == instants(original)
+    assert validate(exported) == []
+    assert list(published_validator().iter_errors(exported)) == []
+    again = to_std008(write_std008(write(tmp_path, original), tmp_path / "again-multi.json"))
+    assert again == exported
+
+
+def test_what_the_reader_keeps_is_on_the_spans_and_the_figures_are_the_documents(
+    tmp_path: Path,
+) -> None:
+    """The title, summary and messages are kept as they came, not made again from the runs:
+    the example's figures (8 tool uses where it lists 2 calls) are not agenttrace's."""
+    original = example()
+    exported = to_std008(write(tmp_path, original))
+    assert exported["task_title"] == "Implement user authentication"  # not the user prompt
+    assert exported["summary"]["agents"]["developers"][0]["tool_calls_count"] == 8
+    assert exported["summary"]["agents"]["architect"]["duration_ms"] == 420000
+    assert exported["messages"][2]["payload"]["files"] == ["components/Auth.tsx"]
+    assert "duration_ms" not in exported["sub_sessions"][0]  # the document gave none
+
+    # A sub-session that says how long it ran keeps it.
+    original["sub_sessions"][0]["duration_ms"] = 269000
+    assert to_std008(write(tmp_path, original))["sub_sessions"][0]["duration_ms"] == 269000
+
+
+def test_an_agent_only_in_messages_takes_part_in_the_export(tmp_path: Path) -> None:
+    original = example()
+    observer = {"agent_id": "observer-01", "agent_type": "reviewer"}
+    original["collaboration"]["participants"].append(observer)
+    original["messages"][3]["to_agent"] = observer
+    exported = to_std008(write(tmp_path, original))
+    assert instants(exported) == instants(original)
+    assert validate(exported) == []
+
+
+def test_a_payload_cut_by_the_cap_is_kept_as_its_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exports cap each string (AGENTTRACE_MAX_PAYLOAD_BYTES): a payload cut short is no JSON
+    any more, and goes out as the text that is left, still a valid message."""
+    original = example()
+    original["messages"][0]["payload"]["notes"] = "x" * 3000
+    monkeypatch.setenv("AGENTTRACE_MAX_PAYLOAD_BYTES", "1024")
+    exported = to_std008(write(tmp_path, original))
+    payload = exported["messages"][0]["payload"]
+    assert isinstance(payload, str) and payload.startswith('{"task": {"task_id": "task-001"')
+    assert [m["message_id"] for m in exported["messages"]] == [
+        m["message_id"] for m in original["messages"]
+    ]
+    assert validate(exported) == []
