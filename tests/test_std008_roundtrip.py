@@ -1,23 +1,30 @@
 """STD-008 fidelity: a document others wrote, imported and exported again, is the same
-document.
+document; a recorded session's acknowledgments, progress reports and feedback become those
+message types.
 
 The documents are the specification's own (section 7.1's example, its messages of section
-5.3's table, section 8.1's single-agent form).
+5.3's table, section 8.1's single-agent form); the sessions are agents written here with
+agenttrace's decorators, recorded on a real TracerProvider.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import litellm
 import pytest
 
+import agenttrace
 from agenttrace.record.imported import iso_ms
+from agenttrace.record.session_files import snapshot_path
 from agenttrace.record.std008_rules import validate
 from agenttrace.views.exports import to_std008, write_std008
 
-from .test_std008 import example, published_validator, write
+from .conftest import Traced
+from .test_std008 import cafe_then_resumed, example, published_validator, write
 
 TIMES = ("created_at", "completed_at", "started_at", "ended_at", "timestamp")
 """The fields that hold times: agenttrace writes them with milliseconds (``10:00:05.000Z``),
@@ -161,3 +168,198 @@ def test_a_payload_cut_by_the_cap_is_kept_as_its_text(
         m["message_id"] for m in original["messages"]
     ]
     assert validate(exported) == []
+
+
+# --- acknowledgments, progress and feedback from a recorded session ----------------------------
+
+
+def say(history: list[dict[str, Any]], text: str) -> str:
+    """The agent's model answers ``history`` with ``text`` (litellm's own offline mock)."""
+    reply = litellm.completion(model="gpt-4o-mini", messages=history, mock_response=text)
+    return str(reply.choices[0].message.content)
+
+
+class Lead:
+    """An architect that hands tasks to its developer, who reports back as it works."""
+
+    name = "Lead"
+
+    def __init__(self, developer: Developer) -> None:
+        self.developer = developer
+        self.heard: list[str] = []
+
+    @agenttrace.hears
+    def harken(self, text: str) -> None:
+        self.heard.append(text)
+
+    @agenttrace.agent(role="architect")
+    def run(self) -> None:
+        self.delegate("Implement the auth component")
+        self.delegate("Add the tests you left out")  # its reply to the developer's result
+
+    @agenttrace.tool
+    def delegate(self, prompt: str) -> str:
+        return self.developer.work(prompt, self)
+
+
+class Developer:
+    """A developer that keeps one conversation with its model across the tasks it gets."""
+
+    name = "Dev"
+
+    def __init__(self) -> None:
+        self.history: list[dict[str, Any]] = []
+
+    @agenttrace.agent(role="developer")
+    def work(self, task: str, lead: Lead) -> str:
+        lead.harken(f"On it: {task}")  # before its model said anything: it acknowledges
+        self.history.append({"role": "user", "content": task})
+        plan = say(self.history, f"Plan for: {task}")
+        self.history.append({"role": "assistant", "content": plan})
+        lead.harken("Halfway there: the plan is made")  # after: a progress report
+        self.history.append({"role": "user", "content": "Go on"})
+        done = say(self.history, f"Done: {task}")
+        self.history.append({"role": "assistant", "content": done})
+        return done
+
+
+@pytest.fixture
+def reported(traced: Traced, tmp_path: Path) -> Path:
+    """The lead and its developer, run once: the session file."""
+    session = agenttrace.new_session()
+    Lead(Developer()).run()
+    traced.handle.force_flush()
+    return snapshot_path(tmp_path / "sessions", session.session_id)
+
+
+def test_acknowledgments_progress_and_feedback_reach_the_document(reported: Path) -> None:
+    document = to_std008(reported)
+    assert validate(document) == []
+    assert list(published_validator().iter_errors(document)) == []
+    messages = document["messages"]
+    assert [(m["message_type"], m["from_agent"]["name"]) for m in messages] == [
+        ("task_assignment", "Lead"),
+        ("acknowledgment", "Dev"),
+        ("task_progress", "Dev"),
+        ("task_completion", "Dev"),
+        ("feedback", "Lead"),
+        ("acknowledgment", "Dev"),
+        ("task_progress", "Dev"),
+        ("task_completion", "Dev"),
+    ]
+    first, second = document["sub_sessions"]
+    assert [m["payload"] for m in messages[1:3]] == [
+        {
+            "task_id": first["task"]["task_id"],
+            "status": "accepted",
+            "message": "On it: Implement the auth component",
+        },
+        {
+            "task_id": first["task"]["task_id"],
+            "status": "in_progress",
+            "message": "Halfway there: the plan is made",
+        },
+    ]
+    feedback = messages[4]
+    assert feedback["payload"] == {
+        "task_id": second["task"]["task_id"],
+        "feedback": "Add the tests you left out",
+    }
+    assert feedback["reply_to"] == messages[3]["message_id"]  # the first task's completion
+    assert feedback["correlation_id"] == second["sub_session_id"]
+    assert messages[3]["payload"]["summary"] == "Done: Implement the auth component"
+
+
+def test_a_fresh_developer_for_each_task_gets_assignments(traced: Traced, tmp_path: Path) -> None:
+    """Feedback needs the same conversation: a new developer each time (or one that forgets
+    its history) is assigned a new task."""
+
+    class Forgetful(Developer):
+        @agenttrace.agent(role="developer")
+        def work(self, task: str, lead: Lead) -> str:
+            self.history = []
+            return super().work(task, lead)
+
+    session = agenttrace.new_session()
+    Lead(Forgetful()).run()
+    traced.handle.force_flush()
+    document = to_std008(snapshot_path(tmp_path / "sessions", session.session_id))
+    kinds = [m["message_type"] for m in document["messages"]]
+    assert kinds.count("task_assignment") == 2 and "feedback" not in kinds
+    assert validate(document) == []
+
+
+async def test_a_parent_that_heard_its_user_in_between_assigns_anew(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """The cafe resumed: Jack and Jill still hold their first answers, but the root asks them
+    what its user asked it, not a reply to those answers."""
+    path = await cafe_then_resumed(traced, tmp_path)
+    kinds = [m["message_type"] for m in to_std008(path)["messages"]]
+    assert kinds == ["task_assignment", "task_completion"] * 4
+
+
+def test_a_session_with_feedback_survives_export_import_export(
+    reported: Path, tmp_path: Path
+) -> None:
+    first = write_std008(reported, tmp_path)
+    once = json.loads(first.read_text())
+    again = to_std008(first)
+    assert again == once
+    assert again["messages"][4]["message_type"] == "feedback"
+
+
+@agenttrace.agent("Worker")
+def worker(task: str) -> Iterator[str]:
+    """A sub-agent that streams its reports as it works."""
+    yield f"Accepted: {task}"  # before its model said anything: it acknowledges
+    found = say([{"role": "user", "content": task}], "Found two failing tests")
+    yield f"Progress: {found}"
+    yield "All tests pass"  # its last word: the call's result
+
+
+@agenttrace.tool
+def hand_off(prompt: str) -> Iterator[str]:
+    """A tool that runs the worker and streams what it says to the model that called it."""
+    yield from worker(prompt)
+
+
+@agenttrace.agent("Boss", role="architect")
+def boss() -> list[str]:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "hand_off", "arguments": '{"prompt": "Fix the tests"}'},
+    }
+    litellm.completion(
+        model="gpt-4o-mini",
+        messages=[{"role": "user", "content": "Make the build green"}],
+        mock_response="",
+        mock_tool_calls=[call],
+    )
+    return list(hand_off("Fix the tests"))
+
+
+def test_what_a_delegating_tool_streams_before_its_result_is_acknowledgment_and_progress(
+    traced: Traced, tmp_path: Path
+) -> None:
+    session = agenttrace.new_session()
+    assert boss() == [
+        "Accepted: Fix the tests",
+        "Progress: Found two failing tests",
+        "All tests pass",
+    ]
+    traced.handle.force_flush()
+    document = to_std008(snapshot_path(tmp_path / "sessions", session.session_id))
+    assert validate(document) == []
+    (call,) = document["tool_calls"]
+    assert call["call_id"] == "call_1"
+    assert [
+        (m["message_type"], m["from_agent"]["name"], m["payload"].get("message"))
+        for m in document["messages"]
+    ] == [
+        ("task_assignment", "Boss", None),
+        ("acknowledgment", "Worker", "Accepted: Fix the tests"),
+        ("task_progress", "Worker", "Progress: Found two failing tests"),
+        ("task_completion", "Worker", None),
+    ]

@@ -17,15 +17,18 @@ What the session does not say comes from documented defaults (README, "STD-008")
   ...), else what its agent heard in that call; its priority ``medium``;
 - ``messages`` follow from the runs: a ``task_assignment`` (``review_request`` for a
   reviewer) when a sub-agent starts, a ``task_completion`` (``review_result``) when it ends,
-  an ``abort`` when it fails;
+  an ``abort`` when it fails; an ``acknowledgment`` and ``task_progress`` for what a sub-agent
+  told its parent agent while it worked (:meth:`_Exporter._reports`), and a ``feedback``
+  instead of the assignment when a parent agent's words to a sub-agent reply to its earlier
+  answer (:meth:`_Exporter._answered`);
 - a reviewer's verdict is its answer's first word (``approved``, ``changes_requested``,
   ``rejected``) or the ``verdict`` of an answer that is a JSON object.
 
 Ids are the session's own: agent ids, a sub-session's txn id, a tool call's
 ``gen_ai.tool.call.id`` (``tool-<path label>`` where there is none or it repeats). What an
 import of a document recorded on its spans (ids, types, categories, task ids, the counts of
-``subagent_info``) is written back as it came, so export, import and export again give the
-same document.
+``subagent_info``; the title, the summary and every message) is written back as it came, so
+import and export give the same document.
 """
 
 from __future__ import annotations
@@ -193,16 +196,25 @@ class _Exporter:
             child for root in self.roots for run in root.subtree() for child in run.children
         ]
         self.subs.sort(key=lambda run: _ms(run.node.get("startedAt")) or 0)
+        self.sub_spans = {span for sub in self.subs for span in sub.spans}
+        """The spans of every sub-agent run: what an agent hears there, a sub-agent told it."""
         self.names: dict[str, str] = {}
         self.entries: dict[str, list[dict[str, Any]]] = {}
         """Each agent's transcript entries, in order (found once: a view per sub-agent run
         would otherwise cost every event each time), as they happened (no restated context)."""
-        for event in as_it_happened(events):
+        self.order: dict[int, int] = {}
+        """id(entry) -> where it is in the stream (of the events as they happened)."""
+        self.resets: dict[str, list[int]] = {}
+        """Each agent's ``transcript_reset`` events, as places in the stream."""
+        for place, event in enumerate(as_it_happened(events)):
             kind, agent = event.get("event_type"), event.get("agent_id")
             if kind == "agent_created" and _text(event.get("name")):
                 self.names.setdefault(str(agent), str(event["name"]))
             elif kind == "transcript_entry" and isinstance(agent, str):
                 self.entries.setdefault(agent, []).append(event)
+                self.order[id(event)] = place
+            elif kind == "transcript_reset" and isinstance(agent, str):
+                self.resets.setdefault(agent, []).append(place)
         self.call_ids: dict[int, str] = {}
         self._number_calls()
         taken = {self.session_id}
@@ -604,58 +616,197 @@ class _Exporter:
 
     def _messages(self, outcomes: Mapping[int, _Outcome]) -> list[dict[str, Any]]:
         pending: list[tuple[int, int, dict[str, Any]]] = []
+        replied: dict[int, int] = {}  # id(feedback) -> id(the run whose result it answers)
+        results: dict[int, dict[str, Any]] = {}  # id(run) -> the message of its result
         for sub in self.subs:
             parent = self._identifier(sub.parent) if sub.parent else _unknown()
             agent = self._identifier(sub)
-            outcome = outcomes[id(sub)]
             task_id = self._task_id(sub)
-            reviewer = self._type(sub) == "reviewer"
             started = _ms(sub.node.get("startedAt"))
             if started is not None:
-                if reviewer:
-                    payload: dict[str, Any] = {
-                        "review_id": task_id,
-                        "task_id": self._reviewed_task(sub),
-                        "description": self._task(sub),
-                    }
-                else:
-                    payload = {
-                        "task": {"task_id": task_id, "task_description": self._task(sub)},
-                        "priority": _text(sub.attribute(sc.TASK_PRIORITY)) or DEFAULT_PRIORITY,
-                    }
-                kind = "review_request" if reviewer else "task_assignment"
-                pending.append((started, len(pending), _message(kind, parent, agent, payload, sub)))
+                message, answered = self._start(sub, outcomes, parent, agent)
+                if answered is not None:
+                    replied[id(message)] = id(answered)
+                pending.append((started, len(pending), message))
+            for when, kind, text in self._reports(sub):
+                status = "accepted" if kind == "acknowledgment" else "in_progress"
+                report = {"task_id": task_id, "status": status, "message": text}
+                when = (started or 0) if when is None else when
+                pending.append((when, len(pending), _message(kind, agent, parent, report, sub)))
             ended = _ms(sub.node.get("endedAt"))
-            if ended is None:
-                continue
-            if outcome.status == "failed":
-                payload = {"task_id": task_id, "status": "failed"}
-                if _text(sub.node.get("error")):
-                    payload["reason"] = sub.node["error"]
-                kind = "abort"
-            elif reviewer:
-                payload = {"review_id": task_id, "task_id": self._reviewed_task(sub)}
-                if outcome.verdict is not None:
-                    payload["verdict"] = outcome.verdict
-                kind = "review_result"
-            else:
-                payload = {"task_id": task_id, "status": "completed"}
-                kind = "task_completion"
-            if outcome.answer is not None and outcome.status != "failed":
-                payload["summary"] = outcome.answer
-            pending.append((ended, len(pending), _message(kind, agent, parent, payload, sub)))
+            if ended is not None:
+                message = self._result_message(sub, outcomes[id(sub)], agent, parent)
+                results[id(sub)] = message
+                pending.append((ended, len(pending), message))
         pending.sort(key=lambda item: (item[0], item[1]))
+        ids = {id(item[2]): f"msg-{number:03d}" for number, item in enumerate(pending, 1)}
         messages = []
         for number, (when, _, message) in enumerate(pending, 1):
-            messages.append(
-                {
-                    "message_id": f"msg-{number:03d}",
-                    "timestamp": _iso(when),
-                    "sequence_number": number,
-                    **message,
-                }
-            )
+            numbered = {
+                "message_id": ids[id(message)],
+                "timestamp": _iso(when),
+                "sequence_number": number,
+                **message,
+            }
+            result = results.get(replied.get(id(message), 0))
+            if result is not None:
+                numbered["reply_to"] = ids[id(result)]
+            messages.append(numbered)
         return messages
+
+    def _start(
+        self,
+        run: _Run,
+        outcomes: Mapping[int, _Outcome],
+        parent: dict[str, Any],
+        agent: dict[str, Any],
+    ) -> tuple[dict[str, Any], _Run | None]:
+        """The message that started ``run``: a ``feedback`` on the earlier run whose answer it
+        replies to (returned too), else a ``review_request`` to a reviewer or a
+        ``task_assignment``."""
+        task_id = self._task_id(run)
+        payload: dict[str, Any]
+        if self._type(run) == "reviewer":
+            payload = {
+                "review_id": task_id,
+                "task_id": self._reviewed_task(run),
+                "description": self._task(run),
+            }
+            return _message("review_request", parent, agent, payload, run), None
+        answered = self._answered(run, outcomes)
+        if answered is not None:
+            payload = {"task_id": task_id, "feedback": self._task(run)}
+            return _message("feedback", parent, agent, payload, run), answered
+        payload = {
+            "task": {"task_id": task_id, "task_description": self._task(run)},
+            "priority": _text(run.attribute(sc.TASK_PRIORITY)) or DEFAULT_PRIORITY,
+        }
+        return _message("task_assignment", parent, agent, payload, run), None
+
+    def _result_message(
+        self, run: _Run, outcome: _Outcome, agent: dict[str, Any], parent: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The message that ``run`` ended with: an ``abort``, a ``review_result`` or a
+        ``task_completion``."""
+        task_id = self._task_id(run)
+        payload: dict[str, Any]
+        if outcome.status == "failed":
+            payload = {"task_id": task_id, "status": "failed"}
+            if _text(run.node.get("error")):
+                payload["reason"] = run.node["error"]
+            kind = "abort"
+        elif self._type(run) == "reviewer":
+            payload = {"review_id": task_id, "task_id": self._reviewed_task(run)}
+            if outcome.verdict is not None:
+                payload["verdict"] = outcome.verdict
+            kind = "review_result"
+        else:
+            payload = {"task_id": task_id, "status": "completed"}
+            kind = "task_completion"
+        if outcome.answer is not None and outcome.status != "failed":
+            payload["summary"] = outcome.answer
+        return _message(kind, agent, parent, payload, run)
+
+    def _reports(self, run: _Run) -> list[tuple[int | None, str, str]]:
+        """What ``run``'s agent told its parent agent while it worked, each (when, message
+        type, text): what the parent's transcript got inside the run's own spans, and what the
+        call that ran it alone streamed to its agent before its last result (that one is the
+        answer). The first is an ``acknowledgment`` if it came before the sub-agent said
+        anything through a model in the run, the others ``task_progress``."""
+        parent, trigger = run.parent, run.trigger
+        if parent is None or trigger is None or parent.agent_id == run.agent_id:
+            return []
+        call_id = _text(_span_attribute(trigger, sc.GEN_AI_TOOL_CALL_ID))
+        call_span = _text(trigger.get("opId")) or _span_id(trigger)
+        alone = sum(child.trigger is trigger for child in parent.children) == 1
+        heard: list[Mapping[str, Any]] = []
+        streamed: Mapping[str, Any] | None = None
+        for event in self.entries.get(parent.agent_id, ()):
+            span = event.get("span_id")
+            if span in run.spans:
+                heard.append(event)
+            elif (
+                alone
+                and call_id is not None
+                and span == call_span
+                and event.get("role") == "tool"
+                and event.get("tool_call_id") == call_id
+            ):
+                heard.append(event)
+                streamed = event
+        said = [
+            self.order[id(event)]
+            for event in self.entries.get(run.agent_id, ())
+            if event.get("role") == "assistant" and event.get("span_id") in run.spans
+        ]
+        first_said = min(said, default=None)
+        reports: list[tuple[int | None, str, str]] = []
+        for entry in heard:
+            text = content_text(entry.get("content"))
+            if entry is streamed or not text:
+                continue
+            acknowledges = not reports and (
+                first_said is None or self.order[id(entry)] < first_said
+            )
+            when = ts_nanoseconds(str(entry.get("ts")))
+            reports.append(
+                (
+                    None if when is None else when // 1_000_000,
+                    "acknowledgment" if acknowledges else "task_progress",
+                    text,
+                )
+            )
+        return reports
+
+    def _answered(self, run: _Run, outcomes: Mapping[int, _Outcome]) -> _Run | None:
+        """The earlier run of the same agent whose answer ``run`` replies to: the same parent
+        agent ran both, what the sub-agent hears first in ``run`` (in its spans or the call's)
+        continues its conversation after that answer (no ``transcript_reset`` in between), and
+        nobody spoke to the parent agent in between (a user entry of its own other than a
+        sub-agent's report: then it answers that). None if ``run`` starts afresh."""
+        started = _ms(run.node.get("startedAt")) or 0
+        earlier = [
+            sub
+            for sub in self.subs
+            if sub.agent_id == run.agent_id
+            and sub is not run
+            and (_ms(sub.node.get("startedAt")) or 0) <= started
+        ]
+        if not earlier or run.parent is None:
+            return None
+        previous = earlier[-1]
+        if (
+            previous.parent is None
+            or previous.parent.agent_id != run.parent.agent_id
+            or outcomes[id(previous)].status != "success"
+        ):
+            return None
+        entries = self.entries.get(run.agent_id, ())
+        answers = [
+            self.order[id(event)]
+            for event in entries
+            if event.get("role") == "assistant"
+            and event.get("span_id") in previous.spans
+            and content_text(event.get("content"))
+        ]
+        call_span = _text((run.trigger or {}).get("opId")) or _span_id(run.trigger or {})
+        heard = [
+            self.order[id(event)]
+            for event in entries
+            if event.get("role") == "user"
+            and (event.get("span_id") in run.spans or event.get("span_id") == call_span)
+        ]
+        if not answers or not heard or heard[0] < answers[-1]:
+            return None
+        between = range(answers[-1], heard[0])
+        if any(place in between for place in self.resets.get(run.agent_id, ())):
+            return None
+        asked = (
+            self.order[id(event)]
+            for event in self.entries.get(run.parent.agent_id, ())
+            if event.get("role") == "user" and event.get("span_id") not in self.sub_spans
+        )
+        return None if any(place in between for place in asked) else previous
 
     # -- the summary ------------------------------------------------------------------------------
 
