@@ -33,6 +33,7 @@ import and export give the same document.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -204,8 +205,12 @@ class _Exporter:
         would otherwise cost every event each time), as they happened (no restated context)."""
         self.order: dict[int, int] = {}
         """id(entry) -> where it is in the stream (of the events as they happened)."""
+        self.in_span: dict[str, list[dict[str, Any]]] = {}
+        """The transcript entries logged in each span, in order."""
         self.resets: dict[str, list[int]] = {}
         """Each agent's ``transcript_reset`` events, as places in the stream."""
+        self.asked: dict[str, list[int]] = {}
+        """Each agent's user entries other than a sub-agent's reports, as places in the stream."""
         for place, event in enumerate(as_it_happened(events)):
             kind, agent = event.get("event_type"), event.get("agent_id")
             if kind == "agent_created" and _text(event.get("name")):
@@ -213,8 +218,20 @@ class _Exporter:
             elif kind == "transcript_entry" and isinstance(agent, str):
                 self.entries.setdefault(agent, []).append(event)
                 self.order[id(event)] = place
+                span = _text(event.get("span_id"))
+                if span is not None:
+                    self.in_span.setdefault(span, []).append(event)
+                if event.get("role") == "user" and span not in self.sub_spans:
+                    self.asked.setdefault(agent, []).append(place)
             elif kind == "transcript_reset" and isinstance(agent, str):
                 self.resets.setdefault(agent, []).append(place)
+        self.previous: dict[int, _Run] = {}
+        """id(sub-agent run) -> the run of the same agent before it."""
+        latest: dict[str, _Run] = {}
+        for sub in self.subs:
+            if sub.agent_id in latest:
+                self.previous[id(sub)] = latest[sub.agent_id]
+            latest[sub.agent_id] = sub
         self.call_ids: dict[int, str] = {}
         self._number_calls()
         taken = {self.session_id}
@@ -716,34 +733,24 @@ class _Exporter:
         parent, trigger = run.parent, run.trigger
         if parent is None or trigger is None or parent.agent_id == run.agent_id:
             return []
+        heard = self._logged(run.spans, parent.agent_id)
         call_id = _text(_span_attribute(trigger, sc.GEN_AI_TOOL_CALL_ID))
         call_span = _text(trigger.get("opId")) or _span_id(trigger)
-        alone = sum(child.trigger is trigger for child in parent.children) == 1
-        heard: list[Mapping[str, Any]] = []
-        streamed: Mapping[str, Any] | None = None
-        for event in self.entries.get(parent.agent_id, ()):
-            span = event.get("span_id")
-            if span in run.spans:
-                heard.append(event)
-            elif (
-                alone
-                and call_id is not None
-                and span == call_span
-                and event.get("role") == "tool"
-                and event.get("tool_call_id") == call_id
-            ):
-                heard.append(event)
-                streamed = event
-        said = [
-            self.order[id(event)]
-            for event in self.entries.get(run.agent_id, ())
-            if event.get("role") == "assistant" and event.get("span_id") in run.spans
-        ]
-        first_said = min(said, default=None)
+        if call_id is not None and call_span is not None:
+            streamed = [
+                entry
+                for entry in self._logged({call_span}, parent.agent_id, "tool")
+                if entry.get("tool_call_id") == call_id
+            ]
+            if sum(child.trigger is trigger for child in parent.children) == 1:
+                heard.extend(streamed[:-1])
+                heard.sort(key=lambda entry: self.order[id(entry)])
+        said = self._logged(run.spans, run.agent_id, "assistant")
+        first_said = self.order[id(said[0])] if said else None
         reports: list[tuple[int | None, str, str]] = []
         for entry in heard:
             text = content_text(entry.get("content"))
-            if entry is streamed or not text:
+            if not text:
                 continue
             acknowledges = not reports and (
                 first_said is None or self.order[id(entry)] < first_said
@@ -764,49 +771,45 @@ class _Exporter:
         continues its conversation after that answer (no ``transcript_reset`` in between), and
         nobody spoke to the parent agent in between (a user entry of its own other than a
         sub-agent's report: then it answers that). None if ``run`` starts afresh."""
-        started = _ms(run.node.get("startedAt")) or 0
-        earlier = [
-            sub
-            for sub in self.subs
-            if sub.agent_id == run.agent_id
-            and sub is not run
-            and (_ms(sub.node.get("startedAt")) or 0) <= started
-        ]
-        if not earlier or run.parent is None:
-            return None
-        previous = earlier[-1]
+        previous = self.previous.get(id(run))
         if (
-            previous.parent is None
+            previous is None
+            or run.parent is None
+            or previous.parent is None
             or previous.parent.agent_id != run.parent.agent_id
             or outcomes[id(previous)].status != "success"
         ):
             return None
-        entries = self.entries.get(run.agent_id, ())
         answers = [
-            self.order[id(event)]
-            for event in entries
-            if event.get("role") == "assistant"
-            and event.get("span_id") in previous.spans
-            and content_text(event.get("content"))
+            entry
+            for entry in self._logged(previous.spans, run.agent_id, "assistant")
+            if content_text(entry.get("content"))
         ]
         call_span = _text((run.trigger or {}).get("opId")) or _span_id(run.trigger or {})
-        heard = [
-            self.order[id(event)]
-            for event in entries
-            if event.get("role") == "user"
-            and (event.get("span_id") in run.spans or event.get("span_id") == call_span)
+        spans = run.spans if call_span is None else {*run.spans, call_span}
+        heard = self._logged(spans, run.agent_id, "user")
+        if not answers or not heard:
+            return None
+        answer, first = self.order[id(answers[-1])], self.order[id(heard[0])]
+        if first < answer:
+            return None
+        for places in (self.resets.get(run.agent_id, []), self.asked.get(run.parent.agent_id, [])):
+            # Something in between: the sub-agent's history was rewritten, or the parent agent
+            # was asked something it then answered.
+            if bisect.bisect_right(places, answer) < bisect.bisect_left(places, first):
+                return None
+        return previous
+
+    def _logged(self, spans: Iterable[str], agent: str, role: str | None = None) -> list[Any]:
+        """``agent``'s transcript entries (of ``role``) logged in ``spans``, in order."""
+        found = [
+            entry
+            for span in spans
+            for entry in self.in_span.get(span, ())
+            if entry.get("agent_id") == agent and (role is None or entry.get("role") == role)
         ]
-        if not answers or not heard or heard[0] < answers[-1]:
-            return None
-        between = range(answers[-1], heard[0])
-        if any(place in between for place in self.resets.get(run.agent_id, ())):
-            return None
-        asked = (
-            self.order[id(event)]
-            for event in self.entries.get(run.parent.agent_id, ())
-            if event.get("role") == "user" and event.get("span_id") not in self.sub_spans
-        )
-        return None if any(place in between for place in asked) else previous
+        found.sort(key=lambda entry: self.order[id(entry)])
+        return found
 
     # -- the summary ------------------------------------------------------------------------------
 
