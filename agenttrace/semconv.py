@@ -121,6 +121,12 @@ TASK_TITLE: Final = "agenttrace.task.title"
 IMPORT_SUMMARY: Final = "agenttrace.import.summary"
 """On a run's root: the summary an imported STD-008 document gave, as JSON text (its figures are
 the document's own, kept for its export)."""
+IMPORT_COLLABORATION: Final = "agenttrace.import.collaboration"
+"""On a run's root: the ``collaboration`` an imported STD-008 document gave (its pattern, its
+agents as it identified them), as JSON text."""
+IMPORT_AGENT: Final = "agenttrace.import.agent"
+"""On a run of an imported STD-008 document: its agent as the document identified it (the
+orchestrator, a sub-session's ``agent``), as JSON text."""
 IMPORT_DURATION_DERIVED: Final = "agenttrace.import.duration_derived"
 """True on a sub-agent run of an imported STD-008 document that gave it no ``duration_ms``: its
 latency is its end minus its start."""

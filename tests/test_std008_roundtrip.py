@@ -104,10 +104,24 @@ def single_agent_form() -> dict[str, Any]:
     return document
 
 
+def a_pipeline() -> dict[str, Any]:
+    """Section 3.1's other fields: a ``pipeline``, agents with an ``instance_id``, participants
+    in an order of their own, one of whom does nothing in the session."""
+    document = example()
+    collaboration = document["collaboration"]
+    collaboration["pattern"] = "pipeline"
+    collaboration["participants"].reverse()
+    collaboration["participants"][0]["instance_id"] = "reviewer-01#1"
+    collaboration["participants"].append({"agent_id": "idle-01", "agent_type": "developer"})
+    document["sub_sessions"][0]["agent"]["instance_id"] = "developer-01#7"
+    return document
+
+
 SPEC_DOCUMENTS: dict[str, Callable[[], dict[str, Any]]] = {
     "section 7.1": example,
     "section 5.3's messages": every_message_type,
     "section 8.1": single_agent_form,
+    "section 3.1's pipeline": a_pipeline,
 }
 
 

@@ -11,9 +11,10 @@ else the output as JSON, else the ``summary`` of the message that reported it do
 
 What the document says that an opTree keeps nowhere else goes on the spans, where the STD-008
 export reads it back: call ids (``gen_ai.tool.call.id``), agent types, tool categories, task ids
-and priorities, the counts of ``subagent_info``, the ``task_title`` and the ``summary`` (on the
-root), and each message as it came (a span event on the run of the sub-session it is about, else
-on the root). So an imported document exported again is the same document.
+and priorities, the counts of ``subagent_info``, each agent as the document identified it, the
+``task_title``, the ``collaboration`` and the ``summary`` (on the root), and each message as it
+came (a span event on the run of the sub-session it is about, else on the root). So an imported
+document exported again is the same document (docs/std008.md).
 """
 
 from __future__ import annotations
@@ -132,9 +133,15 @@ class _Reader:
         builder = self.builder
         agent_id = self.orchestrator["agent_id"]
         model = _dig(document, "agent", "model_id")
-        attributes: dict[str, Any] = {sc.AGENT_ROLE: self.orchestrator["agent_type"]}
+        attributes: dict[str, Any] = {
+            sc.AGENT_ROLE: self.orchestrator["agent_type"],
+            sc.IMPORT_AGENT: json.dumps(self.orchestrator, ensure_ascii=False),
+        }
         if isinstance(document.get("task_title"), str):
             attributes[sc.TASK_TITLE] = document["task_title"]
+        if isinstance(document.get("collaboration"), Mapping):
+            collaboration = json.dumps(document["collaboration"], ensure_ascii=False)
+            attributes[sc.IMPORT_COLLABORATION] = collaboration
         if isinstance(document.get("summary"), Mapping):
             attributes[sc.IMPORT_SUMMARY] = json.dumps(document["summary"], ensure_ascii=False)
         root = builder.root(
@@ -243,6 +250,7 @@ class _Reader:
             start,
             {
                 sc.AGENT_ROLE: sub["agent"]["agent_type"],
+                sc.IMPORT_AGENT: json.dumps(sub["agent"], ensure_ascii=False),
                 sc.TASK_ID: task["task_id"],
                 sc.TASK_PRIORITY: task["priority"],
             },

@@ -302,8 +302,9 @@ class _Exporter:
         if model is not None:
             document["agent"] = {"model_id": model}
         multi = bool(self.subs)
-        participants: list[dict[str, Any]] = []
-        seen: set[str] = {self.orchestrator}
+        given = self._kept_collaboration()
+        participants: list[dict[str, Any]] = [] if given is None else list(given["participants"])
+        seen: set[str] = {self.orchestrator, *(p["agent_id"] for p in participants)}
         # The root agent of a later run is the orchestrator again (a resume); in a file whose
         # runs have different roots, those others take part too.
         for sub in [*self.roots[1:], *self.subs]:
@@ -322,8 +323,14 @@ class _Exporter:
                     participants.append(identifier)
         document["collaboration"] = {
             "mode": "multi_agent" if multi else "single",
-            "pattern": "master_worker",
-            "orchestrator": self._identifier(self.roots[0]) if self.roots else _unknown(),
+            "pattern": "master_worker" if given is None else given["pattern"],
+            "orchestrator": (
+                given["orchestrator"]
+                if given is not None
+                else self._identifier(self.roots[0])
+                if self.roots
+                else _unknown()
+            ),
             "participants": participants,
         }
         document["tool_calls"] = [
@@ -367,6 +374,17 @@ class _Exporter:
         kept.sort(key=lambda item: (item[0], item[1]))
         return [message for _, _, message in kept]
 
+    def _kept_collaboration(self) -> dict[str, Any] | None:
+        """The collaboration of the document the session was read from, if it still reads as
+        one and names the same orchestrator (else the export makes one)."""
+        if not self.imported:
+            return None
+        text = _text(self.roots[0].attribute(sc.IMPORT_COLLABORATION))
+        kept = _json_object(text)
+        if kept is None or not _conforms(kept, std008_schema.Collaboration):
+            return None
+        return kept if kept["orchestrator"]["agent_id"] == self.roots[0].agent_id else None
+
     def _kept_summary(self) -> dict[str, Any] | None:
         """The summary of the document the session was read from, if it still reads as one."""
         text = _text(self.roots[0].attribute(sc.IMPORT_SUMMARY)) if self.roots else None
@@ -376,6 +394,13 @@ class _Exporter:
         return summary
 
     def _identifier(self, run: _Run) -> dict[str, Any]:
+        kept = _json_object(_text(run.attribute(sc.IMPORT_AGENT))) if self.imported else None
+        if (
+            kept is not None
+            and _conforms(kept, std008_schema.AgentIdentifier)
+            and kept["agent_id"] == run.agent_id
+        ):
+            return kept  # as the imported document identified it
         identifier: dict[str, Any] = {"agent_id": run.agent_id, "agent_type": self._type(run)}
         name = _text(run.node.get("agentName")) or self.names.get(run.agent_id)
         if name and name != run.agent_id:
