@@ -167,6 +167,19 @@ def test_an_agent_only_in_messages_takes_part_in_the_export(tmp_path: Path) -> N
     assert validate(exported) == []
 
 
+def test_what_no_longer_fits_the_document_exported_is_made_again(tmp_path: Path) -> None:
+    """A document that calls itself single-agent yet has sub-sessions (the format allows it,
+    the consistency checks do not) exports as multi-agent: its summary without the figures
+    that needs is made from the runs."""
+    original = example()
+    original["collaboration"]["mode"] = "single"
+    original["summary"] = {"total_duration_ms": 900000}
+    exported = to_std008(write(tmp_path, original))
+    assert exported["collaboration"]["mode"] == "multi_agent"
+    assert exported["summary"]["tasks"] == {"total": 1, "completed": 1, "failed": 0}
+    assert validate(exported) == []
+
+
 def test_a_payload_cut_by_the_cap_is_kept_as_its_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -71,6 +71,8 @@ _TASK_ARGUMENTS = ("prompt", "task", "description", "instructions", "query", "me
 """Arguments of a call that ran a sub-agent, in the order they are taken as its task."""
 _VERDICT_WORD = re.compile(r"^\W*(approved|changes[ _-]requested|rejected)\b", re.IGNORECASE)
 _TITLE_CHARS = 80
+_MULTI_AGENT_SUMMARY = ("agents", "tasks", "review_iterations")
+"""What the summary of a multi-agent document must have (section 3.6)."""
 
 
 def to_std008(source: Source) -> dict[str, Any]:
@@ -386,11 +388,14 @@ class _Exporter:
         return kept if kept["orchestrator"]["agent_id"] == self.roots[0].agent_id else None
 
     def _kept_summary(self) -> dict[str, Any] | None:
-        """The summary of the document the session was read from, if it still reads as one."""
+        """The summary of the document the session was read from, if it still reads as one
+        (with the figures a multi-agent one needs, when the export has sub-sessions)."""
         text = _text(self.roots[0].attribute(sc.IMPORT_SUMMARY)) if self.roots else None
         summary = _json_object(text)
         if summary is None or not _conforms(summary, std008_schema.Summary):
             return None
+        if self.subs and not set(_MULTI_AGENT_SUMMARY) <= set(summary):
+            return None  # a document that called itself single-agent, yet had sub-sessions
         return summary
 
     def _identifier(self, run: _Run) -> dict[str, Any]:
