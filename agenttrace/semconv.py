@@ -127,6 +127,11 @@ agents as it identified them), as JSON text."""
 IMPORT_AGENT: Final = "agenttrace.import.agent"
 """On a run of an imported STD-008 document: its agent as the document identified it (the
 orchestrator, a sub-session's ``agent``), as JSON text."""
+IMPORT_UNREAD: Final = "agenttrace.import.unread"
+"""On the root, a call or a sub-agent run of an imported STD-008 document: the keys of the
+document, call or sub-session that agenttrace maps nowhere else (a status in the document's own
+words, a call's ``input`` and ``output`` as they were, keys STD-008 does not name), as a JSON
+object's text."""
 IMPORT_DURATION_DERIVED: Final = "agenttrace.import.duration_derived"
 """True on a sub-agent run of an imported STD-008 document that gave it no ``duration_ms``: its
 latency is its end minus its start."""

@@ -139,6 +139,32 @@ def test_a_spec_document_imported_and_exported_again_is_the_same_document(
     assert again == exported
 
 
+def in_its_own_words() -> dict[str, Any]:
+    """Section 7.1's example with statuses in other words, a result that is an object, a
+    failed call, and keys STD-008 does not name (STD-001's, anyone's)."""
+    document = example()
+    document["status"] = "completed"
+    document["agent"]["provider"] = "anthropic"
+    document["tags"] = ["auth", {"sprint": 12}]
+    read = document["tool_calls"][0]
+    read["output"] = {"status": "success", "result": {"lines": 120, "truncated": False}}
+    read["reasoning"] = "the spec first"
+    developer = document["sub_sessions"][0]
+    developer["status"] = "completed"
+    developer["task"]["deadline"] = "2026-01-27"
+    developer["notes"] = None
+    developer["tool_calls"][1]["output"] = {"status": "failed", "error": "disk full"}
+    return document
+
+
+def test_a_document_in_its_own_words_comes_back_in_them(tmp_path: Path) -> None:
+    original = in_its_own_words()
+    assert validate(original) == []
+    exported = to_std008(write(tmp_path, original))
+    assert instants(exported) == instants(original)
+    assert validate(exported) == []
+
+
 def test_what_the_reader_keeps_is_on_the_spans_and_the_figures_are_the_documents(
     tmp_path: Path,
 ) -> None:

@@ -142,6 +142,9 @@ class _Reader:
         if isinstance(document.get("collaboration"), Mapping):
             collaboration = json.dumps(document["collaboration"], ensure_ascii=False)
             attributes[sc.IMPORT_COLLABORATION] = collaboration
+        unread = _unread(document, _DOCUMENT_READ)
+        if unread is not None:
+            attributes[sc.IMPORT_UNREAD] = unread
         if isinstance(document.get("summary"), Mapping):
             attributes[sc.IMPORT_SUMMARY] = json.dumps(document["summary"], ensure_ascii=False)
         root = builder.root(
@@ -201,6 +204,9 @@ class _Reader:
             count = _dig(call, "subagent_info", key)
             if isinstance(count, int) and not isinstance(count, bool):
                 attributes[attribute] = count
+        unread = _unread(call, _CALL_READ)
+        if unread is not None:
+            attributes[sc.IMPORT_UNREAD] = unread
         op = builder.op(run, call["tool_name"], start, arguments, attributes)
         asked = builder.event(
             op,
@@ -256,6 +262,9 @@ class _Reader:
             },
         )
         self.runs[id(sub)] = node
+        unread = _unread(sub, _SUB_SESSION_READ)
+        if unread is not None:
+            node.data["span"]["attributes"][sc.IMPORT_UNREAD] = unread
         builder.created(op, start, agent_id, self.identifiers[agent_id].get("name"), cause=cause)
         # One text the call handed to several agents (the cafe's prompt) is one piece of text.
         told = self.told.setdefault(id(op.data), {})
@@ -370,6 +379,40 @@ class _Reader:
     def _name(self, agent_id: str) -> str:
         name = self.identifiers.get(agent_id, {}).get("name")
         return name if isinstance(name, str) and name else agent_id
+
+
+_DOCUMENT_READ = frozenset(
+    {
+        "session_id",
+        "task_title",
+        "user_prompt",
+        "created_at",
+        "completed_at",
+        "collaboration",
+        "tool_calls",
+        "sub_sessions",
+        "messages",
+        "summary",
+    }
+)
+"""The keys of a document whose values an export makes again as they were; the others (its
+``status``, its ``agent``, keys STD-008 does not name) are kept as they came."""
+_CALL_READ = frozenset(
+    {"call_id", "tool_name", "tool_category", "started_at", "ended_at", "duration_ms"}
+    | {"subagent_info"}
+)
+"""Likewise for a call: its ``input`` and ``output`` are kept as they came."""
+_SUB_SESSION_READ = frozenset(
+    {"sub_session_id", "parent_session_id", "agent", "triggered_by_call_id", "started_at"}
+    | {"completed_at", "duration_ms", "tool_calls", "output"}
+)
+"""Likewise for a sub-session: its ``status`` and ``task`` are kept as they came."""
+
+
+def _unread(value: Mapping[str, Any], read: frozenset[str]) -> str | None:
+    """The keys of ``value`` not in ``read``, as a JSON object's text (None if there are none)."""
+    rest = {key: item for key, item in value.items() if key not in read}
+    return json.dumps(rest, ensure_ascii=False) if rest else None
 
 
 def _concerned(

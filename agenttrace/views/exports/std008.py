@@ -27,8 +27,9 @@ What the session does not say comes from documented defaults (README, "STD-008")
 Ids are the session's own: agent ids, a sub-session's txn id, a tool call's
 ``gen_ai.tool.call.id`` (``tool-<path label>`` where there is none or it repeats). What an
 import of a document recorded on its spans (ids, types, categories, task ids, the counts of
-``subagent_info``; the title, the summary and every message) is written back as it came, so
-import and export give the same document.
+``subagent_info``; the title, the collaboration, the agents' identifiers, the summary, every
+message and the keys it maps nowhere else) is written back as it came, so import and export give
+the same document (docs/std008.md).
 """
 
 from __future__ import annotations
@@ -342,6 +343,11 @@ class _Exporter:
         document["messages"] = messages
         summary = self._kept_summary() if self.imported else None
         document["summary"] = summary if summary is not None else self._summary(outcomes)
+        if self.roots:
+            unread = self._unread(self.roots[0].node)
+            if not isinstance(unread.get("status", ""), str):
+                del unread["status"]
+            document.update(unread)
         return document
 
     @property
@@ -375,6 +381,14 @@ class _Exporter:
                     kept.append((index if index is not None else len(kept), len(kept), message))
         kept.sort(key=lambda item: (item[0], item[1]))
         return [message for _, _, message in kept]
+
+    def _unread(self, node: Mapping[str, Any]) -> dict[str, Any]:
+        """What the imported document said of ``node`` (the root, a call, a sub-agent run)
+        that the export does not make again: its keys as they came (empty if none, or if the
+        session is no imported document)."""
+        if not self.imported:
+            return {}
+        return _json_object(_text(_span_attribute(node, sc.IMPORT_UNREAD))) or {}
 
     def _kept_collaboration(self) -> dict[str, Any] | None:
         """The collaboration of the document the session was read from, if it still reads as
@@ -467,7 +481,7 @@ class _Exporter:
         hosted = [child for child in run.children if child.trigger is op]
         if hosted:
             call["subagent_info"] = self._subagent_info(op, hosted)
-        return call
+        return _with(call, self._unread(op), std008_schema.ToolCall)
 
     def _result(self, op: Mapping[str, Any], run: _Run) -> str | None:
         """What the call gave back as recorded; for a tool that streamed its results (no single
@@ -557,7 +571,7 @@ class _Exporter:
         output = self._output(run, outcome)
         if output is not None:
             sub["output"] = output
-        return sub
+        return _with(sub, self._unread(run.node), std008_schema.SubAgentSession)
 
     def _task(self, run: _Run) -> str:
         """What the sub-agent was asked: the call's prompt argument, else the first thing it
@@ -1032,6 +1046,14 @@ def _params(op: Mapping[str, Any]) -> dict[str, Any]:
         return {}
     parsed = _json_object(payload)
     return parsed if parsed is not None else {"arguments": payload}
+
+
+def _with(part: dict[str, Any], unread: Mapping[str, Any], kind: type) -> dict[str, Any]:
+    """``part`` of the document with ``unread`` put back, if it is still a ``kind`` then."""
+    if not unread:
+        return part
+    merged = {**part, **unread}
+    return merged if _conforms(merged, kind) else part
 
 
 def _json_value(text: str) -> Any:
