@@ -132,6 +132,9 @@ IMPORT_UNREAD: Final = "agenttrace.import.unread"
 document, call or sub-session that agenttrace maps nowhere else (a status in the document's own
 words, a call's ``input`` and ``output`` as they were, keys STD-008 does not name), as a JSON
 object's text."""
+IMPORT_SUBAGENT_INFO: Final = "agenttrace.import.subagent_info"
+"""On a call of an imported STD-008 document: its ``subagent_info`` but the links to
+sub-sessions (which the export makes from the runs), as a JSON object's text."""
 IMPORT_DURATION_DERIVED: Final = "agenttrace.import.duration_derived"
 """True on a sub-agent run of an imported STD-008 document that gave it no ``duration_ms``: its
 latency is its end minus its start."""

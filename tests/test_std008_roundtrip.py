@@ -141,14 +141,17 @@ def test_a_spec_document_imported_and_exported_again_is_the_same_document(
 
 def in_its_own_words() -> dict[str, Any]:
     """Section 7.1's example with statuses in other words, a result that is an object, a
-    failed call, and keys STD-008 does not name (STD-001's, anyone's)."""
+    failed call, a sub-agent type of Claude Code's, counts left out, and keys STD-008 does not
+    name (STD-001's, anyone's)."""
     document = example()
     document["status"] = "completed"
     document["agent"]["provider"] = "anthropic"
     document["tags"] = ["auth", {"sprint": 12}]
-    read = document["tool_calls"][0]
+    read, task, review = document["tool_calls"]
     read["output"] = {"status": "success", "result": {"lines": 120, "truncated": False}}
     read["reasoning"] = "the spec first"
+    task["subagent_info"] = {"subagent_type": "general-purpose", "sub_session_id": "sub-001"}
+    review["subagent_info"]["model"] = "haiku"
     developer = document["sub_sessions"][0]
     developer["status"] = "completed"
     developer["task"]["deadline"] = "2026-01-27"

@@ -207,6 +207,10 @@ class _Reader:
         unread = _unread(call, _CALL_READ)
         if unread is not None:
             attributes[sc.IMPORT_UNREAD] = unread
+        info = call.get("subagent_info")
+        if isinstance(info, Mapping):
+            given = _unread(info, frozenset({"sub_session_id", "sub_session_ids"}))
+            attributes[sc.IMPORT_SUBAGENT_INFO] = given or "{}"
         op = builder.op(run, call["tool_name"], start, arguments, attributes)
         asked = builder.event(
             op,

@@ -390,6 +390,15 @@ class _Exporter:
             return {}
         return _json_object(_text(_span_attribute(node, sc.IMPORT_UNREAD))) or {}
 
+    def _given_subagent_info(self, op: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The ``subagent_info`` an imported document gave ``op``, but its links."""
+        if not self.imported:
+            return None
+        given = _json_object(_text(_span_attribute(op, sc.IMPORT_SUBAGENT_INFO)))
+        if given is None or not _conforms(given, std008_schema.SubagentInfo):
+            return None
+        return given
+
     def _kept_collaboration(self) -> dict[str, Any] | None:
         """The collaboration of the document the session was read from, if it still reads as
         one and names the same orchestrator (else the export makes one)."""
@@ -509,6 +518,12 @@ class _Exporter:
         }
         if len(hosted) > 1:  # one call that ran several agents (the cafe's discuss)
             info["sub_session_ids"] = [run.key for run in hosted]
+        given = self._given_subagent_info(op)
+        if given is not None:  # an imported document's: its type and counts as it gave them
+            links: dict[str, Any] = {
+                key: info[key] for key in ("sub_session_id", "sub_session_ids") if key in info
+            }
+            return {**given, **links}
         uses = _count(_span_attribute(op, sc.SUBAGENT_TOOL_USES))
         if uses is None:
             uses = sum(len(run.tools) for child in hosted for run in child.subtree())
