@@ -135,6 +135,9 @@ object's text."""
 IMPORT_SUBAGENT_INFO: Final = "agenttrace.import.subagent_info"
 """On a call of an imported STD-008 document: its ``subagent_info`` but the links to
 sub-sessions (which the export makes from the runs), as a JSON object's text."""
+IMPORT_INDEX: Final = "agenttrace.import.index"
+"""On a sub-agent run of an imported STD-008 document: where its sub-session was in the
+document's ``sub_sessions`` (0-based)."""
 IMPORT_DURATION_DERIVED: Final = "agenttrace.import.duration_derived"
 """True on a sub-agent run of an imported STD-008 document that gave it no ``duration_ms``: its
 latency is its end minus its start."""

@@ -77,6 +77,8 @@ class _Reader:
         """id(op) -> the tasks its sub-agents heard, each its piece of text's message id."""
         self.runs: dict[int, Node] = {}
         """id(sub-session) -> its run."""
+        self.index = {id(sub): index for index, sub in enumerate(self.subs)}
+        """id(sub-session) -> where it is in the document."""
         self._place_sub_sessions()
 
     # -- where each sub-session goes ---------------------------------------------------------
@@ -266,6 +268,7 @@ class _Reader:
             },
         )
         self.runs[id(sub)] = node
+        node.data["span"]["attributes"][sc.IMPORT_INDEX] = self.index[id(sub)]
         unread = _unread(sub, _SUB_SESSION_READ)
         if unread is not None:
             node.data["span"]["attributes"][sc.IMPORT_UNREAD] = unread
@@ -408,9 +411,10 @@ _CALL_READ = frozenset(
 """Likewise for a call: its ``input`` and ``output`` are kept as they came."""
 _SUB_SESSION_READ = frozenset(
     {"sub_session_id", "parent_session_id", "agent", "triggered_by_call_id", "started_at"}
-    | {"completed_at", "duration_ms", "tool_calls", "output"}
+    | {"completed_at", "duration_ms", "tool_calls"}
 )
-"""Likewise for a sub-session: its ``status`` and ``task`` are kept as they came."""
+"""Likewise for a sub-session: its ``status``, ``task`` and ``output`` are kept as they came
+(the output of one that failed says more than its error)."""
 
 
 def _unread(value: Mapping[str, Any], read: frozenset[str]) -> str | None:

@@ -339,7 +339,10 @@ class _Exporter:
         document["tool_calls"] = [
             self._tool_call(op, root) for root in self.roots for op in root.tools
         ]
-        document["sub_sessions"] = [self._sub_session(sub, outcomes[id(sub)]) for sub in self.subs]
+        listed = self.subs
+        if self.imported:  # in the document's order, which need not be the order they started
+            listed = sorted(self.subs, key=lambda sub: _count(sub.attribute(sc.IMPORT_INDEX)) or 0)
+        document["sub_sessions"] = [self._sub_session(sub, outcomes[id(sub)]) for sub in listed]
         document["messages"] = messages
         summary = self._kept_summary() if self.imported else None
         document["summary"] = summary if summary is not None else self._summary(outcomes)
