@@ -138,9 +138,10 @@ sub-sessions (which the export makes from the runs), as a JSON object's text."""
 IMPORT_INDEX: Final = "agenttrace.import.index"
 """On a sub-agent run of an imported STD-008 document: where its sub-session was in the
 document's ``sub_sessions`` (0-based)."""
-IMPORT_DURATION_DERIVED: Final = "agenttrace.import.duration_derived"
-"""True on a sub-agent run of an imported STD-008 document that gave it no ``duration_ms``: its
-latency is its end minus its start."""
+IMPORT_ABSENT: Final = "agenttrace.import.absent"
+"""On the root, a call or a sub-agent run of an imported STD-008 document: the keys the export
+would write that the document, call or sub-session did not have (a ``duration_ms``: the latency
+is then end minus start), so the export leaves them out too."""
 
 # --- turn spans ---------------------------------------------------------------------------------
 TURN_INDEX: Final = "agenttrace.turn.index"

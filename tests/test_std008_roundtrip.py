@@ -16,15 +16,24 @@ from typing import Any
 
 import litellm
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import agenttrace
-from agenttrace.record.imported import iso_ms
-from agenttrace.record.session_files import snapshot_path
+from agenttrace.record.imported import MAX_MS, iso_ms, plain_id
+from agenttrace.record.session_files import SessionFileError, snapshot_path
 from agenttrace.record.std008_rules import validate
 from agenttrace.views.exports import to_std008, write_std008
 
 from .conftest import Traced
-from .test_std008 import cafe_then_resumed, example, published_validator, write
+from .test_std008 import (
+    _CHANGE,
+    cafe_then_resumed,
+    changed,
+    example,
+    published_validator,
+    write,
+)
 
 TIMES = ("created_at", "completed_at", "started_at", "ended_at", "timestamp")
 """The fields that hold times: agenttrace writes them with milliseconds (``10:00:05.000Z``),
@@ -141,8 +150,9 @@ def test_a_spec_document_imported_and_exported_again_is_the_same_document(
 
 def in_its_own_words() -> dict[str, Any]:
     """Section 7.1's example with statuses in other words, a result that is an object, a
-    failed call, a sub-agent type of Claude Code's, counts left out, and keys STD-008 does not
-    name (STD-001's, anyone's)."""
+    failed call, a failed reviewer with its output, sub-sessions listed in an order of their
+    own, a sub-agent type of Claude Code's, counts left out, and keys STD-008 does not name
+    (STD-001's, anyone's)."""
     document = example()
     document["status"] = "completed"
     document["agent"]["provider"] = "anthropic"
@@ -157,11 +167,30 @@ def in_its_own_words() -> dict[str, Any]:
     developer["task"]["deadline"] = "2026-01-27"
     developer["notes"] = None
     developer["tool_calls"][1]["output"] = {"status": "failed", "error": "disk full"}
+    reviewer = document["sub_sessions"][1]
+    reviewer["status"] = "error"  # failed, its output says more than that
+    document["sub_sessions"].reverse()  # not in the order they started
     return document
 
 
-def test_a_document_in_its_own_words_comes_back_in_them(tmp_path: Path) -> None:
-    original = in_its_own_words()
+def with_what_it_left_out() -> dict[str, Any]:
+    """Section 7.1's example without what STD-008 lets a document leave out (a title, a
+    call's times and category), an empty prompt, and a call that still runs yet has an end."""
+    document = example()
+    del document["task_title"]
+    document["user_prompt"] = ""
+    read = document["tool_calls"][0]
+    for key in ("tool_category", "started_at", "ended_at", "duration_ms", "input", "output"):
+        del read[key]
+    document["sub_sessions"][0]["tool_calls"][0]["output"]["status"] = "in_progress"
+    return document
+
+
+@pytest.mark.parametrize("make", [in_its_own_words, with_what_it_left_out])
+def test_a_document_in_its_own_words_comes_back_in_them(
+    make: Callable[[], dict[str, Any]], tmp_path: Path
+) -> None:
+    original = make()
     assert validate(original) == []
     exported = to_std008(write(tmp_path, original))
     assert instants(exported) == instants(original)
@@ -419,3 +448,84 @@ def test_what_a_delegating_tool_streams_before_its_result_is_acknowledgment_and_
         ("task_progress", "Worker", "Progress: Found two failing tests"),
         ("task_completion", "Worker", None),
     ]
+
+
+# --- any valid document ------------------------------------------------------------------------
+
+LEEWAY = {
+    ("~", "sub_sessions", "[]", "parent_session_id"),  # a parent that is no session: relinked
+    *(
+        difference
+        for where in (("tool_calls", "[]"), ("sub_sessions", "[]", "tool_calls", "[]"))
+        for difference in (
+            ("~", *where, "tool_category"),  # an empty category: the export gives one
+            ("+", *where, "subagent_info", "sub_session_id"),  # the link to the run it started
+        )
+    ),
+}
+"""What a valid document may lose on the way: links the export makes from the runs, and
+fields the export always writes."""
+
+
+def differences(ours: Any, theirs: Any, where: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """Where ``ours`` differs from ``theirs``: ``+`` a key only ours has, ``-`` one only
+    theirs has, ``~`` another value (list positions as ``[]``)."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        found = {("+", *where, key) for key in ours.keys() - theirs.keys()}
+        found |= {("-", *where, key) for key in theirs.keys() - ours.keys()}
+        for key in ours.keys() & theirs.keys():
+            found |= differences(ours[key], theirs[key], (*where, key))
+        return found
+    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        return {
+            d for a, b in zip(ours, theirs, strict=True) for d in differences(a, b, (*where, "[]"))
+        }
+    same = ours == theirs and type(ours) is type(theirs)
+    return set() if same else {("~", *where)}
+
+
+def holdable(document: Any) -> bool:
+    """Whether ``document``'s ids, times and durations are ones an opTree holds as they are:
+    a session id that names a file, times from 1970 to OTLP's last, durations within it."""
+    if not isinstance(document, dict) or plain_id(document.get("session_id"), "") != document.get(
+        "session_id"
+    ):
+        return False
+
+    def fits(value: Any, key: Any = None) -> bool:
+        if isinstance(value, dict):
+            return all(fits(item, name) for name, item in value.items())
+        if isinstance(value, list):
+            return all(fits(item) for item in value)
+        if key in TIMES and isinstance(value, str):
+            ms = iso_ms(value)
+            return ms is not None and 0 < ms < MAX_MS
+        if key == "duration_ms" and isinstance(value, (int, float)):
+            return 0 <= value < MAX_MS
+        return True
+
+    return fits(document)
+
+
+@pytest.mark.fuzz  # documents by the hundred: in make test, not make check
+@settings(
+    max_examples=300,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(changes=st.lists(_CHANGE, min_size=1, max_size=3))
+def test_any_valid_document_comes_back_but_for_links_and_fields_the_export_writes(
+    changes: list[tuple[tuple[Any, ...], Any]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    document = changed(example(), changes)
+    assume(holdable(document) and validate(document) == [])
+    path = tmp_path_factory.mktemp("valid") / "doc-multi.json"
+    path.write_text(json.dumps(document), errors="surrogatepass")
+    try:
+        exported = to_std008(path)
+    except SessionFileError:  # refused in one line: a limit, not a loss
+        return
+    assert differences(instants(exported), instants(document)) <= LEEWAY
+    assert validate(exported) == []

@@ -144,7 +144,8 @@ class _Reader:
         if isinstance(document.get("collaboration"), Mapping):
             collaboration = json.dumps(document["collaboration"], ensure_ascii=False)
             attributes[sc.IMPORT_COLLABORATION] = collaboration
-        unread = _unread(document, _DOCUMENT_READ)
+        read = _DOCUMENT_READ - ({"user_prompt"} if document.get("user_prompt") == "" else set())
+        unread = _unread(document, read)  # an empty prompt is logged nowhere: kept as it came
         if unread is not None:
             attributes[sc.IMPORT_UNREAD] = unread
         if isinstance(document.get("summary"), Mapping):
@@ -152,6 +153,7 @@ class _Reader:
         root = builder.root(
             agent_id, self._name(agent_id), attributes, model if isinstance(model, str) else None
         )
+        _mark_absent(root, document, ("task_title",))
         builder.created(
             root,
             root.started_ms,
@@ -206,14 +208,12 @@ class _Reader:
             count = _dig(call, "subagent_info", key)
             if isinstance(count, int) and not isinstance(count, bool):
                 attributes[attribute] = count
-        unread = _unread(call, _CALL_READ)
-        if unread is not None:
-            attributes[sc.IMPORT_UNREAD] = unread
         info = call.get("subagent_info")
         if isinstance(info, Mapping):
             given = _unread(info, frozenset({"sub_session_id", "sub_session_ids"}))
             attributes[sc.IMPORT_SUBAGENT_INFO] = given or "{}"
         op = builder.op(run, call["tool_name"], start, arguments, attributes)
+        _mark_absent(op, call, ("tool_category", "started_at", "ended_at", "duration_ms"))
         asked = builder.event(
             op,
             start,
@@ -236,6 +236,10 @@ class _Reader:
         if ended is None and duration is not None:
             ended = clamp_ms(start + duration)
         ended, error = self._end(output.get("status"), ended, output.get("error"))
+        # A call the document says still runs, yet gave an end: its end comes back as given.
+        unread = _unread(call, _CALL_READ - _ENDS if ended is None else _CALL_READ)
+        if unread is not None:
+            op.data["span"]["attributes"][sc.IMPORT_UNREAD] = unread
         if result is not None:
             builder.event(
                 op,
@@ -269,9 +273,6 @@ class _Reader:
         )
         self.runs[id(sub)] = node
         node.data["span"]["attributes"][sc.IMPORT_INDEX] = self.index[id(sub)]
-        unread = _unread(sub, _SUB_SESSION_READ)
-        if unread is not None:
-            node.data["span"]["attributes"][sc.IMPORT_UNREAD] = unread
         builder.created(op, start, agent_id, self.identifiers[agent_id].get("name"), cause=cause)
         # One text the call handed to several agents (the cafe's prompt) is one piece of text.
         told = self.told.setdefault(id(op.data), {})
@@ -296,6 +297,9 @@ class _Reader:
         )
         self._run(node, sub)
         ended, error = self._end(sub.get("status"), sub.get("completed_at"), self._failure(sub))
+        unread = _unread(sub, _SUB_SESSION_READ - _ENDS if ended is None else _SUB_SESSION_READ)
+        if unread is not None:
+            node.data["span"]["attributes"][sc.IMPORT_UNREAD] = unread
         answer = self._answer(sub) if error is None else None
         if answer:
             builder.event(
@@ -306,10 +310,8 @@ class _Reader:
                 role="assistant",
                 content=answer,
             )
-        duration = _number(sub.get("duration_ms"))
-        if duration is None and ended is not None:
-            node.data["span"]["attributes"][sc.IMPORT_DURATION_DERIVED] = True
-        builder.end_run(node, ended, duration, error)
+        _mark_absent(node, sub, ("duration_ms",))
+        builder.end_run(node, ended, _number(sub.get("duration_ms")), error)
         return node
 
     def _keep_messages(self, root: Node) -> None:
@@ -415,6 +417,16 @@ _SUB_SESSION_READ = frozenset(
 )
 """Likewise for a sub-session: its ``status``, ``task`` and ``output`` are kept as they came
 (the output of one that failed says more than its error)."""
+_ENDS = frozenset({"ended_at", "completed_at", "duration_ms"})
+"""The keys of an end, kept as they came where the status says it has not ended."""
+
+
+def _mark_absent(node: Node, value: Mapping[str, Any], keys: tuple[str, ...]) -> None:
+    """Say on ``node``'s span which of ``keys`` (ones the export would write) ``value`` has
+    not, so the export leaves them out too."""
+    absent = [key for key in keys if key not in value]
+    if absent:
+        node.data["span"]["attributes"][sc.IMPORT_ABSENT] = absent
 
 
 def _unread(value: Mapping[str, Any], read: frozenset[str]) -> str | None:

@@ -347,10 +347,10 @@ class _Exporter:
         summary = self._kept_summary() if self.imported else None
         document["summary"] = summary if summary is not None else self._summary(outcomes)
         if self.roots:
-            unread = self._unread(self.roots[0].node)
-            if not isinstance(unread.get("status", ""), str):
-                del unread["status"]
-            document.update(unread)
+            document = self._without_absent(document, self.roots[0].node)
+        unread = self._unread(self.roots[0].node) if self.roots else None
+        if unread is not None and isinstance(unread.get("status", ""), str):
+            return _with(document, unread, None, ("status", "agent"))
         return document
 
     @property
@@ -385,13 +385,22 @@ class _Exporter:
         kept.sort(key=lambda item: (item[0], item[1]))
         return [message for _, _, message in kept]
 
-    def _unread(self, node: Mapping[str, Any]) -> dict[str, Any]:
+    def _unread(self, node: Mapping[str, Any]) -> dict[str, Any] | None:
         """What the imported document said of ``node`` (the root, a call, a sub-agent run)
-        that the export does not make again: its keys as they came (empty if none, or if the
-        session is no imported document)."""
+        that the export does not make again: its keys as they came (empty if it had none);
+        None if the session is no imported document, or they no longer read as an object
+        (cut by a cap)."""
         if not self.imported:
-            return {}
-        return _json_object(_text(_span_attribute(node, sc.IMPORT_UNREAD))) or {}
+            return None
+        text = _span_attribute(node, sc.IMPORT_UNREAD)
+        return {} if text is None else _json_object(_text(text))
+
+    def _without_absent(self, part: dict[str, Any], node: Mapping[str, Any]) -> dict[str, Any]:
+        """``part`` without the keys the imported document did not have there."""
+        absent = _span_attribute(node, sc.IMPORT_ABSENT) if self.imported else None
+        if not isinstance(absent, list):
+            return part
+        return {key: value for key, value in part.items() if key not in absent}
 
     def _given_subagent_info(self, op: Mapping[str, Any]) -> dict[str, Any] | None:
         """The ``subagent_info`` an imported document gave ``op``, but its links."""
@@ -493,7 +502,8 @@ class _Exporter:
         hosted = [child for child in run.children if child.trigger is op]
         if hosted:
             call["subagent_info"] = self._subagent_info(op, hosted)
-        return _with(call, self._unread(op), std008_schema.ToolCall)
+        call = self._without_absent(call, op)
+        return _with(call, self._unread(op), std008_schema.ToolCall, ("input", "output"))
 
     def _result(self, op: Mapping[str, Any], run: _Run) -> str | None:
         """What the call gave back as recorded; for a tool that streamed its results (no single
@@ -581,15 +591,14 @@ class _Exporter:
             sub["completed_at"] = _iso(ended)
         sub["status"] = outcome.status
         duration = _duration(run.node)
-        # A document's sub-session that gave no duration gets none back (it is derived).
-        derived = run.attribute(sc.IMPORT_DURATION_DERIVED) is True
-        if duration is not None and ended is not None and not derived:
+        if duration is not None and ended is not None:
             sub["duration_ms"] = duration
         sub["tool_calls"] = [self._tool_call(op, run) for op in run.tools]
         output = self._output(run, outcome)
         if output is not None:
             sub["output"] = output
-        return _with(sub, self._unread(run.node), std008_schema.SubAgentSession)
+        sub = self._without_absent(sub, run.node)
+        return _with(sub, self._unread(run.node), std008_schema.SubAgentSession, ("output",))
 
     def _task(self, run: _Run) -> str:
         """What the sub-agent was asked: the call's prompt argument, else the first thing it
@@ -1066,12 +1075,19 @@ def _params(op: Mapping[str, Any]) -> dict[str, Any]:
     return parsed if parsed is not None else {"arguments": payload}
 
 
-def _with(part: dict[str, Any], unread: Mapping[str, Any], kind: type) -> dict[str, Any]:
-    """``part`` of the document with ``unread`` put back, if it is still a ``kind`` then."""
-    if not unread:
+def _with(
+    part: dict[str, Any],
+    unread: Mapping[str, Any] | None,
+    kind: type | None,
+    made: tuple[str, ...],
+) -> dict[str, Any]:
+    """``part`` of the document with what the imported document said of it put back
+    (``unread``; None: nothing to put back), without the keys in ``made`` that the export made
+    where the document had none; if it is still a ``kind`` then."""
+    if unread is None:
         return part
-    merged = {**part, **unread}
-    return merged if _conforms(merged, kind) else part
+    merged = {**{key: value for key, value in part.items() if key not in made}, **unread}
+    return merged if kind is None or _conforms(merged, kind) else part
 
 
 def _json_value(text: str) -> Any:
