@@ -115,6 +115,33 @@ TASK_ID: Final = "agenttrace.task.id"
 TASK_PRIORITY: Final = "agenttrace.task.priority"
 IMPORT_FORMAT: Final = "agenttrace.import.format"
 """On the resource of a session read from another format's document: ``std008``, ``atif``."""
+TASK_TITLE: Final = "agenttrace.task.title"
+"""On a run's root: the title of the session's task, as an imported STD-008 document gave it
+(``task_title``)."""
+IMPORT_SUMMARY: Final = "agenttrace.import.summary"
+"""On a run's root: the summary an imported STD-008 document gave, as JSON text (its figures are
+the document's own, kept for its export)."""
+IMPORT_COLLABORATION: Final = "agenttrace.import.collaboration"
+"""On a run's root: the ``collaboration`` an imported STD-008 document gave (its pattern, its
+agents as it identified them), as JSON text."""
+IMPORT_AGENT: Final = "agenttrace.import.agent"
+"""On a run of an imported STD-008 document: its agent as the document identified it (the
+orchestrator, a sub-session's ``agent``), as JSON text."""
+IMPORT_UNREAD: Final = "agenttrace.import.unread"
+"""On the root, a call or a sub-agent run of an imported STD-008 document: the keys of the
+document, call or sub-session that agenttrace maps nowhere else (a status in the document's own
+words, a call's ``input`` and ``output`` as they were, keys STD-008 does not name), as a JSON
+object's text."""
+IMPORT_SUBAGENT_INFO: Final = "agenttrace.import.subagent_info"
+"""On a call of an imported STD-008 document: its ``subagent_info`` but the links to
+sub-sessions (which the export makes from the runs), as a JSON object's text."""
+IMPORT_INDEX: Final = "agenttrace.import.index"
+"""On a sub-agent run of an imported STD-008 document: where its sub-session was in the
+document's ``sub_sessions`` (0-based)."""
+IMPORT_ABSENT: Final = "agenttrace.import.absent"
+"""On the root, a call or a sub-agent run of an imported STD-008 document: the keys the export
+would write that the document, call or sub-session did not have (a ``duration_ms``: the latency
+is then end minus start), so the export leaves them out too."""
 
 # --- turn spans ---------------------------------------------------------------------------------
 TURN_INDEX: Final = "agenttrace.turn.index"
@@ -156,6 +183,15 @@ SUBAGENT_TOKENS_USED: Final = "agenttrace.subagent.tokens_used"
 # --- span events --------------------------------------------------------------------------------
 EVENT_LOG: Final = "agenttrace.log"
 EVENT_REASONING: Final = "agenttrace.reasoning"
+EVENT_IMPORTED_MESSAGE: Final = "agenttrace.import.message"
+"""A span event on the run an imported STD-008 message is about (its sub-session, else the
+root), at the message's time: the message as the document gave it."""
+IMPORT_MESSAGE: Final = "agenttrace.import.message.envelope"
+"""The message but its payload, as JSON text."""
+IMPORT_MESSAGE_PAYLOAD: Final = "agenttrace.import.message.payload"
+"""The message's payload, as JSON text."""
+IMPORT_MESSAGE_INDEX: Final = "agenttrace.import.message.index"
+"""Where the message was in the document's ``messages`` (0-based)."""
 LOG_LEVEL: Final = "agenttrace.log.level"
 LOG_MESSAGE: Final = "agenttrace.log.message"
 LOG_DETAILS: Final = "agenttrace.log.details"

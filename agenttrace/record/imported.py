@@ -494,6 +494,13 @@ class Builder:
 
     # -- events -------------------------------------------------------------------------------
 
+    @staticmethod
+    def span_event(node: Node, ts_ms: int, name: str, attributes: Mapping[str, Any]) -> None:
+        """Add a span event (no canonical event) to ``node``'s span, at ``ts_ms``."""
+        node.data["span"]["events"].append(
+            {"name": name, "timeUnixNano": clamp_ms(ts_ms) * 1_000_000, "attributes": attributes}
+        )
+
     def event(self, node: Node, ts_ms: int, **fields: Any) -> str:
         """Log a canonical event on ``node``'s span; its message id."""
         message_id = f"msg_{len(self.events) + 1:03d}"

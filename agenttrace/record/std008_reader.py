@@ -11,11 +11,15 @@ else the output as JSON, else the ``summary`` of the message that reported it do
 
 What the document says that an opTree keeps nowhere else goes on the spans, where the STD-008
 export reads it back: call ids (``gen_ai.tool.call.id``), agent types, tool categories, task ids
-and priorities, the counts of ``subagent_info``.
+and priorities, the counts of ``subagent_info``, each agent as the document identified it, the
+``task_title``, the ``collaboration`` and the ``summary`` (on the root), and each message as it
+came (a span event on the run of the sub-session it is about, else on the root). So an imported
+document exported again is the same document (docs/std008.md).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -72,6 +76,10 @@ class _Reader:
         """id(call) -> the sub-sessions it triggered; id(container) -> those without a call."""
         self.told: dict[int, dict[str, str]] = {}
         """id(op) -> the tasks its sub-agents heard, each its piece of text's message id."""
+        self.runs: dict[int, Node] = {}
+        """id(sub-session) -> its run."""
+        self.index = {id(sub): index for index, sub in enumerate(self.subs)}
+        """id(sub-session) -> where it is in the document."""
         self._place_sub_sessions()
 
     # -- where each sub-session goes ---------------------------------------------------------
@@ -128,12 +136,25 @@ class _Reader:
         builder = self.builder
         agent_id = self.orchestrator["agent_id"]
         model = _dig(document, "agent", "model_id")
+        attributes: dict[str, Any] = {
+            sc.AGENT_ROLE: self.orchestrator["agent_type"],
+            sc.IMPORT_AGENT: json.dumps(self.orchestrator, ensure_ascii=False),
+        }
+        if isinstance(document.get("task_title"), str):
+            attributes[sc.TASK_TITLE] = document["task_title"]
+        if isinstance(document.get("collaboration"), Mapping):
+            collaboration = json.dumps(document["collaboration"], ensure_ascii=False)
+            attributes[sc.IMPORT_COLLABORATION] = collaboration
+        read = _DOCUMENT_READ - ({"user_prompt"} if document.get("user_prompt") == "" else set())
+        unread = _unread(document, read)  # an empty prompt is logged nowhere: kept as it came
+        if unread is not None:
+            attributes[sc.IMPORT_UNREAD] = unread
+        if isinstance(document.get("summary"), Mapping):
+            attributes[sc.IMPORT_SUMMARY] = json.dumps(document["summary"], ensure_ascii=False)
         root = builder.root(
-            agent_id,
-            self._name(agent_id),
-            {sc.AGENT_ROLE: self.orchestrator["agent_type"]},
-            model if isinstance(model, str) else None,
+            agent_id, self._name(agent_id), attributes, model if isinstance(model, str) else None
         )
+        _mark_absent(root, document, ("task_title",))
         builder.created(
             root,
             root.started_ms,
@@ -152,6 +173,7 @@ class _Reader:
                 content=prompt,
             )
         self._run(root, document)
+        self._keep_messages(root)
         ended, error = self._end(document.get("status"), document.get("completed_at"), None)
         total = _dig(document, "summary", "total_duration_ms")
         builder.end_run(root, ended, _number(total), error)
@@ -187,7 +209,12 @@ class _Reader:
             count = _dig(call, "subagent_info", key)
             if isinstance(count, int) and not isinstance(count, bool):
                 attributes[attribute] = count
+        info = call.get("subagent_info")
+        if isinstance(info, Mapping):
+            given = _unread(info, frozenset({"sub_session_id", "sub_session_ids"}))
+            attributes[sc.IMPORT_SUBAGENT_INFO] = given or "{}"
         op = builder.op(run, call["tool_name"], start, arguments, attributes)
+        _mark_absent(op, call, ("tool_category", "started_at", "ended_at", "duration_ms"))
         asked = builder.event(
             op,
             start,
@@ -210,6 +237,10 @@ class _Reader:
         if ended is None and duration is not None:
             ended = clamp_ms(start + duration)
         ended, error = self._end(output.get("status"), ended, output.get("error"))
+        # A call the document says still runs, yet gave an end: its end comes back as given.
+        unread = _unread(call, _CALL_READ - _ENDS if ended is None else _CALL_READ)
+        if unread is not None:
+            op.data["span"]["attributes"][sc.IMPORT_UNREAD] = unread
         if result is not None:
             builder.event(
                 op,
@@ -236,10 +267,13 @@ class _Reader:
             start,
             {
                 sc.AGENT_ROLE: sub["agent"]["agent_type"],
+                sc.IMPORT_AGENT: json.dumps(sub["agent"], ensure_ascii=False),
                 sc.TASK_ID: task["task_id"],
                 sc.TASK_PRIORITY: task["priority"],
             },
         )
+        self.runs[id(sub)] = node
+        node.data["span"]["attributes"][sc.IMPORT_INDEX] = self.index[id(sub)]
         builder.created(op, start, agent_id, self.identifiers[agent_id].get("name"), cause=cause)
         # One text the call handed to several agents (the cafe's prompt) is one piece of text.
         told = self.told.setdefault(id(op.data), {})
@@ -264,6 +298,9 @@ class _Reader:
         )
         self._run(node, sub)
         ended, error = self._end(sub.get("status"), sub.get("completed_at"), self._failure(sub))
+        unread = _unread(sub, _SUB_SESSION_READ - _ENDS if ended is None else _SUB_SESSION_READ)
+        if unread is not None:
+            node.data["span"]["attributes"][sc.IMPORT_UNREAD] = unread
         answer = self._answer(sub) if error is None else None
         if answer:
             builder.event(
@@ -274,8 +311,31 @@ class _Reader:
                 role="assistant",
                 content=answer,
             )
+        _mark_absent(node, sub, ("duration_ms",))
         builder.end_run(node, ended, _number(sub.get("duration_ms")), error)
         return node
+
+    def _keep_messages(self, root: Node) -> None:
+        """Each message, as the document gave it, on the run it is about."""
+        # The first sub-session of an id or task wins, as everywhere in the reader.
+        by_id = {sub["sub_session_id"]: sub for sub in reversed(self.subs)}
+        by_task = {sub["task"]["task_id"]: sub for sub in reversed(self.subs)}
+        for index, message in enumerate(self.messages):
+            envelope = {key: value for key, value in message.items() if key != "payload"}
+            payload = json.dumps(message.get("payload"), ensure_ascii=False)
+            sub = _concerned(message, by_id, by_task)
+            node = self.runs.get(id(sub), root) if sub is not None else root
+            when = iso_ms(message.get("timestamp"))
+            self.builder.span_event(
+                node,
+                node.started_ms if when is None else when,
+                sc.EVENT_IMPORTED_MESSAGE,
+                {
+                    sc.IMPORT_MESSAGE: json.dumps(envelope, ensure_ascii=False),
+                    sc.IMPORT_MESSAGE_PAYLOAD: payload,
+                    sc.IMPORT_MESSAGE_INDEX: index,
+                },
+            )
 
     # -- what the document says about an outcome -----------------------------------------------
 
@@ -329,6 +389,72 @@ class _Reader:
     def _name(self, agent_id: str) -> str:
         name = self.identifiers.get(agent_id, {}).get("name")
         return name if isinstance(name, str) and name else agent_id
+
+
+_DOCUMENT_READ = frozenset(
+    {
+        "session_id",
+        "task_title",
+        "user_prompt",
+        "created_at",
+        "completed_at",
+        "collaboration",
+        "tool_calls",
+        "sub_sessions",
+        "messages",
+        "summary",
+    }
+)
+"""The keys of a document whose values an export makes again as they were; the others (its
+``status``, its ``agent``, keys STD-008 does not name) are kept as they came."""
+_CALL_READ = frozenset(
+    {"call_id", "tool_name", "tool_category", "started_at", "ended_at", "duration_ms"}
+    | {"subagent_info"}
+)
+"""Likewise for a call: its ``input`` and ``output`` are kept as they came."""
+_SUB_SESSION_READ = frozenset(
+    {"sub_session_id", "parent_session_id", "agent", "triggered_by_call_id", "started_at"}
+    | {"completed_at", "duration_ms", "tool_calls"}
+)
+"""Likewise for a sub-session: its ``status``, ``task`` and ``output`` are kept as they came
+(the output of one that failed says more than its error)."""
+_ENDS = frozenset({"ended_at", "completed_at", "duration_ms"})
+"""The keys of an end, kept as they came where the status says it has not ended."""
+
+
+def _mark_absent(node: Node, value: Mapping[str, Any], keys: tuple[str, ...]) -> None:
+    """Say on ``node``'s span which of ``keys`` (ones the export would write) ``value`` has
+    not, so the export leaves them out too."""
+    absent = [key for key in keys if key not in value]
+    if absent:
+        node.data["span"]["attributes"][sc.IMPORT_ABSENT] = absent
+
+
+def _unread(value: Mapping[str, Any], read: frozenset[str]) -> str | None:
+    """The keys of ``value`` not in ``read``, as a JSON object's text (None if there are none)."""
+    rest = {key: item for key, item in value.items() if key not in read}
+    return json.dumps(rest, ensure_ascii=False) if rest else None
+
+
+def _concerned(
+    message: Mapping[str, Any],
+    by_id: Mapping[Any, Mapping[str, Any]],
+    by_task: Mapping[Any, Mapping[str, Any]],
+) -> Mapping[str, Any] | None:
+    """The sub-session ``message`` is about: the one its ``correlation_id`` names, else the one
+    whose task its payload names (a review's id first), else None."""
+    correlation = message.get("correlation_id")
+    if isinstance(correlation, str) and correlation in by_id:
+        return by_id[correlation]
+    payload = message.get("payload")
+    for task_id in (
+        _dig(payload, "review_id"),
+        _dig(payload, "task", "task_id"),
+        _dig(payload, "task_id"),
+    ):
+        if isinstance(task_id, str) and task_id in by_task:
+            return by_task[task_id]
+    return None
 
 
 def _find(container: Mapping[str, Any], call_id: Any) -> Mapping[str, Any] | None:

@@ -17,19 +17,24 @@ What the session does not say comes from documented defaults (README, "STD-008")
   ...), else what its agent heard in that call; its priority ``medium``;
 - ``messages`` follow from the runs: a ``task_assignment`` (``review_request`` for a
   reviewer) when a sub-agent starts, a ``task_completion`` (``review_result``) when it ends,
-  an ``abort`` when it fails;
+  an ``abort`` when it fails; an ``acknowledgment`` and ``task_progress`` for what a sub-agent
+  told its parent agent while it worked (:meth:`_Exporter._reports`), and a ``feedback``
+  instead of the assignment when a parent agent's words to a sub-agent reply to its earlier
+  answer (:meth:`_Exporter._answered`);
 - a reviewer's verdict is its answer's first word (``approved``, ``changes_requested``,
   ``rejected``) or the ``verdict`` of an answer that is a JSON object.
 
 Ids are the session's own: agent ids, a sub-session's txn id, a tool call's
 ``gen_ai.tool.call.id`` (``tool-<path label>`` where there is none or it repeats). What an
 import of a document recorded on its spans (ids, types, categories, task ids, the counts of
-``subagent_info``) is written back as it came, so export, import and export again give the
-same document.
+``subagent_info``; the title, the collaboration, the agents' identifiers, the summary, every
+message and the keys it maps nowhere else) is written back as it came, so import and export give
+the same document (docs/std008.md).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -40,8 +45,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from agenttrace import semconv as sc
 from agenttrace._internal.times import iso_ms, ts_nanoseconds
+from agenttrace.record import std008_schema
 from agenttrace.record.optree import children, finite_number, hosted_sessions, session_ops
 from agenttrace.record.resets import as_it_happened
 from agenttrace.record.session_files import SessionFileError
@@ -63,6 +71,8 @@ _TASK_ARGUMENTS = ("prompt", "task", "description", "instructions", "query", "me
 """Arguments of a call that ran a sub-agent, in the order they are taken as its task."""
 _VERDICT_WORD = re.compile(r"^\W*(approved|changes[ _-]requested|rejected)\b", re.IGNORECASE)
 _TITLE_CHARS = 80
+_MULTI_AGENT_SUMMARY = ("agents", "tasks", "review_iterations")
+"""What the summary of a multi-agent document must have (section 3.6)."""
 
 
 def to_std008(source: Source) -> dict[str, Any]:
@@ -189,16 +199,41 @@ class _Exporter:
             child for root in self.roots for run in root.subtree() for child in run.children
         ]
         self.subs.sort(key=lambda run: _ms(run.node.get("startedAt")) or 0)
+        self.sub_spans = {span for sub in self.subs for span in sub.spans}
+        """The spans of every sub-agent run: what an agent hears there, a sub-agent told it."""
         self.names: dict[str, str] = {}
         self.entries: dict[str, list[dict[str, Any]]] = {}
         """Each agent's transcript entries, in order (found once: a view per sub-agent run
         would otherwise cost every event each time), as they happened (no restated context)."""
-        for event in as_it_happened(events):
+        self.order: dict[int, int] = {}
+        """id(entry) -> where it is in the stream (of the events as they happened)."""
+        self.in_span: dict[str, list[dict[str, Any]]] = {}
+        """The transcript entries logged in each span, in order."""
+        self.resets: dict[str, list[int]] = {}
+        """Each agent's ``transcript_reset`` events, as places in the stream."""
+        self.asked: dict[str, list[int]] = {}
+        """Each agent's user entries other than a sub-agent's reports, as places in the stream."""
+        for place, event in enumerate(as_it_happened(events)):
             kind, agent = event.get("event_type"), event.get("agent_id")
             if kind == "agent_created" and _text(event.get("name")):
                 self.names.setdefault(str(agent), str(event["name"]))
             elif kind == "transcript_entry" and isinstance(agent, str):
                 self.entries.setdefault(agent, []).append(event)
+                self.order[id(event)] = place
+                span = _text(event.get("span_id"))
+                if span is not None:
+                    self.in_span.setdefault(span, []).append(event)
+                if event.get("role") == "user" and span not in self.sub_spans:
+                    self.asked.setdefault(agent, []).append(place)
+            elif kind == "transcript_reset" and isinstance(agent, str):
+                self.resets.setdefault(agent, []).append(place)
+        self.previous: dict[int, _Run] = {}
+        """id(sub-agent run) -> the run of the same agent before it."""
+        latest: dict[str, _Run] = {}
+        for sub in self.subs:
+            if sub.agent_id in latest:
+                self.previous[id(sub)] = latest[sub.agent_id]
+            latest[sub.agent_id] = sub
         self.call_ids: dict[int, str] = {}
         self._number_calls()
         taken = {self.session_id}
@@ -251,8 +286,14 @@ class _Exporter:
         last = self.roots[-1].node if self.roots else {}
         document: dict[str, Any] = {"session_id": self.session_id}
         prompt = self._user_prompt()
+        title = self.roots[0].attribute(sc.TASK_TITLE) if self.roots else None
+        if not isinstance(title, str):  # an imported document's own, even empty, stays
+            title = None
+        if title is None and prompt is not None:
+            title = _title(prompt)
+        if title is not None:
+            document["task_title"] = title
         if prompt is not None:
-            document["task_title"] = _title(prompt)
             document["user_prompt"] = prompt
         created = _ms(first.get("startedAt"))
         if created is not None:
@@ -265,30 +306,142 @@ class _Exporter:
         if model is not None:
             document["agent"] = {"model_id": model}
         multi = bool(self.subs)
-        participants: list[dict[str, Any]] = []
-        seen: set[str] = {self.orchestrator}
+        given = self._kept_collaboration()
+        participants: list[dict[str, Any]] = [] if given is None else list(given["participants"])
+        seen: set[str] = {self.orchestrator, *(p["agent_id"] for p in participants)}
         # The root agent of a later run is the orchestrator again (a resume); in a file whose
         # runs have different roots, those others take part too.
         for sub in [*self.roots[1:], *self.subs]:
             if sub.agent_id not in seen:
                 seen.add(sub.agent_id)
                 participants.append(self._identifier(sub))
+        outcomes = {id(sub): self._outcome(sub) for sub in self.subs}
+        kept = self._kept_messages() if self.imported else None
+        messages = kept if kept is not None else self._messages(outcomes)
+        # An agent that only sends or receives messages (a document's) takes part too.
+        for message in messages:
+            for key in ("from_agent", "to_agent"):
+                identifier = message[key]
+                if identifier["agent_id"] not in seen:
+                    seen.add(identifier["agent_id"])
+                    participants.append(identifier)
         document["collaboration"] = {
             "mode": "multi_agent" if multi else "single",
-            "pattern": "master_worker",
-            "orchestrator": self._identifier(self.roots[0]) if self.roots else _unknown(),
+            "pattern": "master_worker" if given is None else given["pattern"],
+            "orchestrator": (
+                given["orchestrator"]
+                if given is not None
+                else self._identifier(self.roots[0])
+                if self.roots
+                else _unknown()
+            ),
             "participants": participants,
         }
         document["tool_calls"] = [
             self._tool_call(op, root) for root in self.roots for op in root.tools
         ]
-        outcomes = {id(sub): self._outcome(sub) for sub in self.subs}
-        document["sub_sessions"] = [self._sub_session(sub, outcomes[id(sub)]) for sub in self.subs]
-        document["messages"] = self._messages(outcomes)
-        document["summary"] = self._summary(outcomes)
+        listed = self.subs
+        if self.imported:  # in the document's order, which need not be the order they started
+            listed = sorted(self.subs, key=lambda sub: _count(sub.attribute(sc.IMPORT_INDEX)) or 0)
+        document["sub_sessions"] = [self._sub_session(sub, outcomes[id(sub)]) for sub in listed]
+        document["messages"] = messages
+        summary = self._kept_summary() if self.imported else None
+        document["summary"] = summary if summary is not None else self._summary(outcomes)
+        if self.roots:
+            document = self._without_absent(document, self.roots[0].node)
+        unread = self._unread(self.roots[0].node) if self.roots else None
+        if unread is not None and isinstance(unread.get("status", ""), str):
+            return _with(document, unread, None, ("status", "agent"))
         return document
 
+    @property
+    def imported(self) -> bool:
+        """Whether the session is a STD-008 document read: its messages and summary are the
+        document's, kept as they came."""
+        resource = self.roots[0].node.get("resource") if self.roots else None
+        return bool(_dig(resource, "attributes", sc.IMPORT_FORMAT) == "std008")
+
+    def _kept_messages(self) -> list[dict[str, Any]] | None:
+        """The messages of the document the session was read from, in its order (None if one
+        of them no longer reads as a message: each string is capped on the way out)."""
+        kept: list[tuple[int, int, dict[str, Any]]] = []
+        for root in self.roots:
+            for run in root.subtree():
+                span = run.node.get("span")
+                for event in children(span if isinstance(span, Mapping) else {}, "events"):
+                    if event.get("name") != sc.EVENT_IMPORTED_MESSAGE:
+                        continue
+                    attributes = event.get("attributes")
+                    if not isinstance(attributes, Mapping):
+                        return None
+                    message = _json_object(_text(attributes.get(sc.IMPORT_MESSAGE)))
+                    if message is None:
+                        return None
+                    payload = attributes.get(sc.IMPORT_MESSAGE_PAYLOAD)
+                    message["payload"] = _json_value(payload) if isinstance(payload, str) else None
+                    if not _conforms(message, std008_schema.AgentMessage):
+                        return None
+                    index = _count(attributes.get(sc.IMPORT_MESSAGE_INDEX))
+                    kept.append((index if index is not None else len(kept), len(kept), message))
+        kept.sort(key=lambda item: (item[0], item[1]))
+        return [message for _, _, message in kept]
+
+    def _unread(self, node: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What the imported document said of ``node`` (the root, a call, a sub-agent run)
+        that the export does not make again: its keys as they came (empty if it had none);
+        None if the session is no imported document, or they no longer read as an object
+        (cut by a cap)."""
+        if not self.imported:
+            return None
+        text = _span_attribute(node, sc.IMPORT_UNREAD)
+        return {} if text is None else _json_object(_text(text))
+
+    def _without_absent(self, part: dict[str, Any], node: Mapping[str, Any]) -> dict[str, Any]:
+        """``part`` without the keys the imported document did not have there."""
+        absent = _span_attribute(node, sc.IMPORT_ABSENT) if self.imported else None
+        if not isinstance(absent, list):
+            return part
+        return {key: value for key, value in part.items() if key not in absent}
+
+    def _given_subagent_info(self, op: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The ``subagent_info`` an imported document gave ``op``, but its links."""
+        if not self.imported:
+            return None
+        given = _json_object(_text(_span_attribute(op, sc.IMPORT_SUBAGENT_INFO)))
+        if given is None or not _conforms(given, std008_schema.SubagentInfo):
+            return None
+        return given
+
+    def _kept_collaboration(self) -> dict[str, Any] | None:
+        """The collaboration of the document the session was read from, if it still reads as
+        one and names the same orchestrator (else the export makes one)."""
+        if not self.imported:
+            return None
+        text = _text(self.roots[0].attribute(sc.IMPORT_COLLABORATION))
+        kept = _json_object(text)
+        if kept is None or not _conforms(kept, std008_schema.Collaboration):
+            return None
+        return kept if kept["orchestrator"]["agent_id"] == self.roots[0].agent_id else None
+
+    def _kept_summary(self) -> dict[str, Any] | None:
+        """The summary of the document the session was read from, if it still reads as one
+        (with the figures a multi-agent one needs, when the export has sub-sessions)."""
+        text = _text(self.roots[0].attribute(sc.IMPORT_SUMMARY)) if self.roots else None
+        summary = _json_object(text)
+        if summary is None or not _conforms(summary, std008_schema.Summary):
+            return None
+        if self.subs and not set(_MULTI_AGENT_SUMMARY) <= set(summary):
+            return None  # a document that called itself single-agent, yet had sub-sessions
+        return summary
+
     def _identifier(self, run: _Run) -> dict[str, Any]:
+        kept = _json_object(_text(run.attribute(sc.IMPORT_AGENT))) if self.imported else None
+        if (
+            kept is not None
+            and _conforms(kept, std008_schema.AgentIdentifier)
+            and kept["agent_id"] == run.agent_id
+        ):
+            return kept  # as the imported document identified it
         identifier: dict[str, Any] = {"agent_id": run.agent_id, "agent_type": self._type(run)}
         name = _text(run.node.get("agentName")) or self.names.get(run.agent_id)
         if name and name != run.agent_id:
@@ -350,7 +503,8 @@ class _Exporter:
         hosted = [child for child in run.children if child.trigger is op]
         if hosted:
             call["subagent_info"] = self._subagent_info(op, hosted)
-        return call
+        call = self._without_absent(call, op)
+        return _with(call, self._unread(op), std008_schema.ToolCall, ("input", "output"))
 
     def _result(self, op: Mapping[str, Any], run: _Run) -> str | None:
         """What the call gave back as recorded; for a tool that streamed its results (no single
@@ -378,6 +532,12 @@ class _Exporter:
         }
         if len(hosted) > 1:  # one call that ran several agents (the cafe's discuss)
             info["sub_session_ids"] = [run.key for run in hosted]
+        given = self._given_subagent_info(op)
+        if given is not None:  # an imported document's: its type and counts as it gave them
+            links: dict[str, Any] = {
+                key: info[key] for key in ("sub_session_id", "sub_session_ids") if key in info
+            }
+            return {**given, **links}
         uses = _count(_span_attribute(op, sc.SUBAGENT_TOOL_USES))
         if uses is None:
             uses = sum(len(run.tools) for child in hosted for run in child.subtree())
@@ -438,7 +598,8 @@ class _Exporter:
         output = self._output(run, outcome)
         if output is not None:
             sub["output"] = output
-        return sub
+        sub = self._without_absent(sub, run.node)
+        return _with(sub, self._unread(run.node), std008_schema.SubAgentSession, ("output",))
 
     def _task(self, run: _Run) -> str:
         """What the sub-agent was asked: the call's prompt argument, else the first thing it
@@ -544,58 +705,183 @@ class _Exporter:
 
     def _messages(self, outcomes: Mapping[int, _Outcome]) -> list[dict[str, Any]]:
         pending: list[tuple[int, int, dict[str, Any]]] = []
+        replied: dict[int, int] = {}  # id(feedback) -> id(the run whose result it answers)
+        results: dict[int, dict[str, Any]] = {}  # id(run) -> the message of its result
         for sub in self.subs:
             parent = self._identifier(sub.parent) if sub.parent else _unknown()
             agent = self._identifier(sub)
-            outcome = outcomes[id(sub)]
             task_id = self._task_id(sub)
-            reviewer = self._type(sub) == "reviewer"
             started = _ms(sub.node.get("startedAt"))
             if started is not None:
-                if reviewer:
-                    payload: dict[str, Any] = {
-                        "review_id": task_id,
-                        "task_id": self._reviewed_task(sub),
-                        "description": self._task(sub),
-                    }
-                else:
-                    payload = {
-                        "task": {"task_id": task_id, "task_description": self._task(sub)},
-                        "priority": _text(sub.attribute(sc.TASK_PRIORITY)) or DEFAULT_PRIORITY,
-                    }
-                kind = "review_request" if reviewer else "task_assignment"
-                pending.append((started, len(pending), _message(kind, parent, agent, payload, sub)))
+                message, answered = self._start(sub, outcomes, parent, agent)
+                if answered is not None:
+                    replied[id(message)] = id(answered)
+                pending.append((started, len(pending), message))
+            for when, kind, text in self._reports(sub):
+                status = "accepted" if kind == "acknowledgment" else "in_progress"
+                report = {"task_id": task_id, "status": status, "message": text}
+                when = (started or 0) if when is None else when
+                pending.append((when, len(pending), _message(kind, agent, parent, report, sub)))
             ended = _ms(sub.node.get("endedAt"))
-            if ended is None:
-                continue
-            if outcome.status == "failed":
-                payload = {"task_id": task_id, "status": "failed"}
-                if _text(sub.node.get("error")):
-                    payload["reason"] = sub.node["error"]
-                kind = "abort"
-            elif reviewer:
-                payload = {"review_id": task_id, "task_id": self._reviewed_task(sub)}
-                if outcome.verdict is not None:
-                    payload["verdict"] = outcome.verdict
-                kind = "review_result"
-            else:
-                payload = {"task_id": task_id, "status": "completed"}
-                kind = "task_completion"
-            if outcome.answer is not None and outcome.status != "failed":
-                payload["summary"] = outcome.answer
-            pending.append((ended, len(pending), _message(kind, agent, parent, payload, sub)))
+            if ended is not None:
+                message = self._result_message(sub, outcomes[id(sub)], agent, parent)
+                results[id(sub)] = message
+                pending.append((ended, len(pending), message))
         pending.sort(key=lambda item: (item[0], item[1]))
+        ids = {id(item[2]): f"msg-{number:03d}" for number, item in enumerate(pending, 1)}
         messages = []
         for number, (when, _, message) in enumerate(pending, 1):
-            messages.append(
-                {
-                    "message_id": f"msg-{number:03d}",
-                    "timestamp": _iso(when),
-                    "sequence_number": number,
-                    **message,
-                }
-            )
+            numbered = {
+                "message_id": ids[id(message)],
+                "timestamp": _iso(when),
+                "sequence_number": number,
+                **message,
+            }
+            result = results.get(replied.get(id(message), 0))
+            if result is not None:
+                numbered["reply_to"] = ids[id(result)]
+            messages.append(numbered)
         return messages
+
+    def _start(
+        self,
+        run: _Run,
+        outcomes: Mapping[int, _Outcome],
+        parent: dict[str, Any],
+        agent: dict[str, Any],
+    ) -> tuple[dict[str, Any], _Run | None]:
+        """The message that started ``run``: a ``feedback`` on the earlier run whose answer it
+        replies to (returned too), else a ``review_request`` to a reviewer or a
+        ``task_assignment``."""
+        task_id = self._task_id(run)
+        payload: dict[str, Any]
+        if self._type(run) == "reviewer":
+            payload = {
+                "review_id": task_id,
+                "task_id": self._reviewed_task(run),
+                "description": self._task(run),
+            }
+            return _message("review_request", parent, agent, payload, run), None
+        answered = self._answered(run, outcomes)
+        if answered is not None:
+            payload = {"task_id": task_id, "feedback": self._task(run)}
+            return _message("feedback", parent, agent, payload, run), answered
+        payload = {
+            "task": {"task_id": task_id, "task_description": self._task(run)},
+            "priority": _text(run.attribute(sc.TASK_PRIORITY)) or DEFAULT_PRIORITY,
+        }
+        return _message("task_assignment", parent, agent, payload, run), None
+
+    def _result_message(
+        self, run: _Run, outcome: _Outcome, agent: dict[str, Any], parent: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The message that ``run`` ended with: an ``abort``, a ``review_result`` or a
+        ``task_completion``."""
+        task_id = self._task_id(run)
+        payload: dict[str, Any]
+        if outcome.status == "failed":
+            payload = {"task_id": task_id, "status": "failed"}
+            if _text(run.node.get("error")):
+                payload["reason"] = run.node["error"]
+            kind = "abort"
+        elif self._type(run) == "reviewer":
+            payload = {"review_id": task_id, "task_id": self._reviewed_task(run)}
+            if outcome.verdict is not None:
+                payload["verdict"] = outcome.verdict
+            kind = "review_result"
+        else:
+            payload = {"task_id": task_id, "status": "completed"}
+            kind = "task_completion"
+        if outcome.answer is not None and outcome.status != "failed":
+            payload["summary"] = outcome.answer
+        return _message(kind, agent, parent, payload, run)
+
+    def _reports(self, run: _Run) -> list[tuple[int | None, str, str]]:
+        """What ``run``'s agent told its parent agent while it worked, each (when, message
+        type, text): what the parent's transcript got inside the run's own spans, and what the
+        call that ran it alone streamed to its agent before its last result (that one is the
+        answer). The first is an ``acknowledgment`` if it came before the sub-agent said
+        anything through a model in the run, the others ``task_progress``."""
+        parent, trigger = run.parent, run.trigger
+        if parent is None or trigger is None or parent.agent_id == run.agent_id:
+            return []
+        heard = self._logged(run.spans, parent.agent_id)
+        call_id = _text(_span_attribute(trigger, sc.GEN_AI_TOOL_CALL_ID))
+        call_span = _text(trigger.get("opId")) or _span_id(trigger)
+        if call_id is not None and call_span is not None:
+            streamed = [
+                entry
+                for entry in self._logged({call_span}, parent.agent_id, "tool")
+                if entry.get("tool_call_id") == call_id
+            ]
+            if sum(child.trigger is trigger for child in parent.children) == 1:
+                heard.extend(streamed[:-1])
+                heard.sort(key=lambda entry: self.order[id(entry)])
+        said = self._logged(run.spans, run.agent_id, "assistant")
+        first_said = self.order[id(said[0])] if said else None
+        reports: list[tuple[int | None, str, str]] = []
+        for entry in heard:
+            text = content_text(entry.get("content"))
+            if not text:
+                continue
+            acknowledges = not reports and (
+                first_said is None or self.order[id(entry)] < first_said
+            )
+            when = ts_nanoseconds(str(entry.get("ts")))
+            reports.append(
+                (
+                    None if when is None else when // 1_000_000,
+                    "acknowledgment" if acknowledges else "task_progress",
+                    text,
+                )
+            )
+        return reports
+
+    def _answered(self, run: _Run, outcomes: Mapping[int, _Outcome]) -> _Run | None:
+        """The earlier run of the same agent whose answer ``run`` replies to: the same parent
+        agent ran both, what the sub-agent hears first in ``run`` (in its spans or the call's)
+        continues its conversation after that answer (no ``transcript_reset`` in between), and
+        nobody spoke to the parent agent in between (a user entry of its own other than a
+        sub-agent's report: then it answers that). None if ``run`` starts afresh."""
+        previous = self.previous.get(id(run))
+        if (
+            previous is None
+            or run.parent is None
+            or previous.parent is None
+            or previous.parent.agent_id != run.parent.agent_id
+            or outcomes[id(previous)].status != "success"
+        ):
+            return None
+        answers = [
+            entry
+            for entry in self._logged(previous.spans, run.agent_id, "assistant")
+            if content_text(entry.get("content"))
+        ]
+        call_span = _text((run.trigger or {}).get("opId")) or _span_id(run.trigger or {})
+        spans = run.spans if call_span is None else {*run.spans, call_span}
+        heard = self._logged(spans, run.agent_id, "user")
+        if not answers or not heard:
+            return None
+        answer, first = self.order[id(answers[-1])], self.order[id(heard[0])]
+        if first < answer:
+            return None
+        for places in (self.resets.get(run.agent_id, []), self.asked.get(run.parent.agent_id, [])):
+            # Something in between: the sub-agent's history was rewritten, or the parent agent
+            # was asked something it then answered.
+            if bisect.bisect_right(places, answer) < bisect.bisect_left(places, first):
+                return None
+        return previous
+
+    def _logged(self, spans: Iterable[str], agent: str, role: str | None = None) -> list[Any]:
+        """``agent``'s transcript entries (of ``role``) logged in ``spans``, in order."""
+        found = [
+            entry
+            for span in spans
+            for entry in self.in_span.get(span, ())
+            if entry.get("agent_id") == agent and (role is None or entry.get("role") == role)
+        ]
+        found.sort(key=lambda entry: self.order[id(entry)])
+        return found
 
     # -- the summary ------------------------------------------------------------------------------
 
@@ -788,6 +1074,39 @@ def _params(op: Mapping[str, Any]) -> dict[str, Any]:
         return {}
     parsed = _json_object(payload)
     return parsed if parsed is not None else {"arguments": payload}
+
+
+def _with(
+    part: dict[str, Any],
+    unread: Mapping[str, Any] | None,
+    kind: type | None,
+    made: tuple[str, ...],
+) -> dict[str, Any]:
+    """``part`` of the document with what the imported document said of it put back
+    (``unread``; None: nothing to put back), without the keys in ``made`` that the export made
+    where the document had none; if it is still a ``kind`` then."""
+    if unread is None:
+        return part
+    merged = {**{key: value for key, value in part.items() if key not in made}, **unread}
+    return merged if kind is None or _conforms(merged, kind) else part
+
+
+def _json_value(text: str) -> Any:
+    """``text`` as the JSON value it holds, or as itself if it holds none (capped on the way
+    out: a payload cut short is its text)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
+def _conforms(value: Any, kind: type) -> bool:
+    """Whether ``value`` (decoded JSON) is a ``kind`` of the STD-008 structs."""
+    try:
+        msgspec.convert(value, kind)
+    except (msgspec.ValidationError, UnicodeEncodeError):
+        return False
+    return True
 
 
 def _json_object(text: str | None) -> dict[str, Any] | None:
