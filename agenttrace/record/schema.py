@@ -823,8 +823,51 @@ class OpAccounted(_Object, kw_only=True, tag_field="event_type", tag="op_account
     path: Label
 
 
-StreamLine = Event | OpAccounted
-"""One line of an event stream: a canonical event, or an op's accounting."""
+_Run = Annotated[str, Meta(min_length=1, max_length=256, description="The run's origin id.")]
+_Attempt = Annotated[int, Meta(ge=1, le=1_000_000, description="1 for the first attempt.")]
+
+
+class Step(_Object, kw_only=True, tag_field="event_type", tag="step"):
+    """A line of the step journal (docs/journal.md): an LLM attempt or a tool call started
+    (``intent``, tools only: on disk before the body runs), returned (``done``) or raised
+    (``failed``). A line of the stream only, no canonical event."""
+
+    run: _Run
+    step: Annotated[Label, Meta(description="The step's path label in its run.")]
+    attempt: _Attempt
+    agent_id: AgentId
+    kind: Literal["llm", "tool"]
+    name: Annotated[str, Meta(max_length=4096)]
+    state: Literal["intent", "done", "failed"]
+    effect: Literal["pure", "read", "idempotent", "effect"] | UnsetType = UNSET
+    fingerprint: (
+        Annotated[str, Meta(pattern="^sha256:[0-9a-f]{64}$", description="Of the request.")]
+        | UnsetType
+    ) = UNSET
+    arguments: Annotated[str, Meta(description="A tool's arguments, as JSON.")] | UnsetType = UNSET
+    call_id: str | UnsetType = UNSET
+    result: Any = UNSET
+    chunks: list[Any] | UnsetType = UNSET
+    error: str | UnsetType = UNSET
+    applied: Literal["no", "unknown"] | UnsetType = UNSET
+    lease: Annotated[str, Meta(max_length=64)] | UnsetType = UNSET
+    ts: Timestamp | UnsetType = UNSET
+
+
+class StepDecision(_Object, kw_only=True, tag_field="event_type", tag="step_decision"):
+    """A user's decision about an in-doubt step (``agenttrace resolve``)."""
+
+    run: _Run
+    step: Label
+    attempt: _Attempt
+    decision: Literal["done", "not_applied", "retry", "abandon"]
+    result: Any = UNSET
+    evidence: Annotated[str, Meta(max_length=65536)] | UnsetType = UNSET
+    ts: Timestamp | UnsetType = UNSET
+
+
+StreamLine = Event | OpAccounted | Step | StepDecision
+"""One line of an event stream: a canonical event, an op's accounting, or the step journal."""
 
 
 # --- the document -------------------------------------------------------------------------------

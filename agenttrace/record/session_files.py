@@ -40,6 +40,7 @@ from agenttrace._internal.config import (
 from agenttrace.record import schema
 from agenttrace.record.accounting import OP_ACCOUNTED
 from agenttrace.record.events import infer_causes, normalize
+from agenttrace.record.journal import STEP, STEP_DECISION
 from agenttrace.record.safe_open import UnsafeFile, check_writable, open_inside, open_regular
 from agenttrace.record.schema import FORMAT, VERSION
 from agenttrace.record.spool import Piece, atomic_file, gzip_member
@@ -75,6 +76,8 @@ class LoadedFile:
     session_id: str | None = None
     torn: str | None = None
     """The torn last line of a stream that was skipped, if there was one."""
+    journal: list[dict[str, Any]] = field(default_factory=list)
+    """A stream's step-journal lines (docs/journal.md), in order."""
     accounted: list[dict[str, Any]] = field(default_factory=list)
     """A stream's ``op_accounted`` lines (docs/events.md), in order: what each op that ended
     cost, the opTree of a run no session file holds is rebuilt from (``record.rebuilt``)."""
@@ -464,15 +467,32 @@ def _read_stream(
     if not events:
         raise SessionFileError(f"{path}: no complete event in the stream")
     checked = _checked(events, numbers, path, limits.nesting_depth)
-    events = [line for line in checked if line.get("event_type") != OP_ACCOUNTED]
-    accounted = [line for line in checked if line.get("event_type") == OP_ACCOUNTED]
+    accounted: list[dict[str, Any]] = []
+    journal: list[dict[str, Any]] = []
+    events = []
+    for checked_line in checked:
+        kind = checked_line.get("event_type")
+        if kind == OP_ACCOUNTED:
+            accounted.append(checked_line)
+        elif kind in JOURNAL_LINES:
+            journal.append(checked_line)
+        else:
+            events.append(checked_line)
     if not events:
         raise SessionFileError(f"{path}: no canonical event in the stream")
     infer_causes(events)
     return LoadedFile(
-        path, "stream", events, torn=torn, session_id=_session_id_of(path), accounted=accounted
+        path,
+        "stream",
+        events,
+        torn=torn,
+        session_id=_session_id_of(path),
+        accounted=accounted,
+        journal=journal,
     )
 
+
+JOURNAL_LINES = (STEP, STEP_DECISION)
 
 _fast_decode = msgspec.json.Decoder().decode
 

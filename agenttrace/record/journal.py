@@ -1,0 +1,333 @@
+"""The step journal (docs/journal.md): what each LLM attempt and tool call of a run did, so that
+resuming an interrupted run never repeats a side effect, and replay and fork can serve a run's
+steps from what it recorded.
+
+A **step** is one LLM attempt or one tool call, keyed by its position, claimed when it starts:
+the run it belongs to (the run's origin), its path label in that run (``2.1``: op 1 of turn 2;
+stable whatever order parallel calls finish in) and its attempt. Its lines, in the event stream
+beside the canonical events, say what became of it:
+
+- ``intent``: a tool call is about to run (written and flushed before its body runs), with its
+  name, effect class, request fingerprint and arguments;
+- ``done``: it returned (a tool's result; an LLM attempt's exact response, or its stream's
+  chunks in order);
+- ``failed``: it raised, and whether its effect was applied (``no``; ``unknown``);
+- nothing: the process died. An intent without an outcome is **in doubt**.
+
+A user's decision about an in-doubt call (``agenttrace resolve``) is a ``step_decision`` line.
+Which step a new run's call is, and what to do with it, are decided by :class:`Journal`.
+
+This module is the format: the lines, the fingerprint, the idempotency key and the reader. It
+writes nothing itself (the event stream's sink does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+STEP = "step"
+"""The ``event_type`` of a journal line."""
+STEP_DECISION = "step_decision"
+"""The ``event_type`` of a user's decision about an in-doubt step."""
+
+EFFECTS = ("pure", "read", "idempotent", "effect")
+"""A tool's effect class, from none to an effect outside the process that may not be repeated:
+``pure`` (computes from its arguments), ``read`` (reads the world, changes nothing),
+``idempotent`` (changes the world; doing it twice with the same idempotency key is doing it
+once), ``effect`` (changes the world; the default: nothing is known)."""
+
+States = Literal["intent", "done", "failed"]
+Decisions = Literal["done", "not_applied", "retry", "abandon"]
+DECISIONS: tuple[Decisions, ...] = ("done", "not_applied", "retry", "abandon")
+
+VOLATILE_KEYS = frozenset(
+    {
+        "id",
+        "timestamp",
+        "created",
+        "created_at",
+        "request_id",
+        "metadata",
+        "user",
+        "timeout",
+        "api_key",
+        "api_base",
+        "base_url",
+        "extra_headers",
+        "headers",
+        "mock_response",
+        "stream_options",
+        "litellm_call_id",
+        "litellm_logging_obj",
+    }
+)
+"""Keys a request's fingerprint leaves out at any depth: ids, times, where it was sent and with
+which credentials; none changes what was asked."""
+
+StepKey = tuple[str, str, int]
+"""(run origin, path label, attempt)."""
+
+
+def fingerprint(request: Any) -> str:
+    """``sha256:`` and the hex digest of ``request`` as canonical JSON (sorted keys, no spaces,
+    :data:`VOLATILE_KEYS` left out at any depth, anything not JSON as its ``str``): the same
+    question asked again has the same fingerprint."""
+    text = json.dumps(
+        _stable(request), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _stable(value: Any, depth: int = 0) -> Any:
+    if depth > 64:
+        return str(value)
+    if isinstance(value, Mapping):
+        return {
+            str(key): _stable(item, depth + 1)
+            for key, item in value.items()
+            if str(key) not in VOLATILE_KEYS
+        }
+    if isinstance(value, (list, tuple)):
+        return [_stable(item, depth + 1) for item in value]
+    if hasattr(value, "model_dump"):  # a pydantic message (litellm's Message)
+        try:
+            return _stable(value.model_dump(exclude_none=True), depth + 1)
+        except Exception:
+            return str(value)
+    return value
+
+
+def llm_request(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """What an LLM request asks, for its fingerprint: the model, the messages, the tools and the
+    parameters that change the answer (where it is sent and with which key do not)."""
+    return {key: kwargs[key] for key in sorted(kwargs) if key not in VOLATILE_KEYS}
+
+
+def tool_request(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """What a tool call asks, for its fingerprint: its name and arguments."""
+    return {"tool": name, "arguments": dict(arguments)}
+
+
+def idempotency_key(session_id: str, run: str, label: str, tool: str) -> str:
+    """The key of one logical tool call (the same for each of its attempts and on every resume
+    of the run): ``at-`` and 32 hex digits. It stays in the local journal: never on a span, a
+    log, a console line, a metric or an export."""
+    seed = "\0".join((session_id, run, label, tool))
+    return "at-" + hashlib.sha256(seed.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+# --- the lines --------------------------------------------------------------------------------
+
+
+def intent_line(
+    key: StepKey,
+    *,
+    agent_id: str,
+    name: str,
+    effect: str,
+    request_fingerprint: str,
+    arguments: str | None = None,
+    call_id: str | None = None,
+    lease: str | None = None,
+) -> dict[str, Any]:
+    """A tool call is about to run (the line is on disk before its body runs)."""
+    line = _line(key, agent_id, "tool", name, "intent")
+    line["effect"] = effect
+    line["fingerprint"] = request_fingerprint
+    if arguments is not None:
+        line["arguments"] = arguments
+    if call_id is not None:
+        line["call_id"] = call_id
+    if lease is not None:
+        line["lease"] = lease
+    return line
+
+
+def done_line(
+    key: StepKey,
+    *,
+    agent_id: str,
+    kind: Literal["tool", "llm"],
+    name: str,
+    result: Any = None,
+    request_fingerprint: str | None = None,
+    chunks: list[Any] | None = None,
+    lease: str | None = None,
+) -> dict[str, Any]:
+    """A step returned: a tool's ``result`` (JSON text), an LLM attempt's response (``result``,
+    as JSON) or its stream's ``chunks`` in order."""
+    line = _line(key, agent_id, kind, name, "done")
+    if request_fingerprint is not None:
+        line["fingerprint"] = request_fingerprint
+    if chunks is not None:
+        line["chunks"] = chunks
+    else:
+        line["result"] = result
+    if lease is not None:
+        line["lease"] = lease
+    return line
+
+
+def failed_line(
+    key: StepKey,
+    *,
+    agent_id: str,
+    kind: Literal["tool", "llm"],
+    name: str,
+    error: str,
+    applied: Literal["no", "unknown"],
+    lease: str | None = None,
+) -> dict[str, Any]:
+    """A step raised ``error``; ``applied``: whether its effect happened (``no`` when the tool
+    said so, or for a step with no effect; else ``unknown``)."""
+    line = _line(key, agent_id, kind, name, "failed")
+    line["error"] = error
+    line["applied"] = applied
+    if lease is not None:
+        line["lease"] = lease
+    return line
+
+
+def decision_line(
+    key: StepKey, decision: Decisions, *, result: str | None = None, evidence: str | None = None
+) -> dict[str, Any]:
+    """A user's decision about an in-doubt step (``agenttrace resolve``): ``done`` (with the
+    ``result`` the tool would have returned), ``not_applied``, ``retry`` or ``abandon``."""
+    run, label, attempt = key
+    line: dict[str, Any] = {
+        "event_type": STEP_DECISION,
+        "run": run,
+        "step": label,
+        "attempt": attempt,
+        "decision": decision,
+    }
+    if result is not None:
+        line["result"] = result
+    if evidence is not None:
+        line["evidence"] = evidence
+    return line
+
+
+def _line(key: StepKey, agent_id: str, kind: str, name: str, state: str) -> dict[str, Any]:
+    run, label, attempt = key
+    return {
+        "event_type": STEP,
+        "run": run,
+        "step": label,
+        "attempt": attempt,
+        "agent_id": agent_id,
+        "kind": kind,
+        "name": name,
+        "state": state,
+    }
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    """What the journal knows of one step."""
+
+    key: StepKey
+    kind: str
+    name: str
+    agent_id: str | None = None
+    effect: str = "effect"
+    fingerprint: str | None = None
+    arguments: str | None = None
+    call_id: str | None = None
+    state: States = "intent"
+    result: Any = None
+    chunks: list[Any] | None = None
+    error: str | None = None
+    applied: str | None = None
+    decision: Decisions | None = None
+    evidence: str | None = None
+
+    @property
+    def in_doubt(self) -> bool:
+        """A tool call that started and left no outcome (nor a user's decision since)."""
+        return self.state == "intent" and self.decision is None
+
+    @property
+    def outcome(self) -> str:
+        """``done``, ``failed``, ``in doubt`` or the decision taken for it (``decided: ...``)."""
+        if self.decision is not None:
+            return f"decided: {self.decision}"
+        return "in doubt" if self.state == "intent" else self.state
+
+
+class Journal:
+    """The steps a session's journal lines record, by key (later lines update earlier ones)."""
+
+    def __init__(self, lines: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.steps: dict[StepKey, Step] = {}
+        for line in lines:
+            self.add(line)
+
+    def add(self, line: Mapping[str, Any]) -> None:
+        """Take one journal line (anything else is ignored)."""
+        kind = line.get("event_type")
+        key = _key(line)
+        if key is None:
+            return
+        if kind == STEP:
+            self._step(key, line)
+        elif kind == STEP_DECISION:
+            step = self.steps.get(key)
+            decision = line.get("decision")
+            if step is not None and decision in DECISIONS:
+                step.decision = decision
+                step.evidence = _text(line.get("evidence"))
+                if decision == "done":
+                    step.result = line.get("result")
+
+    def _step(self, key: StepKey, line: Mapping[str, Any]) -> None:
+        state = line.get("state")
+        step = self.steps.get(key)
+        if step is None:
+            step = self.steps[key] = Step(
+                key, str(line.get("kind") or "tool"), str(line.get("name") or "")
+            )
+        step.agent_id = _text(line.get("agent_id")) or step.agent_id
+        if state == "intent":
+            step.effect = str(line.get("effect") or "effect")
+            step.fingerprint = _text(line.get("fingerprint"))
+            step.arguments = _text(line.get("arguments"))
+            step.call_id = _text(line.get("call_id"))
+        elif state == "done":
+            step.state = "done"
+            step.result = line.get("result")
+            chunks = line.get("chunks")
+            step.chunks = chunks if isinstance(chunks, list) else None
+            step.fingerprint = _text(line.get("fingerprint")) or step.fingerprint
+            step.decision = None
+        elif state == "failed":
+            step.state = "failed"
+            step.error = _text(line.get("error"))
+            step.applied = _text(line.get("applied")) or "unknown"
+            step.decision = None
+
+    def in_doubt(self) -> list[Step]:
+        """The tool calls that started and left no outcome, in the order they started."""
+        return [step for step in self.steps.values() if step.in_doubt]
+
+    def step(self, run: str, label: str, attempt: int = 1) -> Step | None:
+        """The step at that place, if the journal has it."""
+        return self.steps.get((run, label, attempt))
+
+
+def _key(line: Mapping[str, Any]) -> StepKey | None:
+    run, label, attempt = line.get("run"), line.get("step"), line.get("attempt")
+    if isinstance(run, str) and isinstance(label, str) and type(attempt) is int and attempt > 0:
+        return run, label, attempt
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

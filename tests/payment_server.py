@@ -1,0 +1,86 @@
+"""A payment server on 127.0.0.1 for the resume tests (issue 22): it counts charges and honours
+idempotency keys, as a real payment API does (a charge sent again with a key already used is
+answered with the first charge, not made twice).
+
+``POST /charge`` with a JSON body ``{"amount": n}`` and an optional ``Idempotency-Key`` header
+answers ``{"charge": id, "amount": n, "replayed": bool}``; ``GET /charges`` lists every charge
+made. It can run in this process (``PaymentServer().start()``) or as its own
+(``python -m tests.payment_server PORT_FILE``), so an agent killed mid-call cannot take it down.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+
+class PaymentServer:
+    """The server and what it has charged."""
+
+    def __init__(self) -> None:
+        self.charges: list[dict[str, Any]] = []
+        self.by_key: dict[str, dict[str, Any]] = {}
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> PaymentServer:
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def charge(self, amount: Any, key: str | None) -> dict[str, Any]:
+        with self.lock:
+            if key is not None and key in self.by_key:
+                return {**self.by_key[key], "replayed": True}
+            made = {"charge": f"ch_{len(self.charges) + 1}", "amount": amount, "key": key}
+            self.charges.append(made)
+            if key is not None:
+                self.by_key[key] = made
+            return {**made, "replayed": False}
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                answer = server.charge(body.get("amount"), self.headers.get("Idempotency-Key"))
+                self._send(answer)
+
+            def do_GET(self) -> None:
+                with server.lock:
+                    self._send({"charges": list(server.charges)})
+
+            def _send(self, answer: Any) -> None:
+                data = json.dumps(answer).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        return Handler
+
+
+if __name__ == "__main__":
+    payments = PaymentServer()
+    Path(sys.argv[1]).write_text(payments.url)
+    payments.server.serve_forever()
