@@ -753,6 +753,104 @@ def _validate_atif(file: str, document: Any) -> None:
     )
 
 
+DOUBTS_HELP = """List the tool calls of SESSION (a file or id) left in doubt: a run was killed
+after the call started and before its outcome was recorded, so nothing says whether its effect
+happened (docs/journal.md). Each with its run, step label, tool, effect class and arguments
+(redacted). Decide each with `agenttrace resolve`.
+"""
+
+
+@main.command(help=DOUBTS_HELP)
+@click.argument("session")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per call, for scripts.")
+@sessions_dir_option
+def doubts(session: str, as_json: bool, sessions_dir: Path | None) -> None:
+    import json
+
+    from agenttrace.views.doubts import doubts as in_doubt
+
+    path = resolve(session, sessions_dir)
+    try:
+        found = in_doubt(path)
+    except SessionFileError as exc:
+        fail(str(exc))
+    if as_json:
+        click.echo(json.dumps([doubt.as_json() for doubt in found], indent=2))
+        return
+    if not found:
+        click.echo("no call in doubt")
+        return
+    for doubt in found:
+        line = (
+            f"{doubt.label}  {doubt.tool} ({doubt.effect})  run {doubt.run}"
+            f"  arguments: {doubt.arguments if doubt.arguments is not None else '-'}"
+        )
+        click.echo(_CONTROL.sub(lambda m: repr(m.group())[1:-1], line))
+
+
+RESOLVE_HELP = """Decide what became of the in-doubt call at LABEL (a step label that
+`agenttrace doubts SESSION` lists): --done RESULT_FILE (it happened: the file holds what the tool
+would have returned), --not-applied (it did not happen: a resume runs it), --retry (run it
+again whatever happened), or --abandon (a resume stops there). The decision is journaled; the
+next resume applies it. Takes the session's lease: it fails while a resume holds it.
+"""
+
+
+@main.command("resolve", help=RESOLVE_HELP)
+@click.argument("session")
+@click.argument("label")
+@click.option(
+    "--done", "result_file", type=click.Path(dir_okay=False, path_type=Path), default=None
+)
+@click.option("--not-applied", "not_applied", is_flag=True)
+@click.option("--retry", is_flag=True)
+@click.option("--abandon", is_flag=True)
+@click.option("--evidence", help="Why you decided so (kept with the decision).")
+@click.option("--run", "run_id", help="The run, when several left a call in doubt at LABEL.")
+@click.option("--force", is_flag=True, help="Take the lease from another host's holder.")
+@sessions_dir_option
+def resolve_(
+    session: str,
+    label: str,
+    result_file: Path | None,
+    not_applied: bool,
+    retry: bool,
+    abandon: bool,
+    evidence: str | None,
+    run_id: str | None,
+    force: bool,
+    sessions_dir: Path | None,
+) -> None:
+    from agenttrace.record.journal import Decisions
+    from agenttrace.record.lease import LeaseHeld
+    from agenttrace.views.doubts import ResolveError
+    from agenttrace.views.doubts import resolve as journal_decision
+
+    given: tuple[tuple[Decisions, bool], ...] = (
+        ("done", result_file is not None),
+        ("not_applied", not_applied),
+        ("retry", retry),
+        ("abandon", abandon),
+    )
+    chosen = [decision for decision, asked in given if asked]
+    if len(chosen) != 1:
+        fail("give one of --done RESULT_FILE, --not-applied, --retry, --abandon")
+    path = resolve(session, sessions_dir)
+    try:
+        step = journal_decision(
+            path,
+            label,
+            chosen[0],
+            result_file=result_file,
+            evidence=evidence,
+            run=run_id,
+            force=force,
+        )
+    except (ResolveError, LeaseHeld, SessionFileError) as exc:
+        fail(str(exc))
+    click.echo(f"{label} ({step.name}): {chosen[0].replace('_', ' ')}, journaled")
+
+
 def _viewer(reference: str, sessions_dir: Path | None) -> Any:
     from agenttrace.views.public import public_agent_names, public_view
     from agenttrace.views.viewer import SessionViewer

@@ -1,0 +1,153 @@
+"""``agenttrace doubts`` and ``agenttrace resolve``: the tool calls a killed run left in doubt
+(docs/journal.md), and a person's decision about each.
+
+An in-doubt call started (its ``intent`` is in the journal) and left no outcome: nothing says
+whether its effect happened. ``doubts`` lists them with their arguments (redacted, capped);
+``resolve`` appends the decision to the session's event stream as a ``step_decision`` line,
+holding the session's lease while it does, so it cannot race a resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agenttrace._internal.redact import cap_text, scrub_json_text
+from agenttrace._internal.times import event_ts
+from agenttrace.record.journal import Decisions, Journal, Step, decision_line
+from agenttrace.record.lease import acquire, lease_path
+from agenttrace.record.safe_open import open_regular
+from agenttrace.record.session_files import (
+    SNAPSHOT_SUFFIX,
+    STREAM_SUFFIX,
+    SessionFileError,
+    StreamAppender,
+    read_session_file,
+)
+
+SHOWN_ARGUMENT_BYTES = 2048
+"""How much of a call's arguments ``doubts`` shows (redacted first, then capped)."""
+MAX_RESULT_BYTES = 16 << 20
+"""The largest result file ``resolve --done`` takes."""
+
+
+class ResolveError(Exception):
+    """What ``resolve`` refused, in one line."""
+
+
+@dataclass(frozen=True)
+class Doubt:
+    """One in-doubt tool call, as ``doubts`` shows it."""
+
+    run: str
+    label: str
+    attempt: int
+    agent_id: str | None
+    tool: str
+    effect: str
+    arguments: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "step": self.label,
+            "attempt": self.attempt,
+            "agent_id": self.agent_id,
+            "tool": self.tool,
+            "effect": self.effect,
+            "arguments": self.arguments,
+        }
+
+
+def stream_of(path: Path) -> Path:
+    """The event stream of the session ``path`` names (its session file's sibling)."""
+    name = path.name
+    if name.endswith(SNAPSHOT_SUFFIX):
+        return path.with_name(name[: -len(SNAPSHOT_SUFFIX)] + STREAM_SUFFIX)
+    return path
+
+
+def read_journal(path: Path) -> Journal:
+    """The journal of the session ``path`` names, from its event stream (bounded read)."""
+    stream = stream_of(path)
+    if not stream.exists():
+        raise SessionFileError(f"{stream}: no event stream: the journal is kept there")
+    return Journal(read_session_file(stream).journal)
+
+
+def doubts(path: Path) -> list[Doubt]:
+    """The in-doubt calls of the session at ``path``, in the order they started."""
+    return [_doubt(step) for step in read_journal(path).in_doubt()]
+
+
+def _doubt(step: Step) -> Doubt:
+    run, label, attempt = step.key
+    arguments = step.arguments
+    if arguments is not None:
+        arguments = cap_text(arguments, SHOWN_ARGUMENT_BYTES, scrub_json_text)
+    return Doubt(run, label, attempt, step.agent_id, step.name, step.effect, arguments)
+
+
+def resolve(
+    path: Path,
+    label: str,
+    decision: Decisions,
+    *,
+    result_file: Path | None = None,
+    evidence: str | None = None,
+    run: str | None = None,
+    force: bool = False,
+) -> Step:
+    """Journal ``decision`` about the in-doubt call at ``label`` (of ``run``, else of the last
+    run that left one there); returns the step decided. Holds the session's lease meanwhile."""
+    stream = stream_of(path)
+    session_id = stream.name[: -len(STREAM_SUFFIX)] if stream.name.endswith(STREAM_SUFFIX) else ""
+    if not session_id:
+        raise ResolveError(f"{path}: not a session's event stream or session file")
+    result = _result(result_file) if decision == "done" else None
+    with acquire(lease_path(stream.parent, session_id), "agenttrace resolve", force=force):
+        matching = [
+            step
+            for step in read_journal(stream).in_doubt()
+            if step.key[1] == label and (run is None or step.key[0] == run)
+        ]
+        if not matching:
+            raise ResolveError(f"no call in doubt at {label}" + (f" in run {run}" if run else ""))
+        step = matching[-1]
+        line = decision_line(step.key, decision, result=result, evidence=evidence)
+        line["ts"] = event_ts(_now_ns())
+        appender = StreamAppender(stream)
+        try:
+            appender.append(json.dumps(line, ensure_ascii=False).encode() + b"\n")
+            appender.sync()
+        finally:
+            appender.close()
+    return step
+
+
+def _result(result_file: Path | None) -> str:
+    if result_file is None:
+        raise ResolveError("--done needs the result the call would have returned (a file)")
+    try:
+        fd = open_regular(result_file)  # not a FIFO or a device: a file
+        try:
+            data = os.read(fd, MAX_RESULT_BYTES + 1)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise ResolveError(f"{result_file}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_RESULT_BYTES:
+        raise ResolveError(f"{result_file}: more than {MAX_RESULT_BYTES >> 20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ResolveError(f"{result_file}: not UTF-8 text") from None
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+

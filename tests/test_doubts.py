@@ -1,0 +1,121 @@
+"""``agenttrace doubts`` and ``agenttrace resolve`` (issue 22 item 5): the calls a killed run
+left in doubt, listed with their arguments redacted, and a person's decision journaled."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from agenttrace.record import journal as j
+from agenttrace.record.lease import lease_path
+from agenttrace.record.session_files import read_session_file
+
+from .test_cli import agenttrace, ok, one_error_line
+from .test_journal import hold_in_child
+
+RUN = "0123456789abcdef"
+FP = "sha256:" + "0" * 64
+
+
+def session_with_a_doubt(directory: Path) -> Path:
+    """A stream whose run charged a card (in doubt: no outcome) after a search (done)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stream = directory / "s1.events.jsonl"
+    created = {"message_id": "msg_001", "event_type": "agent_created", "agent_id": "agent_001"}
+    lines = [
+        created,
+        j.intent_line(
+            (RUN, "1.1", 1),
+            agent_id="agent_001",
+            name="search",
+            effect="read",
+            request_fingerprint=FP,
+            arguments='{"q": "tea"}',
+        ),
+        j.done_line(
+            (RUN, "1.1", 1), agent_id="agent_001", kind="tool", name="search", result='"tea"'
+        ),
+        j.intent_line(
+            (RUN, "2.1", 1),
+            agent_id="agent_001",
+            name="charge",
+            effect="effect",
+            request_fingerprint=FP,
+            arguments='{"amount": 5, "password": "hunter2-canary"}',
+        ),
+    ]
+    stream.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return stream
+
+
+def test_doubts_lists_the_calls_in_doubt_with_their_arguments_redacted(tmp_path: Path) -> None:
+    stream = session_with_a_doubt(tmp_path / "sessions")
+    listed = ok(agenttrace(tmp_path, "doubts", str(stream)))
+    assert listed.splitlines() == [
+        f'2.1  charge (effect)  run {RUN}  arguments: {{"amount": 5, "password": "[REDACTED]"}}'
+    ]
+    (doubt,) = json.loads(
+        ok(agenttrace(tmp_path, "doubts", "s1", "--json", "--sessions-dir", str(stream.parent)))
+    )  # by id too
+    assert (doubt["step"], doubt["tool"], doubt["effect"]) == ("2.1", "charge", "effect")
+    assert "hunter2-canary" not in json.dumps(doubt)
+
+
+def test_resolve_journals_a_decision_and_the_call_is_no_longer_in_doubt(tmp_path: Path) -> None:
+    stream = session_with_a_doubt(tmp_path / "sessions")
+    result = tmp_path / "result.json"
+    result.write_text('{"charge": "ch_1"}')
+    said = ok(
+        agenttrace(
+            tmp_path,
+            "resolve",
+            str(stream),
+            "2.1",
+            "--done",
+            str(result),
+            "--evidence",
+            "seen in the dashboard",
+        )
+    )
+    assert said == "2.1 (charge): done, journaled\n"
+    journal = j.Journal(read_session_file(stream).journal)
+    step = journal.step(RUN, "2.1")
+    assert step is not None and step.outcome == "decided: done"
+    assert (step.result, step.evidence) == ('{"charge": "ch_1"}', "seen in the dashboard")
+    assert ok(agenttrace(tmp_path, "doubts", str(stream))) == "no call in doubt\n"
+    # Nothing is left at that label to decide.
+    assert one_error_line(agenttrace(tmp_path, "resolve", str(stream), "2.1", "--retry")) == (
+        "no call in doubt at 2.1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "give one of --done RESULT_FILE, --not-applied, --retry, --abandon"),
+        (("--retry", "--abandon"), "give one of --done RESULT_FILE, --not-applied, --retry"),
+        (("--done", "missing.json"), "missing.json: cannot read: No such file or directory"),
+    ],
+)
+def test_resolve_takes_one_decision(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    stream = session_with_a_doubt(tmp_path / "sessions")
+    before = stream.read_bytes()
+    assert message in one_error_line(agenttrace(tmp_path, "resolve", str(stream), "2.1", *args))
+    assert stream.read_bytes() == before  # nothing journaled
+
+
+def test_resolve_waits_for_no_one_while_a_resume_holds_the_session(tmp_path: Path) -> None:
+    stream = session_with_a_doubt(tmp_path / "sessions")
+    holder = hold_in_child(lease_path(stream.parent, "s1"))
+    try:
+        error = one_error_line(agenttrace(tmp_path, "resolve", str(stream), "2.1", "--retry"))
+        assert error.startswith(
+            f"s1.lease: the session is held by resume of the test (pid {holder.pid}"
+        )
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    ok(agenttrace(tmp_path, "resolve", str(stream), "2.1", "--not-applied"))
