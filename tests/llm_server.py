@@ -31,6 +31,11 @@ class Reply:
     error_message: str | None = None
     headers: dict[str, str] | None = None
     """Extra response headers (``retry-after-ms`` for the OpenAI SDK's back-off)."""
+    reasoning: str | None = None
+    """The model's reasoning: ``reasoning_content`` of an OpenAI-compatible message (streamed
+    first, as deltas), a ``thinking`` block of an Anthropic one."""
+    signature: str = "sig-opaque-canary"
+    """An Anthropic thinking block's signature (opaque: never shown)."""
 
     def openai_usage(self) -> dict[str, Any]:
         return self.usage or {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
@@ -171,6 +176,8 @@ def _chat_body(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.tool_calls:
         message["tool_calls"] = reply.tool_calls
+    if reply.reasoning is not None:
+        message["reasoning_content"] = reply.reasoning
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
@@ -196,6 +203,12 @@ def _chat_chunks(body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
     }
     pieces = [reply.content[i : i + 4] for i in range(0, len(reply.content), 4)] or [""]
     chunks = []
+    thought = reply.reasoning or ""
+    for i in range(0, len(thought), 8):
+        delta_: dict[str, Any] = {"reasoning_content": thought[i : i + 8]}
+        if i == 0:
+            delta_["role"] = "assistant"
+        chunks.append({**base, "choices": [{"index": 0, "delta": delta_, "finish_reason": None}]})
     for i, piece in enumerate(pieces):
         delta: dict[str, Any] = {"content": piece}
         if i == 0:
@@ -213,7 +226,14 @@ def _anthropic_body(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         "type": "message",
         "role": "assistant",
         "model": body.get("model"),
-        "content": [{"type": "text", "text": reply.content}],
+        "content": [
+            *(
+                [{"type": "thinking", "thinking": reply.reasoning, "signature": reply.signature}]
+                if reply.reasoning is not None
+                else []
+            ),
+            {"type": "text", "text": reply.content},
+        ],
         "stop_reason": "end_turn",
         "stop_sequence": None,
         "usage": reply.usage

@@ -18,7 +18,7 @@ from agenttrace._internal.redact import cap_text, recorded_json, scrub_text
 from agenttrace._internal.runtime import runtime
 from agenttrace.record.lifecycle import Logged
 from agenttrace.tracing.recording import emit
-from agenttrace.tracing.scopes import current_scope
+from agenttrace.tracing.scopes import Scope, current_scope
 
 
 def log(level: str, message: str, **details: Any) -> None:
@@ -55,14 +55,22 @@ def thinking(text: str) -> None:
     if runtime.disabled:
         return
     try:
-        text = cap_text(str(text), runtime.settings.max_payload_bytes, scrub_text)
-        _emit(sc.EVENT_REASONING, {sc.REASONING_TEXT: text})
+        record_reasoning(current_scope(), text)
     except Exception as exc:
         report_internal_error("thinking", exc)
 
 
-def _emit(name: str, attributes: dict[str, AttributeValue]) -> None:
-    scope = current_scope()
+def record_reasoning(scope: Scope | None, text: str) -> None:
+    """One chunk of reasoning on ``scope`` (an LLM attempt whose response carried it): capped
+    and redacted like content, a span event, a ``THK`` console line and the op's opTree
+    ``reasoning``."""
+    text = cap_text(str(text), runtime.settings.max_payload_bytes)  # content's scrubbing
+    _emit(sc.EVENT_REASONING, {sc.REASONING_TEXT: text}, scope)
+
+
+def _emit(name: str, attributes: dict[str, AttributeValue], scope: Scope | None = None) -> None:
+    if scope is None:
+        scope = current_scope()
     if scope is None:
         return
     attributes[sc.PATH] = scope.label

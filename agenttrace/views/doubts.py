@@ -150,4 +150,3 @@ def _result(result_file: Path | None) -> str:
 
 def _now_ns() -> int:
     return time.time_ns()
-

@@ -6,7 +6,7 @@ Both ways an attempt ends use these: a plain response (:mod:`.patch`) and a stre
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.util.types import AttributeValue
@@ -15,7 +15,13 @@ from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace.instrumentation.litellm.calls import LogicalCall
 from agenttrace.instrumentation.litellm.utils import WHERE
-from agenttrace.tracing.llm_attributes import classify_error, input_content, response_attributes
+from agenttrace.tracing.llm_attributes import (
+    classify_error,
+    field,
+    input_content,
+    response_attributes,
+)
+from agenttrace.tracing.logs import record_reasoning
 from agenttrace.tracing.scopes import OpScope, Scope, finish
 from agenttrace.tracing.transcripts import log_llm_exchange
 
@@ -134,9 +140,28 @@ class Attempt:
 
 def offer_tool_calls(attempt: Attempt, response: Any) -> None:
     """Log the response as the agent's transcript entry (now: in order with everything else the
-    agent logs), which also offers its tool calls, with that entry's id, to the turn."""
+    agent logs), which also offers its tool calls, with that entry's id, to the turn; and the
+    reasoning it carries as the attempt's reasoning chunks."""
     if attempt.operation == sc.OP_CHAT:
+        for text in reasoning_of(response):
+            record_reasoning(attempt.scope, text)
         log_llm_exchange(attempt.scope, attempt.messages, response)
+
+
+def reasoning_of(response: Any) -> list[str]:
+    """The reasoning a chat response carries, as litellm gives it: each thinking block's text
+    (Anthropic's; their signatures are opaque and not recorded), else ``reasoning_content``
+    (DeepSeek's, OpenAI-compatible servers'). Redacted thinking has no text to record."""
+    choices = field(response, "choices")
+    if not isinstance(choices, Sequence) or not choices:
+        return []
+    message = field(choices[0], "message")
+    blocks = field(message, "thinking_blocks")
+    if isinstance(blocks, Sequence) and blocks:
+        texts = [field(block, "thinking") for block in blocks]
+        return [text for text in texts if isinstance(text, str) and text]
+    reasoning = field(message, "reasoning_content")
+    return [reasoning] if isinstance(reasoning, str) and reasoning else []
 
 
 def result_attributes(attempt: Attempt, response: Any) -> dict[str, AttributeValue]:
