@@ -313,3 +313,29 @@ def test_the_work_a_file_of_resets_asks_for_is_bounded(
     monkeypatch.setattr(session_module, "MAX_MOVED", 150)
     with pytest.raises(SessionFileError, match="reuse more than 150 entries"):
         agenttrace.Session.load(path)
+
+
+def test_a_window_after_a_compaction_reads_back_as_sent(traced: Traced, tmp_path: Path) -> None:
+    """A compaction puts its new summary before the entries it reuses, so the transcript's
+    message ids no longer increase along it; a later reset must still find its runs."""
+    history = history_of(20)
+
+    @agenttrace.agent("Compactor")
+    def run() -> None:
+        reply = litellm.completion(model="gpt-4o-mini", messages=history, mock_response="one")
+        history.append({"role": "assistant", "content": reply.choices[0].message.content})
+        history[1:15] = [{"role": "user", "content": "Summary of the conversation so far."}]
+        history.append({"role": "user", "content": "go on"})
+        reply = litellm.completion(model="gpt-4o-mini", messages=history, mock_response="two")
+        history.append({"role": "assistant", "content": reply.choices[0].message.content})
+        history[2:4] = []  # a window now drops two of the entries the compaction kept
+        history.append({"role": "user", "content": "and now?"})
+        litellm.completion(model="gpt-4o-mini", messages=history, mock_response="three")
+
+    run()
+    traced.handle.force_flush()
+    last = [*history, {"role": "assistant", "content": "three"}]
+    assert agenttrace.current_session().revivify("agent_001").messages() == last
+    agenttrace.use_session(None)
+    root, _ = agenttrace.load_session(stream_of(tmp_path))
+    assert root.messages() == last

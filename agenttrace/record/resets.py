@@ -9,9 +9,11 @@ window or a compaction refers to what is already recorded and carries in full on
 A reset without ``reused`` (every file written before it existed) is ``[entries]``: all its
 entries follow the kept ones.
 
-Pieces reuse entries in the order the transcript had them, each at most once, so the entries of
-a transcript always have increasing message ids: a reader finds a piece by bisection, and its
-work for a reset is in proportion to the pieces and what it moves, never a search per entry.
+Pieces reuse entries in the order the transcript had them, each at most once. Message ids
+usually increase along a transcript (always, unless a reset put a new entry before entries it
+reused, as a compaction's summary): a reader finds a piece by bisection and, where that fails,
+by one scan forward, so its work for a reset is in proportion to the transcript at most, never a
+search per entry.
 """
 
 from __future__ import annotations

@@ -565,8 +565,18 @@ class ChildSessionNode(_SessionNode, kw_only=True):
     parentTxnId: TxnId
 
 
+class TurnText(_Object, kw_only=True):
+    """A prompt or a reply of a turn, as its LLM attempt recorded it (capped, redacted)."""
+
+    role: Literal["system", "user"] | UnsetType = UNSET
+    text: str
+    size: Annotated[int, Meta(ge=0, description="The text's length in characters.")]
+
+
 class TurnNode(_Object, kw_only=True):
-    """One turn of an agent's loop: an LLM request and the tool calls after it."""
+    """One turn of an agent's loop: an LLM request and the tool calls after it. ``prompts``
+    and ``reply`` say what it was about without the event stream: the system and user messages
+    its first LLM attempt added to the conversation, and its latest attempt's assistant text."""
 
     id: Annotated[SpanId | None, Meta(description="The turn's span id.")]
     index: Annotated[int, Meta(ge=1, description="1-based within its agent run.")]
@@ -577,6 +587,8 @@ class TurnNode(_Object, kw_only=True):
     span: NodeSpan = UNSET
     logs: list[LogEntry] | UnsetType = UNSET
     reasoning: Reasoning | UnsetType = UNSET
+    prompts: Annotated[list[TurnText], Meta(max_length=32)] | UnsetType = UNSET
+    reply: TurnText | UnsetType = UNSET
     endedAt: EpochMs | UnsetType = UNSET
 
 

@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace.record.accounting import accounting_entry
@@ -252,6 +254,12 @@ class OpTreeSink(Sink):
         if node is None:
             return
         entry = _complete(node, record, run)
+        if node.get("kind") == sc.KIND_LLM:
+            parent = run.parents.get(record.label)
+            if parent is not None and run.positions.get(parent) == "turn":
+                turn = run.nodes.get(parent)
+                if turn is not None:
+                    describe_turn(turn, node)
         if entry is not None:
             # The bytes the ledger and the stream have, when the scope made them.
             accounted = record.accounted
@@ -595,6 +603,59 @@ def _payloads(node: Node, attributes: Mapping[str, Any]) -> None:
             if kind is not None:
                 entry["kind"] = kind
             node[side] = entry
+
+
+MAX_TURN_PROMPTS = 32
+"""A turn keeps at most this many prompts (a request that adds more keeps its first ones)."""
+
+
+def describe_turn(turn: Node, llm_op: Node) -> None:
+    """Let ``turn`` say what it was about, from an LLM attempt of it that just ended: its
+    ``prompts`` (the system and user messages its first attempt added to the conversation,
+    each ``{role, text, size}``) and its ``reply`` (the assistant text of its latest
+    attempt). The texts are the attempts' payloads as recorded (capped, redacted): nothing is
+    scrubbed twice; a payload cut by its cap, which is no longer JSON, describes nothing."""
+    if "prompts" not in turn:
+        messages = _payload_messages(llm_op.get("request"))
+        if messages is not None:
+            prompts = []
+            for message in messages:
+                role = message.get("role") if isinstance(message, dict) else None
+                text = _message_text(message) if role in ("system", "user") else None
+                if text:
+                    prompts.append({"role": role, "text": text, "size": len(text)})
+            turn["prompts"] = prompts[:MAX_TURN_PROMPTS]
+    for message in reversed(_payload_messages(llm_op.get("response")) or []):
+        text = _message_text(message) if isinstance(message, dict) else None
+        if text and message.get("role", "assistant") == "assistant":
+            turn["reply"] = {"text": text, "size": len(text)}
+            break
+
+
+def _payload_messages(side: Any) -> list[Any] | None:
+    payload = side.get("payload") if isinstance(side, dict) else None
+    if not isinstance(payload, str):
+        return None
+    try:
+        messages = msgspec.json.decode(payload)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return messages if isinstance(messages, list) else None
+
+
+def _message_text(message: Mapping[str, Any]) -> str | None:
+    """A message's text: its content, or the text of its text parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts: list[str] = []
+        for part in content:
+            text = part.get("text") if isinstance(part, dict) else None
+            if isinstance(text, str):
+                texts.append(text)
+        return "\n".join(texts) if texts else None
+    return None
 
 
 def _ingress(attributes: Mapping[str, Any]) -> Node:
