@@ -179,7 +179,7 @@ class _SecretValues:
 
     def scrub(self, text: str) -> str:
         pattern = self._pattern
-        if pattern is not None:
+        if pattern is not None and len(text) >= MIN_SECRET_LENGTH:  # else none fits in it
             for value in self._values:
                 if value in text:  # substring tests are far cheaper than the regex
                     return pattern.sub(REDACTED, text)
