@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -41,6 +42,22 @@ def test_items_are_consumed_in_order_off_the_callers_thread() -> None:
     assert worker.flush(WAIT) is True
     assert [i for i, _ in seen] == list(range(1000))
     assert {name for _, name in seen} == {"agenttrace-worker"}
+    worker.stop()
+
+
+def test_items_are_consumed_without_a_flush_whether_the_thread_lingers_or_sleeps() -> None:
+    consumed = {name: threading.Event() for name in ("first", "lingering", "asleep")}
+    worker = Worker(lambda item: consumed[item].set())
+    worker.put("first")
+    assert consumed["first"].wait(WAIT)
+    worker.put("lingering")  # the thread has just drained: no wake-up, it takes it as it lingers
+    assert consumed["lingering"].wait(WAIT)
+    deadline = time.monotonic() + WAIT
+    while not worker._idle and time.monotonic() < deadline:  # its linger ended: it sleeps
+        time.sleep(0.001)
+    assert worker._idle
+    worker.put("asleep")  # this put wakes it
+    assert consumed["asleep"].wait(WAIT)
     worker.stop()
 
 

@@ -71,6 +71,9 @@ _MARKS = (
 )
 """Substrings one of which the bearer and key-shape patterns need (a few ``in`` tests are faster
 than a regular expression with alternatives)."""
+_SHORTEST_SHAPE = 14
+"""No text shorter than this matches the bearer or key-shape patterns (``basic`` and a space
+before 8 characters is the shortest), so ids and names skip the test for their marks."""
 
 # --- credentials in URLs ---------------------------------------------------------------------
 # Characters that cannot stand unescaped in a URL's query (RFC 3986), and its delimiters, end a
@@ -176,7 +179,7 @@ class _SecretValues:
 
     def scrub(self, text: str) -> str:
         pattern = self._pattern
-        if pattern is not None:
+        if pattern is not None and len(text) >= MIN_SECRET_LENGTH:  # else none fits in it
             for value in self._values:
                 if value in text:  # substring tests are far cheaper than the regex
                     return pattern.sub(REDACTED, text)
@@ -210,10 +213,18 @@ def scrub_text(text: str) -> str:
     """Replace known secret values, bearer credentials, API-key-shaped tokens and credentials
     in URLs in ``text`` (all of it: see :func:`cap_text` for text that may be long)."""
     text = secret_values.scrub(text)
-    if any(mark in text for mark in _MARKS):
+    if len(text) >= _SHORTEST_SHAPE and _has_mark(text):
         text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
         text = _KEY_SHAPES.sub(REDACTED, text)
     return scrub_urls(text)
+
+
+def _has_mark(text: str) -> bool:
+    # A loop, not any() over a generator, which costs twice as much on short text.
+    for mark in _MARKS:  # noqa: SIM110
+        if mark in text:
+            return True
+    return False
 
 
 def scrub_json_text(text: str) -> str:

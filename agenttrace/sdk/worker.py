@@ -10,6 +10,12 @@ half of them. Records cannot be dropped the way a batch span processor drops spa
 the saved state), so a caller that outpaces the bookkeeping is slowed to its pace instead of
 letting memory grow without bound.
 
+Waking the thread costs the caller a lock and a notify, and the thread a switch, so it is not
+woken for each item: once the queue is empty the thread lingers (:data:`LINGER` seconds) and
+takes what arrived meanwhile; only after a linger with nothing new does it sleep until the next
+``put`` wakes it. An agent that makes calls back to back thus wakes it about once per
+:data:`LINGER`, not once per call.
+
 ``flush`` waits until everything put so far is consumed (or a timeout passes). ``stop`` consumes
 what is left and ends the thread; later items are consumed in the caller. In a forked child the
 queue starts empty and a new thread starts on demand. A consumer failure is reported like any
@@ -33,6 +39,9 @@ from agenttrace._internal import errors as _internal_errors
 from agenttrace._internal.errors import report_internal_error
 
 _STOP = object()
+
+LINGER = 0.01
+"""Seconds the thread waits for more items once the queue is empty, before it sleeps."""
 
 
 class Worker:
@@ -67,7 +76,8 @@ class Worker:
         self._sequence = itertools.count()
 
     def put(self, item: Any) -> None:
-        """Queue ``item``. Cheap: an append, and a wake-up only if the thread sleeps."""
+        """Queue ``item``. Cheap: an append, and a wake-up only if the thread sleeps (not while
+        it lingers: it takes the item within :data:`LINGER` seconds)."""
         if self._stopped:
             self._call(item)
             return
@@ -113,6 +123,7 @@ class Worker:
         else:
             done = threading.Event()
             self.put(done)
+            self._wakeup.set()  # a lingering thread takes it now, not at the end of its linger
             if not done.wait(timeout):
                 return False
         failure, self._failure = self._failure, None
@@ -158,20 +169,27 @@ class Worker:
     def _loop(self) -> None:
         queue, wakeup = self._queue, self._wakeup
         while True:
-            self._idle = True
             if not queue:
-                wakeup.wait(self._until_next_timer())
+                # Linger: items put now need no wake-up (``_idle`` is False).
+                wakeup.wait(self._until_next_timer(LINGER))
                 wakeup.clear()
-            self._idle = False
+                if not queue:
+                    self._idle = True  # from here on a put wakes the thread
+                    if not queue:  # (checked again: a put before _idle was set woke no one)
+                        wakeup.wait(self._until_next_timer())
+                    wakeup.clear()
+                    self._idle = False
             self._release_due_timers()
             if not self._drain():
                 return
 
-    def _until_next_timer(self) -> float | None:
+    def _until_next_timer(self, at_most: float | None = None) -> float | None:
+        """Seconds until the next scheduled item is due (at most ``at_most``; None: no limit)."""
         with self._timer_lock:
             if not self._timers:
-                return None
-            return max(0.0, self._timers[0][0] - time.monotonic())
+                return at_most
+            due = max(0.0, self._timers[0][0] - time.monotonic())
+        return due if at_most is None else min(due, at_most)
 
     def _release_due_timers(self) -> None:
         if not self._timers:

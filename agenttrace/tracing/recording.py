@@ -51,7 +51,9 @@ def span_event_attributes(
     attributes: dict[str, AttributeValue] = {}
     for key, attribute in sc.EVENT_FIELD_ATTRIBUTES:
         value = event.get(key)
-        if isinstance(value, str) or type(value) is int:  # ids and names; a reset's ``kept``
+        if isinstance(value, str):  # ids and names
+            attributes[attribute] = scrub_text(value)
+        elif type(value) is int:  # a reset's ``kept``
             attributes[attribute] = value
     reused = event.get("reused")
     if isinstance(reused, list):  # a reset's pieces: ids and counts, only JSON keeps them apart
@@ -68,7 +70,9 @@ def span_event_attributes(
             attributes[sc.EVENT_TOOL_CALLS] = recorded_json(calls, max_payload_bytes)[1]
     elif isinstance(event.get("content"), str):
         attributes[sc.EVENT_CONTENT_CHARS] = len(event["content"])
-    return {k: scrub_text(v) if isinstance(v, str) else v for k, v in attributes.items()}
+    # The content and tool calls come out of recorded_json already redacted (scrubbing again
+    # would change nothing: it is idempotent).
+    return attributes
 
 
 def _on_canonical_event(

@@ -23,12 +23,18 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
-from agenttrace.record.events import LoggedString, alignment, message_fields, substance_of
+from agenttrace.record.events import (
+    MESSAGE_FIELDS,
+    LoggedString,
+    alignment,
+    message_fields,
+    substance_of,
+)
 from agenttrace.record.session import Session
 from agenttrace.tracing.agents import (
     agent_of,
@@ -164,13 +170,27 @@ def log_llm_exchange(scope: OpScope, messages: Any, response: Any) -> str | None
     message = field(choices[0], "message") if isinstance(choices, Sequence) and choices else None
     if message is None:
         return None
-    entry = message_fields(message)
+    entry = _reply_fields(message)
     entry["role"] = "assistant"
     message_id = session.log_transcript_entry(agent_id, entry, at=scope)
     calls = tool_calls_of(response)
     if calls:
         scope.turn.offer_tool_calls([(*call, message_id) for call in calls])
     return message_id
+
+
+def _reply_fields(message: Any) -> dict[str, Any]:
+    """:func:`~agenttrace.record.events.message_fields` of a response's message, read with
+    :func:`~agenttrace.tracing.llm_attributes.field` (a model's absent fields cost no
+    exception)."""
+    if isinstance(message, Mapping):
+        return dict(message)
+    fields: dict[str, Any] = {}
+    for key in MESSAGE_FIELDS:
+        value = field(message, key)
+        if value is not None:
+            fields[key] = value
+    return fields
 
 
 def log_tool_result(scope: OpScope, result: Any) -> None:
