@@ -536,6 +536,11 @@
   // Draws (or draws again) the whole page from ``data``: the export's embedded session, or a
   // live session as agenttrace serve sends it (``status``, ``now``).
   function render(data) {
+    // agenttrace serve's JSON names the runs and the dialog as the specification's API does.
+    if (!Array.isArray(data.runs) && Array.isArray(data.tree)) data.runs = data.tree;
+    if (!Array.isArray(data.dialog) && Array.isArray(data.conversation)) {
+      data.dialog = data.conversation;
+    }
     live.running = data.status === "running";
     live.now = isNumber(data.now) ? data.now : null;
     var states = rendered ? openStates() : null;
