@@ -721,6 +721,7 @@ def serve(host: str, port: int, token: str | None, sessions_dir: Path | None) ->
         listener = socket.socket(family, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((host, port))
+        listener.listen(128)  # a request sent once the link is printed waits for the app
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     bound = listener.getsockname()[1]
