@@ -94,6 +94,48 @@ def test_the_tree_shows_a_running_sub_agent_then_its_final_tokens(traced: Traced
     assert row["tokens"] == 11 + 3 + 30 + 7 + 40 + 9 + 12 + 5
 
 
+def test_a_sub_agent_shows_from_its_first_event_before_any_op_ends(traced: Traced) -> None:
+    """No op of the Worker has ended, so no ``op_accounted`` line places it: the event it
+    logged in its own run does (``with_started_nodes``), and its tool call and turn run too."""
+    sessions = traced.handle.settings.sessions_dir
+    session = agenttrace.current_session()
+    client = _client(sessions)
+    seen: list[dict[str, Any]] = []
+
+    @agenttrace.agent("Worker")
+    def worker() -> str:
+        heard = {"role": "user", "content": "Count the pages."}
+        session.log_transcript_entry(session.agent_named("Worker").agent_id, heard)
+        seen.append(client.get(f"/api/runs/{session.session_id}/tree", headers=BEARER).json())
+        return "12"
+
+    @agenttrace.tool
+    def delegate() -> str:
+        return worker()
+
+    @agenttrace.agent("Boss")
+    def boss() -> str:
+        return delegate()
+
+    boss()
+    (running,) = seen
+    assert running["status"] == "running"
+    (run,) = running["tree"]
+    assert (run["agentName"], run.get("endedAt")) == ("Boss", None)
+    op = _node(running["tree"], "1.1")
+    assert (op["kind"], op.get("endedAt")) == ("session", None)
+    child = _node(running["tree"], "1.1:1")
+    assert (child["agentName"], child.get("endedAt"), child["turns"]) == ("Worker", None, [])
+    assert isinstance(child["startedAt"], int) and child["startedAt"] >= run["startedAt"]
+    assert running["accounting"] == []  # nothing has ended
+
+    traced.handle.force_flush()  # the run ended: the session file's tree, nothing added
+    ended = client.get(f"/api/runs/{session.session_id}/tree", headers=BEARER).json()
+    assert ended["status"] == "ended"
+    assert _node(ended["tree"], "1.1")["name"] == "delegate"
+    assert _node(ended["tree"], "1.1:1")["endedAt"] is not None
+
+
 @pytest.fixture
 def ended_session(traced: Traced) -> tuple[Path, str]:
     live_agent.run(lambda: None)

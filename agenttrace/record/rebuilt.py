@@ -90,6 +90,7 @@ def with_started_nodes(loaded: LoadedFile, max_depth: int | None = None) -> Load
     runs = [dict(run) for run in loaded.runs]
     by_trace = {run.get("traceId"): run for run in runs if run.get("path", "0") == "0"}
     builder = _Builder(loaded.events, max_depth)
+    root_agents = _root_agents(loaded.events)
     session_id = loaded.session_id or _text(loaded.meta.get("session_id"))
     added = False
     for event in loaded.events:
@@ -105,7 +106,7 @@ def with_started_nodes(loaded: LoadedFile, max_depth: int | None = None) -> Load
             continue  # deeper than any file may nest
         run = by_trace.get(trace)
         if run is None:
-            root_agent = builder.first_agent.get(trace, agent)
+            root_agent = root_agents.get(trace, agent)
             name = builder.names.get(root_agent, root_agent)
             run = {
                 "id": None,
@@ -136,6 +137,36 @@ def with_started_nodes(loaded: LoadedFile, max_depth: int | None = None) -> Load
     return dataclasses.replace(loaded, runs=runs)
 
 
+def _root_agents(events: list[dict[str, Any]]) -> dict[str, str]:
+    """trace id -> the agent whose run it is, as far as the events say: the agent of its first
+    event at the run's own level (an ``agent_created`` logged in an op is a sub-agent's
+    creation, not the run's), else the root agent created last, outside any run (it has no
+    trace), before the trace's first event."""
+    roots: dict[str, str] = {}
+    guessed: dict[str, str] = {}
+    created: str | None = None  # the last agent created outside any run
+    for event in events:
+        trace, agent = event.get("trace_id"), event.get("agent_id")
+        if not isinstance(agent, str):
+            continue
+        kind = event.get("event_type")
+        if not isinstance(trace, str):
+            if kind == "agent_created":
+                created = agent
+            continue
+        if created is not None:
+            guessed.setdefault(trace, created)
+        try:
+            address = parse_label(str(event.get("path")))
+        except ValueError:
+            continue
+        if len(address) == 2 and kind == "agent_created":
+            continue  # logged in an op of the run: a sub-agent was made there
+        if len(address) <= 2:
+            roots.setdefault(trace, agent)
+    return {**guessed, **roots}
+
+
 def _seen(
     run: Node, address: tuple[int, ...], started: int, agent: str, names: dict[str, str]
 ) -> bool:
@@ -157,7 +188,13 @@ def _seen(
         if len(address) == depth + 2:
             break
         hosted = list(hosted_sessions(op))
-        entry = {"agentId": agent, "txnId": None, "originTxnId": run.get("originTxnId")}
+        entry = {  # what _hosted reads of an op's accounting, as far as an event says it
+            "agentId": agent,
+            "txnId": None,
+            "originTxnId": run.get("originTxnId"),
+            "timestamp": started,
+            "latency": 0,
+        }
         session = _hosted(op, address[: depth + 3], session, entry, names)
         made = made or len(list(hosted_sessions(op))) != len(hosted)
         depth += 3
