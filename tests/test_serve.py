@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from starlette.testclient import TestClient
 
@@ -177,10 +178,39 @@ def test_the_link_with_the_token_sets_a_cookie_and_drops_it_from_the_url(
     cookie = response.headers["set-cookie"]
     assert cookie.startswith(f"{Token(TOKEN).cookie}={TOKEN}")
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert _location(sessions, "//evil.example/x") == "/evil.example/x?a=1"  # not that host
     page = client.get(f"/session/{session_id}")  # the client keeps the cookie
     assert page.status_code == 200
     assert '<script src="/static/page.js"></script>' in page.text
     assert client.get(f"/api/runs/{session_id}/tree").status_code == 200
+
+
+def _location(sessions: Path, path: str) -> str:
+    """Where the app sends a request for ``path`` with the token and ``a=1`` in its query (the
+    path as a browser may send it, which an HTTP client would take for a host)."""
+    app = create_app(sessions, TOKEN)
+    sent: list[dict[str, Any]] = []
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": f"token={TOKEN}&a=1".encode(),
+        "headers": [],
+        "scheme": "http",
+        "server": ("127.0.0.1", 8377),
+    }
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    anyio.run(app, scope, receive, send)
+    headers = dict(sent[0]["headers"])
+    assert sent[0]["status"] == 303
+    return str(headers[b"location"].decode())
 
 
 def test_no_request_reads_outside_the_sessions_directory(

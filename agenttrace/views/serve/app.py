@@ -137,7 +137,8 @@ class _Guard:
             # A link carrying the token: it becomes a cookie of this server, and the URL
             # without it is loaded (no token left in the address bar, history or a Referer).
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+            # One leading slash: "//host/x" would send the browser to another host.
+            target = "/" + request.url.path.lstrip("/") + (f"?{urlencode(rest)}" if rest else "")
             response: Response = RedirectResponse(target, status_code=303)
             response.set_cookie(
                 self.token.cookie, self.token.value, httponly=True, samesite="strict", path="/"
