@@ -7,6 +7,7 @@ between its two LLM attempts, for a gate the test opens once it has looked at th
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -252,6 +253,35 @@ def test_content_is_json_text_and_pages_forbid_inline_script(
         text = client.get(page, headers=BEARER).text
         assert "<script>" not in text and "<style>" not in text  # only src= and href= files
         assert not re.search(r"\son[a-z]+=", text)  # no inline handlers either
+
+
+@pytest.mark.parametrize("release", ["first-b85ec2f", "previous-619d4d5"])
+@pytest.mark.parametrize("scenario", ["cafe", "features"])
+def test_sessions_of_earlier_releases_are_served(
+    release: str, scenario: str, tmp_path: Path
+) -> None:
+    from agenttrace.record.session import load_fullest
+
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    source = ROOT / "tests" / "data" / "releases" / release / scenario
+    for file in source.glob("*.events.jsonl"):
+        shutil.copy2(file, sessions / file.name)
+    for file in source.glob("*.json.gz"):
+        shutil.copy2(file, sessions / file.name)
+        session_id = file.name.removesuffix(".json.gz")
+    client = _client(sessions)
+    response = client.get(f"/api/runs/{session_id}/tree", headers=BEARER)
+    assert response.status_code == 200, response.text
+    document = response.json()
+    assert document["status"] == "ended"
+    expected = load_fullest(sessions / f"{session_id}.json.gz")
+    assert [run["path"] for run in document["tree"]] == ["0"] * len(expected.runs)
+    assert len(document["accounting"]) == sum(
+        1 for line in (source / "accounting.jsonl").read_text().splitlines() if line.strip()
+    )
+    (row,) = client.get("/api/runs", headers=BEARER).json()["runs"]
+    assert row["status"] == "ended" and row["tokens"] > 0
 
 
 def test_a_damaged_session_file_is_one_line(tmp_path: Path) -> None:
