@@ -6,14 +6,20 @@ between its two LLM attempts, for a gate the test opens once it has looked at th
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -136,6 +142,71 @@ def test_a_sub_agent_shows_from_its_first_event_before_any_op_ends(traced: Trace
     assert ended["status"] == "ended"
     assert _node(ended["tree"], "1.1")["name"] == "delegate"
     assert _node(ended["tree"], "1.1:1")["endedAt"] is not None
+
+
+@contextlib.contextmanager
+def _served(sessions: Path) -> Iterator[str]:
+    """The app on a real port of 127.0.0.1 (uvicorn in a thread); yields its base URL."""
+    import uvicorn
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    config = uvicorn.Config(create_app(sessions, TOKEN), log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(60)
+        listener.close()
+
+
+def _trees(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
+    """The documents of the ``tree`` events of a server-sent event stream, as they come."""
+    event = None
+    for line in lines:
+        if line.startswith("event:"):
+            event = line.partition(":")[2].strip()
+        elif line.startswith("data:") and event == "tree":
+            yield json.loads(line.partition(":")[2])
+        elif not line:
+            event = None
+
+
+def test_the_event_stream_sends_the_tree_again_as_the_files_change(traced: Traced) -> None:
+    """Over real HTTP: the first event is the running tree; once the run has ended and its
+    files are written, an event brings the ended one (read with a generous deadline)."""
+    sessions = traced.handle.settings.sessions_dir
+    session_id = agenttrace.current_session().session_id
+    with _served(sessions) as base, httpx.Client(timeout=60) as http:
+        opened: list[Any] = []
+
+        def look() -> None:  # the Worker runs: connect, and read the first tree
+            response = http.send(
+                http.build_request("GET", f"{base}/api/runs/{session_id}/events", headers=BEARER),
+                stream=True,
+            )
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            trees = _trees(response.iter_lines())
+            first = next(trees)
+            assert first["status"] == "running"
+            assert _node(first["tree"], "1.2:1").get("endedAt") is None
+            opened.extend((response, trees))
+
+        live_agent.run(look)
+        traced.handle.force_flush()
+        response, trees = opened
+        try:
+            for document in trees:
+                if document["status"] == "ended":
+                    break
+            assert _tokens(_node(document["tree"], "1.2.2.1")) == live_agent.WORKER_TOKENS[1]
+        finally:
+            response.close()
 
 
 @pytest.fixture
