@@ -145,8 +145,12 @@ class Chromium:
         """Evaluate ``expression`` until it is truthy (a generous deadline: never a timing
         assertion, only a guard against a page that never gets there)."""
         deadline = time.monotonic() + seconds
+        # A page being loaded may have no document element yet: that is "not yet", not an error.
+        guarded = (
+            f"(function () {{ try {{ return ({expression}); }} catch (e) {{ return null; }} }})()"
+        )
         while True:
-            value = self.evaluate(expression)
+            value = self.evaluate(guarded)
             if value:
                 return value
             if time.monotonic() > deadline:
