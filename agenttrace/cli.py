@@ -694,7 +694,13 @@ Content-Security-Policy that runs no inline script. Needs the [serve] extra.
     show_default=True,
     help="The port (0: any free one).",
 )
-@click.option("--token", default=None, help="The bearer token [default: a random one].")
+@click.option(
+    "--token",
+    envvar="AGENTTRACE_SERVE_TOKEN",
+    default=None,
+    help="The bearer token (or AGENTTRACE_SERVE_TOKEN, which other users cannot read in the "
+    "process list) [default: a random one].",
+)
 @sessions_dir_option
 def serve(host: str, port: int, token: str | None, sessions_dir: Path | None) -> None:
     missing = [

@@ -437,3 +437,31 @@ def test_serve_without_the_extra_names_it(tmp_path: Path) -> None:
         "pip install 'starlette>=0.41,<2' 'uvicorn>=0.30,<1' 'sse-starlette>=2.1,<4' "
         "(the [serve] extra)\n"
     )
+
+
+def test_serve_takes_its_token_from_the_environment(tmp_path: Path) -> None:
+    """The command as a user starts it: loopback, the token of AGENTTRACE_SERVE_TOKEN in the
+    link it prints, 401 without it."""
+    env = child_env(PYTHONPATH=str(ROOT), AGENTTRACE_SERVE_TOKEN=TOKEN)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agenttrace.cli", "serve", "--port", "0"],
+        cwd=tmp_path,
+        env={**env, "AGENTTRACE_SESSIONS_DIR": str(tmp_path / "sessions")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline() == f"agenttrace serve: sessions in {tmp_path}/sessions\n"
+        link = server.stdout.readline().strip()
+        match = re.fullmatch(rf"open (http://127\.0\.0\.1:\d+)/\?token={TOKEN}", link)
+        assert match, link
+        with httpx.Client(timeout=60) as http:
+            assert http.get(f"{match[1]}/api/runs").status_code == 401
+            listed = http.get(f"{match[1]}/api/runs", headers=BEARER)
+            assert listed.status_code == 200 and listed.json()["runs"] == []
+    finally:
+        server.terminate()
+        _, err = server.communicate(timeout=60)
+    assert "Traceback" not in err
