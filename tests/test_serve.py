@@ -7,6 +7,7 @@ between its two LLM attempts, for a gate the test opens once it has looked at th
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import re
 import shutil
@@ -109,12 +110,14 @@ def test_a_sub_agent_shows_from_its_first_event_before_any_op_ends(traced: Trace
     session = agenttrace.current_session()
     client = _client(sessions)
     seen: list[dict[str, Any]] = []
+    drawn: list[str] = []
 
     @agenttrace.agent("Worker")
     def worker() -> str:
         heard = {"role": "user", "content": "Count the pages."}
         session.log_transcript_entry(session.agent_named("Worker").agent_id, heard)
         seen.append(client.get(f"/api/runs/{session.session_id}/tree", headers=BEARER).json())
+        drawn.extend(_follow_lines(sessions, session.session_id))
         return "12"
 
     @agenttrace.tool
@@ -136,6 +139,9 @@ def test_a_sub_agent_shows_from_its_first_event_before_any_op_ends(traced: Trace
     assert (child["agentName"], child.get("endedAt"), child["turns"]) == ("Worker", None, [])
     assert isinstance(child["startedAt"], int) and child["startedAt"] >= run["startedAt"]
     assert running["accounting"] == []  # nothing has ended
+    # tree --follow's drawing of the same moment: each running node says for how long.
+    assert re.fullmatch(r"0 session Boss \[agent_001\] running for \d+s", drawn[1].strip(" └├│─"))
+    assert re.search(r"1\.1:1 session Worker \[agent_002\] running for \d+s$", drawn[-1])
 
     traced.handle.force_flush()  # the run ended: the session file's tree, nothing added
     ended = client.get(f"/api/runs/{session.session_id}/tree", headers=BEARER).json()
@@ -207,6 +213,21 @@ def test_the_event_stream_sends_the_tree_again_as_the_files_change(traced: Trace
             assert _tokens(_node(document["tree"], "1.2.2.1")) == live_agent.WORKER_TOKENS[1]
         finally:
             response.close()
+
+
+def _follow_lines(sessions: Path, session_id: str) -> list[str]:
+    """``tree --follow``'s drawing of the session now, as plain lines."""
+    from rich.console import Console
+
+    from agenttrace.views.live import read_live
+    from agenttrace.views.tree import optree_tree
+
+    live = read_live(sessions, session_id)
+    assert live.running
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=200, color_system=None)
+    console.print(optree_tree(live.loaded.runs, running_at=live.read_at_ms), markup=False)
+    return buffer.getvalue().splitlines()
 
 
 @pytest.fixture
