@@ -9,6 +9,7 @@ and usage errors that exit 2.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import importlib.util
 import inspect
@@ -370,15 +371,78 @@ def perspective(session: str, agent: str, sessions_dir: Path | None) -> None:
 
 @main.command()
 @click.argument("session")
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Follow a running session: the tree is drawn again as its files change, each "
+    "running node with how long it has run, until its runs end (or Ctrl-C).",
+)
 @sessions_dir_option
-def tree(session: str, sessions_dir: Path | None) -> None:
+def tree(session: str, follow: bool, sessions_dir: Path | None) -> None:
     """The opTree of every run of SESSION as a text tree: path label, kind, name, status,
     tokens, cost, latency; sub-agents indented under the tool call that ran them."""
     needs_rich("tree")
     from agenttrace.views.tree import optree_tree
 
+    if follow:
+        _follow_tree(resolve(session, sessions_dir))
+        return
     runs = runs_of(shown(session, sessions_dir, events=False))
     _console().print(optree_tree(runs), markup=False, soft_wrap=True)
+
+
+FOLLOW_POLL_S = 0.25
+"""How often ``tree --follow`` looks at the session's files (two ``stat`` calls)."""
+FOLLOW_STATUS_S = 2.0
+"""How often it reads them anyway, to see a process that is gone."""
+
+
+def _follow_tree(path: Path) -> None:
+    """``tree --follow``: the live tree of the session ``path`` is a file of, in place on a
+    terminal (rich's live display), until the session is no longer running or Ctrl-C."""
+    import time
+
+    from rich.live import Live
+    from rich.text import Text
+
+    from agenttrace.record.session_files import SNAPSHOT_SUFFIX, STREAM_SUFFIX
+    from agenttrace.views.live import files_state, read_live
+    from agenttrace.views.tree import optree_tree
+
+    name = path.name
+    suffix = next((s for s in (STREAM_SUFFIX, SNAPSHOT_SUFFIX) if name.endswith(s)), None)
+    if suffix is None:
+        fail(f"{path}: --follow takes a session's .events.jsonl or .json.gz file, or its id")
+    directory, session_id = path.parent, name[: -len(suffix)]
+
+    def drawing(live: Any) -> Any:
+        now = int(time.time() * 1000)
+        if not live.loaded.runs:
+            return Text(f"session {session_id}: {live.status}, no run yet")
+        return optree_tree(live.loaded.runs, running_at=now if live.running else None)
+
+    try:
+        live = read_live(directory, session_id)
+    except SessionFileError as exc:
+        fail(str(exc))
+    console = _console()
+    with Live(drawing(live), console=console, auto_refresh=False) as display:
+        read_at = time.monotonic()
+        try:
+            while live.running:
+                time.sleep(FOLLOW_POLL_S)
+                # Files that did not change can still end: a process killed is interrupted.
+                stale = time.monotonic() - read_at > FOLLOW_STATUS_S
+                if stale or files_state(directory, session_id) != live.state:
+                    read_at = time.monotonic()
+                    try:
+                        live = read_live(directory, session_id)
+                    except SessionFileError:
+                        continue  # caught between two writes: the next look reads it
+                display.update(drawing(live), refresh=True)
+        except KeyboardInterrupt:
+            pass  # the tree as it was last drawn stays on the screen
+    console.print(f"session {session_id}: {live.status}", markup=False)
 
 
 @main.command()
@@ -599,6 +663,98 @@ def _print_listing(listing: Listing) -> None:
     if listing.total > len(listing.rows):
         shown = f"{len(listing.rows)} of {listing.total} sessions shown (--limit 0: all)"
         console.print(shown, markup=False)
+
+
+SERVE_HELP = """A local web page that lists the sessions of the sessions directory (newest
+first, running ones marked, agents, tokens, cost) and follows one as it runs: its opTree
+with expand/collapse, the dialog and each agent's perspective, updated within a second as
+events are written (server-sent events), each running call with how long it has run. It reads
+only the files agenttrace writes, so it follows any process, and files of earlier releases.
+JSON: GET /api/runs and /api/runs/ID/tree (docs/serve.md).
+
+Safe by default: it listens on 127.0.0.1 only, and every request needs the token (random
+unless --token gives one), sent as "Authorization: Bearer TOKEN" or by the link printed at
+start, whose page keeps it in a cookie. Session content is shown as text only, under a
+Content-Security-Policy that runs no inline script. Needs the [serve] extra.
+"""
+
+
+@main.command(help=SERVE_HELP)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="The address to listen on; anything but loopback lets other machines ask (the "
+    "token still guards every request).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8377,
+    show_default=True,
+    help="The port (0: any free one).",
+)
+@click.option(
+    "--token",
+    envvar="AGENTTRACE_SERVE_TOKEN",
+    default=None,
+    help="The bearer token (or AGENTTRACE_SERVE_TOKEN, which other users cannot read in the "
+    "process list) [default: a random one].",
+)
+@sessions_dir_option
+def serve(host: str, port: int, token: str | None, sessions_dir: Path | None) -> None:
+    missing = [
+        name
+        for name in ("starlette", "uvicorn", "sse_starlette")
+        if importlib.util.find_spec(name) is None
+    ]
+    if missing:
+        fail(f"`agenttrace serve` needs {', '.join(missing)}: {install_hint('serve')}")
+    import secrets
+    import socket
+
+    import uvicorn
+
+    from agenttrace._internal.config import Settings
+    from agenttrace.views.serve.app import create_app
+
+    if token is not None and not token.strip():
+        fail("--token is empty: give a secret, or leave it out for a random one")
+    token = token or secrets.token_urlsafe(24)
+    directory = sessions_dir or Settings.resolve().sessions_dir
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(128)  # a request sent once the link is printed waits for the app
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    bound = listener.getsockname()[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    click.echo(f"agenttrace serve: sessions in {directory}")
+    click.echo(f"open http://{shown_host}:{bound}/?token={token}", nl=True)
+    if not _loopback(host):
+        click.echo(
+            f"agenttrace: warning: listening on {host}, not loopback: anyone who can reach "
+            "this port and knows the token can read every session",
+            err=True,
+        )
+    sys.stdout.flush()
+    config = uvicorn.Config(create_app(directory, token), log_level="warning", lifespan="off")
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: uvicorn has stopped serving
+        uvicorn.Server(config).run(sockets=[listener])
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 FORMATS = ("jaeger", "otlp-json", "html", "exchanges", "std008", "atif")

@@ -9,7 +9,7 @@ README).
 
 from __future__ import annotations
 
-__all__ = ["EXTRA_PACKAGES", "install_hint"]
+__all__ = ["EXTRA_PACKAGES", "EXTRA_PACKAGE_SETS", "install_hint"]
 
 EXTRA_PACKAGES = {
     "cli": "rich>=13,<16",
@@ -19,7 +19,14 @@ EXTRA_PACKAGES = {
 }
 """Each extra a message points to, as the requirement pyproject.toml declares for it."""
 
+EXTRA_PACKAGE_SETS = {
+    "serve": ("starlette>=0.41,<2", "uvicorn>=0.30,<1", "sse-starlette>=2.1,<4"),
+}
+"""The extras of several packages, as pyproject.toml declares them, in its order."""
+
 
 def install_hint(extra: str) -> str:
     """``pip install '<requirement>' (the [extra] extra)``: how to add ``extra``'s packages."""
-    return f"pip install '{EXTRA_PACKAGES[extra]}' (the [{extra}] extra)"
+    packages = EXTRA_PACKAGE_SETS.get(extra) or (EXTRA_PACKAGES[extra],)
+    quoted = " ".join(f"'{package}'" for package in packages)
+    return f"pip install {quoted} (the [{extra}] extra)"

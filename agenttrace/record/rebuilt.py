@@ -21,7 +21,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agenttrace._internal.config import ReadLimits
+from agenttrace._internal.times import ts_ms
 from agenttrace.record.accounting import OP_ACCOUNTED
+from agenttrace.record.optree import hosted_sessions
 from agenttrace.record.paths import format_label, parse_label
 from agenttrace.record.session_files import LoadedFile
 
@@ -68,6 +70,150 @@ def with_rebuilt_runs(loaded: LoadedFile, max_depth: int | None = None) -> Loade
         return loaded
     runs.sort(key=lambda run: run.get("startedAt") or 0)
     return dataclasses.replace(loaded, runs=runs)
+
+
+def with_started_nodes(loaded: LoadedFile, max_depth: int | None = None) -> LoadedFile:
+    """``loaded`` with a node for every agent run, turn and op that its events were logged in
+    and its runs lack: what has started and not ended yet, for a live view of a running
+    session (``agenttrace serve``, ``agenttrace tree --follow``). Apply it after
+    :func:`with_rebuilt_runs`, which places every op that ended.
+
+    Every event carries the path label and trace id of the scope it was logged in
+    (docs/events.md), so a sub-agent run appears under its tool call with the first thing it
+    hears, before any of its ops ends. Such a node has no end and a ``startedAt`` no later than
+    its first event's ``ts`` (the stream says when it was seen, not when it began); an op that
+    has logged nothing yet is not there. A run no file holds is made from its events (its
+    agent the first one logged at its root level). Finished runs are left alone; nothing is
+    written back: the other commands and ``resume`` never see these nodes."""
+    if max_depth is None:
+        max_depth = ReadLimits.from_env().nesting_depth
+    runs = [dict(run) for run in loaded.runs]
+    by_trace = {run.get("traceId"): run for run in runs if run.get("path", "0") == "0"}
+    builder = _Builder(loaded.events, max_depth)
+    root_agents = _root_agents(loaded.events)
+    session_id = loaded.session_id or _text(loaded.meta.get("session_id"))
+    added = False
+    for event in loaded.events:
+        trace, agent = event.get("trace_id"), event.get("agent_id")
+        started = ts_ms(event.get("ts"))
+        if not isinstance(trace, str) or not isinstance(agent, str) or started is None:
+            continue
+        try:
+            address = parse_label(str(event.get("path")))
+        except ValueError:
+            continue
+        if _LEVELS_PER_RUN * (len(address) // 3) + _LEVELS_OF_ROOT_OP > max_depth:
+            continue  # deeper than any file may nest
+        run = by_trace.get(trace)
+        if run is None:
+            root_agent = root_agents.get(trace, agent)
+            name = builder.names.get(root_agent, root_agent)
+            run = {
+                "id": None,
+                "traceId": trace,
+                "spanId": builder.root_spans.get(trace),
+                "path": "0",
+                "agentId": root_agent,
+                "agentName": name,
+                "callPath": name,
+                "txnId": None,
+                "originTxnId": None,
+                "parentTxnId": None,
+                "sessionId": session_id,
+                "startedAt": started,
+                "attributes": {"ingress": {}},
+                "turns": [],
+            }
+            runs.append(run)
+            by_trace[trace] = run
+            added = True
+        if run.get("endedAt") is not None:
+            continue  # a finished run has every node
+        if _seen(run, address, started, agent, builder.names):
+            added = True
+    if not added:
+        return loaded
+    runs.sort(key=lambda run: run.get("startedAt") or 0)
+    return dataclasses.replace(loaded, runs=runs)
+
+
+def _root_agents(events: list[dict[str, Any]]) -> dict[str, str]:
+    """trace id -> the agent whose run it is, as far as the events say: the agent of its first
+    event at the run's own level (an ``agent_created`` logged in an op is a sub-agent's
+    creation, not the run's), else the root agent created last, outside any run (it has no
+    trace), before the trace's first event."""
+    roots: dict[str, str] = {}
+    guessed: dict[str, str] = {}
+    created: str | None = None  # the last agent created outside any run
+    for event in events:
+        trace, agent = event.get("trace_id"), event.get("agent_id")
+        if not isinstance(agent, str):
+            continue
+        kind = event.get("event_type")
+        if not isinstance(trace, str):
+            if kind == "agent_created":
+                created = agent
+            continue
+        if created is not None:
+            guessed.setdefault(trace, created)
+        try:
+            address = parse_label(str(event.get("path")))
+        except ValueError:
+            continue
+        if len(address) == 2 and kind == "agent_created":
+            continue  # logged in an op of the run: a sub-agent was made there
+        if len(address) <= 2:
+            roots.setdefault(trace, agent)
+    return {**guessed, **roots}
+
+
+def _seen(
+    run: Node, address: tuple[int, ...], started: int, agent: str, names: dict[str, str]
+) -> bool:
+    """Make the nodes on the way to ``address`` under ``run`` that are missing, seen at
+    ``started`` by an event of ``agent``; True if any was made."""
+    session = run
+    depth = 0
+    made = False
+    while len(address) > depth:
+        _earliest(session, started)
+        turns = len(session.get("turns") or [])
+        turn = _child(session, "turns", address[: depth + 1], _turn, started)
+        made = made or len(session["turns"]) != turns
+        if len(address) == depth + 1:
+            break
+        ops = len(turn.get("ops") or [])
+        op = _child(turn, "ops", address[: depth + 2], _started_op, started)
+        made = made or len(turn["ops"]) != ops
+        if len(address) == depth + 2:
+            break
+        hosted = list(hosted_sessions(op))
+        entry = {  # what _hosted reads of an op's accounting, as far as an event says it
+            "agentId": agent,
+            "txnId": None,
+            "originTxnId": run.get("originTxnId"),
+            "timestamp": started,
+            "latency": 0,
+        }
+        session = _hosted(op, address[: depth + 3], session, entry, names)
+        made = made or len(list(hosted_sessions(op))) != len(hosted)
+        depth += 3
+    return made
+
+
+def _started_op(address: tuple[int, ...], label: str) -> Node:
+    """An op known only because an event was logged in it: not ended, its kind not known
+    until it ends (then its ``op_accounted`` line says it)."""
+    return {
+        "opId": None,
+        "path": label,
+        "kind": "op",
+        "name": "",
+        "startedAt": 0,
+        "attributes": {},
+        "logs": [],
+        "accounting": [],
+    }
 
 
 def mark_interrupted(runs: Iterable[Node]) -> None:

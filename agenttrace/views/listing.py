@@ -137,6 +137,35 @@ def list_sessions(
     return Listing(directory, rows, len(found))
 
 
+def session_row(
+    directory: Path,
+    session_id: str,
+    *,
+    limits: ReadLimits | None = None,
+    now: float | None = None,
+) -> SessionRow | None:
+    """The row of one session of ``directory`` (its id checked first: ``SessionFileError``),
+    as :func:`list_sessions` makes it; None when it has no file there."""
+    limits = ReadLimits.from_env() if limits is None else limits
+    now = time.time() if now is None else now
+    check_session_id(session_id)
+    files = _Files()
+    for suffix in (STREAM_SUFFIX, SNAPSHOT_SUFFIX):
+        path = directory / f"{session_id}{suffix}"
+        try:
+            written = path.stat(follow_symlinks=False).st_mtime_ns
+        except OSError:
+            continue  # missing (or unreadable: the other file may still tell the session)
+        if suffix == STREAM_SUFFIX:
+            files.stream = path
+        else:
+            files.snapshot = path
+        files.updated_ns = max(files.updated_ns, written)
+    if files.stream is None and files.snapshot is None:
+        return None
+    return _row(session_id, files, limits, now)
+
+
 def _session_files(directory: Path) -> dict[str, _Files]:
     """The sessions whose files are in ``directory``, by id (names that are not a session's
     file, such as a write's temporary file, are left out)."""

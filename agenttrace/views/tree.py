@@ -21,13 +21,16 @@ from agenttrace.record.optree import (
 from agenttrace.record.rebuilt import INTERRUPTED
 
 
-def optree_tree(runs: Sequence[Mapping[str, Any]]) -> Tree:
+def optree_tree(runs: Sequence[Mapping[str, Any]], running_at: int | None = None) -> Tree:
     """Every run's opTree as a rich ``Tree``: path label, kind, name, status, tokens, cost,
-    latency; sub-agents under the tool call that ran them."""
+    latency; sub-agents under the tool call that ran them.
+
+    ``running_at``: the session's process still runs, and this is now (ms since the epoch):
+    a node without an end is ``running for`` the time since it started (``tree --follow``)."""
     root = Tree("session", hide_root=True)
     for number, run in enumerate(runs, 1):
         branch = root.add(f"run {number}: trace {run.get('traceId')} (txn {run.get('txnId')})")
-        _add_session(branch, run)
+        _add_session(branch, run, running_at)
     return root
 
 
@@ -40,9 +43,11 @@ def render_optree(runs: Sequence[Mapping[str, Any]], width: int = 160) -> list[s
     return buffer.getvalue().rstrip("\n").split("\n")
 
 
-def _add_session(parent: Tree, node: Mapping[str, Any]) -> None:
+def _add_session(parent: Tree, node: Mapping[str, Any], running_at: int | None) -> None:
     attributes = node.get("attributes")
-    if node.get("endedAt") is None:
+    if node.get("endedAt") is None and running_at is not None:
+        status = _running(node, running_at)
+    elif node.get("endedAt") is None:
         interrupted = isinstance(attributes, Mapping) and attributes.get(INTERRUPTED) is True
         status = "interrupted" if interrupted else "in progress"
     else:
@@ -54,17 +59,32 @@ def _add_session(parent: Tree, node: Mapping[str, Any]) -> None:
         )
     )
     for turn in children(node, "turns"):
-        turn_branch = branch.add(Text(f"{turn.get('path')} turn {turn.get('index')}"))
+        running = _running(turn, running_at) if turn.get("endedAt") is None and running_at else ""
+        turn_branch = branch.add(
+            Text(f"{turn.get('path')} turn {turn.get('index')}{' ' if running else ''}{running}")
+        )
         ops = list(children(turn, "ops"))
         branches: list[Tree] = []
         # An op called by another op of the turn (a tool a tool called, or a code agent's
         # code) goes under it, as its span is under that op's span.
         for op, caller in zip(ops, op_parents(ops), strict=True):
-            branches.append(_add_op(turn_branch if caller is None else branches[caller], op))
+            parent = turn_branch if caller is None else branches[caller]
+            branches.append(_add_op(parent, op, running_at))
 
 
-def _add_op(parent: Tree, op: Mapping[str, Any]) -> Tree:
-    status = op.get("status") or "in progress"
+def _running(node: Mapping[str, Any], now: int) -> str:
+    """``running for 12s`` (``running`` when its start is not known)."""
+    started = finite_number(node.get("startedAt"))
+    if not started:
+        return "running"
+    return f"running for {max(0.0, (now - started) / 1000):.0f}s"
+
+
+def _add_op(parent: Tree, op: Mapping[str, Any], running_at: int | None = None) -> Tree:
+    if op.get("endedAt") is None and running_at is not None:
+        status = _running(op, running_at)
+    else:
+        status = op.get("status") or "in progress"
     details = ""
     accounting = list(children(op, "accounting"))
     if accounting:
@@ -82,7 +102,7 @@ def _add_op(parent: Tree, op: Mapping[str, Any]) -> Tree:
         Text(f"{op.get('path')} {op.get('kind')} {op.get('name')} {status}{_latency(op)}{details}")
     )
     for child in hosted_sessions(op):
-        _add_session(branch, child)
+        _add_session(branch, child, running_at)
     return branch
 
 

@@ -55,7 +55,7 @@ class _Page:
     policy: str  # the Content-Security-Policy, escaped for the template's content="..."
 
 
-def _page_file(name: str) -> str:
+def page_file(name: str) -> str:
     """The text of one of the page's files (``page.html``, ``page.css``, ``page.js``).
 
     Read with :mod:`importlib.resources`, so it is found in a source tree, an installed wheel
@@ -69,8 +69,8 @@ def _page_file(name: str) -> str:
 def _page() -> _Page:
     # Each of the two opens on a line of its own after its tag. The policy hashes exactly the
     # text that is inlined (the same strings below), so the browser runs that and nothing else.
-    style = "\n" + _page_file(STYLE_FILE)
-    script = "\n" + _page_file(SCRIPT_FILE)
+    style = "\n" + page_file(STYLE_FILE)
+    script = "\n" + page_file(SCRIPT_FILE)
     policy = "; ".join(
         (
             "default-src 'none'",
@@ -82,7 +82,7 @@ def _page() -> _Page:
         )
     )
     return _Page(
-        template=Template(_page_file(TEMPLATE_FILE)),
+        template=Template(page_file(TEMPLATE_FILE)),
         style=style,
         script=script,
         # Readable quotes in the policy: only ``"`` would end the attribute.
@@ -103,7 +103,10 @@ def to_html(source: Source) -> str:
         return _page_of(loaded)
 
 
-def _page_of(loaded: LoadedFile) -> str:
+def page_data(loaded: LoadedFile) -> dict[str, Any]:
+    """What the page's script renders: the runs' opTrees, the dialog, each agent with its
+    perspective, the file's ``meta``. The HTML export embeds it; ``agenttrace serve`` sends the
+    same object (with its live fields) to the same script, so both pages are one renderer."""
     viewer = SessionViewer(loaded.events, agent_names(loaded.runs))  # the tree's names
     agents = viewer.list_agents()
     # The dialog is the conversation between the named agents (the sub-agents a run created);
@@ -115,7 +118,7 @@ def _page_of(loaded: LoadedFile) -> str:
     ]
     dialog = viewer.extract_dialog(named or list(agents))
     named_set = set(named)
-    data = {
+    return {
         "sessionId": loaded.session_id,
         "file": loaded.path.name,
         "fileKind": loaded.kind,
@@ -136,6 +139,10 @@ def _page_of(loaded: LoadedFile) -> str:
         ],
         "generator": f"agenttrace {__version__}",
     }
+
+
+def _page_of(loaded: LoadedFile) -> str:
+    data = page_data(loaded)
     title = f"agenttrace session {loaded.session_id or loaded.path.name}"
     page = _page()
     # One pass of string.Template over page.html: a value put in is never read for placeholders

@@ -178,6 +178,23 @@
   function statusBadge(status) {
     return el("span", "status status-" + status, status);
   }
+  // Live (agenttrace serve): the session's process still runs. ``now`` is the server's clock
+  // (ms) when it read the files; a node without an end has run since its startedAt.
+  var live = { running: false, now: null };
+  function unfinishedStatus(node) {
+    if (live.running) return "running";
+    var attributes = isObject(node.attributes) ? node.attributes : {};
+    return attributes["agenttrace.interrupted"] === true ? "interrupted" : "unfinished";
+  }
+  // A running node's badge and how long it has run: ``data-since`` lets the live page count on
+  // between two updates without drawing the tree again.
+  function addUnfinished(summary, node) {
+    summary.appendChild(statusBadge(unfinishedStatus(node)));
+    if (!live.running || !isNumber(node.startedAt) || !isNumber(live.now)) return;
+    var since = el("span", "since", "for " + formatMs(Math.max(0, live.now - node.startedAt)));
+    since.setAttribute("data-since", String(node.startedAt));
+    summary.appendChild(since);
+  }
 
   // --- the tree -----------------------------------------------------------------------------
   function nodeShell(kind, open) {
@@ -208,9 +225,8 @@
     li.setAttribute("data-path", session.path || "0");
     addRow(shell.summary, session.path || "0", "session", session.agentName || "agent");
     if (session.agentId) shell.summary.appendChild(el("span", "agent-id", session.agentId));
-    var status = session.endedAt == null ? "unfinished" :
-      session.success === false ? "failed" : "ok";
-    shell.summary.appendChild(statusBadge(status));
+    if (session.endedAt == null) addUnfinished(shell.summary, session);
+    else shell.summary.appendChild(statusBadge(session.success === false ? "failed" : "ok"));
     shell.summary.appendChild(metrics(sessionTotals(session, emptyTotals()),
       session.latencyMs, true));
     var facts = [];
@@ -232,7 +248,7 @@
     li.setAttribute("data-path", turn.path || "");
     var index = turn.index == null ? "?" : turn.index;
     addRow(shell.summary, turn.path || "", "turn", "turn " + index);
-    if (turn.endedAt == null) shell.summary.appendChild(statusBadge("unfinished"));
+    if (turn.endedAt == null) addUnfinished(shell.summary, turn);
     var duration = isNumber(turn.endedAt) && isNumber(turn.startedAt) ?
       turn.endedAt - turn.startedAt : null;
     shell.summary.appendChild(metrics(turnTotals(turn, emptyTotals()), duration, true));
@@ -279,7 +295,8 @@
     li.appendChild(shell.details);
     li.setAttribute("data-path", op.path || "");
     addRow(shell.summary, op.path || "", kind, op.name || kind);
-    shell.summary.appendChild(statusBadge(op.endedAt == null ? "unfinished" : op.status || "ok"));
+    if (op.endedAt == null) addUnfinished(shell.summary, op);
+    else shell.summary.appendChild(statusBadge(op.status || "ok"));
     var totals = emptyTotals();
     addOp(totals, op);
     shell.summary.appendChild(metrics(totals, op.latencyMs, false));
@@ -348,6 +365,7 @@
   }
   function renderTree(data) {
     var tree = document.getElementById("tree");
+    tree.textContent = "";
     var runs = Array.isArray(data.runs) ? data.runs : [];
     if (!runs.length) {
       tree.appendChild(el("p", "empty", data.fileKind === "stream" ?
@@ -361,8 +379,13 @@
       tree.appendChild(el("div", "run-title", title));
       var list = el("ul");
       list.appendChild(renderSession(run));
+      markRun(list, String(index));
       tree.appendChild(list);
     });
+  }
+  function markRun(list, run) {
+    var items = list.querySelectorAll("li");
+    for (var i = 0; i < items.length; i++) items[i].setAttribute("data-run", run);
   }
   function setAll(open) {
     var nodes = document.querySelectorAll("details.node");
@@ -372,6 +395,7 @@
   // --- dialog and perspectives ----------------------------------------------------------------
   function renderDialog(data) {
     var list = document.getElementById("dialog-list");
+    list.textContent = "";
     var dialog = Array.isArray(data.dialog) ? data.dialog : [];
     if (!dialog.length) { list.appendChild(el("li", "empty", "No messages.")); return; }
     dialog.forEach(function (message) {
@@ -413,9 +437,12 @@
       list.appendChild(item);
     });
   }
+  var shownAgents = [];
   function setupPerspectives(data, wanted) {
     var select = document.getElementById("agent-select");
     var agents = Array.isArray(data.agents) ? data.agents : [];
+    shownAgents = agents;
+    select.textContent = "";
     var chosen = 0;
     agents.forEach(function (agent, index) {
       var label = agent.name && agent.name !== agent.id ? agent.name + " (" + agent.id + ")" :
@@ -429,15 +456,18 @@
     if (agents.length) select.options[chosen].defaultSelected = true;
     select.disabled = !agents.length;
     select.value = String(chosen);
-    select.addEventListener("change", function () {
-      renderPerspective(agents[Number(select.value)]);
-    });
     renderPerspective(agents[chosen]);
+  }
+  function selectedAgentId() {
+    var select = document.getElementById("agent-select");
+    var agent = shownAgents[Number(select.value)];
+    return agent ? agent.id : null;
   }
 
   // --- header and fragment --------------------------------------------------------------------
   function renderSummary(data) {
     var summary = document.getElementById("summary");
+    summary.textContent = "";
     function add(label, value) {
       if (value === undefined || value === null || value === "") return;
       var row = el("div");
@@ -482,21 +512,67 @@
     return params;
   }
 
-  try {
-    var data = JSON.parse(document.getElementById("agenttrace-data").textContent);
+  // The open or closed state of each node, by run and path label: a page that is drawn again
+  // (a live update) keeps what the reader opened and closed.
+  function nodeKey(details) {
+    var item = details.parentNode;
+    return (item && item.getAttribute("data-run") || "") + "|" +
+      (item && item.getAttribute("data-path") || "");
+  }
+  function openStates() {
+    var states = Object.create(null);
+    var nodes = document.querySelectorAll("details.node");
+    for (var i = 0; i < nodes.length; i++) states[nodeKey(nodes[i])] = nodes[i].open;
+    return states;
+  }
+  function restoreOpen(states) {
+    var nodes = document.querySelectorAll("details.node");
+    for (var i = 0; i < nodes.length; i++) {
+      var key = nodeKey(nodes[i]);
+      if (key in states) nodes[i].open = states[key];
+    }
+  }
+  var rendered = false;
+  // Draws (or draws again) the whole page from ``data``: the export's embedded session, or a
+  // live session as agenttrace serve sends it (``status``, ``now``).
+  function render(data) {
+    // agenttrace serve's JSON names the runs and the dialog as the specification's API does.
+    if (!Array.isArray(data.runs) && Array.isArray(data.tree)) data.runs = data.tree;
+    if (!Array.isArray(data.dialog) && Array.isArray(data.conversation)) {
+      data.dialog = data.conversation;
+    }
+    live.running = data.status === "running";
+    live.now = isNumber(data.now) ? data.now : null;
+    var states = rendered ? openStates() : null;
+    var agent = rendered ? selectedAgentId() : null;
     renderSummary(data);
     renderTree(data);
     renderDialog(data);
-    var params = applyFragment();
-    setupPerspectives(data, params.agent);
+    var params = rendered ? {} : applyFragment();
+    setupPerspectives(data, agent || params.agent);
+    if (states) restoreOpen(states);
+    rendered = true;
+    root.setAttribute("data-ready", "1");
+  }
+  function start() {
     document.getElementById("expand-all").addEventListener("click", function () {
       setAll(true);
     });
     document.getElementById("collapse-all").addEventListener("click", function () {
       setAll(false);
     });
+    document.getElementById("agent-select").addEventListener("change", function () {
+      var select = document.getElementById("agent-select");
+      renderPerspective(shownAgents[Number(select.value)]);
+    });
     window.addEventListener("hashchange", applyFragment);
-    root.setAttribute("data-ready", "1");
+    var embedded = document.getElementById("agenttrace-data");
+    if (embedded) render(JSON.parse(embedded.textContent));
+  }
+
+  window.agenttracePage = { render: render, formatMs: formatMs, recordError: recordError };
+  try {
+    start();
   } catch (error) {
     recordError((error && error.stack) || error);
   }

@@ -1,0 +1,147 @@
+"""A session as it is now, while its agents may still run: for ``agenttrace serve`` and
+``agenttrace tree --follow``.
+
+It reads only what agenttrace writes, so it follows a process it did not start (and files of
+earlier releases): the event stream, appended as events happen, and the session file,
+replaced atomically when a run or a sub-agent ends. Each read takes both with the readers
+every command uses (bounded, validated) and builds the fullest tree they hold:
+
+1. the session file's runs, with the stream's events when it is ahead
+   (:func:`~agenttrace.record.session.load_fullest`);
+2. every op that ended since, from the stream's ``op_accounted`` lines, in its place
+   (:func:`~agenttrace.record.rebuilt.with_rebuilt_runs`);
+3. every run, turn and op that an event was logged in and that has not ended, from the
+   events' path labels (:func:`~agenttrace.record.rebuilt.with_started_nodes`): a sub-agent
+   shows under its tool call from the first thing it hears.
+
+The status is ``agenttrace list``'s (:mod:`agenttrace.views.listing`). What is shown passes the
+redaction policy of every output (:mod:`agenttrace.views.public`). A reader polls
+:func:`files_state`, which costs two ``stat`` calls, and reads again only when it changes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agenttrace.record.optree import children, hosted_sessions, session_ops
+from agenttrace.record.rebuilt import with_started_nodes
+from agenttrace.record.session import load_fullest
+from agenttrace.record.session_files import (
+    LoadedFile,
+    SessionFileError,
+    check_session_id,
+    snapshot_path,
+    stream_path,
+)
+from agenttrace.views.listing import DAMAGED, RUNNING, session_row
+from agenttrace.views.public import public_view
+
+FilesState = tuple[tuple[int, int] | None, tuple[int, int] | None]
+"""(size, mtime in ns) of a session's stream and of its session file (None: missing)."""
+
+
+class NoSuchSession(SessionFileError):
+    """The sessions directory has no file of that session."""
+
+
+@dataclass(frozen=True)
+class LiveSession:
+    """A session as read at ``read_at_ms``: its redacted files, with the nodes still running."""
+
+    session_id: str
+    status: str
+    """``running``, ``ended``, ``interrupted`` or ``damaged``, as ``agenttrace list`` says."""
+    loaded: LoadedFile
+    read_at_ms: int
+    state: FilesState
+    """The files as they were when read (compare with :func:`files_state` to know if stale)."""
+
+    @property
+    def running(self) -> bool:
+        return self.status == RUNNING
+
+
+def files_state(directory: Path, session_id: str) -> FilesState:
+    """The size and modification time of the session's two files (id checked)."""
+    return (
+        _stat(stream_path(directory, session_id)),
+        _stat(snapshot_path(directory, session_id)),
+    )
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return (status.st_size, status.st_mtime_ns)
+
+
+def read_live(directory: Path, session_id: str) -> LiveSession:
+    """The session ``session_id`` of ``directory`` as it is now (see the module docstring).
+
+    Raises :class:`NoSuchSession` when neither file is there, and ``SessionFileError`` when
+    the id is not a plain name or the files cannot be read (a damaged session file beside a
+    readable stream is not an error: the stream tells the rest, as for every command)."""
+    check_session_id(session_id)
+    state = files_state(directory, session_id)
+    stream, snapshot = stream_path(directory, session_id), snapshot_path(directory, session_id)
+    if state == (None, None):
+        raise NoSuchSession(f"no session {session_id} in {directory}")
+    read_at = time.time()
+    row = session_row(directory, session_id, now=read_at)
+    loaded = load_fullest(stream if state[0] is not None else snapshot)
+    loaded = public_view(with_started_nodes(loaded))
+    status = row.status if row is not None else DAMAGED
+    return LiveSession(session_id, status, loaded, int(read_at * 1000), state)
+
+
+def session_document(live: LiveSession) -> dict[str, Any]:
+    """The JSON of ``GET /api/runs/{id}/tree`` (docs/serve.md): the page's data (the HTML
+    export's, :func:`~agenttrace.views.exports.html.page_data`) with the opTree as ``tree``,
+    the conversation, each agent's transcript, every log and accounting entry with the path of
+    its op, and the live fields ``status`` and ``now``."""
+    from agenttrace.views.exports.html import page_data
+
+    data = page_data(live.loaded)
+    runs = data.pop("runs")
+    dialog = data.pop("dialog")
+    conversations: dict[str, list[dict[str, Any]]] = {}
+    for event in live.loaded.events:
+        agent = event.get("agent_id")
+        if event.get("event_type") == "transcript_entry" and isinstance(agent, str):
+            conversations.setdefault(agent, []).append(event)
+    return {
+        "sessionId": live.session_id,
+        "status": live.status,
+        "now": live.read_at_ms,
+        **data,
+        "tree": runs,
+        "conversation": dialog,
+        "conversations": conversations,
+        "logs": [_with_path(op, log) for op in _all_ops(runs) for log in children(op, "logs")],
+        "accounting": [
+            _with_path(op, entry) for op in _all_ops(runs) for entry in children(op, "accounting")
+        ],
+    }
+
+
+def _all_ops(runs: list[dict[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    """Every op of ``runs``, sub-agents' too, each run's tree in order."""
+    for run in runs:
+        yield from _ops_under(run)
+
+
+def _ops_under(session: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    for op in session_ops(session):
+        yield op
+        for child in hosted_sessions(op):
+            yield from _ops_under(child)
+
+
+def _with_path(op: Mapping[str, Any], item: Mapping[str, Any]) -> dict[str, Any]:
+    return {"path": op.get("path"), **item}

@@ -1,0 +1,171 @@
+"""``agenttrace serve`` in a real browser, following an agent that runs in another process.
+
+The scripted agent (tests/live_agent.py) runs in a process of its own; its Worker sub-agent
+waits for a gate file between its two LLM attempts. ``agenttrace serve`` runs in a third
+process, and headless Chromium (Debian's package) opens the session's page by the link it
+printed. The page must show the Worker under its tool call while it waits; then the test opens
+the gate and the page must show the Worker's final tokens, without reloading. Everything waits
+on a condition with a generous deadline, never on a duration.
+
+Screenshots of the tree (Worker running) and of the dialog (the hostile reply as text) are
+kept in tests/artifacts/ (the README links the copies in docs/screenshots/).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from . import live_agent
+from .chromium import CHROMIUM, MISSING, Chromium
+from .helpers import ROOT, child_env
+
+ARTIFACTS = ROOT / "tests" / "artifacts"
+DEADLINE_S = 60.0
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Chromium]:
+    if not CHROMIUM.exists():
+        pytest.fail(MISSING)
+    chromium = Chromium(tmp_path / "profile")
+    try:
+        yield chromium
+    finally:
+        chromium.close()
+
+
+def _wait_for_line(path: Path, text: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not (path.exists() and text in path.read_text()):
+        assert time.monotonic() < deadline, f"{path} never held {text}"
+        time.sleep(0.05)
+
+
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    return width, height
+
+
+@pytest.mark.e2e
+def test_the_page_follows_a_running_agent_in_chromium(browser: Chromium, tmp_path: Path) -> None:
+    sessions, gate = tmp_path / "sessions", tmp_path / "gate"
+    env = child_env(PYTHONPATH=str(ROOT))
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "tests.live_agent", str(sessions), str(gate)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            *("-m", "agenttrace.cli", "serve", "--port", "0"),
+            *("--sessions-dir", str(sessions)),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert agent.stdout is not None and server.stdout is not None
+        session_id = agent.stdout.readline().strip()
+        assert server.stdout.readline().startswith("agenttrace serve: sessions in ")
+        link = server.stdout.readline().strip()
+        match = re.fullmatch(r"open (http://127\.0\.0\.1:\d+)/\?token=([A-Za-z0-9_-]{20,})", link)
+        assert match, link
+        base, token = match.groups()
+        _wait_for_line(sessions / f"{session_id}.events.jsonl", '"path": "1.2.1.1"')
+
+        # Nothing without the token: pages, scripts, the API.
+        for path in ("/", f"/session/{session_id}", "/static/page.js", "/api/runs"):
+            status, body = _get(base + path)
+            assert status == 401, path
+            assert token.encode() not in body
+        status, body = _get(f"{base}/api/runs", {"Authorization": f"Bearer {token}"})
+        assert status == 200 and json.loads(body)["runs"][0]["live"] is True
+
+        # The list: the session, marked live.
+        browser.open(f"{base}/?token={token}")
+        browser.wait_for(
+            f"document.querySelector('tr.live[data-session=\"{session_id}\"]') !== null",
+            "the running session in the list",
+        )
+
+        # The session's page while the Worker waits: its node under the tool call, running.
+        browser.open(f"{base}/session/{session_id}")
+        browser.wait_for(
+            "document.documentElement.getAttribute('data-status') === 'running' && "
+            "document.querySelector('li[data-path=\"1.2:1\"]') !== null",
+            "the running Worker",
+        )
+        assert "?token" not in browser.evaluate("window.location.href")
+        worker = "document.querySelector('li[data-path=\"1.2:1\"]')"
+        assert browser.evaluate(f"{worker}.parentNode.closest('li').dataset.path") == "1.2"
+        assert browser.evaluate(f"{worker}.querySelector('.name').textContent") == "Worker"
+        assert browser.evaluate(f"{worker}.querySelector('.status').textContent") == "running"
+        assert browser.evaluate(f"{worker}.querySelector('.since') !== null")
+        first = "document.querySelector('li[data-path=\"1.2.1.1\"] .metrics').textContent"
+        assert "in 30 \u00b7 out 7" in browser.evaluate(first)
+        updates = browser.evaluate("document.documentElement.dataset.updates")
+        ARTIFACTS.mkdir(exist_ok=True)
+        shot = browser.screenshot(ARTIFACTS / "serve-tree.png")
+        assert _png_size(shot) == (1280, 900)
+        assert len(shot) > 40_000, len(shot)  # an empty page of that size is a few kB
+
+        # The Worker goes on and ends: the same page (never reloaded) shows its final tokens.
+        browser.evaluate("window.stillThisPage = true")
+        gate.touch()
+        browser.wait_for(
+            "document.documentElement.getAttribute('data-status') === 'ended' && "
+            "document.querySelector('li[data-path=\"1.2.2.1\"]') !== null",
+            "the ended session with the Worker's second attempt",
+        )
+        assert browser.evaluate("window.stillThisPage") is True
+        assert int(browser.evaluate("document.documentElement.dataset.updates")) > int(updates)
+        last = "document.querySelector('li[data-path=\"1.2.2.1\"] .metrics').textContent"
+        assert "in 40 \u00b7 out 9" in browser.evaluate(last)
+        assert browser.evaluate(f"{worker}.querySelector('.status').textContent") == "ok"
+        assert agent.wait(timeout=DEADLINE_S) == 0
+
+        # The hostile reply is text in the dialog: no element made of it, no script run.
+        dialog = browser.evaluate("document.getElementById('dialog-list').textContent")
+        assert live_agent.HOSTILE in dialog
+        assert browser.evaluate("document.querySelectorAll('main img, main script').length") == 0
+        assert browser.evaluate("document.documentElement.hasAttribute('data-pwned')") is False
+        assert browser.evaluate("document.documentElement.dataset.errors") == ""
+        browser.evaluate("document.getElementById('dialog').scrollIntoView()")
+        _png_size(browser.screenshot(ARTIFACTS / "serve-dialog.png"))
+        refused = [line for line in browser.console if re.search(r"Refused|uncaught", line)]
+        assert not refused, refused
+    finally:
+        agent.kill()
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        agent.wait()
