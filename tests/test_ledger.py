@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -9,13 +10,16 @@ import random
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import agenttrace
+from agenttrace import semconv as sc
 from agenttrace.sdk.ledger import append_lines
 from examples.cafe import SCRIPTS, run_first
 from examples.scripted_model import ScriptedModel
@@ -68,6 +72,56 @@ def test_a_failed_run_is_billed_with_its_errors(traced: Traced, tmp_path: Path) 
     assert record["status"] == "failed" and record["type"] == "tool"
     assert record["error"] == "RuntimeError: the tool broke"
     assert record["errorType"] == "RuntimeError"
+
+
+@contextlib.contextmanager
+def worker_held(traced: Traced) -> Iterator[None]:
+    """agenttrace's background worker kept busy for the block: only the caller's thread can
+    write what is written in it."""
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        release.wait(60)
+
+    processor = traced.handle.processor
+    assert processor is not None
+    processor.schedule(0.0, hold)
+    assert started.wait(60)
+    try:
+        yield
+    finally:
+        release.set()
+
+
+def accounted_paths(tmp_path: Path) -> list[str]:
+    """The paths of the stream's ``op_accounted`` lines, in order."""
+    (stream,) = (tmp_path / "sessions").glob("*.events.jsonl")
+    lines = [json.loads(line) for line in stream.read_bytes().splitlines()]
+    return [line["path"] for line in lines if line["event_type"] == "op_accounted"]
+
+
+def test_a_paid_tool_call_is_billed_before_it_returns(traced: Traced, tmp_path: Path) -> None:
+    """A tool whose span carries a cost is billed in the caller's thread, as an LLM attempt is;
+    a free one waits for the worker, or for the next paid op, which writes it first."""
+    agenttrace.new_session()
+    with agenttrace.agent("Shopper"):
+        with agenttrace.tool("search", arguments={"q": "cats"}):
+            pass  # on disk once the stream exists: the run's first event opened it
+        traced.handle.force_flush()
+        with worker_held(traced):
+            with agenttrace.tool("browse", arguments={"page": 1}):
+                pass
+            assert [r["providerLabel"] for r in ledger(tmp_path)] == ["search"]
+            with agenttrace.tool("buy", arguments={"item": "cat food"}) as call:
+                call.set_attribute(sc.COST_USD, 0.25)
+            # Before the worker could: the free call that ended first, then the paid one.
+            assert [r["providerLabel"] for r in ledger(tmp_path)] == ["search", "browse", "buy"]
+            assert accounted_paths(tmp_path) == ["1.1", "1.2", "1.3"]
+        traced.handle.force_flush()
+    traced.handle.force_flush()
+    assert [r["providerLabel"] for r in ledger(tmp_path)] == ["search", "browse", "buy"]
+    assert accounted_paths(tmp_path) == ["1.1", "1.2", "1.3"]
 
 
 def test_a_run_stopped_by_exit_is_billed_at_shutdown(tmp_path: Path) -> None:

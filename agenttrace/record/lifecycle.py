@@ -126,9 +126,10 @@ class Ended:
         the span setting."""
         self.accounted = accounted
         """An op's ``op_accounted`` event and accounting entry, encoded once
-        (``agenttrace.record.accounting.Accounted``): made in the caller's thread, written to
-        the stream and the ledger there before the op's caller goes on. ``None`` for a run or
-        a turn."""
+        (``agenttrace.record.accounting.Accounted``): for an op that can carry a cost, made in
+        the caller's thread and written to the stream and the ledger there before the op's
+        caller goes on; for a free one, made and written later. ``None`` for a run or a
+        turn."""
         self.session = session
         """With ``accounted``: the ``Session`` whose stream gets it."""
 

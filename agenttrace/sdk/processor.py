@@ -8,9 +8,12 @@ so that the application's own ``provider.force_flush()`` and ``provider.shutdown
 close agenttrace's outputs (the session files, the ledger), whatever order processors were added.
 
 Records reach :meth:`AgentTraceProcessor.record` in the caller's thread. Canonical events go at
-once to the *inline* sinks (the event stream: on disk before ``log_*`` returns), and an op's
-accounting to the sinks that take it (the stream's ``op_accounted`` line, the ledger line);
-everything else is queued for the background worker, which feeds the other sinks in order.
+once to the *inline* sinks (the event stream: on disk before ``log_*`` returns), and the
+accounting of an op that can carry a cost to the sinks that take it (the stream's
+``op_accounted`` line, the ledger line); everything else is queued for the background worker,
+which feeds the other sinks in order. The accounting of a free tool call is written by the
+worker, or before the lines of the next paid op if that comes first: the lines stay in the order
+the ops ended, and a paid op's lines on disk mean every op that ended before it is there too.
 
 Like the SDK's processors, it never lets an error reach its caller: a failing sink is reported
 once (and re-raised under the test suite) and the others go on.
@@ -19,6 +22,7 @@ once (and re-raised under the test suite) and the others go on.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -57,9 +61,11 @@ class Sink:
         """A canonical event was logged."""
 
     def op_accounted(self, record: Ended) -> None:
-        """An op ended and its accounting was made (``record.accounted``). Runs in the caller's
-        thread, before the op's caller goes on: what an LLM attempt cost is on disk before a
-        kill can come."""
+        """An op ended and its accounting was made (``record.accounted``). For an op that can
+        carry a cost (``record.accounted.inline``), runs in the caller's thread, before the op's
+        caller goes on: what an LLM attempt cost is on disk before a kill can come. For others,
+        on the worker or in the thread of the next paid op, one at a time, in the order the ops
+        ended."""
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Write out anything buffered."""
@@ -95,6 +101,9 @@ class AgentTraceProcessor(SpanProcessor):
         }
         self._inline_events: tuple[Sink, ...] = ()
         self._accounting: tuple[Sink, ...] = ()
+        self._unwritten: deque[Ended] = deque()
+        """Ended ops whose accounting (made later) is not written yet, in the order they ended."""
+        self._accounting_lock = threading.Lock()
         self._lock = threading.Lock()
         self._shut_down = False
         self.worker = Worker(self._consume)
@@ -145,19 +154,37 @@ class AgentTraceProcessor(SpanProcessor):
                     sink.event_logged(record)
                 except Exception as exc:
                     report_internal_error(f"{type(sink).__name__}.event_logged", exc)
-        elif type(record) is Ended and record.accounted is not None:
-            for sink in self._accounting:
-                try:
-                    sink.op_accounted(record)
-                except Exception as exc:
-                    report_internal_error(f"{type(sink).__name__}.op_accounted", exc)
+        elif type(record) is Ended and record.accounted is not None and self._accounting:
+            if not record.accounted.inline:
+                self._unwritten.append(record)
+                self.worker.put(record)
+                return
+            with self._accounting_lock:
+                self._write_unwritten()  # the free ops that ended before it come first
+                self._write_accounting(record)
         if self._deferred[type(record)]:
             self.worker.put(record)
+
+    def _write_accounting(self, record: Ended) -> None:
+        for sink in self._accounting:
+            try:
+                sink.op_accounted(record)
+            except Exception as exc:
+                report_internal_error(f"{type(sink).__name__}.op_accounted", exc)
+
+    def _write_unwritten(self) -> None:
+        """Write the accounting that waits, oldest first (under the accounting lock)."""
+        unwritten = self._unwritten
+        while unwritten:
+            self._write_accounting(unwritten.popleft())
 
     def _consume(self, record: Any) -> None:
         if type(record) is _Deferred:
             record.fn()
             return
+        if type(record) is Ended and self._unwritten:
+            with self._accounting_lock:  # this op's and those that ended before it
+                self._write_unwritten()
         for handle, where in self._handlers[type(record)]:
             try:
                 handle(record)

@@ -123,8 +123,8 @@ class EventStreamSink(Sink):
             self._write(session, line, events)
 
     def op_accounted(self, record: Ended) -> None:
-        """An op's ``op_accounted`` line (docs/events.md), written as an event's is: at once,
-        in the caller's thread, one ``write``."""
+        """An op's ``op_accounted`` line (docs/events.md), one ``write``: a paid op's at once,
+        in the caller's thread, as an event's is."""
         session: Session = record.session
         if session is None or record.accounted is None:
             return

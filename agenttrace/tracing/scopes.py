@@ -20,6 +20,7 @@ Rules (see docs/path-labels.md for how they number nodes):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -728,25 +729,58 @@ def finish(
 
 
 def _accounted(scope: OpScope, ended: Attributes, ended_ns: int, error: str | None) -> Accounted:
-    """The op's ``op_accounted`` event: its accounting entry, made once, now, in the caller's
-    thread (the stream and the ledger get it before the op's caller goes on)."""
-    attributes = {**scope.attributes, **ended}
-    entry = accounting_entry(
-        attributes,
+    """The op's ``op_accounted`` event and accounting entry. An op that can carry a cost (an LLM
+    attempt, a tool whose span has a non-zero ``agenttrace.cost.usd``) has it made now, and the
+    stream and the ledger get it in the caller's thread, before the op's caller goes on; any
+    other op's is made and written off the caller's path (see ``record/accounting.py``)."""
+    make = functools.partial(
+        _accounted_event,
+        scope.attributes,
+        ended,
         ended_ns,
         error,
-        (ended_ns - scope.started_ns) / 1e6,
+        scope.started_ns,
         scope.session.call_path,
+        scope.trace_id,
+        scope.span_id,
+        scope.kind,
+        scope.name,
+        event_ts(ended_ns),
     )
-    trace_id, span_id = scope.link_ids()
-    name = attributes.get(sc.GEN_AI_TOOL_NAME) or attributes.get(sc.GEN_AI_REQUEST_MODEL)
+    if scope.kind == sc.KIND_LLM or _priced(ended) or _priced(scope.attributes):
+        return Accounted(make())
+    return Accounted.later(make)
+
+
+def _priced(attributes: Attributes) -> bool:
+    cost = attributes.get(sc.COST_USD)
+    return cost is not None and cost != 0
+
+
+def _accounted_event(
+    started: Attributes,
+    ended: Attributes,
+    ended_ns: int,
+    error: str | None,
+    started_ns: int,
+    call_path: str,
+    trace_id: int,
+    span_id: int,
+    kind: str,
+    name: str,
+    ts: str,
+) -> dict[str, Any]:
+    """An op's ``op_accounted`` event, from values that never change once it ended."""
+    attributes = {**started, **ended}
+    entry = accounting_entry(attributes, ended_ns, error, (ended_ns - started_ns) / 1e6, call_path)
+    named = attributes.get(sc.GEN_AI_TOOL_NAME) or attributes.get(sc.GEN_AI_REQUEST_MODEL)
     return op_accounted(
         entry,
-        str(attributes.get(sc.KIND, scope.kind)),
-        str(name) if name is not None else scope.name,
-        event_ts(ended_ns),
-        trace_id,
-        span_id,
+        str(attributes.get(sc.KIND, kind)),
+        str(named) if named is not None else name,
+        ts,
+        format(trace_id, "032x") if trace_id else None,
+        format(span_id, "016x") if trace_id else None,
     )
 
 
