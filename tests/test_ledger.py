@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -192,7 +193,8 @@ def test_an_unwritable_ledger_warns_once_and_at_exit_and_the_agent_runs_on(
     warnings = result.stderr.splitlines()
     assert len(warnings) == 2, result.stderr
     assert warnings[0].startswith("agenttrace: cannot write the billing ledger ")
-    assert "1 accounting record waits in memory" in warnings[0]
+    # Free tool calls: the worker writes what ended by then, 1 to 3 of them, in one write.
+    assert re.search(r": ([123]) accounting records? waits? in memory", warnings[0])
     assert warnings[0].endswith("The agent keeps running.")
     assert warnings[1].startswith("agenttrace: could not write the billing ledger ")
     assert warnings[1].endswith("before exit (File exists): 3 accounting records are not in it")

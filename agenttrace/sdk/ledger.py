@@ -274,6 +274,11 @@ class LedgerSink(Sink):
         if record.accounted is not None:
             self.bill(record.accounted.ledger_line())
 
+    def ops_accounted(self, records: list[Ended]) -> None:
+        lines = b"".join(r.accounted.ledger_line() for r in records if r.accounted is not None)
+        if lines:
+            self.bill(lines)  # one write
+
     def bill(self, line: bytes) -> None:
         """Append one record (a whole line), or keep it until the ledger can be written."""
         with self._lock:

@@ -67,6 +67,12 @@ class Sink:
         on the worker or in the thread of the next paid op, one at a time, in the order the ops
         ended."""
 
+    def ops_accounted(self, records: list[Ended]) -> None:
+        """Several ops' accounting, in the order the ops ended (what waited for the worker):
+        :meth:`op_accounted` for each, unless the sink writes them together."""
+        for record in records:
+            self.op_accounted(record)
+
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Write out anything buffered."""
         return True
@@ -160,8 +166,10 @@ class AgentTraceProcessor(SpanProcessor):
                 self.worker.put(record)
                 return
             with self._accounting_lock:
-                self._write_unwritten()  # the free ops that ended before it come first
-                self._write_accounting(record)
+                if self._unwritten:  # the free ops that ended before it come first
+                    self._write_unwritten(record)
+                else:
+                    self._write_accounting(record)
         if self._deferred[type(record)]:
             self.worker.put(record)
 
@@ -172,11 +180,20 @@ class AgentTraceProcessor(SpanProcessor):
             except Exception as exc:
                 report_internal_error(f"{type(sink).__name__}.op_accounted", exc)
 
-    def _write_unwritten(self) -> None:
-        """Write the accounting that waits, oldest first (under the accounting lock)."""
+    def _write_unwritten(self, then: Ended | None = None) -> None:
+        """Write the accounting that waits, oldest first, and ``then``'s, together (under the
+        accounting lock)."""
         unwritten = self._unwritten
+        records = []
         while unwritten:
-            self._write_accounting(unwritten.popleft())
+            records.append(unwritten.popleft())
+        if then is not None:
+            records.append(then)
+        for sink in self._accounting:
+            try:
+                sink.ops_accounted(records)
+            except Exception as exc:
+                report_internal_error(f"{type(sink).__name__}.ops_accounted", exc)
 
     def _consume(self, record: Any) -> None:
         if type(record) is _Deferred:
