@@ -29,6 +29,7 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.later import recorded_text
 from agenttrace.record.accounting import accounting_entry
 from agenttrace.record.amounts import latency_written
 from agenttrace.record.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
@@ -588,8 +589,8 @@ def _payloads(node: Node, attributes: Mapping[str, Any]) -> None:
         (sc.GEN_AI_OUTPUT_MESSAGES, "response", None),
         (sc.GEN_AI_TOOL_CALL_RESULT, "response", None),
     ):
-        value = attributes.get(key)
-        if isinstance(value, str):
+        value = recorded_text(attributes.get(key))
+        if value is not None:
             # The payload as recorded (capped, redacted JSON text), on the span or not.
             entry: Node = {"payload": value, "size": len(value)}
             if kind is not None:

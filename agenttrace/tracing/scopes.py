@@ -263,8 +263,9 @@ class OpScope(_BaseScope):
     """The LLM tool call this op answers (a tool op), if one matched."""
     call_message: str | None
     """The message id of the assistant entry that holds that tool call."""
-    text_arguments: frozenset[str]
-    """The op's string arguments: text a tool was given to pass on (pieces of text)."""
+    text_arguments: tuple[Any, ...]
+    """The op's arguments (its string ones: text a tool was given to pass on, pieces of
+    text)."""
     pieces: dict[str, str]
     """piece_of_text message ids this op logged, by content."""
     request: Any
@@ -273,8 +274,9 @@ class OpScope(_BaseScope):
     """Characters a generator tool yielded so far."""
     owned_session: SessionScope | None
     """The implicit session opened for an op that had none (a bare LLM call), finished with it."""
-    payloads: dict[str, str]
-    """Its request and response content for the saved state (see ``Ended.payloads``)."""
+    payloads: dict[str, Any]
+    """Its request and response content for the saved state (see ``Ended.payloads``): text,
+    or a ``RecordedLater``."""
 
     def next_child_index(self) -> int:
         with _shared:  # sub-agents started at once in pool threads: one counter, one kind change
@@ -590,7 +592,7 @@ def start_op(
     scope.child_counter = None
     scope.call_id = None
     scope.call_message = None
-    scope.text_arguments = frozenset()
+    scope.text_arguments = ()
     scope.pieces = {}
     scope.request = None
     scope.streamed_chars = 0
