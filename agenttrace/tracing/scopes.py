@@ -221,6 +221,8 @@ class TurnScope(_BaseScope):
     ) -> tuple[str, str, str, str | None] | None:
         """The oldest unclaimed tool call named ``name`` (``call_id``: the one with that id),
         removed, if any."""
+        if not self.pending_tool_calls:  # most tools run with none pending: no lock then
+            return None
         with _shared:  # another thread's claim would change the deque under this loop
             pending = self.pending_tool_calls
             for call in pending:
@@ -314,13 +316,16 @@ def _start(
     session: Session | None = None,
     parent_label: str | None = None,
     span_kind: SpanKind = SpanKind.INTERNAL,
+    capped: bool = False,
 ) -> None:
     """Start ``scope``'s span (under ``parent``, else the current span) and record the start
-    (``session``: a root run's ``Session``)."""
-    # The name and every string attribute are capped as an export of the session file caps
-    # every string it writes, so the two agree whatever their length.
-    attributes = capped_attributes(attributes, runtime.settings.max_payload_bytes)
-    name = capped_value(name, runtime.settings.max_payload_bytes)
+    (``session``: a root run's ``Session``; ``capped``: the name and attributes are capped
+    already)."""
+    if not capped:
+        # The name and every string attribute are capped as an export of the session file
+        # caps every string it writes, so the two agree whatever their length.
+        attributes = capped_attributes(attributes, runtime.settings.max_payload_bytes)
+        name = capped_value(name, runtime.settings.max_payload_bytes)
     if parent is not None:
         span = runtime.tracer.start_span(
             name,
@@ -355,7 +360,7 @@ def _start(
                 parent_context.span_id if parent_context.is_valid else None,
                 attributes,
                 span_kind=span_kind.name,
-                links=[_link(link) for link in links or ()],
+                links=[_link(link) for link in links] if links else (),
                 session=session,
                 parent=parent_label,
             )
@@ -445,11 +450,10 @@ def start_session(
     scope.run = run
     scope.origin = run.origin_txn_id
     scope.agent_id = agent_of(run.session, owner, name, model, agent_id)
-    scope.common = {
-        sc.TXN_ID: scope.txn_id,
-        sc.TXN_ORIGIN: run.origin_txn_id,
-        sc.AGENT_ID: scope.agent_id,
-    }
+    scope.common = capped_attributes(  # capped once: every span inside carries it as it is
+        {sc.TXN_ID: scope.txn_id, sc.TXN_ORIGIN: run.origin_txn_id, sc.AGENT_ID: scope.agent_id},
+        runtime.settings.max_payload_bytes,
+    )
     attributes.update(scope.common)
     attributes[sc.KIND] = sc.KIND_SESSION
     openinference = runtime.settings.openinference
@@ -598,28 +602,32 @@ def start_op(
     scope.streamed_chars = 0
     scope.payloads = {}
     scope.origin = turn.origin
+    # Capped here, part by part: the session's common attributes were capped when it started.
+    settings = runtime.settings
+    cap = settings.max_payload_bytes
+    capped_name = capped_value(name, cap)
     span_attributes: dict[str, AttributeValue] = {
         **turn.session.common,
         sc.KIND: kind,
-        sc.PATH: scope.label,
+        sc.PATH: capped_value(scope.label, cap),
     }
     if kind == sc.KIND_TOOL:
         span_attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
-        span_attributes[sc.GEN_AI_TOOL_NAME] = name
-        if runtime.settings.openinference:
+        span_attributes[sc.GEN_AI_TOOL_NAME] = capped_name
+        if settings.openinference:
             span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_TOOL
-            span_attributes[sc.TOOL_NAME] = name
-        span_name = sc.SPAN_TOOL.format(name=name)
+            span_attributes[sc.TOOL_NAME] = capped_name
+        span_name = capped_value(sc.SPAN_TOOL.format(name=name), cap)
     else:
-        if runtime.settings.openinference:
+        if settings.openinference:
             span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_LLM
-        span_name = name
+        span_name = capped_name
     if implicit:
         span_attributes[sc.IMPLICIT] = True
     if attributes:
-        span_attributes.update(attributes)
+        span_attributes.update(capped_attributes(attributes, cap))
     if more is not None:
-        span_attributes.update(more(scope.session))
+        span_attributes.update(capped_attributes(more(scope.session), cap))
     # GenAI conventions: a call to a model is a CLIENT span; agents and tools run in-process.
     span_kind = SpanKind.CLIENT if kind == sc.KIND_LLM else SpanKind.INTERNAL
     _start(
@@ -630,6 +638,7 @@ def start_op(
         parent_span,
         parent_label=turn.label,
         span_kind=span_kind,
+        capped=True,
     )
     return scope
 
