@@ -20,6 +20,7 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace.record.amounts import cost_written, latency_written
+from agenttrace.record.compact_json import compact_json
 
 OP_ACCOUNTED = "op_accounted"
 """The ``event_type`` of a stream line that carries an op's accounting (no message id: it is
@@ -103,7 +104,6 @@ def op_accounted(
 
 
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 class Accounted:
@@ -165,8 +165,7 @@ class Accounted:
         return accounted_line(self.event, self.entry_json)
 
 
-def _compact(value: Any) -> bytes:
-    return _COMPACT.encode(value).encode("utf-8", "backslashreplace")
+_compact = compact_json
 
 
 def accounted_line(event: Mapping[str, Any], entry_json: bytes | None = None) -> bytes:
