@@ -58,6 +58,8 @@ _shared = threading.RLock()
 """Guards what the threads of one turn or op share (its auto turn, its pending tool calls, its
 sub-agent counter): with thread propagation, pool tasks of one turn run its ops at once."""
 
+_NO_PARENT_KNOWN: Any = object()
+
 Tokens = tuple[Token[Any], object]
 """What :meth:`_BaseScope.activate` returns and :meth:`_BaseScope.deactivate` takes back."""
 
@@ -340,7 +342,11 @@ def _start(
         span = runtime.tracer.start_span(
             name, kind=span_kind, attributes=attributes, start_time=scope.started_ns, links=links
         )
-        parent_context = trace.get_current_span().get_span_context()
+        # The SDK's span knows its parent (None for a root); only another tracer's needs the
+        # context looked up again.
+        parent_context = getattr(span, "parent", _NO_PARENT_KNOWN)
+        if parent_context is _NO_PARENT_KNOWN:
+            parent_context = trace.get_current_span().get_span_context()
     scope.span = span
     scope.attributes = attributes
     scope.late = None
@@ -357,7 +363,9 @@ def _start(
                 scope.started_ns,
                 context.trace_id,
                 context.span_id,
-                parent_context.span_id if parent_context.is_valid else None,
+                parent_context.span_id
+                if parent_context is not None and parent_context.is_valid
+                else None,
                 attributes,
                 span_kind=span_kind.name,
                 links=[_link(link) for link in links] if links else (),
