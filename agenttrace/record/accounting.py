@@ -171,17 +171,25 @@ _compact = compact_json
 def accounted_line(event: Mapping[str, Any], entry_json: bytes | None = None) -> bytes:
     """An ``op_accounted`` event as its line of the stream: the stream's separators, its
     ``accounting`` the compact JSON of the ledger line (``entry_json``, if encoded already)."""
-    head = {key: event[key] for key in ("event_type", "agent_id", "kind", "name") if key in event}
-    tail = {key: event[key] for key in ("ts", "trace_id", "span_id", "path") if key in event}
     if entry_json is None:
         entry_json = _compact(event["accounting"])
-    return (
-        _LINE.encode(head)[:-1].encode("utf-8", "backslashreplace")
-        + b', "accounting": '
-        + entry_json
-        + b", "
-        + (_LINE.encode(tail)[1:] + "\n").encode("utf-8", "backslashreplace")
-    )
+    fields = [_field(key, event[key]) for key in _HEAD if key in event]
+    fields.append(b'"accounting": ' + entry_json)
+    fields += [_field(key, event[key]) for key in _TAIL if key in event]
+    return b"{" + b", ".join(fields) + b"}\n"
+
+
+_HEAD = ("event_type", "agent_id", "kind", "name")
+_TAIL = ("ts", "trace_id", "span_id", "path")
+
+
+def _field(key: str, value: Any) -> bytes:
+    # Text and null have no separators inside: compact JSON writes them as the stream does.
+    if value is None or type(value) is str:
+        encoded = compact_json(value)
+    else:
+        encoded = _LINE.encode(value).encode("utf-8", "backslashreplace")
+    return b'"' + key.encode() + b'": ' + encoded
 
 
 def is_accounted_line(line: bytes) -> bool:
