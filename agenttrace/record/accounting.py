@@ -112,8 +112,8 @@ class Accounted:
     very bytes. Immutable once made.
 
     ``inline``: its lines are written in the caller's thread as the op ends (an op that can
-    carry a cost). Otherwise (:func:`later`) the event is made on first use, from values that
-    never change, and written off the caller's path.
+    carry a cost). Otherwise the event is made on first use, by ``make()`` (given no
+    ``event``), from values that never change, and written off the caller's path.
     """
 
     __slots__ = ("_entry_json", "_event", "_make", "inline")
@@ -128,12 +128,6 @@ class Accounted:
         self._make = make
         self._entry_json: bytes | None = None
         self.inline = inline
-
-    @staticmethod
-    def later(make: Callable[[], Mapping[str, Any]]) -> Accounted:
-        """An op's accounting made only when first used (``make()`` gives its event): for an
-        op that costs nothing, whose lines need not be written before its caller goes on."""
-        return Accounted(None, inline=False, make=make)
 
     @property
     def event(self) -> Mapping[str, Any]:

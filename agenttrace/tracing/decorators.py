@@ -466,7 +466,7 @@ class _ToolSpec(_Spec[OpScope]):
             finish(scope, error, {sc.TOOL_CHARS_OUT: scope.streamed_chars}, passed=passed)
             return
         ok = error is None and passed is None and result is not NO_RESULT
-        if ok:
+        if ok and scope.call_id is not None:
             log_tool_result(scope, result)  # the calling agent's tool entry
         finish(scope, error, _tool_result_attributes(scope, result) if ok else {}, passed=passed)
 

@@ -766,13 +766,14 @@ def _accounted(scope: OpScope, ended: Attributes, ended_ns: int, error: str | No
         scope.name,
         event_ts(ended_ns),
     )
-    if scope.kind == sc.KIND_LLM or _priced(ended) or _priced(scope.attributes):
+    if scope.kind == sc.KIND_LLM or _priced(ended, scope.attributes):
         return Accounted(make())
-    return Accounted.later(make)
+    return Accounted(None, inline=False, make=make)
 
 
-def _priced(attributes: Attributes) -> bool:
-    cost = attributes.get(sc.COST_USD)
+def _priced(ended: Attributes, started: Attributes) -> bool:
+    """Whether a span with these attributes carries a cost (not 0)."""
+    cost = ended.get(sc.COST_USD, started.get(sc.COST_USD))
     return cost is not None and cost != 0
 
 
