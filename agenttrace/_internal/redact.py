@@ -210,7 +210,7 @@ def scrub_text(text: str) -> str:
     """Replace known secret values, bearer credentials, API-key-shaped tokens and credentials
     in URLs in ``text`` (all of it: see :func:`cap_text` for text that may be long)."""
     text = secret_values.scrub(text)
-    if any(mark in text for mark in _MARKS):
+    if any(map(text.__contains__, _MARKS)):  # map: no Python frame per mark
         text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
         text = _KEY_SHAPES.sub(REDACTED, text)
     return scrub_urls(text)
