@@ -125,6 +125,26 @@ def test_a_paid_tool_call_is_billed_before_it_returns(traced: Traced, tmp_path: 
     assert accounted_paths(tmp_path) == ["1.1", "1.2", "1.3"]
 
 
+def test_a_forked_child_does_not_write_what_its_parent_left_to_write(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """A free tool call's accounting waits for the parent's worker; a child forked meanwhile
+    bills only its own ops, so the parent's line is in the ledger once."""
+    agenttrace.new_session()
+    with agenttrace.agent("Parent"), worker_held(traced):
+        with agenttrace.tool("browse", arguments={"page": 1}):
+            pass
+        pid = os.fork()
+        if pid == 0:  # the child: a paid op writes what waits before its own line
+            with agenttrace.tool("buy", arguments={}) as call:
+                call.set_attribute(sc.COST_USD, 0.25)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    traced.handle.force_flush()
+    assert sorted(r["providerLabel"] for r in ledger(tmp_path)) == ["browse", "buy"]
+
+
 def test_a_run_stopped_by_exit_is_billed_at_shutdown(tmp_path: Path) -> None:
     code = textwrap.dedent(
         f"""

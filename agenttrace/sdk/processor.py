@@ -21,7 +21,9 @@ once (and re-raised under the test suite) and the others go on.
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -110,6 +112,10 @@ class AgentTraceProcessor(SpanProcessor):
         self._unwritten: deque[Ended] = deque()
         """Ended ops whose accounting (made later) is not written yet, in the order they ended."""
         self._accounting_lock = threading.Lock()
+        if hasattr(os, "register_at_fork"):
+            # A forked child's worker starts with an empty queue: the parent writes these.
+            forget = weakref.WeakMethod(self._forget_unwritten)
+            os.register_at_fork(after_in_child=lambda: (method := forget()) and method())
         self._lock = threading.Lock()
         self._shut_down = False
         self.worker = Worker(self._consume)
@@ -172,6 +178,10 @@ class AgentTraceProcessor(SpanProcessor):
                     self._write_accounting(record)
         if self._deferred[type(record)]:
             self.worker.put(record)
+
+    def _forget_unwritten(self) -> None:
+        self._unwritten = deque()
+        self._accounting_lock = threading.Lock()
 
     def _write_accounting(self, record: Ended) -> None:
         for sink in self._accounting:
