@@ -613,7 +613,7 @@ def start_op(
     # Capped here, part by part: the session's common attributes were capped when it started.
     settings = runtime.settings
     cap = settings.max_payload_bytes
-    capped_name = capped_value(name, cap)
+    capped_name, tool_span_name = _op_names(name, cap)
     span_attributes: dict[str, AttributeValue] = {
         **turn.session.common,
         sc.KIND: kind,
@@ -625,7 +625,7 @@ def start_op(
         if settings.openinference:
             span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_TOOL
             span_attributes[sc.TOOL_NAME] = capped_name
-        span_name = capped_value(sc.SPAN_TOOL.format(name=name), cap)
+        span_name = tool_span_name
     else:
         if settings.openinference:
             span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_LLM
@@ -649,6 +649,23 @@ def start_op(
         capped=True,
     )
     return scope
+
+
+_names: dict[tuple[str, int], tuple[str, str]] = {}
+"""Per op name and cap: the name capped, and a tool span's name capped (few names recur)."""
+
+
+def _op_names(name: str, cap: int) -> tuple[str, str]:
+    """``name`` capped, and the span name of a tool of that name, capped; made once each."""
+    names = _names.get((name, cap))
+    if names is None:
+        if len(_names) >= 1024:  # names made up per call: keep only recent ones
+            _names.clear()
+        names = _names[name, cap] = (
+            capped_value(name, cap),
+            capped_value(sc.SPAN_TOOL.format(name=name), cap),
+        )
+    return names
 
 
 # --- finishing scopes ------------------------------------------------------------------------
