@@ -41,8 +41,10 @@ class Sink:
     """One output derived from lifecycle records. Methods must not block for long or raise.
 
     Every method runs on the background worker, in record order, except ``event_logged`` of an
-    ``inline`` sink and every sink's ``op_accounted``, which run in the caller's thread at once
-    (for outputs that must be on disk before the call that logged the event, or the op, returns).
+    ``inline`` sink and every sink's ``op_accounted`` for an op that can carry a cost, which run
+    in the caller's thread at once (for outputs that must be on disk before the call that logged
+    the event, or the paid op, returns); a free op's accounting (``ops_accounted``) runs on the
+    worker or in the thread of the next paid op, under a lock, in the order the ops ended.
     """
 
     inline = False
