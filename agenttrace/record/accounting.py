@@ -1,21 +1,26 @@
 """What an op cost: its accounting entry (docs/session-file.md, "Accounting entries"), and the
 ``op_accounted`` line that carries it into the event stream the moment the op ends.
 
-The entry is made once, in the caller's thread when the op's scope ends, from the attributes its
-span started and ended with. The same dict becomes the op's ``accounting`` in the opTree, its
-line of the billing ledger and the ``accounting`` of its ``op_accounted`` stream line, so a
-process killed right after an LLM attempt returned has already put what it paid for on disk
-(docs/events.md, "Accounting lines").
+The entry is made once from the attributes its span started and ended with. The same dict
+becomes the op's ``accounting`` in the opTree, its line of the billing ledger and the
+``accounting`` of its ``op_accounted`` stream line. An op that can carry a cost (an LLM attempt,
+a tool call whose span has a non-zero ``agenttrace.cost.usd``) has it made in the caller's
+thread when its scope ends and written there, so a process killed right after it returned has
+already put what it paid for on disk. Any other tool call's entry is made and written later, by
+agenttrace's worker or before the next paid op's lines, whichever comes first (docs/events.md,
+"Accounting lines"): a kill can lose only the accounting of free tool calls that ended since the
+last paid op.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace.record.amounts import cost_written, latency_written
+from agenttrace.record.compact_json import compact_json
 
 OP_ACCOUNTED = "op_accounted"
 """The ``event_type`` of a stream line that carries an op's accounting (no message id: it is
@@ -79,7 +84,7 @@ def op_accounted(
     ts: str,
     trace_id: str | None,
     span_id: str | None,
-) -> Accounted:
+) -> dict[str, Any]:
     """The ``op_accounted`` stream line of an op (docs/events.md): what it was (``kind``:
     ``llm``, ``tool`` or ``session``; ``name``: the tool or the requested model), its
     ``accounting`` entry, and the linkage fields of its span."""
@@ -95,23 +100,50 @@ def op_accounted(
         event["trace_id"] = trace_id
         event["span_id"] = span_id
     event["path"] = entry.get("path")
-    return Accounted(event)
+    return event
 
 
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 class Accounted:
     """An op's ``op_accounted`` event, with its accounting entry encoded once (compact JSON):
     the ledger line, the ``accounting`` of the stream line and the op's opTree entry are these
-    very bytes. Immutable once made."""
+    very bytes. Immutable once made.
 
-    __slots__ = ("entry_json", "event")
+    ``inline``: its lines are written in the caller's thread as the op ends (an op that can
+    carry a cost). Otherwise the event is made on first use, by ``make()`` (given no
+    ``event``), from values that never change, and written off the caller's path.
+    """
 
-    def __init__(self, event: Mapping[str, Any]) -> None:
-        self.event = event
-        self.entry_json = _compact(event["accounting"])
+    __slots__ = ("_entry_json", "_event", "_make", "inline")
+
+    def __init__(
+        self,
+        event: Mapping[str, Any] | None,
+        inline: bool = True,
+        make: Callable[[], Mapping[str, Any]] | None = None,
+    ) -> None:
+        self._event = event
+        self._make = make
+        self._entry_json: bytes | None = None
+        self.inline = inline
+
+    @property
+    def event(self) -> Mapping[str, Any]:
+        """The ``op_accounted`` event (a dict: treat it as read-only)."""
+        event = self._event
+        if event is None:  # made once; two threads making it at once make equal events
+            event = self._event = self._make()  # type: ignore[misc]
+        return event
+
+    @property
+    def entry_json(self) -> bytes:
+        """The accounting entry as compact JSON, encoded once."""
+        encoded = self._entry_json
+        if encoded is None:
+            encoded = self._entry_json = _compact(self.event["accounting"])
+        return encoded
 
     @property
     def entry(self) -> Any:
@@ -127,24 +159,31 @@ class Accounted:
         return accounted_line(self.event, self.entry_json)
 
 
-def _compact(value: Any) -> bytes:
-    return _COMPACT.encode(value).encode("utf-8", "backslashreplace")
+_compact = compact_json
 
 
 def accounted_line(event: Mapping[str, Any], entry_json: bytes | None = None) -> bytes:
     """An ``op_accounted`` event as its line of the stream: the stream's separators, its
     ``accounting`` the compact JSON of the ledger line (``entry_json``, if encoded already)."""
-    head = {key: event[key] for key in ("event_type", "agent_id", "kind", "name") if key in event}
-    tail = {key: event[key] for key in ("ts", "trace_id", "span_id", "path") if key in event}
     if entry_json is None:
         entry_json = _compact(event["accounting"])
-    return (
-        _LINE.encode(head)[:-1].encode("utf-8", "backslashreplace")
-        + b', "accounting": '
-        + entry_json
-        + b", "
-        + (_LINE.encode(tail)[1:] + "\n").encode("utf-8", "backslashreplace")
-    )
+    fields = [_field(key, event[key]) for key in _HEAD if key in event]
+    fields.append(b'"accounting": ' + entry_json)
+    fields += [_field(key, event[key]) for key in _TAIL if key in event]
+    return b"{" + b", ".join(fields) + b"}\n"
+
+
+_HEAD = ("event_type", "agent_id", "kind", "name")
+_TAIL = ("ts", "trace_id", "span_id", "path")
+
+
+def _field(key: str, value: Any) -> bytes:
+    # Text and null have no separators inside: compact JSON writes them as the stream does.
+    if value is None or type(value) is str:
+        encoded = compact_json(value)
+    else:
+        encoded = _LINE.encode(value).encode("utf-8", "backslashreplace")
+    return b'"' + key.encode() + b'": ' + encoded
 
 
 def is_accounted_line(line: bytes) -> bool:

@@ -107,7 +107,7 @@ class Ended:
         attributes: AttributeMap,
         error: str | None = None,
         events: Sequence[SpanEvent] = (),
-        payloads: Mapping[str, str] | None = None,
+        payloads: Mapping[str, Any] | None = None,
         accounted: Any = None,
         session: Any = None,
     ) -> None:
@@ -123,12 +123,14 @@ class Ended:
         self.payloads = payloads
         """An op's request and response content (redacted, capped JSON text) under the span
         attribute names it has when content goes on spans: the saved state keeps it whatever
-        the span setting."""
+        the span setting. A value may be a ``RecordedLater`` (``_internal/later.py``): a value
+        that cannot change, whose text is made when first read (``recorded_text``)."""
         self.accounted = accounted
         """An op's ``op_accounted`` event and accounting entry, encoded once
-        (``agenttrace.record.accounting.Accounted``): made in the caller's thread, written to
-        the stream and the ledger there before the op's caller goes on. ``None`` for a run or
-        a turn."""
+        (``agenttrace.record.accounting.Accounted``): for an op that can carry a cost, made in
+        the caller's thread and written to the stream and the ledger there before the op's
+        caller goes on; for a free one, made and written later. ``None`` for a run or a
+        turn."""
         self.session = session
         """With ``accounted``: the ``Session`` whose stream gets it."""
 

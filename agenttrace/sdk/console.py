@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from agenttrace import semconv as sc
 from agenttrace._internal.config import ConsoleMode
+from agenttrace._internal.later import recorded_text
 from agenttrace._internal.redact import cap_text
 from agenttrace.record.lifecycle import Ended, Logged, Started
 from agenttrace.sdk.processor import Sink
@@ -120,8 +121,8 @@ class ConsoleSink(Sink):
             # The bodies from the record: there whether or not content goes on spans.
             bodies = record.payloads if record.payloads is not None else attributes
             for key, label in _BODIES:
-                body = bodies.get(key)
-                if isinstance(body, str):
+                body = recorded_text(bodies.get(key))
+                if body is not None:
                     text = cap_text(body, self._max_body_bytes)
                     self._write(format_line(attributes, f"TRC {label} {text}"))
 

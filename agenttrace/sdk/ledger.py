@@ -1,9 +1,10 @@
 """The billing ledger (docs/session-file.md): one JSON line per LLM attempt and tool call.
 
 When an op ends (success or failure), its accounting entry is appended to the ledger file
-(``~/.agenttrace/accounting.jsonl`` by default) in the op's own thread, before its caller goes
-on: a run killed half-way has billed everything that ended (``agenttrace.record.accounting``
-makes the entry; the opTree node and the stream's ``op_accounted`` line hold the same). Each
+(``~/.agenttrace/accounting.jsonl`` by default); for an op that can carry a cost, in the op's own
+thread, before its caller goes on: a run killed half-way has billed everything paid that ended
+(``agenttrace.record.accounting`` makes the entry, and says when a free op's is written; the
+opTree node and the stream's ``op_accounted`` line hold the same). Each
 line is one ``write`` to an ``O_APPEND`` file under an exclusive ``flock``, so two processes
 appending at once never interleave; error texts were scrubbed of secrets when the failure was
 recorded.
@@ -240,10 +241,10 @@ else:
 
 
 class LedgerSink(Sink):
-    """Appends each op's accounting entry to the billing ledger the moment the op ends.
+    """Appends each op's accounting entry to the billing ledger as the op ends.
 
-    The line is written in the op's own thread (``op_accounted``), before its caller goes on,
-    so a run killed half-way has billed every LLM attempt and tool call that ended. Lines that
+    A paid op's line is written in the op's own thread (``op_accounted``), before its caller
+    goes on, so a run killed half-way has billed every LLM attempt that ended. Lines that
     could not be written wait in memory (up to ``max_waiting`` bytes) and are written, in order,
     as soon as writing works again (see ``agenttrace.sdk.outage``).
     """
@@ -272,6 +273,11 @@ class LedgerSink(Sink):
     def op_accounted(self, record: Ended) -> None:
         if record.accounted is not None:
             self.bill(record.accounted.ledger_line())
+
+    def ops_accounted(self, records: list[Ended]) -> None:
+        lines = b"".join(r.accounted.ledger_line() for r in records if r.accounted is not None)
+        if lines:
+            self.bill(lines)  # one write
 
     def bill(self, line: bytes) -> None:
         """Append one record (a whole line), or keep it until the ledger can be written."""

@@ -19,7 +19,6 @@ listens are finished nodes kept whole, since the subscriber is handed the tree.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import weakref
@@ -31,8 +30,10 @@ import msgspec
 
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.later import recorded_text
 from agenttrace.record.accounting import accounting_entry
 from agenttrace.record.amounts import latency_written
+from agenttrace.record.compact_json import compact_json
 from agenttrace.record.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
 from agenttrace.record.spool import Piece, Spool
 from agenttrace.sdk.processor import Sink
@@ -325,18 +326,14 @@ _CHILD_KEYS = frozenset({"turns", "ops", "childSessions", "childSession"})
 _CHILD_KEYS_AND_ACCOUNTING = _CHILD_KEYS | {"accounting"}
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
-"""Made once: ``json.dumps`` with options builds a new encoder on every call."""
-
-
-def _json(value: Any) -> bytes:
-    return _ENCODER.encode(value).encode("utf-8", "backslashreplace")
+_json = compact_json
 
 
 def serialize(node: Node, accounting: bytes | None = None) -> list[Piece]:
     """``node`` as JSON pieces; finished children are their :class:`Fragment`'s pieces.
 
-    The node's own fields go through ``json.dumps`` (in C); its children lists come last.
+    The node's own fields go through :func:`compact_json` (in C); its children lists come
+    last.
     ``accounting``: the node's (one) accounting entry, already encoded.
     """
     if accounting is not None and len(node.get("accounting", ())) == 1:
@@ -596,8 +593,8 @@ def _payloads(node: Node, attributes: Mapping[str, Any]) -> None:
         (sc.GEN_AI_OUTPUT_MESSAGES, "response", None),
         (sc.GEN_AI_TOOL_CALL_RESULT, "response", None),
     ):
-        value = attributes.get(key)
-        if isinstance(value, str):
+        value = recorded_text(attributes.get(key))
+        if value is not None:
             # The payload as recorded (capped, redacted JSON text), on the span or not.
             entry: Node = {"payload": value, "size": len(value)}
             if kind is not None:

@@ -8,9 +8,12 @@ so that the application's own ``provider.force_flush()`` and ``provider.shutdown
 close agenttrace's outputs (the session files, the ledger), whatever order processors were added.
 
 Records reach :meth:`AgentTraceProcessor.record` in the caller's thread. Canonical events go at
-once to the *inline* sinks (the event stream: on disk before ``log_*`` returns), and an op's
-accounting to the sinks that take it (the stream's ``op_accounted`` line, the ledger line);
-everything else is queued for the background worker, which feeds the other sinks in order.
+once to the *inline* sinks (the event stream: on disk before ``log_*`` returns), and the
+accounting of an op that can carry a cost to the sinks that take it (the stream's
+``op_accounted`` line, the ledger line); everything else is queued for the background worker,
+which feeds the other sinks in order. The accounting of a free tool call is written by the
+worker, or before the lines of the next paid op if that comes first: the lines stay in the order
+the ops ended, and a paid op's lines on disk mean every op that ended before it is there too.
 
 Like the SDK's processors, it never lets an error reach its caller: a failing sink is reported
 once (and re-raised under the test suite) and the others go on.
@@ -18,7 +21,10 @@ once (and re-raised under the test suite) and the others go on.
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -35,8 +41,10 @@ class Sink:
     """One output derived from lifecycle records. Methods must not block for long or raise.
 
     Every method runs on the background worker, in record order, except ``event_logged`` of an
-    ``inline`` sink and every sink's ``op_accounted``, which run in the caller's thread at once
-    (for outputs that must be on disk before the call that logged the event, or the op, returns).
+    ``inline`` sink and every sink's ``op_accounted`` for an op that can carry a cost, which run
+    in the caller's thread at once (for outputs that must be on disk before the call that logged
+    the event, or the paid op, returns); a free op's accounting (``ops_accounted``) runs on the
+    worker or in the thread of the next paid op, under a lock, in the order the ops ended.
     """
 
     inline = False
@@ -57,9 +65,17 @@ class Sink:
         """A canonical event was logged."""
 
     def op_accounted(self, record: Ended) -> None:
-        """An op ended and its accounting was made (``record.accounted``). Runs in the caller's
-        thread, before the op's caller goes on: what an LLM attempt cost is on disk before a
-        kill can come."""
+        """An op ended and its accounting was made (``record.accounted``). For an op that can
+        carry a cost (``record.accounted.inline``), runs in the caller's thread, before the op's
+        caller goes on: what an LLM attempt cost is on disk before a kill can come. For others,
+        on the worker or in the thread of the next paid op, one at a time, in the order the ops
+        ended."""
+
+    def ops_accounted(self, records: list[Ended]) -> None:
+        """Several ops' accounting, in the order the ops ended (what waited for the worker):
+        :meth:`op_accounted` for each, unless the sink writes them together."""
+        for record in records:
+            self.op_accounted(record)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Write out anything buffered."""
@@ -95,6 +111,13 @@ class AgentTraceProcessor(SpanProcessor):
         }
         self._inline_events: tuple[Sink, ...] = ()
         self._accounting: tuple[Sink, ...] = ()
+        self._unwritten: deque[Ended] = deque()
+        """Ended ops whose accounting (made later) is not written yet, in the order they ended."""
+        self._accounting_lock = threading.Lock()
+        if hasattr(os, "register_at_fork"):
+            # A forked child's worker starts with an empty queue: the parent writes these.
+            forget = weakref.WeakMethod(self._forget_unwritten)
+            os.register_at_fork(after_in_child=lambda: (method := forget()) and method())
         self._lock = threading.Lock()
         self._shut_down = False
         self.worker = Worker(self._consume)
@@ -145,19 +168,52 @@ class AgentTraceProcessor(SpanProcessor):
                     sink.event_logged(record)
                 except Exception as exc:
                     report_internal_error(f"{type(sink).__name__}.event_logged", exc)
-        elif type(record) is Ended and record.accounted is not None:
-            for sink in self._accounting:
-                try:
-                    sink.op_accounted(record)
-                except Exception as exc:
-                    report_internal_error(f"{type(sink).__name__}.op_accounted", exc)
+        elif type(record) is Ended and record.accounted is not None and self._accounting:
+            if not record.accounted.inline:
+                self._unwritten.append(record)
+                self.worker.put(record)
+                return
+            with self._accounting_lock:
+                if self._unwritten:  # the free ops that ended before it come first
+                    self._write_unwritten(record)
+                else:
+                    self._write_accounting(record)
         if self._deferred[type(record)]:
             self.worker.put(record)
+
+    def _forget_unwritten(self) -> None:
+        self._unwritten = deque()
+        self._accounting_lock = threading.Lock()
+
+    def _write_accounting(self, record: Ended) -> None:
+        for sink in self._accounting:
+            try:
+                sink.op_accounted(record)
+            except Exception as exc:
+                report_internal_error(f"{type(sink).__name__}.op_accounted", exc)
+
+    def _write_unwritten(self, then: Ended | None = None) -> None:
+        """Write the accounting that waits, oldest first, and ``then``'s, together (under the
+        accounting lock)."""
+        unwritten = self._unwritten
+        records = []
+        while unwritten:
+            records.append(unwritten.popleft())
+        if then is not None:
+            records.append(then)
+        for sink in self._accounting:
+            try:
+                sink.ops_accounted(records)
+            except Exception as exc:
+                report_internal_error(f"{type(sink).__name__}.ops_accounted", exc)
 
     def _consume(self, record: Any) -> None:
         if type(record) is _Deferred:
             record.fn()
             return
+        if type(record) is Ended and self._unwritten:
+            with self._accounting_lock:  # this op's and those that ended before it
+                self._write_unwritten()
         for handle, where in self._handlers[type(record)]:
             try:
                 handle(record)

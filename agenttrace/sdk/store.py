@@ -123,16 +123,29 @@ class EventStreamSink(Sink):
             self._write(session, line, events)
 
     def op_accounted(self, record: Ended) -> None:
-        """An op's ``op_accounted`` line (docs/events.md), written as an event's is: at once,
-        in the caller's thread, one ``write``."""
-        session: Session = record.session
-        if session is None or record.accounted is None:
-            return
-        line = record.accounted.stream_line()
-        if self.redacted:
-            line = scrub_json_text(line.decode()).encode()
+        """An op's ``op_accounted`` line (docs/events.md), one ``write``: a paid op's at once,
+        in the caller's thread, as an event's is."""
+        self.ops_accounted([record])
+
+    def ops_accounted(self, records: list[Ended]) -> None:
+        """Ops' ``op_accounted`` lines: one ``write`` for those of one session in a row."""
+        lines: list[bytes] = []
+        session: Session | None = None
+        for record in records:
+            if record.session is None or record.accounted is None:
+                continue
+            if record.session is not session and lines:
+                self._write_lines(session, lines)  # type: ignore[arg-type]
+                lines = []
+            session = record.session
+            line = record.accounted.stream_line()
+            lines.append(scrub_json_text(line.decode()).encode() if self.redacted else line)
+        if lines:
+            self._write_lines(session, lines)  # type: ignore[arg-type]
+
+    def _write_lines(self, session: Session, lines: list[bytes]) -> None:
         with self._lock:
-            self._write(session, line, 0)  # no event: the counts in warnings are events
+            self._write(session, b"".join(lines), 0)  # no event: warnings count events
 
     def _write(self, session: Session, line: bytes, events: int) -> None:
         """Append ``line`` (``events`` lines) to the session's stream, or keep it, in order,

@@ -20,6 +20,7 @@ Rules (see docs/path-labels.md for how they number nodes):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -57,6 +58,8 @@ _current = current_scope_var
 _shared = threading.RLock()
 """Guards what the threads of one turn or op share (its auto turn, its pending tool calls, its
 sub-agent counter): with thread propagation, pool tasks of one turn run its ops at once."""
+
+_NO_PARENT_KNOWN: Any = object()
 
 Tokens = tuple[Token[Any], object]
 """What :meth:`_BaseScope.activate` returns and :meth:`_BaseScope.deactivate` takes back."""
@@ -221,6 +224,8 @@ class TurnScope(_BaseScope):
     ) -> tuple[str, str, str, str | None] | None:
         """The oldest unclaimed tool call named ``name`` (``call_id``: the one with that id),
         removed, if any."""
+        if not self.pending_tool_calls:  # most tools run with none pending: no lock then
+            return None
         with _shared:  # another thread's claim would change the deque under this loop
             pending = self.pending_tool_calls
             for call in pending:
@@ -263,8 +268,9 @@ class OpScope(_BaseScope):
     """The LLM tool call this op answers (a tool op), if one matched."""
     call_message: str | None
     """The message id of the assistant entry that holds that tool call."""
-    text_arguments: frozenset[str]
-    """The op's string arguments: text a tool was given to pass on (pieces of text)."""
+    text_arguments: tuple[Any, ...]
+    """The op's arguments (its string ones: text a tool was given to pass on, pieces of
+    text)."""
     pieces: dict[str, str]
     """piece_of_text message ids this op logged, by content."""
     request: Any
@@ -273,8 +279,9 @@ class OpScope(_BaseScope):
     """Characters a generator tool yielded so far."""
     owned_session: SessionScope | None
     """The implicit session opened for an op that had none (a bare LLM call), finished with it."""
-    payloads: dict[str, str]
-    """Its request and response content for the saved state (see ``Ended.payloads``)."""
+    payloads: dict[str, Any]
+    """Its request and response content for the saved state (see ``Ended.payloads``): text,
+    or a ``RecordedLater``."""
 
     def next_child_index(self) -> int:
         with _shared:  # sub-agents started at once in pool threads: one counter, one kind change
@@ -312,13 +319,16 @@ def _start(
     session: Session | None = None,
     parent_label: str | None = None,
     span_kind: SpanKind = SpanKind.INTERNAL,
+    capped: bool = False,
 ) -> None:
     """Start ``scope``'s span (under ``parent``, else the current span) and record the start
-    (``session``: a root run's ``Session``)."""
-    # The name and every string attribute are capped as an export of the session file caps
-    # every string it writes, so the two agree whatever their length.
-    attributes = capped_attributes(attributes, runtime.settings.max_payload_bytes)
-    name = capped_value(name, runtime.settings.max_payload_bytes)
+    (``session``: a root run's ``Session``; ``capped``: the name and attributes are capped
+    already)."""
+    if not capped:
+        # The name and every string attribute are capped as an export of the session file
+        # caps every string it writes, so the two agree whatever their length.
+        attributes = capped_attributes(attributes, runtime.settings.max_payload_bytes)
+        name = capped_value(name, runtime.settings.max_payload_bytes)
     if parent is not None:
         span = runtime.tracer.start_span(
             name,
@@ -333,7 +343,11 @@ def _start(
         span = runtime.tracer.start_span(
             name, kind=span_kind, attributes=attributes, start_time=scope.started_ns, links=links
         )
-        parent_context = trace.get_current_span().get_span_context()
+        # The SDK's span knows its parent (None for a root); only another tracer's needs the
+        # context looked up again.
+        parent_context = getattr(span, "parent", _NO_PARENT_KNOWN)
+        if parent_context is _NO_PARENT_KNOWN:
+            parent_context = trace.get_current_span().get_span_context()
     scope.span = span
     scope.attributes = attributes
     scope.late = None
@@ -350,10 +364,12 @@ def _start(
                 scope.started_ns,
                 context.trace_id,
                 context.span_id,
-                parent_context.span_id if parent_context.is_valid else None,
+                parent_context.span_id
+                if parent_context is not None and parent_context.is_valid
+                else None,
                 attributes,
                 span_kind=span_kind.name,
-                links=[_link(link) for link in links or ()],
+                links=[_link(link) for link in links] if links else (),
                 session=session,
                 parent=parent_label,
             )
@@ -443,11 +459,10 @@ def start_session(
     scope.run = run
     scope.origin = run.origin_txn_id
     scope.agent_id = agent_of(run.session, owner, name, model, agent_id)
-    scope.common = {
-        sc.TXN_ID: scope.txn_id,
-        sc.TXN_ORIGIN: run.origin_txn_id,
-        sc.AGENT_ID: scope.agent_id,
-    }
+    scope.common = capped_attributes(  # capped once: every span inside carries it as it is
+        {sc.TXN_ID: scope.txn_id, sc.TXN_ORIGIN: run.origin_txn_id, sc.AGENT_ID: scope.agent_id},
+        runtime.settings.max_payload_bytes,
+    )
     attributes.update(scope.common)
     attributes[sc.KIND] = sc.KIND_SESSION
     openinference = runtime.settings.openinference
@@ -590,34 +605,38 @@ def start_op(
     scope.child_counter = None
     scope.call_id = None
     scope.call_message = None
-    scope.text_arguments = frozenset()
+    scope.text_arguments = ()
     scope.pieces = {}
     scope.request = None
     scope.streamed_chars = 0
     scope.payloads = {}
     scope.origin = turn.origin
+    # Capped here, part by part: the session's common attributes were capped when it started.
+    settings = runtime.settings
+    cap = settings.max_payload_bytes
+    capped_name, tool_span_name = _op_names(name, cap)
     span_attributes: dict[str, AttributeValue] = {
         **turn.session.common,
         sc.KIND: kind,
-        sc.PATH: scope.label,
+        sc.PATH: capped_value(scope.label, cap),
     }
     if kind == sc.KIND_TOOL:
         span_attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
-        span_attributes[sc.GEN_AI_TOOL_NAME] = name
-        if runtime.settings.openinference:
+        span_attributes[sc.GEN_AI_TOOL_NAME] = capped_name
+        if settings.openinference:
             span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_TOOL
-            span_attributes[sc.TOOL_NAME] = name
-        span_name = sc.SPAN_TOOL.format(name=name)
+            span_attributes[sc.TOOL_NAME] = capped_name
+        span_name = tool_span_name
     else:
-        if runtime.settings.openinference:
+        if settings.openinference:
             span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_LLM
-        span_name = name
+        span_name = capped_name
     if implicit:
         span_attributes[sc.IMPLICIT] = True
     if attributes:
-        span_attributes.update(attributes)
+        span_attributes.update(capped_attributes(attributes, cap))
     if more is not None:
-        span_attributes.update(more(scope.session))
+        span_attributes.update(capped_attributes(more(scope.session), cap))
     # GenAI conventions: a call to a model is a CLIENT span; agents and tools run in-process.
     span_kind = SpanKind.CLIENT if kind == sc.KIND_LLM else SpanKind.INTERNAL
     _start(
@@ -628,8 +647,26 @@ def start_op(
         parent_span,
         parent_label=turn.label,
         span_kind=span_kind,
+        capped=True,
     )
     return scope
+
+
+_names: dict[tuple[str, int], tuple[str, str]] = {}
+"""Per op name and cap: the name capped, and a tool span's name capped (few names recur)."""
+
+
+def _op_names(name: str, cap: int) -> tuple[str, str]:
+    """``name`` capped, and the span name of a tool of that name, capped; made once each."""
+    names = _names.get((name, cap))
+    if names is None:
+        if len(_names) >= 1024:  # names made up per call: keep only recent ones
+            _names.clear()
+        names = _names[name, cap] = (
+            capped_value(name, cap),
+            capped_value(sc.SPAN_TOOL.format(name=name), cap),
+        )
+    return names
 
 
 # --- finishing scopes ------------------------------------------------------------------------
@@ -729,25 +766,59 @@ def finish(
 
 
 def _accounted(scope: OpScope, ended: Attributes, ended_ns: int, error: str | None) -> Accounted:
-    """The op's ``op_accounted`` event: its accounting entry, made once, now, in the caller's
-    thread (the stream and the ledger get it before the op's caller goes on)."""
-    attributes = {**scope.attributes, **ended}
-    entry = accounting_entry(
-        attributes,
+    """The op's ``op_accounted`` event and accounting entry. An op that can carry a cost (an LLM
+    attempt, a tool whose span has a non-zero ``agenttrace.cost.usd``) has it made now, and the
+    stream and the ledger get it in the caller's thread, before the op's caller goes on; any
+    other op's is made and written off the caller's path (see ``record/accounting.py``)."""
+    make = functools.partial(
+        _accounted_event,
+        scope.attributes,
+        ended,
         ended_ns,
         error,
-        (ended_ns - scope.started_ns) / 1e6,
+        scope.started_ns,
         scope.session.call_path,
+        scope.trace_id,
+        scope.span_id,
+        scope.kind,
+        scope.name,
+        event_ts(ended_ns),
     )
-    trace_id, span_id = scope.link_ids()
-    name = attributes.get(sc.GEN_AI_TOOL_NAME) or attributes.get(sc.GEN_AI_REQUEST_MODEL)
+    if scope.kind == sc.KIND_LLM or _priced(ended, scope.attributes):
+        return Accounted(make())
+    return Accounted(None, inline=False, make=make)
+
+
+def _priced(ended: Attributes, started: Attributes) -> bool:
+    """Whether a span with these attributes carries a cost (not 0)."""
+    cost = ended.get(sc.COST_USD, started.get(sc.COST_USD))
+    return cost is not None and cost != 0
+
+
+def _accounted_event(
+    started: Attributes,
+    ended: Attributes,
+    ended_ns: int,
+    error: str | None,
+    started_ns: int,
+    call_path: str,
+    trace_id: int,
+    span_id: int,
+    kind: str,
+    name: str,
+    ts: str,
+) -> dict[str, Any]:
+    """An op's ``op_accounted`` event, from values that never change once it ended."""
+    attributes = {**started, **ended}
+    entry = accounting_entry(attributes, ended_ns, error, (ended_ns - started_ns) / 1e6, call_path)
+    named = attributes.get(sc.GEN_AI_TOOL_NAME) or attributes.get(sc.GEN_AI_REQUEST_MODEL)
     return op_accounted(
         entry,
-        str(attributes.get(sc.KIND, scope.kind)),
-        str(name) if name is not None else scope.name,
-        event_ts(ended_ns),
-        trace_id,
-        span_id,
+        str(attributes.get(sc.KIND, kind)),
+        str(named) if named is not None else name,
+        ts,
+        format(trace_id, "032x") if trace_id else None,
+        format(span_id, "016x") if trace_id else None,
     )
 
 

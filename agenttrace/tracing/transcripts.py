@@ -133,7 +133,9 @@ def log_heard(owner: object, text: Any, role: str = "user") -> str:
 
 def _piece_for_argument(session: Session, text: str) -> str | None:
     scope = current_scope()
-    if not isinstance(scope, OpScope) or text not in scope.text_arguments:
+    if not isinstance(scope, OpScope) or not any(
+        isinstance(argument, str) and argument == text for argument in scope.text_arguments
+    ):
         return None
     pieces = scope.pieces
     if text not in pieces:
