@@ -41,6 +41,7 @@ from agenttrace.tracing.instrument import (
 )
 from agenttrace.tracing.logs import log, thinking
 from agenttrace.tracing.propagation import ContextThreadPoolExecutor, bind_context
+from agenttrace.tracing.steps import idempotency_key
 from agenttrace.tracing.transcripts import agent_class, hears, piece_of_text
 from agenttrace.views.viewer import SessionViewer
 
@@ -62,6 +63,7 @@ __all__ = [
     "force_flush",
     "format_label",
     "hears",
+    "idempotency_key",
     "init",
     "instrument_agent",
     "instrument_claude_agent_sdk",
