@@ -750,7 +750,8 @@ def load_fullest(
             snapshot.meta,
             loaded.session_id or other.session_id,
             stream.torn,
-            stream.accounted,
+            accounted=stream.accounted,
+            journal=stream.journal,
         )
     )
 

@@ -76,11 +76,11 @@ class LoadedFile:
     session_id: str | None = None
     torn: str | None = None
     """The torn last line of a stream that was skipped, if there was one."""
-    journal: list[dict[str, Any]] = field(default_factory=list)
-    """A stream's step-journal lines (docs/journal.md), in order."""
     accounted: list[dict[str, Any]] = field(default_factory=list)
     """A stream's ``op_accounted`` lines (docs/events.md), in order: what each op that ended
     cost, the opTree of a run no session file holds is rebuilt from (``record.rebuilt``)."""
+    journal: list[dict[str, Any]] = field(default_factory=list)
+    """A stream's step-journal lines (docs/journal.md), in order."""
 
 
 def stream_path(sessions_dir: Path, session_id: str) -> Path:
