@@ -266,9 +266,13 @@ def outage(sessions: Path, session_id: str, runs: int) -> None:
 
 
 def _event_lines(stream: Path) -> int:
-    """How many whole lines of ``stream`` are events (its op_accounted lines are none)."""
+    """How many whole lines of ``stream`` are events (its op_accounted and journal lines are
+    none)."""
     lines = stream.read_bytes().split(b"\n")[:-1]
-    return sum(not line.startswith(b'{"event_type": "op_accounted"') for line in lines)
+    return sum(
+        not line.startswith((b'{"event_type": "op_accounted"', b'{"event_type": "step'))
+        for line in lines
+    )
 
 
 def create(sessions: Path, session_id: str) -> None:

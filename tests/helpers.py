@@ -34,11 +34,22 @@ def subtrees(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield node["childSession"]
 
 
+NOT_EVENTS = ("op_accounted", "step", "step_decision")
+"""The stream's lines that are no canonical event: each op's accounting, the step journal."""
+
+
+def is_event_line(line: bytes) -> bool:
+    """Whether a stream line (bytes, as written: ``event_type`` first or ``message_id`` first)
+    is a canonical event."""
+    head = line[:40]
+    return not any(f'"event_type": "{kind}"'.encode() in head for kind in NOT_EVENTS)
+
+
 def canonical_events(stream: Path) -> list[dict[str, Any]]:
     """The canonical events of an event stream, in order: its lines less the ``op_accounted``
-    lines (each op's accounting, no event)."""
+    lines (each op's accounting) and the step journal's, which are no events."""
     lines = [json.loads(line) for line in stream.read_bytes().splitlines() if line.strip()]
-    return [line for line in lines if line.get("event_type") != "op_accounted"]
+    return [line for line in lines if line.get("event_type") not in NOT_EVENTS]
 
 
 def run_demo(

@@ -13,7 +13,7 @@ import pytest
 
 from agenttrace.record.session_files import read_session_file, snapshot_bytes
 
-from .helpers import child_env, run_demo
+from .helpers import child_env, is_event_line, run_demo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -150,12 +150,13 @@ def test_export_exchanges_has_an_exchange_per_run(demo: Path) -> None:
 
 
 def test_bad_input_is_one_line_and_exit_2(demo: Path, tmp_path: Path) -> None:
-    # A stream alone of an earlier release (no op_accounted lines): no opTree can be had.
+    # A stream alone of an earlier release (no op_accounted or journal lines): no opTree can
+    # be had.
     stream_only = tmp_path / "lonely.events.jsonl"
     stream = demo.with_name(demo.name.replace(".json.gz", ".events.jsonl"))
     stream_only.write_text(
         "".join(
-            line + "\n" for line in stream.read_text().splitlines() if "op_accounted" not in line
+            line + "\n" for line in stream.read_text().splitlines() if is_event_line(line.encode())
         )
     )
     for args in (

@@ -20,7 +20,7 @@ from agenttrace import format_label, parse_label
 from agenttrace.record.schema import LABEL_PATTERN, SCHEMA_ID
 from agenttrace.record.schema_file import DOCS_COPY, published_text, schema_text
 
-from .helpers import ROOT, record_demo
+from .helpers import NOT_EVENTS, ROOT, record_demo
 
 SCHEMA = json.loads((ROOT / "docs" / DOCS_COPY).read_text())
 
@@ -65,20 +65,24 @@ def test_the_demo_session_file_matches_the_documented_schema(demo: Demo) -> None
 
 @pytest.mark.e2e
 def test_each_stream_line_is_a_documented_event(demo: Demo) -> None:
-    """Each line a canonical event ($defs/Event), or an op's accounting ($defs/OpAccounted):
-    the session file holds the events, the opTree and the ledger the same accounting."""
+    """Each line a canonical event ($defs/Event), an op's accounting ($defs/OpAccounted) or a
+    line of the step journal ($defs/Step): the session file holds the events, the opTree and
+    the ledger the same accounting."""
     line_schema = validator("#/$defs/StreamLine")
     event = validator("#/$defs/Event")
     accounted = validator("#/$defs/OpAccounted")
     for line in demo.events:
         assert errors(line_schema, line) == [], line
+        if line["event_type"] in ("step", "step_decision"):
+            continue  # the step journal's lines: StreamLine covers them
         is_accounting = line["event_type"] == "op_accounted"
         assert errors(accounted if is_accounting else event, line) == [], line
-    events = [line for line in demo.events if line["event_type"] != "op_accounted"]
+    events = [line for line in demo.events if line["event_type"] not in NOT_EVENTS]
     assert events == demo.document["events"]
-    entries = [line["accounting"] for line in demo.events if line not in events]
+    entries = [line["accounting"] for line in demo.events if line["event_type"] == "op_accounted"]
     assert entries == demo.ledger
-    assert [(line["path"], line["kind"]) for line in demo.events if line not in events] == [
+    accounting = [line for line in demo.events if line["event_type"] == "op_accounted"]
+    assert [(line["path"], line["kind"]) for line in accounting] == [
         ("1.1", "llm"), ("1.2", "tool"), ("2.1", "llm"), ("2.2", "tool"), ("3.1", "llm"),
         ("3.2.1.1", "llm"), ("3.2:2.1.1", "llm"), ("3.2", "session"), ("4.1", "llm"),
     ]  # fmt: skip

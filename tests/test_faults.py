@@ -31,7 +31,7 @@ from agenttrace.record.session_files import read_session_file, snapshot_path, st
 from agenttrace.record.unfinished import unfinished_tail
 
 from .conftest import Traced
-from .helpers import child_env
+from .helpers import NOT_EVENTS, child_env
 
 WRITER = Path(__file__).resolve().parent / "fault_writer.py"
 KILLS = 20
@@ -113,7 +113,7 @@ def check_stream(path: Path, context: str) -> Prefix:
         except ValueError:
             pytest.fail(f"{context}: line {index} of {path} is not JSON: {line[:120]!r}...")
         assert isinstance(event, dict), f"{context}: line {index}"
-        if event.get("event_type") == "op_accounted":
+        if event.get("event_type") in NOT_EVENTS:  # accounting, the step journal: no events
             assert "message_id" not in event, f"{context}: line {index}: {event}"
             continue
         assert event.get("event_type") in ev.EVENT_TYPES, f"{context}: line {index}: {event}"

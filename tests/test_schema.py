@@ -101,12 +101,16 @@ def test_what_agenttrace_writes_passes_and_is_handed_on_as_written(cafe: Cafe) -
     assert loaded.runs == cafe.document["runs"]  # not a key added, dropped or retyped
     assert loaded.meta == cafe.document["meta"]
     lines = [json.loads(x) for x in cafe.lines]
-    events = [line for line in lines if line["event_type"] != "op_accounted"]
+    others = ("op_accounted", "step", "step_decision")
+    events = [line for line in lines if line["event_type"] not in others]
     assert loaded.events == cafe.document["events"] == events
     from_stream = read_session_file(cafe.stream)
     assert from_stream.events == loaded.events
-    # The stream's op_accounted lines hold the accounting of every op of the opTrees.
-    assert from_stream.accounted == [line for line in lines if line not in events]
+    # The stream's op_accounted lines hold the accounting of every op of the opTrees, and its
+    # step lines are the journal of its tool calls.
+    assert from_stream.accounted == [x for x in lines if x["event_type"] == "op_accounted"]
+    assert from_stream.journal == [x for x in lines if x["event_type"] == "step"]
+    assert from_stream.journal  # the cafe's tool calls are journaled
     assert sorted(json.dumps(line["accounting"]) for line in from_stream.accounted) == sorted(
         json.dumps(entry) for entry in _entries(loaded.runs)
     )

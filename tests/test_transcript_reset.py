@@ -23,7 +23,7 @@ from agenttrace.record.session_files import SessionFileError, read_session_file
 from agenttrace.views.viewer import SessionViewer, format_dialog
 
 from .conftest import Traced, attrs
-from .helpers import ROOT, canonical_events
+from .helpers import NOT_EVENTS, ROOT, canonical_events, is_event_line
 from .llm_server import LLMServer, Reply
 from .rewriting_agent import API_BASE_VARIABLE, SYSTEM, Rewriter
 
@@ -115,9 +115,7 @@ def test_a_rewritten_history_is_recorded_as_it_was_sent(
     # transcript as it was, not half rewritten): every line of the write but the last ends
     # in a space.
     lines = [  # the events' lines: less the op_accounted lines
-        line
-        for line in stream_of(tmp_path).read_bytes().splitlines()
-        if b'"op_accounted"' not in line[:40]
+        line for line in stream_of(tmp_path).read_bytes().splitlines() if is_event_line(line)
     ]
     assert [line.endswith(b" ") for line in lines[12:16]] == [True, True, False, False]
     # Every reset was logged in the LLM call whose request it records, and is on its span.
@@ -210,7 +208,7 @@ def test_agenttrace_resume_continues_from_what_was_last_sent(
     after = stream.read_bytes()
     assert after.startswith(before)
     new = [json.loads(line) for line in after[len(before) :].splitlines()]
-    new = [event for event in new if event["event_type"] != "op_accounted"]
+    new = [event for event in new if event["event_type"] not in NOT_EVENTS]
     assert [shape(e) for e in new] == [
         ("entry", "user", "And milk?", None),
         ("entry", "assistant", "With milk.", None),

@@ -121,6 +121,7 @@ class Settings:
     """Threads and ``concurrent.futures`` pool tasks started inside an agent run, turn or op
     run in the context of the code that started them (``AGENTTRACE_PROPAGATE_THREADS``)."""
     input_deltas: bool = True
+    journal: bool = True
     """An LLM span's input messages are those after the agent's previous reply, when its request
     extends what was logged (``AGENTTRACE_INPUT_DELTAS``); off: the whole request on every span."""
 
@@ -152,6 +153,7 @@ class Settings:
             "read_limits": ReadLimits.from_env(env),
             "propagate_threads": _flag(env, "AGENTTRACE_PROPAGATE_THREADS", True),
             "input_deltas": _flag(env, "AGENTTRACE_INPUT_DELTAS", True),
+            "journal": _flag(env, "AGENTTRACE_JOURNAL", True),
         }
         for key, value in overrides.items():
             if key not in values:

@@ -27,6 +27,10 @@ class Recorder(Protocol):
         """Take one record."""
         ...
 
+    def journal(self, session: Any, line: bytes) -> None:
+        """Write one step-journal line of ``session`` now, before the caller goes on."""
+        ...
+
 
 class Runtime:
     """Mutable singleton; read on every span, written only by ``init``/``shutdown``."""

@@ -188,6 +188,7 @@ def init(
     propagate_threads: bool | None = None,
     instrument: Iterable[str] = (),
     input_deltas: bool | None = None,
+    journal: bool | None = None,
 ) -> Tracing:
     """Start tracing agent code; returns a handle whose ``shutdown()`` undoes it.
 
@@ -209,6 +210,9 @@ def init(
     they start with no context, as Python makes them).
     ``input_deltas``: an LLM span's input messages are only those after the agent's previous
     reply (default on; ``False`` or ``AGENTTRACE_INPUT_DELTAS=false``: the whole request).
+    ``journal``: tool calls that are not ``pure`` write their intent before their body runs and
+    their outcome after, in the event stream (docs/journal.md; default on; ``False`` or
+    ``AGENTTRACE_JOURNAL=false``: not).
 
     Calling ``init`` again while tracing is on returns the same handle and changes nothing but
     the libraries ``instrument`` adds.
@@ -238,6 +242,7 @@ def init(
             shutdown_timeout=shutdown_timeout,
             propagate_threads=propagate_threads,
             input_deltas=input_deltas,
+            journal=journal,
         )
         runtime.settings = settings
         runtime.disabled = settings.disabled

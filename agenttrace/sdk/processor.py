@@ -77,6 +77,10 @@ class Sink:
         for record in records:
             self.op_accounted(record)
 
+    def journaled(self, session: Any, line: bytes) -> None:
+        """A step-journal line (docs/journal.md) to write now. Runs in the caller's thread,
+        before the step's body runs (a tool's ``intent``): a kill that comes next finds it."""
+
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Write out anything buffered."""
         return True
@@ -111,6 +115,7 @@ class AgentTraceProcessor(SpanProcessor):
         }
         self._inline_events: tuple[Sink, ...] = ()
         self._accounting: tuple[Sink, ...] = ()
+        self._journals: tuple[Sink, ...] = ()
         self._unwritten: deque[Ended] = deque()
         """Ended ops whose accounting (made later) is not written yet, in the order they ended."""
         self._accounting_lock = threading.Lock()
@@ -142,6 +147,8 @@ class AgentTraceProcessor(SpanProcessor):
                 else:
                     deferred[kind] = (*deferred[kind], sink)
             self._deferred = deferred
+            if type(sink).journaled is not Sink.journaled:
+                self._journals = (*self._journals, sink)
             if type(sink).op_accounted is not Sink.op_accounted:
                 self._accounting = (*self._accounting, sink)
             self._handlers = {
@@ -180,6 +187,16 @@ class AgentTraceProcessor(SpanProcessor):
                     self._write_accounting(record)
         if self._deferred[type(record)]:
             self.worker.put(record)
+
+    def journal(self, session: Any, line: bytes) -> None:
+        """Write one step-journal line now, in the caller's thread (see ``Sink.journaled``)."""
+        if self._shut_down:
+            return
+        for sink in self._journals:
+            try:
+                sink.journaled(session, line)
+            except Exception as exc:
+                report_internal_error(f"{type(sink).__name__}.journaled", exc)
 
     def _forget_unwritten(self) -> None:
         self._unwritten = deque()

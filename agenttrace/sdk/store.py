@@ -122,6 +122,13 @@ class EventStreamSink(Sink):
                 line, events = b"".join(group), len(group)
             self._write(session, line, events)
 
+    def journaled(self, session: Session, line: bytes) -> None:
+        """A step-journal line, one ``write``, now (before the step's body runs)."""
+        if self.redacted:
+            line = scrub_json_text(line.decode()).encode()
+        with self._lock:
+            self._write(session, line, 0)
+
     def op_accounted(self, record: Ended) -> None:
         """An op's ``op_accounted`` line (docs/events.md), one ``write``: a paid op's at once,
         in the caller's thread, as an event's is."""

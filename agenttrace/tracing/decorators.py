@@ -54,6 +54,7 @@ from agenttrace.tracing.scopes import (
     start_session,
     start_turn,
 )
+from agenttrace.tracing.steps import begin_tool_step, check_effect, end_tool_step
 from agenttrace.tracing.transcripts import log_llm_exchange, log_tool_result
 from agenttrace.tracing.wrapping import Streamed, wrap
 
@@ -393,10 +394,13 @@ class _ToolSpec(_Spec[OpScope]):
         default_name: str | None = None,
         named_by_instance: bool = False,
         category: str | None = None,
+        effect: str = "effect",
     ) -> None:
         super().__init__()
         self.name = name
         self.category = _category(category)
+        self.effect = check_effect(effect)
+        """Its effect class (docs/journal.md): what a resume may do again."""
         self.arguments = arguments
         self.ok_exceptions = _exception_types(ok_exceptions)
         self.params = params
@@ -420,6 +424,7 @@ class _ToolSpec(_Spec[OpScope]):
             method=binding_of(fn),
             default_name=fn.__name__,
             category=self.category,
+            effect=self.effect,
         )
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
@@ -445,6 +450,7 @@ class _ToolSpec(_Spec[OpScope]):
             # Called by another tool (a tool that delegates, code a model wrote): it acts for
             # the same reply, so what it creates (a sub-agent, a piece of text) is caused by it.
             scope.call_message = caller.call_message
+        begin_tool_step(scope, self.effect, arguments)  # on disk before the body runs
         return scope
 
     def _arguments(
@@ -469,6 +475,9 @@ class _ToolSpec(_Spec[OpScope]):
 
     def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
         error, passed = self._outcome(error)
+        # The journal's outcome: an exception the tool ends with without failing is done.
+        done = None if isinstance(result, Streamed) or result is NO_RESULT else result
+        end_tool_step(scope, done, error)
         if isinstance(result, Streamed):  # a generator tool: its results were its items
             finish(scope, error, {sc.TOOL_CHARS_OUT: scope.streamed_chars}, passed=passed)
             return
@@ -533,6 +542,7 @@ def tool(
     arguments: Mapping[str, Any] | Callable[..., Mapping[str, Any]] | None = None,
     ok_exceptions: OkExceptions = (),
     category: str | None = None,
+    effect: str = "effect",
 ) -> _ToolSpec: ...
 @overload
 def tool(
@@ -541,6 +551,7 @@ def tool(
     arguments: Mapping[str, Any] | Callable[..., Mapping[str, Any]] | None = None,
     ok_exceptions: OkExceptions = (),
     category: str | None = None,
+    effect: str = "effect",
 ) -> _ToolSpec: ...
 def tool(
     fn_or_name: Any = None,
@@ -550,6 +561,7 @@ def tool(
     name: Naming = None,
     ok_exceptions: OkExceptions = (),
     category: str | None = None,
+    effect: str = "effect",
 ) -> Any:
     """A tool call: ``execute_tool {name}``, in the current turn.
 
@@ -564,10 +576,17 @@ def tool(
     ``category`` says what kind of tool it is, as STD-008 classes them (``perception``,
     ``action``, ``interaction``, ...: ``agenttrace.tool.category`` on the span, a STD-008
     export's ``tool_category``, which is otherwise guessed from the name).
+
+    ``effect`` is what the call does to the world (docs/journal.md): ``pure``, ``read``,
+    ``idempotent`` or ``effect`` (the default: nothing is known). A call that is not ``pure``
+    is journaled: its intent is on disk before its body runs, its outcome when it ends, so a
+    killed run's calls in doubt are known (``agenttrace doubts``).
     """
     if _decorated(fn_or_name):
-        return _ToolSpec(name, arguments, ok_exceptions, category=category)(fn_or_name)
-    return _ToolSpec(fn_or_name or name, arguments, ok_exceptions, category=category)
+        return _ToolSpec(name, arguments, ok_exceptions, category=category, effect=effect)(
+            fn_or_name
+        )
+    return _ToolSpec(fn_or_name or name, arguments, ok_exceptions, category=category, effect=effect)
 
 
 # --- LLM calls (clients other than litellm) ----------------------------------------------------

@@ -254,6 +254,7 @@ class OpScope(_BaseScope):
         "pieces",
         "request",
         "session",
+        "step",
         "streamed_chars",
         "text_arguments",
         "turn",
@@ -277,6 +278,8 @@ class OpScope(_BaseScope):
     """What was sent (an LLM op's messages), for logging the exchange at its end."""
     streamed_chars: int
     """Characters a generator tool yielded so far."""
+    step: Any
+    """Its step in the journal while it runs, if its intent was journaled (tracing.steps)."""
     owned_session: SessionScope | None
     """The implicit session opened for an op that had none (a bare LLM call), finished with it."""
     payloads: dict[str, Any]
@@ -608,6 +611,7 @@ def start_op(
     scope.text_arguments = ()
     scope.pieces = {}
     scope.request = None
+    scope.step = None
     scope.streamed_chars = 0
     scope.payloads = {}
     scope.origin = turn.origin

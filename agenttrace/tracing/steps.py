@@ -1,10 +1,30 @@
-"""What a running tool call can ask about its own step in the journal (docs/journal.md)."""
+"""Tool calls in the step journal (docs/journal.md), and what a running tool call can ask about
+its own step.
+
+A tool call whose effect class is not ``pure`` writes an ``intent`` line before its body runs
+(on disk: a kill that comes next finds it) and a ``done`` or ``failed`` line when it ends. A
+``pure`` call only computes from its arguments: running it again after a crash is harmless, so
+it journals nothing. ``AGENTTRACE_JOURNAL=false`` (``init(journal=False)``) turns the journal
+off.
+"""
 
 from __future__ import annotations
 
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
 from agenttrace import semconv as sc
-from agenttrace.record.journal import idempotency_key as key_of
+from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.redact import cap_text
+from agenttrace._internal.runtime import runtime
+from agenttrace._internal.times import event_ts
+from agenttrace.record import journal as j
 from agenttrace.tracing.scopes import OpScope, current_scope
+
+Effect = Literal["pure", "read", "idempotent", "effect"]
+WHERE = "step journal"
 
 
 def idempotency_key() -> str | None:
@@ -19,4 +39,102 @@ def idempotency_key() -> str | None:
     scope = current_scope()
     if not isinstance(scope, OpScope) or scope.kind == sc.KIND_LLM:
         return None
-    return key_of(scope.session.run.session_id, scope.origin, scope.label, scope.name)
+    return j.idempotency_key(scope.session.run.session_id, scope.origin, scope.label, scope.name)
+
+
+def check_effect(effect: str) -> Effect:
+    """``effect`` if it is an effect class, else a ``ValueError`` naming them."""
+    if effect not in j.EFFECTS:
+        raise ValueError(f"effect must be one of {', '.join(j.EFFECTS)}, not {effect!r}")
+    return effect  # type: ignore[return-value]
+
+
+@dataclass(slots=True)
+class Step:
+    """A tool call's step, while it runs."""
+
+    key: j.StepKey
+    effect: str
+
+
+def begin_tool_step(scope: OpScope, effect: str, arguments: Any) -> None:
+    """Journal the tool call ``scope`` is about to make (its ``intent``), unless it is pure
+    or the journal is off; the line is written before this returns."""
+    recorder = runtime.recorder
+    if effect == "pure" or recorder is None or not runtime.settings.journal:
+        return
+    try:
+        key = (scope.origin, scope.label, 1)
+        text = _json(arguments)
+        line = j.intent_line(
+            key,
+            agent_id=scope.session.agent_id,
+            name=scope.name,
+            effect=effect,
+            request_fingerprint=j.fingerprint(j.tool_request(scope.name, _plain(arguments))),
+            arguments=text,
+            call_id=scope.call_id,
+        )
+        recorder.journal(scope.session.run.session, _line(line))
+        scope.step = Step(key, effect)
+    except Exception as exc:
+        report_internal_error(WHERE, exc)
+
+
+def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> None:
+    """Journal how the tool call ended (``done`` with its result, or ``failed``), if its
+    intent was journaled."""
+    step = scope.step
+    recorder = runtime.recorder
+    if step is None or recorder is None:
+        return
+    scope.step = None
+    try:
+        agent_id = scope.session.agent_id
+        if error is None:
+            line = j.done_line(
+                step.key, agent_id=agent_id, kind="tool", name=scope.name, result=_json(result)
+            )
+        else:
+            line = j.failed_line(
+                step.key,
+                agent_id=agent_id,
+                kind="tool",
+                name=scope.name,
+                error=cap_text(f"{type(error).__name__}: {error}", _cap()),
+                applied=_applied(step.effect, error),
+            )
+        recorder.journal(scope.session.run.session, _line(line))
+    except Exception as exc:
+        report_internal_error(WHERE, exc)
+
+
+def _applied(effect: str, error: BaseException) -> Literal["no", "unknown"]:
+    """Whether a failed call's effect happened: ``no`` for a call with none (``read``), or when
+    the exception says so (an ``effect_applied`` attribute that is ``False``); else unknown."""
+    if effect in ("pure", "read") or getattr(error, "effect_applied", None) is False:
+        return "no"
+    return "unknown"
+
+
+def _json(value: Any) -> str:
+    """``value`` as JSON text (verbatim: the journal is state, like the transcript), capped."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return cap_text(text, _cap(), _as_is)
+
+
+def _plain(arguments: Any) -> Any:
+    return dict(arguments) if hasattr(arguments, "items") else arguments
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+def _cap() -> int:
+    return runtime.settings.max_payload_bytes
+
+
+def _line(line: dict[str, Any]) -> bytes:
+    line["ts"] = event_ts(time.time_ns())
+    return json.dumps(line, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
