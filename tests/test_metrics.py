@@ -8,7 +8,7 @@ from typing import Any
 
 import litellm
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -133,11 +133,17 @@ def test_no_metrics_for_tools_or_agent_runs(reader: InMemoryMetricReader) -> Non
 
 
 @pytest.fixture
-def sampled(tmp_path: Path) -> Iterator[tuple[InMemoryMetricReader, InMemorySpanExporter]]:
+def sampled(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[InMemoryMetricReader, InMemorySpanExporter]]:
     """agenttrace on a provider that samples every span, and a meter provider of the test's own
-    (its exemplar filter is OpenTelemetry's default: ``trace_based``)."""
+    (its exemplar filter is OpenTelemetry's default, ``trace_based``, unless the test gives
+    another as the fixture's parameter)."""
     reader = InMemoryMetricReader()
-    meters = MeterProvider(metric_readers=[reader])
+    chosen = getattr(request, "param", None)
+    meters = MeterProvider(
+        metric_readers=[reader], **({"exemplar_filter": chosen} if chosen is not None else {})
+    )
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -235,3 +241,18 @@ def test_an_unsampled_attempt_is_counted_with_no_exemplar(reader: InMemoryMetric
     assert sorted(p.count for p in usage) == [2, 2]
     assert [p.exemplars for p in (*durations, *usage)] == [[], [], []]
     application.shutdown()
+
+
+@pytest.mark.parametrize("sampled", [AlwaysOffExemplarFilter()], indirect=True)
+def test_the_applications_exemplar_filter_decides(
+    sampled: tuple[InMemoryMetricReader, InMemorySpanExporter],
+) -> None:
+    reader, _ = sampled
+    two_questions()  # sampled, but the application wants no exemplars
+    collected = collect(reader)
+    found = [
+        *collected["gen_ai.client.operation.duration"],
+        *collected["gen_ai.client.token.usage"],
+    ]
+    assert sorted(p.count for p in found) == [2, 2, 2]
+    assert [p.exemplars for p in found] == [[], [], []]
