@@ -33,6 +33,11 @@ Measured:
    turn (one span). The time agenttrace adds, in bare spans (target: <= 8, total);
 4. one turn of an agent: the mocked LLM call and two tool calls, untraced and traced (reported).
 
+The GenAI metrics go to the global meter provider, a no-op unless the application set one;
+``--metrics`` gives ``init`` a real ``MeterProvider`` (with an in-memory reader never read, and
+OpenTelemetry's default exemplar filter), so each LLM attempt's histogram points, and their
+exemplars, are counted too.
+
 Each traced case runs in a fresh session (``agenttrace.new_session()``) and its own agent run,
 opened and warmed up by one call before the timing starts and closed after it ends.
 Timings are printed, never asserted in tests.
@@ -58,6 +63,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import figures  # benchmarks/figures.py, beside this script
 import litellm
 from opentelemetry.context import Context
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
@@ -160,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--save", type=Path, help="also save the table for the README here")
+    parser.add_argument(
+        "--metrics", action="store_true", help="record the GenAI metrics on a real MeterProvider"
+    )
     args = parser.parse_args(argv)
     number = args.number or (300 if args.quick else 2000)
     repeat = args.repeat or (2 if args.quick else 7)
@@ -203,8 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="agenttrace-bench-"))  # not ~/.agenttrace
     provider = TracerProvider()
     exporter = DroppingExporter()
+    meters = MeterProvider(metric_readers=[InMemoryMetricReader()]) if args.metrics else None
     tracing = agenttrace.init(
         tracer_provider=provider,
+        meter_provider=meters,
         instrument_litellm=True,
         sessions_dir=scratch / "sessions",
         billing_file=scratch / "accounting.jsonl",
@@ -282,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     after = baselines()
     rounds(after, repeat)
     provider.shutdown()
+    if meters is not None:
+        meters.shutdown()
     shutil.rmtree(scratch, ignore_errors=True)
 
     best = {case.name: case.best() for case in traced}

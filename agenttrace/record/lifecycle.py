@@ -40,6 +40,7 @@ class Started:
         "span_id",
         "span_kind",
         "started_ns",
+        "trace_flags",
         "trace_id",
     )
 
@@ -58,6 +59,7 @@ class Started:
         links: Sequence[tuple[int, int, int]] = (),
         session: Any = None,
         parent: str | None = None,
+        trace_flags: int = 0,
     ) -> None:
         self.origin = origin
         """The origin txn id of the run (root agent run) the scope belongs to."""
@@ -82,6 +84,8 @@ class Started:
         """On a run's root only: the ``agenttrace.record.session.Session`` it records into."""
         self.parent = parent
         """The label of the scope it opened in (``None`` for a run's root)."""
+        self.trace_flags = trace_flags
+        """The span's W3C trace flags (bit 0: sampled), as the sampler decided."""
 
 
 class Ended:
@@ -97,6 +101,7 @@ class Ended:
         "origin",
         "payloads",
         "session",
+        "started",
     )
 
     def __init__(
@@ -110,6 +115,7 @@ class Ended:
         payloads: Mapping[str, Any] | None = None,
         accounted: Any = None,
         session: Any = None,
+        started: Started | None = None,
     ) -> None:
         self.origin = origin
         self.label = label
@@ -133,6 +139,10 @@ class Ended:
         turn."""
         self.session = session
         """With ``accounted``: the ``Session`` whose stream gets it."""
+        self.started = started
+        """The scope's :class:`Started` record (``None`` if recording began after it started):
+        what a consumer in the caller's thread needs of the start, such as the span's identity
+        and start attributes, without having kept the start itself."""
 
 
 class Logged:

@@ -10,14 +10,20 @@ Both carry ``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request
 projections of lifecycle records like every other output, so they count every attempt whatever
 the sampler keeps; they go to the meter provider the application set (or the one ``init`` made
 for an OTLP endpoint).
+
+They are recorded in the caller's thread as the attempt ends, in the context of the attempt's
+span, as OpenTelemetry's own GenAI instrumentations do: the meter provider's exemplar filter
+(``trace_based`` unless the application says otherwise) then keeps exemplars that link a slow
+or expensive point to the trace of a sampled attempt. The context is built from the span's
+identity rather than taken from whatever is current when the attempt ends, which may be another
+span (a streamed reply ends where it is consumed) or none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
@@ -42,7 +48,8 @@ _IDENTITY = (
 
 
 class MetricsSink(Sink):
-    """Records each LLM attempt's tokens and duration on the GenAI client histograms."""
+    """Records each LLM attempt's tokens and duration on the GenAI client histograms, in the
+    caller's thread as the attempt ends (``op_accounted``), with its span as the context."""
 
     def __init__(self, meter_provider: MeterProvider, version: str) -> None:
         meter = meter_provider.get_meter("agenttrace", version)
@@ -58,35 +65,55 @@ class MetricsSink(Sink):
             description="GenAI operation duration.",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
-        # The attempts running now: (origin, label) -> (start time, start attributes).
-        self._open: dict[tuple[str, str], tuple[int, Mapping[str, Any]]] = {}
 
-    def started(self, record: Started) -> None:
-        if record.kind == sc.KIND_LLM:
-            self._open[(record.origin, record.label)] = (record.started_ns, record.attributes)
-
-    def ended(self, record: Ended) -> None:
-        opened = self._open.pop((record.origin, record.label), None)
-        if opened is None:
+    def op_accounted(self, record: Ended) -> None:
+        started = record.started
+        if started is None or started.kind != sc.KIND_LLM:
             return
-        started_ns, started = opened
         ended = record.attributes
+        # The attributes every measurement of the attempt shares, made once.
         attributes: dict[str, AttributeValue] = {}
         for key in _IDENTITY:
-            value = started.get(key)
+            value = started.attributes.get(key)
             if value is not None:
                 attributes[key] = value
         response_model = ended.get(sc.GEN_AI_RESPONSE_MODEL)
         if response_model is not None:
             attributes[sc.GEN_AI_RESPONSE_MODEL] = response_model
-        timing = dict(attributes)
-        if record.error is not None:
-            timing[sc.ERROR_TYPE] = str(ended.get(sc.ERROR_TYPE) or "_OTHER")
-        self.duration.record(max(0, record.ended_ns - started_ns) / 1e9, timing)
-        for token_type, key in (
-            ("input", sc.GEN_AI_USAGE_INPUT_TOKENS),
-            ("output", sc.GEN_AI_USAGE_OUTPUT_TOKENS),
-        ):
+        context = span_context(started)
+        if record.error is None:
+            timing = attributes
+        else:
+            timing = {**attributes, sc.ERROR_TYPE: str(ended.get(sc.ERROR_TYPE) or "_OTHER")}
+        seconds = max(0, record.ended_ns - started.started_ns) / 1e9
+        self.duration.record(seconds, timing, context)
+        for token_type, key in _TOKENS:
             tokens = ended.get(key)
             if isinstance(tokens, int) and not isinstance(tokens, bool):
-                self.token_usage.record(tokens, {**attributes, sc.GEN_AI_TOKEN_TYPE: token_type})
+                self.token_usage.record(
+                    tokens, {**attributes, sc.GEN_AI_TOKEN_TYPE: token_type}, context
+                )
+
+
+_TOKENS = (("input", sc.GEN_AI_USAGE_INPUT_TOKENS), ("output", sc.GEN_AI_USAGE_OUTPUT_TOKENS))
+
+_NO_SPAN = Context()
+"""The context of a measurement whose scope had no span (the no-op tracer): none, rather than
+whatever is current."""
+
+
+def span_context(started: Started) -> Context:
+    """A context holding the span ``started`` recorded, as the exemplar filter and reservoir read
+    it: its trace id, span id, and the sampler's trace flags."""
+    if not started.trace_id:
+        return _NO_SPAN
+    return set_span_in_context(
+        NonRecordingSpan(
+            SpanContext(
+                started.trace_id,
+                started.span_id,
+                is_remote=False,
+                trace_flags=TraceFlags(started.trace_flags),
+            )
+        )
+    )

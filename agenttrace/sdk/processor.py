@@ -10,10 +10,11 @@ close agenttrace's outputs (the session files, the ledger), whatever order proce
 Records reach :meth:`AgentTraceProcessor.record` in the caller's thread. Canonical events go at
 once to the *inline* sinks (the event stream: on disk before ``log_*`` returns), and the
 accounting of an op that can carry a cost to the sinks that take it (the stream's
-``op_accounted`` line, the ledger line); everything else is queued for the background worker,
-which feeds the other sinks in order. The accounting of a free tool call is written by the
-worker, or before the lines of the next paid op if that comes first: the lines stay in the order
-the ops ended, and a paid op's lines on disk mean every op that ended before it is there too.
+``op_accounted`` line, the ledger line, an LLM attempt's GenAI metrics); everything else is
+queued for the background worker, which feeds the other sinks in order. The accounting of a
+free tool call is written by the worker, or before the lines of the next paid op if that comes
+first: the lines stay in the order the ops ended, and a paid op's lines on disk mean every op
+that ended before it is there too.
 
 Like the SDK's processors, it never lets an error reach its caller: a failing sink is reported
 once (and re-raised under the test suite) and the others go on.

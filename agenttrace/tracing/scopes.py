@@ -101,6 +101,7 @@ class _BaseScope:
         "origin",
         "span",
         "span_id",
+        "start_record",
         "started_ns",
         "trace_id",
     )
@@ -113,6 +114,8 @@ class _BaseScope:
     started_ns: int
     trace_id: int
     span_id: int
+    start_record: Started | None
+    """The record of its start (it goes into its ``Ended`` record); ``None`` if not recorded."""
     late: dict[str, AttributeValue] | None
     """Attributes set on the span after it started (they go into its ``Ended`` record)."""
     attributes: dict[str, AttributeValue]
@@ -357,9 +360,10 @@ def _start(
     context = span.get_span_context()
     scope.trace_id = context.trace_id
     scope.span_id = context.span_id
+    scope.start_record = None
     if runtime.recorder is not None:
         emit(
-            Started(
+            started := Started(
                 scope.origin,
                 scope.label,
                 kind,
@@ -375,8 +379,10 @@ def _start(
                 links=[_link(link) for link in links] if links else (),
                 session=session,
                 parent=parent_label,
+                trace_flags=context.trace_flags,
             )
         )
+        scope.start_record = started
 
 
 def start_session(
@@ -757,6 +763,7 @@ def finish(
                     payloads,
                     accounted,
                     session,
+                    scope.start_record,
                 )
             )
     if isinstance(scope, OpScope):
