@@ -221,6 +221,52 @@ def test_a_router_fallback_names_the_deployment_that_answered_not_the_one_that_f
     assert lines[1]["upstreamInferenceCostUsd"] == 0.001
 
 
+# --- tools -------------------------------------------------------------------------------------
+
+
+def test_a_tool_s_provider_labels_its_ledger_line_and_its_name_is_the_command(
+    traced: Traced, tmp_path: Path
+) -> None:
+    @agenttrace.tool(provider="acme-search")
+    def search(query: str) -> str:
+        return f"results for {query}"
+
+    @agenttrace.tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    class Weather:
+        name = "weather"
+
+        def __call__(self, city: str) -> str:
+            return "sunny"
+
+    agenttrace.instrument_tool(Weather, provider="weather-api")
+
+    @agenttrace.agent("Helper")
+    def run() -> None:
+        search("cats")
+        add(2, 3)
+        Weather()("Oslo")
+
+    run()
+    traced.handle.force_flush()
+    assert attrs(traced.one("execute_tool search"))[sc.TOOL_PROVIDER] == "acme-search"
+    assert sc.TOOL_PROVIDER not in attrs(traced.one("execute_tool add"))
+    lines = checked(ledger(tmp_path))
+    assert [(line["providerLabel"], line["command"], "mcpServer" in line) for line in lines] == [
+        ("acme-search", "search", False),
+        ("add", "add", False),  # no provider known: the tool's name, as earlier releases wrote
+        ("weather-api", "weather", False),
+    ]
+
+
+@pytest.mark.parametrize("provider", ["", "  ", 7])
+def test_a_provider_that_is_no_name_is_refused_when_decorating(provider: Any) -> None:
+    with pytest.raises(ValueError, match="is not a name"):
+        agenttrace.tool(provider=provider)
+
+
 # --- the format --------------------------------------------------------------------------------
 
 TOOL_ENTRY = {

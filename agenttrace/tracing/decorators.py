@@ -393,10 +393,12 @@ class _ToolSpec(_Spec[OpScope]):
         default_name: str | None = None,
         named_by_instance: bool = False,
         category: str | None = None,
+        provider: str | None = None,
     ) -> None:
         super().__init__()
         self.name = name
         self.category = _category(category)
+        self.provider = _provider(provider)
         self.arguments = arguments
         self.ok_exceptions = _exception_types(ok_exceptions)
         self.params = params
@@ -420,6 +422,7 @@ class _ToolSpec(_Spec[OpScope]):
             method=binding_of(fn),
             default_name=fn.__name__,
             category=self.category,
+            provider=self.provider,
         )
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
@@ -433,6 +436,8 @@ class _ToolSpec(_Spec[OpScope]):
         attributes, recorded = _tool_request_attributes(arguments, self.arguments is None)
         if self.category is not None:
             attributes[sc.TOOL_CATEGORY] = self.category
+        if self.provider is not None:
+            attributes[sc.TOOL_PROVIDER] = self.provider
         caller = current_scope()
         scope = start_op(sc.KIND_TOOL, name, attributes)
         scope.payloads[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = recorded
@@ -533,6 +538,7 @@ def tool(
     arguments: Mapping[str, Any] | Callable[..., Mapping[str, Any]] | None = None,
     ok_exceptions: OkExceptions = (),
     category: str | None = None,
+    provider: str | None = None,
 ) -> _ToolSpec: ...
 @overload
 def tool(
@@ -541,6 +547,7 @@ def tool(
     arguments: Mapping[str, Any] | Callable[..., Mapping[str, Any]] | None = None,
     ok_exceptions: OkExceptions = (),
     category: str | None = None,
+    provider: str | None = None,
 ) -> _ToolSpec: ...
 def tool(
     fn_or_name: Any = None,
@@ -550,6 +557,7 @@ def tool(
     name: Naming = None,
     ok_exceptions: OkExceptions = (),
     category: str | None = None,
+    provider: str | None = None,
 ) -> Any:
     """A tool call: ``execute_tool {name}``, in the current turn.
 
@@ -564,10 +572,17 @@ def tool(
     ``category`` says what kind of tool it is, as STD-008 classes them (``perception``,
     ``action``, ``interaction``, ...: ``agenttrace.tool.category`` on the span, a STD-008
     export's ``tool_category``, which is otherwise guessed from the name).
+
+    ``provider`` says who provides the tool (a service, an MCP server): the billing ledger's
+    ``providerLabel`` (``agenttrace.tool.provider`` on the span), else the tool's name.
     """
     if _decorated(fn_or_name):
-        return _ToolSpec(name, arguments, ok_exceptions, category=category)(fn_or_name)
-    return _ToolSpec(fn_or_name or name, arguments, ok_exceptions, category=category)
+        return _ToolSpec(name, arguments, ok_exceptions, category=category, provider=provider)(
+            fn_or_name
+        )
+    return _ToolSpec(
+        fn_or_name or name, arguments, ok_exceptions, category=category, provider=provider
+    )
 
 
 # --- LLM calls (clients other than litellm) ----------------------------------------------------
@@ -644,6 +659,12 @@ def _role(role: str | None) -> str | None:
     if role is not None and role not in AGENT_ROLES:
         raise ValueError(f"role {role!r} is not one of {', '.join(AGENT_ROLES)}")
     return role
+
+
+def _provider(provider: str | None) -> str | None:
+    if provider is not None and (not isinstance(provider, str) or not provider.strip()):
+        raise ValueError(f"provider {provider!r} is not a name (a service, an MCP server)")
+    return provider
 
 
 def _category(category: str | None) -> str | None:

@@ -100,6 +100,7 @@ def instrument_tool(
     arguments: Callable[..., Mapping[str, Any]] | None = None,
     ok_exceptions: OkExceptions = (),
     category: str | None = None,
+    provider: str | None = None,
 ) -> T:
     """Make every call of ``cls.<call>`` a tool call of the instance, as ``@agenttrace.tool``
     on that method would; returns ``cls``.
@@ -107,7 +108,8 @@ def instrument_tool(
     The tool's name is ``name`` (a string, or a callable of the instance), else the instance's
     ``name`` attribute, else its class name: it is what an LLM's tool call is matched by. The
     recorded arguments are the call's by parameter name, or what ``arguments`` (given the
-    call's arguments, ``self`` first) returns. ``category``: as for ``@agenttrace.tool``.
+    call's arguments, ``self`` first) returns. ``category`` and ``provider``: as for
+    ``@agenttrace.tool``.
     """
 
     def spec(fn: Callable[..., Any]) -> _ToolSpec:
@@ -121,6 +123,7 @@ def instrument_tool(
             method=True,
             named_by_instance=True,
             category=category,
+            provider=provider,
         )
 
     for attribute in _names(call):
