@@ -198,6 +198,13 @@ ends with one such line and exit status 1.
 )
 @sessions_dir_option
 @click.option(
+    "--billing-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The billing ledger the run's LLM calls and tool calls are appended to "
+    "[default: AGENTTRACE_BILLING_FILE, else ~/.agenttrace/accounting.jsonl].",
+)
+@click.option(
     "--verbose", "console", flag_value="verbose", help="A console line per LLM call and tool call."
 )
 @click.option(
@@ -209,6 +216,7 @@ def resume(
     factory_name: str | None,
     model: str | None,
     sessions_dir: Path | None,
+    billing_file: Path | None,
     console: str | None,
 ) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -227,12 +235,18 @@ def resume(
             "agents (agenttrace resume --help)"
         )
     module_name, attribute = _split_factory_name(factory_name)
+    if billing_file is not None:
+        _check_appendable(billing_file)
 
     import agenttrace
 
     # Beside the file: the run appends to its stream and rewrites its session file.
     directory = path.absolute().parent
-    tracing = agenttrace.init(console=console, sessions_dir=directory)  # type: ignore[arg-type]
+    tracing = agenttrace.init(
+        console=console,  # type: ignore[arg-type]
+        sessions_dir=directory,
+        billing_file=billing_file,
+    )
     factory = _import_factory(factory_name, module_name, attribute)
     building: list[agenttrace.AgentRecord] = []
 
@@ -272,6 +286,18 @@ def resume(
     click.echo(f"  event stream: {stream_path(directory, restored.session_id)}")
     click.echo(f"  session file: {snapshot_path(directory, restored.session_id)}")
     tracing.shutdown()
+
+
+def _check_appendable(path: Path) -> None:
+    """Exit 2 now, before the run starts, if ``--billing-file`` cannot be appended to (the
+    ledger would otherwise keep the run's lines in memory and warn at exit)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Non-blocking: a FIFO nobody reads is refused (ENXIO), not waited on forever.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0)
+        os.close(os.open(path, flags, 0o600))
+    except OSError as exc:
+        fail(f"--billing-file {path}: cannot append to it: {exc.strerror or exc}")
 
 
 _FACTORY_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")

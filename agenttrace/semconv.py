@@ -149,6 +149,14 @@ TURN_INDEX: Final = "agenttrace.turn.index"
 # --- llm spans ----------------------------------------------------------------------------------
 ATTEMPT: Final = "agenttrace.attempt"
 COST_USD: Final = "agenttrace.cost.usd"
+COST_UPSTREAM_USD: Final = "agenttrace.cost.upstream_usd"
+"""What the provider that served the call charged the gateway, where the response says it
+(OpenRouter's ``usage.cost_details.upstream_inference_cost``): the ledger's
+``upstreamInferenceCostUsd``."""
+RESPONSE_PROVIDER: Final = "agenttrace.response.provider"
+"""The provider that actually served the call, where the response says it: the one OpenRouter
+names in its response's ``provider`` field (as it spells it: ``Anthropic``), or the provider of
+the litellm Router deployment that answered. The ledger's ``actualProvider``."""
 INPUT_MESSAGES_SKIPPED: Final = "agenttrace.input.messages_skipped"
 """How many leading history messages were left off ``gen_ai.input.messages`` (already recorded):
 the request up to and including the agent's previous reply."""
@@ -171,6 +179,12 @@ REQUEST_MESSAGES: Final = "agenttrace.request.messages"
 # --- tool spans ---------------------------------------------------------------------------------
 TOOL_CHARS_IN: Final = "agenttrace.tool.chars_in"
 TOOL_CHARS_OUT: Final = "agenttrace.tool.chars_out"
+TOOL_PROVIDER: Final = "agenttrace.tool.provider"
+"""Who provides the tool (``@tool(provider=...)``; an MCP tool's server): the ledger's
+``providerLabel``, which is the tool's name when no provider is known."""
+TOOL_MCP_SERVER: Final = "agenttrace.tool.mcp_server"
+"""The MCP server a tool came from (the Claude Agent SDK's ``mcp__<server>__<tool>`` names): the
+ledger's ``mcpServer``."""
 TOOL_CATEGORY: Final = "agenttrace.tool.category"
 """What kind of tool (``@tool(category=...)``): STD-008's ``perception``, ``action``,
 ``interaction``, ..."""

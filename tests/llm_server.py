@@ -36,6 +36,9 @@ class Reply:
     first, as deltas), a ``thinking`` block of an Anthropic one."""
     signature: str = "sig-opaque-canary"
     """An Anthropic thinking block's signature (opaque: never shown)."""
+    provider: str | None = None
+    """The provider that served the call, as OpenRouter names it in its responses' top-level
+    ``provider`` field (with the usage, in a stream's last chunk)."""
 
     def openai_usage(self) -> dict[str, Any]:
         return self.usage or {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
@@ -191,6 +194,7 @@ def _chat_body(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
             }
         ],
         "usage": reply.openai_usage(),
+        **({"provider": reply.provider} if reply.provider is not None else {}),
     }
 
 
@@ -200,6 +204,7 @@ def _chat_chunks(body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": body.get("model"),
+        **({"provider": reply.provider} if reply.provider is not None else {}),
     }
     pieces = [reply.content[i : i + 4] for i in range(0, len(reply.content), 4)] or [""]
     chunks = []

@@ -728,3 +728,53 @@ def test_exchange_log_true_writes_seed_004s_log_beside_the_sessions(
         1,
         {"Write": 1},
     )
+
+
+def test_a_tool_of_an_mcp_server_is_billed_to_that_server(
+    claude: None, traced: Traced, model: AnthropicServer, work: Path, tmp_path: Path
+) -> None:
+    """An in-process MCP server's tool, as the CLI names it (``mcp__<server>__<tool>``): its
+    ledger line names the server as the tool's provider and the tool as the command; the CLI's
+    own tools keep their name as the label."""
+    from claude_agent_sdk import create_sdk_mcp_server
+    from claude_agent_sdk import tool as sdk_tool
+
+    @sdk_tool("add", "Add two numbers", {"a": int, "b": int})
+    async def add(args: dict[str, Any]) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": str(args["a"] + args["b"])}]}
+
+    calculator = create_sdk_mcp_server("calculator", tools=[add])
+    model.reset(
+        Reply([tool_use("mcp__calculator__add", {"a": 2, "b": 3})], usage=usage(2, 3)),
+        Reply([tool_use("Read", {"file_path": str(work / "missing.txt")})], usage=usage(4, 5)),
+        Reply([text("2 + 3 = 5.")], usage=usage(6, 7)),
+    )
+    run(
+        collect(
+            query(
+                prompt="add 2 and 3",
+                options=options(
+                    model,
+                    work,
+                    mcp_servers={"calculator": calculator},
+                    allowed_tools=["mcp__calculator__add", "Read"],
+                ),
+            )
+        )
+    )
+    traced.handle.force_flush()
+
+    (call,) = named(traced, "execute_tool mcp__calculator__add")
+    assert outcome(call) == "ok"
+    assert attrs(call)[sc.TOOL_MCP_SERVER] == "calculator"
+    answered = model.sent[1].request.body["messages"][-1]["content"]
+    assert [(b["type"], b["content"]) for b in answered if b["type"] == "tool_result"] == [
+        ("tool_result", [{"type": "text", "text": "5"}])
+    ]  # the MCP server really ran
+    lines = [json.loads(line) for line in (tmp_path / "accounting.jsonl").read_text().splitlines()]
+    tools = [line for line in lines if line["type"] == "tool"]
+    labels = [(t["providerLabel"], t.get("mcpServer"), t["command"], t["status"]) for t in tools]
+    assert labels == [
+        ("calculator", "calculator", "mcp__calculator__add", "ok"),
+        ("Read", None, "Read", "failed"),
+    ]

@@ -668,6 +668,41 @@ def test_resume_on_another_model(
     assert json.loads(line)["model"].endswith("gpt-4o-mini")
 
 
+def test_resume_bills_the_run_to_the_billing_file_it_is_given(
+    tmp_path: Path, demo_session: tuple[Path, Path]
+) -> None:
+    # --billing-file wins over AGENTTRACE_BILLING_FILE (which env_for sets), for this run only.
+    _, snapshot = _copy(demo_session, tmp_path / "sessions")
+    ledger = tmp_path / "billing" / "cafe.jsonl"
+    result = agenttrace(
+        tmp_path, "resume", str(snapshot), "--prompt", "Tea?", "--agent", CAFE,
+        "--billing-file", str(ledger), cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert "Answer: Jack and Jill have answered." in ok(result)
+    lines = [json.loads(line) for line in ledger.read_text().splitlines()]
+    # Every op of the resumed run, and only those: the demo's own run was billed before.
+    run_origin = read_session_file(snapshot).runs[-1]["originTxnId"]
+    assert lines and {line["originTxnId"] for line in lines} == {run_origin}
+    assert {line["type"] for line in lines} == {"llm", "tool"}
+    assert not (tmp_path / "accounting.jsonl").exists()
+    assert ledger.stat().st_mode & 0o777 == 0o600
+
+
+def test_resume_refuses_a_billing_file_it_cannot_append_to(
+    tmp_path: Path, demo_session: tuple[Path, Path]
+) -> None:
+    _, snapshot = _copy(demo_session, tmp_path / "sessions")
+    before = snapshot.read_bytes()
+    (tmp_path / "taken").write_text("a file, where the ledger's directory would be\n")
+    result = agenttrace(
+        tmp_path, "resume", str(snapshot), "--prompt", "Tea?", "--agent", CAFE,
+        "--billing-file", str(tmp_path / "taken" / "ledger.jsonl"), cwd=ROOT,
+    )  # fmt: skip
+    message = one_error_line(result)
+    assert message.startswith(f"--billing-file {tmp_path / 'taken' / 'ledger.jsonl'}: cannot")
+    assert snapshot.read_bytes() == before  # refused before the run started
+
+
 def test_a_resumed_run_that_fails_is_one_line_and_exit_1(
     tmp_path: Path, demo_session: tuple[Path, Path], llm: LLMServer
 ) -> None:

@@ -53,6 +53,9 @@ def accounting_entry(
     if entry["type"] == "llm":
         entry["provider"] = attributes.get(sc.GEN_AI_PROVIDER_NAME)
         entry["model"] = attributes.get(sc.GEN_AI_REQUEST_MODEL)
+        served_by = attributes.get(sc.RESPONSE_PROVIDER)
+        if served_by is not None:
+            entry["actualProvider"] = served_by
         entry["actualModel"] = attributes.get(sc.GEN_AI_RESPONSE_MODEL)
         entry["attempt"] = attributes.get(sc.ATTEMPT)
         input_tokens = attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)
@@ -66,8 +69,17 @@ def accounting_entry(
             "totalTokens": (input_tokens or 0) + (output_tokens or 0),
         }
         entry["costUsd"] = cost_written(attributes.get(sc.COST_USD))
+        upstream = attributes.get(sc.COST_UPSTREAM_USD)
+        if upstream is not None:
+            entry["upstreamInferenceCostUsd"] = cost_written(upstream)
     else:
-        entry["providerLabel"] = attributes.get(sc.GEN_AI_TOOL_NAME)
+        name = attributes.get(sc.GEN_AI_TOOL_NAME)
+        server = attributes.get(sc.TOOL_MCP_SERVER)
+        # The tool's name when no provider is known, as every release wrote it.
+        entry["providerLabel"] = attributes.get(sc.TOOL_PROVIDER) or server or name
+        if server is not None:
+            entry["mcpServer"] = server
+        entry["command"] = name
         entry["charactersIn"] = attributes.get(sc.TOOL_CHARS_IN)
         entry["charactersOut"] = attributes.get(sc.TOOL_CHARS_OUT)
     if error:

@@ -378,6 +378,10 @@ class AccountingEntry(_Object, kw_only=True):
     requires: ClassVar = {"error": ["errorType"], "errorType": ["error"]}
     _LLM_ONLY: ClassVar = ("provider", "model", "actualModel", "attempt", "tokens", "costUsd")
     _TOOL_ONLY: ClassVar = ("providerLabel", "charactersIn", "charactersOut")
+    # Written only where known, and not by earlier releases: optional, but never on the other
+    # type's entries.
+    _LLM_OPTIONAL: ClassVar = ("actualProvider", "upstreamInferenceCostUsd")
+    _TOOL_OPTIONAL: ClassVar = ("mcpServer", "command")
 
     timestamp: Annotated[EpochMs, Meta(description="When the op ended.")]
     status: Status
@@ -389,13 +393,41 @@ class AccountingEntry(_Object, kw_only=True):
     path: Label
     provider: str | UnsetType | None = UNSET
     model: Annotated[str | UnsetType | None, Meta(description="The requested model.")] = UNSET
+    actualProvider: Annotated[
+        str | UnsetType,
+        Meta(
+            description="The provider that actually served the call, where the response says "
+            "it: the one OpenRouter names (as it spells it), or the provider of the litellm "
+            "Router deployment that answered."
+        ),
+    ] = UNSET
     actualModel: Annotated[
         str | UnsetType | None, Meta(description="The model the response names.")
     ] = UNSET
     attempt: Annotated[int, Meta(ge=1)] | UnsetType | None = UNSET
     tokens: Tokens | UnsetType = UNSET
     costUsd: float | UnsetType | None = UNSET
-    providerLabel: Annotated[str | UnsetType | None, Meta(description="The tool's name.")] = UNSET
+    upstreamInferenceCostUsd: Annotated[
+        float | UnsetType,
+        Meta(
+            description="What the provider that served the call charged the gateway, in US "
+            "dollars, where the response says it (OpenRouter's upstream_inference_cost)."
+        ),
+    ] = UNSET
+    providerLabel: Annotated[
+        str | UnsetType | None,
+        Meta(
+            description="Who provides the tool (@tool(provider=...), an MCP tool's server), "
+            "else the tool's name (all that earlier releases wrote)."
+        ),
+    ] = UNSET
+    mcpServer: Annotated[
+        str | UnsetType, Meta(description="The MCP server the tool came from.")
+    ] = UNSET
+    command: Annotated[
+        str | UnsetType | None,
+        Meta(description="The tool's name (absent in files of earlier releases)."),
+    ] = UNSET
     charactersIn: Annotated[
         int | UnsetType | None, Meta(description="Length of the arguments' JSON.")
     ] = UNSET
@@ -420,7 +452,9 @@ class AccountingEntry(_Object, kw_only=True):
         _check_rules(self)
         llm = self.type == "llm"
         needed, refused = (
-            (self._LLM_ONLY, self._TOOL_ONLY) if llm else (self._TOOL_ONLY, self._LLM_ONLY[1:])
+            (self._LLM_ONLY, self._TOOL_ONLY + self._TOOL_OPTIONAL)
+            if llm
+            else (self._TOOL_ONLY, self._LLM_ONLY[1:] + self._LLM_OPTIONAL)
         )
         for key in needed:
             if not _has(self, key):
@@ -433,11 +467,11 @@ class AccountingEntry(_Object, kw_only=True):
         "if": {"properties": {"type": {"const": "llm"}}},
         "then": {
             "required": list(_LLM_ONLY),
-            "not": {"anyOf": [{"required": [key]} for key in _TOOL_ONLY]},
+            "not": {"anyOf": [{"required": [key]} for key in _TOOL_ONLY + _TOOL_OPTIONAL]},
         },
         "else": {
             "required": list(_TOOL_ONLY),
-            "not": {"anyOf": [{"required": [key]} for key in _LLM_ONLY[1:]]},
+            "not": {"anyOf": [{"required": [key]} for key in _LLM_ONLY[1:] + _LLM_OPTIONAL]},
         },
     }
 

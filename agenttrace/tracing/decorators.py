@@ -395,12 +395,14 @@ class _ToolSpec(_Spec[OpScope]):
         named_by_instance: bool = False,
         category: str | None = None,
         effect: str = "effect",
+        provider: str | None = None,
     ) -> None:
         super().__init__()
         self.name = name
         self.category = _category(category)
         self.effect = check_effect(effect)
         """Its effect class (docs/journal.md): what a resume may do again."""
+        self.provider = _provider(provider)
         self.arguments = arguments
         self.ok_exceptions = _exception_types(ok_exceptions)
         self.params = params
@@ -425,6 +427,7 @@ class _ToolSpec(_Spec[OpScope]):
             default_name=fn.__name__,
             category=self.category,
             effect=self.effect,
+            provider=self.provider,
         )
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
@@ -438,6 +441,8 @@ class _ToolSpec(_Spec[OpScope]):
         attributes, recorded = _tool_request_attributes(arguments, self.arguments is None)
         if self.category is not None:
             attributes[sc.TOOL_CATEGORY] = self.category
+        if self.provider is not None:
+            attributes[sc.TOOL_PROVIDER] = self.provider
         caller = current_scope()
         scope = start_op(sc.KIND_TOOL, name, attributes)
         scope.payloads[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = recorded
@@ -543,6 +548,7 @@ def tool(
     ok_exceptions: OkExceptions = (),
     category: str | None = None,
     effect: str = "effect",
+    provider: str | None = None,
 ) -> _ToolSpec: ...
 @overload
 def tool(
@@ -552,6 +558,7 @@ def tool(
     ok_exceptions: OkExceptions = (),
     category: str | None = None,
     effect: str = "effect",
+    provider: str | None = None,
 ) -> _ToolSpec: ...
 def tool(
     fn_or_name: Any = None,
@@ -562,6 +569,7 @@ def tool(
     ok_exceptions: OkExceptions = (),
     category: str | None = None,
     effect: str = "effect",
+    provider: str | None = None,
 ) -> Any:
     """A tool call: ``execute_tool {name}``, in the current turn.
 
@@ -581,12 +589,19 @@ def tool(
     ``idempotent`` or ``effect`` (the default: nothing is known). A call that is not ``pure``
     is journaled: its intent is on disk before its body runs, its outcome when it ends, so a
     killed run's calls in doubt are known (``agenttrace doubts``).
+
+    ``provider`` says who provides the tool (a service, an MCP server): the billing ledger's
+    ``providerLabel`` (``agenttrace.tool.provider`` on the span), else the tool's name.
     """
-    if _decorated(fn_or_name):
-        return _ToolSpec(name, arguments, ok_exceptions, category=category, effect=effect)(
-            fn_or_name
-        )
-    return _ToolSpec(fn_or_name or name, arguments, ok_exceptions, category=category, effect=effect)
+    spec = _ToolSpec(
+        name if _decorated(fn_or_name) else fn_or_name or name,
+        arguments,
+        ok_exceptions,
+        category=category,
+        effect=effect,
+        provider=provider,
+    )
+    return spec(fn_or_name) if _decorated(fn_or_name) else spec
 
 
 # --- LLM calls (clients other than litellm) ----------------------------------------------------
@@ -663,6 +678,12 @@ def _role(role: str | None) -> str | None:
     if role is not None and role not in AGENT_ROLES:
         raise ValueError(f"role {role!r} is not one of {', '.join(AGENT_ROLES)}")
     return role
+
+
+def _provider(provider: str | None) -> str | None:
+    if provider is not None and (not isinstance(provider, str) or not provider.strip()):
+        raise ValueError(f"provider {provider!r} is not a name (a service, an MCP server)")
+    return provider
 
 
 def _category(category: str | None) -> str | None:

@@ -101,6 +101,7 @@ def instrument_tool(
     ok_exceptions: OkExceptions = (),
     category: str | None = None,
     effect: str = "effect",
+    provider: str | None = None,
 ) -> T:
     """Make every call of ``cls.<call>`` a tool call of the instance, as ``@agenttrace.tool``
     on that method would; returns ``cls``.
@@ -108,7 +109,7 @@ def instrument_tool(
     The tool's name is ``name`` (a string, or a callable of the instance), else the instance's
     ``name`` attribute, else its class name: it is what an LLM's tool call is matched by. The
     recorded arguments are the call's by parameter name, or what ``arguments`` (given the
-    call's arguments, ``self`` first) returns. ``category`` and ``effect``: as for
+    call's arguments, ``self`` first) returns. ``category``, ``effect`` and ``provider``: as for
     ``@agenttrace.tool``.
     """
 
@@ -124,6 +125,7 @@ def instrument_tool(
             named_by_instance=True,
             category=category,
             effect=effect,
+            provider=provider,
         )
 
     for attribute in _names(call):

@@ -11,6 +11,7 @@ Anthropic-style usage (``input_tokens`` with ``cache_read_input_tokens`` and
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -339,7 +340,9 @@ def response_attributes(
     reasons = finish_reasons(response)
     if reasons:
         attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
-    attributes.update(usage_attributes(field(response, "usage")))
+    usage = field(response, "usage")
+    attributes.update(usage_attributes(usage))
+    attributes.update(gateway_attributes(response, usage))
     settings = runtime.settings
     if settings.capture_content or payloads is not None:
         output = output_messages(response)
@@ -349,6 +352,25 @@ def response_attributes(
                 payloads[sc.GEN_AI_OUTPUT_MESSAGES] = text
             if settings.capture_content:
                 attributes[sc.GEN_AI_OUTPUT_MESSAGES] = text
+    return attributes
+
+
+def gateway_attributes(response: Any, usage: Any) -> dict[str, AttributeValue]:
+    """What a gateway's response says about the call behind it (OpenRouter's, as litellm passes
+    it on): the provider that served it (the response's ``provider``) and what that provider
+    charged (``usage.cost_details.upstream_inference_cost``). Empty when it says neither."""
+    attributes: dict[str, AttributeValue] = {}
+    served_by = field(response, "provider")
+    if isinstance(served_by, str) and served_by:
+        attributes[sc.RESPONSE_PROVIDER] = served_by
+    upstream = field(field(usage, "cost_details"), "upstream_inference_cost")
+    if (
+        isinstance(upstream, (int, float))
+        and not isinstance(upstream, bool)
+        and math.isfinite(upstream)
+        and upstream >= 0
+    ):
+        attributes[sc.COST_UPSTREAM_USD] = float(upstream)
     return attributes
 
 

@@ -24,7 +24,7 @@ from agenttrace.tracing.scopes import OpScope, SessionScope, finish, start_op, s
 
 from .messages import Message, current
 from .transcript import CostState, Entry, UserEntry
-from .utils import block_type, result_text
+from .utils import block_type, mcp_server_of, result_text
 
 
 class ToolError(Exception):
@@ -62,6 +62,9 @@ class ToolCall:
             sc.TOOL_CHARS_IN: length,
             sc.GEN_AI_TOOL_CALL_ID: self.id,
         }
+        server = mcp_server_of(self.name)
+        if server is not None:
+            attributes[sc.TOOL_MCP_SERVER] = server
         if settings.capture_content:
             attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = recorded
         # In the message's turn, a sibling of its chat span (not a child of it).

@@ -40,6 +40,19 @@ BACKGROUND = "claude_agent_sdk.background"
 OUTPUT_FINAL = "claude_agent_sdk.output_tokens_final"
 """False on a chat span whose final output count could not be had (see the README)."""
 
+MCP_PREFIX = "mcp__"
+"""How the name of a tool from an MCP server starts: ``mcp__<server>__<tool>``."""
+
+
+def mcp_server_of(tool_name: str) -> str | None:
+    """The MCP server a tool of this name came from (``mcp__github__list_issues``: ``github``;
+    a server's name has no double underscore), ``None`` for the CLI's own tools."""
+    if not tool_name.startswith(MCP_PREFIX):
+        return None
+    server, separator, tool = tool_name[len(MCP_PREFIX) :].partition("__")
+    return server if separator and server and tool else None
+
+
 SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
 """The tool that runs a sub-agent: ``Agent`` (the init message still lists it as ``Task``)."""
 TERMINAL_TASK = frozenset({"completed", "failed", "stopped", "killed"})

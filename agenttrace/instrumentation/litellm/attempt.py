@@ -19,6 +19,7 @@ from agenttrace.tracing.llm_attributes import (
     classify_error,
     field,
     input_content,
+    provider_name,
     response_attributes,
 )
 from agenttrace.tracing.logs import record_reasoning
@@ -29,7 +30,7 @@ from agenttrace.tracing.transcripts import log_llm_exchange
 class Request:
     """What one litellm call asks, as its attempts' spans describe it."""
 
-    __slots__ = ("attributes", "messages", "model", "name", "operation", "raw_model")
+    __slots__ = ("attributes", "messages", "model", "name", "operation", "raw_model", "routed")
 
     def __init__(
         self,
@@ -39,6 +40,7 @@ class Request:
         model: str,
         raw_model: str,
         messages: Any,
+        routed: bool = False,
     ) -> None:
         self.operation = operation
         self.name = name  # the span name
@@ -46,6 +48,9 @@ class Request:
         self.model = model
         self.raw_model = raw_model  # as the caller wrote it, provider prefix included
         self.messages = messages
+        self.routed = routed
+        """A litellm Router chose the deployment this call goes to (its model and provider are
+        the deployment's)."""
 
 
 class Attempt:
@@ -171,7 +176,19 @@ def result_attributes(attempt: Attempt, response: Any) -> dict[str, AttributeVal
     attributes = input_content(attempt.input, payloads)
     attributes.update(response_attributes(response, payloads))
     hidden = getattr(response, "_hidden_params", None)
-    cost = hidden.get("response_cost") if isinstance(hidden, Mapping) else None
+    if not isinstance(hidden, Mapping):
+        hidden = {}
+    cost = hidden.get("response_cost")
     if isinstance(cost, (int, float)) and not isinstance(cost, bool):
         attributes[sc.COST_USD] = float(cost)
+    if attempt.request.routed and sc.RESPONSE_PROVIDER not in attributes:
+        # Behind a Router, the deployment that answered served it: the provider litellm says
+        # it used for the call, else the one the deployment's parameters name.
+        used = hidden.get("custom_llm_provider")
+        deployment = attempt.request.attributes.get(sc.GEN_AI_PROVIDER_NAME)
+        served_by = provider_name(used) if isinstance(used, str) else None
+        if not served_by and isinstance(deployment, str):
+            served_by = deployment
+        if served_by:
+            attributes[sc.RESPONSE_PROVIDER] = served_by
     return attributes

@@ -19,7 +19,12 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
 from agenttrace.instrumentation.litellm.attempt import Attempt, Request
 from agenttrace.instrumentation.litellm.calls import LogicalCall, begin
-from agenttrace.instrumentation.litellm.utils import WHERE, provider_and_model, remember_secrets
+from agenttrace.instrumentation.litellm.utils import (
+    WHERE,
+    provider_and_model,
+    remember_secrets,
+    routed_by_router,
+)
 from agenttrace.tracing.llm_attributes import input_summary, request_attributes
 from agenttrace.tracing.scopes import (
     OpScope,
@@ -88,7 +93,9 @@ def describe(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R
         start[sc.GEN_AI_OPERATION_NAME] = operation
         if runtime.settings.openinference:
             start[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_EMBEDDING
-    return Request(operation, name, start, model, str(raw_model), messages)
+    return Request(
+        operation, name, start, model, str(raw_model), messages, routed_by_router(kwargs)
+    )
 
 
 def start_attempt(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Attempt | None:

@@ -50,6 +50,16 @@ def provider_and_model(model: str, custom_provider: Any) -> tuple[str | None, st
     return provider_name(provider if isinstance(provider, str) else None), model
 
 
+def routed_by_router(kwargs: Mapping[str, Any]) -> bool:
+    """Whether a litellm Router chose the deployment a call goes to: the Router passes the
+    model group the program asked for in the call's metadata."""
+    for key in ("metadata", "litellm_metadata"):
+        metadata = kwargs.get(key)
+        if isinstance(metadata, Mapping) and metadata.get("model_group") is not None:
+            return True
+    return False
+
+
 def remember_secrets(kwargs: Mapping[str, Any]) -> None:
     """Register the credentials a call can use (litellm's key settings, key arguments, auth
     headers) so they are scrubbed from any output."""
