@@ -209,6 +209,15 @@ class _Rewrite:
 
     def _position(self, message_id: str, start: int) -> int | None:
         before = self._before
+        ordinals = self._track.ids.get(message_id, ())
+        if len(ordinals) == 1 and not self._scanned:
+            # One entry has this id (always, in a file agenttrace wrote): the bisection finds
+            # its place, or the scan does, unless it is before ``start`` (then neither does).
+            at = before.place_of(ordinals[0])
+            if at is not None and at >= start:
+                return at
+            self._scanned = True
+            return None
         target = id_number(message_id, MESSAGE_PREFIX)
         if target is not None:
             place = bisect.bisect_left(before, target, lo=start, key=_number)
