@@ -347,3 +347,46 @@ def test_the_index_rebuilds_what_each_request_was(seed: int) -> None:
     index = RequestIndex([*session.events, *ends])
     for agent in agents:
         assert index.transcript_before(f"end_{agent}")[1] == restored.agents[agent].transcript
+
+
+def hand_made_events(rng: random.Random) -> list[dict[str, Any]]:
+    """Events as a hand-edited or damaged file may have them: ids out of order or repeated,
+    resets that reuse what is not there, keep more than there is, or are cut short, agents
+    created twice or never."""
+    agents = ["agent_001", "agent_002", 7]
+    events: list[dict[str, Any]] = []
+    ids: list[str] = []
+    for number in range(rng.randrange(1, 40)):
+        message = f"msg_{rng.randrange(1, 60):03d}" if rng.random() < 0.2 else f"msg_{number + 100}"
+        agent = rng.choice(agents)
+        kind = rng.choice(["transcript_entry"] * 5 + ["transcript_reset"] * 3 + ["agent_created"])
+        event: dict[str, Any] = {"message_id": message, "event_type": kind, "agent_id": agent}
+        if kind == "transcript_entry":
+            event["role"] = rng.choice(["user", "assistant"])
+            event["content"] = f"c{number}"
+        elif kind == "transcript_reset":
+            event["kept"] = rng.choice([0, 1, 2, 5, -1, "1"])
+            event["entries"] = new = rng.randrange(0, 3)
+            if ids and rng.random() < 0.7:
+                pairs = [[rng.choice(ids), rng.choice(ids)] for _ in range(rng.randrange(1, 3))]
+                event["reused"] = [*pairs, new] if rng.random() < 0.5 else [new, *pairs]
+        events.append(event)
+        ids.append(message)
+    return events
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_the_index_reads_hand_made_events_as_a_replay_does(seed: int) -> None:
+    events = hand_made_events(random.Random(seed))
+    restored = Session()
+    restored.restore(list(events), raw_lines=None)
+    # An event of no agent ends a reset's write, as the end of the file does for a replay;
+    # then one event per agent asks for its transcript.
+    closing = {"message_id": "close", "event_type": "piece_of_text", "agent_id": None}
+    ends = [
+        {"message_id": f"end_{agent}", "event_type": "piece_of_text", "agent_id": agent}
+        for agent in restored.agents
+    ]
+    index = RequestIndex([*events, closing, *ends])
+    for agent, record in restored.agents.items():
+        assert index.transcript_before(f"end_{agent}")[1] == record.transcript, agent
