@@ -109,6 +109,10 @@ def test_an_append_only_loop_with_tool_calls(
     last = llm_ops(loaded)[-1]
     assert len(json.loads(last["request"]["payload"])) == 1
     assert set(last) >= {"replyMessageId"} and "instructions" not in last
+    # What it returns is the caller's: changing it changes nothing in the file's events.
+    mine = full_request(loaded, last)
+    mine[2]["tool_calls"][0]["function"]["name"] = "changed"
+    assert full_request(loaded, last) == llm.requests[-1].body["messages"]
 
 
 def test_a_sliding_window(traced: Traced, llm: LLMServer, tmp_path: Path) -> None:
@@ -355,9 +359,11 @@ def hand_made_events(rng: random.Random) -> list[dict[str, Any]]:
     created twice or never."""
     agents = ["agent_001", "agent_002", 7]
     events: list[dict[str, Any]] = []
-    ids: list[str] = []
+    ids: list[Any] = []
     for number in range(rng.randrange(1, 40)):
         message = f"msg_{rng.randrange(1, 60):03d}" if rng.random() < 0.2 else f"msg_{number + 100}"
+        if rng.random() < 0.05:
+            message = ["not", "an", "id"]  # type: ignore[assignment]
         agent = rng.choice(agents)
         kind = rng.choice(["transcript_entry"] * 5 + ["transcript_reset"] * 3 + ["agent_created"])
         event: dict[str, Any] = {"message_id": message, "event_type": kind, "agent_id": agent}

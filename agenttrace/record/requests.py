@@ -21,6 +21,7 @@ the events' linkage instead: the op's reply is the assistant entry logged in its
 from __future__ import annotations
 
 import bisect
+import copy
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -57,7 +58,7 @@ class _Track:
     def __init__(self) -> None:
         self.entries: list[Mapping[str, Any]] = []
         self.positions: list[int] = []  # where each entry is among the events
-        self.ids: dict[Any, list[int]] = {}  # message id -> ordinals (one, unless a file lies)
+        self.ids: dict[str, list[int]] = {}  # message id -> ordinals (one, unless a file lies)
         self.runs: list[list[int]] = []  # the transcript now, as [start, stop) runs
         self.marks: list[tuple[tuple[Run, ...], int]] = []  # (runs, entries seen) after a change
         self.mark_positions: list[int] = []
@@ -66,7 +67,9 @@ class _Track:
         ordinal = len(self.entries)
         self.entries.append(event)
         self.positions.append(position)
-        self.ids.setdefault(event.get("message_id"), []).append(ordinal)
+        message = event.get("message_id")
+        if isinstance(message, str):
+            self.ids.setdefault(message, []).append(ordinal)
         return ordinal
 
     def mark(self, position: int) -> None:
@@ -254,7 +257,7 @@ class RequestIndex:
     def __init__(self, events: Sequence[Mapping[str, Any]]) -> None:
         self._events = events
         self._tracks: dict[str, _Track] = {}
-        self._where: dict[Any, int] = {}  # message id -> its first place among the events
+        self._where: dict[str, int] = {}  # message id -> its first place among the events
         self._replies: dict[str, str] = {}  # span id -> the last assistant entry logged in it
         self._pending: tuple[_Track, _Rewrite] | None = None
         for position, event in enumerate(events):
@@ -265,7 +268,9 @@ class RequestIndex:
     def _apply(self, position: int, event: Mapping[str, Any]) -> None:
         """The event's effect on its agent's transcript: ``Session._apply`` and ``Replay``."""
         kind, agent = event.get("event_type"), event.get("agent_id")
-        self._where.setdefault(event.get("message_id"), position)
+        message = event.get("message_id")
+        if isinstance(message, str):  # a list there (a file not validated) is no key
+            self._where.setdefault(message, position)
         if kind != TRANSCRIPT_ENTRY:
             self._close(position)
         if not isinstance(agent, str):
@@ -278,10 +283,12 @@ class RequestIndex:
             track = self._tracks.setdefault(agent, _Track())
             ordinal = track.add(event, position)
             span = event.get("span_id")
-            if event.get("role") == "assistant" and isinstance(span, str):
-                message = event.get("message_id")
-                if isinstance(message, str):
-                    self._replies[span] = message
+            if (
+                event.get("role") == "assistant"
+                and isinstance(span, str)
+                and isinstance(message, str)
+            ):
+                self._replies[span] = message
             pending = self._pending
             if pending is not None and pending[0] is track:
                 if not pending[1].add(ordinal):
@@ -338,7 +345,8 @@ class RequestIndex:
         if isinstance(reply, str):
             instructions = _instructions(op)
         else:
-            reply = self._replies.get(op.get("opId"))  # type: ignore[arg-type]
+            op_id = op.get("opId")
+            reply = self._replies.get(op_id) if isinstance(op_id, str) else None
             if reply is None:
                 why = (
                     "it failed, and a request enters its agent's transcript only with its response"
@@ -367,6 +375,8 @@ def _as_sent(entry: Mapping[str, Any]) -> dict[str, Any]:
     tools without ``content`` (what clients send for one; the transcript does not tell an empty
     content from none: :func:`~agenttrace.record.events.same_entry`), no ``content: null``."""
     message = api_message(entry)
+    if message.get("tool_calls") or not isinstance(message.get("content"), (str, type(None))):
+        message = copy.deepcopy(message)  # nested parts of the file's events: not shared
     content = message.get("content")
     if content is None or (content == "" and message.get("tool_calls")):
         del message["content"]
