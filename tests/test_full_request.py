@@ -396,3 +396,27 @@ def test_the_index_reads_hand_made_events_as_a_replay_does(seed: int) -> None:
     index = RequestIndex([*events, closing, *ends])
     for agent, record in restored.agents.items():
         assert index.transcript_before(f"end_{agent}")[1] == record.transcript, agent
+
+
+def test_a_long_history_whose_old_tool_results_are_cleared() -> None:
+    """Context editing: each call clears the oldest tool result still there (a placeholder in
+    its place), so the transcript is made of many runs and shares most of them with the one
+    before; past a chain of shared marks one is kept whole (``MARK_CHAIN``)."""
+    session = Session()
+    agent = session.allocate_agent_id()
+    session.log_agent_created(agent, initial=[{"role": "system", "content": "work"}])
+    sent: list[dict[str, Any]] = [{"role": "system", "content": "work"}]
+    expected: dict[str, list[dict[str, Any]]] = {}
+    for step in range(150):
+        sent.append({"role": "user", "content": f"do {step}"})
+        if step % 2:
+            sent[2 * (step // 2) + 1] = {"role": "user", "content": f"[cleared {step}]"}
+        session.log_transcript_reset(agent, 1, sent[1:])
+        expected[
+            session.log_transcript_entry(agent, {"role": "assistant", "content": f"r{step}"})
+        ] = [dict(m) for m in sent]
+        sent.append({"role": "assistant", "content": f"r{step}"})
+    index = RequestIndex(session.events)
+    assert max(len(index._tracks[agent].runs_after(p)) for p in range(len(session.events))) > 60
+    for reply, before in expected.items():
+        assert [api_message(e) for e in index.transcript_before(reply)[1]] == before, reply

@@ -50,18 +50,38 @@ class RequestUnavailable(LookupError):
     """The file cannot say what this op sent; the message says why, in one line."""
 
 
+MARK_CHAIN = 32
+"""A transcript remembered after a change shares its first runs with the one remembered before
+it, at most this many times in a row; then it is kept whole. A long history with many runs (a
+framework that clears old tool results) then costs its changed runs per reset, not all of them,
+and a request is rebuilt from at most this many pieces."""
+
+
 class _Track:
     """One agent as the index sees it: its entries in order, and its transcript as runs."""
 
-    __slots__ = ("entries", "ids", "mark_positions", "marks", "positions", "runs")
+    __slots__ = (
+        "_depth",
+        "_last",
+        "entries",
+        "ids",
+        "mark_positions",
+        "marks",
+        "positions",
+        "runs",
+    )
 
     def __init__(self) -> None:
         self.entries: list[Mapping[str, Any]] = []
         self.positions: list[int] = []  # where each entry is among the events
         self.ids: dict[str, list[int]] = {}  # message id -> ordinals (one, unless a file lies)
         self.runs: list[list[int]] = []  # the transcript now, as [start, stop) runs
-        self.marks: list[tuple[tuple[Run, ...], int]] = []  # (runs, entries seen) after a change
+        # After each change: (the mark it shares its first runs with or -1, how many it shares,
+        # the runs after those, how many entries the agent had logged).
+        self.marks: list[tuple[int, int, tuple[Run, ...], int]] = []
         self.mark_positions: list[int] = []
+        self._last: tuple[Run, ...] = ()  # the runs of the last mark, whole
+        self._depth = 0  # marks in a row that share runs with the one before
 
     def add(self, event: Mapping[str, Any], position: int) -> int:
         ordinal = len(self.entries)
@@ -75,14 +95,39 @@ class _Track:
     def mark(self, position: int) -> None:
         """Remember the transcript as it is after the event at ``position``: what a plain
         append does not explain (a reset, a reset's new entry, a new agent of the same id)."""
-        self.marks.append((tuple((run[0], run[1]) for run in self.runs), len(self.entries)))
+        now = tuple((run[0], run[1]) for run in self.runs)
+        last = self._last
+        shared = 0
+        if self.marks and self._depth < MARK_CHAIN:
+            limit = min(len(now), len(last))
+            while shared < limit and now[shared] == last[shared]:
+                shared += 1
+        if shared:
+            self.marks.append((len(self.marks) - 1, shared, now[shared:], len(self.entries)))
+            self._depth += 1
+        else:
+            self.marks.append((-1, 0, now, len(self.entries)))
+            self._depth = 0
         self.mark_positions.append(position)
+        self._last = now
+
+    def _marked_runs(self, index: int) -> list[Run]:
+        chain: list[tuple[int, tuple[Run, ...]]] = []
+        while index >= 0:
+            base, shared, tail, _ = self.marks[index]
+            chain.append((shared, tail))
+            index = base
+        runs: list[Run] = []
+        for shared, tail in reversed(chain):
+            del runs[shared:]
+            runs.extend(tail)
+        return runs
 
     def runs_after(self, position: int) -> list[Run]:
         """The transcript after the event at ``position``, as runs."""
         index = bisect.bisect_right(self.mark_positions, position) - 1
-        runs, seen = self.marks[index] if index >= 0 else ((), 0)
-        result = list(runs)
+        result = self._marked_runs(index) if index >= 0 else []
+        seen = self.marks[index][3] if index >= 0 else 0
         appended = bisect.bisect_right(self.positions, position)
         if appended > seen:  # entries appended since the mark: the next ordinals, in order
             _extend(result, (seen, appended))
