@@ -21,6 +21,7 @@ import litellm
 import pytest
 
 import agenttrace
+from agenttrace.record import requests
 from agenttrace.record.events import api_message
 from agenttrace.record.optree import hosted_sessions, session_ops
 from agenttrace.record.requests import RequestIndex, RequestUnavailable, full_request
@@ -299,6 +300,16 @@ def test_a_tool_op_is_not_an_llm_attempt() -> None:
 # --- the index against live transcripts ---------------------------------------------------------
 
 
+@pytest.fixture(params=["runs", "lists"])
+def index_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each index test twice: transcripts as runs, and (``lists``) every transcript kept as a
+    list from its first change on, copied every 5 changes, as one of too many runs is."""
+    if request.param == "lists":
+        monkeypatch.setattr(requests, "RUNS_LIMIT", 0)
+        monkeypatch.setattr(requests, "SNAPSHOT_EVERY", 5)
+    return str(request.param)
+
+
 def rewrites(rng: random.Random, transcript: list[dict[str, Any]]) -> Iterator[list[Any]]:
     """Requests a framework might send next: the transcript as it is, with a message more, a
     window, a compaction (a summary before the recent entries), a dropped or edited message."""
@@ -316,7 +327,7 @@ def rewrites(rng: random.Random, transcript: list[dict[str, Any]]) -> Iterator[l
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_the_index_rebuilds_what_each_request_was(seed: int) -> None:
+def test_the_index_rebuilds_what_each_request_was(seed: int, index_mode: str) -> None:
     rng = random.Random(seed)
     session = Session()
     agents = [session.allocate_agent_id() for _ in range(2)]
@@ -382,7 +393,7 @@ def hand_made_events(rng: random.Random) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("seed", range(300))
-def test_the_index_reads_hand_made_events_as_a_replay_does(seed: int) -> None:
+def test_the_index_reads_hand_made_events_as_a_replay_does(seed: int, index_mode: str) -> None:
     events = hand_made_events(random.Random(seed))
     restored = Session()
     restored.restore(list(events), raw_lines=None)
@@ -398,7 +409,7 @@ def test_the_index_reads_hand_made_events_as_a_replay_does(seed: int) -> None:
         assert index.transcript_before(f"end_{agent}")[1] == record.transcript, agent
 
 
-def test_a_long_history_whose_old_tool_results_are_cleared() -> None:
+def test_a_long_history_whose_old_tool_results_are_cleared(monkeypatch: pytest.MonkeyPatch) -> None:
     """Context editing: each call clears the oldest tool result still there (a placeholder in
     its place), so the transcript is made of many runs and shares most of them with the one
     before; past a chain of shared marks one is kept whole (``MARK_CHAIN``)."""
@@ -416,7 +427,10 @@ def test_a_long_history_whose_old_tool_results_are_cleared() -> None:
             session.log_transcript_entry(agent, {"role": "assistant", "content": f"r{step}"})
         ] = [dict(m) for m in sent]
         sent.append({"role": "assistant", "content": f"r{step}"})
+    monkeypatch.setattr(requests, "RUNS_LIMIT", 60)  # from about the 120th call on: a list
     index = RequestIndex(session.events)
-    assert max(len(index._tracks[agent].runs_after(p)) for p in range(len(session.events))) > 60
+    track = index._tracks[agent]
+    assert track.listed is not None and len(track.listed.copies) > 1
+    assert max(len(track.runs_after(p)) for p in range(track.listed.since)) > 50
     for reply, before in expected.items():
         assert [api_message(e) for e in index.transcript_before(reply)[1]] == before, reply

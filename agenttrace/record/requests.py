@@ -14,14 +14,18 @@ for each agent, its transcript as *runs* of its entries (a window is two runs: t
 prompt, then the entries since the window's start), applying each ``transcript_reset`` to the
 runs by the rule every reader shares (``agenttrace.record.resets``: the same bisection, the same
 one scan) in time proportional to the runs, not to the transcript. A request is then read in
-time proportional to its length. Files written before ``replyMessageId`` existed are read by
-the events' linkage instead: the op's reply is the assistant entry logged in its span.
+time proportional to its length. A transcript of too many runs (:data:`RUNS_LIMIT`) goes on as
+a list, rewritten by :class:`~agenttrace.record.resets.Rewrite` itself and copied now and then
+(:data:`SNAPSHOT_EVERY`), so no history costs more to index than a replay. Files written
+before ``replyMessageId`` existed are read by the events' linkage instead: the op's reply is
+the assistant entry logged in its span.
 """
 
 from __future__ import annotations
 
 import bisect
 import copy
+import itertools
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -38,7 +42,7 @@ from agenttrace.record.events import (
     api_message,
     id_number,
 )
-from agenttrace.record.resets import reused_pieces
+from agenttrace.record.resets import Rewrite, reused_pieces
 from agenttrace.record.session_files import LoadedFile
 
 Run = tuple[int, int]
@@ -65,6 +69,7 @@ class _Track:
         "_last",
         "entries",
         "ids",
+        "listed",
         "mark_positions",
         "marks",
         "positions",
@@ -82,6 +87,7 @@ class _Track:
         self.mark_positions: list[int] = []
         self._last: tuple[Run, ...] = ()  # the runs of the last mark, whole
         self._depth = 0  # marks in a row that share runs with the one before
+        self.listed: _Listed | None = None  # from when its runs became too many
 
     def add(self, event: Mapping[str, Any], position: int) -> int:
         ordinal = len(self.entries)
@@ -291,6 +297,82 @@ def _append(runs: list[list[int]], ordinal: int) -> None:
         runs.append([ordinal, ordinal + 1])
 
 
+RUNS_LIMIT = 64
+"""A transcript of more runs than this (a framework that clears old tool results one by one)
+is kept as a list from then on, rewritten as a replay does (in C: a list's slices), since runs
+would cost more per reset than the entries they stand for."""
+
+SNAPSHOT_EVERY = 64
+"""Such a transcript is copied whole after this many changes; a request is rebuilt from the
+last copy before it, by at most this many changes."""
+
+
+class _Listed:
+    """A track's transcript kept as a list of its entries, from the event at ``since`` on: each
+    change logged, and the whole list copied every :data:`SNAPSHOT_EVERY` changes."""
+
+    __slots__ = ("copies", "copy_positions", "log", "since", "transcript")
+
+    def __init__(self, transcript: list[Mapping[str, Any]], since: int) -> None:
+        self.transcript = transcript
+        self.since = since
+        self.log: list[tuple[int, str, Any]] = []  # (position, what, its entry or reset)
+        self.copies: list[tuple[int, list[Mapping[str, Any]]]] = [(0, list(transcript))]
+        self.copy_positions = [since]
+
+    def change(self, position: int, what: str, value: Any) -> None:
+        self.log.append((position, what, value))
+
+    def settled(self, position: int) -> None:
+        """No reset's write is open: copy the list if enough changes were made since."""
+        if len(self.log) - self.copies[-1][0] >= SNAPSHOT_EVERY:
+            self.copies.append((len(self.log), list(self.transcript)))
+            self.copy_positions.append(position)
+
+    def after(self, position: int) -> list[Mapping[str, Any]]:
+        """The transcript after the event at ``position`` (``since`` or later)."""
+        index = bisect.bisect_right(self.copy_positions, position) - 1
+        start, copied = self.copies[index]
+        transcript = list(copied)
+        rewrite: Rewrite | None = None
+        for at, what, value in itertools.islice(self.log, start, None):
+            if at > position:
+                break
+            if what == "append":
+                transcript.append(value)
+            elif what == "clear":
+                transcript = []
+            elif what == "reset":
+                rewrite = Rewrite(transcript, value)
+                rewrite.start()
+            elif rewrite is not None and what == "add":
+                rewrite.add(value)
+            elif rewrite is not None:  # finish
+                rewrite.finish()
+                rewrite = None
+        return transcript
+
+
+class _ListedPending:
+    """A reset's write open on a listed transcript: :class:`Rewrite` itself, its steps logged."""
+
+    __slots__ = ("_listed", "_rewrite", "_track")
+
+    def __init__(self, track: _Track, rewrite: Rewrite) -> None:
+        self._track = track
+        self._rewrite = rewrite
+        assert track.listed is not None
+        self._listed = track.listed
+
+    def add(self, ordinal: int) -> bool:
+        entry = self._track.entries[ordinal]
+        self._listed.change(self._track.positions[ordinal], "add", entry)
+        return self._rewrite.add(entry)
+
+    def finish(self) -> None:
+        self._rewrite.finish()
+
+
 class RequestIndex:
     """Every agent's transcript at every event of a session, kept as runs of its entries: built
     in one pass over ``events`` (in proportion to their number, whatever the resets moved),
@@ -304,7 +386,7 @@ class RequestIndex:
         self._tracks: dict[str, _Track] = {}
         self._where: dict[str, int] = {}  # message id -> its first place among the events
         self._replies: dict[str, str] = {}  # span id -> the last assistant entry logged in it
-        self._pending: tuple[_Track, _Rewrite] | None = None
+        self._pending: tuple[_Track, _Rewrite | _ListedPending] | None = None
         for position, event in enumerate(events):
             self._apply(position, event)
         if self._pending is not None:
@@ -322,8 +404,13 @@ class RequestIndex:
             return
         if kind == AGENT_CREATED:
             track = self._tracks.setdefault(agent, _Track())
-            track.runs = []  # a new agent of this id: an empty transcript
-            track.mark(position)
+            if track.listed is not None:
+                track.listed.transcript = []
+                track.listed.change(position, "clear", None)
+                track.listed.settled(position)
+            else:
+                track.runs = []  # a new agent of this id: an empty transcript
+                track.mark(position)
         elif kind == TRANSCRIPT_ENTRY:
             track = self._tracks.setdefault(agent, _Track())
             ordinal = track.add(event, position)
@@ -338,25 +425,56 @@ class RequestIndex:
             if pending is not None and pending[0] is track:
                 if not pending[1].add(ordinal):
                     self._pending = None
-                track.mark(position)
+                    self._settled(track, position)
+                elif track.listed is None:
+                    track.mark(position)
                 return
             self._close(position)
-            _append(track.runs, ordinal)
+            if track.listed is not None:
+                track.listed.transcript.append(event)
+                track.listed.change(position, "append", event)
+                track.listed.settled(position)
+            else:
+                _append(track.runs, ordinal)
         elif kind == TRANSCRIPT_RESET:
             known = self._tracks.get(agent)
             kept = event.get("kept")
             if known is not None and type(kept) is int and kept >= 0:
+                if known.listed is not None:
+                    known.listed.change(position, "reset", event)
+                    listed = Rewrite(known.listed.transcript, event)
+                    if listed.start():
+                        self._pending = (known, _ListedPending(known, listed))
+                    else:
+                        known.listed.change(position, "finish", None)
+                        known.listed.settled(position)
+                    return
                 rewrite = _Rewrite(known, event)
                 if rewrite.start():
                     self._pending = (known, rewrite)
-                known.mark(position)
+                    known.mark(position)
+                else:
+                    self._settled(known, position)
+
+    def _settled(self, track: _Track, position: int) -> None:
+        """A change of ``track`` is complete (no reset's write open): remember it; a transcript
+        of too many runs goes on as a list."""
+        if track.listed is not None:
+            track.listed.change(position, "finish", None)
+            track.listed.settled(position)
+            return
+        track.mark(position)
+        if len(track.runs) > RUNS_LIMIT:
+            entries = track.entries
+            transcript = [entries[o] for start, stop in track.runs for o in range(start, stop)]
+            track.listed = _Listed(transcript, position)
 
     def _close(self, position: int) -> None:
         pending = self._pending
         if pending is not None:
             self._pending = None
             pending[1].finish()
-            pending[0].mark(position)
+            self._settled(pending[0], position)
 
     def transcript_before(self, message_id: str) -> tuple[str, list[Mapping[str, Any]]]:
         """(agent id, transcript entries) of the agent whose event ``message_id`` is, as its
@@ -366,13 +484,15 @@ class RequestIndex:
             raise RequestUnavailable(f"{message_id} is not among the session's events")
         agent = self._events[position].get("agent_id")
         track = self._tracks.get(agent) if isinstance(agent, str) else None
-        if track is None:
+        if track is None or not isinstance(agent, str):
             raise RequestUnavailable(f"{message_id} is no agent's transcript entry")
+        if track.listed is not None and position - 1 >= track.listed.since:
+            return agent, track.listed.after(position - 1)
         entries = track.entries
         transcript: list[Mapping[str, Any]] = []
         for start, stop in track.runs_after(position - 1):
             transcript.extend(entries[start:stop])
-        return agent, transcript  # type: ignore[return-value]
+        return agent, transcript
 
     def full_request(self, op: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The messages the LLM attempt ``op`` (an OperationNode) sent, as its agent's
