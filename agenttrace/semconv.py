@@ -175,6 +175,13 @@ STREAM_ABANDONED: Final = "agenttrace.stream.abandoned"
 """True when the caller closed or dropped a stream before its end."""
 REQUEST_MESSAGES: Final = "agenttrace.request.messages"
 """Number of messages in the request (the whole history, not the delta)."""
+REQUEST_REPLY_MESSAGE: Final = "agenttrace.request.reply_message_id"
+"""Saved state only, never on a span: the message id of the ``transcript_entry`` an LLM
+attempt's response became; its request is the agent's transcript just before it (the op node's
+``replyMessageId``, read by ``agenttrace.record.requests``)."""
+REQUEST_INSTRUCTIONS: Final = "agenttrace.request.instructions"
+"""Saved state only, never on a span: the system messages a request sent ahead of its agent's
+transcript, as recorded (redacted, capped JSON; the op node's ``instructions``)."""
 
 # --- tool spans ---------------------------------------------------------------------------------
 TOOL_CHARS_IN: Final = "agenttrace.tool.chars_in"

@@ -660,6 +660,21 @@ class OperationNode(_Object, kw_only=True):
     error: str | UnsetType = UNSET
     request: Payload | UnsetType = UNSET
     response: Payload | UnsetType = UNSET
+    replyMessageId: Annotated[
+        MessageId | UnsetType,
+        Meta(
+            description="An LLM attempt whose response entered its agent's transcript: that "
+            "transcript_entry's message id. Its whole request is the agent's transcript just "
+            "before it, after the instructions (agenttrace.record.requests.full_request)."
+        ),
+    ] = UNSET
+    instructions: Annotated[
+        Payload | UnsetType,
+        Meta(
+            description="With replyMessageId: the system messages the request sent ahead of "
+            "the agent's transcript, when it sent some (JSON text, redacted and capped)."
+        ),
+    ] = UNSET
     childSession: Annotated[
         ChildSessionNode | UnsetType,
         Meta(

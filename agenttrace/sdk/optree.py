@@ -600,6 +600,13 @@ def _payloads(node: Node, attributes: Mapping[str, Any]) -> None:
             if kind is not None:
                 entry["kind"] = kind
             node[side] = entry
+    # Where the whole request is (agenttrace.record.requests): a message id, not the history.
+    reply = attributes.get(sc.REQUEST_REPLY_MESSAGE)
+    if isinstance(reply, str):
+        node["replyMessageId"] = reply
+        instructions = recorded_text(attributes.get(sc.REQUEST_INSTRUCTIONS))
+        if instructions is not None:
+            node["instructions"] = {"payload": instructions, "size": len(instructions)}
 
 
 MAX_TURN_PROMPTS = 32

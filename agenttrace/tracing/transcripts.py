@@ -26,7 +26,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
 from agenttrace.record.events import (
     MESSAGE_FIELDS,
@@ -167,7 +169,7 @@ def log_llm_exchange(scope: OpScope, messages: Any, response: Any) -> str | None
     Returns its id."""
     session = scope.session.run.session
     agent_id = scope.session.agent_id
-    log_request(session, agent_id, messages, scope)
+    offset = log_request(session, agent_id, messages, scope)
     choices = field(response, "choices")
     message = field(choices[0], "message") if isinstance(choices, Sequence) and choices else None
     if message is None:
@@ -175,10 +177,23 @@ def log_llm_exchange(scope: OpScope, messages: Any, response: Any) -> str | None
     entry = _reply_fields(message)
     entry["role"] = "assistant"
     message_id = session.log_transcript_entry(agent_id, entry, at=scope)
+    if offset is not None:
+        _refer_to_request(scope, message_id, messages[:offset])
     calls = tool_calls_of(response)
     if calls:
         scope.turn.offer_tool_calls([(*call, message_id) for call in calls])
     return message_id
+
+
+def _refer_to_request(scope: OpScope, reply: str, instructions: Sequence[Any]) -> None:
+    """Let the op's node say where its whole request is (``agenttrace.record.requests``): the
+    agent's transcript just before ``reply`` (its response's entry), after the system messages
+    the request sent beside that transcript, if any. A message id and those few messages,
+    whatever the history's length: the session file does not grow with it."""
+    scope.payloads[sc.REQUEST_REPLY_MESSAGE] = reply
+    if instructions:
+        text = recorded_json(list(instructions), runtime.settings.max_payload_bytes)[1]
+        scope.payloads[sc.REQUEST_INSTRUCTIONS] = text
 
 
 def _reply_fields(message: Any) -> dict[str, Any]:
@@ -219,7 +234,7 @@ def _heard_reply(session: Session, agent_id: str, entry: dict[str, Any]) -> str 
     return substance_of(content) or session.reply_saying(content, agent_id)
 
 
-def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) -> None:
+def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) -> int | None:
     """Make the agent's logged transcript what its request sent.
 
     A request *extends* the transcript when its first messages are the transcript's entries,
@@ -231,15 +246,19 @@ def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) 
     history (tool calls turned into text, a reply dropped, a new system prompt): a
     ``transcript_reset`` keeps the entries the request still starts with and logs the rest of
     it, so the transcript is exactly what was sent. One comparison per message.
+
+    Returns how many messages the request sent ahead of the transcript (the ``offset`` of
+    :func:`~agenttrace.record.events.alignment`): the transcript is now the rest of the
+    request. ``None`` when there was nothing to log (no such agent, no messages).
     """
     record = session.agents.get(agent_id)
     if record is None or not isinstance(messages, Sequence) or isinstance(messages, str):
-        return
+        return None
     transcript = record.transcript
     offset, kept = alignment(messages, transcript, record.aligned)
     if kept < len(transcript):
         session.log_transcript_reset(agent_id, kept, messages[offset + kept :], at=scope)
-        return
+        return offset
     new = messages[offset + kept :]
     for message in new:
         entry = message_fields(message)
@@ -248,3 +267,4 @@ def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) 
         )
     if new:  # what was just logged is known too: the next request compares only what follows
         record.aligned.extend(new, transcript[len(transcript) - len(new) :])
+    return offset
