@@ -1,6 +1,7 @@
 """A process for the step journal's crash tests: an agent whose ``charge`` tool pays through the
 payment server given on the command line, then kills itself with SIGKILL where told:
-``inside`` (in the body, after the charge), ``after`` (once the call returned), or ``never``."""
+``inside`` (in the body, after the charge), ``after`` (once the call returned and its outcome is
+written), or ``never``."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def main() -> None:
     @agenttrace.agent("Shop")
     def shop() -> None:
         charge(5)
-        if kill == "after":
+        if kill == "after":  # once its outcome is on disk (the background wrote it)
+            agenttrace.force_flush()
             os.kill(os.getpid(), signal.SIGKILL)
 
     shop()

@@ -27,8 +27,9 @@ class Recorder(Protocol):
         """Take one record."""
         ...
 
-    def journal(self, session: Any, line: bytes) -> None:
-        """Write one step-journal line of ``session`` now, before the caller goes on."""
+    def journal(self, session: Any, line: bytes, later: bool = False) -> None:
+        """Write one step-journal line of ``session`` now, before the caller goes on
+        (``later``: by the background worker)."""
         ...
 
 

@@ -189,9 +189,14 @@ class AgentTraceProcessor(SpanProcessor):
         if self._deferred[type(record)]:
             self.worker.put(record)
 
-    def journal(self, session: Any, line: bytes) -> None:
-        """Write one step-journal line now, in the caller's thread (see ``Sink.journaled``)."""
+    def journal(self, session: Any, line: bytes, later: bool = False) -> None:
+        """Write one step-journal line now, in the caller's thread (see ``Sink.journaled``);
+        ``later``: by the background worker, in order with the records before it (an outcome,
+        which a kill may lose: its step then reads as in doubt, never as done)."""
         if self._shut_down:
+            return
+        if later:
+            self.worker.put(_Deferred(lambda: self.journal(session, line)))
             return
         for sink in self._journals:
             try:

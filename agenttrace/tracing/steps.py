@@ -104,7 +104,10 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
                 error=cap_text(f"{type(error).__name__}: {error}", _cap()),
                 applied=_applied(step.effect, error),
             )
-        recorder.journal(scope.session.run.session, _line(line))
+        # Written in the background: what must be on disk before the body runs is the intent.
+        # A kill before this line is written leaves a call that ended in doubt: resumed with
+        # care, never run again as if it had not happened.
+        recorder.journal(scope.session.run.session, _line(line), later=True)
     except Exception as exc:
         report_internal_error(WHERE, exc)
 
