@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import msgspec
+
 STEP = "step"
 """The ``event_type`` of a journal line."""
 STEP_DECISION = "step_decision"
@@ -72,14 +74,28 @@ StepKey = tuple[str, str, int]
 """(run origin, path label, attempt)."""
 
 
-def fingerprint(request: Any) -> str:
+def fingerprint(request: Any, volatile: frozenset[str] = VOLATILE_KEYS) -> str:
     """``sha256:`` and the hex digest of ``request`` as canonical JSON (sorted keys, no spaces,
-    :data:`VOLATILE_KEYS` left out at any depth, anything not JSON as its ``str``): the same
-    question asked again has the same fingerprint."""
-    text = json.dumps(
-        _stable(request), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-    )
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    the ``volatile`` keys left out at any depth, anything not JSON as its ``str``): the same
+    question asked again has the same fingerprint. A tool call's arguments are its question
+    whole (``tool_fingerprint``): none of their keys is volatile."""
+    stable = _stable(request) if volatile else request
+    try:
+        data = _CANONICAL.encode(stable)
+    except (TypeError, ValueError, OverflowError):  # what msgspec refuses: the stdlib's way
+        data = json.dumps(
+            stable, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+        ).encode("utf-8", "surrogatepass")
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def tool_fingerprint(name: str, arguments: Mapping[str, Any]) -> str:
+    """The fingerprint of a tool call: its name and its arguments, every key of them."""
+    return fingerprint(tool_request(name, arguments), frozenset())
+
+
+_CANONICAL = msgspec.json.Encoder(order="sorted", enc_hook=str)
+"""Canonical JSON in C: keys sorted, no spaces, anything else as its ``str``."""
 
 
 def _stable(value: Any, depth: int = 0) -> Any:

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import msgspec
+
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import cap_text
@@ -71,7 +73,7 @@ def begin_tool_step(scope: OpScope, effect: str, arguments: Any) -> None:
             agent_id=scope.session.agent_id,
             name=scope.name,
             effect=effect,
-            request_fingerprint=j.fingerprint(j.tool_request(scope.name, _plain(arguments))),
+            request_fingerprint=j.tool_fingerprint(scope.name, _plain(arguments)),
             arguments=text,
             call_id=scope.call_id,
         )
@@ -122,8 +124,14 @@ def _applied(effect: str, error: BaseException) -> Literal["no", "unknown"]:
 
 def _json(value: Any) -> str:
     """``value`` as JSON text (verbatim: the journal is state, like the transcript), capped."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return cap_text(text, _cap(), _as_is)
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = _ENCODE(value).decode("utf-8", "surrogatepass")
+        except (TypeError, ValueError, OverflowError, UnicodeDecodeError):
+            text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= _cap() // 4 else cap_text(text, _cap(), _as_is)
 
 
 def _plain(arguments: Any) -> Any:
@@ -139,5 +147,11 @@ def _cap() -> int:
 
 
 def _line(line: dict[str, Any]) -> bytes:
+    """The line as the event stream writes its lines (the same encoder's spacing)."""
     line["ts"] = event_ts(time.time_ns())
-    return json.dumps(line, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
+    return (_LINE.encode(line) + "\n").encode("utf-8", "backslashreplace")
+
+
+_LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
+_ENCODE = msgspec.json.Encoder(enc_hook=str).encode
+"""JSON in C, non-ASCII text as UTF-8 (as the event stream writes it)."""
