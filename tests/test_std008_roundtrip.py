@@ -461,6 +461,10 @@ LEEWAY = {
         for difference in (
             ("~", *where, "tool_category"),  # an empty category: the export gives one
             ("+", *where, "subagent_info", "sub_session_id"),  # the link to the run it started
+            # A sub-session that names another call as its trigger: the call it names gets the
+            # subagent_info (with the link), the call that claimed it loses it.
+            ("-", *where, "subagent_info"),
+            ("+", *where, "subagent_info", "sub_session_ids"),
         )
     ),
 }
@@ -487,7 +491,8 @@ def differences(ours: Any, theirs: Any, where: tuple[str, ...] = ()) -> set[tupl
 
 def holdable(document: Any) -> bool:
     """Whether ``document``'s ids, times and durations are ones an opTree holds as they are:
-    a session id that names a file, times from 1970 to OTLP's last, durations within it."""
+    a session id that names a file, times from 1970 to OTLP's last, durations within it, and
+    nothing that ends before it starts."""
     if not isinstance(document, dict) or plain_id(document.get("session_id"), "") != document.get(
         "session_id"
     ):
@@ -495,6 +500,12 @@ def holdable(document: Any) -> bool:
 
     def fits(value: Any, key: Any = None) -> bool:
         if isinstance(value, dict):
+            started, ended = (
+                iso_ms(value[k]) if isinstance(value.get(k), str) else None
+                for k in ("started_at", "ended_at")
+            )
+            if started is not None and ended is not None and ended < started:
+                return False  # an op cannot end before it starts (its latency: negative)
             return all(fits(item, name) for name, item in value.items())
         if isinstance(value, list):
             return all(fits(item) for item in value)

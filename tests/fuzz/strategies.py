@@ -467,7 +467,9 @@ def _fix_accounting(rng: random.Random, entry: dict[str, Any], values: Mapping[s
     cls = schema.AccountingEntry
     llm = entry["type"] == "llm"
     needed, refused = (
-        (cls._LLM_ONLY, cls._TOOL_ONLY) if llm else (cls._TOOL_ONLY, cls._LLM_ONLY[1:])
+        (cls._LLM_ONLY, cls._TOOL_ONLY + cls._TOOL_OPTIONAL)
+        if llm
+        else (cls._TOOL_ONLY, cls._LLM_ONLY[1:] + cls._LLM_OPTIONAL)
     )
     for key in refused:
         entry.pop(key, None)
