@@ -42,7 +42,7 @@ from agenttrace.record.events import (
     api_message,
     id_number,
 )
-from agenttrace.record.resets import Rewrite, reused_pieces
+from agenttrace.record.resets import PieceWalk, Rewrite, entry_number
 from agenttrace.record.session_files import LoadedFile
 
 Run = tuple[int, int]
@@ -193,19 +193,16 @@ class _Rope:
         return result
 
 
-def _number(entry: Any) -> int:
-    number = id_number(entry.get("message_id"), MESSAGE_PREFIX) if isinstance(entry, dict) else None
-    return -1 if number is None else number
+class _Rewrite(PieceWalk):
+    """:class:`agenttrace.record.resets.Rewrite` on a track's runs: the same pieces walked the
+    same way (:class:`~agenttrace.record.resets.PieceWalk`), placed by the same bisection and
+    the same one scan (found through the entry's id, not by reading every entry), so the
+    transcript is the one a replay makes."""
 
-
-class _Rewrite:
-    """:class:`agenttrace.record.resets.Rewrite` on a track's runs: the same pieces, placed by
-    the same bisection and the same one scan (found through the entry's id, not by reading
-    every entry), so the transcript is the one a replay makes."""
-
-    __slots__ = ("_before", "_cursor", "_pieces", "_scanned", "_track", "_waiting")
+    __slots__ = ("_before", "_track")
 
     def __init__(self, track: _Track, event: Mapping[str, Any]) -> None:
+        super().__init__(event)
         kept = event.get("kept")
         kept = kept if type(kept) is int and kept > 0 else 0
         now = [(run[0], run[1]) for run in track.runs]
@@ -214,39 +211,9 @@ class _Rewrite:
         self._track = track
         self._before = _Rope(track.entries, whole.slice(kept, len(whole)))
         track.runs = [list(run) for run in whole.slice(0, kept)]
-        pieces = reused_pieces(event)
-        if pieces is None:
-            entries = event.get("entries")
-            pieces = [entries if type(entries) is int and entries > 0 else 0]
-        self._pieces = list(reversed(pieces))
-        self._cursor = 0
-        self._waiting = 0
-        self._scanned = False
 
-    def start(self) -> bool:
-        self._advance()
-        return self._waiting > 0
-
-    def add(self, ordinal: int) -> bool:
-        _append(self._track.runs, ordinal)
-        self._waiting -= 1
-        self._advance()
-        return self._waiting > 0
-
-    def finish(self) -> None:
-        self._waiting = 0
-        while self._pieces:
-            piece = self._pieces.pop()
-            if not isinstance(piece, int):
-                self._place(*piece)
-
-    def _advance(self) -> None:
-        while self._waiting == 0 and self._pieces:
-            piece = self._pieces.pop()
-            if isinstance(piece, int):
-                self._waiting = piece
-            else:
-                self._place(*piece)
+    def _new(self, entry: Any) -> None:
+        _append(self._track.runs, entry)  # an entry's ordinal
 
     def _place(self, first: str, last: str) -> None:
         start = self._position(first, self._cursor)
@@ -274,7 +241,7 @@ class _Rewrite:
             return None
         target = id_number(message_id, MESSAGE_PREFIX)
         if target is not None:
-            place = bisect.bisect_left(before, target, lo=start, key=_number)
+            place = bisect.bisect_left(before, target, lo=start, key=entry_number)
             if place < len(before) and before[place].get("message_id") == message_id:
                 return place
         if self._scanned:

@@ -110,38 +110,23 @@ def wire_pieces(pieces: Sequence[Piece]) -> list[Any]:
     return [list(piece) if isinstance(piece, tuple) else piece for piece in pieces]
 
 
-class Rewrite:
-    """A reset being applied to one agent's transcript, in place.
+class PieceWalk:
+    """How a reset's pieces are walked, whatever holds the transcript (:class:`Rewrite`: a list
+    of entries; ``agenttrace.record.requests``: runs of them): the reused runs up to the first
+    new entry at :meth:`start`, each new entry then the runs up to the next at :meth:`add`, the
+    runs left at :meth:`finish`. A subclass says how a new entry and a run are placed."""
 
-    :meth:`start` keeps the first ``kept`` entries and places the reused runs up to the first
-    new entry; each following ``transcript_entry`` of the same write goes through :meth:`add`
-    (the new entry, then the reused runs up to the next new one); :meth:`finish` places what
-    is left when the write ends (new entries a crash cut short are then simply missing).
-    ``moved`` counts the reused entries placed, for a reader's bound on a file's work.
-    """
+    __slots__ = ("_cursor", "_pieces", "_scanned", "_waiting")
 
-    __slots__ = ("_before", "_cursor", "_pieces", "_scanned", "_transcript", "_waiting", "moved")
-
-    def __init__(self, transcript: list[Any], event: Mapping[str, Any]) -> None:
-        kept = event.get("kept")
-        kept = kept if type(kept) is int and kept > 0 else 0
-        self._transcript = transcript
-        self._before = transcript[kept:]
-        self._cursor = 0  # where in ``_before`` the next reused run may start
-        del transcript[kept:]
+    def __init__(self, event: Mapping[str, Any]) -> None:
         pieces = reused_pieces(event)
         if pieces is None:
             entries = event.get("entries")
             pieces = [entries if type(entries) is int and entries > 0 else 0]
         self._pieces = list(reversed(pieces))  # popped from the end: in order
+        self._cursor = 0  # where in the transcript before the reset the next run may start
         self._waiting = 0  # new entries the current count piece still expects
         self._scanned = False  # a scan found nothing: later pieces are only bisected
-        self.moved = 0
-
-    @property
-    def dropped(self) -> int:
-        """How many entries after the kept ones it dropped (once finished)."""
-        return len(self._before) - self.moved
 
     def start(self) -> bool:
         """Place what precedes the first new entry; whether new entries are expected."""
@@ -151,7 +136,7 @@ class Rewrite:
     def add(self, entry: Any) -> bool:
         """Place a new entry (the next one the reset expects), then what precedes the next;
         whether more new entries are expected."""
-        self._transcript.append(entry)
+        self._new(entry)
         self._waiting -= 1
         self._advance()
         return self._waiting > 0
@@ -173,6 +158,42 @@ class Rewrite:
             else:
                 self._place(*piece)
 
+    def _new(self, entry: Any) -> None:
+        raise NotImplementedError
+
+    def _place(self, first: str, last: str) -> None:
+        raise NotImplementedError
+
+
+class Rewrite(PieceWalk):
+    """A reset being applied to one agent's transcript (a list of entries), in place.
+
+    :meth:`start` keeps the first ``kept`` entries and places the reused runs up to the first
+    new entry; each following ``transcript_entry`` of the same write goes through :meth:`add`
+    (the new entry, then the reused runs up to the next new one); :meth:`finish` places what
+    is left when the write ends (new entries a crash cut short are then simply missing).
+    ``moved`` counts the reused entries placed, for a reader's bound on a file's work.
+    """
+
+    __slots__ = ("_before", "_transcript", "moved")
+
+    def __init__(self, transcript: list[Any], event: Mapping[str, Any]) -> None:
+        super().__init__(event)
+        kept = event.get("kept")
+        kept = kept if type(kept) is int and kept > 0 else 0
+        self._transcript = transcript
+        self._before = transcript[kept:]
+        del transcript[kept:]
+        self.moved = 0
+
+    @property
+    def dropped(self) -> int:
+        """How many entries after the kept ones it dropped (once finished)."""
+        return len(self._before) - self.moved
+
+    def _new(self, entry: Any) -> None:
+        self._transcript.append(entry)
+
     def _place(self, first: str, last: str) -> None:
         before, cursor = self._before, self._cursor
         start = self._position(first, cursor)
@@ -191,7 +212,7 @@ class Rewrite:
         entries = self._before
         target = id_number(message_id, MESSAGE_PREFIX)
         if target is not None:
-            place = bisect.bisect_left(entries, target, lo=start, key=_number)
+            place = bisect.bisect_left(entries, target, lo=start, key=entry_number)
             if place < len(entries) and entries[place].get("message_id") == message_id:
                 return place
         if self._scanned:
@@ -250,7 +271,8 @@ class Replay:
             self.moved += pending[1].moved
 
 
-def _number(entry: Any) -> int:
+def entry_number(entry: Any) -> int:
+    """An entry's message-id number (-1 for one that has none): the bisection's key."""
     number = id_number(entry.get("message_id"), MESSAGE_PREFIX) if isinstance(entry, dict) else None
     return -1 if number is None else number
 
