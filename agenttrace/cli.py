@@ -30,6 +30,7 @@ from agenttrace.record.session_files import (
     SessionFileError,
     find_session,
     read_session_file,
+    sibling_path,
     snapshot_path,
     stream_path,
 )
@@ -226,8 +227,8 @@ def resume(
     except SessionFileError as exc:
         # A damaged session file with its stream beside it resumes from the stream (the file
         # kept aside: agenttrace.record.damaged); anything else is refused now.
-        stream = path.with_name(path.name.removesuffix(".json.gz") + ".events.jsonl")
-        if not path.name.endswith(".json.gz") or not stream.is_file():
+        stream = sibling_path(path)
+        if not path.name.endswith(".json.gz") or stream is None or not stream.is_file():
             fail(str(exc))
     if not factory_name:
         fail(

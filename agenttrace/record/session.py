@@ -44,6 +44,7 @@ from agenttrace.record.session_files import (
     find_or_name_session,
     find_session,
     read_session_file,
+    sibling_path,
 )
 from agenttrace.record.unanswered import MAX_CLOSED, UnansweredPolicy, close_unanswered_calls
 from agenttrace.record.unfinished import continued, unfinished_tail
@@ -671,7 +672,7 @@ def _unfinished_events(path: Path, loaded: LoadedFile) -> list[dict[str, Any]]:
     name = path.name
     stream = path
     if name.endswith(SNAPSHOT_SUFFIX):
-        stream = path.with_name(name[: -len(SNAPSHOT_SUFFIX)] + STREAM_SUFFIX)
+        stream = sibling_path(path) or path
     elif not name.endswith(STREAM_SUFFIX) and loaded.kind != "stream":
         return []
     lines = unfinished_tail(stream) if stream.is_file() else []
@@ -702,14 +703,10 @@ def load_fullest(
     which will write the session file again), the file is renamed aside first; one warning says
     so. A torn last line of the stream is skipped with one warning too.
     """
-    from agenttrace.record.session_files import SNAPSHOT_SUFFIX, STREAM_SUFFIX
+    from agenttrace.record.session_files import SNAPSHOT_SUFFIX
 
     name = path.name
-    sibling: Path | None = None
-    if name.endswith(SNAPSHOT_SUFFIX):
-        sibling = path.with_name(name[: -len(SNAPSHOT_SUFFIX)] + STREAM_SUFFIX)
-    elif name.endswith(STREAM_SUFFIX):
-        sibling = path.with_name(name[: -len(STREAM_SUFFIX)] + SNAPSHOT_SUFFIX)
+    sibling = sibling_path(path)
     damaged: tuple[Path, SessionFileError] | None = None
     try:
         loaded = read_session_file(path, progress)

@@ -93,6 +93,17 @@ def snapshot_path(sessions_dir: Path, session_id: str) -> Path:
     return sessions_dir / f"{check_session_id(session_id)}{SNAPSHOT_SUFFIX}"
 
 
+def sibling_path(path: Path) -> Path | None:
+    """The other file of a session's pair: the event stream of a session file, the session file
+    of a stream; ``None`` for a name that is neither."""
+    name = path.name
+    if name.endswith(SNAPSHOT_SUFFIX):
+        return path.with_name(name[: -len(SNAPSHOT_SUFFIX)] + STREAM_SUFFIX)
+    if name.endswith(STREAM_SUFFIX):
+        return path.with_name(name[: -len(STREAM_SUFFIX)] + SNAPSHOT_SUFFIX)
+    return None
+
+
 def check_session_id(session_id: str) -> str:
     """``session_id`` if it is a plain file name stem; refuses anything that could leave the
     sessions directory (``../x``, ``/etc/x``, separators, NUL, look-alikes of ``/``)."""

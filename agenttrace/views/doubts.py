@@ -27,6 +27,7 @@ from agenttrace.record.session_files import (
     SessionFileError,
     StreamAppender,
     read_session_file,
+    sibling_path,
 )
 
 SHOWN_ARGUMENT_BYTES = 2048
@@ -65,10 +66,7 @@ class Doubt:
 
 def stream_of(path: Path) -> Path:
     """The event stream of the session ``path`` names (its session file's sibling)."""
-    name = path.name
-    if name.endswith(SNAPSHOT_SUFFIX):
-        return path.with_name(name[: -len(SNAPSHOT_SUFFIX)] + STREAM_SUFFIX)
-    return path
+    return sibling_path(path) or path if path.name.endswith(SNAPSHOT_SUFFIX) else path
 
 
 def read_journal(path: Path) -> Journal:
