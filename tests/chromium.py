@@ -26,6 +26,20 @@ MISSING = (
 )
 
 
+HEADLESS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+)
+"""How every test runs Chromium: headless, offline, no first-run work, /tmp not /dev/shm."""
+
+
 class ChromiumError(Exception):
     """The browser answered a command with an error, or stopped answering."""
 
@@ -47,15 +61,7 @@ class Chromium:
         self.process = subprocess.Popen(
             [
                 str(CHROMIUM),
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--disable-dev-shm-usage",
+                *HEADLESS,
                 f"--window-size={width},{height}",
                 f"--user-data-dir={profile}",
                 "--remote-debugging-pipe",

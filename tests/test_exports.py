@@ -34,11 +34,11 @@ from agenttrace.views.exports.html import (
     TEMPLATE_FILE,
 )
 
+from .chromium import CHROMIUM, HEADLESS, MISSING
 from .conftest import Traced
 from .helpers import child_env, record_demo_here, run_chain, subtrees
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
 HOSTILE = "</script><script>document.documentElement.setAttribute('data-pwned','1')</script><!--"
 HOSTILE_TAG = "<img src=x onerror=\"document.documentElement.setAttribute('data-pwned','2')\">"
 
@@ -778,10 +778,7 @@ def test_html_page_files_load_from_a_zip(demo: Demo, tmp_path: Path) -> None:
 class _Browser:
     def __init__(self, directory: Path) -> None:
         if not CHROMIUM.exists():
-            pytest.fail(
-                f"{CHROMIUM} is missing: install the Debian package `chromium` "
-                "(apt-get install -y chromium); CI installs it"
-            )
+            pytest.fail(MISSING)
         self.directory = directory
         self.runs = 0
 
@@ -790,15 +787,7 @@ class _Browser:
         profile = self.directory / f"profile-{self.runs}"
         command = [
             str(CHROMIUM),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
+            *HEADLESS,
             f"--user-data-dir={profile}",
             "--enable-logging=stderr",
             "--v=0",

@@ -3,40 +3,12 @@ caused by the reply that asked for the call, and each agent that hears it points
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import agenttrace
 
 from .conftest import Traced
-
-
-def tool_call_reply(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "model": "gpt-x",
-        "choices": [
-            {
-                "message": {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {
-                            "id": call_id,
-                            "type": "function",
-                            "function": {"name": name, "arguments": json.dumps(arguments)},
-                        }
-                    ],
-                },
-                "finish_reason": "tool_calls",
-            }
-        ],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
-    }
-
-
-@agenttrace.llm("openai/gpt-x")
-def chat(messages: list[Any], reply: dict[str, Any]) -> dict[str, Any]:
-    return reply
+from .test_agent_api import chat, tool_call_reply
 
 
 class Listener:
@@ -67,7 +39,7 @@ def test_a_piece_of_text_is_logged_once_and_each_hearer_points_to_it(traced: Tra
 
     @agenttrace.agent("Host")
     def host() -> None:
-        chat(messages=[], reply=tool_call_reply("c1", "announce", {"place": "cafe"}))
+        chat(messages=[], reply=tool_call_reply(("c1", "announce", {"place": "cafe"})))
         announce("cafe")
 
     host()

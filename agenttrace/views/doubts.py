@@ -117,7 +117,7 @@ def resolve(
             raise ResolveError(f"no call in doubt at {label}" + (f" in run {run}" if run else ""))
         step = matching[-1]
         line = decision_line(step.key, decision, result=result, evidence=evidence)
-        line["ts"] = event_ts(_now_ns())
+        line["ts"] = event_ts(time.time_ns())
         appender = StreamAppender(stream)
         try:
             appender.append(json.dumps(line, ensure_ascii=False).encode() + b"\n")
@@ -144,7 +144,3 @@ def _result(result_file: Path | None) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ResolveError(f"{result_file}: not UTF-8 text") from None
-
-
-def _now_ns() -> int:
-    return time.time_ns()
