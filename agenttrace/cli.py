@@ -47,7 +47,7 @@ PROGRESS_THRESHOLD = 8 << 20
 def fail(message: str, status: int = EXIT_BAD_INPUT) -> NoReturn:
     """One line on stderr, exit status 2 (bad input) unless told otherwise."""
     # A file name can hold a newline or a terminal escape: shown escaped, the line stays one.
-    message = _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
+    message = escaped(message)
     if status == EXIT_BAD_INPUT:
         _warnings.discard()  # bad input is one line: the error says what matters
     else:
@@ -70,7 +70,7 @@ class _Warnings(logging.Handler):
             text = " ".join(record.getMessage().split())
         except Exception:  # a message that cannot be formatted: logging's own rule, skip it
             return
-        self.lines.append(_CONTROL.sub(lambda m: repr(m.group())[1:-1], text))
+        self.lines.append(escaped(text))
 
     def flush(self) -> None:
         lines, self.lines = self.lines, []
@@ -86,6 +86,12 @@ _warnings = _Warnings()
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 """Control characters, and the separators ``str.splitlines`` (and some terminals) break at."""
+
+
+def escaped(text: str) -> str:
+    """``text`` with its control characters as their escapes: a file name or an agent's text
+    that holds a newline or a terminal escape stays one harmless line."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def sessions_dir_option(function: Any) -> Any:
@@ -665,7 +671,7 @@ def _print_listing(listing: Listing) -> None:
 
     console = _console()
     # A directory's name, like a file's, can hold a newline or a terminal escape.
-    directory = _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(listing.directory))
+    directory = escaped(str(listing.directory))
     if not listing.rows:
         console.print(Text(f"no sessions in {directory}"))
         return
@@ -899,7 +905,7 @@ def validate(file: str, strict: bool) -> None:
         return
     errors = problems(document, strict=strict, max_depth=limits.nesting_depth)
     for error in errors:
-        click.echo(_CONTROL.sub(lambda m: repr(m.group())[1:-1], error))
+        click.echo(escaped(error))
     if errors:
         sys.exit(EXIT_RUN_FAILED)
     collaboration = document.get("collaboration") or {}
@@ -927,7 +933,7 @@ def _validate_atif(file: str, document: Any) -> None:
                 f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.get("loc", ())
             )
             line = f"{where}: {' '.join(str(error.get('msg', '')).split())}"
-            click.echo(_CONTROL.sub(lambda m: repr(m.group())[1:-1], line))
+            click.echo(escaped(line))
         sys.exit(EXIT_RUN_FAILED)
     embedded = len(trajectory.subagent_trajectories or ())
     click.echo(
@@ -968,7 +974,7 @@ def doubts(session: str, as_json: bool, sessions_dir: Path | None) -> None:
             f"{doubt.label}  {doubt.tool} ({doubt.effect})  run {doubt.run}"
             f"  arguments: {doubt.arguments if doubt.arguments is not None else '-'}"
         )
-        click.echo(_CONTROL.sub(lambda m: repr(m.group())[1:-1], line))
+        click.echo(escaped(line))
 
 
 RESOLVE_HELP = """Decide what became of the in-doubt call at LABEL (a step label that
