@@ -10,20 +10,11 @@ run's boundary yourself.
 from __future__ import annotations
 
 from agenttrace._version import __version__
-from agenttrace.record.events import LoggedString
-from agenttrace.record.exchange_log import ExchangeLogger
-from agenttrace.record.paths import format_label, parse_label
-from agenttrace.record.session import (
-    AgentRecord,
-    Session,
-    current_session,
-    load_session,
-    new_session,
-    resume,
-    use_session,
-)
-from agenttrace.record.session_files import SessionFileError
-from agenttrace.sdk.lifecycle import (
+from agenttrace.formats.exchange_log.writer import ExchangeLogger
+from agenttrace.formats.session.files import SessionFileError
+from agenttrace.model.events import LoggedString
+from agenttrace.model.paths import format_label, parse_label
+from agenttrace.sdk.setup import (
     Tracing,
     force_flush,
     init,
@@ -32,6 +23,8 @@ from agenttrace.sdk.lifecycle import (
     on_optree,
     shutdown,
 )
+from agenttrace.session.restore import load_session, resume
+from agenttrace.session.state import AgentRecord, Session, current_session, new_session, use_session
 from agenttrace.tracing.decorators import Handle, agent, llm, run, tool, turn
 from agenttrace.tracing.instrument import (
     instrument_agent,

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from agenttrace._internal.extras import install_hint
-from agenttrace.record.session import load_fullest
-from agenttrace.record.session_files import (
+from agenttrace.formats.session.files import (
     LoadedFile,
     SessionFileError,
     find_session,
@@ -34,6 +33,7 @@ from agenttrace.record.session_files import (
     snapshot_path,
     stream_path,
 )
+from agenttrace.formats.session.fullest import load_fullest
 
 if TYPE_CHECKING:
     from agenttrace.views.listing import Listing
@@ -232,7 +232,7 @@ def resume(
         read_session_file(path)
     except SessionFileError as exc:
         # A damaged session file with its stream beside it resumes from the stream (the file
-        # kept aside: agenttrace.record.damaged); anything else is refused now.
+        # kept aside: agenttrace.formats.session.damaged); anything else is refused now.
         stream = sibling_path(path)
         if not path.name.endswith(".json.gz") or stream is None or not stream.is_file():
             fail(str(exc))
@@ -438,7 +438,7 @@ def _follow_tree(path: Path) -> None:
     from rich.live import Live
     from rich.text import Text
 
-    from agenttrace.record.session_files import SNAPSHOT_SUFFIX, STREAM_SUFFIX
+    from agenttrace.formats.session.files import SNAPSHOT_SUFFIX, STREAM_SUFFIX
     from agenttrace.views.live import files_state, read_live
     from agenttrace.views.tree import optree_tree
 
@@ -563,7 +563,7 @@ def load(reference: str, sessions_dir: Path | None) -> LoadedFile:
     """Read the session a CLI argument names, with a progress bar on a terminal for big files
     (when rich, the ``[cli]`` extra, is installed); a ``*.json`` document of another format
     (STD-008, ATIF) is read as the session it describes."""
-    from agenttrace.record.documents import is_document, read_document
+    from agenttrace.formats.documents import is_document, read_document
 
     path = resolve(reference, sessions_dir)
     if is_document(path):  # a STD-008 session or ATIF trajectory: read as a session
@@ -892,8 +892,8 @@ Exit status 0: valid; 1: invalid; 2: FILE cannot be read or is not JSON.
 @click.option("--strict", is_flag=True, help="Apply section 6.2's Task rules to the letter.")
 def validate(file: str, strict: bool) -> None:
     from agenttrace._internal.config import ReadLimits
-    from agenttrace.record.documents import kind_of, read_json
-    from agenttrace.record.std008_rules import validate as problems
+    from agenttrace.formats.documents import kind_of, read_json
+    from agenttrace.formats.std008.rules import validate as problems
 
     limits = ReadLimits.from_env()
     try:
@@ -1010,8 +1010,8 @@ def resolve_(
     force: bool,
     sessions_dir: Path | None,
 ) -> None:
-    from agenttrace.record.journal import Decisions
-    from agenttrace.record.lease import LeaseHeld
+    from agenttrace.formats.session.lease import LeaseHeld
+    from agenttrace.model.journal import Decisions
     from agenttrace.views.doubts import ResolveError
     from agenttrace.views.doubts import resolve as journal_decision
 

@@ -86,7 +86,7 @@ KIND_TURN: Final = "turn"
 KIND_LLM: Final = "llm"
 KIND_TOOL: Final = "tool"
 PATH: Final = "agenttrace.path"
-"""The opTree path label, bijective with the node's position (see ``agenttrace.record.paths``)."""
+"""The opTree path label, bijective with the node's position (see ``agenttrace.model.paths``)."""
 TXN_ID: Final = "agenttrace.txn.id"
 TXN_ORIGIN: Final = "agenttrace.txn.origin"
 TXN_PARENT: Final = "agenttrace.txn.parent"
@@ -178,7 +178,7 @@ REQUEST_MESSAGES: Final = "agenttrace.request.messages"
 REQUEST_REPLY_MESSAGE: Final = "agenttrace.request.reply_message_id"
 """Saved state only, never on a span: the message id of the ``transcript_entry`` an LLM
 attempt's response became; its request is the agent's transcript just before it (the op node's
-``replyMessageId``, read by ``agenttrace.record.requests``)."""
+``replyMessageId``, read by ``agenttrace.formats.session.requests``)."""
 REQUEST_INSTRUCTIONS: Final = "agenttrace.request.instructions"
 """Saved state only, never on a span: the system messages a request sent ahead of its agent's
 transcript, as recorded (redacted, capped JSON; the op node's ``instructions``)."""

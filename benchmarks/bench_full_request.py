@@ -6,8 +6,8 @@ oldest exchange dropped each call) at 10 and 1,000 messages. Per call:
 
 - the bytes the session file grows by (gzipped, as written, and decompressed), which must not
   follow the window: an op holds its delta and a reference to its transcript, not the request;
-- the time ``agenttrace.record.requests`` takes to read the last op's whole request from the
-  file: indexing the events once, then one request; beside it, the time a replay of the same
+- the time ``agenttrace.formats.session.requests`` takes to read the last op's whole request from
+the   file: indexing the events once, then one request; beside it, the time a replay of the same
   events takes (``Session.restore``: what a reader had to do before).
 
 Timings are printed, never asserted in tests.
@@ -30,8 +30,8 @@ import litellm
 from bench_history import MODEL, Loop  # beside this script
 
 import agenttrace
-from agenttrace.record.session import Session
-from agenttrace.record.session_files import read_session_file, snapshot_path
+from agenttrace.formats.session.files import read_session_file, snapshot_path
+from agenttrace.session.state import Session
 
 LENGTHS = (10, 1000)
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         gz, raw = grown(path, start, calls)
         line = f"{length:>5} messages: session file +{gz:,.0f} B/call gzipped, +{raw:,.0f} B/call"
         try:
-            from agenttrace.record.requests import RequestIndex
+            from agenttrace.formats.session.requests import RequestIndex
         except ImportError:  # the release before full_request
             print(line)
             continue

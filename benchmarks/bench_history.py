@@ -46,8 +46,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 import agenttrace
 from agenttrace._internal.runtime import runtime
+from agenttrace.formats.session.files import stream_path
 from agenttrace.instrumentation.litellm.utils import state as litellm_patch
-from agenttrace.record.session_files import stream_path
 
 MODEL = "gpt-4o-mini"
 LENGTHS = (10, 1000)

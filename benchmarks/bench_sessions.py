@@ -37,7 +37,7 @@ import figures  # benchmarks/figures.py, beside this script
 from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
-from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
+from agenttrace.formats.session.files import read_session_file, snapshot_path, stream_path
 
 TEXT = (
     "the agent reads the file and asks the model what to change next while Jack and Jill "

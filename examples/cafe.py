@@ -298,7 +298,7 @@ def rebuild(record: agenttrace.AgentRecord, session: agenttrace.Session) -> Agen
 def report(session: agenttrace.Session, tracing: agenttrace.Tracing) -> None:
     """Print where the session went, its opTree (read back from the session file) and the
     Jack-and-Jill dialog (read back from the event stream)."""
-    from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
+    from agenttrace.formats.session.files import read_session_file, snapshot_path, stream_path
     from agenttrace.views.tree import render_optree
     from agenttrace.views.viewer import SessionViewer, format_dialog
 

@@ -88,8 +88,8 @@ def _refuse_the_network() -> None:
 _refuse_the_network()
 
 import agenttrace  # noqa: E402
-from agenttrace.record import events as ev  # noqa: E402
-from agenttrace.record.session_files import stream_path  # noqa: E402
+from agenttrace.formats.session.files import stream_path  # noqa: E402
+from agenttrace.model import events as ev  # noqa: E402
 
 ALPHABET = 'abcdefghij KLMNOP 0123 .,;:!?"\\/\t\n\r é ü ß Ω ж 漢字 かな 🙂 🚀 \u2028 \u00a0'
 

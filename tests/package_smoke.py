@@ -51,13 +51,14 @@ def main(mode: str) -> None:
     snapshots = list((home / "sessions").glob("*.json.gz"))
     assert snapshots, "no session file"
     # The schema ships with the package, and what agenttrace wrote passes it.
-    from agenttrace.record.schema_file import published_text, schema_text
-    from agenttrace.record.session_files import read_session_file
+    from agenttrace.formats.session.files import read_session_file
+    from agenttrace.formats.session.schema_file import published_text, schema_text
 
     assert published_text() == schema_text(), "the shipped schema is not the structs' own"
     assert read_session_file(snapshots[0]).runs, "the session file reads back without its run"
     # So does STD-008's, and an export of the session is a valid document (no extra needed).
-    from agenttrace.record import std008_rules, std008_schema
+    from agenttrace.formats.std008 import rules as std008_rules
+    from agenttrace.formats.std008 import schema as std008_schema
     from agenttrace.views.exports import to_std008
 
     assert std008_schema.published_text() == std008_schema.schema_text(), "STD-008 schema"

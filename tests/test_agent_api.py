@@ -15,7 +15,7 @@ import pytest
 
 import agenttrace
 from agenttrace import semconv as sc
-from agenttrace.record.session_files import read_session_file, snapshot_path
+from agenttrace.formats.session.files import read_session_file, snapshot_path
 
 from .conftest import Traced, attrs, outcome
 
@@ -598,7 +598,7 @@ def test_heard_plain_text_links_to_the_reply_that_said_it(traced: Traced) -> Non
 def test_a_text_two_replies_said_links_to_neither_and_old_ones_are_forgotten(
     traced: Traced,
 ) -> None:
-    from agenttrace.record.links import REPLIES_REMEMBERED
+    from agenttrace.model.links import REPLIES_REMEMBERED
 
     session = agenttrace.new_session()
     speaker = session.allocate_agent_id()

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 atif = pytest.importorskip("atif", reason="the [atif] extra needs Python 3.11 or later")
 
-from agenttrace.record import schema  # noqa: E402
-from agenttrace.record.documents import read_document  # noqa: E402
-from agenttrace.record.optree import hosted_sessions  # noqa: E402
-from agenttrace.record.session_files import read_session_file  # noqa: E402
+from agenttrace.formats.documents import read_document  # noqa: E402
+from agenttrace.formats.session import schema  # noqa: E402
+from agenttrace.formats.session.files import read_session_file  # noqa: E402
+from agenttrace.formats.session.optree import hosted_sessions  # noqa: E402
 from agenttrace.views.exports import to_jaeger  # noqa: E402
 from agenttrace.views.exports.atif import SCHEMA_VERSION, to_atif  # noqa: E402
 from agenttrace.views.stats import session_stats  # noqa: E402

@@ -204,7 +204,7 @@ def test_every_string_a_span_carries_fits_the_cap_as_its_export_does(
 ) -> None:
     """Names, call paths and ingress are capped on the live span exactly as an export of the
     session file caps every string it writes, so the two agree whatever their length."""
-    from agenttrace.record.session import load_fullest
+    from agenttrace.formats.session.fullest import load_fullest
     from agenttrace.views.exports import to_otlp_json
     from agenttrace.views.public import public_view
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import agenttrace
-from agenttrace.record.session_files import read_session_file
+from agenttrace.formats.session.files import read_session_file
 
 EXAMPLES = json.loads((Path(__file__).parent / "data" / "seed001_examples.json").read_text())[
     "examples"

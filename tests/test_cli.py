@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from agenttrace.record.events import MESSAGE_PREFIX, id_number
-from agenttrace.record.session_files import read_session_file, snapshot_bytes
+from agenttrace.formats.session.files import read_session_file, snapshot_bytes
+from agenttrace.model.events import MESSAGE_PREFIX, id_number
 
 from .helpers import canonical_events, child_env, record_demo
 from .llm_server import LLMServer, Reply

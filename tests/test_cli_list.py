@@ -25,8 +25,8 @@ from click.testing import CliRunner
 import agenttrace
 from agenttrace._internal.processes import process_start_ms
 from agenttrace.cli import main
-from agenttrace.record import session_files
-from agenttrace.record.session_files import snapshot_bytes
+from agenttrace.formats.session import files as session_files
+from agenttrace.formats.session.files import snapshot_bytes
 from agenttrace.views import listing
 
 from .conftest import Traced

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agenttrace.record.session_files import read_session_file, snapshot_bytes
+from agenttrace.formats.session.files import read_session_file, snapshot_bytes
 
 from .helpers import child_env, is_event_line, run_demo
 

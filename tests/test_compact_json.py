@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agenttrace.record.compact_json import compact_json
+from agenttrace.formats.compact_json import compact_json
 
 _BEFORE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 

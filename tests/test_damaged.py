@@ -1,5 +1,6 @@
-"""A damaged session file beside a readable stream (agenttrace.record.damaged): never written
-over, its whole runs recovered, one warning; on a file a release wrote (tests/data/releases)."""
+"""A damaged session file beside a readable stream (agenttrace.formats.session.damaged): never
+written over, its whole runs recovered, one warning; on a file a release wrote
+(tests/data/releases)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agenttrace.record.damaged import keep_aside, recover_runs
-from agenttrace.record.session import load_fullest
+from agenttrace.formats.session.damaged import keep_aside, recover_runs
+from agenttrace.formats.session.fullest import load_fullest
 
 from .helpers import ROOT
 

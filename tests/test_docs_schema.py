@@ -1,7 +1,7 @@
-"""The published schema (generated from agenttrace/record/schema.py, shipped with the package and
-copied to docs/session-file.schema.json) describes what agenttrace writes: the cafe demo's session
-file, each line of its event stream and each line of its billing ledger validate against it, and
-the schema is strict enough to notice a change of format."""
+"""The published schema (generated from agenttrace/formats/session/schema.py, shipped with the
+package and copied to docs/session-file.schema.json) describes what agenttrace writes: the cafe
+demo's session file, each line of its event stream and each line of its billing ledger validate
+against it, and the schema is strict enough to notice a change of format."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import jsonschema
 import pytest
 
 from agenttrace import format_label, parse_label
-from agenttrace.record.schema import LABEL_PATTERN, SCHEMA_ID
-from agenttrace.record.schema_file import DOCS_COPY, published_text, schema_text
+from agenttrace.formats.session.schema import LABEL_PATTERN, SCHEMA_ID
+from agenttrace.formats.session.schema_file import DOCS_COPY, published_text, schema_text
 
 from .helpers import NOT_EVENTS, ROOT, record_demo
 
@@ -143,7 +143,8 @@ def test_the_schema_is_valid_json_schema() -> None:
 
 def test_the_published_schema_is_the_structs_schema() -> None:
     """The copy shipped in the package and the one in docs/ are what the structs generate now
-    (after a change to the structs: ``python -m agenttrace.record.schema_file --write``)."""
+    (after a change to the structs: ``python -m agenttrace.formats.session.schema_file
+    --write``)."""
     generated = schema_text()
     assert published_text() == generated
     assert (ROOT / "docs" / DOCS_COPY).read_text() == generated

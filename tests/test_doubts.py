@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agenttrace.record import journal as j
-from agenttrace.record.lease import lease_path
-from agenttrace.record.session_files import read_session_file
+from agenttrace.formats.session.files import read_session_file
+from agenttrace.formats.session.lease import lease_path
+from agenttrace.model import journal as j
 
 from .test_cli import agenttrace, ok, one_error_line
 from .test_journal import hold_in_child

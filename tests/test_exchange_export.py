@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from agenttrace.record.session import load_fullest
-from agenttrace.record.session_files import LoadedFile
+from agenttrace.formats.session.files import LoadedFile
+from agenttrace.formats.session.fullest import load_fullest
 from agenttrace.views.exports import exchanges_jsonl, to_exchanges
 from agenttrace.views.stats import session_stats
 

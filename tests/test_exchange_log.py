@@ -30,7 +30,7 @@ import pytest
 
 import agenttrace
 from agenttrace import ExchangeLogger, SessionFileError
-from agenttrace.record.exchange_files import create_log
+from agenttrace.formats.exchange_log.files import create_log
 
 from . import anthropic_server as api
 from . import test_full_disk

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import agenttrace
-from agenttrace.record.session_files import LoadedFile, read_session_file, snapshot_path
+from agenttrace.formats.session.files import LoadedFile, read_session_file, snapshot_path
 from agenttrace.views.exports import to_html, to_jaeger, to_otlp_json
 from agenttrace.views.exports.html import (
     DATA_ELEMENT_ID,

@@ -354,8 +354,8 @@ def test_spans_within_the_limits_are_exported_as_sent(limited: Session) -> None:
     reason=(
         "the span sent the last 128 of its 130 events with droppedEventsCount 2 (the SDK's "
         "default SpanLimits, OTEL_SPAN_EVENT_COUNT_LIMIT; the same holds for attributes, links "
-        "and attribute value lengths), but agenttrace/sdk/optree.py _add_span_event and "
-        "_complete record every event and attribute the scope reported, with no limit and no "
+        "and attribute value lengths), but agenttrace/recorder/optree_builder.py _add_span_event "
+        "and _complete record every event and attribute the scope reported, with no limit and no "
         "dropped counts"
     ),
 )

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 
 import agenttrace
-from agenttrace.record import events as ev
-from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
-from agenttrace.record.unfinished import unfinished_tail
+from agenttrace.formats.session.files import read_session_file, snapshot_path, stream_path
+from agenttrace.formats.session.unfinished import unfinished_tail
+from agenttrace.model import events as ev
 
 from .conftest import Traced
 from .helpers import NOT_EVENTS, child_env

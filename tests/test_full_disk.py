@@ -26,15 +26,15 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
-from agenttrace.record import events as ev
-from agenttrace.record.session_files import (
+from agenttrace.formats.session.files import (
     StreamAppender,
     read_session_file,
     snapshot_path,
     stream_path,
 )
-from agenttrace.record.spool import Ref, Spool, gzip_member
-from agenttrace.sdk.ledger import append_lines
+from agenttrace.formats.session.spool import Ref, Spool, gzip_member
+from agenttrace.model import events as ev
+from agenttrace.recorder.ledger import append_lines
 
 from .helpers import child_env
 from .test_faults import check_stream, writer

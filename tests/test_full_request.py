@@ -21,12 +21,12 @@ import litellm
 import pytest
 
 import agenttrace
-from agenttrace.record import requests
-from agenttrace.record.events import api_message
-from agenttrace.record.optree import hosted_sessions, session_ops
-from agenttrace.record.requests import RequestIndex, RequestUnavailable, full_request
-from agenttrace.record.session import Session
-from agenttrace.record.session_files import LoadedFile, read_session_file
+from agenttrace.formats.session import requests
+from agenttrace.formats.session.files import LoadedFile, read_session_file
+from agenttrace.formats.session.optree import hosted_sessions, session_ops
+from agenttrace.formats.session.requests import RequestIndex, RequestUnavailable, full_request
+from agenttrace.model.events import api_message
+from agenttrace.session.state import Session
 
 from .conftest import Traced
 from .llm_server import LLMServer, Reply

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
 from agenttrace import SessionFileError
-from agenttrace.record.session_files import (
+from agenttrace.formats.session.files import (
     check_session_files,
     read_session_file,
     snapshot_path,

@@ -14,7 +14,7 @@ import litellm
 
 import agenttrace
 from agenttrace import semconv as sc
-from agenttrace.record.journal import idempotency_key as key_of
+from agenttrace.model.journal import idempotency_key as key_of
 
 from .conftest import Traced, attrs
 from .payment_server import PaymentServer

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 import agenttrace
 from agenttrace import semconv as sc
-from agenttrace.record.optree import hosted_sessions
+from agenttrace.formats.session.optree import hosted_sessions
 
 from .conftest import Traced, attrs, outcome
 from .llm_server import LLMServer, Reply

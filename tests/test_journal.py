@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 import agenttrace
-from agenttrace.record import journal as j
-from agenttrace.record.lease import LeaseHeld, acquire, lease_path, read_holder
-from agenttrace.record.session_files import SessionFileError, read_session_file
+from agenttrace.formats.session.files import SessionFileError, read_session_file
+from agenttrace.formats.session.lease import LeaseHeld, acquire, lease_path, read_holder
+from agenttrace.model import journal as j
 
 from .helpers import ROOT
 from .payment_server import PaymentServer
@@ -165,7 +165,7 @@ def test_a_malformed_journal_line_is_refused(tmp_path: Path, bad: dict[str, Any]
 
 HOLDER = """
 import sys
-from agenttrace.record.lease import acquire
+from agenttrace.formats.session.lease import acquire
 lease = acquire(sys.argv[1], owner="resume of the test")
 print("held", flush=True)
 sys.stdin.read()

@@ -28,7 +28,7 @@ from click.testing import CliRunner
 import agenttrace
 from agenttrace import semconv as sc
 from agenttrace.cli import main
-from agenttrace.record.session_files import read_session_file, snapshot_bytes
+from agenttrace.formats.session.files import read_session_file, snapshot_bytes
 from examples.cafe import Agent
 from examples.scripted_model import ScriptedModel
 

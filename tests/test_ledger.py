@@ -21,7 +21,7 @@ import pytest
 
 import agenttrace
 from agenttrace import semconv as sc
-from agenttrace.sdk.ledger import append_lines
+from agenttrace.recorder.ledger import append_lines
 from examples.cafe import SCRIPTS, run_first
 from examples.scripted_model import ScriptedModel
 
@@ -171,7 +171,7 @@ def test_appends_from_two_processes_never_interleave(tmp_path: Path) -> None:
         f"""
         import json, sys
         from pathlib import Path
-        from agenttrace.sdk.ledger import append_lines
+        from agenttrace.recorder.ledger import append_lines
         who = sys.argv[1]
         for batch in range(60):
             lines = [json.dumps({{"who": who, "batch": batch, "i": i, "pad": "x" * 9000}})
@@ -247,7 +247,7 @@ def test_a_torn_last_line_is_cut_off_before_appending(
 KILLED_APPENDER = """
 import json, sys
 from pathlib import Path
-from agenttrace.sdk.ledger import append_lines
+from agenttrace.recorder.ledger import append_lines
 pad = json.dumps("x" * (8 << 20))  # made once: most of each loop is then the write itself
 print("go", flush=True)
 for n in range(10_000):
@@ -293,7 +293,7 @@ def test_a_ledger_torn_by_sigkill_reads_whole_after_the_next_append(tmp_path: Pa
 def test_a_forked_child_opens_the_ledger_for_itself(tmp_path: Path) -> None:
     """The ledger stays open between appends; a forked child must not share that open file
     (its flock would then not keep the parent out): it opens its own, and both lines land."""
-    from agenttrace.sdk.ledger import _LedgerFile
+    from agenttrace.recorder.ledger import _LedgerFile
 
     path = tmp_path / "accounting.jsonl"
     ledger = _LedgerFile(path)
@@ -319,7 +319,7 @@ def test_the_open_ledger_cuts_a_torn_line_another_process_left(
 ) -> None:
     """Kept open between appends, the ledger still sees a torn line another process's crash
     left after its last append, and cuts it off before the next line (one warning)."""
-    from agenttrace.sdk.ledger import _LedgerFile
+    from agenttrace.recorder.ledger import _LedgerFile
 
     path = tmp_path / "accounting.jsonl"
     ledger = _LedgerFile(path)

@@ -19,9 +19,9 @@ import pytest
 
 import agenttrace
 from agenttrace import semconv as sc
-from agenttrace.record.schema import AccountingEntry
-from agenttrace.record.schema_file import published_schema
-from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
+from agenttrace.formats.session.files import read_session_file, snapshot_path, stream_path
+from agenttrace.formats.session.schema import AccountingEntry
+from agenttrace.formats.session.schema_file import published_schema
 
 from .conftest import Traced, attrs
 from .llm_server import LLMServer, Reply

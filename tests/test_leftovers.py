@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import agenttrace
-from agenttrace.record.leftovers import is_temporary_name, remove_leftovers
-from agenttrace.record.session_files import snapshot_path
+from agenttrace.formats.session.files import snapshot_path
+from agenttrace.formats.session.leftovers import is_temporary_name, remove_leftovers
 
 from .conftest import Traced
 from .helpers import child_env
@@ -26,7 +26,7 @@ MID_WRITE = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from agenttrace.record.spool import atomic_file
+    from agenttrace.formats.session.spool import atomic_file
     target = Path(sys.argv[1])
     with atomic_file(target) as handle:
         handle.write(b"half a session file")

@@ -14,7 +14,7 @@ from typing import Any
 import litellm
 
 import agenttrace
-from agenttrace.record.events import LoggedString
+from agenttrace.model.events import LoggedString
 
 from .conftest import Traced
 

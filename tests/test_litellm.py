@@ -586,7 +586,7 @@ def test_trace_console_prints_the_bodies_even_with_content_off_spans(traced: Tra
 def test_a_failed_attempt_keeps_its_request_in_the_session_file(
     traced: Traced, tmp_path: Any
 ) -> None:
-    from agenttrace.record.session_files import read_session_file, snapshot_path
+    from agenttrace.formats.session.files import read_session_file, snapshot_path
 
     session = agenttrace.new_session("failed-attempt")
     with pytest.raises(litellm.RateLimitError):

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import agenttrace
-from agenttrace.record.session_files import snapshot_path, stream_path
+from agenttrace.formats.session.files import snapshot_path, stream_path
 
 from .conftest import Traced
 

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, Sampler, Tra
 
 import agenttrace
 from agenttrace import semconv as sc
-from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
+from agenttrace.formats.session.files import read_session_file, snapshot_path, stream_path
 
 from .conftest import Traced, attrs
 

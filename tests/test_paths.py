@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from agenttrace.record.paths import format_label, kind_of, parse_label
+from agenttrace.model.paths import format_label, kind_of, parse_label
 
 
 def addresses(max_depth: int, width: int) -> list[tuple[int, ...]]:

@@ -16,9 +16,9 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from agenttrace._internal import errors as internal_errors
-from agenttrace.record.lifecycle import Ended, EventLogged, Logged, Started
+from agenttrace.model.lifecycle import Ended, EventLogged, Logged, Started
+from agenttrace.recorder.worker import Worker
 from agenttrace.sdk.processor import AgentTraceProcessor, Sink
-from agenttrace.sdk.worker import Worker
 
 WAIT = 30.0  # seconds; only reached when something is broken
 

@@ -27,10 +27,10 @@ import pytest
 import agenttrace
 from agenttrace import SessionFileError
 from agenttrace._internal.config import MIB, RATIO_FREE_BYTES, ReadLimits, Settings
-from agenttrace.record import session_files
-from agenttrace.record.session import load_fullest
-from agenttrace.record.session_files import read_session_file, snapshot_bytes
-from agenttrace.record.spool import gzip_member
+from agenttrace.formats.session import files as session_files
+from agenttrace.formats.session.files import read_session_file, snapshot_bytes
+from agenttrace.formats.session.fullest import load_fullest
+from agenttrace.formats.session.spool import gzip_member
 from agenttrace.views.viewer import SessionViewer
 
 from .test_session_files import EXAMPLE_1, jsonl

@@ -14,7 +14,7 @@ import agenttrace
 from agenttrace import semconv as sc
 from agenttrace._internal.later import RecordedLater, json_length, recorded_text
 from agenttrace._internal.redact import recorded_json
-from agenttrace.record.session_files import read_session_file, snapshot_path
+from agenttrace.formats.session.files import read_session_file, snapshot_path
 
 from .conftest import Traced
 

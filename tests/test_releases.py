@@ -29,9 +29,9 @@ from click.testing import CliRunner
 import agenttrace
 from agenttrace import SessionFileError
 from agenttrace.cli import main
-from agenttrace.record.optree import children, hosted_sessions
-from agenttrace.record.schema_file import published_schema
-from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
+from agenttrace.formats.session.files import read_session_file, snapshot_path, stream_path
+from agenttrace.formats.session.optree import children, hosted_sessions
+from agenttrace.formats.session.schema_file import published_schema
 from examples.cafe import SCRIPTS, run_resumed
 from examples.scripted_model import ScriptedModel
 

@@ -1,5 +1,5 @@
 """Session files and streams are validated against the format's structs
-(agenttrace/record/schema.py) before any view sees them.
+(agenttrace/formats/session/schema.py) before any view sees them.
 
 What agenttrace writes passes, and is handed on exactly as written; every kind of malformation,
 in the session file and in the stream alike, is a ``SessionFileError`` whose one line says where
@@ -28,9 +28,9 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
 from agenttrace import SessionFileError
-from agenttrace.record import schema
-from agenttrace.record.schema_file import published_schema
-from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
+from agenttrace.formats.session import schema
+from agenttrace.formats.session.files import read_session_file, snapshot_path, stream_path
+from agenttrace.formats.session.schema_file import published_schema
 from examples.cafe import SCRIPTS, run_first
 from examples.scripted_model import ScriptedModel
 
@@ -478,7 +478,7 @@ def test_no_union_mixes_a_pattern_with_an_array_or_object() -> None:
 def test_a_lone_surrogate_passes_in_free_text_and_fails_where_a_pattern_applies() -> None:
     """Text with no UTF-8 is written as its escape and must read back in content; in an id
     (a pattern) it is an error like any other character the pattern refuses, in one line."""
-    from agenttrace.record import schema
+    from agenttrace.formats.session import schema
 
     event = {
         "message_id": "msg_001",

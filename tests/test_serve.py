@@ -352,7 +352,7 @@ def test_content_is_json_text_and_pages_forbid_inline_script(
 def test_sessions_of_earlier_releases_are_served(
     release: str, scenario: str, tmp_path: Path
 ) -> None:
-    from agenttrace.record.session import load_fullest
+    from agenttrace.formats.session.fullest import load_fullest
 
     sessions = tmp_path / "sessions"
     sessions.mkdir()

@@ -14,7 +14,7 @@ import pytest
 
 import agenttrace
 from agenttrace import semconv as sc
-from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
+from agenttrace.formats.session.files import read_session_file, snapshot_path, stream_path
 from examples.cafe import SCRIPTS, Agent, run_first, run_resumed
 from examples.scripted_model import ScriptedModel
 
@@ -173,7 +173,7 @@ def test_snapshots_are_coalesced_not_one_per_sub_agent(traced: Traced, tmp_path:
     """50 sub-agents finish and then the run: the first finish writes the session file at once,
     the rest wait for one coalesced write (here never due: the interval is an hour), which
     force_flush does. Two writes, and the file has everything."""
-    from agenttrace.sdk.store import SessionFileSink
+    from agenttrace.recorder.store import SessionFileSink
 
     sink = next(s for s in traced.handle.processor.sinks if isinstance(s, SessionFileSink))
     sink.min_interval = 3600
@@ -216,7 +216,7 @@ def test_an_event_logged_while_a_snapshot_is_built_reaches_the_session_file(
     an event logged after the snapshot read the events must leave the session marked as
     changed, so that the snapshot at exit has it (it was lost when the stream could not be
     written: a full disk)."""
-    from agenttrace.sdk.store import SessionFileSink
+    from agenttrace.recorder.store import SessionFileSink
 
     sink = next(s for s in traced.handle.processor.sinks if isinstance(s, SessionFileSink))
     session = agenttrace.new_session("late")

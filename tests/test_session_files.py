@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from agenttrace import SessionFileError
-from agenttrace.record.session_files import (
+from agenttrace.formats.session.files import (
     check_session_id,
     find_session,
     read_session_file,
@@ -183,7 +183,7 @@ def test_unreadable_file(open_dir: Path) -> None:
     preexec = make_unreadable(path)
     script = (
         "import sys\n"
-        "from agenttrace.record.session_files import SessionFileError, read_session_file\n"
+        "from agenttrace.formats.session.files import SessionFileError, read_session_file\n"
         "try:\n"
         "    read_session_file(sys.argv[1])\n"
         "except SessionFileError as exc:\n"
@@ -478,7 +478,7 @@ def test_seed_000_example_1_reads_as_seed_001(tmp_path: Path) -> None:
 def test_an_older_creation_gets_the_newest_open_task_call_that_asked_for_its_name() -> None:
     """Without ``cause``, a sub-agent's creation is put on the newest unanswered ``task`` call
     that asked for its name, else the newest unanswered one; answered calls never count."""
-    from agenttrace.record.events import infer_causes
+    from agenttrace.model.events import infer_causes
 
     def task(message: str, call: str, name: str) -> dict[str, Any]:
         arguments = json.dumps({"name": name})

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
 from agenttrace._internal.config import DEFAULT_SHUTDOWN_TIMEOUT, Settings
-from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
+from agenttrace.formats.session.files import read_session_file, snapshot_path, stream_path
 
 from .helpers import child_env
 from .otlp_receiver import OTLPReceiver

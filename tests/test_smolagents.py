@@ -18,9 +18,9 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
 from agenttrace import semconv as sc
-from agenttrace.record.events import api_message
-from agenttrace.record.optree import hosted_sessions, op_parents
-from agenttrace.record.session_files import read_session_file, snapshot_path, stream_path
+from agenttrace.formats.session.files import read_session_file, snapshot_path, stream_path
+from agenttrace.formats.session.optree import hosted_sessions, op_parents
+from agenttrace.model.events import api_message
 from agenttrace.views.tree import render_optree
 
 from .conftest import Traced, attrs, outcome

@@ -9,9 +9,9 @@ from typing import Any
 
 import agenttrace
 from agenttrace import semconv as sc
-from agenttrace.record.amounts import COST_DECIMALS, LATENCY_DECIMALS
-from agenttrace.record.optree import MAX_OP_NESTING, op_parents
-from agenttrace.record.session_files import read_session_file, snapshot_path
+from agenttrace.formats.session.files import read_session_file, snapshot_path
+from agenttrace.formats.session.optree import MAX_OP_NESTING, op_parents
+from agenttrace.model.amounts import COST_DECIMALS, LATENCY_DECIMALS
 from agenttrace.views.stats import session_stats
 from agenttrace.views.tree import render_optree
 

@@ -24,15 +24,16 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
 from agenttrace.cli import main
-from agenttrace.record import schema, std008_schema
-from agenttrace.record.documents import read_document
-from agenttrace.record.session_files import (
+from agenttrace.formats.documents import read_document
+from agenttrace.formats.session import schema
+from agenttrace.formats.session.files import (
     LoadedFile,
     SessionFileError,
     read_session_file,
     snapshot_path,
 )
-from agenttrace.record.std008_rules import validate
+from agenttrace.formats.std008 import schema as std008_schema
+from agenttrace.formats.std008.rules import validate
 from agenttrace.views.exports import to_jaeger, to_otlp_json, to_std008, write_std008
 from agenttrace.views.stats import session_stats
 from agenttrace.views.tree import render_optree

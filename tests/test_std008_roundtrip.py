@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 import agenttrace
 from agenttrace._internal.times import MAX_MS, iso_ms
-from agenttrace.record.imported import plain_id
-from agenttrace.record.session_files import SessionFileError, snapshot_path
-from agenttrace.record.std008_rules import validate
+from agenttrace.formats.imported import plain_id
+from agenttrace.formats.session.files import SessionFileError, snapshot_path
+from agenttrace.formats.std008.rules import validate
 from agenttrace.views.exports import to_std008, write_std008
 
 from .conftest import Traced

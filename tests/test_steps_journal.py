@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import agenttrace
-from agenttrace.record.journal import Journal
+from agenttrace.model.journal import Journal
 
 from .conftest import Traced
 from .helpers import ROOT

@@ -23,9 +23,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import agenttrace
 from agenttrace import semconv as sc
 from agenttrace._internal.config import Settings
+from agenttrace.formats.session.files import read_session_file
 from agenttrace.instrumentation.threading import ThreadContextInstrumentor
-from agenttrace.record.session_files import read_session_file
-from agenttrace.sdk.worker import Worker
+from agenttrace.recorder.worker import Worker
 from agenttrace.tracing.scopes import current_scope
 
 from .conftest import Traced, attrs, outcome

@@ -18,8 +18,8 @@ import pytest
 import agenttrace
 from agenttrace import semconv as sc
 from agenttrace._internal.config import Settings
-from agenttrace.record import events as ev
-from agenttrace.record.session_files import SessionFileError, read_session_file
+from agenttrace.formats.session.files import SessionFileError, read_session_file
+from agenttrace.model import events as ev
 from agenttrace.views.viewer import SessionViewer, format_dialog
 
 from .conftest import Traced, attrs
@@ -503,7 +503,7 @@ def test_a_malformed_reset_is_refused(tmp_path: Path, reset: dict[str, Any]) -> 
 
 
 def test_views_of_what_happened_skip_the_entries_a_reset_restated() -> None:
-    from agenttrace.record.resets import as_it_happened
+    from agenttrace.model.resets import as_it_happened
 
     def entry(n: int, agent: str = "agent_001") -> dict[str, Any]:
         return {"message_id": f"msg_{n:03}", "event_type": "transcript_entry", "agent_id": agent}

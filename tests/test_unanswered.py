@@ -1,4 +1,4 @@
-"""Tool calls a crash left without a result are answered on resume (agenttrace.record.unanswered),
+"""Tool calls a crash left without a result are answered on resume (agenttrace.model.unanswered),
 so the transcript can be sent to OpenAI's or Anthropic's API again."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agenttrace import Session
-from agenttrace.record.unanswered import INTERRUPTED_RESULT, close_unanswered_calls
+from agenttrace.model.unanswered import INTERRUPTED_RESULT, close_unanswered_calls
 
 
 def call(call_id: str, name: str = "search") -> dict[str, Any]:

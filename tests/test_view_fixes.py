@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
 from agenttrace.cli import main
-from agenttrace.record.session_files import LoadedFile, read_session_file
+from agenttrace.formats.session.files import LoadedFile, read_session_file
 from agenttrace.views.content import content_text
 from agenttrace.views.exports import to_html
 from agenttrace.views.stats import cost_text, session_stats

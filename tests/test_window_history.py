@@ -20,9 +20,9 @@ import pytest
 
 import agenttrace
 from agenttrace import semconv as sc
-from agenttrace.record import events as ev
-from agenttrace.record.resets import as_it_happened
-from agenttrace.record.session_files import read_session_file
+from agenttrace.formats.session.files import read_session_file
+from agenttrace.model import events as ev
+from agenttrace.model.resets import as_it_happened
 from agenttrace.views.viewer import SessionViewer
 
 from .conftest import Traced
@@ -291,7 +291,7 @@ def test_a_reset_cut_short_keeps_what_it_reuses_and_runs_it_cannot_find_are_drop
     ],
 )
 def test_a_malformed_reused_is_refused(tmp_path: Path, reused: Any) -> None:
-    from agenttrace.record.session_files import SessionFileError
+    from agenttrace.formats.session.files import SessionFileError
 
     path = write(tmp_path / "bad.events.jsonl", [entry(2, "m2"), reset(3, 0, 1, reused)])
     with pytest.raises(SessionFileError, match="line 3 is not a canonical event"):
@@ -303,8 +303,8 @@ def test_the_work_a_file_of_resets_asks_for_is_bounded(
 ) -> None:
     """Each reset may reuse the whole transcript: a small file could ask for a lot of copying.
     Past a bound (``MAX_MOVED``, 200 million entries in all) the file is refused."""
-    from agenttrace.record import session as session_module
-    from agenttrace.record.session_files import SessionFileError
+    from agenttrace.formats.session.files import SessionFileError
+    from agenttrace.session import state as session_module
 
     events = [entry(n, f"m{n}") for n in range(2, 12)]  # ten entries
     events += [reset(12 + n, 0, 0, [["msg_002", "msg_011"]]) for n in range(20)]

@@ -1,6 +1,6 @@
 """The context variable that holds the innermost agenttrace scope.
 
-It lives down here so that the record layer can link a canonical event to the scope it was
+It lives down here so that the session layer can link a canonical event to the scope it was
 logged in (trace id, span id, path label) without importing the tracing layer that makes scopes.
 asyncio tasks and threads that copy the context see the scope of the code that started them.
 """
@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 
 class Linkable(Protocol):
-    """What the record layer reads of a scope: its label and its span's ids."""
+    """What the session layer reads of a scope: its label and its span's ids."""
 
     label: str
     origin: str
@@ -27,7 +27,7 @@ current_scope_var: ContextVar[Any] = ContextVar("agenttrace_scope", default=None
 
 
 def current_linkable() -> Linkable | None:
-    """The innermost scope, as the record layer sees it."""
+    """The innermost scope, as the session layer sees it."""
     scope: Linkable | None = current_scope_var.get()
     return scope
 

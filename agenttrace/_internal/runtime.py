@@ -18,7 +18,7 @@ INSTRUMENTATION_NAME = "agenttrace"
 
 
 class Recorder(Protocol):
-    """Receives every lifecycle record (``agenttrace.record.lifecycle``), in the caller's thread.
+    """Receives every lifecycle record (``agenttrace.model.lifecycle``), in the caller's thread.
 
     Must be cheap and must not raise: it is called on every span start and end.
     """

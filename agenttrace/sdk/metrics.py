@@ -27,8 +27,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_s
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace.record.lifecycle import Ended, Started
-from agenttrace.sdk.processor import Sink
+from agenttrace.model.lifecycle import Ended, Started
+from agenttrace.recorder.sink import Sink
 
 TOKEN_BUCKETS = (
     1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,

@@ -1,6 +1,6 @@
 """Our span processor, and the recorder every lifecycle record goes through.
 
-agenttrace's outputs are projections of lifecycle records (``agenttrace.record.lifecycle``), not
+agenttrace's outputs are projections of lifecycle records (``agenttrace.model.lifecycle``), not
 of spans: scopes emit records whether or not their spans are sampled, and end their spans in the
 caller, so every processor on the provider sees ``on_end`` in order, in the caller's thread, as
 OpenTelemetry promises. This processor therefore does nothing with spans. It is on the provider
@@ -34,61 +34,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
-from agenttrace.record.lifecycle import Ended, EventLogged, Logged, Record, Started
-from agenttrace.sdk.worker import Worker
-
-
-class Sink:
-    """One output derived from lifecycle records. Methods must not block for long or raise.
-
-    Every method runs on the background worker, in record order, except ``event_logged`` of an
-    ``inline`` sink and every sink's ``op_accounted`` for an op that can carry a cost, which run
-    in the caller's thread at once (for outputs that must be on disk before the call that logged
-    the event, or the paid op, returns); a free op's accounting (``ops_accounted``) runs on the
-    worker or in the thread of the next paid op, under a lock, in the order the ops ended.
-    """
-
-    inline = False
-
-    def attach(self, processor: AgentTraceProcessor) -> None:
-        """Called when the sink is added to ``processor`` (to schedule work on its worker)."""
-
-    def started(self, record: Started) -> None:
-        """A scope started."""
-
-    def ended(self, record: Ended) -> None:
-        """A scope ended."""
-
-    def logged(self, record: Logged) -> None:
-        """A log line or reasoning chunk was attached to a scope."""
-
-    def event_logged(self, record: EventLogged) -> None:
-        """A canonical event was logged."""
-
-    def op_accounted(self, record: Ended) -> None:
-        """An op ended and its accounting was made (``record.accounted``). For an op that can
-        carry a cost (``record.accounted.inline``), runs in the caller's thread, before the op's
-        caller goes on: what an LLM attempt cost is on disk before a kill can come. For others,
-        on the worker or in the thread of the next paid op, one at a time, in the order the ops
-        ended."""
-
-    def ops_accounted(self, records: list[Ended]) -> None:
-        """Several ops' accounting, in the order the ops ended (what waited for the worker):
-        :meth:`op_accounted` for each, unless the sink writes them together."""
-        for record in records:
-            self.op_accounted(record)
-
-    def journaled(self, session: Any, line: bytes) -> None:
-        """A step-journal line (docs/journal.md) to write now. Runs in the caller's thread,
-        before the step's body runs (a tool's ``intent``): a kill that comes next finds it."""
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Write out anything buffered."""
-        return True
-
-    def shutdown(self) -> None:
-        """Flush and release resources; later calls are ignored."""
-
+from agenttrace.model.lifecycle import Ended, EventLogged, Logged, Record, Started
+from agenttrace.recorder.sink import Sink
+from agenttrace.recorder.worker import Worker
 
 _METHODS = {Started: "started", Ended: "ended", Logged: "logged", EventLogged: "event_logged"}
 

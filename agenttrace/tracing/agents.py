@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agenttrace._internal.context import Linkable, current_scope_var
-from agenttrace.record.events import message_fields
-from agenttrace.record.session import Session, current_session
+from agenttrace.model.events import message_fields
+from agenttrace.session.state import Session, current_session
 
 
 def str_attribute(owner: object, name: str) -> str | None:

@@ -59,8 +59,8 @@ from agenttrace import semconv as sc
 from agenttrace._internal.context import implicit_run_var
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
-from agenttrace.record.events import message_fields
-from agenttrace.record.session import current_session
+from agenttrace.model.events import message_fields
+from agenttrace.session.state import current_session
 from agenttrace.tracing.agents import register_agent
 from agenttrace.tracing.scopes import SessionScope, finish, make_current, start_session
 

@@ -21,7 +21,7 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
-from agenttrace.record.events import alignment, same_entry
+from agenttrace.model.events import alignment, same_entry
 from agenttrace.tracing.scopes import SessionScope
 
 _MISSING = object()
@@ -256,7 +256,7 @@ def input_delta(
 
     Recording the whole history on every attempt makes a trace grow with the square of its
     length. When the request extends the agent's logged transcript
-    (:func:`~agenttrace.record.events.alignment`), everything up to and including the
+    (:func:`~agenttrace.model.events.alignment`), everything up to and including the
     agent's previous reply is already recorded (in the event stream, and as the input and
     output of earlier attempts): the input is what follows that reply. What the agent's
     previous attempt in this run recorded is left off too, so a retry records nothing new.

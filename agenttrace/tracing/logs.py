@@ -16,7 +16,7 @@ from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import cap_text, recorded_json, scrub_text
 from agenttrace._internal.runtime import runtime
-from agenttrace.record.lifecycle import Logged
+from agenttrace.model.lifecycle import Logged
 from agenttrace.tracing.recording import emit
 from agenttrace.tracing.scopes import Scope, current_scope
 

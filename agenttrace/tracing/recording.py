@@ -25,8 +25,8 @@ from agenttrace._internal.redact import recorded_json, scrub_text
 from agenttrace._internal.runtime import INSTRUMENTATION_NAME, runtime
 from agenttrace._internal.times import ts_nanoseconds
 from agenttrace._version import __version__
-from agenttrace.record.lifecycle import EventLogged, Record
-from agenttrace.record.session import Session, observe_events
+from agenttrace.model.lifecycle import EventLogged, Record
+from agenttrace.session.state import Session, observe_events
 
 
 def emit(record: Record) -> None:

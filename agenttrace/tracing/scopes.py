@@ -43,11 +43,11 @@ from agenttrace._internal.context import current_scope_var
 from agenttrace._internal.redact import cap_text, capped_attributes, capped_value, scrub_text
 from agenttrace._internal.runtime import runtime
 from agenttrace._internal.times import event_ts
-from agenttrace.record.accounting import Accounted, accounting_entry, op_accounted
-from agenttrace.record.ids import new_txn_id
-from agenttrace.record.lifecycle import Ended, SpanEvent, Started
-from agenttrace.record.paths import Address, format_label
-from agenttrace.record.session import Session, current_session
+from agenttrace.formats.ledger import Accounted, accounting_entry, op_accounted
+from agenttrace.model.ids import new_txn_id
+from agenttrace.model.lifecycle import Ended, SpanEvent, Started
+from agenttrace.model.paths import Address, format_label
+from agenttrace.session.state import Session, current_session
 from agenttrace.tracing.agents import agent_of
 from agenttrace.tracing.recording import emit, emit_inference_details
 
@@ -780,7 +780,7 @@ def _accounted(scope: OpScope, ended: Attributes, ended_ns: int, error: str | No
     """The op's ``op_accounted`` event and accounting entry. An op that can carry a cost (an LLM
     attempt, a tool whose span has a non-zero ``agenttrace.cost.usd``) has it made now, and the
     stream and the ledger get it in the caller's thread, before the op's caller goes on; any
-    other op's is made and written off the caller's path (see ``record/accounting.py``)."""
+    other op's is made and written off the caller's path (see ``formats/ledger.py``)."""
     make = functools.partial(
         _accounted_event,
         scope.attributes,

@@ -22,7 +22,7 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import cap_text
 from agenttrace._internal.runtime import runtime
 from agenttrace._internal.times import event_ts
-from agenttrace.record import journal as j
+from agenttrace.model import journal as j
 from agenttrace.tracing.scopes import OpScope, current_scope
 
 Effect = Literal["pure", "read", "idempotent", "effect"]

@@ -30,14 +30,14 @@ from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
-from agenttrace.record.events import (
+from agenttrace.model.events import (
     MESSAGE_FIELDS,
     LoggedString,
     alignment,
     message_fields,
     substance_of,
 )
-from agenttrace.record.session import Session
+from agenttrace.session.state import Session
 from agenttrace.tracing.agents import (
     agent_of,
     register_agent,
@@ -186,8 +186,8 @@ def log_llm_exchange(scope: OpScope, messages: Any, response: Any) -> str | None
 
 
 def _refer_to_request(scope: OpScope, reply: str, instructions: Sequence[Any]) -> None:
-    """Let the op's node say where its whole request is (``agenttrace.record.requests``): the
-    agent's transcript just before ``reply`` (its response's entry), after the system messages
+    """Let the op's node say where its whole request is (``agenttrace.formats.session.requests``):
+    the agent's transcript just before ``reply`` (its response's entry), after the system messages
     the request sent beside that transcript, if any. A message id and those few messages,
     whatever the history's length: the session file does not grow with it."""
     scope.payloads[sc.REQUEST_REPLY_MESSAGE] = reply
@@ -197,7 +197,7 @@ def _refer_to_request(scope: OpScope, reply: str, instructions: Sequence[Any]) -
 
 
 def _reply_fields(message: Any) -> dict[str, Any]:
-    """:func:`~agenttrace.record.events.message_fields` of a response's message, read with
+    """:func:`~agenttrace.model.events.message_fields` of a response's message, read with
     :func:`~agenttrace.tracing.llm_attributes.field` (a model's absent fields cost no
     exception)."""
     if isinstance(message, Mapping):
@@ -238,8 +238,8 @@ def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) 
     """Make the agent's logged transcript what its request sent.
 
     A request *extends* the transcript when its first messages are the transcript's entries,
-    one for one (:func:`~agenttrace.record.events.alignment`: role, content, tool calls, tool
-    call id and name, as :func:`~agenttrace.record.events.message_fields` reads them; system
+    one for one (:func:`~agenttrace.model.events.alignment`: role, content, tool calls, tool
+    call id and name, as :func:`~agenttrace.model.events.message_fields` reads them; system
     messages sent ahead of a transcript that has none are instructions beside it). Agents
     append to their transcripts, so then the messages after those are what the agent added
     without ``@hears``: they are logged as entries. Otherwise the framework rewrote the
@@ -248,7 +248,7 @@ def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) 
     it, so the transcript is exactly what was sent. One comparison per message.
 
     Returns how many messages the request sent ahead of the transcript (the ``offset`` of
-    :func:`~agenttrace.record.events.alignment`): the transcript is now the rest of the
+    :func:`~agenttrace.model.events.alignment`): the transcript is now the rest of the
     request. ``None`` when there was nothing to log (no such agent, no messages).
     """
     record = session.agents.get(agent_id)

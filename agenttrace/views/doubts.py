@@ -18,10 +18,8 @@ from typing import Any
 
 from agenttrace._internal.redact import cap_text, scrub_json_text
 from agenttrace._internal.times import event_ts
-from agenttrace.record.journal import Decisions, Journal, Step, decision_line
-from agenttrace.record.lease import acquire, lease_path
-from agenttrace.record.safe_open import open_regular
-from agenttrace.record.session_files import (
+from agenttrace.formats.safe_open import open_regular
+from agenttrace.formats.session.files import (
     SNAPSHOT_SUFFIX,
     STREAM_SUFFIX,
     SessionFileError,
@@ -29,6 +27,8 @@ from agenttrace.record.session_files import (
     read_session_file,
     sibling_path,
 )
+from agenttrace.formats.session.lease import acquire, lease_path
+from agenttrace.model.journal import Decisions, Journal, Step, decision_line
 
 SHOWN_ARGUMENT_BYTES = 2048
 """How much of a call's arguments ``doubts`` shows (redacted first, then capped)."""

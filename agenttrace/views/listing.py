@@ -31,7 +31,7 @@ from typing import Any
 from agenttrace._internal.config import ReadLimits
 from agenttrace._internal.processes import process_alive
 from agenttrace._internal.times import iso_seconds, ts_ms
-from agenttrace.record.session_files import (
+from agenttrace.formats.session.files import (
     SNAPSHOT_SUFFIX,
     STREAM_SUFFIX,
     LoadedFile,

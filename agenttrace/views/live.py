@@ -7,11 +7,11 @@ replaced atomically when a run or a sub-agent ends. Each read takes both with th
 every command uses (bounded, validated) and builds the fullest tree they hold:
 
 1. the session file's runs, with the stream's events when it is ahead
-   (:func:`~agenttrace.record.session.load_fullest`);
+   (:func:`~agenttrace.formats.session.fullest.load_fullest`);
 2. every op that ended since, from the stream's ``op_accounted`` lines, in its place
-   (:func:`~agenttrace.record.rebuilt.with_rebuilt_runs`);
+   (:func:`~agenttrace.formats.session.rebuilt.with_rebuilt_runs`);
 3. every run, turn and op that an event was logged in and that has not ended, from the
-   events' path labels (:func:`~agenttrace.record.rebuilt.with_started_nodes`): a sub-agent
+   events' path labels (:func:`~agenttrace.formats.session.rebuilt.with_started_nodes`): a sub-agent
    shows under its tool call from the first thing it hears.
 
 The status is ``agenttrace list``'s (:mod:`agenttrace.views.listing`). What is shown passes the
@@ -27,16 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agenttrace.record.optree import children, hosted_sessions, session_ops
-from agenttrace.record.rebuilt import with_started_nodes
-from agenttrace.record.session import load_fullest
-from agenttrace.record.session_files import (
+from agenttrace.formats.session.files import (
     LoadedFile,
     SessionFileError,
     check_session_id,
     snapshot_path,
     stream_path,
 )
+from agenttrace.formats.session.fullest import load_fullest
+from agenttrace.formats.session.optree import children, hosted_sessions, session_ops
+from agenttrace.formats.session.rebuilt import with_started_nodes
 from agenttrace.views.listing import DAMAGED, RUNNING, session_row
 from agenttrace.views.public import public_view
 

@@ -13,8 +13,8 @@ import dataclasses
 
 from agenttrace._internal.config import Settings
 from agenttrace._internal.redact import redacted_copy
-from agenttrace.record.optree import agent_names
-from agenttrace.record.session_files import LoadedFile
+from agenttrace.formats.session.files import LoadedFile
+from agenttrace.formats.session.optree import agent_names
 
 
 def public_view(

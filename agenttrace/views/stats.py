@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from agenttrace.record.amounts import cost_written, latency_written
-from agenttrace.record.optree import (
+from agenttrace.formats.session.optree import (
     children,
     cost_unknown,
     finite_number,
     hosted_sessions,
     session_ops,
 )
+from agenttrace.model.amounts import cost_written, latency_written
 
 
 def _empty() -> dict[str, Any]:

@@ -10,7 +10,7 @@ from rich.console import Console as RichConsole
 from rich.text import Text
 from rich.tree import Tree
 
-from agenttrace.record.optree import (
+from agenttrace.formats.session.optree import (
     children,
     cost_unknown,
     finite_number,
@@ -18,7 +18,7 @@ from agenttrace.record.optree import (
     hosted_sessions,
     op_parents,
 )
-from agenttrace.record.rebuilt import INTERRUPTED
+from agenttrace.formats.session.rebuilt import INTERRUPTED
 
 
 def optree_tree(runs: Sequence[Mapping[str, Any]], running_at: int | None = None) -> Tree:

@@ -11,8 +11,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from agenttrace.record.documents import read_any
-from agenttrace.record.events import (
+from agenttrace.formats.documents import read_any
+from agenttrace.formats.session.optree import agent_names
+from agenttrace.model.events import (
     AGENT_CREATED,
     PIECE_OF_TEXT,
     TRANSCRIPT_ENTRY,
@@ -20,9 +21,8 @@ from agenttrace.record.events import (
     infer_causes,
     normalize,
 )
-from agenttrace.record.optree import agent_names
-from agenttrace.record.resets import Replay, Rewrite
-from agenttrace.record.session import Session
+from agenttrace.model.resets import Replay, Rewrite
+from agenttrace.session.state import Session
 from agenttrace.views.content import compact_json, content_text
 
 
@@ -36,7 +36,7 @@ class SessionViewer:
     ) -> None:
         """``source``: a session file or event stream path (or a STD-008 or ATIF document's),
         a live ``Session``, or events. ``run_names``: agent id -> the name its runs carry
-        (:func:`~agenttrace.record.optree.agent_names`), for the agents the events leave
+        (:func:`~agenttrace.formats.session.optree.agent_names`), for the agents the events leave
         unnamed (a root agent); read from the file when ``source`` is one."""
         self._run_names = dict(run_names or {})
         if isinstance(source, (str, Path)):

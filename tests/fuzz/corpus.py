@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agenttrace.record.session_files import snapshot_bytes
+from agenttrace.formats.session.files import snapshot_bytes
 
 from .mutate import Seed, load_seed
 

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from agenttrace.record.session_files import snapshot_bytes
+from agenttrace.formats.session.files import snapshot_bytes
 
 
 def _stream(events: list[dict[str, Any]]) -> bytes:

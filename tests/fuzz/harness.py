@@ -39,9 +39,11 @@ from click.testing import CliRunner
 
 import agenttrace
 from agenttrace.cli import main as cli_main
-from agenttrace.record.session import load_fullest, load_session, resume, use_session
-from agenttrace.record.session_files import LoadedFile, SessionFileError, read_session_file
-from agenttrace.record.std008_rules import validate
+from agenttrace.formats.session.files import LoadedFile, SessionFileError, read_session_file
+from agenttrace.formats.session.fullest import load_fullest
+from agenttrace.formats.std008.rules import validate
+from agenttrace.session.restore import load_session, resume
+from agenttrace.session.state import use_session
 from agenttrace.views.exports import (
     exchanges_jsonl,
     to_html,

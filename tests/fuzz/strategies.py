@@ -1,6 +1,6 @@
 """Hypothesis strategies for session files and event streams, derived from the format's structs
-(agenttrace/record/schema.py), so that most generated files read as sessions and reach the views
-that trust what the readers let through, and some do not.
+(agenttrace/formats/session/schema.py), so that most generated files read as sessions and reach the
+views that trust what the readers let through, and some do not.
 
 Every struct is generated from ``msgspec.inspect.type_info`` of the struct: its required fields
 always, its optional ones half the time, each value within its type's constraints (the id and
@@ -36,9 +36,9 @@ from typing import Any
 from hypothesis import strategies as st
 from msgspec import inspect as mi
 
-from agenttrace.record import schema
-from agenttrace.record.events import agent_id, message_id
-from agenttrace.record.paths import format_label
+from agenttrace.formats.session import schema
+from agenttrace.model.events import agent_id, message_id
+from agenttrace.model.paths import format_label
 
 from .mutate import ODD_DIGITS, TRAVERSAL, Mutator, expand_nesting
 

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from agenttrace.record.session import Session
-from agenttrace.record.session_files import SessionFileError, read_session_file
+from agenttrace.formats.session.files import SessionFileError, read_session_file
+from agenttrace.session.state import Session
 from agenttrace.views.viewer import SessionViewer, format_dialog
 
 from . import strategies as fuzz
@@ -117,7 +117,7 @@ def test_most_generated_files_read_as_sessions(tmp_path: Path) -> None:
 def test_what_the_strategies_make_follows_the_schema(tmp_path: Path) -> None:
     """Before anything is done wrong to them, generated documents and streams read as sessions,
     every one: a failure here names the field the strategies no longer make as the schema
-    (agenttrace/record/schema.py) wants it."""
+    (agenttrace/formats/session/schema.py) wants it."""
     snapshot, stream = tmp_path / "made.json.gz", tmp_path / "made.events.jsonl"
     for seed in range(150):
         snapshot.write_bytes(fuzz.snapshot_bytes(fuzz.make_document(random.Random(seed))))

@@ -77,7 +77,7 @@ def test_a_crafted_hostile_file_is_read_or_refused_in_one_line(case: str, tmp_pa
 def test_the_seeds_are_whole_sessions(tmp_path: Path) -> None:
     """The files every mutation starts from read as sessions and every view shows them: a seed
     that no longer reads (an outdated format) would leave the suite mutating noise."""
-    from agenttrace.record.session_files import read_session_file
+    from agenttrace.formats.session.files import read_session_file
 
     from .corpus import SEEDS
 

@@ -97,7 +97,7 @@ def _exchange_logger() -> Callable[[], MessageLog]:
     """A factory of exchange loggers (``agenttrace.ExchangeLogger``), writing into the sessions
     directory."""
     try:
-        from agenttrace.record.exchange_log import ExchangeLogger
+        from agenttrace.formats.exchange_log.writer import ExchangeLogger
     except ImportError as exc:
         raise RuntimeError(
             "exchange_log=True needs agenttrace.ExchangeLogger, which this build lacks"

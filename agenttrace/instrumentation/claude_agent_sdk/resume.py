@@ -16,8 +16,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from agenttrace.record.optree import hosted_sessions, session_ops
-from agenttrace.record.session import AgentRecord, Session
+from agenttrace.formats.session.optree import hosted_sessions, session_ops
+from agenttrace.session.state import AgentRecord, Session
 
 from .utils import CWD, PERMISSION_MODE, SESSION_ID
 

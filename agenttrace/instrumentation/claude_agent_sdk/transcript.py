@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agenttrace._internal.times import iso_nanoseconds
-from agenttrace.record.safe_open import open_regular
+from agenttrace.formats.safe_open import open_regular
 
 MAX_READ = 64 << 20
 """Bytes read from a transcript at one time (the rest waits for the next read)."""

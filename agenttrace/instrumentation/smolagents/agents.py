@@ -12,8 +12,8 @@ import threading
 import weakref
 from typing import Any
 
-from agenttrace.record.events import AGENT_CREATED
-from agenttrace.record.session import Session
+from agenttrace.model.events import AGENT_CREATED
+from agenttrace.session.state import Session
 from agenttrace.tracing.agents import session_for_new_agent, str_attribute
 from agenttrace.tracing.decorators import _ToolSpec
 from agenttrace.tracing.scopes import OpScope, current_scope

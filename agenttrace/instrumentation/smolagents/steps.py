@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from agenttrace._internal.errors import report_internal_error
-from agenttrace.record.session import Session
+from agenttrace.session.state import Session
 from agenttrace.tracing.agents import str_attribute
 from agenttrace.tracing.decorators import _ToolSpec
 from agenttrace.tracing.scopes import OpScope, SessionScope, close_auto_turn, current_scope

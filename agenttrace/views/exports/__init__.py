@@ -10,8 +10,8 @@
 - :func:`agenttrace.views.exports.atif.to_atif`: an ATIF trajectory (needs the ``[atif]``
   extra, so it is imported from its module, not from here).
 
-Each takes a :class:`~agenttrace.record.session_files.LoadedFile` (from
-:func:`~agenttrace.record.session_files.read_session_file`) or a session file's path. An export
+Each takes a :class:`~agenttrace.formats.session.files.LoadedFile` (from
+:func:`~agenttrace.formats.session.files.read_session_file`) or a session file's path. An export
 leaves the process: what it writes is redacted and capped like the spans
 (:func:`agenttrace.views.public.public_view`), though the session file keeps content verbatim.
 """

@@ -30,9 +30,9 @@ from agenttrace import semconv as sc
 from agenttrace._internal.redact import scrub_text
 from agenttrace._internal.times import iso_nanoseconds, ts_nanoseconds
 from agenttrace._version import __version__
-from agenttrace.record.documents import read_any
-from agenttrace.record.optree import children, finite_number, hosted_sessions
-from agenttrace.record.session_files import LoadedFile, SessionFileError
+from agenttrace.formats.documents import read_any
+from agenttrace.formats.session.files import LoadedFile, SessionFileError
+from agenttrace.formats.session.optree import children, finite_number, hosted_sessions
 from agenttrace.tracing.recording import span_event_attributes
 from agenttrace.views.public import public_view
 

@@ -7,7 +7,7 @@ call ran it (``subagent_trajectories``, ATIF v1.7) and referenced from that call
 (``subagent_trajectory_ref``, by ``trajectory_id``: the run's txn id).
 
 ATIF has step timestamps but no runs and no durations; they go into its ``extra`` fields, so a
-reader (``agenttrace.record.atif_reader``) gets them back: a trajectory's ``extra.runs`` lists
+reader (``agenttrace.formats.atif.reader``) gets them back: a trajectory's ``extra.runs`` lists
 each run (``txn_id``, ``first_step``, ``started_at``, ``latency_ms``, ``success``, ``error``),
 an agent step's ``extra`` and a tool call's ``extra`` the ``started_at`` and ``latency_ms`` of
 the LLM attempt and of the tool call.
@@ -33,9 +33,9 @@ from typing import Any
 from agenttrace._internal.extras import install_hint
 from agenttrace._internal.times import ms_iso, ts_ms, ts_nanoseconds
 from agenttrace._version import __version__
-from agenttrace.record.optree import children, finite_number, hosted_sessions
-from agenttrace.record.resets import as_it_happened
-from agenttrace.record.session_files import SessionFileError
+from agenttrace.formats.session.files import SessionFileError
+from agenttrace.formats.session.optree import children, finite_number, hosted_sessions
+from agenttrace.model.resets import as_it_happened
 from agenttrace.views.content import content_text
 from agenttrace.views.exports._spans import Source, load, nesting_checked
 from agenttrace.views.exports.std008 import unique

@@ -2,7 +2,7 @@
 per root run.
 
 The lines are those :class:`~agenttrace.ExchangeLogger` writes for the Claude Agent SDK
-(:mod:`agenttrace.record.exchange_lines`), so a litellm agent's session reads the same way:
+(:mod:`agenttrace.formats.exchange_log.lines`), so a litellm agent's session reads the same way:
 
 - ``session_start``: the session id, when its first run started, the root agent's model and the
   working directory of its ingress (``cwd`` of a run started from the command line).
@@ -31,11 +31,11 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from agenttrace.record import exchange_lines as lines
-from agenttrace.record.events import TRANSCRIPT_ENTRY
-from agenttrace.record.optree import children, finite_number, hosted_sessions, session_ops
-from agenttrace.record.resets import as_it_happened
-from agenttrace.record.session_files import LoadedFile
+from agenttrace.formats.exchange_log import lines as lines
+from agenttrace.formats.session.files import LoadedFile
+from agenttrace.formats.session.optree import children, finite_number, hosted_sessions, session_ops
+from agenttrace.model.events import TRANSCRIPT_ENTRY
+from agenttrace.model.resets import as_it_happened
 from agenttrace.views.content import content_text
 from agenttrace.views.exports._spans import Source, load, nesting_checked
 from agenttrace.views.stats import session_stats

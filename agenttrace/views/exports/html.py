@@ -32,8 +32,8 @@ from string import Template
 from typing import Any
 
 from agenttrace._version import __version__
-from agenttrace.record.optree import agent_names
-from agenttrace.record.session_files import LoadedFile
+from agenttrace.formats.session.files import LoadedFile
+from agenttrace.formats.session.optree import agent_names
 from agenttrace.views.exports._spans import Source, load, nesting_checked
 from agenttrace.views.viewer import SessionViewer
 
@@ -93,9 +93,9 @@ def _page() -> _Page:
 def to_html(source: Source) -> str:
     """The session as one HTML page that needs no network.
 
-    ``source``: a :class:`~agenttrace.record.session_files.LoadedFile` or a session file path (read
-    with :func:`~agenttrace.record.session_files.read_session_file`, which raises
-    :class:`~agenttrace.record.session_files.SessionFileError`). An event stream has no opTree: its
+    ``source``: a :class:`~agenttrace.formats.session.files.LoadedFile` or a session file path (read
+    with :func:`~agenttrace.formats.session.files.read_session_file`, which raises
+    :class:`~agenttrace.formats.session.files.SessionFileError`). An event stream has no opTree: its
     page shows the dialog and the perspectives only.
     """
     loaded = load(source)

@@ -42,12 +42,12 @@ def to_jaeger(source: Source, *, service_name: str = "agenttrace") -> dict[str, 
     shows them when they arrive over OTLP (Jaeger's own OTLP translation, ``otel.scope.*``,
     ``span.kind``, ``otel.status_*`` and ``error`` tags included).
 
-    ``source``: a :class:`~agenttrace.record.session_files.LoadedFile` or a session file path (read
-    with :func:`~agenttrace.record.session_files.read_session_file`, which raises
-    :class:`~agenttrace.record.session_files.SessionFileError`). An event stream holds no opTree and
-    gives ``{"data": []}``. Each process is the resource its spans recorded (``serviceName`` from
-    its ``service.name``, the other attributes as tags); ``service_name`` names the process of runs
-    recorded without one (older files).
+    ``source``: a :class:`~agenttrace.formats.session.files.LoadedFile` or a session file path (read
+    with :func:`~agenttrace.formats.session.files.read_session_file`, which raises
+    :class:`~agenttrace.formats.session.files.SessionFileError`). An event stream holds no opTree
+    and gives ``{"data": []}``. Each process is the resource its spans recorded (``serviceName``
+    from its ``service.name``, the other attributes as tags); ``service_name`` names the process of
+    runs recorded without one (older files).
     """
     loaded = load(source)
     with nesting_checked(loaded):

@@ -47,9 +47,9 @@ def to_otlp_json(source: Source, *, service_name: str = "agenttrace") -> dict[st
     """The session's runs as one OTLP/JSON ``ExportTraceServiceRequest``: the spans as they went
     over OTLP live.
 
-    ``source``: a :class:`~agenttrace.record.session_files.LoadedFile` or a session file path (read
-    with :func:`~agenttrace.record.session_files.read_session_file`, which raises
-    :class:`~agenttrace.record.session_files.SessionFileError`). Each run is under the resource
+    ``source``: a :class:`~agenttrace.formats.session.files.LoadedFile` or a session file path (read
+    with :func:`~agenttrace.formats.session.files.read_session_file`, which raises
+    :class:`~agenttrace.formats.session.files.SessionFileError`). Each run is under the resource
     and scope it recorded (runs of one process share one ``resourceSpans``); a run recorded
     without them (an older file) gets ``service.name`` = ``service_name`` and the scope
     ``agenttrace``. Each run keeps its own trace id. An event stream holds no opTree and gives

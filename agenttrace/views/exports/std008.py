@@ -49,10 +49,10 @@ import msgspec
 
 from agenttrace import semconv as sc
 from agenttrace._internal.times import iso_ms, ts_nanoseconds
-from agenttrace.record import std008_schema
-from agenttrace.record.optree import children, finite_number, hosted_sessions, session_ops
-from agenttrace.record.resets import as_it_happened
-from agenttrace.record.session_files import SessionFileError
+from agenttrace.formats.session.files import SessionFileError
+from agenttrace.formats.session.optree import children, finite_number, hosted_sessions, session_ops
+from agenttrace.formats.std008 import schema as std008_schema
+from agenttrace.model.resets import as_it_happened
 from agenttrace.views.content import content_text
 from agenttrace.views.exports._spans import Source, load, nesting_checked
 

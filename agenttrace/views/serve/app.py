@@ -36,7 +36,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agenttrace.record.session_files import SessionFileError, check_session_id
+from agenttrace.formats.session.files import SessionFileError, check_session_id
 from agenttrace.views.exports.html import SCRIPT_FILE, STYLE_FILE, page_file, script_json
 from agenttrace.views.listing import RUNNING, list_sessions
 from agenttrace.views.live import NoSuchSession, files_state, read_live, session_document

@@ -111,7 +111,7 @@
     var tokens = entry.tokens;
     return isObject(tokens) && (isNumber(tokens.inputTokens) || isNumber(tokens.outputTokens));
   }
-  // As agenttrace.record.optree.cost_unknown: an LLM call without a price (its model is not in
+  // As agenttrace.formats.session.optree.cost_unknown: an LLM call without a price (its model is not in
   // litellm's price map) is unknown, never free; a failed attempt without usage has no price.
   function costUnknown(entry) {
     if (entry.type !== "llm" || isNumber(entry.costUsd)) return false;
@@ -156,7 +156,7 @@
   }
   function childSessions(op) {
     // Several runs: childSessions; one: childSession (earlier releases wrote both, the first
-    // run twice), as agenttrace/record/optree.py hosted_sessions reads them.
+    // run twice), as agenttrace/formats/session/optree.py hosted_sessions reads them.
     if (Array.isArray(op.childSessions) && op.childSessions.length) return op.childSessions;
     return op.childSession ? [op.childSession] : [];
   }
@@ -269,7 +269,7 @@
     });
     return li;
   }
-  // As agenttrace.record.optree.op_parents: for each op, the index of the earlier op of the turn
+  // As agenttrace.formats.session.optree.op_parents: for each op, the index of the earlier op of the turn
   // whose span is its span's parent, at most MAX_OP_NESTING deep; else null.
   var MAX_OP_NESTING = 32;
   function opParents(ops) {

@@ -1,0 +1,1 @@
+"""ATIF trajectories (docs/atif.md): the reader."""

@@ -1,0 +1,114 @@
+"""The fullest picture of a session from its pair of files (the gzipped session file and the
+event stream beside it), whichever is ahead, with a damaged session file's runs recovered."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+from agenttrace.formats.session.damaged import keep_aside as keep_damaged_aside
+from agenttrace.formats.session.damaged import recover_runs
+from agenttrace.formats.session.files import (
+    SNAPSHOT_SUFFIX,
+    LoadedFile,
+    Progress,
+    SessionFileError,
+    read_session_file,
+    sibling_path,
+)
+from agenttrace.formats.session.rebuilt import with_rebuilt_runs
+
+logger = logging.getLogger("agenttrace")
+
+
+def load_fullest(
+    path: Path, progress: Progress | None = None, *, keep_damaged: bool = False
+) -> LoadedFile:
+    """The fullest picture of a session, from its file and the one beside it.
+
+    Both hold a prefix of the same event sequence: the stream is usually ahead (it has the
+    events after the last snapshot), the session file is ahead when the stream stopped (a full
+    disk) and is the only one with the runs' opTrees. Whichever has more events gives them;
+    runs only the stream has are rebuilt from its ``op_accounted`` lines
+    (``agenttrace.formats.session.rebuilt``).
+
+    A damaged session file beside a readable stream (or asked for, with a stream beside it) is
+    not an error: the stream gives the events, the runs that can still be read whole from the
+    damaged file are kept (``agenttrace.formats.session.damaged``) and, with ``keep_damaged`` (a
+    resume, which will write the session file again), the file is renamed aside first; one warning
+    says so. A torn last line of the stream is skipped with one warning too.
+    """
+    name = path.name
+    sibling = sibling_path(path)
+    damaged: tuple[Path, SessionFileError] | None = None
+    try:
+        loaded = read_session_file(path, progress)
+    except SessionFileError as exc:
+        # The session file asked for is damaged: its stream, if there is one, tells the rest.
+        if sibling is None or not name.endswith(SNAPSHOT_SUFFIX) or not sibling.exists():
+            raise
+        loaded = read_session_file(sibling, progress)
+        damaged, sibling = (path, exc), None
+    other: LoadedFile | None = None
+    if sibling is not None and sibling.exists():
+        try:
+            other = read_session_file(sibling)
+        except SessionFileError as exc:
+            if loaded.kind == "stream" and sibling.name.endswith(SNAPSHOT_SUFFIX):
+                damaged = (sibling, exc)
+    if damaged is not None:
+        loaded = _with_damaged(loaded, *damaged, keep_aside=keep_damaged)
+    if loaded.torn is not None:
+        logger.warning(
+            "agenttrace: %s ended in a torn line (%d bytes, a write cut off by a crash); it was "
+            "skipped and nothing else is lost",
+            loaded.path,
+            len(loaded.torn),
+        )
+    if other is None:
+        return with_rebuilt_runs(loaded)
+    stream, snapshot = (loaded, other) if loaded.kind == "stream" else (other, loaded)
+    if stream.kind != "stream" or snapshot.kind != "snapshot":
+        return with_rebuilt_runs(loaded)
+    best = stream if len(stream.events) >= len(snapshot.events) else snapshot
+    return with_rebuilt_runs(
+        LoadedFile(
+            path,
+            loaded.kind,
+            best.events,
+            snapshot.runs,
+            snapshot.meta,
+            loaded.session_id or other.session_id,
+            stream.torn,
+            accounted=stream.accounted,
+            journal=stream.journal,
+        )
+    )
+
+
+def _with_damaged(
+    stream: LoadedFile, damaged: Path, error: SessionFileError, *, keep_aside: bool
+) -> LoadedFile:
+    """``stream`` with the runs recovered from the ``damaged`` session file beside it (which is
+    renamed aside first with ``keep_aside``); one warning says what happened."""
+    runs = recover_runs(damaged)
+    kept = ""
+    if keep_aside:
+        try:
+            kept = f"; it is kept as {keep_damaged_aside(damaged)}"
+        except OSError as exc:
+            raise SessionFileError(
+                f"{damaged}: damaged ({error}), and it cannot be kept aside before the session "
+                f"is written again: {exc.strerror or exc}"
+            ) from None
+    logger.warning(
+        "agenttrace: the session file %s cannot be read (%s): %d %s recovered from it, the rest "
+        "comes from the event stream%s",
+        damaged,
+        str(error).removeprefix(f"{damaged}: "),
+        len(runs),
+        "run was" if len(runs) == 1 else "runs were",
+        kept,
+    )
+    return dataclasses.replace(stream, runs=runs, path=stream.path)

@@ -1,0 +1,193 @@
+"""Lifecycle records: what agenttrace's scopes report as they start and end, as plain values.
+
+A scope (an agent run, a turn, an LLM attempt, a tool call) emits a :class:`Started` when it
+opens and an :class:`Ended` when it closes; logs and reasoning chunks are :class:`Logged`, and
+every canonical event a :class:`EventLogged`. They are emitted whether or not the scope's span is
+sampled or recording, and they are the one source of every output but the spans themselves: the
+event stream, the session file, the ledger, the live opTree and the console lines (see
+``docs/architecture.md``).
+
+Records are immutable values: built once in the caller's thread, from copies of what the caller
+passed (a result is serialised when the call returns, never read later from the user's object),
+so a sink may consume them later, on another thread. Their attribute mappings are the very ones
+put on the span, and must not be changed by anyone after the record is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+AttributeMap = Mapping[str, Any]
+
+SpanEvent = tuple[str, int, AttributeMap]
+"""A span event as recorded: (name, time in ns since the epoch, attributes)."""
+
+
+class Started:
+    """A scope opened: its place (``label``) in the run ``origin``, and its span's identity."""
+
+    __slots__ = (
+        "attributes",
+        "kind",
+        "label",
+        "links",
+        "name",
+        "origin",
+        "parent",
+        "parent_span_id",
+        "session",
+        "span_id",
+        "span_kind",
+        "started_ns",
+        "trace_flags",
+        "trace_id",
+    )
+
+    def __init__(
+        self,
+        origin: str,
+        label: str,
+        kind: str,
+        name: str,
+        started_ns: int,
+        trace_id: int,
+        span_id: int,
+        parent_span_id: int | None,
+        attributes: AttributeMap,
+        span_kind: str = "INTERNAL",
+        links: Sequence[tuple[int, int, int]] = (),
+        session: Any = None,
+        parent: str | None = None,
+        trace_flags: int = 0,
+    ) -> None:
+        self.origin = origin
+        """The origin txn id of the run (root agent run) the scope belongs to."""
+        self.label = label
+        """The scope's path label (``0``, ``1``, ``1.2``, ``1.2:2.1.1``, ...)."""
+        self.kind = kind
+        """``session``, ``turn``, ``llm`` or ``tool`` as the scope started."""
+        self.name = name
+        """The span's name (``invoke_agent Jack``, ``chat gpt-4o``, ...)."""
+        self.started_ns = started_ns
+        self.trace_id = trace_id
+        """0 when there is no span context (OpenTelemetry's no-op tracer)."""
+        self.span_id = span_id
+        self.parent_span_id = parent_span_id
+        self.attributes = attributes
+        """The attributes the span started with."""
+        self.span_kind = span_kind
+        """OpenTelemetry's span kind, by name (``INTERNAL``, ``CLIENT``)."""
+        self.links = links
+        """(trace id, span id, OTLP link flags) of each span this one links to."""
+        self.session = session
+        """On a run's root only: the ``agenttrace.session.state.Session`` it records into."""
+        self.parent = parent
+        """The label of the scope it opened in (``None`` for a run's root)."""
+        self.trace_flags = trace_flags
+        """The span's W3C trace flags (bit 0: sampled), as the sampler decided."""
+
+
+class Ended:
+    """A scope closed: when, how, and the attributes and events it gained since it started."""
+
+    __slots__ = (
+        "accounted",
+        "attributes",
+        "ended_ns",
+        "error",
+        "events",
+        "label",
+        "origin",
+        "payloads",
+        "session",
+        "started",
+    )
+
+    def __init__(
+        self,
+        origin: str,
+        label: str,
+        ended_ns: int,
+        attributes: AttributeMap,
+        error: str | None = None,
+        events: Sequence[SpanEvent] = (),
+        payloads: Mapping[str, Any] | None = None,
+        accounted: Any = None,
+        session: Any = None,
+        started: Started | None = None,
+    ) -> None:
+        self.origin = origin
+        self.label = label
+        self.ended_ns = ended_ns
+        self.attributes = attributes
+        """Every attribute set on the span after it started (status, latency, results, ...)."""
+        self.error = error
+        """The span's ERROR status description (scrubbed); ``None``: the scope succeeded."""
+        self.events = events
+        """Span events added when it ended (the ``exception`` event of a failure)."""
+        self.payloads = payloads
+        """An op's request and response content (redacted, capped JSON text) under the span
+        attribute names it has when content goes on spans: the saved state keeps it whatever
+        the span setting. A value may be a ``RecordedLater`` (``_internal/later.py``): a value
+        that cannot change, whose text is made when first read (``recorded_text``)."""
+        self.accounted = accounted
+        """An op's ``op_accounted`` event and accounting entry, encoded once
+        (``agenttrace.formats.ledger.Accounted``): for an op that can carry a cost, made in
+        the caller's thread and written to the stream and the ledger there before the op's
+        caller goes on; for a free one, made and written later. ``None`` for a run or a
+        turn."""
+        self.session = session
+        """With ``accounted``: the ``Session`` whose stream gets it."""
+        self.started = started
+        """The scope's :class:`Started` record (``None`` if recording began after it started):
+        what a consumer in the caller's thread needs of the start, such as the span's identity
+        and start attributes, without having kept the start itself."""
+
+
+class Logged:
+    """A log line or reasoning chunk attached to the running scope (a span event of its own)."""
+
+    __slots__ = ("attributes", "label", "name", "origin", "time_ns")
+
+    def __init__(
+        self, origin: str, label: str, name: str, time_ns: int, attributes: AttributeMap
+    ) -> None:
+        self.origin = origin
+        self.label = label
+        self.name = name
+        """``agenttrace.log`` or ``agenttrace.reasoning``."""
+        self.time_ns = time_ns
+        self.attributes = attributes
+
+
+class EventLogged:
+    """A canonical event (docs/events.md) was logged in ``session``.
+
+    ``line`` is the event's JSON line exactly as the stream stores it. ``origin``/``label`` name
+    the scope it was logged in (``None`` outside any). The span event it became there is not
+    carried: it follows from the event (``agenttrace.tracing.recording``). ``more``: how many
+    events logged with this one follow it; they are written together, in one write.
+    """
+
+    __slots__ = ("event", "label", "line", "more", "origin", "session")
+
+    def __init__(
+        self,
+        session: Any,
+        event: Mapping[str, Any],
+        line: bytes,
+        origin: str | None = None,
+        label: str | None = None,
+        more: int = 0,
+    ) -> None:
+        self.session = session
+        """The ``agenttrace.session.state.Session`` it was logged in."""
+        self.event = event
+        self.line = line
+        self.origin = origin
+        self.label = label
+        self.more = more
+
+
+Record = Started | Ended | Logged | EventLogged

@@ -1,0 +1,196 @@
+"""Console lines on stderr: ``[txn:<originTxnId>] <path> <kind>/<id>: <message>``.
+
+The format is the same at every verbosity (docs/path-labels.md); the mode only decides how much
+is printed:
+
+- ``quiet`` (default): warnings and errors only: WRN/ERR logs, failed LLM attempts, tools, runs.
+- ``verbose``: also one summary line per LLM attempt and tool call (latency, tokens, sizes, cost;
+  ``no usage`` and ``cost unknown`` when the call reported no tokens or its model has no price),
+  and VRB/THK/FIN logs.
+- ``trace``: also the request and response bodies (capped and redacted, as on the span), and TRC.
+
+Every line is grep-able by the run's origin txn id and maps to exactly one opTree node by path.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
+
+from agenttrace import semconv as sc
+from agenttrace._internal.config import ConsoleMode
+from agenttrace._internal.later import recorded_text
+from agenttrace._internal.redact import cap_text
+from agenttrace.model.lifecycle import Ended, Logged, Started
+from agenttrace.recorder.sink import Sink
+
+_QUIET_LEVELS = frozenset({"WRN", "ERR"})
+_VERBOSE_LEVELS = _QUIET_LEVELS | {"VRB", "THK", "FIN"}
+_TRACE_LEVELS = _VERBOSE_LEVELS | {"TRC"}
+
+
+def node_id(attributes: Mapping[str, Any]) -> str:
+    """``<kind>/<id>`` for a span: ``llm/openai:gpt-4o``, ``tool/search``, ``session/Jack``."""
+    kind = attributes.get(sc.KIND, "?")
+    if kind == sc.KIND_LLM:
+        provider = attributes.get(sc.GEN_AI_PROVIDER_NAME)
+        model = attributes.get(sc.GEN_AI_REQUEST_MODEL, "?")
+        return f"llm/{provider}:{model}" if provider else f"llm/{model}"
+    if kind == sc.KIND_TURN:
+        return f"turn/{attributes.get(sc.TURN_INDEX, '?')}"
+    if attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_EXECUTE_TOOL:
+        return f"{kind}/{attributes.get(sc.GEN_AI_TOOL_NAME, '?')}"
+    return f"{kind}/{attributes.get(sc.GEN_AI_AGENT_NAME, '?')}"
+
+
+def format_line(attributes: Mapping[str, Any], message: str) -> str:
+    """One console line for the node whose span has ``attributes``."""
+    return (
+        f"[txn:{attributes.get(sc.TXN_ORIGIN, '-')}] {attributes.get(sc.PATH, '-')} "
+        f"{node_id(attributes)}: {message}"
+    )
+
+
+class ConsoleSink(Sink):
+    """Writes console lines for agenttrace's scopes and logs to a stream (stderr by default)."""
+
+    def __init__(
+        self,
+        mode: ConsoleMode = "quiet",
+        stream: TextIO | Callable[[], TextIO] | None = None,
+        max_body_bytes: int = 16384,
+    ) -> None:
+        self.mode = mode
+        self._stream = stream
+        self._lock = threading.Lock()
+        self._levels = {
+            "quiet": _QUIET_LEVELS,
+            "verbose": _VERBOSE_LEVELS,
+            "trace": _TRACE_LEVELS,
+        }[mode]
+        self._max_body_bytes = max_body_bytes
+        # Each open scope's start and start attributes, by (origin, label): a line names its node.
+        self._open: dict[tuple[str, str], tuple[int, Mapping[str, Any]]] = {}
+
+    def _write(self, line: str) -> None:
+        stream = self._stream
+        if stream is None:
+            stream = sys.stderr  # looked up each time: tests and apps may swap it
+        elif callable(stream):
+            stream = stream()
+        with self._lock:
+            stream.write(line + "\n")
+            stream.flush()
+
+    def started(self, record: Started) -> None:
+        self._open[(record.origin, record.label)] = (record.started_ns, record.attributes)
+
+    def logged(self, record: Logged) -> None:
+        opened = self._open.get((record.origin, record.label))
+        if opened is None:
+            return
+        started = opened[1]
+        attributes = record.attributes
+        if record.name == sc.EVENT_LOG:
+            level = attributes.get(sc.LOG_LEVEL, "VRB")
+            if level in self._levels:
+                self._write(format_line(started, f"{level} {attributes.get(sc.LOG_MESSAGE, '')}"))
+        elif record.name == sc.EVENT_REASONING and "THK" in self._levels:
+            text = str(attributes.get(sc.REASONING_TEXT, ""))
+            self._write(format_line(started, f"THK {text}"))
+
+    def ended(self, record: Ended) -> None:
+        opened = self._open.pop((record.origin, record.label), None)
+        if opened is None or (record.error is None and self.mode == "quiet"):
+            return  # quiet: only failures are printed
+        attributes = {**opened[1], **record.attributes}
+        attributes[_LATENCY] = (record.ended_ns - opened[0]) / 1e6
+        kind = attributes.get(sc.KIND)
+        if record.error is not None:
+            level = (
+                "ERR" if kind == sc.KIND_SESSION and not attributes.get(sc.TXN_PARENT) else "WRN"
+            )
+            self._write(format_line(attributes, f"{level} {_failure(attributes, record.error)}"))
+        elif self.mode != "quiet" and kind in (sc.KIND_LLM, sc.KIND_TOOL, sc.KIND_SESSION):
+            summary = _summary(attributes)
+            if summary is not None:
+                self._write(format_line(attributes, summary))
+        if self.mode == "trace":
+            # The bodies from the record: there whether or not content goes on spans.
+            bodies = record.payloads if record.payloads is not None else attributes
+            for key, label in _BODIES:
+                body = recorded_text(bodies.get(key))
+                if body is not None:
+                    text = cap_text(body, self._max_body_bytes)
+                    self._write(format_line(attributes, f"TRC {label} {text}"))
+
+
+_MAX_REASON = 300
+
+_BODIES = (
+    (sc.GEN_AI_INPUT_MESSAGES, "request"),
+    (sc.GEN_AI_OUTPUT_MESSAGES, "response"),
+    (sc.GEN_AI_TOOL_CALL_ARGUMENTS, "arguments"),
+    (sc.GEN_AI_TOOL_CALL_RESULT, "result"),
+)
+
+
+_LATENCY = "latency_ms"
+"""Where ``ended`` puts the scope's latency among the attributes it formats (not a span's)."""
+
+
+def _latency_text(attributes: Mapping[str, Any]) -> str:
+    latency = attributes.get(_LATENCY)
+    return f"{latency:.0f}ms" if isinstance(latency, (int, float)) else "?ms"
+
+
+def _failure(attributes: Mapping[str, Any], error: str) -> str:
+    what = "failed"
+    error_type = attributes.get(sc.ERROR_TYPE)
+    if error_type:
+        what += f" ({error_type})"
+    attempt = attributes.get(sc.ATTEMPT)
+    prefix = f"attempt {attempt} " if attempt else ""
+    # One line: an exception message may carry a whole traceback (litellm's do).
+    description = error.strip().split("\n", 1)[0][:_MAX_REASON]
+    return f"{prefix}{what} after {_latency_text(attributes)}: {description}".rstrip(": ")
+
+
+def _known(count: Any) -> str:
+    return "?" if count is None else str(count)
+
+
+def _summary(attributes: Mapping[str, Any]) -> str | None:
+    kind = attributes.get(sc.KIND)
+    if kind == sc.KIND_LLM:
+        parts = [f"VRB ok {_latency_text(attributes)}", f"attempt {attributes.get(sc.ATTEMPT, 1)}"]
+        tokens_in = attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)
+        tokens_out = attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
+        if tokens_in is not None or tokens_out is not None:
+            cache_r = attributes.get(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, 0)
+            cache_w = attributes.get(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, 0)
+            parts.append(
+                f"tokens in {_known(tokens_in)} (cache r {cache_r} w {cache_w}) "
+                f"out {_known(tokens_out)}"
+            )
+        else:
+            parts.append("no usage")
+        ttfc = attributes.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
+        if isinstance(ttfc, (int, float)):
+            parts.append(f"first chunk {ttfc * 1000:.0f}ms")
+        cost = attributes.get(sc.COST_USD)
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+            parts.append(f"${cost:.6f}")
+        else:  # a model missing from litellm's price map: unknown, never $0
+            parts.append("cost unknown")
+        return ", ".join(parts)
+    if kind == sc.KIND_SESSION and attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_INVOKE_AGENT:
+        return f"VRB agent run ok {_latency_text(attributes)}"
+    if kind in (sc.KIND_TOOL, sc.KIND_SESSION):
+        return (
+            f"VRB ok {_latency_text(attributes)}, chars in {attributes.get(sc.TOOL_CHARS_IN, 0)} "
+            f"out {attributes.get(sc.TOOL_CHARS_OUT, 0)}"
+        )
+    return None

@@ -1,0 +1,364 @@
+"""The billing ledger (docs/session-file.md): one JSON line per LLM attempt and tool call.
+
+When an op ends (success or failure), its accounting entry is appended to the ledger file
+(``~/.agenttrace/accounting.jsonl`` by default); for an op that can carry a cost, in the op's own
+thread, before its caller goes on: a run killed half-way has billed everything paid that ended
+(``agenttrace.formats.ledger`` makes the entry, and says when a free op's is written; the
+opTree node and the stream's ``op_accounted`` line hold the same). Each
+line is one ``write`` to an ``O_APPEND`` file under an exclusive ``flock``, so two processes
+appending at once never interleave; error texts were scrubbed of secrets when the failure was
+recorded.
+
+A torn last line (a process killed in the middle of its write) is cut off, under the lock, before
+the next append, so no line ever merges into it. A write that fails half-way (a full disk) takes
+back what it wrote. Records that could not be written wait in memory (up to ``max_waiting``
+bytes) and are written as soon as writing works again (see ``agenttrace.recorder.outage``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import sys
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from agenttrace.model.lifecycle import Ended
+from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, count
+from agenttrace.recorder.sink import Scheduler, Sink
+
+logger = logging.getLogger("agenttrace")
+
+
+def append_lines(path: Path, lines: list[str]) -> None:
+    """Append ``lines`` to ``path`` in one write, under an exclusive lock."""
+    if lines:
+        _append_locked(
+            path, "".join(line + "\n" for line in lines).encode("utf-8", "backslashreplace")
+        )
+
+
+def _append_locked(path: Path, data: bytes) -> None:
+    """Append ``data`` (whole lines) under the lock: all of it or, raising OSError, none."""
+    fd = _open(path)
+    try:
+        _append_to(fd, path, data)
+    finally:
+        os.close(fd)
+
+
+def _open(path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+
+
+def _append_to(fd: int, path: Path, data: bytes) -> None:
+    """:func:`_append_locked` to the ledger open at ``fd``."""
+    _lock(fd)
+    try:
+        size = _cut_torn_line(fd, path)
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError:
+            if len(view) < len(data):  # take back the part that was written
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+            raise
+    finally:
+        _unlock(fd)
+
+
+REOPEN_AFTER = 1.0
+"""Seconds an open ledger is written to before it is opened again by name (so a ledger moved
+away, a rotation, gets no more than a second of lines after it moved)."""
+
+
+class _LedgerFile:
+    """The ledger, kept open between appends (one per op, in the op's thread: opening it each
+    time cost more than the append), opened again by name every :data:`REOPEN_AFTER` seconds
+    and after a failed write.
+
+    An append takes :func:`_quick_append` when it can: the usual case (the lock free, the file
+    ending in a newline, the write whole) in four system calls made *without* releasing the GIL.
+    Each call that releases it costs a thread switch when agenttrace's worker is busy (about 150
+    us, measured: more than the rest of an op's bookkeeping). Anything else goes the careful way,
+    :func:`_append_to`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+        self._opened = 0.0
+        if hasattr(os, "register_at_fork"):
+            # A forked child opens its own: flock locks an open file, which a copied
+            # descriptor shares, so parent and child would not keep each other out.
+            forget = weakref.WeakMethod(self._forget)
+            os.register_at_fork(after_in_child=lambda: (method := forget()) and method())
+
+    def _forget(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)  # the child's copy: the parent's stays open
+        self._fd = -1
+
+    def append(self, data: bytes) -> None:
+        """Append ``data`` (whole lines) under the lock: all of it or, raising OSError, none."""
+        try:
+            now = time.monotonic()
+            if self._fd < 0 or now - self._opened > REOPEN_AFTER:
+                self.close()
+                self._fd = _open(self.path)
+                self._opened = now
+            if not _quick_append(self._fd, data):
+                _append_to(self._fd, self.path, data)
+        except OSError:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1
+
+
+_TAIL_BLOCK = 64 << 10
+
+
+def _cut_torn_line(fd: int, path: Path) -> int:
+    """If the file does not end in a newline (a write cut off by a crash), cut the torn line
+    off; returns the file's size after. Under the lock, so no append is under way."""
+    size = os.fstat(fd).st_size
+    if not size or _read_at(fd, size - 1, 1) == b"\n":
+        return size
+    keep = 0
+    end = size
+    while end > 0:  # back, a block at a time, to the last newline
+        start = max(0, end - _TAIL_BLOCK)
+        newline = _read_at(fd, start, end - start).rfind(b"\n")
+        if newline >= 0:
+            keep = start + newline + 1
+            break
+        end = start
+    os.ftruncate(fd, keep)
+    logger.warning(
+        "agenttrace: the billing ledger %s ended in a torn line (%d bytes, a write cut off by a "
+        "crash); it was cut off before appending",
+        path,
+        size - keep,
+    )
+    return keep
+
+
+def _read_at(fd: int, offset: int, length: int) -> bytes:
+    """``length`` bytes at ``offset`` (seek and read: there is no pread on Windows; appends
+    go to the end of an O_APPEND file wherever the position is)."""
+    os.lseek(fd, offset, os.SEEK_SET)
+    parts = []
+    while length > 0 and (chunk := os.read(fd, length)):
+        parts.append(chunk)
+        length -= len(chunk)
+    return b"".join(parts)
+
+
+def _gil_holding_libc() -> Any:
+    """The C library, its functions called without releasing the GIL (``ctypes.PyDLL``), or
+    ``None`` (Windows, or no C library to load)."""
+    if os.name != "posix":
+        return None
+    try:
+        libc = ctypes.PyDLL(None, use_errno=True)
+        libc.flock.argtypes = (ctypes.c_int, ctypes.c_int)
+        libc.lseek.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_int)
+        libc.lseek.restype = ctypes.c_longlong
+        libc.pread.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_longlong)
+        libc.pread.restype = ctypes.c_ssize_t
+        libc.write.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t)
+        libc.write.restype = ctypes.c_ssize_t
+    except (OSError, AttributeError, TypeError):
+        return None
+    return libc
+
+
+_libc = _gil_holding_libc()
+_LOCK_EX_NB = 2 | 4  # LOCK_EX | LOCK_NB
+_LOCK_UN = 8
+
+
+def _quick_append(fd: int, data: bytes) -> bool:
+    """Append ``data`` the usual way, GIL held: True if done. False, having written nothing
+    (a part written is taken back), if the lock is taken, the file ends in a torn line, the
+    write fell short or anything failed: :func:`_append_to` then does it carefully."""
+    libc = _libc
+    if libc is None or libc.flock(fd, _LOCK_EX_NB) != 0:
+        return False
+    try:
+        size = libc.lseek(fd, 0, os.SEEK_END)
+        if size < 0:
+            return False
+        if size:
+            last = ctypes.create_string_buffer(1)
+            if libc.pread(fd, last, 1, size - 1) != 1 or last.raw != b"\n":
+                return False  # a torn line to cut off first
+        written = libc.write(fd, data, len(data))
+        if written == len(data):
+            return True
+        if written > 0:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+        return False
+    finally:
+        libc.flock(fd, _LOCK_UN)
+
+
+# An exclusive lock on the whole ledger, so two processes appending never interleave: flock on
+# POSIX; on Windows, msvcrt's lock on the file's first byte (O_APPEND still writes at the end).
+if sys.platform == "win32":
+    import msvcrt
+
+    def _lock(fd: int) -> None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+
+    def _unlock(fd: int) -> None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    def _lock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+    def _unlock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+class LedgerSink(Sink):
+    """Appends each op's accounting entry to the billing ledger as the op ends.
+
+    A paid op's line is written in the op's own thread (``op_accounted``), before its caller
+    goes on, so a run killed half-way has billed every LLM attempt that ended. Lines that
+    could not be written wait in memory (up to ``max_waiting`` bytes) and are written, in order,
+    as soon as writing works again (see ``agenttrace.recorder.outage``).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        max_waiting: int = 32 << 20,
+        retry_interval: float = RETRY_INTERVAL,
+    ) -> None:
+        self.path = path
+        self.max_waiting = max_waiting
+        """Bytes of records kept while the ledger cannot be written; past it, further records
+        are dropped (and counted in the warning at exit)."""
+        self._waiting: list[bytes] = []  # records that could not be written yet, in order
+        self._waiting_bytes = 0
+        self._dropped = 0
+        self._outage = Outage(retry_interval)
+        self._scheduler: Scheduler | None = None
+        self._lock = threading.Lock()
+        self._file = _LedgerFile(path)
+
+    def attach(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def op_accounted(self, record: Ended) -> None:
+        if record.accounted is not None:
+            self.bill(record.accounted.ledger_line())
+
+    def ops_accounted(self, records: list[Ended]) -> None:
+        lines = b"".join(r.accounted.ledger_line() for r in records if r.accounted is not None)
+        if lines:
+            self.bill(lines)  # one write
+
+    def bill(self, line: bytes) -> None:
+        """Append one record (a whole line), or keep it until the ledger can be written."""
+        with self._lock:
+            if self._waiting:  # behind records that wait: in order, after them
+                self._keep(line)
+                if self._outage.due():
+                    self._retry()
+                return
+            try:
+                self._file.append(line)
+            except OSError as exc:
+                self._keep(line)
+                if self._outage.failed(exc):
+                    waiting = self._records()
+                    logger.warning(
+                        "agenttrace: cannot write the billing ledger %s (%s): %s %s in memory "
+                        "and will be written as soon as writing works again. The agent keeps "
+                        "running.",
+                        self.path,
+                        self._outage.reason,
+                        count(waiting, "accounting record"),
+                        "waits" if waiting == 1 else "wait",
+                    )
+                self._outage.schedule(self._scheduler, self._on_timer)
+
+    def _keep(self, data: bytes) -> None:
+        """Keep records for a later write."""
+        if self._waiting_bytes + len(data) > self.max_waiting:
+            self._dropped += data.count(b"\n")
+            return
+        self._waiting.append(data)
+        self._waiting_bytes += len(data)
+
+    def _records(self) -> int:
+        return sum(data.count(b"\n") for data in self._waiting)
+
+    def _retry(self) -> None:
+        """Append what waits, in one write (under the lock)."""
+        try:
+            self._file.append(b"".join(self._waiting))
+        except OSError as exc:
+            self._outage.failed(exc)
+            self._outage.schedule(self._scheduler, self._on_timer)
+            return
+        written = self._records()
+        self._waiting.clear()
+        self._waiting_bytes = 0
+        if self._outage.ended():
+            logger.warning(
+                "agenttrace: writing works again: the %s that waited %s in the billing ledger %s",
+                count(written, "accounting record"),
+                "is" if written == 1 else "are",
+                self.path,
+            )
+
+    def _on_timer(self) -> None:
+        with self._lock:
+            if self._waiting:
+                self._retry()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        with self._lock:
+            if self._waiting:
+                self._retry()
+            return not self._waiting
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if self._waiting:
+                self._retry()
+            lost = self._records() + self._dropped
+            if lost:
+                logger.warning(
+                    "agenttrace: could not write the billing ledger %s before exit (%s): %s "
+                    "%s not in it",
+                    self.path,
+                    self._outage.reason,
+                    count(lost, "accounting record"),
+                    "is" if lost == 1 else "are",
+                )
+            self._waiting.clear()
+            self._dropped = 0
+            self._file.close()

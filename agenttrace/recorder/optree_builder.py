@@ -1,0 +1,676 @@
+"""The opTree (docs/session-file.md), built live from lifecycle records: ``SessionNode`` →
+``TurnNode`` → ``OperationNode``, with the sub-agent runs an op hosted (``childSession``, or
+``childSessions`` once it hosted several), logs, accounting, request/response and reasoning.
+
+Nodes are plain JSON-ready dicts. A node exists as soon as its scope starts (``startedAt`` only,
+"in progress") and is completed when it ends. Each scope's place comes from its path label, so
+the tree is right whatever order scopes end in. Every node also keeps its span exactly as it was
+sent (``span``: ids, times in ns, kind, status, attributes, events), and a run's root keeps the
+resource, so an export of the session file reproduces what went over OTLP.
+
+The builder is a sink of our processor and runs on its background worker. Memory stays bounded
+by what is running, not by what ran: a node that ends is serialised at once (or, if some of
+its children still run, when the last of them ends) into a :class:`Fragment` in its parent's
+place (JSON text, compacted into the session's spool of compressed gzip members as it
+accumulates), and a run's tree is dropped once its root has ended and the listeners (session
+file, ledger) have taken it. Only while an ``on_optree`` subscriber
+listens are finished nodes kept whole, since the subscriber is handed the tree.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from agenttrace import semconv as sc
+from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.later import recorded_text
+from agenttrace.formats.compact_json import compact_json
+from agenttrace.formats.ledger import accounting_entry
+from agenttrace.formats.session.spool import Piece, Spool
+from agenttrace.model.amounts import latency_written
+from agenttrace.model.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
+from agenttrace.recorder.sink import Sink
+
+Node = dict[str, Any]
+Listener = Callable[[str, "RunTree", str], None]
+"""``listener(what, run, label)``: ``what`` is ``start`` or ``end`` of the node at ``label``."""
+
+
+def _ms(nanoseconds: int) -> int:
+    return nanoseconds // 1_000_000
+
+
+COMPACT_BYTES = 64 << 10
+"""Finished children whose JSON adds up to this much are compressed into the spool together."""
+SMALL_BYTES = 4 << 10
+"""A finished sub-agent run bigger than this is compressed into the spool on its own."""
+
+
+class Fragment:
+    """A finished node (or several consecutive finished siblings), serialised: JSON pieces,
+    ``bytes`` or refs to compressed members in the session's spool."""
+
+    __slots__ = ("pieces", "raw")
+
+    def __init__(self, pieces: list[Piece]) -> None:
+        self.pieces = pieces
+        self.raw = sum(len(p) for p in pieces if isinstance(p, bytes))
+        """Bytes of it not yet compressed."""
+
+
+class RunTree:
+    """One run (a root agent run and everything under it): its open nodes by path label."""
+
+    __slots__ = (
+        "encoded",
+        "fragment",
+        "nodes",
+        "open_children",
+        "origin",
+        "parents",
+        "positions",
+        "raw",
+        "root",
+        "session",
+        "session_id",
+        "spool",
+        "waiting",
+    )
+
+    def __init__(self, session_id: str, origin: str, session: Any = None) -> None:
+        self.session_id = session_id
+        self.origin = origin
+        self.session = session
+        """The ``Session`` the run records into."""
+        self.nodes: dict[str, Node] = {}
+        self.encoded: dict[str, bytes] = {}
+        """Per ended op: its accounting entry as JSON, encoded once for the node and the
+        ledger line alike."""
+        self.parents: dict[str, str | None] = {}
+        """Per open node: its parent's label."""
+        self.positions: dict[str, str] = {}
+        """Per open node: ``session``, ``turn`` or ``op`` (what it is in the tree)."""
+        self.root: Node | None = None
+        self.spool: Spool | None = None
+        """The session's spool, where finished parts of the tree are compressed."""
+        self.raw: dict[str, int] = {}
+        """Per open node: bytes of its finished children not yet compressed."""
+        self.fragment: list[Piece] | None = None
+        """The whole run, serialised (refs into the spool), once its root has ended."""
+        self.open_children: dict[str, int] = {}
+        """Per open node: how many of its children have not ended yet."""
+        self.waiting: set[str] = set()
+        """Nodes that ended before all their children did (a turn whose pool task or thread
+        still runs): folded into their parent when the last child ends."""
+
+    def place(self, label: str, node: Node, parent_label: str | None, position: str) -> None:
+        """Put ``node`` under its parent."""
+        self.nodes[label] = node
+        self.parents[label] = parent_label
+        self.positions[label] = position
+        if parent_label is None:
+            self.root = node
+            return
+        parent = self.nodes.get(parent_label)
+        if parent is None:
+            return  # its parent is not ours (a scope started before agenttrace was set up)
+        self.open_children[parent_label] = self.open_children.get(parent_label, 0) + 1
+        if position == "turn":
+            parent.setdefault("turns", []).append(node)
+        elif position == "op":
+            parent.setdefault("ops", []).append(node)
+        else:
+            _host(parent, node)
+            parent["kind"] = "session"
+
+    def session_of(self, label: str) -> Node | None:
+        """The SessionNode an open op or turn belongs to."""
+        while label is not None and self.positions.get(label) != "session":
+            label = self.parents.get(label)  # type: ignore[assignment]
+        return self.nodes.get(label) if label is not None else None
+
+
+def _host(op: Node, run: Node) -> None:
+    """Put the sub-agent ``run`` under ``op``: as ``childSession`` if it is the op's first (seed
+    002's form), else every run the op hosted as ``childSessions``. Each run is in the tree
+    once: a run under both keys is written twice, and a chain of sub-agents d deep 2^d times."""
+    hosted = op.get("childSessions")
+    if hosted is not None:
+        hosted.append(run)
+    elif "childSession" in op:
+        op["childSessions"] = [op.pop("childSession"), run]
+    else:
+        op["childSession"] = run
+
+
+class OpTreeSink(Sink):
+    """Builds every live run's opTree and tells listeners and subscribers when it changes."""
+
+    def __init__(
+        self,
+        resource: Mapping[str, Any] | None = None,
+        scope: Mapping[str, Any] | None = None,
+        spool_dir: Path | None = None,
+        recording: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.runs: dict[str, RunTree] = {}  # origin txn id -> run, while it is live
+        self.spool_dir = spool_dir or Path.cwd()
+        """Where spools move once they outgrow memory (the sessions directory)."""
+        self._spools: weakref.WeakKeyDictionary[Any, Spool] = weakref.WeakKeyDictionary()
+        self.resource = dict(resource or {})
+        """The resource the spans were sent with (``service.name``, ...), kept on each run."""
+        self.scope = dict(scope or {})
+        """The instrumentation scope of the spans (``name``, ``version``)."""
+        self.recording = dict(recording or {})
+        """How canonical events became span events (``captureContent``, ``maxPayloadBytes``)."""
+        self._subscribers: list[_Subscriber] = []
+        self._listeners: list[Listener] = []
+        self._lock = threading.Lock()
+
+    # -- subscriptions ------------------------------------------------------------------------
+
+    def subscribe(
+        self, callback: Callable[[Node], None], min_interval: float
+    ) -> Callable[[], None]:
+        """Call ``callback(run_root)`` as the tree changes, at most every ``min_interval`` s
+        (and always when a run ends); returns the unsubscribe."""
+        subscriber = _Subscriber(callback, min_interval)
+        with self._lock:
+            self._subscribers = [*self._subscribers, subscriber]
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._subscribers = [s for s in self._subscribers if s is not subscriber]
+
+        return unsubscribe
+
+    def add_listener(self, listener: Listener) -> None:
+        """``listener(what, run, label)`` at the start and end of each node."""
+        self._listeners.append(listener)
+
+    # -- the sink -----------------------------------------------------------------------------
+
+    def started(self, record: Started) -> None:
+        run = self.runs.get(record.origin)
+        if run is None:
+            if record.label != "0":
+                return  # a run whose root we never saw
+            session_id = record.attributes.get(sc.SESSION_ID, record.origin)
+            run = self.runs[record.origin] = RunTree(str(session_id), record.origin, record.session)
+            run.spool = self.spool_for(record.session)
+        position = _POSITIONS.get(record.kind, "op")
+        node = _new_node(record, position)
+        if record.label == "0":
+            node["resource"] = {"attributes": dict(self.resource)}
+            node["scope"] = dict(self.scope)
+            # What the run's canonical span events were built with (an export rebuilds them).
+            node["recording"] = dict(self.recording)
+        run.place(record.label, node, record.parent, position)
+        self._changed(run, "start", record.label)
+
+    def logged(self, record: Logged) -> None:
+        node = self._node(record.origin, record.label)
+        if node is None:
+            return
+        attributes = record.attributes
+        _add_span_event(node, (record.name, record.time_ns, attributes))
+        if record.name == sc.EVENT_LOG:
+            entry: Node = {
+                "ts": _ms(record.time_ns),
+                "level": attributes.get(sc.LOG_LEVEL),
+                "message": attributes.get(sc.LOG_MESSAGE),
+                "path": attributes.get(sc.PATH),
+            }
+            if sc.LOG_DETAILS in attributes:
+                entry["details"] = attributes[sc.LOG_DETAILS]
+            node.setdefault("logs", []).append(entry)
+        elif record.name == sc.EVENT_REASONING:
+            reasoning = node.setdefault("reasoning", {"chunks": []})
+            reasoning["chunks"].append(
+                {"text": attributes.get(sc.REASONING_TEXT, ""), "ts": _ms(record.time_ns)}
+            )
+
+    def event_logged(self, record: EventLogged) -> None:
+        if record.origin is None or record.label is None:
+            return
+        run = self.runs.get(record.origin)
+        if run is None:
+            return
+        if run.session is None:
+            run.session = record.session
+        # Its span event is not kept: it follows from the event (see tracing/recording.py).
+
+    def ended(self, record: Ended) -> None:
+        run = self.runs.get(record.origin)
+        if run is None:
+            return
+        node = run.nodes.get(record.label)
+        if node is None:
+            return
+        entry = _complete(node, record, run)
+        if node.get("kind") == sc.KIND_LLM:
+            parent = run.parents.get(record.label)
+            if parent is not None and run.positions.get(parent) == "turn":
+                turn = run.nodes.get(parent)
+                if turn is not None:
+                    describe_turn(turn, node)
+        if entry is not None:
+            # The bytes the ledger and the stream have, when the scope made them.
+            accounted = record.accounted
+            run.encoded[record.label] = accounted.entry_json if accounted else _json(entry)
+        root = record.label == "0"
+        keep = bool(self._subscribers)  # a subscriber is handed whole trees
+        if root:
+            run.fragment = _compress(run, serialize(node))
+        self._changed(run, "end", record.label)
+        if root:
+            del self.runs[record.origin]  # the listeners have taken it: release it
+        else:
+            _settle(run, record.label, keep)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _node(self, origin: str, label: str) -> Node | None:
+        run = self.runs.get(origin)
+        return run.nodes.get(label) if run is not None else None
+
+    def _changed(self, run: RunTree, what: str, label: str) -> None:
+        for listener in self._listeners:
+            try:
+                listener(what, run, label)
+            except Exception as exc:
+                report_internal_error("opTree listener", exc)
+        if run.root is None:
+            return
+        final = what == "end" and label == "0"
+        for subscriber in self._subscribers:
+            subscriber.offer(run.root, final)
+
+    def spool_for(self, session: Any) -> Spool:
+        """The spool of ``session`` (one per session object; a fresh one for ``None``)."""
+        if session is None:
+            return Spool(self.spool_dir)
+        spool = self._spools.get(session)
+        if spool is None:
+            spool = self._spools[session] = Spool(self.spool_dir)
+        return spool
+
+
+class _Subscriber:
+    def __init__(self, callback: Callable[[Node], None], min_interval: float) -> None:
+        self.callback = callback
+        self.min_interval = min_interval
+        self.last: float | None = None
+
+    def offer(self, root: Node, final: bool) -> None:
+        now = time.monotonic()
+        if not final and self.last is not None and now - self.last < self.min_interval:
+            return
+        self.last = now
+        try:
+            self.callback(root)
+        except Exception as exc:  # a subscriber's bug must not stop the others
+            report_internal_error("onOpTree subscriber", exc)
+
+
+# --- serialising -------------------------------------------------------------------------------
+
+_CHILD_KEYS = frozenset({"turns", "ops", "childSessions", "childSession"})
+_CHILD_KEYS_AND_ACCOUNTING = _CHILD_KEYS | {"accounting"}
+
+
+_json = compact_json
+
+
+def serialize(node: Node, accounting: bytes | None = None) -> list[Piece]:
+    """``node`` as JSON pieces; finished children are their :class:`Fragment`'s pieces.
+
+    The node's own fields go through :func:`compact_json` (in C); its children lists come
+    last.
+    ``accounting``: the node's (one) accounting entry, already encoded.
+    """
+    if accounting is not None and len(node.get("accounting", ())) == 1:
+        head = _json({k: v for k, v in node.items() if k not in _CHILD_KEYS_AND_ACCOUNTING})
+        pieces: list[Piece] = [head[:-1] + b',"accounting":[' + accounting + b"]"]
+    else:
+        head = _json({k: v for k, v in node.items() if k not in _CHILD_KEYS})
+        pieces = [head[:-1]]  # the object left open for the children
+    for key in ("turns", "ops"):
+        children = node.get(key)
+        if children is not None:
+            pieces.append(b',"' + key.encode() + b'":[')
+            _extend(pieces, children)
+            pieces.append(b"]")
+    first = node.get("childSession")  # the op hosted one sub-agent run (see _host)
+    if first is not None:
+        pieces.append(b',"childSession":')
+        _extend(pieces, [first])
+    hosted = node.get("childSessions")  # it hosted several
+    if hosted:
+        pieces.append(b',"childSessions":[')
+        _extend(pieces, hosted)
+        pieces.append(b"]")
+    pieces.append(b"}")
+    return pieces
+
+
+def _extend(pieces: list[Piece], children: list[Any]) -> None:
+    for index, child in enumerate(children):
+        if index:
+            pieces.append(b",")
+        if isinstance(child, Fragment):
+            pieces.extend(child.pieces)
+        else:
+            pieces.extend(serialize(child))
+
+
+def _settle(run: RunTree, label: str, keep: bool) -> None:
+    """The ended node at ``label`` leaves the open tree (folded into its parent unless ``keep``)
+    once its children have ended too: one that outlives it (work handed to a thread or a task
+    that is still running) still finds it open, and its end is recorded in it."""
+    if run.open_children.get(label):
+        run.waiting.add(label)
+        return
+    run.open_children.pop(label, None)
+    parent_label = run.parents.get(label)
+    node = run.nodes.get(label)
+    if not keep and node is not None:
+        _fold(run, label, node)
+    if parent_label is None or parent_label not in run.open_children:
+        return
+    run.open_children[parent_label] -= 1
+    if parent_label in run.waiting and not run.open_children[parent_label]:
+        run.waiting.discard(parent_label)
+        _settle(run, parent_label, keep)
+
+
+def _fold(run: RunTree, label: str, node: Node) -> None:
+    """Replace the ended ``node`` in its parent by its serialised form, and compress the
+    parent's finished children once they add up (see :data:`COMPACT_BYTES`)."""
+    parent_label = run.parents.pop(label, None)
+    position = run.positions.pop(label, "op")
+    accounting = run.encoded.pop(label, None)
+    run.nodes.pop(label, None)
+    run.raw.pop(label, None)
+    parent = run.nodes.get(parent_label) if parent_label is not None else None
+    if parent is None:
+        return
+    key = _CHILD_LIST[position]
+    hosting = key == "childSessions"
+    alone = hosting and parent.get("childSession") is node  # the op's only sub-agent run
+    siblings: list[Any] = parent.get(key) or []
+    if not alone and not siblings:
+        return
+    fragment = Fragment(serialize(node, accounting))
+    if hosting and run.spool is not None and fragment.raw > SMALL_BYTES:
+        fragment = Fragment(list(run.spool.compress(fragment.pieces)))  # a whole sub-agent run
+    if alone:
+        parent["childSession"] = fragment
+    else:
+        for index in range(len(siblings) - 1, -1, -1):
+            if siblings[index] is node:
+                siblings[index] = fragment
+                break
+    raw = run.raw.get(parent_label, 0) + fragment.raw  # type: ignore[arg-type]
+    if raw < COMPACT_BYTES or run.spool is None or hosting:
+        run.raw[parent_label] = raw  # type: ignore[index]
+        return
+    run.raw[parent_label] = 0  # type: ignore[index]
+    parent[key] = _merge(run.spool, siblings)
+
+
+def _merge(spool: Spool, children: list[Any]) -> list[Any]:
+    """``children`` with each run of consecutive fragments compressed into one (its pieces
+    start with no separator; the separators between its members are inside it)."""
+    merged: list[Any] = []
+    run_: list[Fragment] = []
+
+    def close() -> None:
+        if not run_:
+            return
+        pieces: list[Piece] = []
+        for index, fragment in enumerate(run_):
+            if index:
+                pieces.append(b",")
+            pieces.extend(fragment.pieces)
+        merged.append(Fragment(list(spool.compress(pieces))))
+        run_.clear()
+
+    for child in children:
+        if isinstance(child, Fragment):
+            run_.append(child)
+        else:
+            close()
+            merged.append(child)
+    close()
+    return merged
+
+
+def _compress(run: RunTree, pieces: list[Piece]) -> list[Piece]:
+    if run.spool is None:
+        return pieces
+    return list(run.spool.compress(pieces))
+
+
+# --- nodes --------------------------------------------------------------------------------------
+
+_SESSION_ATTRIBUTES = (sc.CALL_PATH, sc.AGENT_MODEL, sc.RESUMED_FROM, sc.IMPLICIT)
+_POSITIONS = {sc.KIND_SESSION: "session", sc.KIND_TURN: "turn"}
+"""Where a scope sits in the tree, by the kind it started with (ops start as llm or tool)."""
+_CHILD_LIST = {"turn": "turns", "op": "ops", "session": "childSessions"}
+
+
+def _span(record: Started) -> Node:
+    """The span as sent, as far as it is known when it starts."""
+    span: Node = {
+        "name": record.name,
+        "kind": record.span_kind,
+        "traceId": format(record.trace_id, "032x") if record.trace_id else None,
+        "spanId": format(record.span_id, "016x") if record.trace_id else None,
+        "parentSpanId": format(record.parent_span_id, "016x") if record.parent_span_id else None,
+        "startTimeUnixNano": record.started_ns,
+        "attributes": record.attributes,  # a record's: never changed, merged into a new dict
+        "events": [],
+    }
+    if record.links:
+        span["links"] = [
+            {"traceId": format(trace_id, "032x"), "spanId": format(span_id, "016x"), "flags": flags}
+            for trace_id, span_id, flags in record.links
+        ]
+    return span
+
+
+def _add_span_event(node: Node, event: SpanEvent) -> None:
+    name, time_ns, attributes = event
+    node["span"]["events"].append(
+        {"name": name, "timeUnixNano": time_ns, "attributes": dict(attributes)}
+    )
+
+
+def _new_node(record: Started, position: str) -> Node:
+    attributes = record.attributes
+    started = _ms(record.started_ns)
+    label = record.label
+    span = _span(record)
+    if position == "session":
+        return {
+            "id": attributes.get(sc.TXN_ID),
+            "traceId": span["traceId"],
+            "spanId": span["spanId"],
+            "path": label,
+            "agentId": attributes.get(sc.AGENT_ID),
+            "agentName": attributes.get(sc.GEN_AI_AGENT_NAME),
+            "callPath": attributes.get(sc.CALL_PATH),
+            "txnId": attributes.get(sc.TXN_ID),
+            "originTxnId": attributes.get(sc.TXN_ORIGIN),
+            "parentTxnId": attributes.get(sc.TXN_PARENT),
+            "sessionId": attributes.get(sc.SESSION_ID),
+            "startedAt": started,
+            "attributes": {
+                "ingress": _ingress(attributes),
+                **{k: attributes[k] for k in _SESSION_ATTRIBUTES if k in attributes},
+            },
+            "turns": [],
+            "span": span,
+        }
+    if position == "turn":
+        return {
+            "id": span["spanId"],
+            "index": attributes.get(sc.TURN_INDEX),
+            "path": label,
+            "startedAt": started,
+            "attributes": {sc.IMPLICIT: True} if attributes.get(sc.IMPLICIT) else {},
+            "ops": [],
+            "span": span,
+        }
+    return {
+        "opId": span["spanId"],
+        "path": label,
+        "kind": record.kind,
+        "name": attributes.get(sc.GEN_AI_TOOL_NAME) or attributes.get(sc.GEN_AI_REQUEST_MODEL),
+        "startedAt": started,
+        "attributes": {},
+        "logs": [],
+        "accounting": [],
+        "span": span,
+    }
+
+
+def _complete(node: Node, record: Ended, run: RunTree) -> Node | None:
+    """Finish ``node`` with its ``Ended`` record; an op's new accounting entry is returned (the
+    one its ``op_accounted`` event carries: the stream and the ledger have the same)."""
+    span = node["span"]
+    ended = record.attributes
+    # As the SDK keeps them: a key set again moves to the end.
+    attributes = {k: v for k, v in span["attributes"].items() if k not in ended}
+    attributes.update(ended)
+    span["attributes"] = attributes
+    for event in record.events:
+        _add_span_event(node, event)
+    span["endTimeUnixNano"] = record.ended_ns
+    error = record.error
+    latency_ms = latency_written((record.ended_ns - span["startTimeUnixNano"]) / 1e6)
+    span["status"] = {"code": "ERROR", "message": error} if error is not None else {"code": "UNSET"}
+    node["endedAt"] = _ms(record.ended_ns)
+    if "turns" in node:  # a session
+        node["success"] = error is None
+        node["error"] = error
+        node["latencyMs"] = latency_ms
+        return None
+    if "ops" in node:  # a turn
+        return None
+    status = sc.STATUS_FAILED if error is not None else sc.STATUS_OK
+    node["status"] = status
+    node["latencyMs"] = latency_ms
+    if node.get("kind") != attributes.get(sc.KIND):
+        node["kind"] = attributes.get(sc.KIND)
+    if error:
+        node["error"] = error
+    if attributes.get(sc.ERROR_TYPE):
+        node["attributes"]["errorType"] = attributes[sc.ERROR_TYPE]
+    if record.accounted is not None:
+        entry: Node = record.accounted.entry
+    else:  # a record made by hand (no scope made its entry)
+        session = run.session_of(record.label)
+        call_path = session.get("callPath") if session is not None else None
+        entry = accounting_entry(attributes, record.ended_ns, error, latency_ms, call_path)
+    node["accounting"].append(entry)
+    _payloads(node, record.payloads if record.payloads is not None else attributes)
+    return entry
+
+
+def _payloads(node: Node, attributes: Mapping[str, Any]) -> None:
+    for key, side, kind in (
+        (sc.GEN_AI_INPUT_MESSAGES, "request", "llm"),
+        (sc.GEN_AI_TOOL_CALL_ARGUMENTS, "request", "tool"),
+        (sc.GEN_AI_OUTPUT_MESSAGES, "response", None),
+        (sc.GEN_AI_TOOL_CALL_RESULT, "response", None),
+    ):
+        value = recorded_text(attributes.get(key))
+        if value is not None:
+            # The payload as recorded (capped, redacted JSON text), on the span or not.
+            entry: Node = {"payload": value, "size": len(value)}
+            if kind is not None:
+                entry["kind"] = kind
+            node[side] = entry
+    # Where the whole request is (agenttrace.formats.session.requests): a message id, not the
+    # history.
+    reply = attributes.get(sc.REQUEST_REPLY_MESSAGE)
+    if isinstance(reply, str):
+        node["replyMessageId"] = reply
+        instructions = recorded_text(attributes.get(sc.REQUEST_INSTRUCTIONS))
+        if instructions is not None:
+            node["instructions"] = {"payload": instructions, "size": len(instructions)}
+
+
+MAX_TURN_PROMPTS = 32
+"""A turn keeps at most this many prompts (a request that adds more keeps its first ones)."""
+
+
+def describe_turn(turn: Node, llm_op: Node) -> None:
+    """Let ``turn`` say what it was about, from an LLM attempt of it that just ended: its
+    ``prompts`` (the system and user messages its first attempt added to the conversation,
+    each ``{role, text, size}``) and its ``reply`` (the assistant text of its latest
+    attempt). The texts are the attempts' payloads as recorded (capped, redacted): nothing is
+    scrubbed twice; a payload cut by its cap, which is no longer JSON, describes nothing."""
+    if "prompts" not in turn:
+        messages = _payload_messages(llm_op.get("request"))
+        if messages is not None:
+            prompts = []
+            for message in messages:
+                role = message.get("role") if isinstance(message, dict) else None
+                text = _message_text(message) if role in ("system", "user") else None
+                if text:
+                    prompts.append({"role": role, "text": text, "size": len(text)})
+            turn["prompts"] = prompts[:MAX_TURN_PROMPTS]
+    for message in reversed(_payload_messages(llm_op.get("response")) or []):
+        text = _message_text(message) if isinstance(message, dict) else None
+        if text and message.get("role", "assistant") == "assistant":
+            turn["reply"] = {"text": text, "size": len(text)}
+            break
+
+
+def _payload_messages(side: Any) -> list[Any] | None:
+    payload = side.get("payload") if isinstance(side, dict) else None
+    if not isinstance(payload, str):
+        return None
+    try:
+        messages = msgspec.json.decode(payload)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return messages if isinstance(messages, list) else None
+
+
+def _message_text(message: Mapping[str, Any]) -> str | None:
+    """A message's text: its content, or the text of its text parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts: list[str] = []
+        for part in content:
+            text = part.get("text") if isinstance(part, dict) else None
+            if isinstance(text, str):
+                texts.append(text)
+        return "\n".join(texts) if texts else None
+    return None
+
+
+def _ingress(attributes: Mapping[str, Any]) -> Node:
+    ingress: Node = {}
+    prefix = sc.INGRESS_PREFIX
+    for key, value in attributes.items():
+        if key.startswith(prefix):
+            target = ingress
+            parts = key[len(prefix) :].split(".")
+            for part in parts[:-1]:
+                target = target.setdefault(part, {})
+            target[parts[-1]] = value
+    return ingress

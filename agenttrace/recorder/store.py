@@ -1,0 +1,678 @@
+"""The outputs that persist a session: the event stream and the gzipped session file.
+
+- :class:`EventStreamSink` writes each canonical event, the moment it is logged, as one flushed
+  JSON line of ``<sessions_dir>/<session_id>.events.jsonl`` (inline: before ``log_*`` returns).
+  Its file stays open while the session object is alive, and at most ``max_open`` at a time.
+- :class:`SessionFileSink` writes ``<session_id>.json.gz`` (opTree of every run, every event,
+  meta) atomically. Writes are coalesced: when a run or a sub-agent ends, the file is written at
+  once if the last write is far enough back, else once, later, with everything that changed
+  meanwhile; the gap grows with the write's own cost, so snapshots stay a bounded share of the
+  work whatever the session's length. ``force_flush`` and shutdown write whatever changed.
+  A finished run is serialised once, when it ends, and its tree released.
+
+If the directory cannot be written (read-only, disk full), the agent keeps running and one
+warning on stderr says what is not being saved.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from agenttrace._internal.redact import scrub_json_text
+from agenttrace.formats.ledger import accounted_line, is_accounted_line
+from agenttrace.formats.safe_open import open_inside
+from agenttrace.formats.session.files import (
+    StreamAppender,
+    document_pieces,
+    snapshot_path,
+    stream_path,
+    write_atomically,
+)
+from agenttrace.formats.session.leftovers import remove_leftovers
+from agenttrace.formats.session.spool import Piece, Spool, write_pieces
+from agenttrace.model.lifecycle import Ended, EventLogged
+from agenttrace.recorder.optree_builder import COMPACT_BYTES, OpTreeSink, RunTree, serialize
+from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, count
+from agenttrace.recorder.sink import Scheduler, Sink
+from agenttrace.session.state import Session
+
+logger = logging.getLogger("agenttrace")
+
+
+def _compact(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "backslashreplace"
+    )
+
+
+class _Waiting:
+    """A session's stream lines that could not be written yet, in order, by write."""
+
+    __slots__ = ("count", "path", "session", "units")
+
+    def __init__(self, session: Session, path: Path) -> None:
+        self.session = session
+        """Kept until the stream is written: reopening it may need the restored events."""
+        self.path = path
+        self.units: collections.deque[tuple[bytes, int]] = collections.deque()
+        """(the bytes of one write, how many events they hold)."""
+        self.count = 0
+
+    def add(self, data: bytes, events: int) -> None:
+        self.units.append((data, events))
+        self.count += events
+
+
+class EventStreamSink(Sink):
+    """Appends every canonical event to its session's stream, at once."""
+
+    inline = True
+
+    def __init__(
+        self,
+        sessions_dir: Path,
+        redacted: bool = False,
+        max_open: int = 64,
+        retry_interval: float = RETRY_INTERVAL,
+    ) -> None:
+        self.sessions_dir = sessions_dir
+        self.redacted = redacted
+        self.max_open = max_open
+        # Open appenders, least recently used first.
+        self._appenders: collections.OrderedDict[str, StreamAppender] = collections.OrderedDict()
+        self._repaired: set[str] = set()
+        # Lines of a write still being logged (an agent's creation and its first entries).
+        self._groups: dict[str, list[bytes]] = {}
+        # Sessions whose stream could not be written: their lines wait here, in order. They are
+        # the session's own lines (no copy; a scrubbed one with redacted saving), which the
+        # session keeps anyway, so waiting costs no memory of its own and has no bound but that.
+        self._waiting: dict[str, _Waiting] = {}
+        self._outage = Outage(retry_interval)
+        self._affected: set[Path] = set()
+        self._caught_up = 0
+        self._scheduler: Scheduler | None = None
+        self._lock = threading.Lock()
+
+    def attach(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def event_logged(self, record: EventLogged) -> None:
+        session: Session = record.session
+        session_id = session.session_id
+        line = record.line
+        if self.redacted:
+            line = scrub_json_text(line.decode()).encode()
+        with self._lock:
+            if record.more:  # the rest of its write is still to come
+                self._groups.setdefault(session_id, []).append(line)
+                return
+            events = 1
+            group = self._groups.pop(session_id, None)
+            if group is not None:
+                group.append(line)
+                line, events = b"".join(group), len(group)
+            self._write(session, line, events)
+
+    def journaled(self, session: Session, line: bytes) -> None:
+        """A step-journal line, one ``write``, now (before the step's body runs)."""
+        if self.redacted:
+            line = scrub_json_text(line.decode()).encode()
+        with self._lock:
+            self._write(session, line, 0)
+
+    def op_accounted(self, record: Ended) -> None:
+        """An op's ``op_accounted`` line (docs/events.md), one ``write``: a paid op's at once,
+        in the caller's thread, as an event's is."""
+        self.ops_accounted([record])
+
+    def ops_accounted(self, records: list[Ended]) -> None:
+        """Ops' ``op_accounted`` lines: one ``write`` for those of one session in a row."""
+        lines: list[bytes] = []
+        session: Session | None = None
+        for record in records:
+            if record.session is None or record.accounted is None:
+                continue
+            if record.session is not session and lines:
+                self._write_lines(session, lines)  # type: ignore[arg-type]
+                lines = []
+            session = record.session
+            line = record.accounted.stream_line()
+            lines.append(scrub_json_text(line.decode()).encode() if self.redacted else line)
+        if lines:
+            self._write_lines(session, lines)  # type: ignore[arg-type]
+
+    def _write_lines(self, session: Session, lines: list[bytes]) -> None:
+        with self._lock:
+            self._write(session, b"".join(lines), 0)  # no event: warnings count events
+
+    def _write(self, session: Session, line: bytes, events: int) -> None:
+        """Append ``line`` (``events`` lines) to the session's stream, or keep it, in order,
+        behind lines that wait (under the lock)."""
+        waiting = self._waiting.get(session.session_id)
+        if waiting is not None:  # behind lines that wait: in order, after them
+            waiting.add(line, events)
+            if self._outage.due():
+                self._retry()
+            return
+        try:
+            self._appender(session).append(line)
+        except OSError as exc:
+            self._wait(session, line, events, exc)
+
+    def _wait(self, session: Session, line: bytes, events: int, exc: OSError) -> None:
+        """Keep ``line`` for a later write; say so if writes just started failing."""
+        session_id = session.session_id
+        path = stream_path(self.sessions_dir, session_id)
+        waiting = self._waiting[session_id] = _Waiting(session, path)
+        waiting.add(line, events)
+        self._close(session_id)
+        self._affected.add(path)
+        if self._outage.failed(exc):
+            logger.warning(
+                "agenttrace: cannot write %s (%s): %s of session %s %s in memory and will be "
+                "written as soon as writing works again. The agent keeps running.",
+                path,
+                self._outage.reason,
+                count(waiting.count, "event") if waiting.count else "an op's accounting",
+                session_id,
+                "waits" if waiting.count <= 1 else "wait",
+            )
+        self._outage.schedule(self._scheduler, self._on_timer)
+
+    def _retry(self) -> None:
+        """Try to write what waits (under the lock); say so once everything is written."""
+        for session_id, waiting in list(self._waiting.items()):
+            try:
+                appender = self._appender(waiting.session)
+                while waiting.units:
+                    data, events = waiting.units[0]
+                    appender.append(data)
+                    waiting.units.popleft()
+                    waiting.count -= events
+                    self._caught_up += events
+            except OSError as exc:
+                self._close(session_id)
+                self._outage.failed(exc)
+                continue
+            del self._waiting[session_id]
+        if self._waiting:
+            self._outage.schedule(self._scheduler, self._on_timer)
+        elif self._outage.ended():
+            logger.warning(
+                "agenttrace: writing works again: the %s that waited %s in %s",
+                count(self._caught_up, "event"),
+                "is" if self._caught_up == 1 else "are",
+                self._where(),
+            )
+            self._affected.clear()
+            self._caught_up = 0
+
+    def _where(self) -> str:
+        if len(self._affected) == 1:
+            return str(next(iter(self._affected)))
+        return f"{len(self._affected)} event streams in {self.sessions_dir}"
+
+    def _on_timer(self) -> None:
+        with self._lock:
+            if self._waiting:
+                self._retry()
+
+    def _appender(self, session: Session) -> StreamAppender:
+        """The session's open appender (opened, after repairing the file, if need be)."""
+        session_id = session.session_id
+        appenders = self._appenders
+        appender = appenders.get(session_id)
+        if appender is not None:
+            appenders.move_to_end(session_id)
+            return appender
+        path = stream_path(self.sessions_dir, session_id)
+        if session_id not in self._repaired:
+            _repair(path, session)
+            self._repaired.add(session_id)
+        appender = appenders[session_id] = StreamAppender(path)
+        # The file is closed when the session object goes away (it can log no more)...
+        weakref.finalize(session, self._release, session_id, appender).atexit = False
+        while len(appenders) > self.max_open:  # ... and reopened on demand past the cap
+            _, oldest = appenders.popitem(last=False)
+            oldest.close()
+        return appender
+
+    def _close(self, session_id: str) -> None:
+        appender = self._appenders.pop(session_id, None)
+        if appender is not None:
+            appender.close()
+
+    def _release(self, session_id: str, appender: StreamAppender) -> None:
+        # A finalizer: runs on whatever thread collects the session; never blocks on the lock
+        # for long (closing a file descriptor twice is prevented by StreamAppender).
+        with self._lock:
+            if self._appenders.get(session_id) is appender:
+                del self._appenders[session_id]
+            appender.close()
+
+    def sync(self, session_id: str) -> None:
+        """fsync the stream (the snapshot does, so both are on disk together)."""
+        with self._lock:
+            appender = self._appenders.get(session_id)
+            if appender is not None:
+                with contextlib.suppress(OSError):
+                    appender.sync()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        with self._lock:
+            if self._waiting:
+                self._retry()
+            return not self._waiting
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if self._waiting:
+                self._retry()
+            if self._waiting:
+                lost = sum(waiting.count for waiting in self._waiting.values())
+                if len(self._waiting) == 1:
+                    [(session_id, waiting)] = self._waiting.items()
+                    logger.warning(
+                        "agenttrace: could not write %s before exit (%s): %s of session %s "
+                        "%s not in it",
+                        waiting.path,
+                        self._outage.reason,
+                        count(lost, "event"),
+                        session_id,
+                        "is" if lost == 1 else "are",
+                    )
+                else:
+                    logger.warning(
+                        "agenttrace: could not write the event streams of %d sessions in %s "
+                        "before exit (%s): %s are not in them",
+                        len(self._waiting),
+                        self.sessions_dir,
+                        self._outage.reason,
+                        count(lost, "event"),
+                    )
+                self._waiting.clear()
+            for appender in self._appenders.values():
+                with contextlib.suppress(OSError):
+                    appender.sync()
+                appender.close()
+            self._appenders.clear()
+
+
+def _repair(path: Path, session: Session) -> None:
+    """Before appending to an existing stream, make it a whole prefix of the session.
+
+    A torn last line (a write cut off by a crash) is dropped, so the next event does not land
+    on its bytes; so is an agent's creation that a crash cut short (resume left it out: the
+    events that replace it take its ids). A resumed session whose stream has fewer events than
+    were restored (the stream stopped on a full disk while the session file went on) gets the
+    stream rewritten from the restored events, so the ids stay contiguous in both files.
+
+    The file is opened as the appender opens it (a regular file inside the sessions directory,
+    else ``UnsafeFile``, an ``OSError``) and read in blocks, never whole.
+    """
+    try:
+        fd = open_inside(path, os.O_RDWR)
+    except FileNotFoundError:  # nothing yet
+        return
+    try:
+        restored = session.restored_count
+        lines, size, keep, restored_end = _scan_lines(fd, restored)
+        if restored and lines < restored:
+            accounted = [accounted_line(event) for event in session.accounted]
+            write_atomically(path, b"".join(session.event_lines()[:restored] + accounted))
+            logger.warning(
+                "agenttrace: %s had fewer events than session %s; rewritten from the restored "
+                "session before appending",
+                path,
+                session.session_id,
+            )
+        elif session.cut_short and restored_end < size:  # keep the first ``restored`` lines
+            os.ftruncate(fd, restored_end)
+        elif keep < size:
+            os.ftruncate(fd, keep)
+            logger.warning(
+                "agenttrace: %s ended in a torn line (%d bytes, a write cut off by a crash); "
+                "dropped before appending",
+                path,
+                size - keep,
+            )
+    finally:
+        os.close(fd)
+
+
+def _scan_lines(fd: int, nth: int, block: int = 1 << 20) -> tuple[int, int, int, int]:
+    """(events, size, where the last whole line ends, where event ``nth`` ends) of the stream
+    open at ``fd``. ``op_accounted`` lines are no events: they are not counted, and those right
+    after event ``nth`` belong to it (they stay when the file is cut back to it). The last is
+    the size when the file has fewer events."""
+    events = size = keep = 0
+    nth_end = -1
+    carry = b""
+    while chunk := os.pread(fd, block, size):
+        size += len(chunk)
+        lines = (carry + chunk).split(b"\n")
+        carry = lines.pop()  # after the last newline: part of a line, or nothing
+        end = size - len(carry) - sum(len(line) + 1 for line in lines)
+        for line in lines:
+            end += len(line) + 1
+            if is_accounted_line(line):
+                if nth_end == end - len(line) - 1:  # right after event ``nth``
+                    nth_end = end
+                continue
+            events += 1
+            if events == nth:
+                nth_end = end
+        if lines:
+            keep = end
+    return events, size, keep, (size if nth_end < 0 else nth_end)
+
+
+class _SessionState:
+    """What the session-file sink keeps of one session between writes: enough to write the file
+    without the ``Session`` object (which may be gone by then), as pieces (see
+    ``agenttrace.formats.session.spool``) so finished parts are compressed once and never held
+    whole."""
+
+    __slots__ = (
+        "__weakref__",
+        "dirty",
+        "event_count",
+        "events",
+        "events_raw",
+        "failing",
+        "group",
+        "live",
+        "meta",
+        "next_allowed",
+        "owner",
+        "released",
+        "runs",
+        "saved",
+        "scheduled",
+        "session_id",
+        "spool",
+        "summaries",
+    )
+
+    def __init__(self, session: Session, spool: Spool, redacted: bool) -> None:
+        self.session_id = session.session_id
+        self.owner: weakref.ref[Session] = weakref.ref(session)
+        self.meta = dict(session.meta)
+        self.spool = spool
+        # Every run in start order: earlier runs (from the file it was resumed from) and this
+        # process's finished runs as pieces, live runs as their tree.
+        self.runs: list[list[Piece] | RunTree] = [[_compact(run)] for run in session.runs]
+        self.summaries: list[dict[str, Any] | None] = [_summary(run) for run in session.runs]
+        self.live = 0
+        """How many of its runs are still running."""
+        # The events section: the restored events now, each new one as its record arrives.
+        self.events: list[Piece] = []
+        self.events_raw = 0
+        self.event_count = 0
+        for line in session.event_lines()[: session.restored_count]:
+            self.add_event(line, redacted)
+        self.group: list[bytes] = []
+        """Lines of a write still being logged (an agent's creation and its first entries)."""
+        self.dirty = True
+        self.failing = False
+        """Its last write failed: it is tried again after the retry interval."""
+        self.saved = 0
+        """How many of its events the last file written holds."""
+        self.scheduled = False
+        self.released = False
+        """The session object is gone: no more runs or events will come."""
+        self.next_allowed = 0.0
+
+    def add_event(self, line: bytes, redacted: bool) -> None:
+        if redacted:
+            line = scrub_json_text(line.decode()).encode()
+        line = line.rstrip(b"\n")
+        piece = b"," + line if self.event_count else line
+        self.events.append(piece)
+        self.event_count += 1
+        self.events_raw += len(piece)
+        if self.events_raw >= COMPACT_BYTES:
+            self.events = list(self.spool.compress(self.events))
+            self.events_raw = 0
+
+    def release(self) -> None:
+        self.released = True
+
+
+class SessionFileSink(Sink):
+    """Writes the gzipped session file, coalesced, when runs and sub-agents end, and at exit."""
+
+    def __init__(
+        self,
+        sessions_dir: Path,
+        optree: OpTreeSink,
+        stream: EventStreamSink | None = None,
+        redacted: bool = False,
+        min_interval: float = 0.25,
+        cost_factor: float = 20.0,
+        retry_interval: float = RETRY_INTERVAL,
+    ) -> None:
+        self.sessions_dir = sessions_dir
+        self.optree = optree
+        self.stream = stream
+        self.redacted = redacted
+        self.min_interval = min_interval
+        self.cost_factor = cost_factor
+        self._states: dict[str, _SessionState] = {}
+        self._outage = Outage(retry_interval)
+        self._swept = False
+        self._scheduler: Scheduler | None = None
+        self._lock = threading.RLock()
+        optree.add_listener(self._on_tree)
+
+    def attach(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def _state(self, session: Session) -> _SessionState:
+        state = self._states.get(session.session_id)
+        if state is not None and state.owner() is session:
+            return state
+        if state is not None and state.dirty:
+            self.write(state.session_id)  # another object of the same id replaces it
+        state = _SessionState(session, self.optree.spool_for(session), self.redacted)
+        weakref.finalize(session, state.release).atexit = False
+        self._states[session.session_id] = state
+        return state
+
+    def event_logged(self, record: EventLogged) -> None:
+        state = self._state(record.session)
+        if record.more:  # an agent's creation goes in a file with its first entries or not at all
+            state.group.append(record.line)
+            return
+        for line in state.group:
+            state.add_event(line, self.redacted)
+        state.group.clear()
+        state.add_event(record.line, self.redacted)
+        state.dirty = True
+
+    def _on_tree(self, what: str, run: RunTree, label: str) -> None:
+        if run.session is None:
+            return
+        state = self._state(run.session)
+        state.dirty = True
+        if what == "start":
+            if label == "0":
+                state.runs.append(run)
+                state.summaries.append(None)
+                state.live += 1
+            return
+        if label == "0":  # a run ended: keep it serialised, the tree goes
+            index = _last_index(state.runs, run)
+            if index is not None and run.fragment is not None and run.root is not None:
+                state.runs[index] = run.fragment
+                state.summaries[index] = _summary(run.root)
+                state.live -= 1
+            self.request_write(run.session_id)
+        elif run.positions.get(label) == "session":
+            self.request_write(run.session_id)  # a sub-agent finished
+
+    def request_write(self, session_id: str) -> None:
+        """Write now if the last write is far enough back, else once, later."""
+        state = self._states.get(session_id)
+        if state is None or state.scheduled:
+            return
+        delay = state.next_allowed - time.monotonic()
+        if delay <= 0 or self._scheduler is None:
+            self.write(session_id)
+            return
+        state.scheduled = True
+        self._scheduler.schedule(delay, lambda: self._scheduled_write(session_id))
+
+    def _scheduled_write(self, session_id: str) -> None:
+        state = self._states.get(session_id)
+        if state is not None:
+            state.scheduled = False
+            if state.dirty:
+                self.write(session_id)
+        self._drop_released()
+
+    def write(self, session_id: str) -> bool:
+        """Write ``session_id``'s file now; True if written. A failed write is tried again
+        (the session stays changed) after the retry interval, at force_flush and at exit."""
+        with self._lock:
+            state = self._states.get(session_id)
+            if state is None:
+                return False
+            if not self._swept:  # the first write in the sessions directory: tidy it first
+                self._swept = True
+                remove_leftovers(self.sessions_dir)
+            started = time.perf_counter()
+            path = snapshot_path(self.sessions_dir, session_id)
+            # Clean before the events are read, not after the write: an event the agent logs
+            # meanwhile marks the session changed again, so the next snapshot has it.
+            state.dirty = False
+            events = state.event_count
+            try:
+                pieces = self.pieces(state)
+                if self.stream is not None:
+                    self.stream.sync(session_id)
+                write_pieces(path, pieces, state.spool)
+            except OSError as exc:
+                self._failed(state, path, exc)
+                return False
+            state.saved = events
+            if state.failing:
+                state.failing = False
+                self._recovered()
+            took = time.perf_counter() - started
+            state.next_allowed = time.monotonic() + max(self.min_interval, self.cost_factor * took)
+            return True
+
+    def _failed(self, state: _SessionState, path: Path, exc: OSError) -> None:
+        """A write failed: the session stays changed and is written again later."""
+        state.dirty = True
+        state.failing = True
+        state.next_allowed = time.monotonic() + self._outage.retry_interval
+        if self._outage.failed(exc):
+            waiting = state.event_count - state.saved
+            logger.warning(
+                "agenttrace: cannot write %s (%s): session %s (%s not saved yet) stays in memory "
+                "and will be written as soon as writing works again. The agent keeps running.",
+                path,
+                self._outage.reason,
+                state.session_id,
+                count(waiting, "event"),
+            )
+        if not state.scheduled and self._scheduler is not None:
+            state.scheduled = True
+            self._scheduler.schedule(
+                self._outage.retry_interval, lambda: self._scheduled_write(state.session_id)
+            )
+
+    def _recovered(self) -> None:
+        if not any(state.failing for state in self._states.values()) and self._outage.ended():
+            logger.warning(
+                "agenttrace: writing works again: session files in %s are written",
+                self.sessions_dir,
+            )
+
+    def pieces(self, state: _SessionState) -> list[Piece]:
+        """The session file's document: every run (earlier, finished, live), events, meta."""
+        runs: list[list[Piece]] = []
+        summaries: list[dict[str, Any]] = []
+        for run, summary in zip(state.runs, state.summaries, strict=True):
+            if isinstance(run, RunTree):
+                if run.root is None:
+                    continue
+                runs.append(serialize(run.root))
+                summaries.append(_summary(run.root))
+            else:
+                runs.append(run)
+                summaries.append(summary or {})
+        meta = dict(state.meta)
+        now_ms = int(time.time() * 1000)
+        first = summaries[0] if summaries else None
+        meta.setdefault("createdAt", first["startedAt"] if first else now_ms)
+        meta["updatedAt"] = now_ms
+        if summaries:
+            last = summaries[-1]
+            meta["result"] = {"success": last.get("success"), "error": last.get("error")}
+            meta.setdefault("ingress", first.get("ingress", {}) if first else {})
+            meta["trace_ids"] = [s["traceId"] for s in summaries if s.get("traceId")]
+        meta["session_id"] = state.session_id
+        return document_pieces(state.session_id, runs, state.events, meta)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        for session_id, state in list(self._states.items()):
+            if state.dirty:
+                self.write(session_id)
+        self._drop_released()
+        return True
+
+    def shutdown(self) -> None:
+        self.force_flush()
+        with self._lock:
+            failing = [state for state in self._states.values() if state.failing]
+            for state in failing:
+                missing = state.event_count - state.saved
+                logger.warning(
+                    "agenttrace: could not write %s before exit (%s): %s",
+                    snapshot_path(self.sessions_dir, state.session_id),
+                    self._outage.reason,
+                    f"{count(missing, 'event')} of session {state.session_id} "
+                    f"{'is' if missing == 1 else 'are'} not in it"
+                    if missing
+                    else f"the last changes to session {state.session_id} are not in it",
+                )
+
+    def _drop_released(self) -> None:
+        """Forget sessions that can change no more and are written: their spools go too."""
+        with self._lock:
+            for session_id, state in list(self._states.items()):
+                if state.released and not state.dirty and not state.live and not state.scheduled:
+                    del self._states[session_id]
+                    state.spool.close()
+
+
+def _last_index(runs: list[list[Piece] | RunTree], run: RunTree) -> int | None:
+    """Where ``run`` is (searched from the end: the run that ends is usually a recent one)."""
+    for index in range(len(runs) - 1, -1, -1):
+        if runs[index] is run:
+            return index
+    return None
+
+
+def _summary(root: dict[str, Any]) -> dict[str, Any]:
+    """What meta needs of a run: start, result, ingress, trace id."""
+    attributes = root.get("attributes")
+    return {
+        "startedAt": root.get("startedAt"),
+        "success": root.get("success"),
+        "error": root.get("error"),
+        "ingress": attributes.get("ingress", {}) if isinstance(attributes, dict) else {},
+        "traceId": root.get("traceId"),
+    }

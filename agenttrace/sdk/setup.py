@@ -1,0 +1,473 @@
+"""``init``, ``shutdown`` and ``force_flush``: wiring agenttrace into OpenTelemetry.
+
+``init`` never replaces a TracerProvider the application already set: it adds our processor to
+it. Only when there is none does it create one (and then, if an OTLP endpoint is configured, an
+OTLP exporter behind a batch processor). ``OTEL_SDK_DISABLED=true`` makes agenttrace a no-op.
+
+``shutdown`` writes agenttrace's own outputs first, then waits at most ``shutdown_timeout``
+seconds for the exporters agenttrace made (spans and metrics at once), so a dead collector
+costs the exit that long and no more (``agenttrace.sdk.export``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from agenttrace._internal.config import ConsoleMode, Settings
+from agenttrace._internal.extras import install_hint
+from agenttrace._internal.redact import remember_environment_secrets
+from agenttrace._internal.runtime import INSTRUMENTATION_NAME, runtime
+from agenttrace._version import __version__
+from agenttrace.instrumentation.threading import instrument_threads
+from agenttrace.recorder.console import ConsoleSink
+from agenttrace.recorder.ledger import LedgerSink
+from agenttrace.recorder.optree_builder import Node, OpTreeSink
+from agenttrace.recorder.store import EventStreamSink, SessionFileSink
+from agenttrace.sdk.export import BoundedExport, in_background
+from agenttrace.sdk.instrumentors import library_module, library_name, start_instrumentor
+from agenttrace.sdk.metrics import MetricsSink
+from agenttrace.sdk.processor import AgentTraceProcessor
+from agenttrace.tracing.implicit import end_runs
+
+logger = logging.getLogger("agenttrace")
+
+
+class Tracing:
+    """What ``init`` set up; ``shutdown`` undoes it (safe to call twice)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        provider: TracerProvider | None,
+        processor: AgentTraceProcessor | None,
+        owns_provider: bool,
+        meter_provider: MeterProvider | None = None,
+        export: BoundedExport | None = None,
+    ) -> None:
+        self.settings = settings
+        self.provider = provider
+        self.processor = processor
+        self.owns_provider = owns_provider
+        self.meter_provider = meter_provider
+        """The meter provider agenttrace made for an OTLP endpoint (``None``: the app's)."""
+        self.export = export
+        """The OTLP span export agenttrace added (``None``: none, the app exports its own)."""
+        self._undo: list[Callable[[], None]] = []
+        self._libraries: set[str] = set()
+        """The libraries ``instrument`` traces (by their name in ``INSTRUMENTORS``)."""
+        self._shut_down = False
+
+    @property
+    def enabled(self) -> bool:
+        """False when ``OTEL_SDK_DISABLED`` (or ``disabled=True``) made agenttrace a no-op."""
+        return self.processor is not None
+
+    def instrument(self, library: str, **options: Any) -> Callable[[], None]:
+        """Trace ``library`` (a name in ``agenttrace.sdk.instrumentors.INSTRUMENTORS``) now if
+        it is imported, else as soon as it is; ``shutdown()`` undoes it, and so does the undo
+        returned. Again for the same library: nothing (the first options stay). An unknown name
+        is a ``ValueError``."""
+        name = library_name(library)
+        library_module(name)
+        with _lock:
+            if not self.enabled or self._shut_down or name in self._libraries:
+                return _nothing
+            undo = start_instrumentor(name, **options)
+            self._libraries.add(name)
+            self._undo.append(undo)
+
+        def forget() -> None:
+            with _lock:
+                self._libraries.discard(name)
+            undo()
+
+        return forget
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Write out everything buffered: our outputs, then the provider's exporters."""
+        ok = True
+        if self.processor is not None:
+            # Implicit runs with no call running end now (a later call starts a new run).
+            end_runs(idle_only=True)
+            ok = self.processor.force_flush(timeout_millis)
+        if self.provider is not None:
+            ok = self.provider.force_flush(timeout_millis) and ok
+        return ok
+
+    def shutdown(self) -> None:
+        """Flush, stop our processor, undo the litellm and thread patches; the provider too if we
+        made it.
+
+        Our outputs are written first; the exporters agenttrace made then get at most
+        ``settings.shutdown_timeout`` seconds (see ``agenttrace.sdk.export``).
+        """
+        global _active
+        with _lock:
+            if self._shut_down:
+                return
+            self._shut_down = True
+            if _active is self:
+                _active = None
+        atexit.unregister(self.shutdown)
+        end_runs()  # implicit runs still open end now, recorded
+        for undo in reversed(self._undo):
+            try:
+                undo()
+            except Exception:
+                logger.exception("agenttrace: undoing instrumentation failed")
+        if self.processor is not None:
+            self.processor.shutdown()
+        budget = self.settings.shutdown_timeout
+        deadline = time.monotonic() + budget
+        metrics_done = None
+        if self.meter_provider is not None:
+            # At the same time as the spans, from the same budget.
+            meters = self.meter_provider
+            metrics_done = in_background(
+                lambda: meters.shutdown(timeout_millis=budget * 1000), "agenttrace-metrics-shutdown"
+            )
+        if self.export is not None:
+            self.export.shutdown()
+        if self.provider is not None:
+            if self.owns_provider:
+                self.provider.shutdown()
+            else:
+                self.provider.force_flush()  # the application's exporters: not ours to bound
+        if metrics_done is not None:
+            outcome = metrics_done(deadline - time.monotonic())
+            if outcome is not True:
+                logger.warning(
+                    "agenttrace: the GenAI metrics were not exported at shutdown: %s",
+                    f"no answer within the {budget:g} s shutdown budget"
+                    if outcome is False
+                    else str(outcome).splitlines()[0],
+                )
+        runtime.tracer = trace.get_tracer(INSTRUMENTATION_NAME)
+
+
+_lock = threading.RLock()
+_active: Tracing | None = None
+
+
+def _nothing() -> None:
+    """The undo of something that was not done."""
+
+
+def init(
+    *,
+    service_name: str | None = None,
+    endpoint: str | None = None,
+    protocol: str | None = None,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+    console: ConsoleMode | None = None,
+    console_stream: TextIO | Callable[[], TextIO] | None = None,
+    capture_content: bool | None = None,
+    max_payload_bytes: int | None = None,
+    sessions_dir: str | Path | None = None,
+    billing_file: str | Path | None = None,
+    redacted_save: bool | None = None,
+    openinference: bool | None = None,
+    disabled: bool | None = None,
+    instrument_litellm: bool = True,
+    shutdown_timeout: float | None = None,
+    propagate_threads: bool | None = None,
+    instrument: Iterable[str] = (),
+    input_deltas: bool | None = None,
+    journal: bool | None = None,
+) -> Tracing:
+    """Start tracing agent code; returns a handle whose ``shutdown()`` undoes it.
+
+    Arguments win over ``AGENTTRACE_*`` and ``OTEL_*`` variables (see the README's table).
+    ``tracer_provider``: use this provider instead of the global one. ``endpoint``: export OTLP
+    there (``http://host:4318`` for ``http/protobuf``, ``http://host:4317`` for ``grpc``); from
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` the exporter is only added to a provider agenttrace creates,
+    since an application with its own provider has configured its own export.
+    ``instrument_litellm``: patch litellm now, or as soon as it is imported.
+    ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
+    see ``agenttrace.sdk.instrumentors.INSTRUMENTORS``), now if imported, else as soon as they
+    are; an unknown name is a ``ValueError``.
+    ``meter_provider``: where the GenAI client metrics go (default: the global one; with none set,
+    agenttrace makes one only when it made the tracer provider and an OTLP endpoint is set).
+    ``shutdown_timeout``: seconds ``shutdown`` (and the exit) waits for the exporters agenttrace
+    made; the spans not exported by then are dropped and counted in one warning.
+    ``propagate_threads``: threads and ``concurrent.futures`` pool tasks started inside an agent
+    run, turn or op run in it (default on; ``False`` or ``AGENTTRACE_PROPAGATE_THREADS=false``:
+    they start with no context, as Python makes them).
+    ``input_deltas``: an LLM span's input messages are only those after the agent's previous
+    reply (default on; ``False`` or ``AGENTTRACE_INPUT_DELTAS=false``: the whole request).
+    ``journal``: tool calls that are not ``pure`` write their intent before their body runs and
+    their outcome after, in the event stream (docs/journal.md; default on; ``False`` or
+    ``AGENTTRACE_JOURNAL=false``: not).
+
+    Calling ``init`` again while tracing is on returns the same handle and changes nothing but
+    the libraries ``instrument`` adds.
+    """
+    global _active
+    names = [instrument] if isinstance(instrument, str) else list(instrument)
+    for name in names:  # a wrong name fails here, before anything is set up
+        library_module(name)
+    with _lock:
+        if _active is not None:
+            logger.debug("agenttrace.init called again; keeping the first configuration")
+            for name in names:
+                _active.instrument(name)
+            return _active
+        settings = Settings.resolve(
+            service_name=service_name,
+            otlp_endpoint=endpoint,
+            otlp_protocol=protocol,
+            console=console,
+            capture_content=capture_content,
+            max_payload_bytes=max_payload_bytes,
+            sessions_dir=sessions_dir,
+            billing_file=billing_file,
+            redacted_save=redacted_save,
+            openinference=openinference,
+            disabled=disabled,
+            shutdown_timeout=shutdown_timeout,
+            propagate_threads=propagate_threads,
+            input_deltas=input_deltas,
+            journal=journal,
+        )
+        runtime.settings = settings
+        runtime.disabled = settings.disabled
+        if settings.disabled:
+            _active = Tracing(settings, None, None, owns_provider=False)
+            return _active
+        remember_environment_secrets()
+        provider, owns = _provider(tracer_provider, settings)
+        processor = _recorder(settings, provider, console_stream)
+        provider.add_span_processor(processor)
+        export = _export(settings, provider, owns, explicit=endpoint is not None)
+        meters, owned_meters = _meter_provider(meter_provider, settings, owns, endpoint)
+        processor.add_sink(MetricsSink(meters, __version__))
+        runtime.recorder = processor
+        runtime.tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
+        handle = Tracing(settings, provider, processor, owns, owned_meters, export)
+        _instrument_libraries(handle, names, instrument_litellm)
+        atexit.register(handle.shutdown)
+        _active = handle
+        return handle
+
+
+def _recorder(
+    settings: Settings,
+    provider: TracerProvider,
+    console_stream: TextIO | Callable[[], TextIO] | None,
+) -> AgentTraceProcessor:
+    """agenttrace's span processor and the outputs it feeds, in the order they get a record:
+    the event stream first (an event is on disk before ``log_*`` returns), the console, the
+    opTree, the session file built from both, the ledger."""
+    optree = OpTreeSink(
+        resource=dict(provider.resource.attributes),
+        scope={"name": INSTRUMENTATION_NAME, "version": __version__},
+        spool_dir=settings.sessions_dir,
+        recording={
+            "captureContent": settings.capture_content,
+            "maxPayloadBytes": settings.max_payload_bytes,
+        },
+    )
+    stream = EventStreamSink(settings.sessions_dir, redacted=settings.redacted_save)
+    return AgentTraceProcessor(
+        (
+            stream,
+            ConsoleSink(settings.console, console_stream, settings.max_payload_bytes),
+            optree,
+            SessionFileSink(settings.sessions_dir, optree, stream, redacted=settings.redacted_save),
+            LedgerSink(settings.billing_file),
+        )
+    )
+
+
+def _export(
+    settings: Settings, provider: TracerProvider, owns: bool, explicit: bool
+) -> BoundedExport | None:
+    """An OTLP exporter on ``provider`` when an endpoint is given, or configured for a provider
+    agenttrace made (an application's own provider has its own export)."""
+    if not settings.otlp_endpoint or not (owns or explicit):
+        return None
+    export = BoundedExport(
+        _otlp_exporter(settings, explicit=explicit),
+        settings.shutdown_timeout,
+        settings.otlp_endpoint,
+    )
+    provider.add_span_processor(export)
+    return export
+
+
+def _instrument_libraries(handle: Tracing, names: list[str], instrument_litellm: bool) -> None:
+    """litellm (unless told not to), threads (unless ``propagate_threads`` is off), and the
+    libraries ``instrument`` names, each now or as soon as it is imported."""
+    if instrument_litellm:
+        from agenttrace.instrumentation.litellm import instrument_when_imported
+
+        handle._undo.append(instrument_when_imported())
+    if handle.settings.propagate_threads:
+        handle._undo.append(instrument_threads())
+    for name in names:
+        if library_name(name) != "litellm" or not instrument_litellm:
+            handle.instrument(name)
+
+
+runtime.setup = init
+
+
+def instrument_claude_agent_sdk(
+    *,
+    agent_name: str | None = None,
+    exchange_log: bool | Callable[[], Any] = False,
+) -> Callable[[], None]:
+    """Trace the Claude Agent SDK (``query()`` and ``ClaudeSDKClient``) now, or as soon as it
+    is imported; returns the undo (``shutdown`` undoes it too). Calls ``init()`` with its
+    defaults first if it has not run (call ``init`` first for other settings). Again: nothing,
+    the first options stay. The same as ``init(instrument=["claude_agent_sdk"])``.
+
+    ``agent_name`` names the main agent's runs (default ``claude-code``). ``exchange_log``:
+    also write the exchange log (``agenttrace.ExchangeLogger``) in the sessions
+    directory, one file per SDK session; a callable instead makes the log for each session.
+    """
+    return init().instrument("claude_agent_sdk", agent_name=agent_name, exchange_log=exchange_log)
+
+
+def on_optree(callback: Callable[[Node], None], min_interval: float = 0.25) -> Callable[[], None]:
+    """Call ``callback(root_session_node)`` as a run's opTree (docs/session-file.md) changes,
+    at most every ``min_interval`` seconds and always when the run ends (on agenttrace's
+    background thread; treat the tree as read-only, and copy what you keep: the tree is released
+    when the run ends). Returns the unsubscribe."""
+    handle = _active
+    if handle is None or handle.processor is None:
+        return lambda: None
+    for sink in handle.processor.sinks:
+        if isinstance(sink, OpTreeSink):
+            return sink.subscribe(callback, min_interval)
+    return lambda: None
+
+
+def instrument_smolagents() -> Callable[[], None]:
+    """Trace smolagents agents (README, "smolagents"): every agent run, step, tool call and
+    managed agent. Imports smolagents now (the ``[smolagents]`` extra); calls
+    ``init()`` with its defaults first if it has not run. Returns the undo; ``shutdown()`` undoes
+    it too. The same as ``init(instrument=["smolagents"])``."""
+    try:
+        import smolagents  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            f"agenttrace.instrument_smolagents needs smolagents: {install_hint('smolagents')}"
+        ) from exc
+    return init().instrument("smolagents")
+
+
+def shutdown() -> None:
+    """Shut down what ``init`` set up (no-op if it was not called)."""
+    handle = _active
+    if handle is not None:
+        handle.shutdown()
+
+
+def force_flush(timeout_millis: int = 30000) -> bool:
+    """Flush agenttrace's outputs and the provider's exporters."""
+    handle = _active
+    return handle.force_flush(timeout_millis) if handle is not None else True
+
+
+def _provider(given: TracerProvider | None, settings: Settings) -> tuple[TracerProvider, bool]:
+    if given is not None:
+        return given, False
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        return current, False
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: settings.service_name}))
+    trace.set_tracer_provider(provider)
+    return provider, True
+
+
+def _meter_provider(
+    given: metrics.MeterProvider | None,
+    settings: Settings,
+    owns_tracing: bool,
+    endpoint: str | None,
+) -> tuple[metrics.MeterProvider, MeterProvider | None]:
+    """The meter provider for the GenAI metrics, and the one agenttrace made (to shut down)."""
+    if given is not None:
+        return given, None
+    current = metrics.get_meter_provider()
+    # Metrics over OTLP only when asked for by OpenTelemetry's own variables: many trace
+    # backends (Jaeger, Phoenix) take no metrics and would answer every export with an error.
+    environ = os.environ
+    wanted = bool(environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")) or "otlp" in {
+        name.strip() for name in environ.get("OTEL_METRICS_EXPORTER", "").split(",")
+    }
+    if (
+        isinstance(current, MeterProvider)
+        or not wanted
+        or not (settings.otlp_endpoint and (owns_tracing or endpoint is not None))
+    ):
+        return current, None  # the application's (a no-op one if it set none)
+    reader = PeriodicExportingMetricReader(_otlp_metric_exporter(settings, endpoint is not None))
+    made = MeterProvider(
+        resource=Resource.create({SERVICE_NAME: settings.service_name}),
+        metric_readers=[reader],
+        shutdown_on_exit=False,  # our own exit hook shuts it down, within the budget
+    )
+    metrics.set_meter_provider(made)
+    return made, made
+
+
+def _otlp_metric_exporter(settings: Settings, explicit: bool) -> MetricExporter:
+    endpoint: Any = settings.otlp_endpoint if explicit else None  # None: the exporter reads env
+    if settings.otlp_protocol == "grpc" and _grpc_installed():
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        return OTLPMetricExporter(endpoint=endpoint)
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HTTPMetricExporter,
+    )
+
+    if endpoint is not None and not endpoint.rstrip("/").endswith("/v1/metrics"):
+        endpoint = endpoint.rstrip("/") + "/v1/metrics"
+    return HTTPMetricExporter(endpoint=endpoint)
+
+
+def _grpc_installed() -> bool:
+    """OTLP over gRPC is the ``[grpc]`` extra; without it, say so once and use HTTP."""
+    import importlib.util
+
+    if importlib.util.find_spec("opentelemetry.exporter.otlp.proto.grpc") is not None:
+        return True
+    logger.warning("agenttrace: OTLP over gRPC needs %s; using http/protobuf", install_hint("grpc"))
+    return False
+
+
+def _otlp_exporter(settings: Settings, explicit: bool) -> SpanExporter:
+    endpoint: Any = settings.otlp_endpoint if explicit else None  # None: the exporter reads env
+    if settings.otlp_protocol == "grpc" and _grpc_installed():
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter(endpoint=endpoint)
+    if settings.otlp_protocol not in ("http/protobuf", "http", "grpc"):
+        logger.warning(
+            "agenttrace: OTLP protocol %r is not supported; using http/protobuf",
+            settings.otlp_protocol,
+        )
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HTTPSpanExporter,
+    )
+
+    if endpoint is not None and not endpoint.rstrip("/").endswith("/v1/traces"):
+        endpoint = endpoint.rstrip("/") + "/v1/traces"
+    return HTTPSpanExporter(endpoint=endpoint)

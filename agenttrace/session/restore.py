@@ -1,0 +1,144 @@
+"""Restoring a session from its files: ``resume`` (an existing session, made current) and
+``load_session`` (start or resume in one call, the agents rebuilt as your own objects)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agenttrace._internal.runtime import runtime
+from agenttrace.formats.session.files import (
+    SessionFileError,
+    check_session_files,
+    find_or_name_session,
+    find_session,
+)
+from agenttrace.formats.session.fullest import load_fullest
+from agenttrace.formats.session.rebuilt import mark_interrupted
+from agenttrace.formats.session.unfinished import without_unfinished
+from agenttrace.model import events as ev
+from agenttrace.model.unanswered import MAX_CLOSED, UnansweredPolicy, close_unanswered_calls
+from agenttrace.session.state import AgentRecord, Session, new_session, use_session
+
+logger = logging.getLogger("agenttrace")
+
+
+def resume(
+    path_or_id: str | Path,
+    sessions_dir: str | Path | None = None,
+    *,
+    unanswered_tool_calls: UnansweredPolicy = "reply",
+) -> Session:
+    """Restore a session from its gzipped file or event stream (or its id in ``sessions_dir``)
+    and make it current: the next agent run appends to it, with no id reused, and its root span
+    links to the previous run's trace.
+
+    Tool calls a crash left without a result are answered by ``unanswered_tool_calls``
+    (``agenttrace.model.unanswered``: by default a ``tool`` entry saying the call was
+    interrupted, logged now, so call ``init()`` first for it to reach the files).
+
+    Raises :class:`SessionFileError` for anything that is not a readable session, and for one
+    whose files in the sessions directory could not be written safely (a symlink there under
+    its file name that leads out of the directory).
+    """
+    directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
+    path = find_session(str(path_or_id), directory)
+    loaded, cut_short = without_unfinished(path, load_fullest(path, keep_damaged=True))
+    session = Session.from_file(loaded)
+    mark_interrupted(session.runs)  # the process that ran them is gone: they will not end
+    # Where the next run will write (init's sessions directory): refused now, not at its first
+    # event, when all agenttrace could do is warn and not save.
+    check_session_files(runtime.settings.sessions_dir, session.session_id)
+    session.cut_short = cut_short
+    session.resumed_from = str(path)
+    session.restored_count = len(session.events)
+    if cut_short:
+        first = cut_short[0]
+        name = first.get("name")
+        what = (
+            f"the creation of {first.get('agent_id')}{f' ({name})' if name else ''} with "
+            f"{len(cut_short) - 1} of its first entries"
+            if first.get("event_type") == ev.AGENT_CREATED
+            else f"{len(cut_short)} events logged together"
+        )
+        logger.warning(
+            "agenttrace: %s ends in %s, a write cut off by a crash; the call that logged them "
+            "never returned, so they are left out",
+            path,
+            what,
+        )
+    closed, left = close_unanswered_calls(session, unanswered_tool_calls)
+    if closed or left:
+        past = f", {left} left as they are (past the {MAX_CLOSED} a resume answers)"
+        logger.warning(
+            "agenttrace: %s left %d tool %s without a result (its process was killed); %d "
+            "answered as interrupted, so the transcript can be sent to a model again%s",
+            path,
+            closed + left,
+            "call" if closed + left == 1 else "calls",
+            closed,
+            past if left else "",
+        )
+    use_session(session)
+    return session
+
+
+def _started(session_id: str) -> Session:
+    """A new session ``session_id`` with its root agent logged, made current."""
+    check_session_files(runtime.settings.sessions_dir, session_id)
+    session = new_session(session_id)
+    session.log_agent_created(session.allocate_agent_id())
+    return session
+
+
+def load_session(
+    session_file: str | Path,
+    agent_factory: Callable[[AgentRecord, Session], Any] | None = None,
+    *,
+    unanswered_tool_calls: UnansweredPolicy = "reply",
+) -> tuple[Any, Session]:
+    """``load_session`` (docs/events.md): (root agent, session), the session made current.
+
+    Start or resume in one call: an existing session file, stream or session id is resumed
+    (:func:`resume`); where there is none yet, a new session is started with its root agent
+    logged, named by the id or file name (in the sessions directory, where it will be written,
+    so the same call resumes it next time: ``find_or_name_session``). A file that is not a
+    session raises :class:`SessionFileError`.
+
+    With ``agent_factory(record, session)`` the root and every sub-agent are rebuilt as your own
+    agent objects (each factory result gets its sub-agents in ``.subagents`` by name, when it
+    has that attribute); without it the root is an :class:`AgentRecord`.
+    """
+    found = find_or_name_session(str(session_file), runtime.settings.sessions_dir)
+    if isinstance(found, str):
+        session = _started(found)
+    else:
+        session = resume(found, unanswered_tool_calls=unanswered_tool_calls)
+    root = session.root()
+    if root is None:
+        raise SessionFileError(f"{session_file}: the session has no root agent")
+    if agent_factory is None:
+        return root, session
+    children: dict[str | None, list[AgentRecord]] = {}
+    for record in session.agents.values():
+        children.setdefault(record.parent_id, []).append(record)
+    # Depth first, each agent before its sub-agents, without recursion: a file may nest agents
+    # deeper than Python's stack, and name an agent as its own ancestor (built once, here).
+    built: Any = None
+    seen: set[str] = set()
+    stack: list[tuple[AgentRecord, Any]] = [(root, None)]  # (record, its parent's .subagents)
+    while stack:
+        record, siblings = stack.pop()
+        if record.agent_id in seen:
+            continue
+        seen.add(record.agent_id)
+        agent = agent_factory(record, session)
+        if record is root:
+            built = agent
+        if isinstance(siblings, dict) and record.name:
+            siblings[record.name] = agent
+        subagents = getattr(agent, "subagents", None)
+        stack.extend((child, subagents) for child in reversed(children.get(record.agent_id, [])))
+    return built, session

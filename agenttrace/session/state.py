@@ -1,0 +1,587 @@
+"""``Session``: the state registry (docs/events.md). It allocates agent and message ids (one
+message counter for all events), keeps every agent that ever existed with its transcript, and
+logs the canonical events.
+
+Each event goes, at once and in message-id order, to the observers registered with
+:func:`observe_events`: the tracing layer puts it on the current span (a span event) and hands
+it to agenttrace's recorder, whose event-stream sink writes it in full as one flushed JSON line.
+``Session.load`` / :func:`resume` restore both counters, the registry and every transcript from
+a session file or stream, so a resumed run never reuses an id.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agenttrace._internal.context import Linkable, current_linkable
+from agenttrace._internal.times import event_ts
+from agenttrace.formats.session.files import (
+    LoadedFile,
+    SessionFileError,
+    check_session_id,
+    read_session_file,
+)
+from agenttrace.formats.session.unfinished import continued, without_unfinished
+from agenttrace.model import events as ev
+from agenttrace.model.ids import new_txn_id
+from agenttrace.model.links import Replies
+from agenttrace.model.resets import MAX_MOVED, Plan, Replay, plan_reset
+
+logger = logging.getLogger("agenttrace")
+
+
+@dataclass
+class AgentRecord:
+    """One agent the session knows, alive or not, rebuilt from the stream alone."""
+
+    agent_id: str
+    name: str | None = None
+    language_model: str | None = None
+    cause: Any = None
+    """The event that created it: the message holding the tool call (``None`` for the root)."""
+    parent_id: str | None = None
+    """The agent whose tool call created this one."""
+    created: str | None = None
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    """Its transcript: its ``transcript_entry`` events in order, less those a
+    ``transcript_reset`` dropped (what it was last sent, and what it said and heard since)."""
+    aligned: ev.Alignment = field(default_factory=ev.Alignment, repr=False, compare=False)
+    """What its requests were found to share with the transcript (for :func:`ev.alignment`);
+    not part of the agent's state."""
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The transcript as chat messages, ready to send to a model again."""
+        return [ev.api_message(entry) for entry in self.transcript]
+
+
+class Session:
+    """Event-stream backed registry of a multi-agent system (its API: docs/events.md).
+
+    A fresh session's id is also the origin txn id of its first run and names its files;
+    a resumed session keeps its id, so the next run appends to the same files. An id given must
+    be a plain file name stem (:func:`check_session_id`; else :class:`SessionFileError`).
+    """
+
+    def __init__(self, session_id: str | None = None) -> None:
+        # The id names the session's files: never one that could lead out of their directory.
+        self.session_id = check_session_id(session_id) if session_id else new_txn_id()
+        self.message_counter = 0
+        self.agent_counter = 0
+        self.agents: dict[str, AgentRecord] = {}
+        self.events: list[dict[str, Any]] = []
+        self.lines: list[bytes | None] = []
+        """The JSON line of each event as written (``None`` until needed for a resumed one)."""
+        self.runs: list[dict[str, Any]] = []
+        """opTree SessionNodes of earlier runs (from a session file)."""
+        self.meta: dict[str, Any] = {}
+        self.previous_trace: tuple[int, int] | None = None
+        """(trace id, root span id) of the last run before a resume, for the new run's Link."""
+        self.resumed_from: str | None = None
+        self.run_count = 0
+        self.restored_count = 0
+        """How many events came from a file when the session was resumed."""
+        self.accounted: list[dict[str, Any]] = []
+        """The ``op_accounted`` lines of the stream it was resumed from (kept if the stream
+        is ever rewritten from the restored session)."""
+        self.cut_short: list[dict[str, Any]] = []
+        """Events at the end of its stream whose write a crash cut short, left out when it was
+        resumed (see ``agenttrace.formats.session.unfinished``)."""
+        self._lock = threading.RLock()
+        self._by_name: dict[str, str] = {}
+        self._agent_of: dict[str, str] = {}  # message id -> the agent whose event it is
+        self._replay = Replay()
+        """Transcripts as the events rebuild them (a reset's new entries follow it)."""
+        self._replies = Replies()
+        """Recent assistant replies, to link what agents hear to them (:meth:`reply_saying`)."""
+
+    # -- the Session API (docs/events.md) ----------------------------------------------------------
+
+    def reply_saying(self, text: str, hearer: str | None = None) -> str | None:
+        """The message id of the logged assistant reply that ``text`` stands for, among the last
+        ``REPLIES_REMEMBERED`` replies; ``None`` if none does beyond doubt
+        (``agenttrace.model.links``: the same ``str`` object, or the same content, exactly, with
+        a tag around it or with parts redacted, from a reply long enough to tell apart and the
+        only one that fits). ``hearer``: the agent that hears it; the reply must then come from
+        an agent of its tree.
+
+        This is how what one agent hears links to what another's model said when the text
+        arrives as a plain ``str`` (an agent run returns what it returned, not a
+        ``LoggedString``): the entry that hears it gets the reply as its ``substance``.
+        """
+        with self._lock:
+            reachable = None if hearer is None else functools.partial(self._same_tree, hearer)
+            return self._replies.find(text, reachable)
+
+    def _same_tree(self, hearer: str, speaker: str | None) -> bool:
+        """Whether ``hearer`` could have heard ``speaker``: they are in one agent tree (the same
+        root), or both are top-level agents, between which the program itself relays."""
+        if speaker is None:
+            return False
+        speaker_root, hearer_root = self._root_of(speaker), self._root_of(hearer)
+        return speaker_root == hearer_root or (speaker_root == speaker and hearer_root == hearer)
+
+    def _root_of(self, agent_id: str) -> str:
+        seen = {agent_id}
+        record = self.agents.get(agent_id)
+        while record is not None and record.parent_id is not None:
+            if record.parent_id in seen:  # a cycle a file made up: stop at it
+                break
+            seen.add(record.parent_id)
+            agent_id = record.parent_id
+            record = self.agents.get(agent_id)
+        return agent_id
+
+    @staticmethod
+    def load(session_file: str | Path) -> Session:
+        """Load a session file or event stream and restore counters, registry and transcripts
+        (without events whose write a crash cut short: see
+        ``agenttrace.formats.session.unfinished``)."""
+        path = Path(session_file)
+        loaded, cut_short = without_unfinished(path, read_session_file(path))
+        session = Session.from_file(loaded)
+        session.cut_short = cut_short
+        return session
+
+    def allocate_agent_id(self) -> str:
+        """A new, never used agent id (``agent_003``)."""
+        with self._lock:
+            self.agent_counter += 1
+            return ev.agent_id(self.agent_counter)
+
+    def log_agent_created(
+        self,
+        agent_id: str,
+        cause: str | list[str] | None = None,
+        name: str | None = None,
+        language_model: str | None = None,
+        *,
+        initial: Sequence[Mapping[str, Any] | Any] = (),
+        at: Linkable | None = None,
+    ) -> str:
+        """Log an ``agent_created`` event and, in the same write, a ``transcript_entry`` for each
+        message its transcript starts with (``initial``: a system prompt); returns the message id
+        of the ``agent_created``. A crash in the middle of that write leaves no agent at all
+        once resumed (see ``agenttrace.formats.session.unfinished``), never one without them."""
+        builds: list[Callable[[str], dict[str, Any]]] = [
+            lambda mid: ev.agent_created(
+                mid, agent_id, cause=cause, name=name, language_model=language_model
+            )
+        ]
+        for message in initial:
+            entry = message if isinstance(message, Mapping) else ev.message_fields(message)
+            builds.append(functools.partial(_entry, agent_id, entry))
+        return self._log_all(builds, at)
+
+    def log_transcript_entry(
+        self,
+        agent_id: str,
+        message: Mapping[str, Any] | Any,
+        substance: str | None = None,
+        *,
+        at: Linkable | None = None,
+    ) -> str:
+        """Log what enters ``agent_id``'s transcript; ``substance``: what it morally represents."""
+        entry = message if isinstance(message, Mapping) else ev.message_fields(message)
+        return self._log(
+            lambda mid: ev.transcript_entry(mid, agent_id, entry, substance=substance), at
+        )
+
+    def log_transcript_reset(
+        self,
+        agent_id: str,
+        kept: int,
+        messages: Sequence[Mapping[str, Any] | Any] = (),
+        *,
+        at: Linkable | None = None,
+    ) -> str:
+        """Log that ``agent_id``'s transcript is now its first ``kept`` entries followed by
+        ``messages``: a ``transcript_reset`` and, in the same write, a ``transcript_entry`` for
+        each message that is not an entry the transcript already holds after the kept ones;
+        those it does hold are referred to by their message ids (its ``reused``: see
+        docs/events.md and :func:`~agenttrace.model.resets.plan_reset`), so a sliding window
+        logs what is new in it, not the window. A new entry that is what the entry at its place
+        said before (:func:`~agenttrace.model.events.same_entry`) has that entry's content as
+        its ``substance``, so views show it once. Returns the reset's message id."""
+        if kept < 0:
+            raise ValueError(f"kept must be >= 0, not {kept}")
+        with self._lock:
+            record = self.agents.get(agent_id)
+            before = record.transcript if record is not None else []
+            kept = min(kept, len(before))
+            memory = record.aligned if record is not None else None
+            plan = plan_reset(messages, before, kept, memory)
+            reused = _reused_ids(plan, before)
+            if reused is None:  # an entry without an id cannot be referred to: restate all
+                plan = Plan.all_new(messages, kept)
+            builds: list[Callable[[str], dict[str, Any]]] = [
+                lambda mid: ev.transcript_reset(mid, agent_id, kept, len(plan.new), reused)
+            ]
+            for place, message in plan.new:
+                entry = message if isinstance(message, Mapping) else ev.message_fields(message)
+                old = before[place] if place < len(before) else None
+                substance = None
+                if old is not None and ev.same_entry(entry, old):
+                    substance = old.get("substance") or old.get("message_id")
+                builds.append(functools.partial(_entry, agent_id, entry, substance=substance))
+            head = _remembered_head(memory, before, kept)
+            result = self._log_all(builds, at)
+            if memory is not None and record is not None:
+                # What was just sent is known: the next request is compared to it in C.
+                remembered = head + plan.copies
+                transcript: list[Mapping[str, Any]] = list(record.transcript)
+                aligned = len(remembered) == len(transcript)
+                memory.state = (remembered, transcript) if aligned else ([], [])
+            return result
+
+    def log_piece_of_text(
+        self,
+        agent_id: str,
+        content: str,
+        cause: str | list[str],
+        *,
+        at: Linkable | None = None,
+    ) -> str:
+        """Log text a tool call made for delivery to agents; ``cause``: that tool call."""
+        return self._log(lambda mid: ev.piece_of_text(mid, agent_id, content, cause), at)
+
+    def revivify(self, agent_id: str) -> AgentRecord:
+        """The agent's record, transcript included, rebuilt from the events."""
+        try:
+            return self.agents[agent_id]
+        except KeyError:
+            raise KeyError(f"no agent {agent_id!r} in session {self.session_id}") from None
+
+    def list_agents(self) -> dict[str, str | None]:
+        """agent id -> name, for every agent that ever existed."""
+        return {agent_id: record.name for agent_id, record in self.agents.items()}
+
+    def agent_named(self, name: str) -> AgentRecord | None:
+        """The most recent agent of this name."""
+        agent_id = self._by_name.get(name)
+        return self.agents.get(agent_id) if agent_id else None
+
+    def root(self) -> AgentRecord | None:
+        """The first agent created without a cause."""
+        for record in self.agents.values():
+            if record.cause is None:
+                return record
+        return None
+
+    def children(self, agent_id: str) -> list[AgentRecord]:
+        """The agents created by ``agent_id``'s tool calls, in creation order."""
+        return [r for r in self.agents.values() if r.parent_id == agent_id]
+
+    # -- recording ----------------------------------------------------------------------------
+
+    def _log(self, build: Callable[[str], dict[str, Any]], at: Linkable | None) -> str:
+        """Allocate the next message id, build the event, record it (registry, observers).
+
+        ``at``: the scope the event belongs to (default: the current one), for its linkage.
+        """
+        scope = at if at is not None else current_linkable()
+        with self._lock:
+            event, line = self._record(build, scope)
+            for observer in _observers:
+                observer(self, event, line, scope, 0)
+        return str(event["message_id"])
+
+    def _log_all(
+        self, builds: Sequence[Callable[[str], dict[str, Any]]], at: Linkable | None
+    ) -> str:
+        """:meth:`_log` for events that are written together, in one write; returns the first
+        one's message id. Observers get each with how many more of the same write follow, and
+        each line but the last is marked as continued
+        (``agenttrace.formats.session.unfinished``)."""
+        scope = at if at is not None else current_linkable()
+        last = len(builds) - 1
+        with self._lock:
+            recorded = [self._record(build, scope, i < last) for i, build in enumerate(builds)]
+            for index, (event, line) in enumerate(recorded):
+                for observer in _observers:
+                    observer(self, event, line, scope, last - index)
+        return str(recorded[0][0]["message_id"])
+
+    def _record(
+        self, build: Callable[[str], dict[str, Any]], scope: Linkable | None, more: bool = False
+    ) -> tuple[dict[str, Any], bytes]:
+        """The next event: its message id, linkage and line (``more``: marked as continued in
+        the same write); in the registry (under the lock)."""
+        self.message_counter += 1
+        event = build(ev.message_id(self.message_counter))
+        event["ts"] = event_ts(time.time_ns())
+        if scope is not None:
+            trace_id, span_id = scope.link_ids()
+            if trace_id is not None:
+                event["trace_id"] = trace_id
+                event["span_id"] = span_id
+            event["path"] = scope.label
+        self._apply(event)
+        line = continued(_event_line(event)) if more else _event_line(event)
+        self.events.append(event)
+        self.lines.append(line)
+        return event, line
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        """Update the registry with one event (recording and replay alike)."""
+        kind = event.get("event_type")
+        agent = event.get("agent_id")
+        if kind != ev.TRANSCRIPT_ENTRY:
+            self._replay.other()  # the entries written with a reset came before this
+        if not isinstance(agent, str):
+            return
+        message = event.get("message_id")
+        if isinstance(message, str):
+            self._agent_of[message] = agent
+        if kind == ev.AGENT_CREATED:
+            # An id the counter did not hand out (an agent that brought its own) moves the
+            # counter past it, so allocate_agent_id never returns an id already in use.
+            number = ev.id_number(agent, ev.AGENT_PREFIX)
+            if number is not None and number > self.agent_counter:
+                self.agent_counter = number
+            cause = event.get("cause")
+            parent = None
+            if isinstance(cause, str):
+                parent = self._agent_of.get(cause)
+            record = AgentRecord(
+                agent,
+                _string(event.get("name")),
+                _string(event.get("language_model")),
+                cause,
+                parent if parent != agent else None,  # not its own parent, whatever a file says
+                message if isinstance(message, str) else None,
+            )
+            self.agents[agent] = record
+            if record.name:
+                self._by_name[record.name] = agent
+        elif kind == ev.TRANSCRIPT_ENTRY:
+            known = self.agents.get(agent)
+            if known is None:  # an agent the stream never announced (a fragment of a stream)
+                known = self.agents[agent] = AgentRecord(agent)
+            self._replay.entry(agent, known.transcript, event)
+            content = event.get("content")
+            if event.get("role") == "assistant" and isinstance(content, str) and content:
+                # A reply a reset logged again stands for the one it repeats.
+                self._remember_reply(content, event.get("substance") or message, agent)
+        elif kind == ev.TRANSCRIPT_RESET:
+            known = self.agents.get(agent)
+            kept = event.get("kept")
+            if known is not None and type(kept) is int and kept >= 0:
+                self._replay.reset(agent, known.transcript, event)
+
+    def _remember_reply(self, content: str, message: object, agent: str) -> None:
+        if isinstance(message, str):
+            self._replies.remember(content, message, agent)
+
+    # -- restoring ----------------------------------------------------------------------------
+
+    @classmethod
+    def from_file(cls, loaded: LoadedFile) -> Session:
+        """A session restored from what :func:`read_session_file` read. The session id the file
+        gives (its ``session_id``, else its name) names the files the session is written to:
+        one that is not a plain name is a :class:`SessionFileError`."""
+        session_id = loaded.session_id or _text(loaded.meta.get("session_id"))
+        try:
+            session = cls(session_id)
+        except SessionFileError as exc:
+            raise SessionFileError(f"{loaded.path}: its session id is refused: {exc}") from None
+        try:
+            session.restore(loaded.events, raw_lines=None)
+        except SessionFileError as exc:
+            raise SessionFileError(f"{loaded.path}: {exc}") from None
+        session.runs = list(loaded.runs)
+        session.accounted = list(loaded.accounted)
+        session.meta = dict(loaded.meta)
+        session.previous_trace = _last_trace(loaded)
+        session.run_count = len(loaded.runs) or len(
+            {trace for e in loaded.events if (trace := _text(e.get("trace_id")))}
+        )
+        return session
+
+    def restore(self, events: list[dict[str, Any]], raw_lines: list[bytes] | None) -> None:
+        """Replay ``events`` into this (empty) session: registry, transcripts, both counters."""
+        message_ids = agent_ids = 0
+        for event in events:
+            self._apply(event)
+            if self._replay.moved > MAX_MOVED:
+                raise SessionFileError(
+                    f"its transcript resets reuse more than {MAX_MOVED:,} entries in all: "
+                    "not a session agenttrace wrote"
+                )
+            number = ev.id_number(event.get("message_id", ""), ev.MESSAGE_PREFIX)
+            if number is not None and number > message_ids:
+                message_ids = number
+            agent = event.get("agent_id")
+            if isinstance(agent, str):
+                number = ev.id_number(agent, ev.AGENT_PREFIX)
+                if number is not None and number > agent_ids:
+                    agent_ids = number
+        self._replay.close()
+        self.events = events
+        self.lines = list(raw_lines) if raw_lines is not None else [None] * len(events)
+        self.message_counter = max(self.message_counter, message_ids)
+        self.agent_counter = max(self.agent_counter, agent_ids)
+
+    def event_lines(self) -> list[bytes]:
+        """Every event as its JSON line (serialising restored events the first time)."""
+        with self._lock:
+            lines = self.lines
+            for index, line in enumerate(lines):
+                if line is None:
+                    lines[index] = _event_line(self.events[index])
+            return list(lines)  # type: ignore[arg-type]
+
+
+def _reused_ids(plan: Plan, before: Sequence[Mapping[str, Any]]) -> list[Any] | None:
+    """The plan's pieces as a reset's ``reused`` field (``None`` when it reuses nothing, as a
+    reset was written before, or when an entry it reuses has no message id to refer to it)."""
+    if not any(isinstance(piece, tuple) for piece in plan.pieces):
+        return None
+    wire: list[Any] = []
+    for piece in plan.pieces:
+        if isinstance(piece, int):
+            wire.append(piece)
+            continue
+        first = before[piece[0]].get("message_id")
+        last = before[piece[1] - 1].get("message_id")
+        if not (isinstance(first, str) and isinstance(last, str)):
+            return None
+        wire.append([first, last])
+    return wire
+
+
+def _remembered_head(memory: ev.Alignment | None, before: Sequence[Any], kept: int) -> list[Any]:
+    """What the agent's memory holds of the ``kept`` entries a reset keeps (``None`` where it
+    holds nothing it can vouch for: that message is then compared in full next time)."""
+    if memory is None:
+        return [None] * kept
+    sent, matched = memory.state
+    known = min(kept, len(sent), len(matched))
+    if known and matched[:known] != list(before[:known]):
+        known = 0
+    return list(sent[:known]) + [None] * (kept - known)
+
+
+def _entry(
+    agent_id: str, entry: Mapping[str, Any], message: str, substance: str | None = None
+) -> dict[str, Any]:
+    return ev.transcript_entry(message, agent_id, entry, substance=substance)
+
+
+def _string(value: Any) -> str | None:
+    """``value`` if it is a string: names read back from a file may be anything."""
+    return value if isinstance(value, str) else None
+
+
+def _text(value: Any) -> str | None:
+    """``value`` if it is a non-empty string (a file read back may hold anything there)."""
+    return value if isinstance(value, str) and value else None
+
+
+_LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
+"""The stream's encoder, made once (``json.dumps`` with options builds one per call)."""
+
+
+def _event_line(event: Mapping[str, Any]) -> bytes:
+    """An event as its line of the stream (and, unchanged, of the session file).
+
+    A lone surrogate (a file name decoded with ``surrogateescape``, or ``"\\ud800"`` read
+    from a file) has no UTF-8: it is written as its JSON escape, which reads back as itself.
+    """
+    return (_LINE.encode(event) + "\n").encode("utf-8", "backslashreplace")
+
+
+def _last_trace(loaded: LoadedFile) -> tuple[int, int] | None:
+    """(trace id, span id) of the last run: its root node's, else the last event's."""
+    candidates = itertools.chain(
+        ((run.get("traceId"), run.get("spanId")) for run in reversed(loaded.runs)),
+        ((event.get("trace_id"), event.get("span_id")) for event in reversed(loaded.events)),
+    )
+    for trace_id, span_id in candidates:
+        if (
+            isinstance(trace_id, str)
+            and isinstance(span_id, str)
+            and _TRACE_ID.match(trace_id)
+            and _SPAN_ID.match(span_id)
+        ):
+            trace, span = int(trace_id, 16), int(span_id, 16)
+            if trace and span:  # all zeros: OpenTelemetry's invalid context
+                return trace, span
+    return None
+
+
+_TRACE_ID = re.compile(r"[0-9a-fA-F]{32}\Z")
+_SPAN_ID = re.compile(r"[0-9a-fA-F]{16}\Z")
+
+
+# --- observers ------------------------------------------------------------------------------
+
+EventObserver = Callable[["Session", dict[str, Any], bytes, "Linkable | None", int], None]
+"""``observer(session, event, line, scope, more)``: called for every event, in message-id order,
+under the session's lock, with ``scope`` the scope it was logged in (``None`` outside any) and
+``more`` how many events logged with it, to be written in the same write, follow it (0 for most:
+an agent's creation is logged with the entries its transcript starts with)."""
+
+_observers: tuple[EventObserver, ...] = ()
+_observers_lock = threading.Lock()
+
+
+def observe_events(observer: EventObserver) -> Callable[[], None]:
+    """Call ``observer`` for every canonical event any session logs from now on; returns the
+    undo. Observers must not raise and must not log events themselves."""
+    global _observers
+    with _observers_lock:
+        _observers = (*_observers, observer)
+
+    def undo() -> None:
+        global _observers
+        with _observers_lock:
+            _observers = tuple(o for o in _observers if o is not observer)
+
+    return undo
+
+
+# --- the session agent code runs in ---------------------------------------------------------
+
+_current: ContextVar[Session | None] = ContextVar("agenttrace_session", default=None)
+_default_lock = threading.Lock()
+_default: Session | None = None
+
+
+def current_session() -> Session:
+    """The session agent runs are recorded in: the one made current by :func:`use_session` or
+    :func:`resume`, else one started on first use (a script's runs share it)."""
+    session = _current.get()
+    if session is not None:
+        return session
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Session()
+    return _default
+
+
+def use_session(session: Session | None) -> None:
+    """Make ``session`` the current one for the rest of the process (``None``: a new one later)."""
+    global _default
+    with _default_lock:
+        _default = session
+    _current.set(None)
+
+
+def new_session(session_id: str | None = None) -> Session:
+    """Start a new session and make it current."""
+    session = Session(session_id)
+    use_session(session)
+    return session
