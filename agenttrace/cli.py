@@ -489,7 +489,7 @@ def stats(session: str, as_json: bool, sessions_dir: Path | None) -> None:
     cost)"; in --json, cost_usd null, cost_usd_known and llm_attempts_cost_unknown), never $0."""
     import json
 
-    from agenttrace.views.stats import session_stats
+    from agenttrace.formats.session.totals import session_stats
 
     totals = session_stats(runs_of(shown(session, sessions_dir, events=False)))
     if as_json:
@@ -503,7 +503,7 @@ def _print_stats(totals: dict[str, Any]) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from agenttrace.views.stats import cost_text
+    from agenttrace.formats.session.totals import cost_text
 
     columns = (
         ("in", "input_tokens"),
@@ -917,7 +917,7 @@ def validate(file: str, strict: bool) -> None:
 
 def _validate_atif(file: str, document: Any) -> None:
     """``agenttrace validate`` of an ATIF trajectory: the atif package's models judge it."""
-    from agenttrace.views.exports.atif import AtifUnavailable, atif_models
+    from agenttrace.formats.atif.writer import AtifUnavailable, atif_models
 
     try:
         models = atif_models()

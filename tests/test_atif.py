@@ -19,9 +19,9 @@ from agenttrace.formats.documents import read_document  # noqa: E402
 from agenttrace.formats.session import schema  # noqa: E402
 from agenttrace.formats.session.files import read_session_file  # noqa: E402
 from agenttrace.formats.session.optree import hosted_sessions  # noqa: E402
+from agenttrace.formats.session.totals import session_stats  # noqa: E402
 from agenttrace.views.exports import to_jaeger  # noqa: E402
 from agenttrace.views.exports.atif import SCHEMA_VERSION, to_atif  # noqa: E402
-from agenttrace.views.stats import session_stats  # noqa: E402
 
 from .conftest import Traced  # noqa: E402
 from .helpers import child_env  # noqa: E402

@@ -13,8 +13,8 @@ import pytest
 
 from agenttrace.formats.session.files import LoadedFile
 from agenttrace.formats.session.fullest import load_fullest
+from agenttrace.formats.session.totals import session_stats
 from agenttrace.views.exports import exchanges_jsonl, to_exchanges
-from agenttrace.views.stats import session_stats
 
 from .helpers import record_demo_here
 

@@ -625,7 +625,7 @@ def test_the_root_agent_has_one_name_in_every_view(demo: Demo) -> None:
     from click.testing import CliRunner
 
     from agenttrace.cli import main
-    from agenttrace.views.stats import session_stats
+    from agenttrace.formats.session.totals import session_stats
     from agenttrace.views.tree import render_optree
 
     run = demo.loaded.runs[0]

@@ -11,8 +11,8 @@ import agenttrace
 from agenttrace import semconv as sc
 from agenttrace.formats.session.files import read_session_file, snapshot_path
 from agenttrace.formats.session.optree import MAX_OP_NESTING, op_parents
+from agenttrace.formats.session.totals import session_stats
 from agenttrace.model.amounts import COST_DECIMALS, LATENCY_DECIMALS
-from agenttrace.views.stats import session_stats
 from agenttrace.views.tree import render_optree
 
 from .conftest import Traced

@@ -32,10 +32,10 @@ from agenttrace.formats.session.files import (
     read_session_file,
     snapshot_path,
 )
+from agenttrace.formats.session.totals import session_stats
 from agenttrace.formats.std008 import schema as std008_schema
 from agenttrace.formats.std008.rules import validate
 from agenttrace.views.exports import to_jaeger, to_otlp_json, to_std008, write_std008
-from agenttrace.views.stats import session_stats
 from agenttrace.views.tree import render_optree
 from agenttrace.views.viewer import format_dialog
 from examples.cafe import SCRIPTS, run_first, run_resumed

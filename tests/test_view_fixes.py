@@ -31,10 +31,10 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
 from agenttrace.cli import main
+from agenttrace.formats.content import content_text
 from agenttrace.formats.session.files import LoadedFile, read_session_file
-from agenttrace.views.content import content_text
+from agenttrace.formats.session.totals import cost_text, session_stats
 from agenttrace.views.exports import to_html
-from agenttrace.views.stats import cost_text, session_stats
 
 from .helpers import child_env
 from .llm_server import LLMServer, Reply

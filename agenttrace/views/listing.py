@@ -39,7 +39,7 @@ from agenttrace.formats.session.files import (
     check_session_id,
     read_session_file,
 )
-from agenttrace.views.stats import cost_text, session_stats
+from agenttrace.formats.session.totals import cost_text, session_stats
 
 ENDED = "ended"
 RUNNING = "running"
@@ -66,7 +66,7 @@ class SessionRow:
     input_tokens: int | None = None
     output_tokens: int | None = None
     totals: Mapping[str, Any] | None = None
-    """The session's ``total`` row of :func:`~agenttrace.views.stats.session_stats`."""
+    """The session's ``total`` row of :func:`~agenttrace.formats.session.totals.session_stats`."""
     error: str | None = None
     """Why a damaged session cannot be read (the reader's one line)."""
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from agenttrace.formats.content import compact_json, content_text
 from agenttrace.formats.documents import read_any
 from agenttrace.formats.session.optree import agent_names
 from agenttrace.model.events import (
@@ -23,7 +24,6 @@ from agenttrace.model.events import (
 )
 from agenttrace.model.resets import Replay, Rewrite
 from agenttrace.session.state import Session
-from agenttrace.views.content import compact_json, content_text
 
 
 class SessionViewer:
@@ -106,7 +106,7 @@ class SessionViewer:
         """The distinct messages exchanged between the selected agents, each shown once: dicts
         of ``message_id``, ``agent_id``, ``speaker``, ``role``, ``content`` (as the agent sent
         it: a string, or a list of parts) and ``text`` (the content as a person reads it,
-        :func:`~agenttrace.views.content.content_text`).
+        :func:`~agenttrace.formats.content.content_text`).
 
         Entries are grouped by their ``substance`` (what they morally represent), so a prompt
         everyone heard or an utterance relayed to others appears once, with who said it. A
@@ -162,7 +162,7 @@ class SessionViewer:
 
     def extract_agent_perspective(self, agent_id: str) -> str:
         """What ``agent_id`` heard, did, said and received, one line each (content as
-        :func:`~agenttrace.views.content.content_text` renders it: text parts as their text,
+        :func:`~agenttrace.formats.content.content_text` renders it: text parts as their text,
         images and files as placeholders); a ``[Reset]`` line where its history was rewritten,
         the entries that follow it being what it was sent from there."""
         lines = []
@@ -276,7 +276,7 @@ def _call_text(call: Any) -> str:
 
 def format_dialog(dialog: list[dict[str, Any]]) -> str:
     """The dialog as text, one message per line: ``Jack: Hi, I'm Jack.`` (content as
-    :func:`~agenttrace.views.content.content_text` renders it)."""
+    :func:`~agenttrace.formats.content.content_text` renders it)."""
     lines = []
     for message in dialog:
         who = message.get("speaker") or "?"

@@ -41,6 +41,7 @@ import agenttrace
 from agenttrace.cli import main as cli_main
 from agenttrace.formats.session.files import LoadedFile, SessionFileError, read_session_file
 from agenttrace.formats.session.fullest import load_fullest
+from agenttrace.formats.session.totals import session_stats
 from agenttrace.formats.std008.rules import validate
 from agenttrace.session.restore import load_session, resume
 from agenttrace.session.state import use_session
@@ -52,7 +53,6 @@ from agenttrace.views.exports import (
     to_std008,
 )
 from agenttrace.views.exports.atif import to_atif
-from agenttrace.views.stats import session_stats
 from agenttrace.views.tree import render_optree
 from agenttrace.views.viewer import SessionViewer, format_dialog
 

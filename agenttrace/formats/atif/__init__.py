@@ -1,1 +1,1 @@
-"""ATIF trajectories (docs/atif.md): the reader."""
+"""ATIF trajectories (docs/atif.md): the reader and the writer."""

@@ -11,7 +11,7 @@ result. An embedded sub-agent trajectory a call refers to (``subagent_trajectory
 its own. A reference by ``trajectory_path`` is not followed: a document names no file to open.
 
 ATIF has no runs and no durations. agenttrace's export writes them into ``extra`` fields
-(``agenttrace.views.exports.atif``): a trajectory's ``extra.runs`` splits its steps into runs
+(``agenttrace.formats.atif.writer``): a trajectory's ``extra.runs`` splits its steps into runs
 (each with its txn id, start, latency and outcome), an agent step's and a tool call's ``extra``
 give the ``started_at`` and ``latency_ms`` of the LLM attempt and the tool call. Where a document
 has none of them (another tool wrote it), every op ends when it starts and the trajectory is one

@@ -1,2 +1,3 @@
 """The Claude Agent SDK's exchange log (README, "The exchange log"): its lines, files, the
-messages it holds and the writer."""
+messages it holds, the writer (live, from the SDK's messages) and the export (from a saved
+session)."""

@@ -1,1 +1,2 @@
-"""STD-008 multi-agent session documents (docs/std008.md): the schema, its rules and the reader."""
+"""STD-008 multi-agent session documents (docs/std008.md): the schema, its rules, the reader
+and the writer."""

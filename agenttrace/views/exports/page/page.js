@@ -45,7 +45,7 @@
     } catch (e) { return String(value); }
   }
 
-  // --- message content, by the rules of agenttrace/views/content.py (content_text) -----------
+  // --- message content, by the rules of agenttrace/formats/content.py (content_text) -----------
   var TEXT_TYPES = { text: 1, input_text: 1, output_text: 1 };
   var PLACEHOLDERS = {
     image: "image", image_url: "image", input_image: "image",
@@ -134,7 +134,7 @@
       if (entry.type === "llm") totals.llm += 1;
     });
   }
-  // The cost as agenttrace.views.stats.cost_text words it: a sum over calls of unknown price
+  // The cost as agenttrace.formats.session.totals.cost_text words it: a sum over calls of unknown price
   // is "at least" what is known; one call without a price is "cost unknown".
   function costText(totals, isTotal) {
     if (!totals.unknown) return totals.costs ? formatCost(totals.cost) : "";
