@@ -202,6 +202,14 @@ def test_an_ended_op_or_run_is_left_as_its_files_give_it() -> None:
     assert with_running_steps(loaded) == (loaded, [])  # a run that ended has every node
 
 
+def test_a_name_from_an_agent_is_one_line_of_text_in_the_terminal_tree() -> None:
+    loaded = _loaded([_intent("1.1", name="read\x1b[2J<b>pages</b>\nok")])
+    shown, _ = with_running_steps(loaded)
+    lines = render_optree(shown.runs)
+    assert lines[-1].endswith("1.1 tool read\\x1b[2J<b>pages</b>\\nok in progress")
+    assert "\x1b" not in "".join(lines)
+
+
 def _started_run(trace: str, started: int) -> dict[str, Any]:
     """A run as ``with_started_nodes`` makes it from events: no file says its origin."""
     return {
