@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from agenttrace._internal.escapes import escaped
 from agenttrace._internal.extras import install_hint
 from agenttrace.formats.session.files import (
     LoadedFile,
@@ -82,16 +83,6 @@ class _Warnings(logging.Handler):
 
 
 _warnings = _Warnings()
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-"""Control characters, and the separators ``str.splitlines`` (and some terminals) break at."""
-
-
-def escaped(text: str) -> str:
-    """``text`` with its control characters as their escapes: a file name or an agent's text
-    that holds a newline or a terminal escape stays one harmless line."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def sessions_dir_option(function: Any) -> Any:

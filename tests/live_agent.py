@@ -5,9 +5,11 @@ process or as a process of its own:
 
 A ``Boss`` agent asks its model (an ``@agenttrace.llm`` function that answers from a script:
 no network), then calls its ``delegate`` tool, which runs a ``Worker`` sub-agent. The Worker
-asks its model once, then waits until ``GATE_FILE`` exists (a test creates it once it has
-seen the Worker running) before it asks a second time and ends. The Boss's last reply holds
-markup and a script, which every view must show as text.
+asks its model once, then calls its ``read_pages`` tool, which blocks until ``GATE_FILE``
+exists (a test creates it once it has seen the Worker and that call running: a call that hangs,
+which has logged nothing but its journal's intent); then the Worker asks a second time and
+ends. The tool's argument and the Boss's last reply hold markup and a script, which every view
+must show as text.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ HOSTILE = (
     "<img src=x onerror=\"document.documentElement.setAttribute('data-pwned','2')\">"
 )
 """The Boss's final reply: markup that would run if a page took it for HTML."""
+TITLE = "<img src=x onerror=\"document.documentElement.setAttribute('data-pwned','3')\">"
+"""The argument of the Worker's blocking tool call: markup too."""
+BLOCKING_CALL = "1.2.1.2"
+"""The path label of the Worker's ``read_pages`` call, which runs until the gate opens."""
 WORKER_TOKENS = ((30, 7), (40, 9))
 """The Worker's two attempts: (input, output) tokens."""
 GATE_POLL_S = 0.05
@@ -55,12 +61,18 @@ def chat(messages: list[dict[str, Any]], text: str, tokens: tuple[int, int]) -> 
 
 
 def run(gate: Callable[[], None]) -> str:
-    """The Boss's run; ``gate`` is called while the Worker runs, between its two attempts."""
+    """The Boss's run; ``gate`` is called while the Worker runs, between its two attempts, in
+    the body of its ``read_pages`` tool call."""
+
+    @agenttrace.tool
+    def read_pages(title: str) -> int:
+        gate()
+        return 12
 
     @agenttrace.agent("Worker")
     def worker() -> str:
         chat([{"role": "user", "content": "Count the pages."}], "Counting.", WORKER_TOKENS[0])
-        gate()
+        read_pages(TITLE)
         answer = chat([{"role": "user", "content": "And now?"}], "12 pages.", WORKER_TOKENS[1])
         return str(answer["choices"][0]["message"]["content"])
 

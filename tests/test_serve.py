@@ -2,7 +2,8 @@
 TestClient), and ``agenttrace tree --follow``. The page in a browser: tests/test_serve_browser.py.
 
 The running session is the scripted agent of tests/live_agent.py: its Worker sub-agent waits,
-between its two LLM attempts, for a gate the test opens once it has looked at the files."""
+between its two LLM attempts, in a tool call, for a gate the test opens once it has looked at the
+files. Calls in flight: tests/test_inflight.py."""
 
 from __future__ import annotations
 
@@ -80,6 +81,14 @@ def test_the_tree_shows_a_running_sub_agent_then_its_final_tokens(traced: Traced
     assert worker.get("endedAt") is None  # under its tool call while it still runs
     delegate = _node(running["tree"], "1.2")
     assert delegate.get("endedAt") is None and delegate["kind"] == "session"
+    assert delegate["name"] == "delegate"  # from its journal's intent, before it ends
+    blocking = _node(running["tree"], live_agent.BLOCKING_CALL)
+    assert (blocking["kind"], blocking["name"], blocking.get("endedAt")) == (
+        "tool",
+        "read_pages",
+        None,
+    )
+    assert [step["path"] for step in running["runningSteps"]] == ["1.2", live_agent.BLOCKING_CALL]
     assert _tokens(_node(running["tree"], "1.2.1.1")) == live_agent.WORKER_TOKENS[0]
     assert {entry["path"] for entry in running["accounting"]} == {"1.1", "1.2.1.1"}
     assert "agent_002" in running["conversations"]  # the Worker's transcript
@@ -90,6 +99,8 @@ def test_the_tree_shows_a_running_sub_agent_then_its_final_tokens(traced: Traced
     assert ended["status"] == "ended"
     assert _tokens(_node(ended["tree"], "1.2.2.1")) == live_agent.WORKER_TOKENS[1]
     assert _node(ended["tree"], "1.2:1")["endedAt"] is not None
+    assert _node(ended["tree"], live_agent.BLOCKING_CALL)["status"] == "ok"
+    assert ended["runningSteps"] == []
     assert [m["content"] for m in ended["conversation"]][-1] == live_agent.HOSTILE
 
     listed = client.get("/api/runs", headers=BEARER).json()

@@ -1,14 +1,16 @@
 """``agenttrace serve`` in a real browser, following an agent that runs in another process.
 
 The scripted agent (tests/live_agent.py) runs in a process of its own; its Worker sub-agent
-waits for a gate file between its two LLM attempts. ``agenttrace serve`` runs in a third
-process, and headless Chromium (Debian's package) opens the session's page by the link it
-printed. The page must show the Worker under its tool call while it waits; then the test opens
-the gate and the page must show the Worker's final tokens, without reloading. Everything waits
+calls a tool that blocks until a gate file exists, between its two LLM attempts. ``agenttrace
+serve`` runs in a third process, and headless Chromium (Debian's package) opens the session's
+page by the link it printed. The page must show the Worker under its tool call while it waits,
+and the blocking call itself (it logged nothing but its journal's intent) with how long it has
+run, counting on in the page between the server's updates; then the test opens the gate and the
+page must show the call ended and the Worker's final tokens, without reloading. Everything waits
 on a condition with a generous deadline, never on a duration.
 
-Screenshots of the tree (Worker running) and of the dialog (the hostile reply as text) are
-kept in tests/artifacts/ (the README links the copies in docs/screenshots/).
+Screenshots of the tree (Worker running, its call in flight) and of the dialog (the hostile
+reply as text) are kept in tests/artifacts/ (the README links the copies in docs/screenshots/).
 """
 
 from __future__ import annotations
@@ -67,6 +69,54 @@ def _png_size(png: bytes) -> tuple[int, int]:
     return width, height
 
 
+_CALL = f"document.querySelector('li[data-path=\"{live_agent.BLOCKING_CALL}\"]')"
+"""The Worker's blocking tool call's node in the page."""
+
+
+def _check_the_call_in_flight(browser: Chromium, base: str, token: str, session_id: str) -> None:
+    """The blocking call is a running tool node under the Worker's turn: its name, its hostile
+    argument as text, and a time that counts on in the page while the server sends nothing."""
+    browser.wait_for(f"{_CALL} !== null", "the call in flight")
+    summary = f"{_CALL}.querySelector(':scope > details > summary')"
+    assert browser.evaluate(f"{_CALL}.parentNode.closest('li').dataset.path") == "1.2.1"
+    assert browser.evaluate(f"{summary}.querySelector('.kind').textContent") == "tool"
+    assert browser.evaluate(f"{summary}.querySelector('.name').textContent") == "read_pages"
+    assert browser.evaluate(f"{summary}.querySelector('.status').textContent") == "running"
+    argument = browser.evaluate(f"{_CALL}.querySelector('.body').textContent")
+    assert live_agent.TITLE in argument.replace('\\"', '"')  # shown as the JSON it is
+    assert browser.evaluate(f"{_CALL}.querySelectorAll('img, script').length") == 0
+    # Its start is the one the API gives: the time the page shows runs from there.
+    status, body = _get(f"{base}/api/runs/{session_id}/tree", {"Authorization": f"Bearer {token}"})
+    assert status == 200
+    (step,) = [s for s in json.loads(body)["runningSteps"] if s["name"] == "read_pages"]
+    since = f"{summary}.querySelector('.since')"
+    assert browser.evaluate(f"{since}.dataset.since") == str(step["startedAt"])
+    # It counts on between updates (the server pushes only changes): the text changes while
+    # no update came. A late write of the agent's may bring one: then look again.
+    for _ in range(10):
+        before = browser.evaluate(
+            f"[{since}.textContent, document.documentElement.dataset.updates]"
+        )
+        assert re.fullmatch(r"for \d+(\.\d+)? m?s", before[0]), before
+        after = browser.wait_for(
+            f"(function () {{ var now = [{since}.textContent, "
+            "document.documentElement.dataset.updates]; "
+            f"return now[0] !== {json.dumps(before[0])} || now[1] !== {json.dumps(before[1])} "
+            "? now : null; })()",
+            "the call's time counting on",
+        )
+        if after[1] == before[1]:
+            assert _seconds(after[0]) > _seconds(before[0]), (before, after)
+            return
+    raise AssertionError("the page was updated at each look: no counting seen between updates")
+
+
+def _seconds(since: str) -> float:
+    """``for 2.31 s`` or ``for 950 ms`` in seconds."""
+    number, unit = since.split()[1:]
+    return float(number) / (1000 if unit == "ms" else 1)
+
+
 @pytest.mark.e2e
 def test_the_page_follows_a_running_agent_in_chromium(browser: Chromium, tmp_path: Path) -> None:
     sessions, gate = tmp_path / "sessions", tmp_path / "gate"
@@ -98,7 +148,9 @@ def test_the_page_follows_a_running_agent_in_chromium(browser: Chromium, tmp_pat
         match = re.fullmatch(r"open (http://127\.0\.0\.1:\d+)/\?token=([A-Za-z0-9_-]{20,})", link)
         assert match, link
         base, token = match.groups()
-        _wait_for_line(sessions / f"{session_id}.events.jsonl", '"path": "1.2.1.1"')
+        stream = sessions / f"{session_id}.events.jsonl"
+        _wait_for_line(stream, '"path": "1.2.1.1"')
+        _wait_for_line(stream, f'"step": "{live_agent.BLOCKING_CALL}"')  # its intent
 
         # Nothing without the token: pages, scripts, the API.
         for path in ("/", f"/session/{session_id}", "/static/page.js", "/api/runs"):
@@ -130,6 +182,7 @@ def test_the_page_follows_a_running_agent_in_chromium(browser: Chromium, tmp_pat
         assert browser.evaluate(f"{worker}.querySelector('.since') !== null")
         first = "document.querySelector('li[data-path=\"1.2.1.1\"] .metrics').textContent"
         assert "in 30 \u00b7 out 7" in browser.evaluate(first)
+        _check_the_call_in_flight(browser, base, token, session_id)
         updates = browser.evaluate("document.documentElement.dataset.updates")
         ARTIFACTS.mkdir(exist_ok=True)
         shot = browser.screenshot(ARTIFACTS / "serve-tree.png")
@@ -149,6 +202,9 @@ def test_the_page_follows_a_running_agent_in_chromium(browser: Chromium, tmp_pat
         last = "document.querySelector('li[data-path=\"1.2.2.1\"] .metrics').textContent"
         assert "in 40 \u00b7 out 9" in browser.evaluate(last)
         assert browser.evaluate(f"{worker}.querySelector('.status').textContent") == "ok"
+        call = f"{_CALL}.querySelector(':scope > details > summary')"
+        assert browser.evaluate(f"{call}.querySelector('.status').textContent") == "ok"
+        assert browser.evaluate(f"{_CALL}.querySelector('.since')") is None
         assert agent.wait(timeout=DEADLINE_S) == 0
 
         # The hostile reply is text in the dialog: no element made of it, no script run.

@@ -12,7 +12,11 @@ every command uses (bounded, validated) and builds the fullest tree they hold:
    (:func:`~agenttrace.formats.session.rebuilt.with_rebuilt_runs`);
 3. every run, turn and op that an event was logged in and that has not ended, from the
    events' path labels (:func:`~agenttrace.formats.session.rebuilt.with_started_nodes`): a sub-agent
-   shows under its tool call from the first thing it hears.
+   shows under its tool call from the first thing it hears;
+4. every LLM attempt and tool call that started and has not ended, from the step journal's
+   ``intent`` lines without an outcome
+   (:func:`~agenttrace.formats.session.inflight.with_running_steps`): a call that hangs shows, with
+   its kind, name and start, though it logged nothing.
 
 The status is ``agenttrace list``'s (:mod:`agenttrace.views.listing`). What is shown passes the
 redaction policy of every output (:mod:`agenttrace.views.public`). A reader polls
@@ -27,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agenttrace._internal.config import Settings
+from agenttrace._internal.redact import redacted_copy
 from agenttrace.formats.session.files import (
     LoadedFile,
     SessionFileError,
@@ -35,6 +41,7 @@ from agenttrace.formats.session.files import (
     stream_path,
 )
 from agenttrace.formats.session.fullest import load_fullest
+from agenttrace.formats.session.inflight import with_running_steps
 from agenttrace.formats.session.optree import children, hosted_sessions, session_ops
 from agenttrace.formats.session.rebuilt import with_started_nodes
 from agenttrace.views.listing import DAMAGED, RUNNING, session_row
@@ -59,6 +66,9 @@ class LiveSession:
     read_at_ms: int
     state: FilesState
     """The files as they were when read (compare with :func:`files_state` to know if stale)."""
+    running_steps: tuple[dict[str, Any], ...] = ()
+    """The calls in flight, each as :meth:`~agenttrace.formats.session.inflight.RunningStep.as_json`
+    (redacted): in the tree too, as ops without an end."""
 
     @property
     def running(self) -> bool:
@@ -95,16 +105,18 @@ def read_live(directory: Path, session_id: str) -> LiveSession:
     read_at = time.time()
     row = session_row(directory, session_id, now=read_at)
     loaded = load_fullest(stream if state[0] is not None else snapshot)
-    loaded = public_view(with_started_nodes(loaded))
+    loaded, steps = with_running_steps(with_started_nodes(loaded))
+    loaded = public_view(loaded)
+    shown = redacted_copy([step.as_json() for step in steps], Settings.resolve().max_payload_bytes)
     status = row.status if row is not None else DAMAGED
-    return LiveSession(session_id, status, loaded, int(read_at * 1000), state)
+    return LiveSession(session_id, status, loaded, int(read_at * 1000), state, tuple(shown))
 
 
 def session_document(live: LiveSession) -> dict[str, Any]:
     """The JSON of ``GET /api/runs/{id}/tree`` (docs/serve.md): the page's data (the HTML
     export's, :func:`~agenttrace.views.exports.html.page_data`) with the opTree as ``tree``,
     the conversation, each agent's transcript, every log and accounting entry with the path of
-    its op, and the live fields ``status`` and ``now``."""
+    its op, and the live fields ``status``, ``now`` and ``runningSteps`` (the calls in flight)."""
     from agenttrace.views.exports.html import page_data
 
     data = page_data(live.loaded)
@@ -119,6 +131,7 @@ def session_document(live: LiveSession) -> dict[str, Any]:
         "sessionId": live.session_id,
         "status": live.status,
         "now": live.read_at_ms,
+        "runningSteps": list(live.running_steps),
         **data,
         "tree": runs,
         "conversation": dialog,

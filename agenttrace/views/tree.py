@@ -10,6 +10,7 @@ from rich.console import Console as RichConsole
 from rich.text import Text
 from rich.tree import Tree
 
+from agenttrace._internal.escapes import escaped
 from agenttrace.formats.session.optree import (
     children,
     cost_unknown,
@@ -29,7 +30,9 @@ def optree_tree(runs: Sequence[Mapping[str, Any]], running_at: int | None = None
     a node without an end is ``running for`` the time since it started (``tree --follow``)."""
     root = Tree("session", hide_root=True)
     for number, run in enumerate(runs, 1):
-        branch = root.add(f"run {number}: trace {run.get('traceId')} (txn {run.get('txnId')})")
+        branch = root.add(
+            _line(f"run {number}: trace {run.get('traceId')} (txn {run.get('txnId')})")
+        )
         _add_session(branch, run, running_at)
     return root
 
@@ -53,7 +56,7 @@ def _add_session(parent: Tree, node: Mapping[str, Any], running_at: int | None) 
     else:
         status = "ok" if node.get("success") else "failed"
     branch = parent.add(
-        Text(
+        _line(
             f"{node.get('path')} session {node.get('agentName')} [{node.get('agentId')}] "
             f"{status}{_latency(node)}"
         )
@@ -61,7 +64,7 @@ def _add_session(parent: Tree, node: Mapping[str, Any], running_at: int | None) 
     for turn in children(node, "turns"):
         running = _running(turn, running_at) if turn.get("endedAt") is None and running_at else ""
         turn_branch = branch.add(
-            Text(f"{turn.get('path')} turn {turn.get('index')}{' ' if running else ''}{running}")
+            _line(f"{turn.get('path')} turn {turn.get('index')}{' ' if running else ''}{running}")
         )
         ops = list(children(turn, "ops"))
         branches: list[Tree] = []
@@ -99,11 +102,17 @@ def _add_op(parent: Tree, op: Mapping[str, Any], running_at: int | None = None) 
         if entry.get("type") == "tool":
             details += f" chars {entry.get('charactersIn')}/{entry.get('charactersOut')}"
     branch = parent.add(
-        Text(f"{op.get('path')} {op.get('kind')} {op.get('name')} {status}{_latency(op)}{details}")
+        _line(f"{op.get('path')} {op.get('kind')} {op.get('name')} {status}{_latency(op)}{details}")
     )
     for child in hosted_sessions(op):
         _add_session(branch, child, running_at)
     return branch
+
+
+def _line(text: str) -> Text:
+    """One node's line, plain text: names come from agents and tools, and a terminal escape or
+    a newline in one is shown as its escape, never obeyed."""
+    return Text(escaped(text))
 
 
 def _usage(entry: Mapping[str, Any]) -> str:

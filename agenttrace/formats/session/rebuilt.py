@@ -201,6 +201,54 @@ def _seen(
     return made
 
 
+def running_op(
+    run: Node,
+    address: tuple[int, ...],
+    started: int,
+    agent: str,
+    names: dict[str, str],
+    max_depth: int,
+) -> Node | None:
+    """The op at ``address`` (an op's: its length 2, 5, 8, ...) under ``run``, known to run
+    there since ``started`` in ``agent`` (a step journal's ``intent``: ``record.inflight``):
+    made with the turns, host ops and sub-agent runs on the way when missing, as an event
+    logged in it would make them (:func:`with_started_nodes`). ``None`` when that op has ended
+    (its node is whole) or its place would nest deeper than ``max_depth`` levels."""
+    if len(address) % 3 != 2:
+        return None
+    if _LEVELS_PER_RUN * (len(address) // 3) + _LEVELS_OF_ROOT_OP > max_depth:
+        return None
+    known = _node_at(run, address)
+    if known is not None and known.get("endedAt") is not None:
+        return None  # checked first: an ended op's start is its own, never moved
+    _seen(run, address, started, agent, names)
+    return _node_at(run, address)
+
+
+def _node_at(run: Node, address: tuple[int, ...]) -> Node | None:
+    """The node at ``address`` under ``run``, if it is there (nothing is made)."""
+    node: Node = run
+    for depth in range(len(address)):
+        label = format_label(address[: depth + 1])
+        if depth % 3 == 2:
+            found = [
+                child
+                for child in hosted_sessions(node)
+                if isinstance(child, dict) and child.get("path") == label
+            ]
+        else:
+            key = "turns" if depth % 3 == 0 else "ops"
+            found = [
+                child
+                for child in node.get(key) or []
+                if isinstance(child, dict) and child.get("path") == label
+            ]
+        if not found:
+            return None
+        node = found[0]
+    return node
+
+
 def _started_op(address: tuple[int, ...], label: str) -> Node:
     """An op known only because an event was logged in it: not ended, its kind not known
     until it ends (then its ``op_accounted`` line says it)."""

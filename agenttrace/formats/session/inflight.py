@@ -1,0 +1,242 @@
+"""Calls in flight: the LLM attempts and tool calls that have started and not ended, from the
+step journal (docs/journal.md), for the live views (``agenttrace serve``, ``agenttrace tree
+--follow``).
+
+A step's ``intent`` line is on disk before its call runs; its ``done`` or ``failed`` line and
+its op's ``op_accounted`` line come when it ends. An LLM call that hangs or a tool that blocks
+logs nothing else, so without the journal nothing would show it. An intent without an outcome
+(nor a person's decision, ``agenttrace resolve``) is a call that runs now, or, once its process
+is gone, one that never ended (in doubt).
+
+:func:`with_running_steps` puts each such call into its run's tree as an op at its path label,
+making the turn, host ops and sub-agent runs on the way as an event logged there would
+(:func:`~agenttrace.formats.session.rebuilt.running_op`): its kind and name, ``startedAt`` the
+intent's ``ts``, its arguments as its ``request``, and no end, so a view shows it running. An op
+that has ended is left alone (its node is whole), and so is a run that has ended. Like the other
+nodes of a live view, these are never written back.
+
+The journal names a step's run by the run's origin id; a tree names its runs by trace id when
+they are known only from events. The run is the unfinished one with that origin, else the one
+the ``op_accounted`` lines give that origin's trace, else the only unfinished run whose origin
+no file says yet; else it is made from the steps (its agent the one of its root-level steps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agenttrace._internal.config import ReadLimits
+from agenttrace._internal.times import ts_ms
+from agenttrace.formats.session.files import LoadedFile
+from agenttrace.formats.session.rebuilt import Node, running_op
+from agenttrace.model.journal import STEP, STEP_DECISION
+from agenttrace.model.paths import parse_label
+
+
+@dataclass(frozen=True)
+class RunningStep:
+    """A step whose intent is in the journal and whose outcome is not."""
+
+    run: str
+    """The origin id of the run it belongs to."""
+    path: str
+    """Its path label in that run."""
+    attempt: int
+    kind: str
+    """``tool`` or ``llm``."""
+    name: str
+    """The tool's name, or the model an LLM attempt asked for."""
+    agent_id: str
+    started_at: int
+    """When its intent was written (ms since the epoch): when it started."""
+    arguments: str | None = None
+    """A tool's arguments as JSON text (as the journal holds them)."""
+
+    def as_json(self) -> dict[str, Any]:
+        """The step as ``GET /api/runs/{id}/tree`` lists it (``runningSteps``)."""
+        return {
+            "run": self.run,
+            "path": self.path,
+            "attempt": self.attempt,
+            "kind": self.kind,
+            "name": self.name,
+            "agentId": self.agent_id,
+            "startedAt": self.started_at,
+            "arguments": self.arguments,
+        }
+
+
+def running_steps(journal: Iterable[Mapping[str, Any]]) -> list[RunningStep]:
+    """The steps of ``journal`` (a stream's journal lines, in order) that started and have no
+    outcome, in the order they started. Of the attempts at one place only the last counts: an
+    earlier one ended, or its process died, before the next began. An intent without a ``ts``
+    (none agenttrace writes) says nothing of when it started, and is left out."""
+    last: dict[tuple[str, str], tuple[int, Mapping[str, Any] | None]] = {}
+    for line in journal:
+        run, label, attempt = line.get("run"), line.get("step"), line.get("attempt")
+        if not isinstance(run, str) or not isinstance(label, str) or type(attempt) is not int:
+            continue
+        kind = line.get("event_type")
+        known = last.get((run, label))
+        if kind == STEP and line.get("state") == "intent":
+            if known is None or attempt >= known[0]:
+                last[(run, label)] = (attempt, line)
+        elif kind in (STEP, STEP_DECISION) and known is not None and known[0] == attempt:
+            last[(run, label)] = (attempt, None)  # it ended, or a person decided it did not run
+    steps = []
+    for (run, label), (attempt, intent) in last.items():
+        started = ts_ms(intent.get("ts")) if intent is not None else None
+        if intent is None or started is None:
+            continue
+        arguments = intent.get("arguments")
+        steps.append(
+            RunningStep(
+                run=run,
+                path=label,
+                attempt=attempt,
+                kind=str(intent.get("kind") or "tool"),
+                name=str(intent.get("name") or ""),
+                agent_id=str(intent.get("agent_id") or ""),
+                started_at=started,
+                arguments=arguments if isinstance(arguments, str) else None,
+            )
+        )
+    return steps
+
+
+def with_running_steps(
+    loaded: LoadedFile, max_depth: int | None = None
+) -> tuple[LoadedFile, list[RunningStep]]:
+    """``loaded`` with a running op for each step of its journal that has not ended (see the
+    module docstring), and those steps; ``loaded`` itself and ``[]`` when there is none. Apply
+    it after :func:`~agenttrace.formats.session.rebuilt.with_started_nodes`, whose runs it fills.
+
+    An op whose place would nest the tree deeper than ``max_depth`` levels
+    (``AGENTTRACE_MAX_NESTING_DEPTH``) is left out, as a file that deep would be refused."""
+    steps = running_steps(loaded.journal)
+    if not steps:
+        return loaded, []
+    if max_depth is None:
+        max_depth = ReadLimits.from_env().nesting_depth
+    runs = [dict(run) for run in loaded.runs]
+    finder = _Runs(runs, loaded, steps)
+    placed: list[RunningStep] = []
+    for step in steps:
+        try:
+            address = parse_label(step.path)
+        except ValueError:
+            continue
+        run = finder.run_of(step)
+        if run is None:
+            continue
+        op = running_op(run, address, step.started_at, step.agent_id, finder.names, max_depth)
+        if op is None:
+            continue
+        _describe(op, step)
+        placed.append(step)
+    if not placed:
+        return loaded, []
+    empty = {id(run) for run in finder.made if not run["turns"]}  # its one step nested too deep
+    runs = [run for run in runs if id(run) not in empty]
+    runs.sort(key=lambda run: run.get("startedAt") or 0)
+    return dataclasses.replace(loaded, runs=runs), placed
+
+
+def _describe(op: Node, step: RunningStep) -> None:
+    """What the journal says of a running op that its other lines did not."""
+    if op.get("kind") != "session":  # a tool hosting a sub-agent is a session op, as it ends
+        op["kind"] = step.kind
+    if not op.get("name"):
+        op["name"] = step.name
+    if step.arguments is not None and "request" not in op:
+        op["request"] = {"payload": step.arguments, "size": len(step.arguments), "kind": step.kind}
+
+
+class _Runs:
+    """Finds the run of each step in ``runs`` (see the module docstring), making it if none is
+    there."""
+
+    def __init__(self, runs: list[Node], loaded: LoadedFile, steps: list[RunningStep]) -> None:
+        self.runs = runs
+        self.made: list[Node] = []
+        self.session_id = loaded.session_id or _text(loaded.meta.get("session_id"))
+        self.names: dict[str, str] = {}
+        for event in loaded.events:
+            agent, name = event.get("agent_id"), event.get("name")
+            created = event.get("event_type") == "agent_created"
+            if created and isinstance(agent, str) and isinstance(name, str) and name:
+                self.names[agent] = name
+        self.traces: dict[str, str] = {}  # origin -> the trace of its last op that ended
+        for line in loaded.accounted:
+            entry, trace = line.get("accounting"), line.get("trace_id")
+            if isinstance(entry, Mapping) and isinstance(trace, str):
+                origin = entry.get("originTxnId")
+                if isinstance(origin, str):
+                    self.traces[origin] = trace
+        self.root_agents: dict[str, str] = {}  # origin -> the agent of its root-level steps
+        for step in steps:
+            if step.agent_id and _is_root_op(step.path):
+                self.root_agents.setdefault(step.run, step.agent_id)
+
+    def run_of(self, step: RunningStep) -> Node | None:
+        """The run ``step`` belongs to; ``None`` when that run has ended (it has every node)."""
+        roots = [run for run in self.runs if run.get("path", "0") == "0"]
+        named = [run for run in roots if step.run in (run.get("originTxnId"), run.get("txnId"))]
+        unfinished = [run for run in named if run.get("endedAt") is None]
+        if unfinished:
+            return unfinished[-1]
+        if named:
+            return None
+        trace = self.traces.get(step.run)
+        if trace is not None:
+            traced = [r for r in roots if r.get("traceId") == trace and r.get("endedAt") is None]
+            if traced:
+                return traced[-1]
+        nameless = [
+            run
+            for run in roots
+            if run.get("endedAt") is None and not run.get("originTxnId") and not run.get("txnId")
+        ]
+        if len(nameless) == 1:  # several: which is which is not known, so none is guessed
+            run = nameless[0]
+            run["txnId"] = run["originTxnId"] = step.run
+            return run
+        return self._made(step)
+
+    def _made(self, step: RunningStep) -> Node:
+        agent = self.root_agents.get(step.run) or step.agent_id
+        name = self.names.get(agent, agent)
+        run: Node = {
+            "id": step.run,
+            "traceId": None,
+            "spanId": None,
+            "path": "0",
+            "agentId": agent,
+            "agentName": name,
+            "callPath": name,
+            "txnId": step.run,
+            "originTxnId": step.run,
+            "parentTxnId": None,
+            "sessionId": self.session_id,
+            "startedAt": step.started_at,
+            "attributes": {"ingress": {}},
+            "turns": [],
+        }
+        self.runs.append(run)
+        self.made.append(run)
+        return run
+
+
+def _is_root_op(label: str) -> bool:
+    """Whether ``label`` is an op of a run's own turns (not of a sub-agent's)."""
+    try:
+        return len(parse_label(label)) == 2
+    except ValueError:
+        return False
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
