@@ -871,8 +871,8 @@ schema_version) is checked by the atif package's models instead (the [atif] extr
 
 Section 6.2 names the tool that starts a sub-agent Task. By default any call that carries
 subagent_info counts as one (agenttrace's sessions run sub-agents from tools of any name, and
-sub-agents from their own tools), so agenttrace's exports validate; --strict applies the
-seed's rules to the letter: only calls named Task, in the session's own tool_calls.
+sub-agents from their own tools), so agenttrace's exports validate; --strict applies
+STD-008's rules to the letter: only calls named Task, in the session's own tool_calls.
 
 Exit status 0: valid; 1: invalid; 2: FILE cannot be read or is not JSON.
 """

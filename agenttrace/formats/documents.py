@@ -1,6 +1,7 @@
-"""JSON documents of other formats that agenttrace reads: STD-008 multi-agent sessions (seed
-003) and ATIF trajectories. A file named ``*.json`` is one (a session file is ``*.json.gz``, an
-event stream ``*.jsonl``; STD-008's own detection rule is by name too, section 2.2).
+"""JSON documents of other formats that agenttrace reads: STD-008 multi-agent session
+documents (docs/std008.md) and ATIF trajectories (docs/atif.md). A file named ``*.json`` is one (a
+session file is ``*.json.gz``, an event stream ``*.jsonl``; STD-008's own detection rule is by name
+too, section 2.2).
 
 Documents are untrusted input like session files: a regular file only, at most
 ``AGENTTRACE_MAX_DECOMPRESSED_BYTES`` (the cap on a session file's JSON) read, valid JSON,

@@ -138,9 +138,10 @@ class RunTree:
 
 
 def _host(op: Node, run: Node) -> None:
-    """Put the sub-agent ``run`` under ``op``: as ``childSession`` if it is the op's first (seed
-    002's form), else every run the op hosted as ``childSessions``. Each run is in the tree
-    once: a run under both keys is written twice, and a chain of sub-agents d deep 2^d times."""
+    """Put the sub-agent ``run`` under ``op``: as ``childSession`` if it is the op's first (the
+    opTree's own form, docs/session-file.md), else every run the op hosted as ``childSessions``.
+    Each run is in the tree once: a run under both keys is written twice, and a chain of sub-agents
+    d deep 2^d times."""
     hosted = op.get("childSessions")
     if hosted is not None:
         hosted.append(run)

@@ -14,11 +14,11 @@ The lines are those :class:`~agenttrace.ExchangeLogger` writes for the Claude Ag
   sub-agents carrying ``parent_tool_use_id``, the call that ran them. ``stats`` add up the run's
   whole tree: its turns, its wall time, the time of its LLM attempts (``duration_api_ms``), their
   tokens and cost. ``tokens_in`` counts input tokens other than cache reads and writes, as the
-  Anthropic API (and the seed) count them; a cost litellm could not price makes ``cost_usd``
-  ``null``, never 0. A run that failed carries ``error``; one that never ended has ``ts_end``
-  and ``stats`` ``null``;
-- ``session_end`` aggregates them as the seed says, ``tools_used`` counting the tool calls of the
-  whole tree by name.
+  Anthropic API (and the exchange log's format) count them; a cost litellm could not price makes
+  ``cost_usd`` ``null``, never 0. A run that failed carries ``error``; one that never ended has
+  ``ts_end`` and ``stats`` ``null``;
+- ``session_end`` aggregates them as the exchange log's format says, ``tools_used`` counting the
+tool calls of the   whole tree by name.
 
 Content is redacted and capped like every export (:func:`agenttrace.views.public.public_view`).
 """
@@ -240,7 +240,7 @@ def _seconds(value: Any) -> float | None:
 
 
 def _time(value: Any) -> str | None:
-    """A node's time (ms since the epoch) as the seed's timestamp."""
+    """A node's time (ms since the epoch) as the exchange log's timestamp."""
     seconds = _seconds(value)
     if seconds is None or not 0 <= seconds < 253402300800:  # before the year 10000
         return None
@@ -252,7 +252,8 @@ def _updated(loaded: LoadedFile) -> float | None:
 
 
 def _event_time(value: Any) -> str:
-    """An event's ``ts`` (``2026-11-23T00:32:34.350Z``) to the second, as the seed writes."""
+    """An event's ``ts`` (``2026-11-23T00:32:34.350Z``) to the second, as the exchange log
+    writes."""
     if isinstance(value, str) and _ISO_SECONDS.match(value):
         return value[:19] + "Z"
     return ""

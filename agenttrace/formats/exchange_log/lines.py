@@ -16,12 +16,12 @@ The format, field for field:
   ``cache_creation``, ``cache_read``) of the last exchange only (later exchanges carry the
   earlier ones as context, so a sum would count it again), ``tools_used`` counted over all.
 
-What agenttrace adds where the seed is silent, and only there: a sub-agent's message carries
-``parent_tool_use_id`` (the call that ran it); an exchange whose result is an error carries
-``error`` (the result's text); an exchange that never got its result (the program stopped, or
-the SDK raised) is written when the log is closed with ``stats`` ``null``; a number nobody
-reported (a cost the SDK did not give) is ``null``, and so is a total it is part of, never 0.
-Timestamps are ISO 8601 UTC to the second, as the seed writes them.
+What agenttrace adds where the exchange log's format (README, "The exchange log") is silent, and
+only there: a sub-agent's message carries ``parent_tool_use_id`` (the call that ran it); an exchange
+whose result is an error carries ``error`` (the result's text); an exchange that never got its
+result (the program stopped, or the SDK raised) is written when the log is closed with ``stats``
+``null``; a number nobody reported (a cost the SDK did not give) is ``null``, and so is a total it
+is part of, never 0. Timestamps are ISO 8601 UTC to the second, as the format writes them.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ totals (0.560024 - 0.56) would otherwise end in floating-point noise (2.40000000
 
 
 def timestamp(when: float | None = None) -> str:
-    """``when`` (seconds since the epoch, default now) as the seed's ``2025-11-07T08:45:32Z``."""
+    """``when`` (seconds since the epoch, default now) as the format's ``2025-11-07T08:45:32Z``."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if when is None else when))
 
 
@@ -51,7 +51,7 @@ def file_stamp(when: float) -> str:
 
 
 def encode(value: Any) -> bytes:
-    """``value`` as compact JSON (the seed's lines have no spaces), UTF-8; a number JSON has
+    """``value`` as compact JSON (the format's lines have no spaces), UTF-8; a number JSON has
     none for (NaN, an infinity) as ``null``. Text holding a lone surrogate, which UTF-8 cannot
     encode, is written as its ``\\u`` escape instead."""
     try:

@@ -29,8 +29,8 @@ from agenttrace.formats.session.schema import depth_error
 
 Count = Annotated[int, msgspec.Meta(ge=0)]
 Amount = Count | Annotated[float, msgspec.Meta(ge=0)]
-"""A non-negative number, an ``int`` kept as one (``6901``, not ``6901.0``, as the seed writes
-it); finiteness is checked after."""
+"""A non-negative number, an ``int`` kept as one (``6901``, not ``6901.0``, as the exchange log
+writes it); finiteness is checked after."""
 
 
 class _Wire(msgspec.Struct, kw_only=True, gc=False):

@@ -431,8 +431,8 @@ def _result_entry(block: ToolResult, ts: str, parent: str | None) -> dict[str, A
 
 
 def _output_text(content: str | list[Any] | None) -> str:
-    """A tool result's content as the seed's ``output`` text: text parts joined by newlines, a
-    part of another kind (an image) as ``[image]``."""
+    """A tool result's content as the exchange log's ``output`` text: text parts joined by newlines,
+    a part of another kind (an image) as ``[image]``."""
     if content is None:
         return ""
     if isinstance(content, str):

@@ -1,16 +1,16 @@
 """Validating a STD-008 document (STD-008, section 6): its format
 (:mod:`agenttrace.formats.std008.schema`), then the consistency checks between its parts.
 
-The checks of section 6.2 report the seed's own messages (``sub_session X has invalid
+The checks of section 6.2 report STD-008's own messages (``sub_session X has invalid
 trigger``, ``Task call X references missing sub_session``, ``Message X from unknown agent``).
 Its first two rules name the triggering tool ``Task`` (Claude Code's); agenttrace's sessions run
 sub-agents from tools of any name (the cafe's ``discuss``), and a sub-agent may run its own. So
 by default a call that carries ``subagent_info`` is a trigger whatever its name, and a
 sub-session's trigger is looked up where its ``parent_session_id`` says (the session's calls,
-or the calls of the sub-session that ran it). ``strict=True`` applies the seed's rules to the
+or the calls of the sub-session that ran it). ``strict=True`` applies STD-008's rules to the
 letter: only a call named ``Task``, in the session's own ``tool_calls``.
 
-Beyond the seed, ids that link parts must be unique, every message goes to a known agent and
+Beyond STD-008, ids that link parts must be unique, every message goes to a known agent and
 every sub-session's agent is a participant. The checks read the decoded JSON defensively, so
 they report what they can also on a document the format check refused.
 """
@@ -24,7 +24,7 @@ from agenttrace._internal.config import DEFAULT_MAX_NESTING_DEPTH
 from agenttrace.formats.std008.schema import check
 
 TASK_TOOL = "Task"
-"""The name the seed's section 6.2 gives the tool that starts a sub-agent."""
+"""The name STD-008's section 6.2 gives the tool that starts a sub-agent."""
 
 
 def validate(
@@ -124,7 +124,7 @@ def consistency_errors(document: Mapping[str, Any], *, strict: bool = False) -> 
 
 
 def _is_trigger(call: Mapping[str, Any], strict: bool) -> bool:
-    """Whether ``call`` starts sub-agents: named ``Task`` (the seed), or, unless ``strict``,
+    """Whether ``call`` starts sub-agents: named ``Task`` (STD-008), or, unless ``strict``,
     carrying ``subagent_info``."""
     if call.get("tool_name") == TASK_TOOL:
         return True

@@ -3,10 +3,10 @@ validate`` and the STD-008 import accept, and the source of the JSON Schema ship
 package (``std008.schema.json``; ``python -m agenttrace.formats.std008.schema --write``
 regenerates it and docs/std008.schema.json).
 
-The structs follow the seed's interfaces field for field: a field without ``?`` there is
-required here, and its types, enums and ISO 8601 times are checked. STD-008 extends STD-001's
-``AgentSession``, whose other fields (``task_title``, ``agent``, ...) the seed does not list:
-unknown keys are allowed everywhere, and the few STD-001 fields agenttrace reads are typed
+The structs follow STD-008's interfaces (docs/std008.md) field for field: a field without ``?``
+there is required here, and its types, enums and ISO 8601 times are checked. STD-008 extends
+STD-001's ``AgentSession``, whose other fields (``task_title``, ``agent``, ...) STD-008 does not
+list: unknown keys are allowed everywhere, and the few STD-001 fields agenttrace reads are typed
 (``session_id``, ``created_at`` and ``tool_calls`` required; ``ToolCall``'s ``call_id`` and
 ``tool_name``). agenttrace's own additions are optional and marked as such: ``name`` on an
 agent, ``sub_session_ids`` on ``subagent_info`` (a call that ran several agents),
@@ -122,7 +122,7 @@ class ToolOutput(_Object, kw_only=True):
 
 
 class ToolCall(_Object, kw_only=True):
-    """One tool call (STD-001's ``ToolCall``, as far as the seed shows it)."""
+    """One tool call (STD-001's ``ToolCall``, as far as STD-008 shows it)."""
 
     call_id: Id
     tool_name: Annotated[str, Meta(min_length=1)]
@@ -302,7 +302,7 @@ class TaskTotals(_Object, kw_only=True):
 
 
 class Summary(_Object, kw_only=True):
-    """STD-001's ``SessionSummary`` (as far as the seed shows it) extended by section 3.6;
+    """STD-001's ``SessionSummary`` (as far as STD-008 shows it) extended by section 3.6;
     ``agents``, ``tasks`` and ``review_iterations`` are required in a multi-agent session."""
 
     total_duration_ms: Milliseconds | UnsetType = UNSET
@@ -417,7 +417,7 @@ def json_schema() -> dict[str, Any]:
             "A multi-agent session document (STD-008 v1.0): collaboration, tool calls, "
             "sub-sessions, messages and summary; unknown keys are allowed (STD-001's fields). "
             "Generated from agenttrace/formats/std008/schema.py; the consistency checks of the "
-            "seed's section 6.2 are not expressible here (agenttrace validate applies them)."
+            "STD-008's section 6.2 are not expressible here (agenttrace validate applies them)."
         ),
         **document,
         "$defs": dict(sorted(components.items())),

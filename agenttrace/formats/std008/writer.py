@@ -4,7 +4,7 @@
 The root agent is the orchestrator; every agent a tool call ran is a participant, and each of
 its runs a sub-session triggered by that tool call, which carries ``subagent_info``. Tools an
 agent called go to the ``tool_calls`` of its own (sub-)session. A session without sub-agents is
-the single-agent form of the seed's section 8.1 (``collaboration.mode: "single"``).
+the single-agent form of STD-008's section 8.1 (``collaboration.mode: "single"``).
 
 What the session does not say comes from documented defaults (README, "STD-008"):
 
@@ -84,7 +84,7 @@ def std008_document(loaded: LoadedFile) -> dict[str, Any]:
 
 
 def file_name(document: Mapping[str, Any], directory: Path) -> str:
-    """The name the seed's section 2.1 gives ``document`` in ``directory``:
+    """The name STD-008's section 2.1 gives ``document`` in ``directory``:
     ``{date}-{sequence}-{task-summary}-multi.json`` (``.json`` for a single-agent session),
     the sequence one past the highest of that date already there."""
     created = iso_ms(document.get("created_at"))
