@@ -63,7 +63,12 @@ def call_arguments(agent: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
 class ManagedCall(_ToolSpec):
     """A managed agent called by its manager (``MultiStepAgent.__call__``): the tool call
     ``execute_tool {name}`` that hosts its run. Called outside any agent run (a program calling
-    ``agent(task)`` itself), it is no tool call: only the run it makes is traced."""
+    ``agent(task)`` itself), it is no tool call: only the run it makes is traced.
+
+    smolagents' ids say what passes through the call (``agenttrace.tracing.relays``): the
+    managed agent's task message stands for the ``task`` argument (a ``piece_of_text`` of the
+    manager's call), and the call's result, smolagents' report of the managed agent's final
+    answer, for the managed agent's last reply, whatever their text."""
 
     def __init__(self) -> None:
         super().__init__(agent_name, call_arguments, method=True)
@@ -73,7 +78,16 @@ class ManagedCall(_ToolSpec):
     ) -> OpScope | None:
         if current_scope() is None:
             return None
-        return super().open(args, kwargs)
+        scope = super().open(args, kwargs)
+        task = call_arguments(*args, **kwargs).get("task")
+        if isinstance(task, str) and task:
+            scope.delivers = task
+        return scope
+
+    def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
+        if error is None:
+            scope.answer = scope.hosted_reply  # what smolagents reports is the final answer
+        super().close(scope, error, result)
 
 
 # --- agent ids across a resume ----------------------------------------------------------------
