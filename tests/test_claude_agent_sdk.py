@@ -532,6 +532,37 @@ def test_subagents_prompts_and_answers_link_by_the_call_ids_whatever_their_text(
         assert [e.get("content") for e in sub.transcript if e["role"] == "assistant"] == ["Yes."]
 
 
+def test_a_subagents_final_reply_of_two_texts_is_whole_in_its_transcript(
+    claude: None, traced: Traced, model: AnthropicServer, work: Path
+) -> None:
+    # The SDK's completion notice, from which the reply is logged when its call returns, says
+    # only its last text block: the transcript read afterwards gives the whole reply.
+    call = {
+        "description": "check",
+        "prompt": "is it red?",
+        "subagent_type": "general-purpose",
+        "run_in_background": False,
+    }
+    model.reset(
+        Reply([tool_use("Agent", call)], usage=usage(1, 1), when=not_asked("is it red?")),
+        Reply([text("I looked."), text("Yes.")], usage=usage(2, 2), when=asked("is it red?")),
+        Reply([text("It is red.")], usage=usage(3, 3), when=not_asked("is it red?")),
+    )
+    run(collect(query(prompt="look at the ball", options=options(model, work))))
+
+    session = agenttrace.current_session()
+    main_record, sub = session.agents.values()
+    (result,) = [e for e in main_record.transcript if e.get("role") == "tool"]
+    linked = next(e for e in session.events if e["message_id"] == result["substance"])
+    assert (linked["agent_id"], linked["role"]) == (sub.agent_id, "assistant")
+    # What the sub-agent's transcript ends with, to send again, is the whole reply, standing
+    # for the reply its call's result stands for.
+    final = sub.transcript[-1]
+    assert final["content"] == "I looked.\nYes."
+    assert final.get("substance", final["message_id"]) == linked["message_id"]
+    assert [e["role"] for e in sub.transcript] == ["user", "assistant"]
+
+
 # --- failures ----------------------------------------------------------------------------------
 
 

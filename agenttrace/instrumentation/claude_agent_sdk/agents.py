@@ -239,7 +239,8 @@ class AgentRun:
         entry = message.entry()
         if self.early is not None and "tool_calls" not in entry:
             # The final reply, logged already when its call returned (:meth:`report`).
-            message.entry_id, self.early = self.early, None
+            early, self.early = self.early, None
+            message.entry_id = self._replace_early(early, entry, message.op)
         else:
             message.entry_id = scope.run.session.log_transcript_entry(
                 scope.agent_id, entry, at=message.op
@@ -258,6 +259,26 @@ class AgentRun:
             message.finish()
         else:
             self.pending.append(message)
+
+    def _replace_early(self, early: str, entry: dict[str, Any], at: OpScope) -> str:
+        """The entry of the final reply logged early (:meth:`report`) from the notice's text:
+        that one if the reply says just that; else (the notice gave its last text block only)
+        the transcript ends with the whole reply instead, a reset that keeps what came before
+        it and stands for the same reply. Its message id."""
+        session = self.scope.run.session
+        record = session.agents.get(self.scope.agent_id)
+        transcript = record.transcript if record is not None else []
+        if (
+            entry.get("content") == self.summary
+            or not transcript
+            or transcript[-1].get("message_id") != early
+        ):
+            return early
+        session.log_transcript_reset(
+            self.scope.agent_id, len(transcript) - 1, [entry], at=at, heard=lambda _: early
+        )
+        whole = transcript[-1].get("message_id")
+        return whole if isinstance(whole, str) else early
 
     def settle(self, finals: Mapping[str, Any]) -> None:
         """End the spans of complete messages, with their final usage where it is known."""
