@@ -283,6 +283,10 @@ def test_a_managed_agent_runs_under_the_code_that_called_it(traced: Traced, llm:
         ("agent_001", "CodeAgent", None),
         ("agent_002", "researcher", reply["message_id"]),
     ]
+    # The task the code handed the researcher is a piece of text of that reply.
+    task = first_heard(events, "agent_002")
+    piece = by_id(events)[task["substance"]]
+    assert (piece["content"], piece["cause"]) == (TASK, reply["message_id"])
     # The session file's opTree: the sub-agent's run under the call that ran it.
     (tree,) = saved(traced).runs
     assert optree(tree) == [
