@@ -441,17 +441,6 @@ def first_heard(events: list[dict[str, Any]], agent: str) -> dict[str, Any]:
     return next(e for e in events if e["agent_id"] == agent and e.get("role") == "user")
 
 
-def final_reply(events: list[dict[str, Any]], agent: str) -> dict[str, Any]:
-    """``agent``'s reply that called final_answer."""
-    return next(
-        e
-        for e in events
-        if e["agent_id"] == agent
-        and e.get("role") == "assistant"
-        and any(c["function"]["name"] == "final_answer" for c in e.get("tool_calls") or ())
-    )
-
-
 def answered(events: list[dict[str, Any]], call_id: str) -> dict[str, Any]:
     (entry,) = [e for e in events if e.get("role") == "tool" and e.get("tool_call_id") == call_id]
     return entry
@@ -491,14 +480,44 @@ def test_a_managed_agents_task_and_short_answer_link_by_the_call_whatever_their_
         TASK,
         asking["message_id"],
     )
-    # The manager's tool entry is the researcher's answer: "Yes.", which no content rule links.
+    # The manager's tool entry is the researcher's answer, "Yes." (which no content rule
+    # links): its final_answer call's entry, the answer in the researcher's own words.
     report = answered(events, "call_delegate")
     assert report["content"] == "researcher says: Yes."
-    assert report["substance"] == final_reply(events, "agent_002")["message_id"]
-    assert ids[report["substance"]]["agent_id"] == "agent_002"
+    final = ids[report["substance"]]
+    assert (final["agent_id"], final["tool_call_id"], final["content"]) == (
+        "agent_002",
+        "call_answer",
+        "Yes.",
+    )
     # The other tool entries are the tools' own content.
     assert "substance" not in answered(events, "call_answer")
     assert "substance" not in answered(events, "call_done")
+
+
+@SMOL
+def test_a_managed_code_agents_answer_is_the_reply_whose_code_gave_it(
+    traced: Traced, llm: LLMServer
+) -> None:
+    llm.reset(
+        calls(("coder", {"task": TASK}, "call_coder")),
+        code('final_answer("Yes.")'),
+        calls(("final_answer", {"answer": "Yes."}, "call_done")),
+    )
+    coder = smolagents.CodeAgent(
+        tools=[], model=model(llm), name="coder", description="Codes.", verbosity_level=0
+    )
+    manager = smolagents.ToolCallingAgent(
+        tools=[], model=model(llm), managed_agents=[coder], name="manager", verbosity_level=0
+    )
+
+    assert manager.run("Is Paris the capital of France?") == "Yes."
+
+    events = saved(traced).events
+    # Its code called final_answer, which logs no entry of its own: the reply holding the code.
+    reply = by_id(events)[answered(events, "call_coder")["substance"]]
+    assert (reply["agent_id"], reply["role"]) == ("agent_002", "assistant")
+    assert 'final_answer("Yes.")' in reply["content"]
 
 
 SAME = "The capital of France is Paris."
@@ -536,13 +555,14 @@ def test_two_managed_agents_saying_the_same_are_told_apart_by_their_calls(
         if e["agent_id"] == agents["manager"]
         for call in e.get("tool_calls") or ()
     }
-    for name, call_id in (("alpha", "call_alpha"), ("beta", "call_beta")):
+    for name in ("alpha", "beta"):
         # Both were given the same task and gave the same answer: each call says whose.
         task = ids[first_heard(events, agents[name])["substance"]]
-        assert (task["content"], task["cause"]) == (TASK, holders[call_id])
-        report = answered(events, call_id)
+        assert (task["content"], task["cause"]) == (TASK, holders[f"call_{name}"])
+        report = answered(events, f"call_{name}")
         assert report["content"].endswith(SAME)
-        assert report["substance"] == final_reply(events, agents[name])["message_id"]
+        final = ids[report["substance"]]
+        assert (final["agent_id"], final["tool_call_id"]) == (agents[name], f"call_answer_{name}")
 
 
 # --- streams, retries, threads -------------------------------------------------------------------

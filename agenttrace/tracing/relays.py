@@ -8,9 +8,9 @@ call it is: the sub-agent run is hosted by that call's op. So
   first user message the sub-agent is sent in that run stands for (the framework starts the run
   with it, in its own words: a template around it, a hook's edits): a ``piece_of_text`` the call
   made, caused by the assistant entry that holds the call, as any text a tool passes on;
-- the call's result is the sub-agent's answer when the framework says so (``OpScope.answer``):
-  the calling agent's tool entry has the sub-agent's last reply of that run as its
-  ``substance`` (``OpScope.hosted_reply``, kept as the replies are logged).
+- the call's result is the sub-agent's answer when the framework says so (``OpScope.answer``,
+  found from the sub-agent's last reply of that run, ``OpScope.hosted_reply``, kept as the
+  replies are logged): the calling agent's tool entry has it as its ``substance``.
 
 Neither depends on the text: a short task or answer, one another agent also said, or one a
 hook edited, links the same way. Everything else is left to the content rule
