@@ -476,6 +476,93 @@ def test_a_background_subagent_is_a_session_under_the_call_that_launched_it(
     assert len(named(traced, "invoke_agent claude-code")) == len(results(received))
 
 
+def test_subagents_prompts_and_answers_link_by_the_call_ids_whatever_their_text(
+    claude: None, traced: Traced, model: AnthropicServer, work: Path
+) -> None:
+    # Two sub-agents, one after the other, both answer "Yes.": too short for any content
+    # rule, and said twice. The Agent calls' ids say which answer is which.
+    def delegate(prompt: str) -> dict[str, Any]:
+        return {
+            "description": prompt,
+            "prompt": prompt,
+            "subagent_type": "general-purpose",
+            "run_in_background": False,
+        }
+
+    main = not_asked("is it ")
+    model.reset(
+        Reply([tool_use("Agent", delegate("is it red?"))], usage=usage(1, 1), when=main),
+        Reply([text("Yes.")], usage=usage(2, 2), when=asked("is it red?")),
+        Reply([tool_use("Agent", delegate("is it round?"))], usage=usage(3, 3), when=main),
+        Reply([text("Yes.")], usage=usage(4, 4), when=asked("is it round?")),
+        Reply([text("Red and round.")], usage=usage(5, 5), when=main),
+    )
+    run(collect(query(prompt="look at the ball", options=options(model, work))))
+
+    session = agenttrace.current_session()
+    events = {e["message_id"]: e for e in session.events}
+    order = list(events)
+    main_record, red, round_ = session.agents.values()
+    calls = [e for e in main_record.transcript if e.get("tool_calls")]
+    results = [e for e in main_record.transcript if e.get("role") == "tool"]
+    assert len(calls) == len(results) == 2
+    for sub, call, result, prompt in zip(
+        (red, round_), calls, results, ("is it red?", "is it round?"), strict=True
+    ):
+        # The prompt the sub-agent heard is the text the call passed on.
+        heard = sub.transcript[0]
+        piece = events[heard["substance"]]
+        assert (heard["role"], heard["content"]) == ("user", prompt)
+        assert (piece["event_type"], piece["agent_id"], piece["content"], piece["cause"]) == (
+            "piece_of_text",
+            main_record.agent_id,
+            prompt,
+            call["message_id"],
+        )
+        # The call's result stands for this sub-agent's own final reply, logged before it.
+        assert result["tool_call_id"] == call["tool_calls"][0]["id"]
+        reply = events[result["substance"]]
+        assert (reply["agent_id"], reply["role"], reply["content"]) == (
+            sub.agent_id,
+            "assistant",
+            "Yes.",
+        )
+        assert order.index(reply["message_id"]) < order.index(result["message_id"])
+        # Logged once: the transcript read afterwards gave the same message, not a second one.
+        assert [e.get("content") for e in sub.transcript if e["role"] == "assistant"] == ["Yes."]
+
+
+def test_a_subagents_final_reply_of_two_texts_is_whole_in_its_transcript(
+    claude: None, traced: Traced, model: AnthropicServer, work: Path
+) -> None:
+    # The SDK's completion notice, from which the reply is logged when its call returns, says
+    # only its last text block: the transcript read afterwards gives the whole reply.
+    call = {
+        "description": "check",
+        "prompt": "is it red?",
+        "subagent_type": "general-purpose",
+        "run_in_background": False,
+    }
+    model.reset(
+        Reply([tool_use("Agent", call)], usage=usage(1, 1), when=not_asked("is it red?")),
+        Reply([text("I looked."), text("Yes.")], usage=usage(2, 2), when=asked("is it red?")),
+        Reply([text("It is red.")], usage=usage(3, 3), when=not_asked("is it red?")),
+    )
+    run(collect(query(prompt="look at the ball", options=options(model, work))))
+
+    session = agenttrace.current_session()
+    main_record, sub = session.agents.values()
+    (result,) = [e for e in main_record.transcript if e.get("role") == "tool"]
+    linked = next(e for e in session.events if e["message_id"] == result["substance"])
+    assert (linked["agent_id"], linked["role"]) == (sub.agent_id, "assistant")
+    # What the sub-agent's transcript ends with, to send again, is the whole reply, standing
+    # for the reply its call's result stands for.
+    final = sub.transcript[-1]
+    assert final["content"] == "I looked.\nYes."
+    assert final.get("substance", final["message_id"]) == linked["message_id"]
+    assert [e["role"] for e in sub.transcript] == ["user", "assistant"]
+
+
 # --- failures ----------------------------------------------------------------------------------
 
 
@@ -676,6 +763,26 @@ def test_subagents_nest_to_any_depth(
         holder = next(e for e in parent.transcript if e.get("tool_calls"))
         assert child.cause == holder["message_id"]
         assert child.parent_id == parent.agent_id
+    # The Agent call's result stands for the sub-agent's final reply, logged before it: the
+    # main agent's (the SDK yields the sub-agent's messages) and those of calls read from a
+    # transcript (the deepest); not the one the SDK yields for a call whose sub-agent's
+    # messages come from a transcript read later (the order would be wrong): no link there.
+    order = [e["message_id"] for e in agenttrace.current_session().events]
+    linked = []
+    for parent, child in itertools.pairwise(records):
+        call_id = next(e for e in parent.transcript if e.get("tool_calls"))["tool_calls"][0]["id"]
+        (result,) = [e for e in parent.transcript if e.get("tool_call_id") == call_id]
+        final = child.transcript[-1]
+        assert final["role"] == "assistant"
+        if "substance" in result:
+            assert result["substance"] == final["message_id"]
+            assert order.index(final["message_id"]) < order.index(result["message_id"])
+        linked.append("substance" in result)
+    assert linked == [True, False, True]
+    # Each sub-agent's transcript in the order it happened: its prompt first, its reply last.
+    for child in records[1:]:
+        assert child.transcript[0]["role"] == "user"
+        assert child.transcript[-1]["content"].endswith("done")
     assert [e.get("content") for e in records[3].transcript][-1] == "three done"
 
 

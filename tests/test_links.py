@@ -9,6 +9,7 @@ fact, so a wrong link is worse than none. Identity (a ``LoggedString``, the repl
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import litellm
@@ -142,3 +143,61 @@ def test_a_message_an_agent_relays_into_its_own_history_links_to_the_reply(
     assert heard(session, "Jill") == [
         ("[Jack]: Meet me at the station at noon", reply_id(session, said))
     ]
+
+
+def test_a_tool_message_sent_again_keeps_the_answer_its_call_id_gave(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """A framework's ids link a tool call's result to a sub-agent's reply (the smolagents and
+    Claude Agent SDK tests); a history the framework rewrites sends that result again, as an
+    OpenAI-style ``tool`` message: its ``tool_call_id`` says it is the same answer, whatever
+    its text, in this process and after a resume."""
+    session = agenttrace.new_session()
+    manager, other = session.allocate_agent_id(), session.allocate_agent_id()
+    session.log_agent_created(manager, name="manager")
+    session.log_agent_created(other, name="other")
+    call = session.log_transcript_entry(
+        manager,
+        {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "ask"}}]},
+    )
+    helper = session.allocate_agent_id()
+    session.log_agent_created(helper, cause=call, name="helper")
+    yes = session.log_transcript_entry(helper, {"role": "assistant", "content": "Yes."})
+    first = session.log_transcript_entry(
+        manager, {"role": "tool", "tool_call_id": "c1", "content": "helper: Yes."}, yes
+    )
+
+    # The history rewritten: the result sent again in other words, with its call id.
+    session.log_transcript_reset(
+        manager,
+        1,
+        [
+            {"role": "user", "content": "You asked the helper."},
+            {"role": "tool", "tool_call_id": "c1", "content": "Yes."},
+        ],
+    )
+    restated = session.revivify(manager).transcript[-1]
+    assert (restated["content"], restated["substance"]) == ("Yes.", yes)
+    assert restated["message_id"] != first
+
+    # Read back from its stream, the session still knows what the call's result stands for.
+    stream = tmp_path / "links.events.jsonl"
+    stream.write_bytes(b"".join(session.event_lines()))
+    resumed = agenttrace.Session.load(stream)
+    again = resumed.log_transcript_entry(
+        manager, {"role": "tool", "tool_call_id": "c1", "content": "(the helper said yes)"}
+    )
+    # Only that agent's call with that id: not another call, not another agent's "c1", and
+    # text that merely says the same is no answer.
+    elsewhere = [
+        resumed.log_transcript_entry(
+            manager, {"role": "tool", "tool_call_id": "c2", "content": "Yes."}
+        ),
+        resumed.log_transcript_entry(
+            other, {"role": "tool", "tool_call_id": "c1", "content": "Yes."}
+        ),
+        resumed.log_transcript_entry(other, {"role": "user", "content": "Yes."}),
+    ]
+    substances = {e["message_id"]: e.get("substance") for e in resumed.events}
+    assert substances[again] == yes
+    assert [substances[m] for m in elsewhere] == [None, None, None]

@@ -283,6 +283,10 @@ def test_a_managed_agent_runs_under_the_code_that_called_it(traced: Traced, llm:
         ("agent_001", "CodeAgent", None),
         ("agent_002", "researcher", reply["message_id"]),
     ]
+    # The task the code handed the researcher is a piece of text of that reply.
+    task = first_heard(events, "agent_002")
+    piece = by_id(events)[task["substance"]]
+    assert (piece["content"], piece["cause"]) == (TASK, reply["message_id"])
     # The session file's opTree: the sub-agent's run under the call that ran it.
     (tree,) = saved(traced).runs
     assert optree(tree) == [
@@ -423,6 +427,142 @@ def test_a_managed_agent_called_outside_any_run_is_only_its_run(
         "turn 1 [1]",
     ]
     assert not traced.by_name("execute_tool researcher")
+
+
+# --- links by the calls' ids ---------------------------------------------------------------------
+
+
+def by_id(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {e["message_id"]: e for e in events}
+
+
+def first_heard(events: list[dict[str, Any]], agent: str) -> dict[str, Any]:
+    """The first user entry of ``agent``: the task its manager gave it."""
+    return next(e for e in events if e["agent_id"] == agent and e.get("role") == "user")
+
+
+def answered(events: list[dict[str, Any]], call_id: str) -> dict[str, Any]:
+    (entry,) = [e for e in events if e.get("role") == "tool" and e.get("tool_call_id") == call_id]
+    return entry
+
+
+@SMOL
+def test_a_managed_agents_task_and_short_answer_link_by_the_call_whatever_their_text(
+    traced: Traced, llm: LLMServer
+) -> None:
+    llm.reset(
+        calls(("researcher", {"task": TASK}, "call_delegate")),
+        calls(("final_answer", {"answer": "Yes."}, "call_answer")),
+        calls(("final_answer", {"answer": "Yes."}, "call_done")),
+    )
+    sub = researcher(llm)
+    # smolagents' own templates around what passes through the call, edited as a hook would:
+    # the task the researcher is sent no longer holds the manager's words.
+    sub.prompt_templates["managed_agent"]["task"] = "Your manager asks: {{ task | upper }}"
+    sub.prompt_templates["managed_agent"]["report"] = "{{ name }} says: {{ final_answer }}"
+    manager = smolagents.ToolCallingAgent(
+        tools=[], model=model(llm), managed_agents=[sub], name="manager", verbosity_level=0
+    )
+
+    assert manager.run("Is Paris the capital of France?") == "Yes."
+
+    events = saved(traced).events
+    ids = by_id(events)
+    asking = next(e for e in events if e["agent_id"] == "agent_001" and e.get("tool_calls"))
+    task = first_heard(events, "agent_002")
+    assert TASK not in json.dumps(task["content"]) and TASK.upper() in json.dumps(task["content"])
+    # The task the researcher heard is the text the manager's call passed on: a piece of text
+    # of that call, caused by the reply that holds it.
+    piece = ids[task["substance"]]
+    assert (piece["event_type"], piece["agent_id"], piece["content"], piece["cause"]) == (
+        "piece_of_text",
+        "agent_001",
+        TASK,
+        asking["message_id"],
+    )
+    # The manager's tool entry is the researcher's answer, "Yes." (which no content rule
+    # links): its final_answer call's entry, the answer in the researcher's own words.
+    report = answered(events, "call_delegate")
+    assert report["content"] == "researcher says: Yes."
+    final = ids[report["substance"]]
+    assert (final["agent_id"], final["tool_call_id"], final["content"]) == (
+        "agent_002",
+        "call_answer",
+        "Yes.",
+    )
+    # The other tool entries are the tools' own content.
+    assert "substance" not in answered(events, "call_answer")
+    assert "substance" not in answered(events, "call_done")
+
+
+@SMOL
+def test_a_managed_code_agents_answer_is_the_reply_whose_code_gave_it(
+    traced: Traced, llm: LLMServer
+) -> None:
+    llm.reset(
+        calls(("coder", {"task": TASK}, "call_coder")),
+        code('final_answer("Yes.")'),
+        calls(("final_answer", {"answer": "Yes."}, "call_done")),
+    )
+    coder = smolagents.CodeAgent(
+        tools=[], model=model(llm), name="coder", description="Codes.", verbosity_level=0
+    )
+    manager = smolagents.ToolCallingAgent(
+        tools=[], model=model(llm), managed_agents=[coder], name="manager", verbosity_level=0
+    )
+
+    assert manager.run("Is Paris the capital of France?") == "Yes."
+
+    events = saved(traced).events
+    # Its code called final_answer, which logs no entry of its own: the reply holding the code.
+    reply = by_id(events)[answered(events, "call_coder")["substance"]]
+    assert (reply["agent_id"], reply["role"]) == ("agent_002", "assistant")
+    assert 'final_answer("Yes.")' in reply["content"]
+
+
+SAME = "The capital of France is Paris."
+
+
+@SMOL
+def test_two_managed_agents_saying_the_same_are_told_apart_by_their_calls(
+    traced: Traced, llm: LLMServer
+) -> None:
+    llm.reset(
+        calls(("alpha", {"task": TASK}, "call_alpha")),
+        calls(("final_answer", {"answer": SAME}, "call_answer_alpha")),
+        calls(("beta", {"task": TASK}, "call_beta")),
+        calls(("final_answer", {"answer": SAME}, "call_answer_beta")),
+        calls(("final_answer", {"answer": SAME}, "call_done")),
+    )
+    team = [
+        smolagents.ToolCallingAgent(
+            tools=[], model=model(llm), name=name, description="Knows.", verbosity_level=0
+        )
+        for name in ("alpha", "beta")
+    ]
+    manager = smolagents.ToolCallingAgent(
+        tools=[], model=model(llm), managed_agents=team, name="manager", verbosity_level=0
+    )
+
+    assert manager.run("What is the capital of France?") == SAME
+
+    events = saved(traced).events
+    ids = by_id(events)
+    agents = {e["name"]: e["agent_id"] for e in events if e["event_type"] == "agent_created"}
+    holders = {
+        call["id"]: e["message_id"]
+        for e in events
+        if e["agent_id"] == agents["manager"]
+        for call in e.get("tool_calls") or ()
+    }
+    for name in ("alpha", "beta"):
+        # Both were given the same task and gave the same answer: each call says whose.
+        task = ids[first_heard(events, agents[name])["substance"]]
+        assert (task["content"], task["cause"]) == (TASK, holders[f"call_{name}"])
+        report = answered(events, f"call_{name}")
+        assert report["content"].endswith(SAME)
+        final = ids[report["substance"]]
+        assert (final["agent_id"], final["tool_call_id"]) == (agents[name], f"call_answer_{name}")
 
 
 # --- streams, retries, threads -------------------------------------------------------------------

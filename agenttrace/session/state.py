@@ -36,6 +36,7 @@ from agenttrace.formats.session.unfinished import continued, without_unfinished
 from agenttrace.model import events as ev
 from agenttrace.model.ids import new_txn_id
 from agenttrace.model.links import Replies
+from agenttrace.model.relays import CallAnswers
 from agenttrace.model.resets import MAX_MOVED, Plan, Replay, plan_reset
 
 logger = logging.getLogger("agenttrace")
@@ -104,6 +105,8 @@ class Session:
         """Transcripts as the events rebuild them (a reset's new entries follow it)."""
         self._replies = Replies()
         """Recent assistant replies, to link what agents hear to them (:meth:`reply_saying`)."""
+        self._answers = CallAnswers()
+        """What answered tool calls stand for, by call id (``agenttrace.model.relays``)."""
 
     # -- the Session API (docs/events.md) ----------------------------------------------------------
 
@@ -191,8 +194,12 @@ class Session:
         *,
         at: Linkable | None = None,
     ) -> str:
-        """Log what enters ``agent_id``'s transcript; ``substance``: what it morally represents."""
+        """Log what enters ``agent_id``'s transcript; ``substance``: what it morally represents.
+        A tool result given none answers a call whose answer is known by its id (the call's
+        first result, logged with a ``substance``): it gets that one."""
         entry = message if isinstance(message, Mapping) else ev.message_fields(message)
+        if substance is None:
+            substance = self._answers.answer(agent_id, entry)
         return self._log(
             lambda mid: ev.transcript_entry(mid, agent_id, entry, substance=substance), at
         )
@@ -204,6 +211,7 @@ class Session:
         messages: Sequence[Mapping[str, Any] | Any] = (),
         *,
         at: Linkable | None = None,
+        heard: Callable[[Mapping[str, Any]], str | None] | None = None,
     ) -> str:
         """Log that ``agent_id``'s transcript is now its first ``kept`` entries followed by
         ``messages``: a ``transcript_reset`` and, in the same write, a ``transcript_entry`` for
@@ -230,9 +238,11 @@ class Session:
             for place, message in plan.new:
                 entry = message if isinstance(message, Mapping) else ev.message_fields(message)
                 old = before[place] if place < len(before) else None
-                substance = None
-                if old is not None and ev.same_entry(entry, old):
+                substance = self._answers.answer(agent_id, entry)
+                if substance is None and old is not None and ev.same_entry(entry, old):
                     substance = old.get("substance") or old.get("message_id")
+                if substance is None and heard is not None:
+                    substance = heard(entry)
                 builds.append(functools.partial(_entry, agent_id, entry, substance=substance))
             head = _remembered_head(memory, before, kept)
             result = self._log_all(builds, at)
@@ -370,14 +380,28 @@ class Session:
                 known = self.agents[agent] = AgentRecord(agent)
             self._replay.entry(agent, known.transcript, event)
             content = event.get("content")
-            if event.get("role") == "assistant" and isinstance(content, str) and content:
+            role = event.get("role")
+            if role == "assistant" and isinstance(content, str) and content:
                 # A reply a reset logged again stands for the one it repeats.
                 self._remember_reply(content, event.get("substance") or message, agent)
+            elif role == "tool":
+                self._remember_answer(agent, event)
         elif kind == ev.TRANSCRIPT_RESET:
             known = self.agents.get(agent)
             kept = event.get("kept")
             if known is not None and type(kept) is int and kept >= 0:
                 self._replay.reset(agent, known.transcript, event)
+
+    def _remember_answer(self, agent: str, event: Mapping[str, Any]) -> None:
+        """A tool result logged with a ``substance`` says what its call's answer stands for
+        (the first one: a later result for the same call is not a new answer)."""
+        call_id, substance = event.get("tool_call_id"), event.get("substance")
+        if (
+            isinstance(call_id, str)
+            and isinstance(substance, str)
+            and self._answers.answer(agent, event) is None
+        ):
+            self._answers.remember(agent, call_id, substance)
 
     def _remember_reply(self, content: str, message: object, agent: str) -> None:
         if isinstance(message, str):

@@ -159,6 +159,7 @@ class SessionScope(_BaseScope):
         "call_path",
         "common",
         "host_op",
+        "hosted_by",
         "model",
         "name",
         "parent_txn_id",
@@ -178,6 +179,8 @@ class SessionScope(_BaseScope):
     auto_turn: TurnScope | None
     host_op: OpScope | None
     """The implicit op agenttrace opened to host this session, finished with it."""
+    hosted_by: OpScope | None
+    """The op this run is a sub-agent run of (``None`` for a root run)."""
     common: dict[str, AttributeValue]
     """Attributes every span inside this session carries (txn ids, agent id)."""
     prefix: str
@@ -247,9 +250,12 @@ class OpScope(_BaseScope):
     """One operation: an LLM attempt or a tool call (kind ``session`` once it hosts a sub-agent)."""
 
     __slots__ = (
+        "answer",
         "call_id",
         "call_message",
         "child_counter",
+        "delivers",
+        "hosted_reply",
         "kind",
         "name",
         "owned_session",
@@ -272,6 +278,15 @@ class OpScope(_BaseScope):
     """The LLM tool call this op answers (a tool op), if one matched."""
     call_message: str | None
     """The message id of the assistant entry that holds that tool call."""
+    answer: str | None
+    """The message id of the reply its result stands for, when a framework's ids say so (the
+    final reply of the sub-agent a managed-agent call ran): its tool entry's ``substance``."""
+    delivers: str | None
+    """Text the op hands to the sub-agent it hosts as its task, when a framework says so (a
+    managed agent's ``task``): the first message of that agent that holds it stands for it
+    (``agenttrace.tracing.relays``)."""
+    hosted_reply: str | None
+    """The message id of the last reply a sub-agent run it hosts logged (its answer so far)."""
     text_arguments: tuple[Any, ...]
     """The op's arguments (its string ones: text a tool was given to pass on, pieces of
     text)."""
@@ -421,6 +436,7 @@ def start_session(
     scope.name = name
     scope.model = model
     scope.host_op = host_op
+    scope.hosted_by = parent if isinstance(parent, OpScope) else None
     scope.auto_turn = None
     scope.turn_counter = itertools.count(1)
     attributes: dict[str, AttributeValue]
@@ -614,6 +630,9 @@ def start_op(
     scope.child_counter = None
     scope.call_id = None
     scope.call_message = None
+    scope.answer = None
+    scope.delivers = None
+    scope.hosted_reply = None
     scope.text_arguments = ()
     scope.pieces = {}
     scope.request = None

@@ -46,6 +46,7 @@ from agenttrace.tracing.agents import (
     tool_call_message,
 )
 from agenttrace.tracing.llm_attributes import field, tool_calls_of
+from agenttrace.tracing.relays import delivered, replied
 from agenttrace.tracing.scopes import OpScope, current_scope
 
 T = TypeVar("T", bound=type)
@@ -177,6 +178,7 @@ def log_llm_exchange(scope: OpScope, messages: Any, response: Any) -> str | None
     entry = _reply_fields(message)
     entry["role"] = "assistant"
     message_id = session.log_transcript_entry(agent_id, entry, at=scope)
+    replied(scope.session, message_id)
     if offset is not None:
         _refer_to_request(scope, message_id, messages[:offset])
     calls = tool_calls_of(response)
@@ -211,7 +213,8 @@ def _reply_fields(message: Any) -> dict[str, Any]:
 
 
 def log_tool_result(scope: OpScope, result: Any) -> None:
-    """A tool's result (or one streamed item) as the calling agent's tool entry."""
+    """A tool's result (or one streamed item) as the calling agent's tool entry; its
+    ``substance`` is the reply a framework's ids say it is (``scope.answer``), if any."""
     if result is None or scope.call_id is None:
         return
     content = result if isinstance(result, str) else json.dumps(result, default=str)
@@ -219,6 +222,7 @@ def log_tool_result(scope: OpScope, result: Any) -> None:
     session.log_transcript_entry(
         scope.session.agent_id,
         {"role": "tool", "tool_call_id": scope.call_id, "content": content},
+        scope.answer,
         at=scope,
     )
 
@@ -256,15 +260,21 @@ def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) 
         return None
     transcript = record.transcript
     offset, kept = alignment(messages, transcript, record.aligned)
+    run = scope.session
+
+    def by_id(entry: Mapping[str, Any]) -> str | None:
+        return delivered(session, run, entry) if run.hosted_by is not None else None
+
     if kept < len(transcript):
-        session.log_transcript_reset(agent_id, kept, messages[offset + kept :], at=scope)
+        session.log_transcript_reset(
+            agent_id, kept, messages[offset + kept :], at=scope, heard=by_id
+        )
         return offset
     new = messages[offset + kept :]
     for message in new:
         entry = message_fields(message)
-        session.log_transcript_entry(
-            agent_id, entry, _heard_reply(session, agent_id, entry), at=scope
-        )
+        substance = by_id(entry) or _heard_reply(session, agent_id, entry)
+        session.log_transcript_entry(agent_id, entry, substance, at=scope)
     if new:  # what was just logged is known too: the next request compares only what follows
         record.aligned.extend(new, transcript[len(transcript) - len(new) :])
     return offset

@@ -8,6 +8,12 @@ the tool calls its messages make: the spans and transcript entries they get.
 - A :class:`ToolCall` is one ``tool_use`` block: an ``execute_tool {name}`` span from the block
   to its ``tool_result``, with the call id, the input, the result (capped and redacted, in the
   saved state; on the span with content capture) and ``is_error`` as the span's status.
+
+The SDK's ids say what passes through an ``Agent`` call, so the links are made from them, not
+from the text (docs/events.md, "Which reply heard text stands for"): the sub-agent's prompt is a
+``piece_of_text`` of the call (the ``tool_use`` block's input; the SDK echoes it with the call's
+id as ``parent_tool_use_id``), and the call's ``tool_result`` (its ``tool_use_id``) stands for
+the sub-agent's final reply when the sub-agent ended before its call returned.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
+from agenttrace.tracing.relays import piece_for
 from agenttrace.tracing.scopes import OpScope, SessionScope, finish, start_op, start_session
 
 from .messages import Message, current
@@ -74,15 +81,20 @@ class ToolCall:
         self.op.call_id = self.id
 
     def finish(self, content: Any, is_error: bool, now: int) -> None:
-        """The call's ``tool_result`` came: log it as the caller's tool entry, end the span."""
+        """The call's ``tool_result`` came: log it as the caller's tool entry, end the span.
+        A sub-agent that ended before it (not one the call left running in the background)
+        answered the call: the entry stands for its final reply."""
         if self.done:
             return
         self.done = True
         text = result_text(content)
         scope = self.agent.scope
+        sub = self.sub
+        answer = sub.answer if sub is not None and sub.stopped_ns is not None else None
         scope.run.session.log_transcript_entry(
             scope.agent_id,
             {"role": "tool", "tool_call_id": self.id, "content": text},
+            None if is_error else answer,
             at=self.op,
         )
         settings = runtime.settings
@@ -105,11 +117,13 @@ class AgentRun:
 
     __slots__ = (
         "agent_id",
+        "answer",
         "attempt",
         "background",
         "call",
         "calls",
         "current",
+        "early",
         "ended",
         "inputs",
         "last_ns",
@@ -120,6 +134,7 @@ class AgentRun:
         "scope",
         "status",
         "stopped_ns",
+        "summary",
         "task_id",
     )
 
@@ -145,6 +160,13 @@ class AgentRun:
         self.stopped_ns: int | None = None
         """When a sub-agent's task ended (its span ends then, later: see the tracker)."""
         self.status: str | None = None
+        self.answer: str | None = None
+        """The message id of its last reply that called no tool: its answer so far."""
+        self.summary: str | None = None
+        """The text of its final reply, as the SDK's notice that it completed says it."""
+        self.early: str | None = None
+        """The message id of its final reply, logged from :attr:`summary` before the CLI's
+        transcript gave the message (:meth:`report`); the message takes that id."""
 
     @classmethod
     def subagent(cls, call: ToolCall, conversation_id: str | None, now: int) -> AgentRun:
@@ -161,14 +183,30 @@ class AgentRun:
         prompt = call.input.get("prompt")
         if isinstance(prompt, str):
             run.prompt = prompt
-            run.hear(prompt)
+            # The text the call passes on, as a tool's: a piece of text caused by the call.
+            run.hear(prompt, piece_for(scope.run.session, call.op, prompt) if prompt else None)
         return run
 
-    def hear(self, text: str) -> None:
+    def hear(self, text: str, substance: str | None = None) -> None:
         """A user entry in the agent's transcript (its input), part of its next request."""
         entry = {"role": "user", "content": text}
-        self.scope.run.session.log_transcript_entry(self.scope.agent_id, entry, at=self.scope)
+        self.scope.run.session.log_transcript_entry(
+            self.scope.agent_id, entry, substance, at=self.scope
+        )
         self.inputs.append(entry)
+
+    def report(self) -> None:
+        """The sub-agent's call returned after it completed, before the CLI's transcript gave
+        its final reply (the SDK does not yield it): log that reply now, from the text its
+        completion notice gave (:attr:`summary`), so that the call's result can stand for it;
+        the message takes this entry when the transcript is read."""
+        if self.answer is not None or self.early is not None or not self.summary:
+            return
+        self.complete_current()
+        entry = {"role": "assistant", "content": self.summary}
+        self.early = self.answer = self.scope.run.session.log_transcript_entry(
+            self.scope.agent_id, entry, at=self.scope
+        )
 
     def take_inputs(self) -> list[dict[str, Any]]:
         inputs, self.inputs = self.inputs, []
@@ -198,9 +236,17 @@ class AgentRun:
     def complete(self, message: Message, finals: Mapping[str, Any] | None = None) -> None:
         message.complete = True
         scope = self.scope
-        message.entry_id = scope.run.session.log_transcript_entry(
-            scope.agent_id, message.entry(), at=message.op
-        )
+        entry = message.entry()
+        if self.early is not None and "tool_calls" not in entry:
+            # The final reply, logged already when its call returned (:meth:`report`).
+            early, self.early = self.early, None
+            message.entry_id = self._replace_early(early, entry, message.op)
+        else:
+            message.entry_id = scope.run.session.log_transcript_entry(
+                scope.agent_id, entry, at=message.op
+            )
+            if entry.get("content") and "tool_calls" not in entry:
+                self.answer = message.entry_id
         for call in self.calls:
             if call.op.call_message is None and any(
                 block.get("id") == call.id for block in message.blocks
@@ -213,6 +259,26 @@ class AgentRun:
             message.finish()
         else:
             self.pending.append(message)
+
+    def _replace_early(self, early: str, entry: dict[str, Any], at: OpScope) -> str:
+        """The entry of the final reply logged early (:meth:`report`) from the notice's text:
+        that one if the reply says just that; else (the notice gave its last text block only)
+        the transcript ends with the whole reply instead, a reset that keeps what came before
+        it and stands for the same reply. Its message id."""
+        session = self.scope.run.session
+        record = session.agents.get(self.scope.agent_id)
+        transcript = record.transcript if record is not None else []
+        if (
+            entry.get("content") == self.summary
+            or not transcript
+            or transcript[-1].get("message_id") != early
+        ):
+            return early
+        session.log_transcript_reset(
+            self.scope.agent_id, len(transcript) - 1, [entry], at=at, heard=lambda _: early
+        )
+        whole = transcript[-1].get("message_id")
+        return whole if isinstance(whole, str) else early
 
     def settle(self, finals: Mapping[str, Any]) -> None:
         """End the spans of complete messages, with their final usage where it is known."""

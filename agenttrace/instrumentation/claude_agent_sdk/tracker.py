@@ -422,6 +422,11 @@ class SdkSession:
             sub = call.sub
             if sub is not None and sub.stopped_ns is None:
                 sub.background = True  # the call returned while its agent runs on
+            elif sub is not None and sub.status == "completed" and call.agent.call is None:
+                # A sub-agent of the main agent: the SDK yielded its other messages, so its
+                # final reply is the last of its transcript. (A deeper one's come from the
+                # CLI's transcript when the exchange ends: its call's result gets no link.)
+                sub.report()  # its final reply, which its call's result stands for
             call.finish(content, bool(getattr(block, "is_error", False)), now)
         agent.inputs.append(
             {"role": "tool", "tool_call_id": call_id, "content": result_text(content)}
@@ -461,6 +466,9 @@ class SdkSession:
             if message.status in TERMINAL_TASK:
                 call_id = message.tool_use_id or self.tasks.get(message.task_id, "")
                 self._stop_subagent(call_id, now, message.status)
+                ended = self.subagents.get(call_id)
+                if ended is not None and isinstance(message.summary, str):
+                    ended.summary = message.summary  # its final reply's text
         elif isinstance(message, sdk.TaskUpdatedMessage):
             if message.status in TERMINAL_TASK:
                 self._stop_subagent(self.tasks.get(message.task_id, ""), now, message.status)

@@ -63,7 +63,13 @@ def call_arguments(agent: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
 class ManagedCall(_ToolSpec):
     """A managed agent called by its manager (``MultiStepAgent.__call__``): the tool call
     ``execute_tool {name}`` that hosts its run. Called outside any agent run (a program calling
-    ``agent(task)`` itself), it is no tool call: only the run it makes is traced."""
+    ``agent(task)`` itself), it is no tool call: only the run it makes is traced.
+
+    smolagents' ids say what passes through the call (``agenttrace.tracing.relays``): the
+    managed agent's task message stands for the ``task`` argument (a ``piece_of_text`` of the
+    manager's call), and the call's result, smolagents' report of the managed agent's final
+    answer, for that answer: the ``final_answer`` tool's entry its last reply called, else (a
+    code agent's code called it) that reply; whatever their text."""
 
     def __init__(self) -> None:
         super().__init__(agent_name, call_arguments, method=True)
@@ -73,7 +79,54 @@ class ManagedCall(_ToolSpec):
     ) -> OpScope | None:
         if current_scope() is None:
             return None
-        return super().open(args, kwargs)
+        scope = super().open(args, kwargs)
+        task = call_arguments(*args, **kwargs).get("task")
+        if isinstance(task, str) and task:
+            scope.delivers = task
+        return scope
+
+    def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
+        if error is None and scope.hosted_reply is not None:
+            # What smolagents reports is the managed agent's final answer.
+            session = scope.session.run.session
+            scope.answer = final_answer(session, scope.hosted_reply) or scope.hosted_reply
+        super().close(scope, error, result)
+
+
+FINAL_ANSWER = "final_answer"
+"""The tool a smolagents agent ends its run with; its argument is the run's answer."""
+
+_SCAN = 10_000
+"""How far back the session's events are searched for the managed agent's last reply (it is
+among the last events: only those of agents running at the same time come after it)."""
+
+
+def final_answer(session: Session, reply: str) -> str | None:
+    """The message id of the ``final_answer`` tool's entry that answers a call of ``reply`` (a
+    ``ToolCallingAgent``'s last reply): the final answer in its own words, as the managed agent's
+    transcript holds it; ``None`` if there is none (a ``CodeAgent`` calls it from its code)."""
+    events = session.events
+    start = len(events) - 1
+    for index in range(start, max(-1, start - _SCAN), -1):
+        if events[index].get("message_id") == reply:
+            break
+    else:
+        return None
+    said = events[index]
+    calls = {
+        call.get("id")
+        for call in said.get("tool_calls") or ()
+        if isinstance(call, dict) and (call.get("function") or {}).get("name") == FINAL_ANSWER
+    }
+    for later in events[index + 1 :]:
+        if (
+            later.get("agent_id") == said.get("agent_id")
+            and later.get("role") == "tool"
+            and later.get("tool_call_id") in calls
+        ):
+            message = later.get("message_id")
+            return message if isinstance(message, str) else None
+    return None
 
 
 # --- agent ids across a resume ----------------------------------------------------------------
