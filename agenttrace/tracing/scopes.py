@@ -49,7 +49,7 @@ from agenttrace.model.lifecycle import Ended, SpanEvent, Started
 from agenttrace.model.paths import Address, format_label
 from agenttrace.session.state import Session, current_session
 from agenttrace.tracing.agents import agent_of
-from agenttrace.tracing.recording import emit, emit_inference_details
+from agenttrace.tracing.recording import emit, emit_inference_details, record_canonical_event
 
 Scope = Union["SessionScope", "TurnScope", "OpScope"]
 
@@ -148,6 +148,10 @@ class _BaseScope:
         if not self.trace_id:
             return None, None
         return format(self.trace_id, "032x"), format(self.span_id, "016x")
+
+    def event_logged(self, session: Session, event: dict[str, Any], line: bytes, more: int) -> None:
+        """A canonical event was logged in this scope: on its span, and to the recorder."""
+        record_canonical_event(self, getattr(self, "span", None), session, event, line, more)
 
 
 class SessionScope(_BaseScope):
