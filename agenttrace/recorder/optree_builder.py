@@ -12,8 +12,9 @@ The builder is a sink of our processor and runs on its background worker. Memory
 by what is running, not by what ran: a node that ends is serialised at once (or, if some of
 its children still run, when the last of them ends) into a :class:`Fragment` in its parent's
 place (JSON text, compacted into the session's spool of compressed gzip members as it
-accumulates), and a run's tree is dropped once its root has ended and the listeners (session
-file, ledger) have taken it. Only while an ``on_optree`` subscriber
+accumulates), and a run's tree is dropped once its root has ended (the session-file sink, which
+comes after this one among the processor's sinks, keeps the run it saw start). Only while an
+``on_optree`` subscriber
 listens are finished nodes kept whole, since the subscriber is handed the tree.
 """
 
@@ -39,8 +40,6 @@ from agenttrace.model.lifecycle import Ended, EventLogged, Logged, SpanEvent, St
 from agenttrace.recorder.sink import Sink
 
 Node = dict[str, Any]
-Listener = Callable[[str, "RunTree", str], None]
-"""``listener(what, run, label)``: ``what`` is ``start`` or ``end`` of the node at ``label``."""
 
 
 def _ms(nanoseconds: int) -> int:
@@ -151,7 +150,7 @@ def _host(op: Node, run: Node) -> None:
 
 
 class OpTreeSink(Sink):
-    """Builds every live run's opTree and tells listeners and subscribers when it changes."""
+    """Builds every live run's opTree and tells ``on_optree`` subscribers when it changes."""
 
     def __init__(
         self,
@@ -171,7 +170,6 @@ class OpTreeSink(Sink):
         self.recording = dict(recording or {})
         """How canonical events became span events (``captureContent``, ``maxPayloadBytes``)."""
         self._subscribers: list[_Subscriber] = []
-        self._listeners: list[Listener] = []
         self._lock = threading.Lock()
 
     # -- subscriptions ------------------------------------------------------------------------
@@ -191,10 +189,6 @@ class OpTreeSink(Sink):
 
         return unsubscribe
 
-    def add_listener(self, listener: Listener) -> None:
-        """``listener(what, run, label)`` at the start and end of each node."""
-        self._listeners.append(listener)
-
     # -- the sink -----------------------------------------------------------------------------
 
     def started(self, record: Started) -> None:
@@ -213,7 +207,7 @@ class OpTreeSink(Sink):
             # What the run's canonical span events were built with (an export rebuilds them).
             node["recording"] = dict(self.recording)
         run.place(record.label, node, record.parent, position)
-        self._changed(run, "start", record.label)
+        self._offer(run, final=False)
 
     def logged(self, record: Logged) -> None:
         node = self._node(record.origin, record.label)
@@ -269,9 +263,10 @@ class OpTreeSink(Sink):
         keep = bool(self._subscribers)  # a subscriber is handed whole trees
         if root:
             run.fragment = _compress(run, serialize(node))
-        self._changed(run, "end", record.label)
+        self._offer(run, final=root)
         if root:
-            del self.runs[record.origin]  # the listeners have taken it: release it
+            # Released: the session-file sink, after this one, kept the run since its start.
+            del self.runs[record.origin]
         else:
             _settle(run, record.label, keep)
 
@@ -281,15 +276,10 @@ class OpTreeSink(Sink):
         run = self.runs.get(origin)
         return run.nodes.get(label) if run is not None else None
 
-    def _changed(self, run: RunTree, what: str, label: str) -> None:
-        for listener in self._listeners:
-            try:
-                listener(what, run, label)
-            except Exception as exc:
-                report_internal_error("opTree listener", exc)
+    def _offer(self, run: RunTree, final: bool) -> None:
+        """Hand the run's tree to the ``on_optree`` subscribers (``final``: its root ended)."""
         if run.root is None:
             return
-        final = what == "end" and label == "0"
         for subscriber in self._subscribers:
             subscriber.offer(run.root, final)
 
