@@ -34,9 +34,11 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.later import recorded_text
 from agenttrace.formats.compact_json import compact_json
 from agenttrace.formats.ledger import accounting_entry
+from agenttrace.formats.session.schema import AccountingEntry
 from agenttrace.formats.session.spool import Piece, Spool
 from agenttrace.model.amounts import latency_written
 from agenttrace.model.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
+from agenttrace.model.outcome import OpOutcome, op_outcome
 from agenttrace.recorder.sink import Sink
 
 Node = dict[str, Any]
@@ -533,7 +535,7 @@ def _new_node(record: Started, position: str) -> Node:
     }
 
 
-def _complete(node: Node, record: Ended, run: RunTree) -> Node | None:
+def _complete(node: Node, record: Ended, run: RunTree) -> AccountingEntry | None:
     """Finish ``node`` with its ``Ended`` record; an op's new accounting entry is returned (the
     one its ``op_accounted`` event carries: the stream and the ledger have the same)."""
     span = node["span"]
@@ -556,24 +558,36 @@ def _complete(node: Node, record: Ended, run: RunTree) -> Node | None:
         return None
     if "ops" in node:  # a turn
         return None
-    status = sc.STATUS_FAILED if error is not None else sc.STATUS_OK
-    node["status"] = status
-    node["latencyMs"] = latency_ms
-    if node.get("kind") != attributes.get(sc.KIND):
-        node["kind"] = attributes.get(sc.KIND)
-    if error:
-        node["error"] = error
-    if attributes.get(sc.ERROR_TYPE):
-        node["attributes"]["errorType"] = attributes[sc.ERROR_TYPE]
+    entry: AccountingEntry
     if record.accounted is not None:
-        entry: Node = record.accounted.entry
-    else:  # a record made by hand (no scope made its entry)
+        op, entry = record.accounted.op, record.accounted.entry
+    else:  # a record made by hand (no scope made its outcome)
         session = run.session_of(record.label)
-        call_path = session.get("callPath") if session is not None else None
-        entry = accounting_entry(attributes, record.ended_ns, error, latency_ms, call_path)
-    node["accounting"].append(entry)
+        op = op_outcome(
+            span["attributes"],
+            {},
+            span["startTimeUnixNano"],
+            record.ended_ns,
+            error,
+            session.get("callPath") if session is not None else None,
+        )
+        entry = accounting_entry(op)
+    _complete_op(node, op, latency_ms)
+    node["accounting"].append(msgspec.to_builtins(entry))
     _payloads(node, record.payloads if record.payloads is not None else attributes)
     return entry
+
+
+def _complete_op(node: Node, op: OpOutcome, latency_ms: float) -> None:
+    """An op's node as its outcome says it ended (its accounting entry aside)."""
+    node["status"] = sc.STATUS_FAILED if op.failed else sc.STATUS_OK
+    node["latencyMs"] = latency_ms
+    if node.get("kind") != op.kind:
+        node["kind"] = op.kind
+    if op.error:
+        node["error"] = op.error
+    if op.error_type:
+        node["attributes"]["errorType"] = op.error_type
 
 
 def _payloads(node: Node, attributes: Mapping[str, Any]) -> None:

@@ -860,7 +860,12 @@ Event = AgentCreated | TranscriptEntry | TranscriptReset | PieceOfText
 """A canonical event (docs/events.md): one line of an event stream."""
 
 
-class OpAccounted(_Object, kw_only=True, tag_field="event_type", tag="op_accounted"):
+OP_ACCOUNTED = "op_accounted"
+"""The ``event_type`` of a stream line that carries an op's accounting (no message id: it is
+no part of any transcript)."""
+
+
+class OpAccounted(_Object, kw_only=True, tag_field="event_type", tag=OP_ACCOUNTED):
     """An LLM attempt or tool call ended: what it cost, written to the event stream the moment
     it ended (docs/events.md, "Accounting lines"). A line of the stream only, never of a session
     file's events, and no canonical event: no message id, no part of any transcript."""
