@@ -35,12 +35,24 @@ of a stream's bytes tells them from canonical events without decoding them."""
 
 def accounting_entry(op: OpOutcome) -> AccountingEntry:
     """The accounting entry of the op that came to ``op``: its line of the billing ledger, and
-    the ``accounting`` of its opTree node and of its ``op_accounted`` stream line."""
+    the ``accounting`` of its opTree node and of its ``op_accounted`` stream line. (Every
+    field is spelled out, in both branches: this runs in the caller's thread of each LLM
+    attempt.)"""
+    status: Any = sc.STATUS_FAILED if op.error is not None else sc.STATUS_OK
+    error = op.error or UNSET  # an empty description is no error to write
+    error_type = op.error_type if op.error else UNSET
     if op.is_llm:
         usage = op.usage or _NO_USAGE
-        upstream = op.upstream_cost_usd
-        entry = AccountingEntry(
-            **_head(op, "llm"),
+        cost, upstream = op.cost_usd, op.upstream_cost_usd
+        return AccountingEntry(
+            timestamp=op.ended_ns // 1_000_000,
+            status=status,
+            latency=latency_written(op.latency_ms),
+            type="llm",
+            originTxnId=op.origin_txn_id,
+            txnId=op.txn_id,
+            agentId=op.agent_id,
+            path=op.path,
             provider=op.provider,
             model=op.request_model,
             actualProvider=op.response_provider if op.response_provider is not None else UNSET,
@@ -54,47 +66,34 @@ def accounting_entry(op: OpOutcome) -> AccountingEntry:
                 reasoningTokens=usage.reasoning,
                 totalTokens=usage.total,
             ),
-            costUsd=cost_written(op.cost_usd) if op.cost_usd is not None else None,
+            costUsd=cost_written(cost) if cost is not None else None,
             upstreamInferenceCostUsd=cost_written(upstream) if upstream is not None else UNSET,
-            **_tail(op),
+            error=error,
+            errorType=error_type,
+            callPath=op.call_path,
         )
-    else:
-        entry = AccountingEntry(
-            **_head(op, "tool"),
-            # The tool's name when no provider is known, as every release wrote it.
-            providerLabel=op.tool_provider or op.mcp_server or op.tool_name,
-            mcpServer=op.mcp_server if op.mcp_server is not None else UNSET,
-            command=op.tool_name,
-            charactersIn=op.chars_in,
-            charactersOut=op.chars_out,
-            **_tail(op),
-        )
-    return entry
+    return AccountingEntry(
+        timestamp=op.ended_ns // 1_000_000,
+        status=status,
+        latency=latency_written(op.latency_ms),
+        type="tool",
+        originTxnId=op.origin_txn_id,
+        txnId=op.txn_id,
+        agentId=op.agent_id,
+        path=op.path,
+        # The tool's name when no provider is known, as every release wrote it.
+        providerLabel=op.tool_provider or op.mcp_server or op.tool_name,
+        mcpServer=op.mcp_server if op.mcp_server is not None else UNSET,
+        command=op.tool_name,
+        charactersIn=op.chars_in,
+        charactersOut=op.chars_out,
+        error=error,
+        errorType=error_type,
+        callPath=op.call_path,
+    )
 
 
 _NO_USAGE = Usage(None, None)
-
-
-def _head(op: OpOutcome, type_: str) -> dict[str, Any]:
-    """The fields every entry starts with: when and how the op ended, and whose it was (the
-    ids are ``None`` only in a record made by hand, and written as ``null``)."""
-    return {
-        "timestamp": op.ended_ns // 1_000_000,
-        "status": sc.STATUS_FAILED if op.error is not None else sc.STATUS_OK,
-        "latency": latency_written(op.latency_ms),
-        "type": type_,
-        "originTxnId": op.origin_txn_id,
-        "txnId": op.txn_id,
-        "agentId": op.agent_id,
-        "path": op.path,
-    }
-
-
-def _tail(op: OpOutcome) -> dict[str, Any]:
-    """The fields every entry ends with: its error, if any, and the run's call path."""
-    if op.error:
-        return {"error": op.error, "errorType": op.error_type, "callPath": op.call_path}
-    return {"callPath": op.call_path}
 
 
 def op_accounted(

@@ -14,7 +14,7 @@ so a sink may read it later, on another thread.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agenttrace import semconv as sc
@@ -95,10 +95,12 @@ class OpOutcome:
     error_type: str | None
     started_ns: int
     ended_ns: int
-    origin_txn_id: str | None
-    txn_id: str | None
-    agent_id: str | None
-    path: str | None
+    origin_txn_id: str
+    """The origin txn id of the run; like the other ids, on every op's span (a record made by
+    hand without them has ``None``)."""
+    txn_id: str
+    agent_id: str
+    path: str
     """The op's path label."""
     call_path: str | None
     """The call path of the agent run the op belongs to."""
@@ -159,7 +161,7 @@ def op_outcome(
     ``error`` (``None``: success). ``name``: the op's name when its span names neither a tool
     nor a model; ``kind``: its kind when its span does not say."""
     attributes = {**started, **ended}
-    get = attributes.get
+    get: Callable[..., Any] = attributes.get  # values as the span has them
     outcome = OpOutcome()
     outcome.kind = get(sc.KIND, kind)
     named = get(sc.GEN_AI_TOOL_NAME) or get(sc.GEN_AI_REQUEST_MODEL)
