@@ -12,7 +12,8 @@ from agenttrace import semconv as sc
 from agenttrace.formats.compact_json import compact_json
 from agenttrace.formats.ledger import Accounted, accounting_entry
 from agenttrace.formats.session.schema import AccountingEntry
-from agenttrace.model.outcome import op_outcome
+from agenttrace.model.outcome import Usage, op_outcome
+from agenttrace.tracing.op_attributes import usage_span_attributes
 
 LLM_STARTED = {
     sc.KIND: sc.KIND_LLM,
@@ -122,3 +123,19 @@ def test_an_entry_whose_text_json_cannot_encode_is_written_as_json_dumps_writes_
     written = compact_json(entry)
     assert b'"command":"bad\\udc80name"' in written
     assert list(json.loads(written)) == list(msgspec.to_builtins(entry))
+
+
+def test_an_attempt_s_usage_goes_on_its_span_and_is_read_back_from_it_unchanged() -> None:
+    usage = Usage(120, 30, cache_read=100, reasoning=5)
+    attributes = usage_span_attributes(usage)
+    assert sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS not in attributes  # 0: left out
+    op = op_outcome({sc.KIND: sc.KIND_LLM}, attributes, 0, 1_000_000, None, None)
+    assert op.usage is not None
+    read = op.usage
+    assert (read.input, read.output, read.cache_read, read.cache_write, read.reasoning) == (
+        120,
+        30,
+        100,
+        0,
+        5,
+    )
