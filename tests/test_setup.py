@@ -168,6 +168,47 @@ def test_an_application_provider_is_kept_and_gets_our_processor(
     assert receiver.wait_for(before + 1, timeout=1.0)[before:] == []
 
 
+def test_without_init_canonical_events_reach_the_spans_of_the_application_s_provider(
+    tmp_path: Path,
+) -> None:
+    """No recorder: the session hands each event to the scope it was logged in, which puts it
+    on its span; nothing is written, and nothing needed registering at import."""
+    code = """
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    import agenttrace
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+
+    @agenttrace.llm("openai/gpt-x")
+    def chat(messages):
+        return {"choices": [{"message": {"role": "assistant", "content": "hello"}}]}
+
+    @agenttrace.agent("Speaker")
+    def speak():
+        return chat(messages=[{"role": "user", "content": "hi"}])
+
+    speak()
+    for span in exporter.get_finished_spans():
+        types = [
+            dict(event.attributes)["agenttrace.event.type"]
+            for event in span.events
+            if event.name == "agenttrace.event"
+        ]
+        print(span.name, types)
+    """
+    result = run_python(code, {}, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "chat gpt-x ['transcript_entry', 'transcript_entry']" in result.stdout
+    assert "invoke_agent Speaker []" in result.stdout
+    assert not (tmp_path / "sessions").exists()  # no recorder: no files
+
+
 def test_explicit_endpoint_exports_from_a_given_provider(receiver: OTLPReceiver) -> None:
     before = len(receiver.spans)
     provider = TracerProvider()

@@ -1,7 +1,8 @@
 """The context variable that holds the innermost agenttrace scope.
 
 It lives down here so that the session layer can link a canonical event to the scope it was
-logged in (trace id, span id, path label) without importing the tracing layer that makes scopes.
+logged in (trace id, span id, path label), and hand the event to that scope, without importing
+the tracing layer that makes scopes.
 asyncio tasks and threads that copy the context see the scope of the code that started them.
 """
 
@@ -12,13 +13,19 @@ from typing import Any, Protocol
 
 
 class Linkable(Protocol):
-    """What the session layer reads of a scope: its label and its span's ids."""
+    """What the session layer knows of a scope: its label and its span's ids, and where the
+    canonical events logged in it go."""
 
     label: str
     origin: str
 
     def link_ids(self) -> tuple[str | None, str | None]:
         """The scope's trace and span ids as hex (``None`` without a span context)."""
+        ...
+
+    def event_logged(self, session: Any, event: dict[str, Any], line: bytes, more: int) -> None:
+        """A canonical event was logged in this scope (``line``: as the stream stores it;
+        ``more``: how many logged with it follow): put it on the span and record it."""
         ...
 
 

@@ -5,7 +5,8 @@ details that do not change what a reader gets: an exponent is written without ``
 and a NaN or an infinity, which JSON has no number for, as ``null`` (``json.dumps`` wrote
 ``NaN``, which no strict reader takes). What msgspec refuses (text holding a lone surrogate,
 which UTF-8 cannot encode) is written as ``json.dumps`` writes it, the surrogate as its
-backslash escape; objects of other types as their ``str``.
+backslash escape; objects of other types as their ``str``. A struct (an accounting entry) is
+written as its fields, in order, those left unset out.
 """
 
 from __future__ import annotations
@@ -23,4 +24,6 @@ def compact_json(value: Any) -> bytes:
     try:
         return msgspec.json.encode(value, enc_hook=str)
     except (UnicodeEncodeError, TypeError, ValueError, OverflowError):
+        if isinstance(value, msgspec.Struct):  # its fields as a dict, in order, unset ones left out
+            value = msgspec.to_builtins(value, enc_hook=str)
         return _FALLBACK.encode(value).encode("utf-8", "backslashreplace")

@@ -1,9 +1,11 @@
 """What an op cost: its accounting entry (docs/session-file.md, "Accounting entries"), and the
 ``op_accounted`` line that carries it into the event stream the moment the op ends.
 
-The entry is made once from the attributes its span started and ended with. The same dict
-becomes the op's ``accounting`` in the opTree, its line of the billing ledger and the
-``accounting`` of its ``op_accounted`` stream line. An op that can carry a cost (an LLM attempt,
+The entry is an :class:`AccountingEntry` (the struct the session file's schema reads it back
+with), made once from the op's outcome (``agenttrace.model.outcome``) by
+:func:`accounting_entry`. Its compact JSON is the op's line of the billing ledger and the
+``accounting`` of its ``op_accounted`` stream line, and the same entry is the op's
+``accounting`` in the opTree. An op that can carry a cost (an LLM attempt,
 a tool call whose span has a non-zero ``agenttrace.cost.usd``) has it made in the caller's
 thread when its scope ends and written there, so a process killed right after it returned has
 already put what it paid for on disk. Any other tool call's entry is made and written later, by
@@ -18,79 +20,84 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from msgspec import UNSET
+
 from agenttrace import semconv as sc
 from agenttrace.formats.compact_json import compact_json
+from agenttrace.formats.session.schema import OP_ACCOUNTED, AccountingEntry, Tokens
 from agenttrace.model.amounts import cost_written, latency_written
-
-OP_ACCOUNTED = "op_accounted"
-"""The ``event_type`` of a stream line that carries an op's accounting (no message id: it is
-no part of any transcript)."""
+from agenttrace.model.outcome import OpOutcome, Usage
 
 ACCOUNTED_PREFIX = b'{"event_type": "op_accounted"'
 """How every ``op_accounted`` line agenttrace writes starts (``event_type`` first), so a scan
 of a stream's bytes tells them from canonical events without decoding them."""
 
 
-def accounting_entry(
-    attributes: Mapping[str, Any],
-    ended_ns: int,
-    error: str | None,
-    latency_ms: float,
-    call_path: str | None,
-) -> dict[str, Any]:
-    """The accounting entry of an op whose span has ``attributes`` (those it started with and
-    those set since, merged) and ended at ``ended_ns`` with ``error`` (``None``: success)."""
-    entry: dict[str, Any] = {
-        "timestamp": ended_ns // 1_000_000,
-        "status": sc.STATUS_FAILED if error is not None else sc.STATUS_OK,
-        "latency": latency_written(latency_ms),
-        "type": "llm" if attributes.get(sc.KIND) == sc.KIND_LLM else "tool",
-        "originTxnId": attributes.get(sc.TXN_ORIGIN),
-        "txnId": attributes.get(sc.TXN_ID),
-        "agentId": attributes.get(sc.AGENT_ID),
-        "path": attributes.get(sc.PATH),
-    }
-    if entry["type"] == "llm":
-        entry["provider"] = attributes.get(sc.GEN_AI_PROVIDER_NAME)
-        entry["model"] = attributes.get(sc.GEN_AI_REQUEST_MODEL)
-        served_by = attributes.get(sc.RESPONSE_PROVIDER)
-        if served_by is not None:
-            entry["actualProvider"] = served_by
-        entry["actualModel"] = attributes.get(sc.GEN_AI_RESPONSE_MODEL)
-        entry["attempt"] = attributes.get(sc.ATTEMPT)
-        input_tokens = attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)
-        output_tokens = attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
-        entry["tokens"] = {
-            "inputTokens": input_tokens,
-            "outputTokens": output_tokens,
-            "cacheReadInputTokens": attributes.get(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, 0),
-            "cacheWriteInputTokens": attributes.get(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, 0),
-            "reasoningTokens": attributes.get(sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, 0),
-            "totalTokens": (input_tokens or 0) + (output_tokens or 0),
-        }
-        entry["costUsd"] = cost_written(attributes.get(sc.COST_USD))
-        upstream = attributes.get(sc.COST_UPSTREAM_USD)
-        if upstream is not None:
-            entry["upstreamInferenceCostUsd"] = cost_written(upstream)
-    else:
-        name = attributes.get(sc.GEN_AI_TOOL_NAME)
-        server = attributes.get(sc.TOOL_MCP_SERVER)
+def accounting_entry(op: OpOutcome) -> AccountingEntry:
+    """The accounting entry of the op that came to ``op``: its line of the billing ledger, and
+    the ``accounting`` of its opTree node and of its ``op_accounted`` stream line. (Every
+    field is spelled out, in both branches: this runs in the caller's thread of each LLM
+    attempt.)"""
+    status: Any = sc.STATUS_FAILED if op.error is not None else sc.STATUS_OK
+    error = op.error or UNSET  # an empty description is no error to write
+    error_type = op.error_type if op.error else UNSET
+    if op.is_llm:
+        usage = op.usage or _NO_USAGE
+        cost, upstream = op.cost_usd, op.upstream_cost_usd
+        return AccountingEntry(
+            timestamp=op.ended_ns // 1_000_000,
+            status=status,
+            latency=latency_written(op.latency_ms),
+            type="llm",
+            originTxnId=op.origin_txn_id,
+            txnId=op.txn_id,
+            agentId=op.agent_id,
+            path=op.path,
+            provider=op.provider,
+            model=op.request_model,
+            actualProvider=op.response_provider if op.response_provider is not None else UNSET,
+            actualModel=op.response_model,
+            attempt=op.attempt,
+            tokens=Tokens(
+                inputTokens=usage.input,
+                outputTokens=usage.output,
+                cacheReadInputTokens=usage.cache_read,
+                cacheWriteInputTokens=usage.cache_write,
+                reasoningTokens=usage.reasoning,
+                totalTokens=usage.total,
+            ),
+            costUsd=cost_written(cost) if cost is not None else None,
+            upstreamInferenceCostUsd=cost_written(upstream) if upstream is not None else UNSET,
+            error=error,
+            errorType=error_type,
+            callPath=op.call_path,
+        )
+    return AccountingEntry(
+        timestamp=op.ended_ns // 1_000_000,
+        status=status,
+        latency=latency_written(op.latency_ms),
+        type="tool",
+        originTxnId=op.origin_txn_id,
+        txnId=op.txn_id,
+        agentId=op.agent_id,
+        path=op.path,
         # The tool's name when no provider is known, as every release wrote it.
-        entry["providerLabel"] = attributes.get(sc.TOOL_PROVIDER) or server or name
-        if server is not None:
-            entry["mcpServer"] = server
-        entry["command"] = name
-        entry["charactersIn"] = attributes.get(sc.TOOL_CHARS_IN)
-        entry["charactersOut"] = attributes.get(sc.TOOL_CHARS_OUT)
-    if error:
-        entry["error"] = error
-        entry["errorType"] = attributes.get(sc.ERROR_TYPE)
-    entry["callPath"] = call_path
-    return entry
+        providerLabel=op.tool_provider or op.mcp_server or op.tool_name,
+        mcpServer=op.mcp_server if op.mcp_server is not None else UNSET,
+        command=op.tool_name,
+        charactersIn=op.chars_in,
+        charactersOut=op.chars_out,
+        error=error,
+        errorType=error_type,
+        callPath=op.call_path,
+    )
+
+
+_NO_USAGE = Usage(None, None)
 
 
 def op_accounted(
-    entry: Mapping[str, Any],
+    entry: AccountingEntry | Mapping[str, Any],
     kind: str,
     name: str,
     ts: str,
@@ -100,9 +107,15 @@ def op_accounted(
     """The ``op_accounted`` stream line of an op (docs/events.md): what it was (``kind``:
     ``llm``, ``tool`` or ``session``; ``name``: the tool or the requested model), its
     ``accounting`` entry, and the linkage fields of its span."""
+    agent_id: Any
+    path: Any
+    if isinstance(entry, AccountingEntry):
+        agent_id, path = entry.agentId, entry.path
+    else:
+        agent_id, path = entry.get("agentId"), entry.get("path")
     event: dict[str, Any] = {
         "event_type": OP_ACCOUNTED,
-        "agent_id": entry.get("agentId"),
+        "agent_id": agent_id,
         "kind": kind,
         "name": name,
         "accounting": entry,
@@ -111,56 +124,82 @@ def op_accounted(
     if trace_id is not None:
         event["trace_id"] = trace_id
         event["span_id"] = span_id
-    event["path"] = entry.get("path")
+    event["path"] = path
     return event
+
+
+def accounted_event(op: OpOutcome, ts: str) -> dict[str, Any]:
+    """The ``op_accounted`` event of the op that came to ``op`` and ended at ``ts``."""
+    return op_accounted(
+        accounting_entry(op),
+        str(op.kind),
+        op.name,
+        ts,
+        format(op.trace_id, "032x") if op.trace_id else None,
+        format(op.span_id, "016x") if op.trace_id else None,
+    )
 
 
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
 
 
 class Accounted:
-    """An op's ``op_accounted`` event, with its accounting entry encoded once (compact JSON):
-    the ledger line, the ``accounting`` of the stream line and the op's opTree entry are these
-    very bytes. Immutable once made.
+    """An op's outcome and what the ledger and the stream write of it: its accounting entry,
+    encoded once (compact JSON), and its ``op_accounted`` event. The ledger line, the
+    ``accounting`` of the stream line and the op's opTree entry are these very bytes. Immutable
+    once made.
 
     ``inline``: its lines are written in the caller's thread as the op ends (an op that can
-    carry a cost). Otherwise the event is made on first use, by ``make()`` (given no
-    ``event``), from values that never change, and written off the caller's path.
+    carry a cost). Otherwise the outcome is made on first use, by ``make()`` (given no
+    ``op``), from values that never change, and written off the caller's path.
     """
 
-    __slots__ = ("_entry_json", "_event", "_make", "inline")
+    __slots__ = ("_entry_json", "_event", "_make", "_op", "inline", "ts")
 
     def __init__(
         self,
-        event: Mapping[str, Any] | None,
+        op: OpOutcome | None,
+        ts: str,
         inline: bool = True,
-        make: Callable[[], Mapping[str, Any]] | None = None,
+        make: Callable[[], OpOutcome] | None = None,
     ) -> None:
-        self._event = event
+        self._op = op
         self._make = make
+        self._event: dict[str, Any] | None = None
         self._entry_json: bytes | None = None
+        self.ts = ts
+        """When the op ended, as an event's ``ts``."""
         self.inline = inline
+
+    @property
+    def op(self) -> OpOutcome:
+        """The op's outcome."""
+        op = self._op
+        if op is None:  # made once; two threads making it at once make equal outcomes
+            op = self._op = self._make()  # type: ignore[misc]
+        return op
 
     @property
     def event(self) -> Mapping[str, Any]:
         """The ``op_accounted`` event (a dict: treat it as read-only)."""
         event = self._event
-        if event is None:  # made once; two threads making it at once make equal events
-            event = self._event = self._make()  # type: ignore[misc]
+        if event is None:
+            event = self._event = accounted_event(self.op, self.ts)
         return event
+
+    @property
+    def entry(self) -> AccountingEntry:
+        """The accounting entry."""
+        entry: AccountingEntry = self.event["accounting"]
+        return entry
 
     @property
     def entry_json(self) -> bytes:
         """The accounting entry as compact JSON, encoded once."""
         encoded = self._entry_json
         if encoded is None:
-            encoded = self._entry_json = _compact(self.event["accounting"])
+            encoded = self._entry_json = _compact(self.entry)
         return encoded
-
-    @property
-    def entry(self) -> Any:
-        """The accounting entry (a dict: treat it as read-only)."""
-        return self.event["accounting"]
 
     def ledger_line(self) -> bytes:
         """The entry as its line of the billing ledger."""

@@ -4,8 +4,9 @@ A scope (an agent run, a turn, an LLM attempt, a tool call) emits a :class:`Star
 opens and an :class:`Ended` when it closes; logs and reasoning chunks are :class:`Logged`, and
 every canonical event a :class:`EventLogged`. They are emitted whether or not the scope's span is
 sampled or recording, and they are the one source of every output but the spans themselves: the
-event stream, the session file, the ledger, the live opTree and the console lines (see
-``docs/architecture.md``).
+event stream, the session file, the ledger, the GenAI metrics, the live opTree and the console
+lines (see ``docs/architecture.md``). What an op came to (usage, cost, tool sizes, status) is
+typed, in its ``Ended`` record's ``accounted.op`` (``agenttrace.model.outcome``).
 
 Records are immutable values: built once in the caller's thread, from copies of what the caller
 passed (a result is serialised when the call returns, never read later from the user's object),
@@ -16,7 +17,9 @@ put on the span, and must not be changed by anyone after the record is built.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
+
+from agenttrace.model.outcome import OpOutcome
 
 AttributeMap = Mapping[str, Any]
 
@@ -88,6 +91,38 @@ class Started:
         """The span's W3C trace flags (bit 0: sampled), as the sampler decided."""
 
 
+class Accounting(Protocol):
+    """What an op's ``Ended`` record carries of what it came to: its typed outcome, and its
+    accounting entry and ``op_accounted`` line as the ledger and the stream write them
+    (``agenttrace.formats.ledger.Accounted`` is the one kind)."""
+
+    inline: bool
+    """Whether its lines are written in the caller's thread (an op that can carry a cost)."""
+
+    @property
+    def op(self) -> OpOutcome:
+        """The op's outcome: usage, cost, tool sizes, status (``agenttrace.model.outcome``)."""
+        ...
+
+    @property
+    def entry(self) -> Any:
+        """Its accounting entry (an ``AccountingEntry``)."""
+        ...
+
+    @property
+    def entry_json(self) -> bytes:
+        """The entry as compact JSON, encoded once."""
+        ...
+
+    def ledger_line(self) -> bytes:
+        """The entry as its line of the billing ledger."""
+        ...
+
+    def stream_line(self) -> bytes:
+        """Its ``op_accounted`` line of the event stream."""
+        ...
+
+
 class Ended:
     """A scope closed: when, how, and the attributes and events it gained since it started."""
 
@@ -113,7 +148,7 @@ class Ended:
         error: str | None = None,
         events: Sequence[SpanEvent] = (),
         payloads: Mapping[str, Any] | None = None,
-        accounted: Any = None,
+        accounted: Accounting | None = None,
         session: Any = None,
         started: Started | None = None,
     ) -> None:
@@ -132,11 +167,11 @@ class Ended:
         the span setting. A value may be a ``RecordedLater`` (``_internal/later.py``): a value
         that cannot change, whose text is made when first read (``recorded_text``)."""
         self.accounted = accounted
-        """An op's ``op_accounted`` event and accounting entry, encoded once
-        (``agenttrace.formats.ledger.Accounted``): for an op that can carry a cost, made in
-        the caller's thread and written to the stream and the ledger there before the op's
-        caller goes on; for a free one, made and written later. ``None`` for a run or a
-        turn."""
+        """An op's outcome (``accounted.op``: typed usage, cost, tool sizes, status), from which
+        its accounting entry, ledger line, ``op_accounted`` line, metrics and opTree node are
+        derived: for an op that can carry a cost, made in the caller's thread and written to
+        the stream and the ledger there before the op's caller goes on; for a free one, made
+        and written later. ``None`` for a run or a turn."""
         self.session = session
         """With ``accounted``: the ``Session`` whose stream gets it."""
         self.started = started

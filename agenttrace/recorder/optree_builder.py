@@ -12,8 +12,9 @@ The builder is a sink of our processor and runs on its background worker. Memory
 by what is running, not by what ran: a node that ends is serialised at once (or, if some of
 its children still run, when the last of them ends) into a :class:`Fragment` in its parent's
 place (JSON text, compacted into the session's spool of compressed gzip members as it
-accumulates), and a run's tree is dropped once its root has ended and the listeners (session
-file, ledger) have taken it. Only while an ``on_optree`` subscriber
+accumulates), and a run's tree is dropped once its root has ended (the session-file sink, which
+comes after this one among the processor's sinks, keeps the run it saw start). Only while an
+``on_optree`` subscriber
 listens are finished nodes kept whole, since the subscriber is handed the tree.
 """
 
@@ -33,14 +34,14 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.later import recorded_text
 from agenttrace.formats.compact_json import compact_json
 from agenttrace.formats.ledger import accounting_entry
+from agenttrace.formats.session.schema import AccountingEntry
 from agenttrace.formats.session.spool import Piece, Spool
 from agenttrace.model.amounts import latency_written
 from agenttrace.model.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
+from agenttrace.model.outcome import OpOutcome, op_outcome
 from agenttrace.recorder.sink import Sink
 
 Node = dict[str, Any]
-Listener = Callable[[str, "RunTree", str], None]
-"""``listener(what, run, label)``: ``what`` is ``start`` or ``end`` of the node at ``label``."""
 
 
 def _ms(nanoseconds: int) -> int:
@@ -152,7 +153,7 @@ def _host(op: Node, run: Node) -> None:
 
 
 class OpTreeSink(Sink):
-    """Builds every live run's opTree and tells listeners and subscribers when it changes."""
+    """Builds every live run's opTree and tells ``on_optree`` subscribers when it changes."""
 
     def __init__(
         self,
@@ -172,7 +173,6 @@ class OpTreeSink(Sink):
         self.recording = dict(recording or {})
         """How canonical events became span events (``captureContent``, ``maxPayloadBytes``)."""
         self._subscribers: list[_Subscriber] = []
-        self._listeners: list[Listener] = []
         self._lock = threading.Lock()
 
     # -- subscriptions ------------------------------------------------------------------------
@@ -192,10 +192,6 @@ class OpTreeSink(Sink):
 
         return unsubscribe
 
-    def add_listener(self, listener: Listener) -> None:
-        """``listener(what, run, label)`` at the start and end of each node."""
-        self._listeners.append(listener)
-
     # -- the sink -----------------------------------------------------------------------------
 
     def started(self, record: Started) -> None:
@@ -214,7 +210,7 @@ class OpTreeSink(Sink):
             # What the run's canonical span events were built with (an export rebuilds them).
             node["recording"] = dict(self.recording)
         run.place(record.label, node, record.parent, position)
-        self._changed(run, "start", record.label)
+        self._offer(run, final=False)
 
     def logged(self, record: Logged) -> None:
         node = self._node(record.origin, record.label)
@@ -270,9 +266,10 @@ class OpTreeSink(Sink):
         keep = bool(self._subscribers)  # a subscriber is handed whole trees
         if root:
             run.fragment = _compress(run, serialize(node))
-        self._changed(run, "end", record.label)
+        self._offer(run, final=root)
         if root:
-            del self.runs[record.origin]  # the listeners have taken it: release it
+            # Released: the session-file sink, after this one, kept the run since its start.
+            del self.runs[record.origin]
         else:
             _settle(run, record.label, keep)
 
@@ -282,15 +279,10 @@ class OpTreeSink(Sink):
         run = self.runs.get(origin)
         return run.nodes.get(label) if run is not None else None
 
-    def _changed(self, run: RunTree, what: str, label: str) -> None:
-        for listener in self._listeners:
-            try:
-                listener(what, run, label)
-            except Exception as exc:
-                report_internal_error("opTree listener", exc)
+    def _offer(self, run: RunTree, final: bool) -> None:
+        """Hand the run's tree to the ``on_optree`` subscribers (``final``: its root ended)."""
         if run.root is None:
             return
-        final = what == "end" and label == "0"
         for subscriber in self._subscribers:
             subscriber.offer(run.root, final)
 
@@ -544,7 +536,7 @@ def _new_node(record: Started, position: str) -> Node:
     }
 
 
-def _complete(node: Node, record: Ended, run: RunTree) -> Node | None:
+def _complete(node: Node, record: Ended, run: RunTree) -> AccountingEntry | None:
     """Finish ``node`` with its ``Ended`` record; an op's new accounting entry is returned (the
     one its ``op_accounted`` event carries: the stream and the ledger have the same)."""
     span = node["span"]
@@ -567,24 +559,36 @@ def _complete(node: Node, record: Ended, run: RunTree) -> Node | None:
         return None
     if "ops" in node:  # a turn
         return None
-    status = sc.STATUS_FAILED if error is not None else sc.STATUS_OK
-    node["status"] = status
-    node["latencyMs"] = latency_ms
-    if node.get("kind") != attributes.get(sc.KIND):
-        node["kind"] = attributes.get(sc.KIND)
-    if error:
-        node["error"] = error
-    if attributes.get(sc.ERROR_TYPE):
-        node["attributes"]["errorType"] = attributes[sc.ERROR_TYPE]
+    entry: AccountingEntry
     if record.accounted is not None:
-        entry: Node = record.accounted.entry
-    else:  # a record made by hand (no scope made its entry)
+        op, entry = record.accounted.op, record.accounted.entry
+    else:  # a record made by hand (no scope made its outcome)
         session = run.session_of(record.label)
-        call_path = session.get("callPath") if session is not None else None
-        entry = accounting_entry(attributes, record.ended_ns, error, latency_ms, call_path)
-    node["accounting"].append(entry)
+        op = op_outcome(
+            span["attributes"],
+            {},
+            span["startTimeUnixNano"],
+            record.ended_ns,
+            error,
+            session.get("callPath") if session is not None else None,
+        )
+        entry = accounting_entry(op)
+    _complete_op(node, op, latency_ms)
+    node["accounting"].append(msgspec.to_builtins(entry))
     _payloads(node, record.payloads if record.payloads is not None else attributes)
     return entry
+
+
+def _complete_op(node: Node, op: OpOutcome, latency_ms: float) -> None:
+    """An op's node as its outcome says it ended (its accounting entry aside)."""
+    node["status"] = sc.STATUS_FAILED if op.failed else sc.STATUS_OK
+    node["latencyMs"] = latency_ms
+    if node.get("kind") != op.kind:
+        node["kind"] = op.kind
+    if op.error:
+        node["error"] = op.error
+    if op.error_type:
+        node["attributes"]["errorType"] = op.error_type
 
 
 def _payloads(node: Node, attributes: Mapping[str, Any]) -> None:

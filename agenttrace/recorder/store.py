@@ -27,6 +27,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from agenttrace import semconv as sc
 from agenttrace._internal.redact import scrub_json_text
 from agenttrace.formats.ledger import accounted_line, is_accounted_line
 from agenttrace.formats.safe_open import open_inside
@@ -39,7 +40,7 @@ from agenttrace.formats.session.files import (
 )
 from agenttrace.formats.session.leftovers import remove_leftovers
 from agenttrace.formats.session.spool import Piece, Spool, write_pieces
-from agenttrace.model.lifecycle import Ended, EventLogged
+from agenttrace.model.lifecycle import Ended, EventLogged, Started
 from agenttrace.recorder.optree_builder import COMPACT_BYTES, OpTreeSink, RunTree, serialize
 from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, count
 from agenttrace.recorder.sink import Scheduler, Sink
@@ -449,7 +450,11 @@ class _SessionState:
 
 
 class SessionFileSink(Sink):
-    """Writes the gzipped session file, coalesced, when runs and sub-agents end, and at exit."""
+    """Writes the gzipped session file, coalesced, when runs and sub-agents end, and at exit.
+
+    It reads the runs ``optree`` builds, so it must come after that sink among the
+    processor's sinks: the processor hands each record to its sinks in order, and the opTree
+    has then placed (or completed) the node a ``Started`` (``Ended``) record is about."""
 
     def __init__(
         self,
@@ -472,7 +477,8 @@ class SessionFileSink(Sink):
         self._swept = False
         self._scheduler: Scheduler | None = None
         self._lock = threading.RLock()
-        optree.add_listener(self._on_tree)
+        self._live: dict[str, RunTree] = {}
+        """Per origin txn id: the opTree's run, from its root's start to its end."""
 
     def attach(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
@@ -499,25 +505,36 @@ class SessionFileSink(Sink):
         state.add_event(record.line, self.redacted)
         state.dirty = True
 
-    def _on_tree(self, what: str, run: RunTree, label: str) -> None:
+    def started(self, record: Started) -> None:
+        run = self.optree.runs.get(record.origin)
+        if run is None:
+            return  # a run the opTree does not build (its root started before recording)
+        if record.label == "0":
+            self._live[record.origin] = run
         if run.session is None:
             return
         state = self._state(run.session)
         state.dirty = True
-        if what == "start":
-            if label == "0":
-                state.runs.append(run)
-                state.summaries.append(None)
-                state.live += 1
+        if record.label == "0":
+            state.runs.append(run)
+            state.summaries.append(None)
+            state.live += 1
+
+    def ended(self, record: Ended) -> None:
+        root = record.label == "0"
+        run = self._live.pop(record.origin, None) if root else self._live.get(record.origin)
+        if run is None or run.session is None:
             return
-        if label == "0":  # a run ended: keep it serialised, the tree goes
+        state = self._state(run.session)
+        state.dirty = True
+        if root:  # a run ended: keep it serialised, the tree goes
             index = _last_index(state.runs, run)
             if index is not None and run.fragment is not None and run.root is not None:
                 state.runs[index] = run.fragment
                 state.summaries[index] = _summary(run.root)
                 state.live -= 1
             self.request_write(run.session_id)
-        elif run.positions.get(label) == "session":
+        elif record.started is not None and record.started.kind == sc.KIND_SESSION:
             self.request_write(run.session_id)  # a sub-agent finished
 
     def request_write(self, session_id: str) -> None:

@@ -27,7 +27,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_s
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace.model.lifecycle import Ended, Started
+from agenttrace.model.lifecycle import Ended
+from agenttrace.model.outcome import OpOutcome
 from agenttrace.recorder.sink import Sink
 
 TOKEN_BUCKETS = (
@@ -40,16 +41,11 @@ DURATION_BUCKETS = (
 )  # fmt: skip
 """The conventions' explicit bucket boundaries for ``gen_ai.client.operation.duration``."""
 
-_IDENTITY = (
-    sc.GEN_AI_OPERATION_NAME,
-    sc.GEN_AI_PROVIDER_NAME,
-    sc.GEN_AI_REQUEST_MODEL,
-)
-
 
 class MetricsSink(Sink):
-    """Records each LLM attempt's tokens and duration on the GenAI client histograms, in the
-    caller's thread as the attempt ends (``op_accounted``), with its span as the context."""
+    """Records each LLM attempt's tokens and duration on the GenAI client histograms, from its
+    outcome, in the caller's thread as the attempt ends (``op_accounted``), with its span as
+    the context."""
 
     def __init__(self, meter_provider: MeterProvider, version: str) -> None:
         meter = meter_provider.get_meter("agenttrace", version)
@@ -67,53 +63,52 @@ class MetricsSink(Sink):
         )
 
     def op_accounted(self, record: Ended) -> None:
-        started = record.started
-        if started is None or started.kind != sc.KIND_LLM:
+        if record.accounted is not None and record.started is not None:
+            self.measure(record.accounted.op)
+
+    def measure(self, op: OpOutcome) -> None:
+        """Record an LLM attempt's duration and tokens from its outcome, in its span's
+        context (a tool call has no GenAI client metrics)."""
+        if not op.is_llm:
             return
-        ended = record.attributes
         # The attributes every measurement of the attempt shares, made once.
         attributes: dict[str, AttributeValue] = {}
-        for key in _IDENTITY:
-            value = started.attributes.get(key)
+        for key, value in (
+            (sc.GEN_AI_OPERATION_NAME, op.operation),
+            (sc.GEN_AI_PROVIDER_NAME, op.provider),
+            (sc.GEN_AI_REQUEST_MODEL, op.request_model),
+            (sc.GEN_AI_RESPONSE_MODEL, op.response_model),
+        ):
             if value is not None:
                 attributes[key] = value
-        response_model = ended.get(sc.GEN_AI_RESPONSE_MODEL)
-        if response_model is not None:
-            attributes[sc.GEN_AI_RESPONSE_MODEL] = response_model
-        context = span_context(started)
-        if record.error is None:
+        context = span_context(op.trace_id, op.span_id, op.trace_flags)
+        if op.error is None:
             timing = attributes
         else:
-            timing = {**attributes, sc.ERROR_TYPE: str(ended.get(sc.ERROR_TYPE) or "_OTHER")}
-        seconds = max(0, record.ended_ns - started.started_ns) / 1e9
-        self.duration.record(seconds, timing, context)
-        for token_type, key in _TOKENS:
-            tokens = ended.get(key)
+            timing = {**attributes, sc.ERROR_TYPE: str(op.error_type or "_OTHER")}
+        self.duration.record(max(0, op.ended_ns - op.started_ns) / 1e9, timing, context)
+        usage = op.usage
+        if usage is None:
+            return
+        for token_type, tokens in (("input", usage.input), ("output", usage.output)):
             if isinstance(tokens, int) and not isinstance(tokens, bool):
                 self.token_usage.record(
                     tokens, {**attributes, sc.GEN_AI_TOKEN_TYPE: token_type}, context
                 )
 
 
-_TOKENS = (("input", sc.GEN_AI_USAGE_INPUT_TOKENS), ("output", sc.GEN_AI_USAGE_OUTPUT_TOKENS))
-
 _NO_SPAN = Context()
 """The context of a measurement whose scope had no span (the no-op tracer): none, rather than
 whatever is current."""
 
 
-def span_context(started: Started) -> Context:
-    """A context holding the span ``started`` recorded, as the exemplar filter and reservoir read
-    it: its trace id, span id, and the sampler's trace flags."""
-    if not started.trace_id:
+def span_context(trace_id: int, span_id: int, trace_flags: int) -> Context:
+    """A context holding the span of these ids, as the exemplar filter and reservoir read it:
+    its trace id, span id, and the sampler's trace flags."""
+    if not trace_id:
         return _NO_SPAN
     return set_span_in_context(
         NonRecordingSpan(
-            SpanContext(
-                started.trace_id,
-                started.span_id,
-                is_remote=False,
-                trace_flags=TraceFlags(started.trace_flags),
-            )
+            SpanContext(trace_id, span_id, is_remote=False, trace_flags=TraceFlags(trace_flags))
         )
     )

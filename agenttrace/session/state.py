@@ -2,9 +2,11 @@
 message counter for all events), keeps every agent that ever existed with its transcript, and
 logs the canonical events.
 
-Each event goes, at once and in message-id order, to the observers registered with
-:func:`observe_events`: the tracing layer puts it on the current span (a span event) and hands
-it to agenttrace's recorder, whose event-stream sink writes it in full as one flushed JSON line.
+Each event goes, at once and in message-id order, to the scope it was logged in
+(``Linkable.event_logged``: the tracing layer's scope puts it on its span, as a span event, and
+hands it to agenttrace's recorder as an ``EventLogged`` record), or straight to the recorder when
+it was logged outside any scope. The recorder's event-stream sink writes it in full as one
+flushed JSON line.
 ``Session.load`` / :func:`resume` restore both counters, the registry and every transcript from
 a session file or stream, so a resumed run never reuses an id.
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agenttrace._internal.context import Linkable, current_linkable
+from agenttrace._internal.runtime import runtime
 from agenttrace._internal.times import event_ts
 from agenttrace.formats.session.files import (
     LoadedFile,
@@ -35,6 +38,7 @@ from agenttrace.formats.session.files import (
 from agenttrace.formats.session.unfinished import continued, without_unfinished
 from agenttrace.model import events as ev
 from agenttrace.model.ids import new_txn_id
+from agenttrace.model.lifecycle import EventLogged
 from agenttrace.model.links import Replies
 from agenttrace.model.relays import CallAnswers
 from agenttrace.model.resets import MAX_MOVED, Plan, Replay, plan_reset
@@ -295,22 +299,21 @@ class Session:
     # -- recording ----------------------------------------------------------------------------
 
     def _log(self, build: Callable[[str], dict[str, Any]], at: Linkable | None) -> str:
-        """Allocate the next message id, build the event, record it (registry, observers).
+        """Allocate the next message id, build the event, record it (registry, scope, recorder).
 
         ``at``: the scope the event belongs to (default: the current one), for its linkage.
         """
         scope = at if at is not None else current_linkable()
         with self._lock:
             event, line = self._record(build, scope)
-            for observer in _observers:
-                observer(self, event, line, scope, 0)
+            _deliver(self, event, line, scope, 0)
         return str(event["message_id"])
 
     def _log_all(
         self, builds: Sequence[Callable[[str], dict[str, Any]]], at: Linkable | None
     ) -> str:
         """:meth:`_log` for events that are written together, in one write; returns the first
-        one's message id. Observers get each with how many more of the same write follow, and
+        one's message id. Each is delivered with how many more of the same write follow, and
         each line but the last is marked as continued
         (``agenttrace.formats.session.unfinished``)."""
         scope = at if at is not None else current_linkable()
@@ -318,8 +321,7 @@ class Session:
         with self._lock:
             recorded = [self._record(build, scope, i < last) for i, build in enumerate(builds)]
             for index, (event, line) in enumerate(recorded):
-                for observer in _observers:
-                    observer(self, event, line, scope, last - index)
+                _deliver(self, event, line, scope, last - index)
         return str(recorded[0][0]["message_id"])
 
     def _record(
@@ -548,31 +550,23 @@ _TRACE_ID = re.compile(r"[0-9a-fA-F]{32}\Z")
 _SPAN_ID = re.compile(r"[0-9a-fA-F]{16}\Z")
 
 
-# --- observers ------------------------------------------------------------------------------
-
-EventObserver = Callable[["Session", dict[str, Any], bytes, "Linkable | None", int], None]
-"""``observer(session, event, line, scope, more)``: called for every event, in message-id order,
-under the session's lock, with ``scope`` the scope it was logged in (``None`` outside any) and
-``more`` how many events logged with it, to be written in the same write, follow it (0 for most:
-an agent's creation is logged with the entries its transcript starts with)."""
-
-_observers: tuple[EventObserver, ...] = ()
-_observers_lock = threading.Lock()
+# --- where events go ------------------------------------------------------------------------
 
 
-def observe_events(observer: EventObserver) -> Callable[[], None]:
-    """Call ``observer`` for every canonical event any session logs from now on; returns the
-    undo. Observers must not raise and must not log events themselves."""
-    global _observers
-    with _observers_lock:
-        _observers = (*_observers, observer)
-
-    def undo() -> None:
-        global _observers
-        with _observers_lock:
-            _observers = tuple(o for o in _observers if o is not observer)
-
-    return undo
+def _deliver(
+    session: Session, event: dict[str, Any], line: bytes, scope: Linkable | None, more: int
+) -> None:
+    """Hand one event to its one way out, under the session's lock, in message-id order: the
+    scope it was logged in (which adds it to its span and records it), else the recorder, if
+    agenttrace is set up. ``more``: how many events logged with it, to be written in the same
+    write, follow it (0 for most: an agent's creation is logged with the entries its
+    transcript starts with)."""
+    if scope is not None:
+        scope.event_logged(session, event, line, more)
+        return
+    recorder = runtime.recorder
+    if recorder is not None:
+        recorder.record(EventLogged(session, event, line, more=more))
 
 
 # --- the session agent code runs in ---------------------------------------------------------

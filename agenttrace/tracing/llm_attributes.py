@@ -22,6 +22,8 @@ from agenttrace import semconv as sc
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
 from agenttrace.model.events import alignment, same_entry
+from agenttrace.model.outcome import Usage
+from agenttrace.tracing.op_attributes import usage_span_attributes
 from agenttrace.tracing.scopes import SessionScope
 
 _MISSING = object()
@@ -142,9 +144,16 @@ def split_model(model: str, provider: str | None = None) -> tuple[str | None, st
 
 
 def usage_attributes(usage: Any) -> dict[str, AttributeValue]:
-    """Token counts from an OpenAI-, Anthropic- or litellm-style usage block."""
+    """Token counts from an OpenAI-, Anthropic- or litellm-style usage block, as span
+    attributes."""
+    counts = usage_of(usage)
+    return usage_span_attributes(counts) if counts is not None else {}
+
+
+def usage_of(usage: Any) -> Usage | None:
+    """The token counts of an OpenAI-, Anthropic- or litellm-style usage block."""
     if usage is None:
-        return {}
+        return None
     prompt = _int(field(usage, "prompt_tokens"))
     cache_read = _int(field(usage, "cache_read_input_tokens"))
     cache_write = _int(field(usage, "cache_creation_input_tokens"))
@@ -168,22 +177,7 @@ def usage_attributes(usage: Any) -> dict[str, AttributeValue]:
         usage, "output_tokens_details"
     )
     reasoning = _int(field(completion_details, "reasoning_tokens"))
-    attributes: dict[str, AttributeValue] = {}
-    if input_tokens is not None:
-        attributes[sc.GEN_AI_USAGE_INPUT_TOKENS] = input_tokens
-    if output is not None:
-        attributes[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = output
-    if cache_read:
-        attributes[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cache_read
-    if cache_write:
-        attributes[sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = cache_write
-    if reasoning:
-        attributes[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = reasoning
-    if input_tokens is not None and output is not None and runtime.settings.openinference:
-        attributes[sc.LLM_TOKEN_COUNT_PROMPT] = input_tokens
-        attributes[sc.LLM_TOKEN_COUNT_COMPLETION] = output
-        attributes[sc.LLM_TOKEN_COUNT_TOTAL] = input_tokens + output
-    return attributes
+    return Usage(input_tokens, output, cache_read or 0, cache_write or 0, reasoning or 0)
 
 
 # --- request and response ----------------------------------------------------------------------

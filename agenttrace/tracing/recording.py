@@ -3,7 +3,8 @@ become span events.
 
 The recorder (``agenttrace.sdk``'s processor, set by ``init``) gets every record in the caller's
 thread; before ``init`` (or after ``shutdown``) records go nowhere. A canonical event logged in a
-scope is added to that scope's span as an ``agenttrace.event`` span event (content capped and
+scope reaches it through the session (``Session`` hands it to the scope's ``event_logged``) and
+is added to that scope's span as an ``agenttrace.event`` span event (content capped and
 redacted, as on every span) whose time is the event's own ``ts`` and whose attributes are
 :func:`span_event_attributes` of the event: everything about it follows from the event, so a
 session file does not store it twice and an export rebuilds it exactly.
@@ -26,7 +27,7 @@ from agenttrace._internal.runtime import INSTRUMENTATION_NAME, runtime
 from agenttrace._internal.times import ts_nanoseconds
 from agenttrace._version import __version__
 from agenttrace.model.lifecycle import EventLogged, Record
-from agenttrace.session.state import Session, observe_events
+from agenttrace.session.state import Session
 
 
 def emit(record: Record) -> None:
@@ -75,22 +76,17 @@ def span_event_attributes(
     return attributes
 
 
-def _on_canonical_event(
-    session: Session, event: dict[str, Any], line: bytes, scope: Linkable | None, more: int
+def record_canonical_event(
+    scope: Linkable, span: Any, session: Session, event: dict[str, Any], line: bytes, more: int
 ) -> None:
-    if runtime.recorder is None and scope is None:
-        return
-    if scope is None:
-        emit(EventLogged(session, event, line, more=more))
-        return
-    span = getattr(scope, "span", None)
+    """A canonical event logged in ``scope``: an ``agenttrace.event`` span event on its
+    ``span`` (if it records), and an ``EventLogged`` record for the recorder (if set up). The
+    span event is added whether or not agenttrace is set up: canonical events reach the spans
+    of an application's own provider without ``init()``."""
     if span is not None and span.is_recording():
         when = ts_nanoseconds(event["ts"]) or time.time_ns()
         span.add_event(sc.EVENT_CANONICAL, span_event_attributes(event), timestamp=when)
     emit(EventLogged(session, event, line, scope.origin, scope.label, more))
-
-
-observe_events(_on_canonical_event)
 
 
 def emit_inference_details(

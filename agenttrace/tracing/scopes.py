@@ -43,13 +43,14 @@ from agenttrace._internal.context import current_scope_var
 from agenttrace._internal.redact import cap_text, capped_attributes, capped_value, scrub_text
 from agenttrace._internal.runtime import runtime
 from agenttrace._internal.times import event_ts
-from agenttrace.formats.ledger import Accounted, accounting_entry, op_accounted
+from agenttrace.formats.ledger import Accounted
 from agenttrace.model.ids import new_txn_id
 from agenttrace.model.lifecycle import Ended, SpanEvent, Started
+from agenttrace.model.outcome import op_outcome
 from agenttrace.model.paths import Address, format_label
 from agenttrace.session.state import Session, current_session
 from agenttrace.tracing.agents import agent_of
-from agenttrace.tracing.recording import emit, emit_inference_details
+from agenttrace.tracing.recording import emit, emit_inference_details, record_canonical_event
 
 Scope = Union["SessionScope", "TurnScope", "OpScope"]
 
@@ -148,6 +149,10 @@ class _BaseScope:
         if not self.trace_id:
             return None, None
         return format(self.trace_id, "032x"), format(self.span_id, "016x")
+
+    def event_logged(self, session: Session, event: dict[str, Any], line: bytes, more: int) -> None:
+        """A canonical event was logged in this scope: on its span, and to the recorder."""
+        record_canonical_event(self, getattr(self, "span", None), session, event, line, more)
 
 
 class SessionScope(_BaseScope):
@@ -796,60 +801,36 @@ def finish(
 
 
 def _accounted(scope: OpScope, ended: Attributes, ended_ns: int, error: str | None) -> Accounted:
-    """The op's ``op_accounted`` event and accounting entry. An op that can carry a cost (an LLM
-    attempt, a tool whose span has a non-zero ``agenttrace.cost.usd``) has it made now, and the
-    stream and the ledger get it in the caller's thread, before the op's caller goes on; any
-    other op's is made and written off the caller's path (see ``formats/ledger.py``)."""
+    """The op's outcome (``agenttrace.model.outcome``), with its accounting entry and
+    ``op_accounted`` event. An op that can carry a cost (an LLM attempt, a tool whose span has a
+    non-zero ``agenttrace.cost.usd``) has it made now, and the stream and the ledger get it in
+    the caller's thread, before the op's caller goes on; any other op's is made and written off
+    the caller's path (see ``formats/ledger.py``)."""
+    started = scope.start_record
     make = functools.partial(
-        _accounted_event,
+        op_outcome,
         scope.attributes,
         ended,
+        scope.started_ns,
         ended_ns,
         error,
-        scope.started_ns,
         scope.session.call_path,
+        scope.name,
         scope.trace_id,
         scope.span_id,
+        started.trace_flags if started is not None else 0,
         scope.kind,
-        scope.name,
-        event_ts(ended_ns),
     )
+    ts = event_ts(ended_ns)
     if scope.kind == sc.KIND_LLM or _priced(ended, scope.attributes):
-        return Accounted(make())
-    return Accounted(None, inline=False, make=make)
+        return Accounted(make(), ts)
+    return Accounted(None, ts, inline=False, make=make)
 
 
 def _priced(ended: Attributes, started: Attributes) -> bool:
     """Whether a span with these attributes carries a cost (not 0)."""
     cost = ended.get(sc.COST_USD, started.get(sc.COST_USD))
     return cost is not None and cost != 0
-
-
-def _accounted_event(
-    started: Attributes,
-    ended: Attributes,
-    ended_ns: int,
-    error: str | None,
-    started_ns: int,
-    call_path: str,
-    trace_id: int,
-    span_id: int,
-    kind: str,
-    name: str,
-    ts: str,
-) -> dict[str, Any]:
-    """An op's ``op_accounted`` event, from values that never change once it ended."""
-    attributes = {**started, **ended}
-    entry = accounting_entry(attributes, ended_ns, error, (ended_ns - started_ns) / 1e6, call_path)
-    named = attributes.get(sc.GEN_AI_TOOL_NAME) or attributes.get(sc.GEN_AI_REQUEST_MODEL)
-    return op_accounted(
-        entry,
-        str(attributes.get(sc.KIND, kind)),
-        str(named) if named is not None else name,
-        ts,
-        format(trace_id, "032x") if trace_id else None,
-        format(span_id, "016x") if trace_id else None,
-    )
 
 
 def record_error(span: Span, error: BaseException, when_ns: int) -> tuple[str, SpanEvent]:

@@ -37,10 +37,9 @@ from agenttrace._internal.config import (
     READ_LIMIT_VARIABLES,
     ReadLimits,
 )
-from agenttrace.formats.ledger import OP_ACCOUNTED
 from agenttrace.formats.safe_open import UnsafeFile, check_writable, open_inside, open_regular
 from agenttrace.formats.session import schema
-from agenttrace.formats.session.schema import FORMAT, VERSION
+from agenttrace.formats.session.schema import FORMAT, OP_ACCOUNTED, VERSION
 from agenttrace.formats.session.spool import Piece, atomic_file, gzip_member
 from agenttrace.model.events import infer_causes, normalize
 from agenttrace.model.journal import STEP, STEP_DECISION

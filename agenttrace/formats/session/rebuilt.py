@@ -22,9 +22,9 @@ from typing import Any
 
 from agenttrace._internal.config import ReadLimits
 from agenttrace._internal.times import ts_ms
-from agenttrace.formats.ledger import OP_ACCOUNTED
 from agenttrace.formats.session.files import LoadedFile
 from agenttrace.formats.session.optree import hosted_sessions
+from agenttrace.formats.session.schema import OP_ACCOUNTED
 from agenttrace.model.paths import format_label, parse_label
 
 INTERRUPTED = "agenttrace.interrupted"

@@ -237,11 +237,6 @@ def _key_of(obj: Any, attribute: str) -> str:
     )
 
 
-def _has(obj: Any, key: str) -> bool:
-    """Whether ``obj`` has the JSON key ``key`` (an attribute of the same name)."""
-    return getattr(obj, key, UNSET) is not UNSET
-
-
 # --- the span as sent ---------------------------------------------------------------------------
 
 
@@ -383,6 +378,12 @@ class AccountingEntry(_Object, kw_only=True):
     # type's entries.
     _LLM_OPTIONAL: ClassVar = ("actualProvider", "upstreamInferenceCostUsd")
     _TOOL_OPTIONAL: ClassVar = ("mcpServer", "command")
+    # Per type (True: an LLM attempt's), the fields it must have and those it must not.
+    _NEEDED: ClassVar = {True: _LLM_ONLY, False: _TOOL_ONLY}
+    _REFUSED: ClassVar = {
+        True: _TOOL_ONLY + _TOOL_OPTIONAL,
+        False: _LLM_ONLY[1:] + _LLM_OPTIONAL,
+    }
 
     timestamp: Annotated[EpochMs, Meta(description="When the op ended.")]
     status: Status
@@ -450,18 +451,16 @@ class AccountingEntry(_Object, kw_only=True):
     ] = UNSET
 
     def __post_init__(self) -> None:
-        _check_rules(self)
+        # ``requires`` and the fields of each type, checked inline: the ledger makes an entry
+        # in the caller's thread of every LLM attempt.
+        if (self.error is UNSET) is not (self.errorType is UNSET):
+            _check_rules(self)  # says which one lacks the other
         llm = self.type == "llm"
-        needed, refused = (
-            (self._LLM_ONLY, self._TOOL_ONLY + self._TOOL_OPTIONAL)
-            if llm
-            else (self._TOOL_ONLY, self._LLM_ONLY[1:] + self._LLM_OPTIONAL)
-        )
-        for key in needed:
-            if not _has(self, key):
+        for key in self._NEEDED[llm]:
+            if getattr(self, key) is UNSET:
                 raise ValueError(f"Object missing required field `{key}` (a {self.type} entry)")
-        for key in refused:
-            if _has(self, key):
+        for key in self._REFUSED[llm]:
+            if getattr(self, key) is not UNSET:
                 raise ValueError(f"Object contains field `{key}`, not for a {self.type} entry")
 
     json_schema_extra: ClassVar = {
@@ -860,7 +859,12 @@ Event = AgentCreated | TranscriptEntry | TranscriptReset | PieceOfText
 """A canonical event (docs/events.md): one line of an event stream."""
 
 
-class OpAccounted(_Object, kw_only=True, tag_field="event_type", tag="op_accounted"):
+OP_ACCOUNTED = "op_accounted"
+"""The ``event_type`` of a stream line that carries an op's accounting (no message id: it is
+no part of any transcript)."""
+
+
+class OpAccounted(_Object, kw_only=True, tag_field="event_type", tag=OP_ACCOUNTED):
     """An LLM attempt or tool call ended: what it cost, written to the event stream the moment
     it ended (docs/events.md, "Accounting lines"). A line of the stream only, never of a session
     file's events, and no canonical event: no message id, no part of any transcript."""
