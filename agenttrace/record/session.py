@@ -32,6 +32,7 @@ from agenttrace.record import events as ev
 from agenttrace.record.damaged import keep_aside as keep_damaged_aside
 from agenttrace.record.damaged import recover_runs
 from agenttrace.record.ids import new_txn_id
+from agenttrace.record.lease import Lease
 from agenttrace.record.links import Replies
 from agenttrace.record.rebuilt import mark_interrupted, with_rebuilt_runs
 from agenttrace.record.resets import MAX_MOVED, Plan, Replay, plan_reset
@@ -46,6 +47,8 @@ from agenttrace.record.session_files import (
     read_session_file,
     sibling_path,
 )
+from agenttrace.record.session_lease import files_state
+from agenttrace.record.session_lease import hold as hold_lease
 from agenttrace.record.unanswered import MAX_CLOSED, UnansweredPolicy, close_unanswered_calls
 from agenttrace.record.unfinished import continued, unfinished_tail
 
@@ -108,6 +111,8 @@ class Session:
         self.cut_short: list[dict[str, Any]] = []
         """Events at the end of its stream whose write a crash cut short, left out when it was
         resumed (see ``agenttrace.record.unfinished``)."""
+        self.lease: Lease | None = None
+        """The lease this process holds on it (a resumed session: ``session_lease``)."""
         self._lock = threading.RLock()
         self._by_name: dict[str, str] = {}
         self._agent_of: dict[str, str] = {}  # message id -> the agent whose event it is
@@ -601,10 +606,17 @@ def resume(
     sessions_dir: str | Path | None = None,
     *,
     unanswered_tool_calls: UnansweredPolicy = "reply",
+    force: bool = False,
 ) -> Session:
     """Restore a session from its gzipped file or event stream (or its id in ``sessions_dir``)
     and make it current: the next agent run appends to it, with no id reused, and its root span
     links to the previous run's trace.
+
+    The session's lease is taken beside its files, and where it will be written if elsewhere
+    (``agenttrace.record.session_lease``), and held until ``shutdown()`` or the process's end:
+    another process resuming it meanwhile gets :class:`LeaseHeld`, as this call does while
+    another holds it. ``force`` takes the lease over from a holder that is stuck, or that
+    another host's lease file names.
 
     Tool calls a crash left without a result are answered by ``unanswered_tool_calls``
     (``agenttrace.record.unanswered``: by default a ``tool`` entry saying the call was
@@ -616,12 +628,19 @@ def resume(
     """
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
     path = find_session(str(path_or_id), directory)
-    loaded, cut_short = _without_unfinished(path, load_fullest(path, keep_damaged=True))
-    session = Session.from_file(loaded)
-    mark_interrupted(session.runs)  # the process that ran them is gone: they will not end
+    read = files_state(path)
+    session, cut_short = _restored(path)
     # Where the next run will write (init's sessions directory): refused now, not at its first
     # event, when all agenttrace could do is warn and not save.
     check_session_files(runtime.settings.sessions_dir, session.session_id)
+    hold_lease(session, *_lease_directories(path), force=force)
+    if files_state(path) != read:
+        # Written while it was read (by the holder that has just let the lease go): read again,
+        # under the lease now, so this process goes on from what that one left.
+        read_before = session  # holds the lease until the session read again does
+        session, cut_short = _restored(path)
+        hold_lease(session, *_lease_directories(path), force=force)
+        del read_before
     session.cut_short = cut_short
     session.resumed_from = str(path)
     session.restored_count = len(session.events)
@@ -654,6 +673,23 @@ def resume(
         )
     use_session(session)
     return session
+
+
+def _lease_directories(path: Path) -> tuple[Path, ...]:
+    """Where a resume of the session at ``path`` takes its lease: where it will be written (if
+    agenttrace records: ``init`` ran), and beside the files it is read from."""
+    if runtime.recorder is None:
+        return (path.parent,)
+    return runtime.settings.sessions_dir, path.parent
+
+
+def _restored(path: Path) -> tuple[Session, list[dict[str, Any]]]:
+    """The session at ``path`` as its files hold it (without a write a crash cut short), its
+    earlier runs marked interrupted, and the events left out."""
+    loaded, cut_short = _without_unfinished(path, load_fullest(path, keep_damaged=True))
+    session = Session.from_file(loaded)
+    mark_interrupted(session.runs)  # the process that ran them is gone: they will not end
+    return session, cut_short
 
 
 def _without_unfinished(path: Path, loaded: LoadedFile) -> tuple[LoadedFile, list[dict[str, Any]]]:
@@ -793,11 +829,13 @@ def load_session(
     agent_factory: Callable[[AgentRecord, Session], Any] | None = None,
     *,
     unanswered_tool_calls: UnansweredPolicy = "reply",
+    force: bool = False,
 ) -> tuple[Any, Session]:
     """``load_session`` (docs/events.md): (root agent, session), the session made current.
 
     Start or resume in one call: an existing session file, stream or session id is resumed
-    (:func:`resume`); where there is none yet, a new session is started with its root agent
+    (:func:`resume`, which takes its lease; ``force`` as there); where there is none yet, a
+    new session is started with its root agent
     logged, named by the id or file name (in the sessions directory, where it will be written,
     so the same call resumes it next time: ``find_or_name_session``). A file that is not a
     session raises :class:`SessionFileError`.
@@ -810,7 +848,7 @@ def load_session(
     if isinstance(found, str):
         session = _started(found)
     else:
-        session = resume(found, unanswered_tool_calls=unanswered_tool_calls)
+        session = resume(found, unanswered_tool_calls=unanswered_tool_calls, force=force)
     root = session.root()
     if root is None:
         raise SessionFileError(f"{session_file}: the session has no root agent")

@@ -33,6 +33,7 @@ from agenttrace._internal.redact import remember_environment_secrets
 from agenttrace._internal.runtime import INSTRUMENTATION_NAME, runtime
 from agenttrace._version import __version__
 from agenttrace.instrumentation.threading import instrument_threads
+from agenttrace.record.session_lease import release_all as release_leases
 from agenttrace.sdk.console import ConsoleSink
 from agenttrace.sdk.export import BoundedExport, in_background
 from agenttrace.sdk.instrumentors import library_module, library_name, start_instrumentor
@@ -131,6 +132,7 @@ class Tracing:
                 logger.exception("agenttrace: undoing instrumentation failed")
         if self.processor is not None:
             self.processor.shutdown()
+        release_leases()  # the sessions' last lines are written: another process may resume them
         budget = self.settings.shutdown_timeout
         deadline = time.monotonic() + budget
         metrics_done = None
