@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -191,6 +191,8 @@ def init(
     instrument: Iterable[str] = (),
     input_deltas: bool | None = None,
     journal: bool | None = None,
+    tool_effects: Mapping[str, str] | None = None,
+    trusted_mcp_servers: Iterable[str] | None = None,
 ) -> Tracing:
     """Start tracing agent code; returns a handle whose ``shutdown()`` undoes it.
 
@@ -215,6 +217,10 @@ def init(
     ``journal``: tool calls that are not ``pure`` write their intent before their body runs and
     their outcome after, in the event stream (docs/journal.md; default on; ``False`` or
     ``AGENTTRACE_JOURNAL=false``: not).
+    ``tool_effects``: the effect class of smolagents and Claude Agent SDK tools by name
+    (``{"web_search": "read"}``), over what the tool itself declares; ``trusted_mcp_servers``:
+    the MCP servers whose tool annotations are believed (README, "Effect classes of framework
+    tools").
 
     Calling ``init`` again while tracing is on returns the same handle and changes nothing but
     the libraries ``instrument`` adds.
@@ -245,6 +251,8 @@ def init(
             propagate_threads=propagate_threads,
             input_deltas=input_deltas,
             journal=journal,
+            tool_effects=tool_effects,
+            trusted_mcp_servers=trusted_mcp_servers,
         )
         runtime.settings = settings
         runtime.disabled = settings.disabled
