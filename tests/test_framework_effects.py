@@ -15,9 +15,21 @@ import pytest
 import agenttrace
 from agenttrace.tracing.effects import annotated_effect
 
+from .anthropic_server import AnthropicServer, Reply, text, tool_use
 from .conftest import Traced
 from .llm_server import LLMServer
-from .test_smolagents import calls, lookup, model
+from .test_claude_agent_sdk import (  # noqa: F401  (its fixtures, used by name)
+    anthropic_server,
+    claude,
+    collect,
+    model,
+    options,
+    run,
+    usage,
+    work,
+)
+from .test_smolagents import calls, lookup
+from .test_smolagents import model as smolagents_model
 
 smolagents = pytest.importorskip("smolagents")
 
@@ -85,7 +97,7 @@ def test_smolagents_tools_are_journaled_by_the_class_they_declare(
     session_id = agenttrace.current_session().session_id
     stream = traced.handle.settings.sessions_dir / f"{session_id}.events.jsonl"
     agent = smolagents.ToolCallingAgent(
-        tools=[lookup, Charge(seen, stream)], model=model(llm), verbosity_level=0
+        tools=[lookup, Charge(seen, stream)], model=smolagents_model(llm), verbosity_level=0
     )
     assert agent.run("charge 5 in Paris") == "done"
 
@@ -107,3 +119,75 @@ def test_smolagents_tools_are_journaled_by_the_class_they_declare(
         ("charge", "done"),
         ("final_answer", "done"),
     ]
+
+
+# --- the Claude Agent SDK ------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+@pytest.mark.init(tool_effects={"Read": "read"}, trusted_mcp_servers=["calculator"])
+def test_claude_agent_sdk_tools_are_journaled_by_their_class(
+    claude: None,  # noqa: F811  (the fixtures of tests/test_claude_agent_sdk.py)
+    traced: Traced,
+    model: AnthropicServer,  # noqa: F811
+    work: Path,  # noqa: F811
+) -> None:
+    """The CLI's own ``Read``, named in ``tool_effects``; two tools of a trusted in-process MCP
+    server, by their annotations; an untrusted server's tool that calls itself read-only stays
+    an ``effect``."""
+    from claude_agent_sdk import ToolAnnotations, create_sdk_mcp_server, query
+    from claude_agent_sdk import tool as sdk_tool
+
+    def answer(value: Any) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": str(value)}]}
+
+    @sdk_tool("add", "Add two numbers", {"a": int, "b": int}, ToolAnnotations(readOnlyHint=True))
+    async def add(args: dict[str, Any]) -> dict[str, Any]:
+        return answer(args["a"] + args["b"])
+
+    @sdk_tool("put", "Store a value", {"value": int}, ToolAnnotations(idempotentHint=True))
+    async def put(args: dict[str, Any]) -> dict[str, Any]:
+        return answer("stored")
+
+    @sdk_tool("pay", "Pay", {"amount": int}, ToolAnnotations(readOnlyHint=True))  # it says
+    async def pay(args: dict[str, Any]) -> dict[str, Any]:
+        return answer("paid")
+
+    servers = {
+        "calculator": create_sdk_mcp_server("calculator", tools=[add, put]),
+        "shop": create_sdk_mcp_server("shop", tools=[pay]),
+    }
+    model.reset(
+        Reply([tool_use("mcp__calculator__add", {"a": 2, "b": 3})], usage=usage(2, 3)),
+        Reply([tool_use("mcp__calculator__put", {"value": 5})], usage=usage(2, 3)),
+        Reply([tool_use("mcp__shop__pay", {"amount": 5})], usage=usage(2, 3)),
+        Reply([tool_use("Read", {"file_path": str(work / "missing.txt")})], usage=usage(2, 3)),
+        Reply([text("Done.")], usage=usage(2, 3)),
+    )
+    allowed = ["mcp__calculator__add", "mcp__calculator__put", "mcp__shop__pay", "Read"]
+    run(
+        collect(
+            query(
+                prompt="add, store, pay, read",
+                options=options(model, work, mcp_servers=servers, allowed_tools=allowed),
+            )
+        )
+    )
+    steps = journal(traced)
+    intents = [(s["name"], s["effect"], s["step"]) for s in steps if s["state"] == "intent"]
+    assert intents == [
+        ("mcp__calculator__add", "read", "1.2"),  # a trusted server's annotations
+        ("mcp__calculator__put", "idempotent", "2.2"),
+        ("mcp__shop__pay", "effect", "3.2"),  # an untrusted server's are not believed
+        ("Read", "read", "4.2"),  # the application's tool_effects
+    ]
+    outcomes = [(s["name"], s["state"], s.get("applied")) for s in steps if s["state"] != "intent"]
+    assert outcomes == [
+        ("mcp__calculator__add", "done", None),
+        ("mcp__calculator__put", "done", None),
+        ("mcp__shop__pay", "done", None),
+        ("Read", "failed", "no"),  # the file is missing; a read changed nothing
+    ]
+    (call_ids,) = {tuple(s["call_id"] for s in steps if s["state"] == "intent")}
+    assert list(call_ids) == [tool for sent in model.sent[:4] for tool in sent.tool_ids]
