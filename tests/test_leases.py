@@ -77,9 +77,10 @@ def test_a_resume_holds_the_lease_until_shutdown_and_its_journal_lines_carry_the
     assert said.startswith("s1.lease: the session is held by ")
     assert f"(pid {os.getpid()} on " in said and "--force" in said and "\n" not in said
 
-    traced.handle.shutdown()  # nothing records any more: the lease is let go
-    assert not lease.held
+    traced.handle.shutdown()  # nothing records any more: the lease is let go, its file too
+    assert not lease.held and not path.exists()
     assert take_in_child(stream) == "resumed"
+    assert not path.exists()  # that process let it go at its exit
 
 
 def test_a_second_resume_in_the_same_process_takes_the_lease_over(tmp_path: Path) -> None:
@@ -186,5 +187,23 @@ def test_two_resumes_of_one_session_at_once_one_proceeds(tmp_path: Path) -> None
             if process.poll() is None:
                 process.kill()
                 process.wait()
-    with acquire(lease_path(stream.parent, "s1")):
-        pass  # the winner let it go when it ended
+    assert not lease_path(stream.parent, "s1").exists()  # the winner let it go when it ended
+
+
+def test_a_holder_forced_out_leaves_the_new_holders_file_alone(tmp_path: Path) -> None:
+    path = lease_path(tmp_path, "s1")
+    stuck = acquire(path, "stuck")
+    with pytest.raises(agenttrace.LeaseHeld, match="held by stuck"):
+        acquire(path)
+    taker = acquire(path, "taker", force=True)  # a new file, renamed over the stuck one's
+    holder = read_holder(path)
+    assert holder is not None and (holder.owner, holder.token) == ("taker", taker.token)
+    with pytest.raises(agenttrace.LeaseHeld, match="held by taker"):
+        acquire(path)
+    stuck.release()  # its file is no longer the lease's: the taker's stays, locked
+    assert read_holder(path) == taker.holder
+    with pytest.raises(agenttrace.LeaseHeld, match="held by taker"):
+        acquire(path)
+    taker.release()
+    assert not path.exists()
+    assert [p.name for p in tmp_path.iterdir()] == []  # no temporary file left either

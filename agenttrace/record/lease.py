@@ -7,6 +7,9 @@ a random token (which the holder's journal lines carry) and since when. So:
 - a second process that wants the session fails at once, with one line naming the holder;
 - a holder that died (killed, crashed) lost its lock with its process: the next one takes the
   lease over, on this host, with nothing to clean up;
+- a holder that lets it go removes the file (while it still holds the lock: a taker that opened
+  the file meanwhile finds, once it has the lock, that the name no longer leads to it, and
+  opens it again), so a session leaves no lease file behind;
 - a lease whose file says another host holds it is not taken over (that host's lock is not
   visible here: a shared directory) unless the taker says ``force``;
 - a live holder on this host keeps it unless the taker says ``force`` (that process is stuck):
@@ -64,9 +67,11 @@ class Lease:
     def __init__(self, path: Path, fd: int, holder: Holder) -> None:
         self.path = path
         self.holder = holder
-        # Closing the descriptor drops the lock: on release, or when the lease is dropped.
-        self._close = weakref.finalize(self, _close_quietly, fd)
-        self._close.atexit = False  # the process's end closes it anyway
+        self._fd: int | None = fd
+        # Closing the descriptor drops the lock: on release, or when the lease is dropped (not
+        # for release itself: a finalizer does nothing once the interpreter is exiting).
+        self._dropped = weakref.finalize(self, _let_go, path, fd)
+        self._dropped.atexit = False  # the process's end drops the lock anyway
         _open_leases.add(self)
 
     @property
@@ -77,11 +82,22 @@ class Lease:
     @property
     def held(self) -> bool:
         """Whether this process still holds it (not released, not a forked child's copy)."""
-        return self._close.alive
+        return self._fd is not None
 
     def release(self) -> None:
-        """Let the lease go (the file stays: the next holder rewrites it)."""
-        self._close()
+        """Let the lease go, and remove its file (if it is still this lease's)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            self._dropped.detach()
+            _let_go(self.path, fd)
+
+    def _forget(self) -> None:
+        """Close this copy of the descriptor, leaving the file and the lock (a forked child's
+        copy: the parent's descriptor keeps the lock)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            self._dropped.detach()
+            _close_quietly(fd)
 
     def __enter__(self) -> Lease:
         return self
@@ -232,7 +248,17 @@ def _close_in_child() -> None:
     """In a forked child: close the copies of the parent's lease descriptors, which would keep
     its locks alive after it died (the parent's own descriptors keep them while it lives)."""
     for lease in list(_open_leases):
-        lease.release()
+        lease._forget()
+
+
+def _let_go(path: Path, fd: int) -> None:
+    """Remove the lease file while its lock is held, if ``path`` still names it (a taker that
+    opened it meanwhile finds it gone once it has the lock, and opens a new one), then drop the
+    lock. So a session leaves no lease file behind once its last holder let it go."""
+    if _same_file(fd, path):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    _close_quietly(fd)
 
 
 def _close_quietly(fd: int) -> None:

@@ -47,8 +47,9 @@ from agenttrace.record.session_files import (
     read_session_file,
     sibling_path,
 )
-from agenttrace.record.session_lease import files_state
+from agenttrace.record.session_lease import file_session_id
 from agenttrace.record.session_lease import hold as hold_lease
+from agenttrace.record.session_lease import take as take_lease
 from agenttrace.record.unanswered import MAX_CLOSED, UnansweredPolicy, close_unanswered_calls
 from agenttrace.record.unfinished import continued, unfinished_tail
 
@@ -628,19 +629,18 @@ def resume(
     """
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
     path = find_session(str(path_or_id), directory)
-    read = files_state(path)
-    session, cut_short = _restored(path)
-    # Where the next run will write (init's sessions directory): refused now, not at its first
-    # event, when all agenttrace could do is warn and not save.
-    check_session_files(runtime.settings.sessions_dir, session.session_id)
-    hold_lease(session, *_lease_directories(path), force=force)
-    if files_state(path) != read:
-        # Written while it was read (by the holder that has just let the lease go): read again,
-        # under the lease now, so this process goes on from what that one left.
-        read_before = session  # holds the lease until the session read again does
+    # Held while the files are read, so that what is read is what the last holder left.
+    named = file_session_id(path)
+    reading = take_lease(named, path.parent, force=force) if named else None
+    try:
         session, cut_short = _restored(path)
+        # Where the next run will write (init's sessions directory): refused now, not at its
+        # first event, when all agenttrace could do is warn and not save.
+        check_session_files(runtime.settings.sessions_dir, session.session_id)
         hold_lease(session, *_lease_directories(path), force=force)
-        del read_before
+    finally:
+        if reading is not None:
+            reading.give_back()  # the session holds it now (the same lease, when the ids agree)
     session.cut_short = cut_short
     session.resumed_from = str(path)
     session.restored_count = len(session.events)

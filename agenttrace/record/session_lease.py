@@ -14,6 +14,7 @@ go when the last of them goes.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
@@ -22,7 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from agenttrace.record.lease import Lease, acquire, lease_path
-from agenttrace.record.session_files import sibling_path
+from agenttrace.record.session_files import (
+    SNAPSHOT_SUFFIX,
+    STREAM_SUFFIX,
+    SessionFileError,
+    check_session_id,
+)
 
 
 class _Holding:
@@ -39,14 +45,32 @@ _lock = threading.RLock()  # a finalizer may run inside hold(), in a collection
 _held: dict[Path, _Holding] = {}
 
 
-def hold(session: Any, *directories: Path, force: bool = False) -> Lease:
-    """Take the lease of ``session`` (its ``session_id``) in each of ``directories`` (where it
-    will be written first, then where it was read from, if elsewhere) for as long as the session
-    lives (or until :func:`release_all`); the first is ``session.lease``, whose token its journal
-    lines carry. Raises ``LeaseHeld`` naming the holder if another process has one (``force``:
-    see ``acquire``); the leases taken before it are let go again."""
-    paths = list(dict.fromkeys(lease_path(d.absolute(), session.session_id) for d in directories))
-    taken: list[_Holding] = []
+class Taken:
+    """Leases this process took for one user (a session, or a resume while it reads)."""
+
+    __slots__ = ("holdings",)
+
+    def __init__(self, holdings: list[tuple[Path, _Holding]]) -> None:
+        self.holdings = holdings
+
+    @property
+    def lease(self) -> Lease:
+        """The first lease taken."""
+        return self.holdings[0][1].lease
+
+    def give_back(self) -> None:
+        """This user is done with them: each goes when its last user does."""
+        holdings, self.holdings = self.holdings, []
+        for path, holding in holdings:
+            _let_go(path, holding)
+
+
+def take(session_id: str, *directories: Path, force: bool = False) -> Taken:
+    """Take the lease of ``session_id`` in each of ``directories`` (one this process holds
+    already is shared), or raise ``LeaseHeld`` naming the holder if another process has one
+    (``force``: see ``acquire``); those taken before it are let go again."""
+    paths = list(dict.fromkeys(lease_path(d.absolute(), session_id) for d in directories))
+    taken = Taken([])
     with _lock:
         try:
             for path in paths:
@@ -54,15 +78,34 @@ def hold(session: Any, *directories: Path, force: bool = False) -> Lease:
                 if holding is None or not holding.lease.held:
                     holding = _held[path] = _Holding(acquire(path, _owner(), force=force))
                 holding.users += 1
-                taken.append(holding)
+                taken.holdings.append((path, holding))
         except BaseException:
-            for path, holding in zip(paths, taken, strict=False):
-                _let_go(path, holding)
+            taken.give_back()
             raise
-        session.lease = taken[0].lease
-    for path, holding in zip(paths, taken, strict=True):
-        weakref.finalize(session, _let_go, path, holding).atexit = False
-    return taken[0].lease
+    return taken
+
+
+def hold(session: Any, *directories: Path, force: bool = False) -> Lease:
+    """Take the lease of ``session`` (its ``session_id``) in each of ``directories`` (where it
+    will be written first, then where it was read from, if elsewhere) for as long as the session
+    lives (or until :func:`release_all`); the first is ``session.lease``, whose token its journal
+    lines carry. Raises ``LeaseHeld`` as :func:`take` does."""
+    taken = take(session.session_id, *directories, force=force)
+    session.lease = taken.lease
+    weakref.finalize(session, taken.give_back).atexit = False
+    return taken.lease
+
+
+def file_session_id(path: Path) -> str | None:
+    """The session id the name of a session's file gives (``abc`` for ``abc.events.jsonl`` or
+    ``abc.json.gz``), if it is one: a resume takes its lease before it reads the file."""
+    for suffix in (STREAM_SUFFIX, SNAPSHOT_SUFFIX):
+        if path.name.endswith(suffix):
+            try:
+                return check_session_id(path.name[: -len(suffix)])
+            except SessionFileError:
+                return None
+    return None
 
 
 def token(session: Any) -> str | None:
@@ -91,21 +134,13 @@ def _let_go(path: Path, holding: _Holding) -> None:
     holding.lease.release()
 
 
-def files_state(path: Path) -> tuple[tuple[int, int, int] | None, ...]:
-    """What ``path`` and the other file of its pair look like now (inode, size, modification
-    time): a resume compares it before reading and once it holds the lease."""
-    return tuple(_state(each) for each in (path, sibling_path(path)) if each is not None)
-
-
-def _state(path: Path) -> tuple[int, int, int] | None:
-    try:
-        found = path.stat()
-    except OSError:
-        return None
-    return found.st_ino, found.st_size, found.st_mtime_ns
-
-
 def _owner() -> str:
     """Who holds the lease, for the one line a second taker gets: the program's name."""
     program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     return program or "python"
+
+
+# At the exit of a process that resumed without init() (or never shut down): the files go with
+# their holder. Registered at import, so it runs after init()'s shutdown, which writes the last
+# lines first.
+atexit.register(release_all)
