@@ -12,7 +12,7 @@ from __future__ import annotations
 from agenttrace._version import __version__
 from agenttrace.record.events import LoggedString
 from agenttrace.record.exchange_log import ExchangeLogger
-from agenttrace.record.lease import LeaseHeld
+from agenttrace.record.lease import LeaseError, LeaseHeld
 from agenttrace.record.paths import format_label, parse_label
 from agenttrace.record.session import (
     AgentRecord,
@@ -51,6 +51,7 @@ __all__ = [
     "ContextThreadPoolExecutor",
     "ExchangeLogger",
     "Handle",
+    "LeaseError",
     "LeaseHeld",
     "LoggedString",
     "Session",

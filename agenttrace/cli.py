@@ -257,6 +257,7 @@ def resume(
         _check_appendable(billing_file)
 
     import agenttrace
+    from agenttrace.record.lease import LeaseError
 
     # Beside the file: the run appends to its stream and rewrites its session file.
     directory = path.absolute().parent
@@ -279,7 +280,7 @@ def resume(
 
     try:
         root, restored = agenttrace.load_session(path, build, force=force)
-    except (SessionFileError, agenttrace.LeaseHeld) as exc:
+    except (SessionFileError, LeaseError) as exc:
         fail(str(exc))
     except _FactoryFailed as exc:
         fail(f"{exc}: {_one_line(exc.__cause__)}")
@@ -1022,7 +1023,7 @@ def resolve_(
     sessions_dir: Path | None,
 ) -> None:
     from agenttrace.record.journal import Decisions
-    from agenttrace.record.lease import LeaseHeld
+    from agenttrace.record.lease import LeaseError
     from agenttrace.views.doubts import ResolveError
     from agenttrace.views.doubts import resolve as journal_decision
 
@@ -1046,7 +1047,7 @@ def resolve_(
             run=run_id,
             force=force,
         )
-    except (ResolveError, LeaseHeld, SessionFileError) as exc:
+    except (ResolveError, LeaseError, SessionFileError) as exc:
         fail(str(exc))
     click.echo(f"{label} ({step.name}): {chosen[0].replace('_', ' ')}, journaled")
 

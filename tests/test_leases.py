@@ -24,6 +24,8 @@ from .test_cli import AGENTTRACE, env_for, one_error_line
 from .test_doubts import session_with_a_doubt
 from .test_journal import hold_in_child
 
+RESUME_ARGS = ("resume", "--agent", "tests.lease_agent:rebuild", "--prompt", "go on")
+
 TAKER = """
 import sys
 import agenttrace
@@ -155,10 +157,7 @@ def test_two_resumes_of_one_session_at_once_one_proceeds(tmp_path: Path) -> None
     os.mkfifo(go)
     env = env_for(tmp_path, LEASE_AGENT_READY=str(ready), LEASE_AGENT_GO=str(go))
     env["PYTHONPATH"] = str(ROOT)
-    command = [
-        *AGENTTRACE,
-        *("resume", str(stream), "--agent", "tests.lease_agent:rebuild", "--prompt", "go on"),
-    ]
+    command = [*AGENTTRACE, *RESUME_ARGS, str(stream)]
     both = [
         subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -207,3 +206,20 @@ def test_a_holder_forced_out_leaves_the_new_holders_file_alone(tmp_path: Path) -
     taker.release()
     assert not path.exists()
     assert [p.name for p in tmp_path.iterdir()] == []  # no temporary file left either
+
+
+def test_a_link_planted_as_the_lease_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    stream = session_with_a_doubt(tmp_path / "sessions")
+    elsewhere = tmp_path / "elsewhere.txt"
+    lease_path(stream.parent, "s1").symlink_to(elsewhere)
+    result = subprocess.run(
+        [*AGENTTRACE, *RESUME_ARGS, str(stream)],
+        cwd=ROOT,
+        env={**env_for(tmp_path), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    error = one_error_line(result)
+    assert error.startswith(f"{lease_path(stream.parent, 's1')}: cannot hold the session's lease")
+    assert not elsewhere.exists()  # never followed

@@ -43,7 +43,11 @@ MAX_LEASE_BYTES = 4096
 """A lease file is a few hundred bytes; more is not one agenttrace wrote (read no further)."""
 
 
-class LeaseHeld(RuntimeError):
+class LeaseError(RuntimeError):
+    """The session's lease cannot be taken; the message is one line saying why."""
+
+
+class LeaseHeld(LeaseError):
     """Another process holds the session's lease; the message is one line saying which."""
 
 
@@ -118,10 +122,15 @@ MAX_TRIES = 16
 def acquire(path: str | Path, owner: str = "agenttrace resume", *, force: bool = False) -> Lease:
     """Take the lease at ``path``: now, or a :class:`LeaseHeld` naming who has it. A lease its
     dead holder left on this host is taken over; one a live process holds, or another host's
-    file names, needs ``force``."""
+    file names, needs ``force``. A file that cannot be made there is a :class:`LeaseError`."""
     path = Path(path)
     for _ in range(MAX_TRIES):
-        lease = _try(path, owner, force)
+        try:
+            lease = _try(path, owner, force)
+        except OSError as exc:  # a directory that takes no file, a link under the name
+            raise LeaseError(
+                f"{path}: cannot hold the session's lease there: {exc.strerror or exc}"
+            ) from exc
         if lease is not None:
             return lease
     raise LeaseHeld(f"{path.name}: the lease file keeps being replaced; try again")

@@ -616,8 +616,8 @@ def resume(
     The session's lease is taken beside its files, and where it will be written if elsewhere
     (``agenttrace.record.session_lease``), and held until ``shutdown()`` or the process's end:
     another process resuming it meanwhile gets :class:`LeaseHeld`, as this call does while
-    another holds it. ``force`` takes the lease over from a holder that is stuck, or that
-    another host's lease file names.
+    another holds it (:class:`LeaseError` where no lease file can be made). ``force`` takes the
+    lease over from a holder that is stuck, or that another host's lease file names.
 
     Tool calls a crash left without a result are answered by ``unanswered_tool_calls``
     (``agenttrace.record.unanswered``: by default a ``tool`` entry saying the call was
@@ -631,13 +631,17 @@ def resume(
     path = find_session(str(path_or_id), directory)
     # Held while the files are read, so that what is read is what the last holder left.
     named = file_session_id(path)
-    reading = take_lease(named, path.parent, force=force) if named else None
+    reading = take_lease(named, path.parent, force=force, required=0) if named else None
     try:
-        session, cut_short = _restored(path)
+        loaded, cut_short = _without_unfinished(path, load_fullest(path, keep_damaged=True))
+        session = Session.from_file(loaded)
+        mark_interrupted(session.runs)  # the process that ran them is gone: they will not end
         # Where the next run will write (init's sessions directory): refused now, not at its
         # first event, when all agenttrace could do is warn and not save.
         check_session_files(runtime.settings.sessions_dir, session.session_id)
-        hold_lease(session, *_lease_directories(path), force=force)
+        written = _written_directory()
+        directories = (path.parent,) if written is None else (written, path.parent)
+        hold_lease(session, *directories, force=force, required=len(directories) - 1)
     finally:
         if reading is not None:
             reading.give_back()  # the session holds it now (the same lease, when the ids agree)
@@ -675,21 +679,10 @@ def resume(
     return session
 
 
-def _lease_directories(path: Path) -> tuple[Path, ...]:
-    """Where a resume of the session at ``path`` takes its lease: where it will be written (if
-    agenttrace records: ``init`` ran), and beside the files it is read from."""
-    if runtime.recorder is None:
-        return (path.parent,)
-    return runtime.settings.sessions_dir, path.parent
-
-
-def _restored(path: Path) -> tuple[Session, list[dict[str, Any]]]:
-    """The session at ``path`` as its files hold it (without a write a crash cut short), its
-    earlier runs marked interrupted, and the events left out."""
-    loaded, cut_short = _without_unfinished(path, load_fullest(path, keep_damaged=True))
-    session = Session.from_file(loaded)
-    mark_interrupted(session.runs)  # the process that ran them is gone: they will not end
-    return session, cut_short
+def _written_directory() -> Path | None:
+    """Where a resumed session will be written: init's sessions directory (``None`` before
+    ``init``: nothing is written)."""
+    return None if runtime.recorder is None else runtime.settings.sessions_dir
 
 
 def _without_unfinished(path: Path, loaded: LoadedFile) -> tuple[LoadedFile, list[dict[str, Any]]]:
@@ -834,8 +827,8 @@ def load_session(
     """``load_session`` (docs/events.md): (root agent, session), the session made current.
 
     Start or resume in one call: an existing session file, stream or session id is resumed
-    (:func:`resume`, which takes its lease; ``force`` as there); where there is none yet, a
-    new session is started with its root agent
+    (:func:`resume`, which takes its lease; ``force`` as there); where there is none yet, a new
+    session is started with its root agent
     logged, named by the id or file name (in the sessions directory, where it will be written,
     so the same call resumes it next time: ``find_or_name_session``). A file that is not a
     session raises :class:`SessionFileError`.

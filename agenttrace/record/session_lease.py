@@ -15,6 +15,7 @@ go when the last of them goes.
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import sys
 import threading
@@ -22,7 +23,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from agenttrace.record.lease import Lease, acquire, lease_path
+from agenttrace.record.lease import Lease, LeaseError, acquire, lease_path
 from agenttrace.record.session_files import (
     SNAPSHOT_SUFFIX,
     STREAM_SUFFIX,
@@ -65,18 +66,26 @@ class Taken:
             _let_go(path, holding)
 
 
-def take(session_id: str, *directories: Path, force: bool = False) -> Taken:
+def take(session_id: str, *directories: Path, force: bool = False, required: int = 1) -> Taken:
     """Take the lease of ``session_id`` in each of ``directories`` (one this process holds
     already is shared), or raise ``LeaseHeld`` naming the holder if another process has one
-    (``force``: see ``acquire``); those taken before it are let go again."""
+    (``force``: see ``acquire``); those taken before it are let go again. A directory past the
+    first ``required`` that takes no file (read-only: only read from, never written) is
+    skipped; one that must be written is a ``LeaseError``."""
     paths = list(dict.fromkeys(lease_path(d.absolute(), session_id) for d in directories))
     taken = Taken([])
     with _lock:
         try:
-            for path in paths:
+            for index, path in enumerate(paths):
                 holding = _held.get(path)
                 if holding is None or not holding.lease.held:
-                    holding = _held[path] = _Holding(acquire(path, _owner(), force=force))
+                    try:
+                        lease = acquire(path, _owner(), force=force)
+                    except LeaseError as exc:
+                        if index >= required and _read_only(exc):
+                            continue
+                        raise
+                    holding = _held[path] = _Holding(lease)
                 holding.users += 1
                 taken.holdings.append((path, holding))
         except BaseException:
@@ -85,15 +94,20 @@ def take(session_id: str, *directories: Path, force: bool = False) -> Taken:
     return taken
 
 
-def hold(session: Any, *directories: Path, force: bool = False) -> Lease:
+def _read_only(error: LeaseError) -> bool:
+    """Whether ``error`` says the directory takes no new file (permissions, a read-only disk)."""
+    cause = error.__cause__
+    return isinstance(cause, OSError) and cause.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def hold(session: Any, *directories: Path, force: bool = False, required: int = 1) -> None:
     """Take the lease of ``session`` (its ``session_id``) in each of ``directories`` (where it
     will be written first, then where it was read from, if elsewhere) for as long as the session
-    lives (or until :func:`release_all`); the first is ``session.lease``, whose token its journal
-    lines carry. Raises ``LeaseHeld`` as :func:`take` does."""
-    taken = take(session.session_id, *directories, force=force)
-    session.lease = taken.lease
+    lives (or until :func:`release_all`); the first taken is ``session.lease``, whose token its
+    journal lines carry. Raises as :func:`take` does."""
+    taken = take(session.session_id, *directories, force=force, required=required)
+    session.lease = taken.lease if taken.holdings else None
     weakref.finalize(session, taken.give_back).atexit = False
-    return taken.lease
 
 
 def file_session_id(path: Path) -> str | None:
