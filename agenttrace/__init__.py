@@ -12,6 +12,7 @@ from __future__ import annotations
 from agenttrace._version import __version__
 from agenttrace.formats.exchange_log.writer import ExchangeLogger
 from agenttrace.formats.session.files import SessionFileError
+from agenttrace.formats.session.lease import LeaseError, LeaseHeld
 from agenttrace.model.events import LoggedString
 from agenttrace.model.paths import format_label, parse_label
 from agenttrace.sdk.setup import (
@@ -43,6 +44,8 @@ __all__ = [
     "ContextThreadPoolExecutor",
     "ExchangeLogger",
     "Handle",
+    "LeaseError",
+    "LeaseHeld",
     "LoggedString",
     "Session",
     "SessionFileError",

@@ -171,6 +171,10 @@ name.
 The root takes PROMPT through the agent interface of docs/responsibility.md: harken(PROMPT),
 then response(), whose result is the answer; either may be async.
 
+The resume holds the session's lease (SESSION.lease beside its files) until it ends: a second
+resume of the same session, from any process, fails at once with one line naming the holder. A
+lease whose holder died is taken over; --force takes it from a live holder or another host's.
+
 A session that cannot be continued (missing: resume never starts one; unreadable, no root
 agent, no --agent, a factory that cannot be imported or raises, a root without harken or
 response) gets one line on stderr and exit status 2, before the run starts; a run that fails
@@ -208,6 +212,12 @@ ends with one such line and exit status 1.
 @click.option(
     "--trace", "console", flag_value="trace", help="Also the request and response bodies."
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Take the session's lease from a process that is stuck, or that another host's lease "
+    "file names (only if that process no longer writes the session).",
+)
 def resume(
     session: str,
     prompt: str,
@@ -216,6 +226,7 @@ def resume(
     sessions_dir: Path | None,
     billing_file: Path | None,
     console: str | None,
+    force: bool,
 ) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     path = resolve(session, sessions_dir)
@@ -237,6 +248,7 @@ def resume(
         _check_appendable(billing_file)
 
     import agenttrace
+    from agenttrace.formats.session.lease import LeaseError
 
     # Beside the file: the run appends to its stream and rewrites its session file.
     directory = path.absolute().parent
@@ -258,8 +270,8 @@ def resume(
             raise _FactoryFailed(f"--agent {factory_name} failed on {record.agent_id}") from exc
 
     try:
-        root, restored = agenttrace.load_session(path, build)
-    except SessionFileError as exc:
+        root, restored = agenttrace.load_session(path, build, force=force)
+    except (SessionFileError, LeaseError) as exc:
         fail(str(exc))
     except _FactoryFailed as exc:
         fail(f"{exc}: {_one_line(exc.__cause__)}")
@@ -1001,7 +1013,7 @@ def resolve_(
     force: bool,
     sessions_dir: Path | None,
 ) -> None:
-    from agenttrace.formats.session.lease import LeaseHeld
+    from agenttrace.formats.session.lease import LeaseError
     from agenttrace.model.journal import Decisions
     from agenttrace.views.doubts import ResolveError
     from agenttrace.views.doubts import resolve as journal_decision
@@ -1026,7 +1038,7 @@ def resolve_(
             run=run_id,
             force=force,
         )
-    except (ResolveError, LeaseHeld, SessionFileError) as exc:
+    except (ResolveError, LeaseError, SessionFileError) as exc:
         fail(str(exc))
     click.echo(f"{label} ({step.name}): {chosen[0].replace('_', ' ')}, journaled")
 

@@ -118,7 +118,7 @@ def test_an_unknown_effect_is_refused() -> None:
     [
         ("effect", "inside", True),  # charged, then killed before its outcome: in doubt
         ("idempotent", "inside", True),
-        ("effect", "after", False),  # killed once its outcome was written: done
+        ("effect", "after_done", False),  # killed once its outcome was written: done
         ("pure", "inside", False),  # nothing to doubt: running it again is harmless
     ],
 )

@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -124,6 +124,12 @@ class Settings:
     journal: bool = True
     """An LLM span's input messages are those after the agent's previous reply, when its request
     extends what was logged (``AGENTTRACE_INPUT_DELTAS``); off: the whole request on every span."""
+    tool_effects: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """The effect class of framework tools by name (smolagents, the Claude Agent SDK):
+    ``AGENTTRACE_TOOL_EFFECTS=web_search=read,charge=effect``; wins over what the tool says."""
+    trusted_mcp_servers: frozenset[str] = frozenset()
+    """MCP servers whose tool annotations (``readOnlyHint``, ``idempotentHint``) are believed
+    as effect classes (``AGENTTRACE_TRUSTED_MCP_SERVERS=calculator,files``)."""
 
     @classmethod
     def resolve(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -154,12 +160,16 @@ class Settings:
             "propagate_threads": _flag(env, "AGENTTRACE_PROPAGATE_THREADS", True),
             "input_deltas": _flag(env, "AGENTTRACE_INPUT_DELTAS", True),
             "journal": _flag(env, "AGENTTRACE_JOURNAL", True),
+            "tool_effects": _tool_effects(env.get("AGENTTRACE_TOOL_EFFECTS")),
+            "trusted_mcp_servers": _names(env.get("AGENTTRACE_TRUSTED_MCP_SERVERS")),
         }
         for key, value in overrides.items():
             if key not in values:
                 raise TypeError(f"unknown agenttrace setting: {key!r}")
             if value is not None:
                 values[key] = value
+        values["tool_effects"] = _checked_effects(values["tool_effects"])
+        values["trusted_mcp_servers"] = _checked_names(values["trusted_mcp_servers"])
         values["sessions_dir"] = Path(str(values["sessions_dir"])).expanduser()
         values["billing_file"] = Path(str(values["billing_file"])).expanduser()
         timeout = values["shutdown_timeout"]
@@ -171,6 +181,55 @@ class Settings:
                 f"console must be one of {', '.join(CONSOLE_MODES)}, not {values['console']!r}"
             )
         return cls(**values)  # type: ignore[arg-type]
+
+
+EFFECT_CLASSES = ("pure", "read", "idempotent", "effect")
+"""A tool's effect class (``agenttrace.model.journal.EFFECTS`` says what each means)."""
+
+
+def _tool_effects(raw: str | None) -> dict[str, str]:
+    """``name=class,name=class`` (from ``AGENTTRACE_TOOL_EFFECTS``): a pair that is not one is
+    left out with a warning (a tool it names stays ``effect``, the safe class)."""
+    effects: dict[str, str] = {}
+    for pair in (raw or "").split(","):
+        if not pair.strip():
+            continue
+        name, _, effect = (part.strip() for part in pair.partition("="))
+        if name and effect in EFFECT_CLASSES:
+            effects[name] = effect
+        else:
+            logger.warning(
+                "agenttrace: AGENTTRACE_TOOL_EFFECTS: %r is not NAME=%s; ignored",
+                pair,
+                "|".join(EFFECT_CLASSES),
+            )
+    return effects
+
+
+def _names(raw: str | None) -> frozenset[str]:
+    return frozenset(name.strip() for name in (raw or "").split(",") if name.strip())
+
+
+def _checked_names(names: object) -> frozenset[str]:
+    """``init(trusted_mcp_servers=...)``: server names (a list, a set), not one string."""
+    found = () if isinstance(names, str) else tuple(names) if isinstance(names, Iterable) else ()
+    if (not found and names) or not all(isinstance(name, str) for name in found):
+        raise TypeError(f"trusted_mcp_servers must be server names, not {names!r}")
+    return frozenset(found)
+
+
+def _checked_effects(effects: object) -> dict[str, str]:
+    """``init(tool_effects=...)``: a mapping of tool names to effect classes, or a
+    ``ValueError`` naming what is not."""
+    if not isinstance(effects, Mapping):
+        raise TypeError(f"tool_effects must map tool names to effect classes, not {effects!r}")
+    for name, effect in effects.items():
+        if not isinstance(name, str) or effect not in EFFECT_CLASSES:
+            raise ValueError(
+                f"tool_effects: {name!r} maps to {effect!r}; an effect class is one of "
+                f"{', '.join(EFFECT_CLASSES)}"
+            )
+    return dict(effects)
 
 
 CAPTURE_MODES = ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT")

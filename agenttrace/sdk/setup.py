@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -41,6 +41,7 @@ from agenttrace.sdk.export import BoundedExport, in_background
 from agenttrace.sdk.instrumentors import library_module, library_name, start_instrumentor
 from agenttrace.sdk.metrics import MetricsSink
 from agenttrace.sdk.processor import AgentTraceProcessor
+from agenttrace.session.leases import release_all as release_leases
 from agenttrace.tracing.implicit import end_runs
 
 logger = logging.getLogger("agenttrace")
@@ -131,6 +132,7 @@ class Tracing:
                 logger.exception("agenttrace: undoing instrumentation failed")
         if self.processor is not None:
             self.processor.shutdown()
+        release_leases()  # the sessions' last lines are written: another process may resume them
         budget = self.settings.shutdown_timeout
         deadline = time.monotonic() + budget
         metrics_done = None
@@ -189,6 +191,8 @@ def init(
     instrument: Iterable[str] = (),
     input_deltas: bool | None = None,
     journal: bool | None = None,
+    tool_effects: Mapping[str, str] | None = None,
+    trusted_mcp_servers: Iterable[str] | None = None,
 ) -> Tracing:
     """Start tracing agent code; returns a handle whose ``shutdown()`` undoes it.
 
@@ -213,6 +217,10 @@ def init(
     ``journal``: tool calls that are not ``pure`` write their intent before their body runs and
     their outcome after, in the event stream (docs/journal.md; default on; ``False`` or
     ``AGENTTRACE_JOURNAL=false``: not).
+    ``tool_effects``: the effect class of smolagents and Claude Agent SDK tools by name
+    (``{"web_search": "read"}``), over what the tool itself declares; ``trusted_mcp_servers``:
+    the MCP servers whose tool annotations are believed (README, "Effect classes of framework
+    tools").
 
     Calling ``init`` again while tracing is on returns the same handle and changes nothing but
     the libraries ``instrument`` adds.
@@ -243,6 +251,8 @@ def init(
             propagate_threads=propagate_threads,
             input_deltas=input_deltas,
             journal=journal,
+            tool_effects=tool_effects,
+            trusted_mcp_servers=trusted_mcp_servers,
         )
         runtime.settings = settings
         runtime.disabled = settings.disabled

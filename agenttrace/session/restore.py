@@ -20,6 +20,9 @@ from agenttrace.formats.session.rebuilt import mark_interrupted
 from agenttrace.formats.session.unfinished import without_unfinished
 from agenttrace.model import events as ev
 from agenttrace.model.unanswered import MAX_CLOSED, UnansweredPolicy, close_unanswered_calls
+from agenttrace.session.leases import file_session_id
+from agenttrace.session.leases import hold as hold_lease
+from agenttrace.session.leases import take as take_lease
 from agenttrace.session.state import AgentRecord, Session, new_session, use_session
 
 logger = logging.getLogger("agenttrace")
@@ -30,10 +33,17 @@ def resume(
     sessions_dir: str | Path | None = None,
     *,
     unanswered_tool_calls: UnansweredPolicy = "reply",
+    force: bool = False,
 ) -> Session:
     """Restore a session from its gzipped file or event stream (or its id in ``sessions_dir``)
     and make it current: the next agent run appends to it, with no id reused, and its root span
     links to the previous run's trace.
+
+    The session's lease is taken beside its files, and where it will be written if elsewhere
+    (``agenttrace.session.leases``), and held until ``shutdown()`` or the process's end:
+    another process resuming it meanwhile gets :class:`LeaseHeld`, as this call does while
+    another holds it (:class:`LeaseError` where no lease file can be made). ``force`` takes the
+    lease over from a holder that is stuck, or that another host's lease file names.
 
     Tool calls a crash left without a result are answered by ``unanswered_tool_calls``
     (``agenttrace.model.unanswered``: by default a ``tool`` entry saying the call was
@@ -45,12 +55,22 @@ def resume(
     """
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
     path = find_session(str(path_or_id), directory)
-    loaded, cut_short = without_unfinished(path, load_fullest(path, keep_damaged=True))
-    session = Session.from_file(loaded)
-    mark_interrupted(session.runs)  # the process that ran them is gone: they will not end
-    # Where the next run will write (init's sessions directory): refused now, not at its first
-    # event, when all agenttrace could do is warn and not save.
-    check_session_files(runtime.settings.sessions_dir, session.session_id)
+    # Held while the files are read, so that what is read is what the last holder left.
+    named = file_session_id(path)
+    reading = take_lease(named, path.parent, force=force, required=0) if named else None
+    try:
+        loaded, cut_short = without_unfinished(path, load_fullest(path, keep_damaged=True))
+        session = Session.from_file(loaded)
+        mark_interrupted(session.runs)  # the process that ran them is gone: they will not end
+        # Where the next run will write (init's sessions directory): refused now, not at its
+        # first event, when all agenttrace could do is warn and not save.
+        check_session_files(runtime.settings.sessions_dir, session.session_id)
+        written = _written_directory()
+        directories = (path.parent,) if written is None else (written, path.parent)
+        hold_lease(session, *directories, force=force, required=len(directories) - 1)
+    finally:
+        if reading is not None:
+            reading.give_back()  # the session holds it now (the same lease, when the ids agree)
     session.cut_short = cut_short
     session.resumed_from = str(path)
     session.restored_count = len(session.events)
@@ -85,6 +105,12 @@ def resume(
     return session
 
 
+def _written_directory() -> Path | None:
+    """Where a resumed session will be written: init's sessions directory (``None`` before
+    ``init``: nothing is written)."""
+    return None if runtime.recorder is None else runtime.settings.sessions_dir
+
+
 def _started(session_id: str) -> Session:
     """A new session ``session_id`` with its root agent logged, made current."""
     check_session_files(runtime.settings.sessions_dir, session_id)
@@ -98,14 +124,15 @@ def load_session(
     agent_factory: Callable[[AgentRecord, Session], Any] | None = None,
     *,
     unanswered_tool_calls: UnansweredPolicy = "reply",
+    force: bool = False,
 ) -> tuple[Any, Session]:
     """``load_session`` (docs/events.md): (root agent, session), the session made current.
 
     Start or resume in one call: an existing session file, stream or session id is resumed
-    (:func:`resume`); where there is none yet, a new session is started with its root agent
-    logged, named by the id or file name (in the sessions directory, where it will be written,
-    so the same call resumes it next time: ``find_or_name_session``). A file that is not a
-    session raises :class:`SessionFileError`.
+    (:func:`resume`, which takes its lease; ``force`` as there); where there is none yet, a new
+    session is started with its root agent logged, named by the id or file name (in the sessions
+    directory, where it will be written, so the same call resumes it next time:
+    ``find_or_name_session``). A file that is not a session raises :class:`SessionFileError`.
 
     With ``agent_factory(record, session)`` the root and every sub-agent are rebuilt as your own
     agent objects (each factory result gets its sub-agents in ``.subagents`` by name, when it
@@ -115,7 +142,7 @@ def load_session(
     if isinstance(found, str):
         session = _started(found)
     else:
-        session = resume(found, unanswered_tool_calls=unanswered_tool_calls)
+        session = resume(found, unanswered_tool_calls=unanswered_tool_calls, force=force)
     root = session.root()
     if root is None:
         raise SessionFileError(f"{session_file}: the session has no root agent")

@@ -35,6 +35,7 @@ from agenttrace.formats.session.files import (
     check_session_id,
     read_session_file,
 )
+from agenttrace.formats.session.lease import Lease
 from agenttrace.formats.session.unfinished import continued, without_unfinished
 from agenttrace.model import events as ev
 from agenttrace.model.ids import new_txn_id
@@ -102,6 +103,8 @@ class Session:
         self.cut_short: list[dict[str, Any]] = []
         """Events at the end of its stream whose write a crash cut short, left out when it was
         resumed (see ``agenttrace.formats.session.unfinished``)."""
+        self.lease: Lease | None = None
+        """The lease this process holds on it (a resumed session: ``agenttrace.session.leases``)."""
         self._lock = threading.RLock()
         self._by_name: dict[str, str] = {}
         self._agent_of: dict[str, str] = {}  # message id -> the agent whose event it is

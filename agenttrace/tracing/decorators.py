@@ -30,6 +30,7 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.later import RecordedLater, json_length
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
+from agenttrace.model.journal import EFFECTS
 from agenttrace.tracing.agents import owner_agent_id, str_attribute
 from agenttrace.tracing.binding import BOUND, PLAIN, Binding, binding_of
 from agenttrace.tracing.llm_attributes import (
@@ -66,6 +67,10 @@ NO_RESULT: Any = object()
 
 Naming = str | Callable[[Any], str | None] | None
 """A name (or id, or model): a string, or a callable of the instance whose method runs."""
+
+Effects = str | Callable[[Any, str], str]
+"""A tool's effect class: one of ``EFFECTS``, or a callable of the instance and the tool's name
+that says each call's."""
 
 OkExceptions = type[BaseException] | tuple[type[BaseException], ...]
 """Exception types that end a call without it being a failure."""
@@ -394,14 +399,15 @@ class _ToolSpec(_Spec[OpScope]):
         default_name: str | None = None,
         named_by_instance: bool = False,
         category: str | None = None,
-        effect: str = "effect",
+        effect: Effects = "effect",
         provider: str | None = None,
     ) -> None:
         super().__init__()
         self.name = name
         self.category = _category(category)
-        self.effect = check_effect(effect)
-        """Its effect class (docs/journal.md): what a resume may do again."""
+        self.effect = effect if callable(effect) else check_effect(effect)
+        """Its effect class (docs/journal.md): what a resume may do again; a callable of the
+        instance and the tool's name gives each call's (a framework's tools)."""
         self.provider = _provider(provider)
         self.arguments = arguments
         self.ok_exceptions = _exception_types(ok_exceptions)
@@ -455,8 +461,19 @@ class _ToolSpec(_Spec[OpScope]):
             # Called by another tool (a tool that delegates, code a model wrote): it acts for
             # the same reply, so what it creates (a sub-agent, a piece of text) is caused by it.
             scope.call_message = caller.call_message
-        begin_tool_step(scope, self.effect, arguments)  # on disk before the body runs
+        begin_tool_step(scope, self._effect(owner, name), arguments)  # on disk before the body
         return scope
+
+    def _effect(self, owner: Any, name: str) -> str:
+        effect = self.effect
+        if not callable(effect):
+            return effect
+        try:
+            found = effect(owner, name)
+        except Exception as exc:  # the safe class, reported
+            report_internal_error(self.where, exc)
+            return "effect"
+        return found if found in EFFECTS else "effect"
 
     def _arguments(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], bound: bool

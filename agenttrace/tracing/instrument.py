@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from agenttrace.tracing.decorators import (
+    Effects,
     Naming,
     OkExceptions,
     _AgentSpec,
@@ -100,7 +101,7 @@ def instrument_tool(
     arguments: Callable[..., Mapping[str, Any]] | None = None,
     ok_exceptions: OkExceptions = (),
     category: str | None = None,
-    effect: str = "effect",
+    effect: Effects = "effect",
     provider: str | None = None,
 ) -> T:
     """Make every call of ``cls.<call>`` a tool call of the instance, as ``@agenttrace.tool``
@@ -110,7 +111,8 @@ def instrument_tool(
     ``name`` attribute, else its class name: it is what an LLM's tool call is matched by. The
     recorded arguments are the call's by parameter name, or what ``arguments`` (given the
     call's arguments, ``self`` first) returns. ``category``, ``effect`` and ``provider``: as for
-    ``@agenttrace.tool``.
+    ``@agenttrace.tool``; ``effect`` may also be a callable of the instance and the tool's name,
+    for tools whose classes differ by instance.
     """
 
     def spec(fn: Callable[..., Any]) -> _ToolSpec:

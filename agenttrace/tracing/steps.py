@@ -23,6 +23,7 @@ from agenttrace._internal.redact import cap_text
 from agenttrace._internal.runtime import runtime
 from agenttrace._internal.times import event_ts
 from agenttrace.model import journal as j
+from agenttrace.session.leases import token as lease_token
 from agenttrace.tracing.scopes import OpScope, current_scope
 
 Effect = Literal["pure", "read", "idempotent", "effect"]
@@ -76,6 +77,7 @@ def begin_tool_step(scope: OpScope, effect: str, arguments: Any) -> None:
             request_fingerprint=j.tool_fingerprint(scope.name, _plain(arguments)),
             arguments=text,
             call_id=scope.call_id,
+            lease=lease_token(scope.session.run.session),
         )
         recorder.journal(scope.session.run.session, _line(line))
         scope.step = Step(key, effect)
@@ -93,9 +95,15 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
     scope.step = None
     try:
         agent_id = scope.session.agent_id
+        lease = lease_token(scope.session.run.session)
         if error is None:
             line = j.done_line(
-                step.key, agent_id=agent_id, kind="tool", name=scope.name, result=_json(result)
+                step.key,
+                agent_id=agent_id,
+                kind="tool",
+                name=scope.name,
+                result=_json(result),
+                lease=lease,
             )
         else:
             line = j.failed_line(
@@ -105,6 +113,7 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
                 name=scope.name,
                 error=cap_text(f"{type(error).__name__}: {error}", _cap()),
                 applied=_applied(step.effect, error),
+                lease=lease,
             )
         # Written in the background: what must be on disk before the body runs is the intent.
         # A kill before this line is written leaves a call that ended in doubt: resumed with

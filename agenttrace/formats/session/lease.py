@@ -7,12 +7,22 @@ a random token (which the holder's journal lines carry) and since when. So:
 - a second process that wants the session fails at once, with one line naming the holder;
 - a holder that died (killed, crashed) lost its lock with its process: the next one takes the
   lease over, on this host, with nothing to clean up;
+- a holder that lets it go removes the file (while it still holds the lock: a taker that opened
+  the file meanwhile finds, once it has the lock, that the name no longer leads to it, and
+  opens it again), so a session leaves no lease file behind;
 - a lease whose file says another host holds it is not taken over (that host's lock is not
-  visible here: a shared directory) unless the taker says ``force``.
+  visible here: a shared directory) unless the taker says ``force``;
+- a live holder on this host keeps it unless the taker says ``force`` (that process is stuck):
+  a new lease file, locked, is renamed over the old one, whose holder keeps a lock on a file
+  no one reads any more (its later journal lines carry its own token, so they can be told apart).
+
+A forked child closes its copy of the descriptor (the lock stays with the parent): a worker the
+holder forked must not keep the lease once the holder is gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -21,6 +31,7 @@ import secrets
 import socket
 import stat
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +43,11 @@ MAX_LEASE_BYTES = 4096
 """A lease file is a few hundred bytes; more is not one agenttrace wrote (read no further)."""
 
 
-class LeaseHeld(RuntimeError):
+class LeaseError(RuntimeError):
+    """The session's lease cannot be taken; the message is one line saying why."""
+
+
+class LeaseHeld(LeaseError):
     """Another process holds the session's lease; the message is one line saying which."""
 
 
@@ -55,19 +70,38 @@ class Lease:
 
     def __init__(self, path: Path, fd: int, holder: Holder) -> None:
         self.path = path
-        self._fd: int | None = fd
         self.holder = holder
+        self._fd: int | None = fd
+        # Closing the descriptor drops the lock: on release, or when the lease is dropped (not
+        # for release itself: a finalizer does nothing once the interpreter is exiting).
+        self._dropped = weakref.finalize(self, _let_go, path, fd)
+        self._dropped.atexit = False  # the process's end drops the lock anyway
+        _open_leases.add(self)
 
     @property
     def token(self) -> str:
         """The token the holder's journal lines carry."""
         return self.holder.token
 
+    @property
+    def held(self) -> bool:
+        """Whether this process still holds it (not released, not a forked child's copy)."""
+        return self._fd is not None
+
     def release(self) -> None:
-        """Let the lease go (the file stays: the next holder rewrites it)."""
+        """Let the lease go, and remove its file (if it is still this lease's)."""
         fd, self._fd = self._fd, None
         if fd is not None:
-            os.close(fd)  # closing the descriptor drops the lock
+            self._dropped.detach()
+            _let_go(self.path, fd)
+
+    def _forget(self) -> None:
+        """Close this copy of the descriptor, leaving the file and the lock (a forked child's
+        copy: the parent's descriptor keeps the lock)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            self._dropped.detach()
+            _close_quietly(fd)
 
     def __enter__(self) -> Lease:
         return self
@@ -81,10 +115,29 @@ def lease_path(sessions_dir: str | Path, session_id: str) -> Path:
     return Path(sessions_dir) / f"{session_id}{LEASE_SUFFIX}"
 
 
+MAX_TRIES = 16
+"""How often :func:`acquire` opens the file again when another taker replaced it meanwhile."""
+
+
 def acquire(path: str | Path, owner: str = "agenttrace resume", *, force: bool = False) -> Lease:
     """Take the lease at ``path``: now, or a :class:`LeaseHeld` naming who has it. A lease its
-    dead holder left on this host is taken over; one another host's file names needs ``force``."""
+    dead holder left on this host is taken over; one a live process holds, or another host's
+    file names, needs ``force``. A file that cannot be made there is a :class:`LeaseError`."""
     path = Path(path)
+    for _ in range(MAX_TRIES):
+        try:
+            lease = _try(path, owner, force)
+        except OSError as exc:  # a directory that takes no file, a link under the name
+            raise LeaseError(
+                f"{path}: cannot hold the session's lease there: {exc.strerror or exc}"
+            ) from exc
+        if lease is not None:
+            return lease
+    raise LeaseHeld(f"{path.name}: the lease file keeps being replaced; try again")
+
+
+def _try(path: Path, owner: str, force: bool) -> Lease | None:
+    """The lease, or ``None`` if the file was replaced between its opening and its lock."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -95,8 +148,17 @@ def acquire(path: str | Path, owner: str = "agenttrace resume", *, force: bool =
             if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
                 raise
             previous = read_holder(path)
-            who = previous.describe() if previous is not None else "another process"
-            raise LeaseHeld(f"{path.name}: the session is held by {who}") from None
+            if not force:
+                who = previous.describe() if previous is not None else "another process"
+                raise LeaseHeld(
+                    f"{path.name}: the session is held by {who}; wait for it to end "
+                    "(--force takes it over from a process that is stuck)"
+                ) from None
+            os.close(fd)
+            return _replace(path, owner)
+        if not _same_file(fd, path):
+            os.close(fd)  # a forced taker renamed a new file over it: lock that one
+            return None
         previous = _holder_of(fd)
         host = socket.gethostname()
         if previous is not None and previous.host != host and not force:
@@ -104,12 +166,45 @@ def acquire(path: str | Path, owner: str = "agenttrace resume", *, force: bool =
                 f"{path.name}: the session is held by {previous.describe()}, another host; "
                 "take it over with --force only if that process is gone"
             )
-        holder = Holder(owner, os.getpid(), host, secrets.token_hex(16), time.time())
+        holder = _new_holder(owner)
         _write(fd, holder)
         return Lease(path, fd, holder)
     except BaseException:
-        os.close(fd)
+        with contextlib.suppress(OSError):  # closed already before a forced takeover
+            os.close(fd)
         raise
+
+
+def _replace(path: Path, owner: str) -> Lease:
+    """Take the lease from a live holder (``force``): a new file, locked and written, renamed
+    over the old one. The old holder keeps its lock on a file no one reads any more."""
+    holder = _new_holder(owner)
+    fresh = path.with_name(f".{path.name}.{holder.token}")
+    fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: no one else has it
+        _write(fd, holder)
+        os.replace(fresh, path)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(fresh)
+        raise
+    return Lease(path, fd, holder)
+
+
+def _new_holder(owner: str) -> Holder:
+    return Holder(owner, os.getpid(), socket.gethostname(), secrets.token_hex(16), time.time())
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file ``fd`` has open."""
+    try:
+        named = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    mine = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 def read_holder(path: str | Path) -> Holder | None:
@@ -153,3 +248,32 @@ def _write(fd: int, holder: Holder) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, data, 0)
     os.fsync(fd)
+
+
+_open_leases: weakref.WeakSet[Lease] = weakref.WeakSet()
+
+
+def _close_in_child() -> None:
+    """In a forked child: close the copies of the parent's lease descriptors, which would keep
+    its locks alive after it died (the parent's own descriptors keep them while it lives)."""
+    for lease in list(_open_leases):
+        lease._forget()
+
+
+def _let_go(path: Path, fd: int) -> None:
+    """Remove the lease file while its lock is held, if ``path`` still names it (a taker that
+    opened it meanwhile finds it gone once it has the lock, and opens a new one), then drop the
+    lock. So a session leaves no lease file behind once its last holder let it go."""
+    if _same_file(fd, path):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    _close_quietly(fd)
+
+
+def _close_quietly(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_in_child)

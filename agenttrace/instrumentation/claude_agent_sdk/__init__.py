@@ -10,13 +10,15 @@ With no change to the program's loop and nothing added to what it receives:
   with cache reads and writes and the final output count; a request the CLI retried is a
   failed attempt before it;
 - each ``tool_use`` → ``tool_result`` is an ``execute_tool {name}`` span with the call id, input,
-  result and ``is_error``; the ``Agent`` (formerly ``Task``) tool's sub-agent is a session
-  nested under its span, to any depth; thinking blocks are recorded as thinking;
+  result and ``is_error``, and a step of the journal by its effect class (:mod:`.effects`);
+  the ``Agent`` (formerly ``Task``) tool's sub-agent is a session nested under its span, to any
+  depth; thinking blocks are recorded as thinking;
 - the agents' transcripts go to the canonical event stream and session file as for any agent,
   and ``agenttrace resume`` hands the SDK session id back (:mod:`.resume`).
 
-The modules, each importing only those before it: :mod:`.utils`, :mod:`.transcript` (the
-CLI's own transcript: final usage, a sub-agent's text), :mod:`.messages` (one message id's
+The modules, each importing only those before it: :mod:`.utils`, :mod:`.effects` (a tool
+call's effect class), :mod:`.transcript` (the CLI's own transcript: final usage, a sub-agent's
+text), :mod:`.messages` (one message id's
 span), :mod:`.agents` (an agent's run and its tool calls), :mod:`.tracker` (one SDK session,
 message by message), :mod:`.resume`, :mod:`.patch` (the wrappers) and this package.
 """

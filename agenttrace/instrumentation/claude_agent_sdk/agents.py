@@ -28,7 +28,9 @@ from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
 from agenttrace.tracing.relays import piece_for
 from agenttrace.tracing.scopes import OpScope, SessionScope, finish, start_op, start_session
+from agenttrace.tracing.steps import begin_tool_step, end_tool_step
 
+from .effects import tool_effect
 from .messages import Message, current
 from .transcript import CostState, Entry, UserEntry
 from .utils import block_type, mcp_server_of, result_text
@@ -79,6 +81,9 @@ class ToolCall:
             self.op: OpScope = start_op(sc.KIND_TOOL, self.name, attributes, started_ns=now)
         self.op.payloads[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = recorded
         self.op.call_id = self.id
+        # The CLI runs the tool, not this process: the intent is journaled when the program
+        # receives the call, and a call it saw start and never saw end stays in doubt.
+        begin_tool_step(self.op, tool_effect(self.name), self.input)
 
     def finish(self, content: Any, is_error: bool, now: int) -> None:
         """The call's ``tool_result`` came: log it as the caller's tool entry, end the span.
@@ -103,7 +108,9 @@ class ToolCall:
         attributes: dict[str, AttributeValue] = {sc.TOOL_CHARS_OUT: length}
         if settings.capture_content:
             attributes[sc.GEN_AI_TOOL_CALL_RESULT] = recorded
-        finish(self.op, ToolError(text) if is_error else None, attributes, ended_ns=now)
+        error = ToolError(text) if is_error else None
+        end_tool_step(self.op, text, error)
+        finish(self.op, error, attributes, ended_ns=now)
 
     def abandon(self, now: int) -> None:
         """End the span of a call that got no result (the exchange ended without one)."""

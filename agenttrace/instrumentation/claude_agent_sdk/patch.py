@@ -23,6 +23,7 @@ from typing import Any
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
 
+from .effects import listed
 from .tracker import SdkSession
 from .utils import WHERE, MessageLog, state, user_text
 
@@ -211,15 +212,31 @@ async def disconnect(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any
             _guard(session.close)
 
 
+async def sdk_mcp_request(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """``Query._handle_sdk_mcp_request(server_name, message)``: the CLI asks one of the
+    program's in-process MCP servers; the tools it lists say their annotations (:mod:`.effects`)."""
+    response = await wrapped(*args, **kwargs)
+    if _on():
+        server = args[0] if args else kwargs.get("server_name")
+        message = args[1] if len(args) > 1 else kwargs.get("message")
+        _guard(lambda: listed(server, message, response))
+    return response
+
+
 def patch_targets(sdk: Any) -> list[tuple[Any, str, Any]]:
-    """(owner, attribute, wrapper) for each patched SDK function."""
+    """(owner, attribute, wrapper) for each patched SDK function (the in-process MCP servers'
+    requests only where this SDK routes them through ``Query._handle_sdk_mcp_request``)."""
     from claude_agent_sdk._internal.client import InternalClient
+    from claude_agent_sdk._internal.query import Query
 
     client = sdk.ClaudeSDKClient
-    return [
+    targets = [
         (InternalClient, "process_query", process_query),
         (client, "connect", connect),
         (client, "query", client_query),
         (client, "receive_messages", receive_messages),
         (client, "disconnect", disconnect),
     ]
+    if "_handle_sdk_mcp_request" in vars(Query):
+        targets.append((Query, "_handle_sdk_mcp_request", sdk_mcp_request))
+    return targets

@@ -16,6 +16,7 @@ from agenttrace.model.events import AGENT_CREATED
 from agenttrace.session.state import Session
 from agenttrace.tracing.agents import session_for_new_agent, str_attribute
 from agenttrace.tracing.decorators import _ToolSpec
+from agenttrace.tracing.effects import framework_effect
 from agenttrace.tracing.scopes import OpScope, current_scope
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "agent_name",
     "call_arguments",
     "tool_arguments",
+    "tool_effect",
 ]
 
 
@@ -53,6 +55,13 @@ def tool_arguments(tool: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
     return arguments
 
 
+def tool_effect(tool: Any, name: str) -> str:
+    """The effect class of a call of ``tool`` (a ``Tool``, a managed agent, a code executor):
+    ``init(tool_effects=...)`` by its name, else its ``agenttrace_effect`` attribute, else
+    ``effect`` (``agenttrace.tracing.effects``)."""
+    return framework_effect(name, tool)
+
+
 def call_arguments(agent: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """A managed agent's call (``researcher(task=..., additional_args=...)``) as arguments."""
     arguments = dict(zip(("task",), args, strict=False))
@@ -72,7 +81,7 @@ class ManagedCall(_ToolSpec):
     code agent's code called it) that reply; whatever their text."""
 
     def __init__(self) -> None:
-        super().__init__(agent_name, call_arguments, method=True)
+        super().__init__(agent_name, call_arguments, method=True, effect=tool_effect)
 
     def open(  # type: ignore[override]  # None: not traced of its own, as wrap() allows
         self, args: tuple[Any, ...], kwargs: dict[str, Any]

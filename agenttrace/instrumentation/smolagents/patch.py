@@ -31,6 +31,7 @@ from agenttrace.instrumentation.smolagents.agents import (
     agent_model,
     agent_name,
     tool_arguments,
+    tool_effect,
 )
 from agenttrace.instrumentation.smolagents.steps import CodeStep, state, step_ended
 from agenttrace.tracing.instrument import (
@@ -91,7 +92,7 @@ def patch() -> None:
     instrument_method(MultiStepAgent, "__call__", lambda fn: ManagedCall())
     done.tools.append(MultiStepAgent)
     for tool in (Tool, PipelineTool):
-        instrument_tool(tool, "__call__", arguments=tool_arguments)
+        instrument_tool(tool, "__call__", arguments=tool_arguments, effect=tool_effect)
         done.tools.append(tool)
     for executor in _classes(_EXECUTORS):
         instrument_method(executor, "__call__", lambda fn: CodeStep())

@@ -25,6 +25,7 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace.session.state import Session
 from agenttrace.tracing.agents import str_attribute
 from agenttrace.tracing.decorators import _ToolSpec
+from agenttrace.tracing.effects import framework_effect
 from agenttrace.tracing.scopes import OpScope, SessionScope, close_auto_turn, current_scope
 
 __all__ = ["CODE_TOOL", "CodeStep", "state", "step_ended"]
@@ -57,7 +58,7 @@ class CodeStep(_ToolSpec):
     where = WHERE
 
     def __init__(self) -> None:
-        super().__init__(CODE_TOOL, _code_arguments, method=True)
+        super().__init__(CODE_TOOL, _code_arguments, method=True, effect=_code_effect)
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
         scope = super().open(args, kwargs)
@@ -68,6 +69,12 @@ class CodeStep(_ToolSpec):
     def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
         # The caller gets the executor's CodeOutput unchanged; its fields are what is recorded.
         super().close(scope, error, _code_output(result))
+
+
+def _code_effect(executor: Any, name: str) -> str:
+    """What running a model's code does: what ``init(tool_effects={"python_interpreter": ...})``
+    says, else ``effect`` (the tools it calls are journaled too, each by its own class)."""
+    return framework_effect(name, executor)
 
 
 def _code_output(result: Any) -> Any:
