@@ -156,3 +156,13 @@ def test_a_call_killed_mid_body_is_in_doubt(
         assert json.loads(doubt["arguments"]) == {"amount": 5}
     else:
         assert listed == []
+
+
+def test_an_outcome_still_waiting_at_shutdown_is_written(traced: Traced, tmp_path: Path) -> None:
+    @agenttrace.tool
+    def charge() -> str:
+        return "ch_1"
+
+    agenttrace.agent("Shop")(charge)()
+    traced.handle.shutdown()  # no flush first: the done line still waits for the worker
+    assert [line["state"] for line in journal_lines(tmp_path)] == ["intent", "done"]

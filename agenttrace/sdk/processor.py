@@ -196,8 +196,13 @@ class AgentTraceProcessor(SpanProcessor):
         if self._shut_down:
             return
         if later:
-            self.worker.put(_Deferred(lambda: self.journal(session, line)))
+            # Written by the worker even once shutdown began: it drains its queue then, and an
+            # outcome dropped there would leave a call that ended read as in doubt.
+            self.worker.put(_Deferred(lambda: self._write_journal(session, line)))
             return
+        self._write_journal(session, line)
+
+    def _write_journal(self, session: Any, line: bytes) -> None:
         for sink in self._journals:
             try:
                 sink.journaled(session, line)
