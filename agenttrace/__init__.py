@@ -13,6 +13,7 @@ from agenttrace._version import __version__
 from agenttrace.record.events import LoggedString
 from agenttrace.record.exchange_log import ExchangeLogger
 from agenttrace.record.paths import format_label, parse_label
+from agenttrace.record.reentry import AbandonedToolCall, InDoubtToolCall, Verdict
 from agenttrace.record.session import (
     AgentRecord,
     Session,
@@ -46,15 +47,18 @@ from agenttrace.tracing.transcripts import agent_class, hears, piece_of_text
 from agenttrace.views.viewer import SessionViewer
 
 __all__ = [
+    "AbandonedToolCall",
     "AgentRecord",
     "ContextThreadPoolExecutor",
     "ExchangeLogger",
     "Handle",
+    "InDoubtToolCall",
     "LoggedString",
     "Session",
     "SessionFileError",
     "SessionViewer",
     "Tracing",
+    "Verdict",
     "__version__",
     "agent",
     "agent_class",

@@ -32,8 +32,10 @@ from agenttrace.record import events as ev
 from agenttrace.record.damaged import keep_aside as keep_damaged_aside
 from agenttrace.record.damaged import recover_runs
 from agenttrace.record.ids import new_txn_id
+from agenttrace.record.journal import Journal
 from agenttrace.record.links import Replies
 from agenttrace.record.rebuilt import mark_interrupted, with_rebuilt_runs
+from agenttrace.record.reentry import InDoubtAction, Reentry, arm_reentry, check_policy
 from agenttrace.record.resets import MAX_MOVED, Plan, Replay, plan_reset
 from agenttrace.record.session_files import (
     LoadedFile,
@@ -108,6 +110,8 @@ class Session:
         self.cut_short: list[dict[str, Any]] = []
         """Events at the end of its stream whose write a crash cut short, left out when it was
         resumed (see ``agenttrace.record.unfinished``)."""
+        self.reentry: Reentry | None = None
+        """The interrupted run the next root run re-enters (``agenttrace.record.reentry``)."""
         self._lock = threading.RLock()
         self._by_name: dict[str, str] = {}
         self._agent_of: dict[str, str] = {}  # message id -> the agent whose event it is
@@ -601,10 +605,19 @@ def resume(
     sessions_dir: str | Path | None = None,
     *,
     unanswered_tool_calls: UnansweredPolicy = "reply",
+    reenter: bool = True,
+    policy: Mapping[str, InDoubtAction] | None = None,
 ) -> Session:
     """Restore a session from its gzipped file or event stream (or its id in ``sessions_dir``)
     and make it current: the next agent run appends to it, with no id reused, and its root span
     links to the previous run's trace.
+
+    If the session's last run was interrupted (its process was killed) and ``reenter`` (the
+    default), the next root run re-enters it (docs/journal.md): every agent's transcript is set
+    back to where that run started, so calling the run's entry point again runs it from its
+    start, and each step the journal holds is handled by ``policy`` (what to do with a tool
+    call in doubt, per effect class, over ``agenttrace.record.reentry.DEFAULT_POLICY``).
+    ``reenter=False`` leaves the interrupted run as it stopped: the next run is a new one.
 
     Tool calls a crash left without a result are answered by ``unanswered_tool_calls``
     (``agenttrace.record.unanswered``: by default a ``tool`` entry saying the call was
@@ -614,6 +627,7 @@ def resume(
     whose files in the sessions directory could not be written safely (a symlink there under
     its file name that leads out of the directory).
     """
+    checked_policy = check_policy(policy)
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
     path = find_session(str(path_or_id), directory)
     loaded, cut_short = _without_unfinished(path, load_fullest(path, keep_damaged=True))
@@ -640,6 +654,10 @@ def resume(
             path,
             what,
         )
+    if reenter and arm_reentry(session, Journal(loaded.journal), loaded.events, checked_policy):
+        # The transcripts are back where the interrupted run started: it answers its own calls.
+        use_session(session)
+        return session
     closed, left = close_unanswered_calls(session, unanswered_tool_calls)
     if closed or left:
         past = f", {left} left as they are (past the {MAX_CLOSED} a resume answers)"
@@ -793,6 +811,8 @@ def load_session(
     agent_factory: Callable[[AgentRecord, Session], Any] | None = None,
     *,
     unanswered_tool_calls: UnansweredPolicy = "reply",
+    reenter: bool = True,
+    policy: Mapping[str, InDoubtAction] | None = None,
 ) -> tuple[Any, Session]:
     """``load_session`` (docs/events.md): (root agent, session), the session made current.
 
@@ -810,7 +830,9 @@ def load_session(
     if isinstance(found, str):
         session = _started(found)
     else:
-        session = resume(found, unanswered_tool_calls=unanswered_tool_calls)
+        session = resume(
+            found, unanswered_tool_calls=unanswered_tool_calls, reenter=reenter, policy=policy
+        )
     root = session.root()
     if root is None:
         raise SessionFileError(f"{session_file}: the session has no root agent")

@@ -54,6 +54,7 @@ from agenttrace.tracing.scopes import (
     start_session,
     start_turn,
 )
+from agenttrace.tracing.step_guard import guard
 from agenttrace.tracing.steps import begin_tool_step, check_effect, end_tool_step
 from agenttrace.tracing.transcripts import log_llm_exchange, log_tool_result
 from agenttrace.tracing.wrapping import Streamed, wrap
@@ -90,10 +91,15 @@ class _Spec(Generic[S]):
         if isinstance(fn, (staticmethod, classmethod)):
             # Decorating above @staticmethod/@classmethod: wrap the function, keep the kind.
             return type(fn)(self(fn.__func__))
-        return wrap(fn, self._for_function(fn))
+        return wrap(self.body(fn), self._for_function(fn))  # type: ignore[return-value]
 
     def _for_function(self, fn: Callable[..., Any]) -> _Spec[S]:
         return self
+
+    def body(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """What the wrapper calls in the scope: ``fn`` itself (a tool's is guarded for
+        re-entry)."""
+        return fn
 
     # -- what subclasses define -----------------------------------------------------------------
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> S | None:
@@ -396,12 +402,17 @@ class _ToolSpec(_Spec[OpScope]):
         category: str | None = None,
         effect: str = "effect",
         provider: str | None = None,
+        verify: Callable[..., Any] | None = None,
     ) -> None:
         super().__init__()
         self.name = name
         self.category = _category(category)
         self.effect = check_effect(effect)
         """Its effect class (docs/journal.md): what a resume may do again."""
+        if verify is not None and not callable(verify):
+            raise TypeError(f"verify must be a callable, not {verify!r}")
+        self.verify = verify
+        """Asked, on a re-entry, whether a call in doubt happened (returns a ``Verdict``)."""
         self.provider = _provider(provider)
         self.arguments = arguments
         self.ok_exceptions = _exception_types(ok_exceptions)
@@ -428,7 +439,11 @@ class _ToolSpec(_Spec[OpScope]):
             category=self.category,
             effect=self.effect,
             provider=self.provider,
+            verify=self.verify,
         )
+
+    def body(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        return guard(fn)
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
         owner = self.binding.owner(args)
@@ -455,7 +470,7 @@ class _ToolSpec(_Spec[OpScope]):
             # Called by another tool (a tool that delegates, code a model wrote): it acts for
             # the same reply, so what it creates (a sub-agent, a piece of text) is caused by it.
             scope.call_message = caller.call_message
-        begin_tool_step(scope, self.effect, arguments)  # on disk before the body runs
+        begin_tool_step(scope, self.effect, arguments, self.verify)  # on disk before the body
         return scope
 
     def _arguments(
@@ -549,6 +564,7 @@ def tool(
     category: str | None = None,
     effect: str = "effect",
     provider: str | None = None,
+    verify: Callable[..., Any] | None = None,
 ) -> _ToolSpec: ...
 @overload
 def tool(
@@ -559,6 +575,7 @@ def tool(
     category: str | None = None,
     effect: str = "effect",
     provider: str | None = None,
+    verify: Callable[..., Any] | None = None,
 ) -> _ToolSpec: ...
 def tool(
     fn_or_name: Any = None,
@@ -570,6 +587,7 @@ def tool(
     category: str | None = None,
     effect: str = "effect",
     provider: str | None = None,
+    verify: Callable[..., Any] | None = None,
 ) -> Any:
     """A tool call: ``execute_tool {name}``, in the current turn.
 
@@ -588,7 +606,11 @@ def tool(
     ``effect`` is what the call does to the world (docs/journal.md): ``pure``, ``read``,
     ``idempotent`` or ``effect`` (the default: nothing is known). A call that is not ``pure``
     is journaled: its intent is on disk before its body runs, its outcome when it ends, so a
-    killed run's calls in doubt are known (``agenttrace doubts``).
+    killed run's calls in doubt are known (``agenttrace doubts``). A resume that re-enters the
+    killed run answers a done call from the journal and runs a call in doubt again or not by its
+    effect class (docs/journal.md); ``verify``, called with the call's arguments, says whether a
+    call in doubt happened: it returns ``agenttrace.Verdict.done(result)``, ``.not_applied()``
+    or ``.unknown()``.
 
     ``provider`` says who provides the tool (a service, an MCP server): the billing ledger's
     ``providerLabel`` (``agenttrace.tool.provider`` on the span), else the tool's name.
@@ -600,6 +622,7 @@ def tool(
         category=category,
         effect=effect,
         provider=provider,
+        verify=verify,
     )
     return spec(fn_or_name) if _decorated(fn_or_name) else spec
 

@@ -1,0 +1,259 @@
+"""Re-entering an interrupted run (docs/journal.md, "Re-entry"): what to do with each step the
+re-entered run reaches, from what the journal says became of it there.
+
+A resume that re-enters arms a :class:`Reentry` on the session; the next root run takes it and
+journals under the interrupted run's origin, so its steps have the same keys (and its tool calls
+the same idempotency keys) as the ones it repeats. For each step it reaches, :meth:`Reentry.plan`
+says: run it (as which attempt), answer it from the journal (``replay``), ask the tool's verifier
+(``verify``), stop the resume (``stop``: :class:`InDoubtToolCall`) or refuse it (``abandon``:
+:class:`AbandonedToolCall`, the user's decision).
+
+This module decides; it writes nothing and runs nothing (``agenttrace.tracing.steps`` does).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agenttrace._internal.redact import cap_text, scrub_json_text
+from agenttrace.record import events as ev
+from agenttrace.record.journal import EFFECTS, Journal, Step
+
+SHOWN_ARGUMENT_BYTES = 512
+"""How much of an in-doubt call's arguments :class:`InDoubtToolCall` shows (redacted first)."""
+
+InDoubtAction = Literal["retry", "verify", "stop"]
+IN_DOUBT_ACTIONS: tuple[InDoubtAction, ...] = ("retry", "verify", "stop")
+
+DEFAULT_POLICY: Mapping[str, InDoubtAction] = {
+    "pure": "retry",
+    "read": "retry",
+    "idempotent": "retry",  # with the same idempotency key: the target does it once
+    "effect": "verify",  # the tool's verifier if it has one, else stop
+}
+"""What a re-entry does with a call in doubt (its intent journaled, its outcome not), per
+effect class. Done steps are always answered from the journal and failed steps that were not
+applied always run again: only the in-doubt case is a choice."""
+
+Planned = Literal["run", "replay", "verify", "stop", "abandon"]
+
+
+def check_policy(policy: Mapping[str, str] | None) -> dict[str, InDoubtAction]:
+    """The default policy with ``policy``'s entries over it; a ``ValueError`` naming what is
+    wrong for an unknown effect class or action."""
+    checked = dict(DEFAULT_POLICY)
+    for effect, action in (policy or {}).items():
+        if effect not in EFFECTS:
+            raise ValueError(f"policy: {effect!r} is not an effect class ({', '.join(EFFECTS)})")
+        if action not in IN_DOUBT_ACTIONS:
+            raise ValueError(
+                f"policy: {effect}: {action!r} is not one of {', '.join(IN_DOUBT_ACTIONS)}"
+            )
+        checked[effect] = action
+    return checked
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do with one step a re-entered run reached."""
+
+    what: Planned
+    attempt: int = 1
+    """The attempt to journal it as, when it runs."""
+    step: Step | None = None
+    """The journal's step at that place (its last attempt), if any."""
+    result: Any = None
+    """The result to answer with (``replay``)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a tool's verifier (``@agenttrace.tool(verify=fn)``) found out about a call in doubt:
+    ``Verdict.done(result)`` (it happened; ``result`` is what the tool would have returned),
+    ``Verdict.not_applied()`` (it did not happen: run it) or ``Verdict.unknown()`` (the resume
+    stops with :class:`InDoubtToolCall`)."""
+
+    outcome: Literal["done", "not_applied", "unknown"]
+    result: Any = None
+
+    @classmethod
+    def done(cls, result: Any = None) -> Verdict:
+        """The call's effect happened; ``result`` is what the tool would have returned."""
+        return cls("done", result)
+
+    @classmethod
+    def not_applied(cls) -> Verdict:
+        """The call's effect did not happen: it may run."""
+        return cls("not_applied")
+
+    @classmethod
+    def unknown(cls) -> Verdict:
+        """Nothing can be said: the call stays in doubt."""
+        return cls("unknown")
+
+
+class InDoubtToolCall(Exception):
+    """A re-entered run reached a tool call that was in doubt (it started before the crash and
+    left no outcome) and that the resume policy does not run again: its effect may have
+    happened. ``calls`` are the in-doubt calls of the run: decide each with ``agenttrace
+    resolve`` (or give the tool a verifier), then resume again."""
+
+    def __init__(self, calls: list[Step], shown: Mapping[str, str] | None = None) -> None:
+        self.calls = calls
+        names = "; ".join(
+            f"{step.key[1]} {step.name}({(shown or {}).get(step.key[1], '')})" for step in calls
+        )
+        super().__init__(
+            f"{len(calls)} tool call{'s' if len(calls) != 1 else ''} in doubt, not run again: "
+            f"{names} (agenttrace doubts lists them; agenttrace resolve decides)"
+        )
+
+
+class AbandonedToolCall(Exception):
+    """The tool call was in doubt and its user decided to abandon it (``agenttrace resolve
+    --abandon``): it is not run again, and the agent sees this error as the tool's failure."""
+
+    effect_applied = False  # nothing ran: the journal's failed line says so
+
+
+@dataclass
+class Reentry:
+    """An interrupted run armed for re-entry: the next root run takes it."""
+
+    origin: str
+    """The interrupted run's origin: the re-entered run journals under it."""
+    attempt: int
+    """The re-entered run's own attempt (the interrupted run's + 1)."""
+    journal: Journal
+    policy: Mapping[str, InDoubtAction]
+    taken: bool = False
+    stopped: InDoubtToolCall | None = None
+    """Once a call stopped the resume, every later call of the run stops with it."""
+    shown: dict[str, str] = field(default_factory=dict)
+    """Each in-doubt call's arguments as an error may show them (redacted, capped), by label."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take(self) -> bool:
+        """Whether this run is the one that re-enters (the first root run to ask)."""
+        with self._lock:
+            if self.taken:
+                return False
+            self.taken = True
+            return True
+
+    def plan(self, label: str, name: str, fingerprint: str | None) -> Plan:
+        """What to do with the tool call ``name`` the re-entered run makes at ``label``."""
+        if self.stopped is not None:
+            return Plan("stop")
+        step = self.journal.latest(self.origin, label)
+        if step is None or step.kind != "tool":
+            return Plan("run")
+        again = step.key[2] + 1
+        if step.name != name or (
+            fingerprint and step.fingerprint and fingerprint != step.fingerprint
+        ):
+            # The run asks something else at this place (its code or its inputs changed): the
+            # journal does not answer it, but a call there in doubt still stops it.
+            if step.in_doubt and self.policy.get(step.effect, "stop") != "retry":
+                return Plan("stop", step=step)
+            return Plan("run", again, step)
+        if step.decision is not None:
+            if step.decision == "done":
+                return Plan("replay", step=step, result=decided_result(step.result))
+            if step.decision == "abandon":
+                return Plan("abandon", step=step)
+            return Plan("run", again, step)  # not_applied, retry
+        if step.state == "done" and not step.capped:
+            return Plan("replay", step=step, result=recorded_result(step.result))
+        if step.state == "failed" and step.applied == "no":
+            return Plan("run", again, step)
+        # In doubt: started with no outcome, failed with its effect unknown, or done with a
+        # result too long to have been kept.
+        action = self.policy.get(step.effect, "stop")
+        if action == "retry":
+            return Plan("run", again, step)
+        return Plan(action, again, step)
+
+    def stop(self, step: Step | None) -> InDoubtToolCall:
+        """The error that stops the resume at ``step``: it names every call of the run the
+        policy does not run again (``step`` first)."""
+        calls = [
+            other
+            for other in self.journal.in_doubt_of(self.origin)
+            if self.policy.get(other.effect, "stop") != "retry" and other is not step
+        ]
+        error = InDoubtToolCall(([step] if step is not None else []) + calls, self.shown)
+        self.stopped = error
+        return error
+
+
+def recorded_result(result: Any) -> Any:
+    """A done step's result as the tool returned it: the journal keeps it as JSON text."""
+    if not isinstance(result, str):
+        return result
+    try:
+        return json.loads(result)
+    except ValueError:
+        return result  # written by an earlier release as the text itself
+
+
+def decided_result(result: Any) -> Any:
+    """The result a user gave ``agenttrace resolve --done``: JSON if the file held JSON, else
+    its text."""
+    return recorded_result(result)
+
+
+def arm_reentry(
+    session: Any,
+    journal: Journal,
+    events: Sequence[Mapping[str, Any]],
+    policy: Mapping[str, InDoubtAction],
+) -> Reentry | None:
+    """Arm ``session`` (an ``agenttrace.Session`` just restored from a file whose events are
+    ``events``) to re-enter its interrupted run, if its journal has one: every agent's
+    transcript is set back to what it was when that run started (a ``transcript_reset`` each,
+    logged now), so the run's code, called again, sends what it sent then. Returns the
+    :class:`Reentry`, or ``None``."""
+    run = journal.interrupted_run()
+    if run is None or run.messages is None:
+        return None
+    reentry = Reentry(run.key[0], run.key[2] + 1, journal, policy)
+    for step in journal.in_doubt_of(reentry.origin):
+        if step.arguments is not None:
+            reentry.shown[step.key[1]] = cap_text(
+                step.arguments, SHOWN_ARGUMENT_BYTES, scrub_json_text
+            )
+    _rewind(session, events, run.messages)
+    session.reentry = reentry
+    return reentry
+
+
+def _rewind(session: Any, events: Sequence[Mapping[str, Any]], messages: int) -> None:
+    """Set each agent's transcript back to what the first ``messages`` events made it."""
+    count = 0
+    for event in events:
+        number = ev.id_number(str(event.get("message_id", "")), ev.MESSAGE_PREFIX)
+        if number is None or number > messages:
+            break
+        count += 1
+    at_start = type(session)(session.session_id)
+    at_start.restore([dict(event) for event in events[:count]], raw_lines=None)
+    for agent_id, then in at_start.agents.items():
+        record = session.agents.get(agent_id)
+        if record is None:
+            continue
+        now, before = record.transcript, then.transcript
+        kept = 0
+        for entry, old in zip(now, before, strict=False):
+            if entry.get("message_id") != old.get("message_id"):
+                break
+            kept += 1
+        if kept == len(now) == len(before):
+            continue
+        session.log_transcript_reset(
+            agent_id, kept, [ev.api_message(entry) for entry in before[kept:]]
+        )
