@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -83,6 +84,10 @@ def fingerprint(request: Any, volatile: frozenset[str] = VOLATILE_KEYS) -> str:
     the ``volatile`` keys left out at any depth, anything not JSON as its ``str``): the same
     question asked again has the same fingerprint. A tool call's arguments are its question
     whole (``tool_fingerprint``): none of their keys is volatile."""
+    if volatile:
+        data = _canonical_as_is(request, volatile)
+        if data is not None:  # nothing to leave out: the request's JSON, encoded in C
+            return "sha256:" + hashlib.sha256(data).hexdigest()
     stable = _stable(request) if volatile else request
     try:
         data = _CANONICAL.encode(stable)
@@ -102,17 +107,51 @@ _CANONICAL = msgspec.json.Encoder(order="sorted", enc_hook=str)
 """Canonical JSON in C: keys sorted, no spaces, anything else as its ``str``."""
 
 
+def _refuse(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
+_PLAIN_CANONICAL = msgspec.json.Encoder(order="sorted", enc_hook=_refuse)
+"""Canonical JSON in C of plain data only (a pydantic message needs the walk)."""
+
+
+def _canonical_as_is(request: Any, volatile: frozenset[str]) -> bytes | None:
+    """The request's canonical JSON as it is, if it holds only plain data and no key to leave
+    out at any depth (a key's JSON, ``"id":``, appears nowhere in it: text that holds one is
+    escaped, ``\"id\":``); else ``None``, and the walk does it."""
+    try:
+        data = _PLAIN_CANONICAL.encode(request)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    keys = _VOLATILE_JSON if volatile is VOLATILE_KEYS else _keys_json(volatile)
+    return None if keys.search(data) else data
+
+
+def _keys_json(keys: frozenset[str]) -> re.Pattern[bytes]:
+    """Any of ``keys`` as a JSON object's key (one pass over the text, in C)."""
+    names = b"|".join(re.escape(key.encode()) for key in sorted(keys))
+    return re.compile(b'"(?:' + names + b')":')
+
+
+_VOLATILE_JSON = _keys_json(VOLATILE_KEYS)
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+"""Types a request's walk keeps as they are (checked by exact type: the common case, fast)."""
+
+
 def _stable(value: Any, depth: int = 0) -> Any:
     if depth > 64:
         return str(value)
     if isinstance(value, Mapping):
-        return {
-            str(key): _stable(item, depth + 1)
-            for key, item in value.items()
-            if str(key) not in VOLATILE_KEYS
-        }
+        stable = {}
+        for key, item in value.items():
+            name = key if type(key) is str else str(key)
+            if name not in VOLATILE_KEYS:
+                stable[name] = item if type(item) in _LEAVES else _stable(item, depth + 1)
+        return stable
     if isinstance(value, (list, tuple)):
-        return [_stable(item, depth + 1) for item in value]
+        return [item if type(item) in _LEAVES else _stable(item, depth + 1) for item in value]
     if hasattr(value, "model_dump"):  # a pydantic message (litellm's Message)
         try:
             return _stable(value.model_dump(exclude_none=True), depth + 1)
@@ -148,15 +187,18 @@ def intent_line(
     *,
     agent_id: str,
     name: str,
-    effect: str,
+    effect: str | None,
     request_fingerprint: str,
     arguments: str | None = None,
     call_id: str | None = None,
     lease: str | None = None,
+    kind: Kinds = "tool",
 ) -> dict[str, Any]:
-    """A tool call is about to run (the line is on disk before its body runs)."""
-    line = _line(key, agent_id, "tool", name, "intent")
-    line["effect"] = effect
+    """A step starts: a tool call is about to run (the line is on disk before its body runs),
+    or an LLM attempt (``kind="llm"``, named by its model; no effect class) is being sent."""
+    line = _line(key, agent_id, kind, name, "intent")
+    if effect is not None:
+        line["effect"] = effect
     line["fingerprint"] = request_fingerprint
     if arguments is not None:
         line["arguments"] = arguments
@@ -200,7 +242,7 @@ def failed_line(
     key: StepKey,
     *,
     agent_id: str,
-    kind: Literal["tool", "llm"],
+    kind: Kinds,
     name: str,
     error: str,
     applied: Literal["no", "unknown"],

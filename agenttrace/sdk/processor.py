@@ -189,10 +189,11 @@ class AgentTraceProcessor(SpanProcessor):
         if self._deferred[type(record)]:
             self.worker.put(record)
 
-    def journal(self, session: Any, line: bytes, later: bool = False) -> None:
+    def journal(self, session: Any, line: bytes | Callable[[], bytes], later: bool = False) -> None:
         """Write one step-journal line now, in the caller's thread (see ``Sink.journaled``);
         ``later``: by the background worker, in order with the records before it (an outcome,
-        which a kill may lose: its step then reads as in doubt, never as done)."""
+        which a kill may lose: its step then reads as in doubt, never as done), and ``line``
+        may then be a callable that makes it there (an LLM response turned into JSON)."""
         if self._shut_down:
             return
         if later:
@@ -202,7 +203,13 @@ class AgentTraceProcessor(SpanProcessor):
             return
         self._write_journal(session, line)
 
-    def _write_journal(self, session: Any, line: bytes) -> None:
+    def _write_journal(self, session: Any, line: bytes | Callable[[], bytes]) -> None:
+        if callable(line):
+            try:
+                line = line()
+            except Exception as exc:
+                report_internal_error("journal line", exc)
+                return
         for sink in self._journals:
             try:
                 sink.journaled(session, line)

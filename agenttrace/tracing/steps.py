@@ -18,6 +18,7 @@ from typing import Any, Literal
 import msgspec
 
 from agenttrace import semconv as sc
+from agenttrace._internal.caps import fits
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import cap_text
 from agenttrace._internal.runtime import runtime
@@ -197,14 +198,14 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
                 recorder.journal(scope.session.run.session, journal_bytes(line), later=True)
             return
         if error is None:
-            text = _json(result)
+            text, capped = kept_json(result)
             line = j.done_line(
                 step.key,
                 agent_id=agent_id,
                 kind="tool",
                 name=scope.name,
                 result=text,
-                capped=text is not None and len(text) > _cap() // 4,
+                capped=capped,
             )
         else:
             line = j.failed_line(
@@ -239,6 +240,23 @@ def _json(value: Any) -> str:
     except (TypeError, ValueError, OverflowError, UnicodeDecodeError):
         text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= _cap() // 4 else cap_text(text, _cap(), _as_is)
+
+
+JOURNAL_RESULT_BYTES = 1 << 20
+"""The most of a step's result (a tool's JSON, an LLM response) the journal keeps: a longer one
+is cut and marked ``capped``, and a re-entry does not answer from it."""
+
+
+def kept_json(value: Any) -> tuple[str, bool]:
+    """``value`` as JSON text as the journal keeps a result: whole, or cut past
+    :data:`JOURNAL_RESULT_BYTES` (then ``True``)."""
+    try:
+        text = _ENCODE(value).decode("utf-8", "surrogatepass")
+    except (TypeError, ValueError, OverflowError, UnicodeDecodeError):
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= JOURNAL_RESULT_BYTES // 4 or fits(text, JOURNAL_RESULT_BYTES):
+        return text, False
+    return cap_text(text, JOURNAL_RESULT_BYTES, _as_is), True
 
 
 def _plain(arguments: Any) -> Any:

@@ -37,6 +37,7 @@ from agenttrace.instrumentation.litellm.utils import (
     is_stream,
     state,
 )
+from agenttrace.tracing.llm_steps import begin_llm_step, end_llm_step
 
 # --- the wrappers ---------------------------------------------------------------------------------
 
@@ -72,6 +73,8 @@ def _attempt(
     attempt = start_attempt(operation, args, kwargs)
     if attempt is None:
         return wrapped(*args, **kwargs)
+    if operation == sc.OP_CHAT:
+        begin_llm_step(attempt.scope, attempt.model, kwargs)
     token = attempt_var.set(attempt)
     activation = activate(attempt)
     try:
@@ -114,6 +117,7 @@ def _finish(result: Any, attempt: Attempt, price_it: bool = False) -> Any:
     try:
         if is_stream(result):
             return StreamProxy(result, attempt)
+        end_llm_step(attempt.scope, attempt.model, response=result)
         offer_tool_calls(attempt, result)
     except Exception as exc:
         try:
