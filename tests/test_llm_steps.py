@@ -14,6 +14,7 @@ import pytest
 
 import agenttrace
 from agenttrace.record import journal as j
+from agenttrace.record.reentry import Reentry, check_policy
 
 from .conftest import Traced
 from .llm_server import LLMServer, Reply
@@ -118,3 +119,44 @@ def test_the_journal_off_journals_no_attempt(
     (stream,) = (tmp_path / "sessions").glob("*.events.jsonl")
     lines = [json.loads(line) for line in stream.read_text().splitlines()]
     assert [line for line in lines if line["event_type"] == "step"] == []
+
+
+def rearm(tmp_path: Path) -> None:
+    """Arm the current session to re-enter its last run, as a resume of a killed run would
+    (the run ended here; what is tested is how the re-entered run's attempts are answered)."""
+    lines = journal_lines(tmp_path, runs=True)
+    journal = j.Journal(lines)
+    (origin,) = {line["run"] for line in lines}
+    session = agenttrace.current_session()
+    session.reentry = Reentry(origin, 2, journal, check_policy(None))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_re_entered_run_is_answered_from_the_journal_sync_and_async(
+    traced: Traced, tmp_path: Path, llm: LLMServer, stream: bool
+) -> None:
+    llm.reset(Reply(content="first answer"), Reply(content="second answer"))
+
+    @agenttrace.agent("Asker")
+    async def ask() -> str:
+        sync = litellm.completion(**http(llm, stream=stream))
+        if stream:
+            sync_text = "".join(c.choices[0].delta.content or "" for c in sync if c.choices)
+        else:
+            sync_text = sync.choices[0].message.content
+        answer = await litellm.acompletion(**http(llm, stream=stream, temperature=0.5))
+        if stream:
+            chunks = [c async for c in answer]
+            return sync_text + "/" + "".join(c.choices[0].delta.content or "" for c in chunks)
+        return f"{sync_text}/{answer.choices[0].message.content}"
+
+    assert asyncio.run(ask()) == "first answer/second answer"
+    traced.handle.force_flush()
+    rearm(tmp_path)
+    llm.reset(Reply(content="not asked"))
+    assert asyncio.run(ask()) == "first answer/second answer"
+    assert llm.requests == []  # neither reply was asked for again
+    replayed = [s for s in traced.spans() if (s.attributes or {}).get("agenttrace.replayed")]
+    assert len(replayed) == 2
+    states = [line["state"] for line in llm_lines(tmp_path)]
+    assert states.count("replayed") == 2 and states.count("done") == 2

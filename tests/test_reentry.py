@@ -18,6 +18,7 @@ from agenttrace.record import journal as j
 from agenttrace.record.reentry import Reentry, check_policy
 
 from .helpers import ROOT
+from .llm_server import LLMServer, Reply
 from .payment_server import PaymentServer
 from .test_cli import agenttrace as run_cli
 from .test_cli import ok
@@ -211,3 +212,53 @@ def test_a_policy_names_what_it_refuses() -> None:
         check_policy({"costly": "retry"})
     with pytest.raises(ValueError, match="effect: 'maybe' is not one of retry, verify, stop"):
         check_policy({"effect": "maybe"})
+
+
+# --- LLM steps ---------------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("shape", ["tool", "stream"])
+def test_a_recorded_reply_is_not_asked_for_again(
+    tmp_path: Path, llm_server: LLMServer, shape: str
+) -> None:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "charge", "arguments": '{"amount": 5}'},
+    }
+    first = Reply(content="", tool_calls=[call]) if shape == "tool" else Reply(content="On it!")
+    llm_server.reset(first, Reply(content="never sent: the kill comes first"))
+    payments = PaymentServer().start()
+    sessions = str(tmp_path / "sessions")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env["AGENTTRACE_BILLING_FILE"] = str(tmp_path / "ledger.jsonl")
+
+    def agent(mode: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tests.llm_reentry_child", sessions, llm_server.api_base,
+             payments.url, shape, mode],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    try:
+        killed = agent("run")
+        assert killed.returncode == -9, killed.stderr
+        assert len(llm_server.requests) == 1
+        llm_server.reset(Reply(content="Thank you!"))
+        resumed = agent("resume")
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        payments.stop()
+    report = json.loads(resumed.stdout.splitlines()[-1])
+    assert report["answer"] == "Thank you!"
+    assert len(llm_server.requests) == 1  # only the reply the killed run never got
+    if shape == "stream":
+        assert report["said"] == "On it!" and report["chunks"] >= 2  # replayed chunk by chunk
+    else:  # the model's tool call, from the journal, has the same id and arguments
+        sent = llm_server.requests[0].body["messages"]
+        assert sent[-1] == {"role": "tool", "tool_call_id": "call_1", "content": "ch_1"}
+    (made,) = payments.charges  # the idempotent charge, sent again with its key, made once
+    assert made["key"].startswith("at-")
+    ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    assert sum(1 for entry in ledger if entry.get("type") == "llm") == 2  # none for the replay

@@ -178,6 +178,17 @@ class Reentry:
             return Plan("run", again, step)
         return Plan(action, again, step)
 
+    def plan_llm(self, label: str, fingerprint: str) -> Plan:
+        """What to do with the LLM attempt the re-entered run makes at ``label``: answered from
+        the journal if it holds one done with the same request (``replay``), else sent (as the
+        next attempt at that place, if it had one: a reply never received is asked again)."""
+        step = self.journal.latest(self.origin, label)
+        if step is None or step.kind != "llm":
+            return Plan("run")
+        if step.state == "done" and step.fingerprint == fingerprint and not step.capped:
+            return Plan("replay", step=step, result=step.result)
+        return Plan("run", step.key[2] + 1, step)
+
     def stop(self, step: Step | None) -> InDoubtToolCall:
         """The error that stops the resume at ``step``: it names every call of the run the
         policy does not run again (``step`` first)."""

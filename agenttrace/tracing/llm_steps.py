@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import cap_text
 from agenttrace._internal.runtime import runtime
@@ -45,7 +46,16 @@ def begin_llm_step(scope: OpScope, model: str, kwargs: Mapping[str, Any]) -> j.S
     try:
         run = scope.session.run
         request_fingerprint = j.fingerprint(j.llm_request(kwargs))
-        key = (run.journal_run, scope.label, 1)
+        attempt = 1
+        reentry = run.reentry
+        if reentry is not None:
+            plan = reentry.plan_llm(scope.label, request_fingerprint)
+            if plan.what == "replay" and plan.step is not None:
+                scope.step = LLMStep(plan.step.key, replayed=True)
+                scope.set_attribute(sc.REPLAYED, True)
+                return plan.step
+            attempt = plan.attempt
+        key = (run.journal_run, scope.label, attempt)
         line = j.intent_line(
             key,
             agent_id=scope.session.agent_id,
