@@ -66,6 +66,10 @@ def main() -> None:
     @agenttrace.agent("Shop")
     def shop() -> str:
         balance()
+        if mode == "run":
+            # The read's outcome on disk before the charge (the background writes it soon, a
+            # kill may come sooner): what is in doubt after the kill is the charge alone.
+            agenttrace.force_flush()
         paid = charge(5)
         if kill == "after" and mode == "run":  # once its outcome is on disk
             agenttrace.force_flush()

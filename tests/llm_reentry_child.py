@@ -44,6 +44,9 @@ def main() -> None:
         with urllib.request.urlopen(request, timeout=30) as answer:
             charged = json.loads(answer.read())
         if mode == "run":
+            # The model's reply is on disk (written by the background, which a kill may beat:
+            # the reply would then be asked for again, as a reply never recorded is).
+            agenttrace.force_flush()
             os.kill(os.getpid(), signal.SIGKILL)
         return str(charged["charge"])
 

@@ -14,14 +14,18 @@ from typing import Any
 
 import pytest
 
+import agenttrace
 from agenttrace.record import journal as j
 from agenttrace.record.reentry import Reentry, check_policy
 
+from .conftest import Traced
 from .helpers import ROOT
 from .llm_server import LLMServer, Reply
 from .payment_server import PaymentServer
 from .test_cli import agenttrace as run_cli
-from .test_cli import ok
+from .test_cli import ok, one_error_line
+from .test_llm_steps import rearm
+from .test_steps_journal import journal_lines
 
 RUN = "0123456789abcdef"
 FP = "sha256:" + "1" * 64
@@ -262,3 +266,69 @@ def test_a_recorded_reply_is_not_asked_for_again(
     assert made["key"].startswith("at-")
     ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
     assert sum(1 for entry in ledger if entry.get("type") == "llm") == 2  # none for the replay
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("effect", ["idempotent", "effect"])
+def test_resume_without_a_prompt_re_enters_the_killed_run(tmp_path: Path, effect: str) -> None:
+    payments = PaymentServer().start()
+    sessions = tmp_path / "sessions"
+    env = {"PAYMENTS_URL": payments.url, "CHARGE_EFFECT": effect}
+    try:
+        killed = subprocess.run(
+            [sys.executable, "-m", "tests.reentry_agent", str(sessions)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "KILL_INSIDE": "1", **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert killed.returncode == -9, killed.stderr
+        (stream,) = sessions.glob("*.events.jsonl")
+        agent = ("--agent", "tests.reentry_agent:rebuild")
+        resumed = run_cli(tmp_path, "resume", str(stream), *agent, cwd=ROOT, **env)
+        again = run_cli(tmp_path, "resume", str(stream), *agent, cwd=ROOT, **env)
+    finally:
+        payments.stop()
+    assert len(payments.charges) == 1
+    if effect == "idempotent":
+        assert "Answer: paid ch_1" in ok(resumed)
+        message = one_error_line(again)  # the run ended: nothing left to re-enter
+        assert "its last run was not interrupted" in message and "--prompt" in message
+    else:
+        assert resumed.returncode == 1, resumed.stderr
+        assert "1 tool call in doubt, not run again: 1.1 charge(" in resumed.stderr
+        assert again.returncode == 1  # still interrupted: stopped again, until it is decided
+
+
+# --- tools as with-blocks --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("effect", "reruns"), [("idempotent", True), ("effect", False)])
+def test_a_with_block_the_journal_cannot_skip_runs_again_or_is_refused(
+    traced: Traced, tmp_path: Path, effect: str, reruns: bool
+) -> None:
+    ran: list[str] = []
+
+    @agenttrace.agent("Shop")
+    def shop() -> None:
+        with agenttrace.tool("charge", arguments={"amount": 5}, effect=effect) as call:
+            ran.append("block")
+            call.set_result("ch_1")
+
+    shop()
+    traced.handle.force_flush()
+    rearm(tmp_path)
+    if reruns:
+        shop()
+        assert ran == ["block", "block"]
+        traced.handle.force_flush()
+        attempts = [(line["state"], line["attempt"]) for line in journal_lines(tmp_path)]
+        assert attempts[-2:] == [("intent", 2), ("done", 2)]
+    else:
+        with pytest.raises(agenttrace.InDoubtToolCall, match=r"1\.1 charge"):
+            shop()
+        assert ran == ["block"]  # the block did not run again

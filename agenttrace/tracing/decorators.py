@@ -55,7 +55,7 @@ from agenttrace.tracing.scopes import (
     start_turn,
 )
 from agenttrace.tracing.step_guard import guard
-from agenttrace.tracing.steps import begin_tool_step, check_effect, end_tool_step
+from agenttrace.tracing.steps import begin_tool_step, block_step, check_effect, end_tool_step
 from agenttrace.tracing.transcripts import log_llm_exchange, log_tool_result
 from agenttrace.tracing.wrapping import Streamed, wrap
 
@@ -101,6 +101,11 @@ class _Spec(Generic[S]):
         re-entry)."""
         return fn
 
+    def refused(self, scope: S) -> BaseException | None:
+        """The error a ``with`` block's scope refuses to run it with (a tool a re-entry stops),
+        raised by ``__enter__``; ``None``: the block runs."""
+        return None
+
     # -- what subclasses define -----------------------------------------------------------------
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> S | None:
         raise NotImplementedError
@@ -122,12 +127,18 @@ class _Spec(Generic[S]):
     def __enter__(self) -> Handle:
         scope: S | None = None
         tokens: Tokens | None = None
+        refused: BaseException | None = None
         if not runtime.disabled:
             try:
                 scope = self.open((), {})
-                tokens = scope.activate() if scope is not None else None
+                refused = self.refused(scope) if scope is not None else None
+                if refused is not None and scope is not None:
+                    self.close(scope, refused, NO_RESULT)  # the block does not run
+                tokens = scope.activate() if scope is not None and refused is None else None
             except Exception as exc:
                 report_internal_error(self.where, exc)
+        if refused is not None:
+            raise refused
         handle = Handle(scope)
         _entries.set((*_entries.get(), (self, scope, tokens, handle)))
         return handle
@@ -444,6 +455,9 @@ class _ToolSpec(_Spec[OpScope]):
 
     def body(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         return guard(fn)
+
+    def refused(self, scope: OpScope) -> BaseException | None:
+        return block_step(scope)
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
         owner = self.binding.owner(args)

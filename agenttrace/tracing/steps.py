@@ -97,8 +97,6 @@ def begin_tool_step(
                 scope.step = Pending(
                     plan, reentry, effect, request_fingerprint, arguments, verifier
                 )
-                if plan.what == "replay":
-                    scope.set_attribute(sc.REPLAYED, True)
                 return
             attempt = plan.attempt
         _intent(
@@ -143,6 +141,8 @@ def settle(pending: Pending) -> Any:
     scope = current_scope()
     if plan.what == "replay":
         pending.served = True
+        if isinstance(scope, OpScope):
+            scope.set_attribute(sc.REPLAYED, True)
         return plan.result
     if plan.what == "abandon":
         label = plan.step.key[1] if plan.step is not None else "?"
@@ -178,6 +178,36 @@ def verified(pending: Pending, verdict: Any) -> tuple[bool, Any]:
         _intent(scope, key, pending.effect, pending.fingerprint, pending.arguments)
         return False, None
     raise pending.reentry.stopped or pending.reentry.stop(plan.step)
+
+
+def block_step(scope: OpScope) -> BaseException | None:
+    """For a tool written as a ``with`` block, whose block cannot be skipped: a step the journal
+    decides runs again if its class's policy is ``retry`` (its next attempt journaled now);
+    else the error the ``with`` statement raises before the block runs."""
+    pending = scope.step
+    if type(pending) is not Pending:
+        return None
+    plan = pending.plan
+    if plan.what == "abandon":
+        try:
+            settle(pending)
+        except AbandonedToolCall as error:
+            return error
+    step = plan.step
+    effect = step.effect if step is not None else pending.effect
+    if plan.what != "stop" and pending.reentry.policy.get(effect) == "retry":
+        run = scope.session.run
+        attempt = step.key[2] + 1 if step is not None else plan.attempt
+        _intent(
+            scope,
+            (run.journal_run, scope.label, attempt),
+            effect,
+            pending.fingerprint,
+            pending.arguments,
+        )
+        return None
+    scope.step = None
+    return pending.reentry.stopped or pending.reentry.stop(step)
 
 
 def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> None:
