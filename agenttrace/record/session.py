@@ -822,6 +822,9 @@ def load_session(
     so the same call resumes it next time: ``find_or_name_session``). A file that is not a
     session raises :class:`SessionFileError`.
 
+    ``reenter`` and ``policy``: as for :func:`resume` (the agents are rebuilt as the interrupted
+    run found them, when it is re-entered).
+
     With ``agent_factory(record, session)`` the root and every sub-agent are rebuilt as your own
     agent objects (each factory result gets its sub-agents in ``.subagents`` by name, when it
     has that attribute); without it the root is an :class:`AgentRecord`.
