@@ -197,6 +197,21 @@ def test_the_plan_for_each_state_and_class() -> None:
     )
 
 
+def test_parallel_calls_that_start_in_another_order_find_their_own_steps() -> None:
+    five, six = j.tool_fingerprint("pay", {"n": 5}), j.tool_fingerprint("pay", {"n": 6})
+    done = j.done_line((RUN, "1.1", 1), agent_id="agent_001", kind="tool", name="pay", result="1")
+    lines = (intent("1.1", "effect", fp=five), done, intent("1.2", "effect", fp=six))
+    again = reentry(*lines)
+    six_first = again.plan("1.1", "pay", six)  # the call in doubt, now started first
+    assert (six_first.what, six_first.label) == ("verify", "1.2")
+    five_next = again.plan("1.2", "pay", five)
+    assert (five_next.what, five_next.result, five_next.label) == ("replay", 1, "1.1")
+    # By the model's call id, when the call has one.
+    with_ids = [{**line, "call_id": f"call_{line['step']}"} for line in lines]
+    by_id = reentry(*with_ids).plan("1.1", "pay", None, call_id="call_1.2")
+    assert (by_id.what, by_id.label) == ("verify", "1.2")
+
+
 def test_decisions_are_applied() -> None:
     for decision, what in (
         ("done", "replay"), ("not_applied", "run"), ("retry", "run"), ("abandon", "abandon")

@@ -68,6 +68,9 @@ class Plan:
     """The journal's step at that place (its last attempt), if any."""
     result: Any = None
     """The result to answer with (``replay``)."""
+    label: str | None = None
+    """The label to journal it under: the journal's step's, which a call that started in
+    another order than the first time (parallel calls) has at another place."""
 
 
 @dataclass(frozen=True)
@@ -131,11 +134,14 @@ class Reentry:
     journal: Journal
     policy: Mapping[str, InDoubtAction]
     taken: bool = False
+    claimed: set[str] = field(default_factory=set)
+    """The labels of the journal's tool steps a call of the re-entered run has matched."""
     stopped: InDoubtToolCall | None = None
     """Once a call stopped the resume, every later call of the run stops with it."""
     shown: dict[str, str] = field(default_factory=dict)
     """Each in-doubt call's arguments as an error may show them (redacted, capped), by label."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _tools: list[Step] | None = field(default=None, repr=False)
 
     def take(self) -> bool:
         """Whether this run is the one that re-enters (the first root run to ask)."""
@@ -145,46 +151,91 @@ class Reentry:
             self.taken = True
             return True
 
-    def plan(self, label: str, name: str, fingerprint: str | None) -> Plan:
-        """What to do with the tool call ``name`` the re-entered run makes at ``label``."""
+    def plan(
+        self, label: str, name: str, fingerprint: str | None, call_id: str | None = None
+    ) -> Plan:
+        """What to do with the tool call ``name`` the re-entered run makes at ``label``: the
+        journal's step for it is the one with the model's ``call_id``, else the one at
+        ``label`` if it asked the same, else one of the same request elsewhere that no call has
+        matched (parallel calls may start in another order)."""
         if self.stopped is not None:
             return Plan("stop")
-        step = self.journal.latest(self.origin, label)
-        if step is None or step.kind != "tool":
-            return Plan("run")
-        again = step.key[2] + 1
-        if step.name != name or (
-            fingerprint and step.fingerprint and fingerprint != step.fingerprint
-        ):
+        with self._lock:
+            step = self._matching(label, name, fingerprint, call_id)
+            if step is not None:
+                self.claimed.add(step.key[1])
+        if step is None:
+            at = self.journal.latest(self.origin, label)
+            if at is None:
+                return Plan("run")
             # The run asks something else at this place (its code or its inputs changed): the
-            # journal does not answer it, but a call there in doubt still stops it.
-            if step.in_doubt and self.policy.get(step.effect, "stop") != "retry":
-                return Plan("stop", step=step)
-            return Plan("run", again, step)
+            # journal does not answer it, but a call there in doubt, unmatched, still stops it.
+            if (
+                at.in_doubt
+                and at.key[1] not in self.claimed
+                and self.policy.get(at.effect, "stop") != "retry"
+            ):
+                return Plan("stop", step=at)
+            return Plan("run", at.key[2] + 1)
+        again, place = step.key[2] + 1, step.key[1]
         if step.decision is not None:
             if step.decision == "done":
-                return Plan("replay", step=step, result=decided_result(step.result))
+                return Plan("replay", step=step, result=decided_result(step.result), label=place)
             if step.decision == "abandon":
-                return Plan("abandon", step=step)
-            return Plan("run", again, step)  # not_applied, retry
+                return Plan("abandon", step=step, label=place)
+            return Plan("run", again, step, label=place)  # not_applied, retry
         if step.state == "done" and not step.capped:
-            return Plan("replay", step=step, result=recorded_result(step.result))
+            return Plan("replay", step=step, result=recorded_result(step.result), label=place)
         if step.state == "failed" and step.applied == "no":
-            return Plan("run", again, step)
+            return Plan("run", again, step, label=place)
         # In doubt: started with no outcome, failed with its effect unknown, or done with a
         # result too long to have been kept.
         action = self.policy.get(step.effect, "stop")
-        if action == "retry":
-            return Plan("run", again, step)
-        return Plan(action, again, step)
+        return Plan("run" if action == "retry" else action, again, step, label=place)
+
+    def _matching(
+        self, label: str, name: str, fingerprint: str | None, call_id: str | None
+    ) -> Step | None:
+        tools = [
+            step
+            for step in self._tool_steps()
+            if step.key[1] not in self.claimed and step.name == name
+        ]
+        if call_id is not None:
+            for step in tools:
+                if step.call_id == call_id:
+                    return step
+        for step in tools:
+            if step.key[1] == label and (
+                not fingerprint or not step.fingerprint or step.fingerprint == fingerprint
+            ):
+                return step
+        if fingerprint:
+            for step in tools:
+                if step.fingerprint == fingerprint:
+                    return step
+        return None
+
+    def _tool_steps(self) -> list[Step]:
+        """The last attempt of each tool call of the interrupted run, in the order they
+        started (made once)."""
+        if self._tools is None:
+            last: dict[str, Step] = {}
+            for (run, label, _), step in self.journal.steps.items():
+                if run == self.origin and step.kind == "tool":
+                    last[label] = step
+            self._tools = list(last.values())
+        return self._tools
 
     def plan_llm(self, label: str, fingerprint: str) -> Plan:
         """What to do with the LLM attempt the re-entered run makes at ``label``: answered from
         the journal if it holds one done with the same request (``replay``), else sent (as the
         next attempt at that place, if it had one: a reply never received is asked again)."""
         step = self.journal.latest(self.origin, label)
-        if step is None or step.kind != "llm":
+        if step is None:
             return Plan("run")
+        if step.kind != "llm":  # a tool's place the first time: the run diverged
+            return Plan("run", step.key[2] + 1)
         if step.state == "done" and step.fingerprint == fingerprint and not step.capped:
             return Plan("replay", step=step, result=step.result)
         return Plan("run", step.key[2] + 1, step)

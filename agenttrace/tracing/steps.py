@@ -44,7 +44,11 @@ def idempotency_key() -> str | None:
     if not isinstance(scope, OpScope) or scope.kind == sc.KIND_LLM:
         return None
     run = scope.session.run
-    return j.idempotency_key(run.session_id, run.journal_run, scope.label, scope.name)
+    # A call a re-entry matched to a step at another place (parallel calls that started in
+    # another order) keeps that step's label, and so its key.
+    step = scope.step
+    label = step.key[1] if type(step) is Step else scope.label
+    return j.idempotency_key(run.session_id, run.journal_run, label, scope.name)
 
 
 def check_effect(effect: str) -> Effect:
@@ -89,19 +93,17 @@ def begin_tool_step(
     try:
         run = scope.session.run
         request_fingerprint = j.tool_fingerprint(scope.name, _plain(arguments))
-        attempt = 1
+        label, attempt = scope.label, 1
         reentry = run.reentry
         if reentry is not None:
-            plan = reentry.plan(scope.label, scope.name, request_fingerprint)
+            plan = reentry.plan(scope.label, scope.name, request_fingerprint, scope.call_id)
             if plan.what != "run":
                 scope.step = Pending(
                     plan, reentry, effect, request_fingerprint, arguments, verifier
                 )
                 return
-            attempt = plan.attempt
-        _intent(
-            scope, (run.journal_run, scope.label, attempt), effect, request_fingerprint, arguments
-        )
+            label, attempt = plan.label or scope.label, plan.attempt
+        _intent(scope, (run.journal_run, label, attempt), effect, request_fingerprint, arguments)
     except Exception as exc:
         report_internal_error(WHERE, exc)
 
@@ -174,7 +176,7 @@ def verified(pending: Pending, verdict: Any) -> tuple[bool, Any]:
         return True, verdict.result
     if verdict.outcome == "not_applied" and isinstance(scope, OpScope):
         run = scope.session.run
-        key = (run.journal_run, scope.label, plan.attempt)
+        key = (run.journal_run, plan.label or scope.label, plan.attempt)
         _intent(scope, key, pending.effect, pending.fingerprint, pending.arguments)
         return False, None
     raise pending.reentry.stopped or pending.reentry.stop(plan.step)
@@ -200,7 +202,7 @@ def block_step(scope: OpScope) -> BaseException | None:
         attempt = step.key[2] + 1 if step is not None else plan.attempt
         _intent(
             scope,
-            (run.journal_run, scope.label, attempt),
+            (run.journal_run, plan.label or scope.label, attempt),
             effect,
             pending.fingerprint,
             pending.arguments,
