@@ -126,13 +126,27 @@ def _done(key: j.StepKey, agent_id: str, model: str, response: Any, chunks: Any)
 
 
 def _plain(value: Any) -> Any:
-    """A response or chunk as JSON-ready data: a pydantic model (litellm's) as its dump."""
+    """A response or chunk as JSON-ready data (a pydantic model, litellm's, as its dump),
+    without the signatures of thinking blocks: opaque, kept in no file (a replayed reply's
+    thinking blocks have none)."""
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         try:
-            return dump(mode="json")
+            value = dump(mode="json")
         except Exception:
-            return dump()
+            value = dump()
+    return _unsigned(value)
+
+
+def _unsigned(value: Any, depth: int = 0) -> Any:
+    if depth > 32:
+        return value
+    if isinstance(value, dict):
+        return {
+            key: _unsigned(item, depth + 1) for key, item in value.items() if key != "signature"
+        }
+    if isinstance(value, list):
+        return [_unsigned(item, depth + 1) for item in value]
     return value
 
 
