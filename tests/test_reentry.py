@@ -17,6 +17,7 @@ import pytest
 import agenttrace
 from agenttrace.record import journal as j
 from agenttrace.record.reentry import Reentry, check_policy
+from agenttrace.record.rewind import rewind_transcripts
 
 from .conftest import Traced
 from .helpers import ROOT
@@ -347,3 +348,21 @@ def test_a_with_block_the_journal_cannot_skip_runs_again_or_is_refused(
         with pytest.raises(agenttrace.InDoubtToolCall, match=r"1\.1 charge"):
             shop()
         assert ran == ["block"]  # the block did not run again
+
+
+def test_transcripts_are_set_back_to_where_the_run_started_and_the_events_say_so() -> None:
+    session = agenttrace.Session("rewound")
+    agent = session.allocate_agent_id()
+    session.log_agent_created(agent, name="Shop", initial=[{"role": "system", "content": "Be"}])
+    session.log_transcript_entry(agent, {"role": "user", "content": "Pay 5."})
+    started = session.message_counter  # the interrupted run starts here
+    session.log_transcript_entry(agent, {"role": "assistant", "content": "Paying."})
+    later = session.allocate_agent_id()  # a sub-agent the run created
+    session.log_agent_created(later, cause=None, name="Helper")
+    rewind_transcripts(session, list(session.events), started)
+    contents = [entry["content"] for entry in session.agents[agent].transcript]
+    assert contents == ["Be", "Pay 5."]
+    replayed = agenttrace.Session("rewound")
+    replayed.restore(list(session.events), raw_lines=None)  # what the stream will say
+    assert [entry["content"] for entry in replayed.agents[agent].transcript] == contents
+    assert later in session.agents  # left as it is

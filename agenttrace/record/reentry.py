@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agenttrace._internal.redact import cap_text, scrub_json_text
-from agenttrace.record import events as ev
 from agenttrace.record.journal import EFFECTS, Journal, Step
+from agenttrace.record.rewind import rewind_transcripts
 
 SHOWN_ARGUMENT_BYTES = 512
 """How much of an in-doubt call's arguments :class:`InDoubtToolCall` shows (redacted first)."""
@@ -289,33 +289,6 @@ def arm_reentry(
             reentry.shown[step.key[1]] = cap_text(
                 step.arguments, SHOWN_ARGUMENT_BYTES, scrub_json_text
             )
-    _rewind(session, events, run.messages)
+    rewind_transcripts(session, events, run.messages)
     session.reentry = reentry
     return reentry
-
-
-def _rewind(session: Any, events: Sequence[Mapping[str, Any]], messages: int) -> None:
-    """Set each agent's transcript back to what the first ``messages`` events made it."""
-    count = 0
-    for event in events:
-        number = ev.id_number(str(event.get("message_id", "")), ev.MESSAGE_PREFIX)
-        if number is None or number > messages:
-            break
-        count += 1
-    at_start = type(session)(session.session_id)
-    at_start.restore([dict(event) for event in events[:count]], raw_lines=None)
-    for agent_id, then in at_start.agents.items():
-        record = session.agents.get(agent_id)
-        if record is None:
-            continue
-        now, before = record.transcript, then.transcript
-        kept = 0
-        for entry, old in zip(now, before, strict=False):
-            if entry.get("message_id") != old.get("message_id"):
-                break
-            kept += 1
-        if kept == len(now) == len(before):
-            continue
-        session.log_transcript_reset(
-            agent_id, kept, [ev.api_message(entry) for entry in before[kept:]]
-        )

@@ -35,7 +35,7 @@ from agenttrace.record.ids import new_txn_id
 from agenttrace.record.journal import Journal
 from agenttrace.record.links import Replies
 from agenttrace.record.rebuilt import mark_interrupted, with_rebuilt_runs
-from agenttrace.record.reentry import InDoubtAction, Reentry, arm_reentry, check_policy
+from agenttrace.record.reentry import Reentry, arm_reentry, check_policy
 from agenttrace.record.resets import MAX_MOVED, Plan, Replay, plan_reset
 from agenttrace.record.session_files import (
     LoadedFile,
@@ -606,7 +606,7 @@ def resume(
     *,
     unanswered_tool_calls: UnansweredPolicy = "reply",
     reenter: bool = True,
-    policy: Mapping[str, InDoubtAction] | None = None,
+    policy: Mapping[str, str] | None = None,
 ) -> Session:
     """Restore a session from its gzipped file or event stream (or its id in ``sessions_dir``)
     and make it current: the next agent run appends to it, with no id reused, and its root span
@@ -812,7 +812,7 @@ def load_session(
     *,
     unanswered_tool_calls: UnansweredPolicy = "reply",
     reenter: bool = True,
-    policy: Mapping[str, InDoubtAction] | None = None,
+    policy: Mapping[str, str] | None = None,
 ) -> tuple[Any, Session]:
     """``load_session`` (docs/events.md): (root agent, session), the session made current.
 
