@@ -158,5 +158,6 @@ def test_a_re_entered_run_is_answered_from_the_journal_sync_and_async(
     assert llm.requests == []  # neither reply was asked for again
     replayed = [s for s in traced.spans() if (s.attributes or {}).get("agenttrace.replayed")]
     assert len(replayed) == 2
+    assert all("agenttrace.cost.usd" not in (s.attributes or {}) for s in replayed)
     states = [line["state"] for line in llm_lines(tmp_path)]
     assert states.count("replayed") == 2 and states.count("done") == 2

@@ -103,7 +103,8 @@ def _replayed(recorded: Step, attempt: Attempt, is_async: bool) -> Any:
     except Exception as exc:  # a journal this litellm cannot read back: a failure of ours
         report_internal_error(WHERE, exc)
         raise
-    return _finish_awaited(ready(result), attempt) if is_async else _finish(result, attempt)
+    # Not priced from its tokens, as an awaited reply is: nothing was bought.
+    return ready(_finish(result, attempt)) if is_async else _finish(result, attempt)
 
 
 async def _finish_awaited(awaitable: Any, attempt: Attempt) -> Any:
@@ -148,6 +149,9 @@ def _completed_attributes(
     attempt: Attempt, result: Any, price_it: bool
 ) -> dict[str, AttributeValue]:
     attributes = result_attributes(attempt, result)
+    if (attempt.scope.late or {}).get(sc.REPLAYED) is True:
+        attributes.pop(sc.COST_USD, None)  # answered from the journal: nothing was bought
+        return attributes
     if price_it and sc.COST_USD not in attributes:
         litellm = sys.modules.get("litellm")
         cost = cost_from_tokens(litellm, attempt.raw_model, attributes) if litellm else None

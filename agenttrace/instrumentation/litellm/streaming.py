@@ -100,6 +100,9 @@ def _stream_attributes(
         attributes.update(_estimated_usage(litellm, attempt, built))
     elif not streamed_usage:  # litellm 1.110 and later count them when the provider sends none
         attributes[sc.USAGE_ESTIMATED] = True
+    if (attempt.scope.late or {}).get(sc.REPLAYED) is True:
+        attributes.pop(sc.COST_USD, None)  # answered from the journal: nothing was bought
+        return attributes
     if sc.COST_USD not in attributes or not attributes[sc.COST_USD]:
         cost = cost_from_tokens(litellm, attempt.raw_model, attributes)
         if cost is not None:
