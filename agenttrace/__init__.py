@@ -15,6 +15,7 @@ from agenttrace.formats.session.files import SessionFileError
 from agenttrace.formats.session.lease import LeaseError, LeaseHeld
 from agenttrace.model.events import LoggedString
 from agenttrace.model.paths import format_label, parse_label
+from agenttrace.model.reentry import AbandonedToolCall, InDoubtToolCall, Verdict
 from agenttrace.sdk.setup import (
     Tracing,
     force_flush,
@@ -40,10 +41,12 @@ from agenttrace.tracing.transcripts import agent_class, hears, piece_of_text
 from agenttrace.views.viewer import SessionViewer
 
 __all__ = [
+    "AbandonedToolCall",
     "AgentRecord",
     "ContextThreadPoolExecutor",
     "ExchangeLogger",
     "Handle",
+    "InDoubtToolCall",
     "LeaseError",
     "LeaseHeld",
     "LoggedString",
@@ -51,6 +54,7 @@ __all__ = [
     "SessionFileError",
     "SessionViewer",
     "Tracing",
+    "Verdict",
     "__version__",
     "agent",
     "agent_class",

@@ -175,6 +175,13 @@ The resume holds the session's lease (SESSION.lease beside its files) until it e
 resume of the same session, from any process, fails at once with one line naming the holder. A
 lease whose holder died is taken over; --force takes it from a live holder or another host's.
 
+Without --prompt, the run a crash interrupted is re-entered (docs/journal.md): the agents are
+rebuilt as that run found them and the root's response() runs it again from its start; each
+LLM reply and tool result the step journal holds is served from it, and a tool call left in
+doubt is run again or not by its effect class (a call that may have had an effect stops the
+run with the calls in doubt named: agenttrace doubts, agenttrace resolve). A session whose last
+run ended has nothing to re-enter: exit status 2.
+
 A session that cannot be continued (missing: resume never starts one; unreadable, no root
 agent, no --agent, a factory that cannot be imported or raises, a root without harken or
 response) gets one line on stderr and exit status 2, before the run starts; a run that fails
@@ -184,7 +191,12 @@ ends with one such line and exit status 1.
 
 @main.command(help=RESUME_HELP)
 @click.argument("session")
-@click.option("--prompt", required=True, help="The new user message for the root agent.")
+@click.option(
+    "--prompt",
+    default=None,
+    help="The new user message for the root agent: a new run. Without it, the run a crash "
+    "interrupted is re-entered (see above).",
+)
 @click.option(
     "--agent",
     "factory_name",
@@ -220,7 +232,7 @@ ends with one such line and exit status 1.
 )
 def resume(
     session: str,
-    prompt: str,
+    prompt: str | None,
     factory_name: str | None,
     model: str | None,
     sessions_dir: Path | None,
@@ -270,12 +282,18 @@ def resume(
             raise _FactoryFailed(f"--agent {factory_name} failed on {record.agent_id}") from exc
 
     try:
-        root, restored = agenttrace.load_session(path, build, force=force)
+        root, restored = agenttrace.load_session(path, build, force=force, reenter=prompt is None)
     except (SessionFileError, LeaseError) as exc:
         fail(str(exc))
     except _FactoryFailed as exc:
         fail(f"{exc}: {_one_line(exc.__cause__)}")
-    missing = [m for m in ("harken", "response") if not callable(getattr(root, m, None))]
+    if prompt is None and restored.reentry is None:
+        fail(
+            f"{path}: its last run was not interrupted, so there is nothing to re-enter: give "
+            "--prompt for a new run"
+        )
+    wanted = ("harken", "response") if prompt is not None else ("response",)
+    missing = [m for m in wanted if not callable(getattr(root, m, None))]
     if missing:
         fail(
             f"the root agent {building[0].agent_id} that --agent {factory_name} rebuilt "
@@ -283,8 +301,9 @@ def resume(
             + " and no ".join(f"{m}()" for m in missing)
         )
     try:
-        _call(root.harken, prompt)
-        answer = _call(root.response)
+        if prompt is not None:
+            _call(root.harken, prompt)
+        answer = _call(root.response)  # without a prompt: the interrupted run, from its start
     except Exception as exc:
         tracing.shutdown()  # the failed run is saved too
         fail(f"the resumed run failed: {_one_line(exc)}", EXIT_RUN_FAILED)

@@ -1,17 +1,12 @@
-"""A process for the step journal's crash tests: an agent whose ``charge`` tool pays through the
-payment server given on the command line, killed with SIGKILL at the crash point given:
+"""A process for the step journal's crash and re-entry tests: an agent that reads the payment
+server's charges (a ``read`` tool) and then pays through it (a ``charge`` tool of the effect
+class given), and kills itself with SIGKILL where told: ``inside`` (in the charge's body, after
+the charge), ``after`` (once the call returned and its outcome is written), or ``never``.
 
-- ``before_intent``: the call has started, its intent is not on disk yet (the journal's
-  ``begin_tool_step`` is about to run);
-- ``before_body``: its intent is on disk, its body has not run (nothing charged);
-- ``inside``: in its body, after the charge;
-- ``after_body``: its body returned, its outcome is not journaled yet (``end_tool_step`` is
-  about to run);
-- ``after_done``: once the call's outcome is on disk (flushed by the background);
-- ``never``: not killed.
-
-The two points inside agenttrace are reached by wrapping the journal's two functions where the
-tool decorator calls them, in this process only: the kill lands exactly there, every time."""
+``resume`` as the mode resumes the session the killed process left and calls the agent again
+(re-entering the killed run); it prints what happened as one JSON line: the answer or the
+in-doubt calls, the tool bodies that ran and the spans answered from the journal. ``verify``
+does the same with a verifier on ``charge`` that asks the payment server."""
 
 from __future__ import annotations
 
@@ -23,37 +18,39 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
 import agenttrace
-from agenttrace.tracing import decorators
-
-
-def die() -> None:
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def kill_before(name: str) -> None:
-    """SIGKILL when the tool decorator calls the journal's function ``name``."""
-    original = getattr(decorators, name)
-
-    def killing(*args: Any, **kwargs: Any) -> Any:
-        die()
-        return original(*args, **kwargs)
-
-    setattr(decorators, name, killing)
 
 
 def main() -> None:
     sessions, payments_url, effect, kill = sys.argv[1:5]
-    agenttrace.init(sessions_dir=Path(sessions), console="quiet")
-    if kill == "before_intent":
-        kill_before("begin_tool_step")
-    elif kill == "after_body":
-        kill_before("end_tool_step")
+    mode = sys.argv[5] if len(sys.argv) > 5 else "run"
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    agenttrace.init(sessions_dir=Path(sessions), console="quiet", tracer_provider=provider)
+    bodies: list[str] = []
 
-    @agenttrace.tool(effect=effect)
+    def charges() -> list[dict[str, Any]]:
+        with urllib.request.urlopen(payments_url + "/charges", timeout=30) as answer:
+            made: list[dict[str, Any]] = json.loads(answer.read())["charges"]
+            return made
+
+    def verify(amount: int) -> agenttrace.Verdict:
+        made = [charge for charge in charges() if charge["amount"] == amount]
+        return agenttrace.Verdict.done(made[0]["charge"]) if made else agenttrace.Verdict.unknown()
+
+    @agenttrace.tool(effect="read")
+    def balance() -> int:
+        bodies.append("balance")
+        return len(charges())
+
+    @agenttrace.tool(effect=effect, verify=verify if mode == "verify" else None)
     def charge(amount: int) -> str:
-        if kill == "before_body":
-            die()
+        bodies.append("charge")
         request = urllib.request.Request(
             payments_url + "/charge", data=json.dumps({"amount": amount}).encode(), method="POST"
         )
@@ -62,18 +59,42 @@ def main() -> None:
             request.add_header("Idempotency-Key", key)
         with urllib.request.urlopen(request, timeout=30) as answer:
             charged = json.loads(answer.read())
-        if kill == "inside":
-            die()
+        if kill == "inside" and mode == "run":
+            os.kill(os.getpid(), signal.SIGKILL)
         return str(charged["charge"])
 
     @agenttrace.agent("Shop")
-    def shop() -> None:
-        charge(5)
-        if kill == "after_done":  # once its outcome is on disk (the background wrote it)
+    def shop() -> str:
+        balance()
+        if mode == "run":
+            # The read's outcome on disk before the charge (the background writes it soon, a
+            # kill may come sooner): what is in doubt after the kill is the charge alone.
             agenttrace.force_flush()
-            die()
+        paid = charge(5)
+        if kill == "after" and mode == "run":  # once its outcome is on disk
+            agenttrace.force_flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return paid
 
-    shop()
+    if mode == "run":
+        shop()
+    else:
+        (stream,) = Path(sessions).glob("*.events.jsonl")
+        agenttrace.resume(stream)
+        out: dict[str, Any] = {}
+        try:
+            out["answer"] = shop()
+        except agenttrace.InDoubtToolCall as exc:
+            out["in_doubt"] = [(step.key[1], step.name) for step in exc.calls]
+            out["error"] = str(exc)
+        agenttrace.force_flush()
+        out["bodies"] = bodies
+        out["replayed"] = [
+            span.name
+            for span in exporter.get_finished_spans()
+            if (span.attributes or {}).get("agenttrace.replayed")
+        ]
+        print(json.dumps(out))
     agenttrace.shutdown()
 
 

@@ -1,6 +1,6 @@
 """The crash-point matrix, its first half (issue 22 item 7): for each effect class, an agent
 whose tool charges the payment server is killed with SIGKILL at each point of a tool call
-(tests/journal_child.py), and ``agenttrace doubts`` says what the journal knows: nothing before
+(tests/crash_point_child.py), and ``agenttrace doubts`` says what the journal knows: nothing before
 the intent is on disk, the call in doubt from its intent until its ``done`` (whatever happened
 in between: no charge, or a charge), done after. A ``pure`` call journals nothing: running it
 again is harmless. The server counts what was really charged. (Resuming after each kill is the
@@ -48,7 +48,15 @@ def test_what_the_journal_says_after_a_kill_at_each_point_of_a_tool_call(
     before = len(payments.charges)
     sessions = tmp_path / "sessions"
     child = subprocess.run(
-        [sys.executable, "-m", "tests.journal_child", str(sessions), payments.url, effect, point],
+        [
+            sys.executable,
+            "-m",
+            "tests.crash_point_child",
+            str(sessions),
+            payments.url,
+            effect,
+            point,
+        ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
         capture_output=True,

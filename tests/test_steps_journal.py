@@ -23,10 +23,15 @@ from .test_cli import agenttrace as run_cli
 from .test_cli import ok
 
 
-def journal_lines(tmp_path: Path) -> list[dict[str, Any]]:
+def journal_lines(tmp_path: Path, runs: bool = False) -> list[dict[str, Any]]:
+    """The stream's journal lines (``runs``: with the runs' own lines)."""
     (stream,) = (tmp_path / "sessions").glob("*.events.jsonl")
     lines = [json.loads(line) for line in stream.read_text().splitlines()]
-    return [line for line in lines if line["event_type"] in ("step", "step_decision")]
+    return [
+        line
+        for line in lines
+        if line["event_type"] in ("step", "step_decision") and (runs or line.get("kind") != "run")
+    ]
 
 
 def test_a_tool_call_is_journaled_before_its_body_runs_and_after(
@@ -118,7 +123,7 @@ def test_an_unknown_effect_is_refused() -> None:
     [
         ("effect", "inside", True),  # charged, then killed before its outcome: in doubt
         ("idempotent", "inside", True),
-        ("effect", "after_done", False),  # killed once its outcome was written: done
+        ("effect", "after", False),  # killed once its outcome was written: done
         ("pure", "inside", False),  # nothing to doubt: running it again is harmless
     ],
 )
@@ -152,7 +157,17 @@ def test_a_call_killed_mid_body_is_in_doubt(
     listed = json.loads(ok(run_cli(tmp_path, "doubts", str(stream), "--json")))
     if in_doubt:
         (doubt,) = listed
-        assert (doubt["tool"], doubt["effect"], doubt["step"]) == ("charge", effect, "1.1")
+        assert (doubt["tool"], doubt["effect"], doubt["step"]) == ("charge", effect, "1.2")
         assert json.loads(doubt["arguments"]) == {"amount": 5}
     else:
         assert listed == []
+
+
+def test_an_outcome_still_waiting_at_shutdown_is_written(traced: Traced, tmp_path: Path) -> None:
+    @agenttrace.tool
+    def charge() -> str:
+        return "ch_1"
+
+    agenttrace.agent("Shop")(charge)()
+    traced.handle.shutdown()  # no flush first: the done line still waits for the worker
+    assert [line["state"] for line in journal_lines(tmp_path)] == ["intent", "done"]

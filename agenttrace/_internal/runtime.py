@@ -7,7 +7,7 @@ they use the global OpenTelemetry tracer and record nowhere, or do nothing at al
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from opentelemetry import trace
@@ -27,9 +27,9 @@ class Recorder(Protocol):
         """Take one record."""
         ...
 
-    def journal(self, session: Any, line: bytes, later: bool = False) -> None:
+    def journal(self, session: Any, line: bytes | Callable[[], bytes], later: bool = False) -> None:
         """Write one step-journal line of ``session`` now, before the caller goes on
-        (``later``: by the background worker)."""
+        (``later``: by the background worker, and ``line`` may be a callable making it)."""
         ...
 
 

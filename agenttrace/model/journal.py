@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -42,7 +43,8 @@ EFFECTS = ("pure", "read", "idempotent", "effect")
 ``idempotent`` (changes the world; doing it twice with the same idempotency key is doing it
 once), ``effect`` (changes the world; the default: nothing is known)."""
 
-States = Literal["intent", "done", "failed"]
+States = Literal["intent", "done", "failed", "replayed"]
+Kinds = Literal["tool", "llm", "run"]
 Decisions = Literal["done", "not_applied", "retry", "abandon"]
 DECISIONS: tuple[Decisions, ...] = ("done", "not_applied", "retry", "abandon")
 
@@ -73,12 +75,19 @@ which credentials; none changes what was asked."""
 StepKey = tuple[str, str, int]
 """(run origin, path label, attempt)."""
 
+RUN_LABEL = "0"
+"""The label of a run's own line (its root's path label)."""
+
 
 def fingerprint(request: Any, volatile: frozenset[str] = VOLATILE_KEYS) -> str:
     """``sha256:`` and the hex digest of ``request`` as canonical JSON (sorted keys, no spaces,
     the ``volatile`` keys left out at any depth, anything not JSON as its ``str``): the same
     question asked again has the same fingerprint. A tool call's arguments are its question
     whole (``tool_fingerprint``): none of their keys is volatile."""
+    if volatile:
+        data = _canonical_as_is(request, volatile)
+        if data is not None:  # nothing to leave out: the request's JSON, encoded in C
+            return "sha256:" + hashlib.sha256(data).hexdigest()
     stable = _stable(request) if volatile else request
     try:
         data = _CANONICAL.encode(stable)
@@ -98,17 +107,51 @@ _CANONICAL = msgspec.json.Encoder(order="sorted", enc_hook=str)
 """Canonical JSON in C: keys sorted, no spaces, anything else as its ``str``."""
 
 
+def _refuse(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
+_PLAIN_CANONICAL = msgspec.json.Encoder(order="sorted", enc_hook=_refuse)
+"""Canonical JSON in C of plain data only (a pydantic message needs the walk)."""
+
+
+def _canonical_as_is(request: Any, volatile: frozenset[str]) -> bytes | None:
+    """The request's canonical JSON as it is, if it holds only plain data and no key to leave
+    out at any depth (a key's JSON, ``"id":``, appears nowhere in it: text that holds one is
+    escaped, ``\"id\":``); else ``None``, and the walk does it."""
+    try:
+        data = _PLAIN_CANONICAL.encode(request)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    keys = _VOLATILE_JSON if volatile is VOLATILE_KEYS else _keys_json(volatile)
+    return None if keys.search(data) else data
+
+
+def _keys_json(keys: frozenset[str]) -> re.Pattern[bytes]:
+    """Any of ``keys`` as a JSON object's key (one pass over the text, in C)."""
+    names = b"|".join(re.escape(key.encode()) for key in sorted(keys))
+    return re.compile(b'"(?:' + names + b')":')
+
+
+_VOLATILE_JSON = _keys_json(VOLATILE_KEYS)
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+"""Types a request's walk keeps as they are (checked by exact type: the common case, fast)."""
+
+
 def _stable(value: Any, depth: int = 0) -> Any:
     if depth > 64:
         return str(value)
     if isinstance(value, Mapping):
-        return {
-            str(key): _stable(item, depth + 1)
-            for key, item in value.items()
-            if str(key) not in VOLATILE_KEYS
-        }
+        stable = {}
+        for key, item in value.items():
+            name = key if type(key) is str else str(key)
+            if name not in VOLATILE_KEYS:
+                stable[name] = item if type(item) in _LEAVES else _stable(item, depth + 1)
+        return stable
     if isinstance(value, (list, tuple)):
-        return [_stable(item, depth + 1) for item in value]
+        return [item if type(item) in _LEAVES else _stable(item, depth + 1) for item in value]
     if hasattr(value, "model_dump"):  # a pydantic message (litellm's Message)
         try:
             return _stable(value.model_dump(exclude_none=True), depth + 1)
@@ -144,15 +187,18 @@ def intent_line(
     *,
     agent_id: str,
     name: str,
-    effect: str,
+    effect: str | None,
     request_fingerprint: str,
     arguments: str | None = None,
     call_id: str | None = None,
     lease: str | None = None,
+    kind: Kinds = "tool",
 ) -> dict[str, Any]:
-    """A tool call is about to run (the line is on disk before its body runs)."""
-    line = _line(key, agent_id, "tool", name, "intent")
-    line["effect"] = effect
+    """A step starts: a tool call is about to run (the line is on disk before its body runs),
+    or an LLM attempt (``kind="llm"``, named by its model; no effect class) is being sent."""
+    line = _line(key, agent_id, kind, name, "intent")
+    if effect is not None:
+        line["effect"] = effect
     line["fingerprint"] = request_fingerprint
     if arguments is not None:
         line["arguments"] = arguments
@@ -167,16 +213,20 @@ def done_line(
     key: StepKey,
     *,
     agent_id: str,
-    kind: Literal["tool", "llm"],
+    kind: Kinds,
     name: str,
     result: Any = None,
     request_fingerprint: str | None = None,
     chunks: list[Any] | None = None,
     lease: str | None = None,
+    capped: bool = False,
 ) -> dict[str, Any]:
     """A step returned: a tool's ``result`` (JSON text), an LLM attempt's response (``result``,
-    as JSON) or its stream's ``chunks`` in order."""
+    as JSON) or its stream's ``chunks`` in order. ``capped``: the result was cut to the payload
+    cap, so it cannot stand for the call on a re-entry."""
     line = _line(key, agent_id, kind, name, "done")
+    if capped:
+        line["capped"] = True
     if request_fingerprint is not None:
         line["fingerprint"] = request_fingerprint
     if chunks is not None:
@@ -192,7 +242,7 @@ def failed_line(
     key: StepKey,
     *,
     agent_id: str,
-    kind: Literal["tool", "llm"],
+    kind: Kinds,
     name: str,
     error: str,
     applied: Literal["no", "unknown"],
@@ -226,6 +276,21 @@ def decision_line(
     if evidence is not None:
         line["evidence"] = evidence
     return line
+
+
+def run_line(run: str, attempt: int, *, agent_id: str, name: str, messages: int) -> dict[str, Any]:
+    """A root run started (kind ``run``, at the root label): ``messages`` events of the session
+    were logged before it, so a re-entry knows each agent's transcript as the run found it. Its
+    ``done`` line says the run ended; a run line without one is an interrupted run."""
+    line = _line((run, RUN_LABEL, attempt), agent_id, "run", name, "intent")
+    line["messages"] = messages
+    return line
+
+
+def replayed_line(key: StepKey, *, agent_id: str, kind: str, name: str) -> dict[str, Any]:
+    """A re-entered run reached the step at ``key`` and was answered from the journal: the
+    step was not run again (the stream says so; the step stays as it was)."""
+    return _line(key, agent_id, kind, name, "replayed")
 
 
 def _line(key: StepKey, agent_id: str, kind: str, name: str, state: str) -> dict[str, Any]:
@@ -264,11 +329,15 @@ class Step:
     applied: str | None = None
     decision: Decisions | None = None
     evidence: str | None = None
+    capped: bool = False
+    """Its recorded result was cut to the payload cap: it cannot answer a re-entry."""
+    messages: int | None = None
+    """A run's line: how many events the session had logged before the run started."""
 
     @property
     def in_doubt(self) -> bool:
         """A tool call that started and left no outcome (nor a user's decision since)."""
-        return self.state == "intent" and self.decision is None
+        return self.kind == "tool" and self.state == "intent" and self.decision is None
 
     @property
     def outcome(self) -> str:
@@ -312,6 +381,8 @@ class Journal:
             )
         step.agent_id = _text(line.get("agent_id")) or step.agent_id
         if state == "intent":
+            messages = line.get("messages")
+            step.messages = messages if type(messages) is int and messages >= 0 else None
             step.effect = str(line.get("effect") or "effect")
             step.fingerprint = _text(line.get("fingerprint"))
             step.arguments = _text(line.get("arguments"))
@@ -322,6 +393,7 @@ class Journal:
             chunks = line.get("chunks")
             step.chunks = chunks if isinstance(chunks, list) else None
             step.fingerprint = _text(line.get("fingerprint")) or step.fingerprint
+            step.capped = line.get("capped") is True
             step.decision = None
         elif state == "failed":
             step.state = "failed"
@@ -330,12 +402,43 @@ class Journal:
             step.decision = None
 
     def in_doubt(self) -> list[Step]:
-        """The tool calls that started and left no outcome, in the order they started."""
-        return [step for step in self.steps.values() if step.in_doubt]
+        """The tool calls that started and left no outcome, in the order they started (the
+        last attempt of each: one a re-entry ran again is no longer in doubt)."""
+        last: dict[tuple[str, str], Step] = {}
+        for (run, label, _), step in self.steps.items():
+            if step.kind == "tool":
+                last[run, label] = step
+        return [step for step in last.values() if step.in_doubt]
 
     def step(self, run: str, label: str, attempt: int = 1) -> Step | None:
         """The step at that place, if the journal has it."""
         return self.steps.get((run, label, attempt))
+
+    def latest(self, run: str, label: str) -> Step | None:
+        """The last attempt the journal has at that place (a re-entry that ran a step again
+        journals it as the next attempt)."""
+        found: Step | None = None
+        attempt = 1
+        while (step := self.steps.get((run, label, attempt))) is not None:
+            found, attempt = step, attempt + 1
+        return found
+
+    def interrupted_run(self) -> Step | None:
+        """The last run's own line if that run never ended (its process was killed): the run a
+        resume re-enters. ``None`` if the last run ended, or no run was journaled."""
+        last: Step | None = None
+        for step in self.steps.values():
+            if step.kind == "run":
+                last = step
+        if last is None:
+            return None
+        latest = self.latest(last.key[0], RUN_LABEL)
+        return latest if latest is not None and latest.state == "intent" else None
+
+    def in_doubt_of(self, run: str) -> list[Step]:
+        """The last attempt of each tool call of ``run`` that is in doubt, in the order they
+        started."""
+        return [step for step in self.in_doubt() if step.key[0] == run]
 
 
 def _key(line: Mapping[str, Any]) -> StepKey | None:

@@ -137,15 +137,27 @@ class AgentTraceProcessor(SpanProcessor):
         if self._deferred[type(record)]:
             self.worker.put(record)
 
-    def journal(self, session: Any, line: bytes, later: bool = False) -> None:
+    def journal(self, session: Any, line: bytes | Callable[[], bytes], later: bool = False) -> None:
         """Write one step-journal line now, in the caller's thread (see ``Sink.journaled``);
         ``later``: by the background worker, in order with the records before it (an outcome,
-        which a kill may lose: its step then reads as in doubt, never as done)."""
+        which a kill may lose: its step then reads as in doubt, never as done), and ``line``
+        may then be a callable that makes it there (an LLM response turned into JSON)."""
         if self._shut_down:
             return
         if later:
-            self.worker.put(_Deferred(lambda: self.journal(session, line)))
+            # Written by the worker even once shutdown began: it drains its queue then, and an
+            # outcome dropped there would leave a call that ended read as in doubt.
+            self.worker.put(_Deferred(lambda: self._write_journal(session, line)))
             return
+        self._write_journal(session, line)
+
+    def _write_journal(self, session: Any, line: bytes | Callable[[], bytes]) -> None:
+        if callable(line):
+            try:
+                line = line()
+            except Exception as exc:
+                report_internal_error("journal line", exc)
+                return
         for sink in self._journals:
             try:
                 sink.journaled(session, line)

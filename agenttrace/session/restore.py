@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,8 @@ from agenttrace.formats.session.fullest import load_fullest
 from agenttrace.formats.session.rebuilt import mark_interrupted
 from agenttrace.formats.session.unfinished import without_unfinished
 from agenttrace.model import events as ev
+from agenttrace.model.journal import Journal
+from agenttrace.model.reentry import arm_reentry, check_policy
 from agenttrace.model.unanswered import MAX_CLOSED, UnansweredPolicy, close_unanswered_calls
 from agenttrace.session.leases import file_session_id
 from agenttrace.session.leases import hold as hold_lease
@@ -34,10 +36,19 @@ def resume(
     *,
     unanswered_tool_calls: UnansweredPolicy = "reply",
     force: bool = False,
+    reenter: bool = True,
+    policy: Mapping[str, str] | None = None,
 ) -> Session:
     """Restore a session from its gzipped file or event stream (or its id in ``sessions_dir``)
     and make it current: the next agent run appends to it, with no id reused, and its root span
     links to the previous run's trace.
+
+    If the session's last run was interrupted (its process was killed) and ``reenter`` (the
+    default), the next root run re-enters it (docs/journal.md): every agent's transcript is set
+    back to where that run started, so calling the run's entry point again runs it from its
+    start, and each step the journal holds is handled by ``policy`` (what to do with a tool
+    call in doubt, per effect class, over ``agenttrace.model.reentry.DEFAULT_POLICY``).
+    ``reenter=False`` leaves the interrupted run as it stopped: the next run is a new one.
 
     The session's lease is taken beside its files, and where it will be written if elsewhere
     (``agenttrace.session.leases``), and held until ``shutdown()`` or the process's end:
@@ -53,6 +64,7 @@ def resume(
     whose files in the sessions directory could not be written safely (a symlink there under
     its file name that leads out of the directory).
     """
+    checked_policy = check_policy(policy)
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
     path = find_session(str(path_or_id), directory)
     # Held while the files are read, so that what is read is what the last holder left.
@@ -89,6 +101,10 @@ def resume(
             path,
             what,
         )
+    if reenter and arm_reentry(session, Journal(loaded.journal), loaded.events, checked_policy):
+        # The transcripts are back where the interrupted run started: it answers its own calls.
+        use_session(session)
+        return session
     closed, left = close_unanswered_calls(session, unanswered_tool_calls)
     if closed or left:
         past = f", {left} left as they are (past the {MAX_CLOSED} a resume answers)"
@@ -125,6 +141,8 @@ def load_session(
     *,
     unanswered_tool_calls: UnansweredPolicy = "reply",
     force: bool = False,
+    reenter: bool = True,
+    policy: Mapping[str, str] | None = None,
 ) -> tuple[Any, Session]:
     """``load_session`` (docs/events.md): (root agent, session), the session made current.
 
@@ -134,6 +152,9 @@ def load_session(
     directory, where it will be written, so the same call resumes it next time:
     ``find_or_name_session``). A file that is not a session raises :class:`SessionFileError`.
 
+    ``reenter`` and ``policy``: as for :func:`resume` (the agents are rebuilt as the interrupted
+    run found them, when it is re-entered).
+
     With ``agent_factory(record, session)`` the root and every sub-agent are rebuilt as your own
     agent objects (each factory result gets its sub-agents in ``.subagents`` by name, when it
     has that attribute); without it the root is an :class:`AgentRecord`.
@@ -142,7 +163,13 @@ def load_session(
     if isinstance(found, str):
         session = _started(found)
     else:
-        session = resume(found, unanswered_tool_calls=unanswered_tool_calls, force=force)
+        session = resume(
+            found,
+            unanswered_tool_calls=unanswered_tool_calls,
+            force=force,
+            reenter=reenter,
+            policy=policy,
+        )
     root = session.root()
     if root is None:
         raise SessionFileError(f"{session_file}: the session has no root agent")

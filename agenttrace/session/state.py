@@ -41,6 +41,7 @@ from agenttrace.model import events as ev
 from agenttrace.model.ids import new_txn_id
 from agenttrace.model.lifecycle import EventLogged
 from agenttrace.model.links import Replies
+from agenttrace.model.reentry import Reentry
 from agenttrace.model.relays import CallAnswers
 from agenttrace.model.resets import MAX_MOVED, Plan, Replay, plan_reset
 
@@ -105,6 +106,8 @@ class Session:
         resumed (see ``agenttrace.formats.session.unfinished``)."""
         self.lease: Lease | None = None
         """The lease this process holds on it (a resumed session: ``agenttrace.session.leases``)."""
+        self.reentry: Reentry | None = None
+        """The interrupted run the next root run re-enters (``agenttrace.model.reentry``)."""
         self._lock = threading.RLock()
         self._by_name: dict[str, str] = {}
         self._agent_of: dict[str, str] = {}  # message id -> the agent whose event it is

@@ -55,7 +55,8 @@ from agenttrace.tracing.scopes import (
     start_session,
     start_turn,
 )
-from agenttrace.tracing.steps import begin_tool_step, check_effect, end_tool_step
+from agenttrace.tracing.step_guard import guard
+from agenttrace.tracing.steps import begin_tool_step, block_step, check_effect, end_tool_step
 from agenttrace.tracing.transcripts import log_llm_exchange, log_tool_result
 from agenttrace.tracing.wrapping import Streamed, wrap
 
@@ -95,10 +96,20 @@ class _Spec(Generic[S]):
         if isinstance(fn, (staticmethod, classmethod)):
             # Decorating above @staticmethod/@classmethod: wrap the function, keep the kind.
             return type(fn)(self(fn.__func__))
-        return wrap(fn, self._for_function(fn))
+        return wrap(self.body(fn), self._for_function(fn))  # type: ignore[return-value]
 
     def _for_function(self, fn: Callable[..., Any]) -> _Spec[S]:
         return self
+
+    def body(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """What the wrapper calls in the scope: ``fn`` itself (a tool's is guarded for
+        re-entry)."""
+        return fn
+
+    def refused(self, scope: S) -> BaseException | None:
+        """The error a ``with`` block's scope refuses to run it with (a tool a re-entry stops),
+        raised by ``__enter__``; ``None``: the block runs."""
+        return None
 
     # -- what subclasses define -----------------------------------------------------------------
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> S | None:
@@ -121,12 +132,18 @@ class _Spec(Generic[S]):
     def __enter__(self) -> Handle:
         scope: S | None = None
         tokens: Tokens | None = None
+        refused: BaseException | None = None
         if not runtime.disabled:
             try:
                 scope = self.open((), {})
-                tokens = scope.activate() if scope is not None else None
+                refused = self.refused(scope) if scope is not None else None
+                if refused is not None and scope is not None:
+                    self.close(scope, refused, NO_RESULT)  # the block does not run
+                tokens = scope.activate() if scope is not None and refused is None else None
             except Exception as exc:
                 report_internal_error(self.where, exc)
+        if refused is not None:
+            raise refused
         handle = Handle(scope)
         _entries.set((*_entries.get(), (self, scope, tokens, handle)))
         return handle
@@ -401,6 +418,7 @@ class _ToolSpec(_Spec[OpScope]):
         category: str | None = None,
         effect: Effects = "effect",
         provider: str | None = None,
+        verify: Callable[..., Any] | None = None,
     ) -> None:
         super().__init__()
         self.name = name
@@ -408,6 +426,10 @@ class _ToolSpec(_Spec[OpScope]):
         self.effect = effect if callable(effect) else check_effect(effect)
         """Its effect class (docs/journal.md): what a resume may do again; a callable of the
         instance and the tool's name gives each call's (a framework's tools)."""
+        if verify is not None and not callable(verify):
+            raise TypeError(f"verify must be a callable, not {verify!r}")
+        self.verify = verify
+        """Asked, on a re-entry, whether a call in doubt happened (returns a ``Verdict``)."""
         self.provider = _provider(provider)
         self.arguments = arguments
         self.ok_exceptions = _exception_types(ok_exceptions)
@@ -434,7 +456,14 @@ class _ToolSpec(_Spec[OpScope]):
             category=self.category,
             effect=self.effect,
             provider=self.provider,
+            verify=self.verify,
         )
+
+    def body(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        return guard(fn)
+
+    def refused(self, scope: OpScope) -> BaseException | None:
+        return block_step(scope)
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
         owner = self.binding.owner(args)
@@ -461,7 +490,8 @@ class _ToolSpec(_Spec[OpScope]):
             # Called by another tool (a tool that delegates, code a model wrote): it acts for
             # the same reply, so what it creates (a sub-agent, a piece of text) is caused by it.
             scope.call_message = caller.call_message
-        begin_tool_step(scope, self._effect(owner, name), arguments)  # on disk before the body
+        # On disk before the body:
+        begin_tool_step(scope, self._effect(owner, name), arguments, self.verify)
         return scope
 
     def _effect(self, owner: Any, name: str) -> str:
@@ -566,6 +596,7 @@ def tool(
     category: str | None = None,
     effect: str = "effect",
     provider: str | None = None,
+    verify: Callable[..., Any] | None = None,
 ) -> _ToolSpec: ...
 @overload
 def tool(
@@ -576,6 +607,7 @@ def tool(
     category: str | None = None,
     effect: str = "effect",
     provider: str | None = None,
+    verify: Callable[..., Any] | None = None,
 ) -> _ToolSpec: ...
 def tool(
     fn_or_name: Any = None,
@@ -587,6 +619,7 @@ def tool(
     category: str | None = None,
     effect: str = "effect",
     provider: str | None = None,
+    verify: Callable[..., Any] | None = None,
 ) -> Any:
     """A tool call: ``execute_tool {name}``, in the current turn.
 
@@ -605,7 +638,11 @@ def tool(
     ``effect`` is what the call does to the world (docs/journal.md): ``pure``, ``read``,
     ``idempotent`` or ``effect`` (the default: nothing is known). A call that is not ``pure``
     is journaled: its intent is on disk before its body runs, its outcome when it ends, so a
-    killed run's calls in doubt are known (``agenttrace doubts``).
+    killed run's calls in doubt are known (``agenttrace doubts``). A resume that re-enters the
+    killed run answers a done call from the journal and runs a call in doubt again or not by its
+    effect class (docs/journal.md); ``verify``, called with the call's arguments, says whether a
+    call in doubt happened: it returns ``agenttrace.Verdict.done(result)``, ``.not_applied()``
+    or ``.unknown()``.
 
     ``provider`` says who provides the tool (a service, an MCP server): the billing ledger's
     ``providerLabel`` (``agenttrace.tool.provider`` on the span), else the tool's name.
@@ -617,6 +654,7 @@ def tool(
         category=category,
         effect=effect,
         provider=provider,
+        verify=verify,
     )
     return spec(fn_or_name) if _decorated(fn_or_name) else spec
 

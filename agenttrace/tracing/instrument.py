@@ -103,6 +103,7 @@ def instrument_tool(
     category: str | None = None,
     effect: Effects = "effect",
     provider: str | None = None,
+    verify: Callable[..., Any] | None = None,
 ) -> T:
     """Make every call of ``cls.<call>`` a tool call of the instance, as ``@agenttrace.tool``
     on that method would; returns ``cls``.
@@ -110,9 +111,10 @@ def instrument_tool(
     The tool's name is ``name`` (a string, or a callable of the instance), else the instance's
     ``name`` attribute, else its class name: it is what an LLM's tool call is matched by. The
     recorded arguments are the call's by parameter name, or what ``arguments`` (given the
-    call's arguments, ``self`` first) returns. ``category``, ``effect`` and ``provider``: as for
-    ``@agenttrace.tool``; ``effect`` may also be a callable of the instance and the tool's name,
-    for tools whose classes differ by instance.
+    call's arguments, ``self`` first) returns. ``category``, ``effect``, ``provider`` and
+    ``verify`` (given the call's arguments, ``self`` first): as for ``@agenttrace.tool``;
+    ``effect`` may also be a callable of the instance and the tool's name, for tools whose
+    classes differ by instance.
     """
 
     def spec(fn: Callable[..., Any]) -> _ToolSpec:
@@ -128,6 +130,7 @@ def instrument_tool(
             category=category,
             effect=effect,
             provider=provider,
+            verify=verify,
         )
 
     for attribute in _names(call):
@@ -181,7 +184,9 @@ def _patch(
                 f"{cls.__qualname__}.{attribute} is a {type(found).__name__}"
             )
         function = _original(found)  # a wrapper inherited from an instrumented base: unwrapped
-        wrapper = wrap(function, spec_for(function))
+        spec = spec_for(function)
+        body = getattr(spec, "body", None)  # a tool's body is guarded for re-entry
+        wrapper = wrap(body(function) if body is not None else function, spec)
         own = cls.__dict__.get(attribute, _MISSING)
         setattr(cls, attribute, wrapper)
         _originals[wrapper] = function

@@ -48,9 +48,11 @@ from agenttrace.model.ids import new_txn_id
 from agenttrace.model.lifecycle import Ended, SpanEvent, Started
 from agenttrace.model.outcome import op_outcome
 from agenttrace.model.paths import Address, format_label
+from agenttrace.model.reentry import Reentry
 from agenttrace.session.state import Session, current_session
 from agenttrace.tracing.agents import agent_of
 from agenttrace.tracing.recording import emit, emit_inference_details, record_canonical_event
+from agenttrace.tracing.run_journal import journal_run_end, journal_run_start
 
 Scope = Union["SessionScope", "TurnScope", "OpScope"]
 
@@ -81,7 +83,15 @@ def current_scope() -> Scope | None:
 class Run:
     """What a root agent run shares with every sub-agent inside it."""
 
-    __slots__ = ("histories", "origin_txn_id", "session", "session_id")
+    __slots__ = (
+        "attempt",
+        "histories",
+        "journal_run",
+        "origin_txn_id",
+        "reentry",
+        "session",
+        "session_id",
+    )
 
     def __init__(self, origin_txn_id: str, session: Session) -> None:
         self.origin_txn_id = origin_txn_id
@@ -90,6 +100,13 @@ class Run:
         self.session_id = session.session_id
         self.histories: dict[str, tuple[int, Any]] = {}
         """Per agent id: (message count, last message) of its previous LLM request."""
+        self.journal_run = origin_txn_id
+        """The run its steps are journaled under: its own origin, or the interrupted run's it
+        re-enters (so its steps and idempotency keys are that run's)."""
+        self.attempt = 1
+        """Which attempt at ``journal_run`` this is (2 for its first re-entry)."""
+        self.reentry: Reentry | None = None
+        """The interrupted run it re-enters, if it does (``agenttrace.model.reentry``)."""
 
 
 class _BaseScope:
@@ -453,6 +470,10 @@ def start_session(
         scope.txn_id = session.session_id if first else new_txn_id()
         session.run_count += 1
         run = Run(scope.txn_id, session)
+        reentry = session.reentry
+        if reentry is not None and reentry.take():
+            session.reentry = None
+            run.journal_run, run.attempt, run.reentry = reentry.origin, reentry.attempt, reentry
         scope.address = ()
         scope.label = format_label(())
         scope.prefix = ""
@@ -523,6 +544,10 @@ def start_session(
     )
     if parent is None and scope.trace_id:  # the next run of this session links to this one
         run.session.previous_trace = (scope.trace_id, scope.span_id)
+    if parent is None:
+        if run.reentry is not None:
+            scope.set_attribute(sc.REENTERS, run.journal_run)
+        journal_run_start(run.session, run.journal_run, run.attempt, scope.agent_id, name)
     return scope
 
 
@@ -774,7 +799,9 @@ def finish(
             payloads = accounted = session = None
             if isinstance(scope, OpScope):  # an op: its content, and what it cost
                 payloads = scope.payloads or None
-                accounted = _accounted(scope, ended, ended_ns, description)
+                # A step answered from the journal did not run: nothing new to bill.
+                replayed = late is not None and late.get(sc.REPLAYED) is True
+                accounted = None if replayed else _accounted(scope, ended, ended_ns, description)
                 session = scope.session.run.session
             emit(
                 Ended(
@@ -794,6 +821,11 @@ def finish(
         if scope.owned_session is not None:
             finish(scope.owned_session, error, passed=passed, ended_ns=ended_ns)
     elif isinstance(scope, SessionScope):
+        run = scope.run
+        # A root run ended: the journal no longer has it interrupted, unless it re-entered one
+        # and stopped at a call in doubt (the next resume re-enters it again, once decided).
+        if not scope.address and (run.reentry is None or run.reentry.stopped is None):
+            journal_run_end(run.session, run.journal_run, run.attempt, scope.agent_id, scope.name)
         if scope.host_op is not None:
             finish(scope.host_op, error, passed=passed, ended_ns=ended_ns)
     elif scope.owned_session is not None:

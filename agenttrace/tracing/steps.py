@@ -11,19 +11,21 @@ off.
 from __future__ import annotations
 
 import json
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
 
 from agenttrace import semconv as sc
+from agenttrace._internal.caps import fits
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import cap_text
 from agenttrace._internal.runtime import runtime
-from agenttrace._internal.times import event_ts
 from agenttrace.model import journal as j
+from agenttrace.model.reentry import AbandonedToolCall, Plan, Reentry, Verdict
 from agenttrace.session.leases import token as lease_token
+from agenttrace.tracing.journal_io import journal_bytes
 from agenttrace.tracing.scopes import OpScope, current_scope
 
 Effect = Literal["pure", "read", "idempotent", "effect"]
@@ -42,7 +44,12 @@ def idempotency_key() -> str | None:
     scope = current_scope()
     if not isinstance(scope, OpScope) or scope.kind == sc.KIND_LLM:
         return None
-    return j.idempotency_key(scope.session.run.session_id, scope.origin, scope.label, scope.name)
+    run = scope.session.run
+    # A call a re-entry matched to a step at another place (parallel calls that started in
+    # another order) keeps that step's label, and so its key.
+    step = scope.step
+    label = step.key[1] if type(step) is Step else scope.label
+    return j.idempotency_key(run.session_id, run.journal_run, label, scope.name)
 
 
 def check_effect(effect: str) -> Effect:
@@ -60,34 +67,156 @@ class Step:
     effect: str
 
 
-def begin_tool_step(scope: OpScope, effect: str, arguments: Any) -> None:
+@dataclass(slots=True)
+class Pending:
+    """A re-entered run's tool call that the journal answers, refuses or leaves to the tool's
+    verifier: settled by :func:`settle` where the body would run."""
+
+    plan: Plan
+    reentry: Reentry
+    effect: str
+    fingerprint: str
+    arguments: Any
+    verifier: Callable[..., Any] | None
+    served: bool = False
+    """It was answered (from the journal, or by its verifier): the body did not run."""
+
+
+def begin_tool_step(
+    scope: OpScope, effect: str, arguments: Any, verifier: Callable[..., Any] | None = None
+) -> None:
     """Journal the tool call ``scope`` is about to make (its ``intent``), unless it is pure
-    or the journal is off; the line is written before this returns."""
+    or the journal is off; the line is written before this returns. In a re-entered run, the
+    journal may answer the call instead (a :class:`Pending` on ``scope.step``)."""
     recorder = runtime.recorder
     if effect == "pure" or recorder is None or not runtime.settings.journal:
         return
     try:
-        key = (scope.origin, scope.label, 1)
-        text = _json(arguments)
-        line = j.intent_line(
-            key,
-            agent_id=scope.session.agent_id,
-            name=scope.name,
-            effect=effect,
-            request_fingerprint=j.tool_fingerprint(scope.name, _plain(arguments)),
-            arguments=text,
-            call_id=scope.call_id,
-            lease=lease_token(scope.session.run.session),
-        )
-        recorder.journal(scope.session.run.session, _line(line))
-        scope.step = Step(key, effect)
+        run = scope.session.run
+        request_fingerprint = j.tool_fingerprint(scope.name, _plain(arguments))
+        label, attempt = scope.label, 1
+        reentry = run.reentry
+        if reentry is not None:
+            plan = reentry.plan(scope.label, scope.name, request_fingerprint, scope.call_id)
+            if plan.what != "run":
+                scope.step = Pending(
+                    plan, reentry, effect, request_fingerprint, arguments, verifier
+                )
+                return
+            label, attempt = plan.label or scope.label, plan.attempt
+        _intent(scope, (run.journal_run, label, attempt), effect, request_fingerprint, arguments)
     except Exception as exc:
         report_internal_error(WHERE, exc)
 
 
+def _intent(
+    scope: OpScope, key: j.StepKey, effect: str, request_fingerprint: str, arguments: Any
+) -> None:
+    recorder = runtime.recorder
+    if recorder is None:
+        return
+    line = j.intent_line(
+        key,
+        agent_id=scope.session.agent_id,
+        name=scope.name,
+        effect=effect,
+        request_fingerprint=request_fingerprint,
+        arguments=_json(arguments),
+        call_id=scope.call_id,
+        lease=lease_token(scope.session.run.session),
+    )
+    recorder.journal(scope.session.run.session, journal_bytes(line))
+    scope.step = Step(key, effect)
+
+
+def pending_step() -> Pending | None:
+    """The current tool call's :class:`Pending` step, if the journal decides it (a re-entered
+    run); ``None`` for every other call (its body just runs)."""
+    scope = current_scope()
+    step = getattr(scope, "step", None)
+    return step if type(step) is Pending else None
+
+
+def settle(pending: Pending) -> Any:
+    """Where the body of a tool call the journal decides would run: the recorded result (the
+    body does not run), or the error that refuses it. ``verify`` is left to the caller (the
+    verifier may be a coroutine): see :func:`verified`."""
+    plan = pending.plan
+    scope = current_scope()
+    if plan.what == "replay":
+        pending.served = True
+        if isinstance(scope, OpScope):
+            scope.set_attribute(sc.REPLAYED, True)
+        return plan.result
+    if plan.what == "abandon":
+        label = plan.step.key[1] if plan.step is not None else "?"
+        name = scope.name if isinstance(scope, OpScope) else "tool"
+        raise AbandonedToolCall(
+            f"the call of {name} at {label} was abandoned after an interruption "
+            "(agenttrace resolve --abandon): it was not run again"
+        )
+    raise pending.reentry.stopped or pending.reentry.stop(plan.step)
+
+
+def verified(pending: Pending, verdict: Any) -> tuple[bool, Any]:
+    """Take a verifier's verdict on the call in doubt: (True, the result to return) when it
+    happened (journaled as the user's decision would be), (False, None) when it did not (its
+    new attempt is journaled: the body runs next); else the error that stops the resume."""
+    scope = current_scope()
+    plan = pending.plan
+    if not isinstance(verdict, Verdict):
+        raise TypeError(f"a tool's verifier returns an agenttrace.Verdict, not {verdict!r}")
+    if verdict.outcome == "done" and isinstance(scope, OpScope):
+        pending.served = True
+        scope.set_attribute(sc.REPLAYED, True)
+        recorder = runtime.recorder
+        if recorder is not None and plan.step is not None:
+            line = j.decision_line(
+                plan.step.key, "done", result=_json(verdict.result), evidence="the tool's verifier"
+            )
+            recorder.journal(scope.session.run.session, journal_bytes(line))
+        return True, verdict.result
+    if verdict.outcome == "not_applied" and isinstance(scope, OpScope):
+        run = scope.session.run
+        key = (run.journal_run, plan.label or scope.label, plan.attempt)
+        _intent(scope, key, pending.effect, pending.fingerprint, pending.arguments)
+        return False, None
+    raise pending.reentry.stopped or pending.reentry.stop(plan.step)
+
+
+def block_step(scope: OpScope) -> BaseException | None:
+    """For a tool written as a ``with`` block, whose block cannot be skipped: a step the journal
+    decides runs again if its class's policy is ``retry`` (its next attempt journaled now);
+    else the error the ``with`` statement raises before the block runs."""
+    pending = scope.step
+    if type(pending) is not Pending:
+        return None
+    plan = pending.plan
+    if plan.what == "abandon":
+        try:
+            settle(pending)
+        except AbandonedToolCall as error:
+            return error
+    step = plan.step
+    effect = step.effect if step is not None else pending.effect
+    if plan.what != "stop" and pending.reentry.policy.get(effect) == "retry":
+        run = scope.session.run
+        attempt = step.key[2] + 1 if step is not None else plan.attempt
+        _intent(
+            scope,
+            (run.journal_run, plan.label or scope.label, attempt),
+            effect,
+            pending.fingerprint,
+            pending.arguments,
+        )
+        return None
+    scope.step = None
+    return pending.reentry.stopped or pending.reentry.stop(step)
+
+
 def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> None:
     """Journal how the tool call ended (``done`` with its result, or ``failed``), if its
-    intent was journaled."""
+    intent was journaled; a call the journal answered is journaled as ``replayed``."""
     step = scope.step
     recorder = runtime.recorder
     if step is None or recorder is None:
@@ -96,13 +225,22 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
     try:
         agent_id = scope.session.agent_id
         lease = lease_token(scope.session.run.session)
+        if type(step) is Pending:
+            if step.served and error is None and step.plan.step is not None:
+                line = j.replayed_line(
+                    step.plan.step.key, agent_id=agent_id, kind="tool", name=scope.name
+                )
+                recorder.journal(scope.session.run.session, journal_bytes(line), later=True)
+            return
         if error is None:
+            text, capped = kept_json(result)
             line = j.done_line(
                 step.key,
                 agent_id=agent_id,
                 kind="tool",
                 name=scope.name,
-                result=_json(result),
+                result=text,
+                capped=capped,
                 lease=lease,
             )
         else:
@@ -118,7 +256,7 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
         # Written in the background: what must be on disk before the body runs is the intent.
         # A kill before this line is written leaves a call that ended in doubt: resumed with
         # care, never run again as if it had not happened.
-        recorder.journal(scope.session.run.session, _line(line), later=True)
+        recorder.journal(scope.session.run.session, journal_bytes(line), later=True)
     except Exception as exc:
         report_internal_error(WHERE, exc)
 
@@ -132,15 +270,30 @@ def _applied(effect: str, error: BaseException) -> Literal["no", "unknown"]:
 
 
 def _json(value: Any) -> str:
-    """``value`` as JSON text (verbatim: the journal is state, like the transcript), capped."""
-    if isinstance(value, str):
-        text = value
-    else:
-        try:
-            text = _ENCODE(value).decode("utf-8", "surrogatepass")
-        except (TypeError, ValueError, OverflowError, UnicodeDecodeError):
-            text = json.dumps(value, ensure_ascii=False, default=str)
+    """``value`` as JSON text (verbatim: the journal is state, like the transcript; a string as
+    a JSON string, so a replay gives back what the tool returned), capped."""
+    try:
+        text = _ENCODE(value).decode("utf-8", "surrogatepass")
+    except (TypeError, ValueError, OverflowError, UnicodeDecodeError):
+        text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= _cap() // 4 else cap_text(text, _cap(), _as_is)
+
+
+JOURNAL_RESULT_BYTES = 1 << 20
+"""The most of a step's result (a tool's JSON, an LLM response) the journal keeps: a longer one
+is cut and marked ``capped``, and a re-entry does not answer from it."""
+
+
+def kept_json(value: Any) -> tuple[str, bool]:
+    """``value`` as JSON text as the journal keeps a result: whole, or cut past
+    :data:`JOURNAL_RESULT_BYTES` (then ``True``)."""
+    try:
+        text = _ENCODE(value).decode("utf-8", "surrogatepass")
+    except (TypeError, ValueError, OverflowError, UnicodeDecodeError):
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= JOURNAL_RESULT_BYTES // 4 or fits(text, JOURNAL_RESULT_BYTES):
+        return text, False
+    return cap_text(text, JOURNAL_RESULT_BYTES, _as_is), True
 
 
 def _plain(arguments: Any) -> Any:
@@ -155,12 +308,5 @@ def _cap() -> int:
     return runtime.settings.max_payload_bytes
 
 
-def _line(line: dict[str, Any]) -> bytes:
-    """The line as the event stream writes its lines (the same encoder's spacing)."""
-    line["ts"] = event_ts(time.time_ns())
-    return (_LINE.encode(line) + "\n").encode("utf-8", "backslashreplace")
-
-
-_LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
 _ENCODE = msgspec.json.Encoder(enc_hook=str).encode
 """JSON in C, non-ASCII text as UTF-8 (as the event stream writes it)."""

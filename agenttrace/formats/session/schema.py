@@ -895,16 +895,17 @@ _Attempt = Annotated[int, Meta(ge=1, le=1_000_000, description="1 for the first 
 
 class Step(_Object, kw_only=True, tag_field="event_type", tag="step"):
     """A line of the step journal (docs/journal.md): an LLM attempt or a tool call started
-    (``intent``, tools only: on disk before the body runs), returned (``done``) or raised
-    (``failed``). A line of the stream only, no canonical event."""
+    (``intent``: on disk before a tool's body runs), returned (``done``), raised (``failed``)
+    or, reached again by a re-entered run, was answered from the journal (``replayed``); a root
+    run started (kind ``run``) or ended. A line of the stream only, no canonical event."""
 
     run: _Run
     step: Annotated[Label, Meta(description="The step's path label in its run.")]
     attempt: _Attempt
     agent_id: AgentId
-    kind: Literal["llm", "tool"]
+    kind: Literal["llm", "tool", "run"]
     name: Annotated[str, Meta(max_length=4096)]
-    state: Literal["intent", "done", "failed"]
+    state: Literal["intent", "done", "failed", "replayed"]
     effect: Literal["pure", "read", "idempotent", "effect"] | UnsetType = UNSET
     fingerprint: (
         Annotated[str, Meta(pattern="^sha256:[0-9a-f]{64}$", description="Of the request.")]
@@ -917,6 +918,16 @@ class Step(_Object, kw_only=True, tag_field="event_type", tag="step"):
     error: str | UnsetType = UNSET
     applied: Literal["no", "unknown"] | UnsetType = UNSET
     lease: Annotated[str, Meta(max_length=64)] | UnsetType = UNSET
+    capped: (
+        Annotated[bool, Meta(description="The result was cut to the payload cap.")] | UnsetType
+    ) = UNSET
+    messages: (
+        Annotated[
+            int,
+            Meta(ge=0, description="A run's line: the events logged before the run started."),
+        ]
+        | UnsetType
+    ) = UNSET
     ts: Timestamp | UnsetType = UNSET
 
 

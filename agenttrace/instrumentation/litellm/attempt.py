@@ -22,6 +22,7 @@ from agenttrace.tracing.llm_attributes import (
     provider_name,
     response_attributes,
 )
+from agenttrace.tracing.llm_steps import end_llm_step
 from agenttrace.tracing.logs import record_reasoning
 from agenttrace.tracing.scopes import OpScope, Scope, finish
 from agenttrace.tracing.transcripts import log_llm_exchange
@@ -113,6 +114,7 @@ class Attempt:
         if self.done:
             return
         self.done = True
+        end_llm_step(self.scope, self.model, error=error)
         try:
             # What was asked goes into the saved state even when the attempt failed.
             attributes = input_content(self.input, self.scope.payloads)

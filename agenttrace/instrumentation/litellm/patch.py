@@ -18,6 +18,7 @@ from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
 from agenttrace.instrumentation.litellm.attempt import Attempt, offer_tool_calls, result_attributes
+from agenttrace.instrumentation.litellm.replay import ReplayStream, ready, replayed_response
 from agenttrace.instrumentation.litellm.sdk_retries import RETRY_METHOD, retry_wrapper
 from agenttrace.instrumentation.litellm.streaming import StreamProxy
 from agenttrace.instrumentation.litellm.tracking import (
@@ -37,6 +38,8 @@ from agenttrace.instrumentation.litellm.utils import (
     is_stream,
     state,
 )
+from agenttrace.model.journal import Step
+from agenttrace.tracing.llm_steps import begin_llm_step, end_llm_step
 
 # --- the wrappers ---------------------------------------------------------------------------------
 
@@ -72,6 +75,10 @@ def _attempt(
     attempt = start_attempt(operation, args, kwargs)
     if attempt is None:
         return wrapped(*args, **kwargs)
+    if operation == sc.OP_CHAT:
+        recorded = begin_llm_step(attempt.scope, attempt.model, kwargs)
+        if recorded is not None:  # a re-entered run: the journal holds this reply
+            return _replayed(recorded, attempt, bool(kwargs.get(async_flag)))
     token = attempt_var.set(attempt)
     activation = activate(attempt)
     try:
@@ -86,6 +93,18 @@ def _attempt(
     if kwargs.get(async_flag) and inspect.isawaitable(result):
         return _finish_awaited(result, attempt)
     return _finish(result, attempt)
+
+
+def _replayed(recorded: Step, attempt: Attempt, is_async: bool) -> Any:
+    """The reply the journal recorded for this attempt, ended as a reply from the model is (the
+    model is not called)."""
+    try:
+        result = replayed_response(recorded)
+    except Exception as exc:  # a journal this litellm cannot read back: a failure of ours
+        report_internal_error(WHERE, exc)
+        raise
+    # Not priced from its tokens, as an awaited reply is: nothing was bought.
+    return ready(_finish(result, attempt)) if is_async else _finish(result, attempt)
 
 
 async def _finish_awaited(awaitable: Any, attempt: Attempt) -> Any:
@@ -112,8 +131,9 @@ def _finish(result: Any, attempt: Attempt, price_it: bool = False) -> Any:
     """
     completed = functools.partial(_completed_attributes, attempt, result, price_it)
     try:
-        if is_stream(result):
+        if is_stream(result) or type(result) is ReplayStream:
             return StreamProxy(result, attempt)
+        end_llm_step(attempt.scope, attempt.model, response=result)
         offer_tool_calls(attempt, result)
     except Exception as exc:
         try:
@@ -129,6 +149,9 @@ def _completed_attributes(
     attempt: Attempt, result: Any, price_it: bool
 ) -> dict[str, AttributeValue]:
     attributes = result_attributes(attempt, result)
+    if (attempt.scope.late or {}).get(sc.REPLAYED) is True:
+        attributes.pop(sc.COST_USD, None)  # answered from the journal: nothing was bought
+        return attributes
     if price_it and sc.COST_USD not in attributes:
         litellm = sys.modules.get("litellm")
         cost = cost_from_tokens(litellm, attempt.raw_model, attributes) if litellm else None

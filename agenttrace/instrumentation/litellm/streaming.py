@@ -22,6 +22,7 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace.instrumentation.litellm.attempt import Attempt, offer_tool_calls, result_attributes
 from agenttrace.instrumentation.litellm.utils import WHERE, cost_from_tokens
 from agenttrace.tracing.llm_attributes import field, input_content
+from agenttrace.tracing.llm_steps import end_llm_step
 
 
 class _StreamState:
@@ -47,6 +48,10 @@ class _StreamState:
         # to see) and counts tokens itself only when none has any: the same test as ours.
         streamed_usage = any(field(chunk, "usage") is not None for chunk in chunks)
         built = None
+        if abandoned:
+            end_llm_step(attempt.scope, attempt.model, error=_ABANDONED)
+        else:
+            end_llm_step(attempt.scope, attempt.model, chunks=chunks)
         try:
             built = _build_stream_response(attempt, chunks)
             if built is not None and not abandoned:
@@ -59,6 +64,11 @@ class _StreamState:
 
     def fail(self, error: BaseException) -> None:
         self.attempt.fail(error)
+
+
+_ABANDONED = RuntimeError("the stream was closed before its end")
+"""How a stream its reader stopped reading ends in the journal: not done (a re-entry asks the
+model again)."""
 
 
 def _build_stream_response(attempt: Attempt, chunks: list[Any]) -> Any:
@@ -90,6 +100,9 @@ def _stream_attributes(
         attributes.update(_estimated_usage(litellm, attempt, built))
     elif not streamed_usage:  # litellm 1.110 and later count them when the provider sends none
         attributes[sc.USAGE_ESTIMATED] = True
+    if (attempt.scope.late or {}).get(sc.REPLAYED) is True:
+        attributes.pop(sc.COST_USD, None)  # answered from the journal: nothing was bought
+        return attributes
     if sc.COST_USD not in attributes or not attributes[sc.COST_USD]:
         cost = cost_from_tokens(litellm, attempt.raw_model, attributes)
         if cost is not None:

@@ -1,0 +1,294 @@
+"""Re-entering an interrupted run (docs/journal.md, "Re-entry"): what to do with each step the
+re-entered run reaches, from what the journal says became of it there.
+
+A resume that re-enters arms a :class:`Reentry` on the session; the next root run takes it and
+journals under the interrupted run's origin, so its steps have the same keys (and its tool calls
+the same idempotency keys) as the ones it repeats. For each step it reaches, :meth:`Reentry.plan`
+says: run it (as which attempt), answer it from the journal (``replay``), ask the tool's verifier
+(``verify``), stop the resume (``stop``: :class:`InDoubtToolCall`) or refuse it (``abandon``:
+:class:`AbandonedToolCall`, the user's decision).
+
+This module decides; it writes nothing and runs nothing (``agenttrace.tracing.steps`` does).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agenttrace._internal.redact import cap_text, scrub_json_text
+from agenttrace.model.journal import EFFECTS, Journal, Step
+from agenttrace.model.rewind import rewind_transcripts
+
+SHOWN_ARGUMENT_BYTES = 512
+"""How much of an in-doubt call's arguments :class:`InDoubtToolCall` shows (redacted first)."""
+
+InDoubtAction = Literal["retry", "verify", "stop"]
+IN_DOUBT_ACTIONS: tuple[InDoubtAction, ...] = ("retry", "verify", "stop")
+
+DEFAULT_POLICY: Mapping[str, InDoubtAction] = {
+    "pure": "retry",
+    "read": "retry",
+    "idempotent": "retry",  # with the same idempotency key: the target does it once
+    "effect": "verify",  # the tool's verifier if it has one, else stop
+}
+"""What a re-entry does with a call in doubt (its intent journaled, its outcome not), per
+effect class. Done steps are always answered from the journal and failed steps that were not
+applied always run again: only the in-doubt case is a choice."""
+
+Planned = Literal["run", "replay", "verify", "stop", "abandon"]
+
+
+def check_policy(policy: Mapping[str, str] | None) -> dict[str, InDoubtAction]:
+    """The default policy with ``policy``'s entries over it; a ``ValueError`` naming what is
+    wrong for an unknown effect class or action."""
+    checked = dict(DEFAULT_POLICY)
+    for effect, action in (policy or {}).items():
+        if effect not in EFFECTS:
+            raise ValueError(f"policy: {effect!r} is not an effect class ({', '.join(EFFECTS)})")
+        if action not in IN_DOUBT_ACTIONS:
+            raise ValueError(
+                f"policy: {effect}: {action!r} is not one of {', '.join(IN_DOUBT_ACTIONS)}"
+            )
+        checked[effect] = action
+    return checked
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do with one step a re-entered run reached."""
+
+    what: Planned
+    attempt: int = 1
+    """The attempt to journal it as, when it runs."""
+    step: Step | None = None
+    """The journal's step at that place (its last attempt), if any."""
+    result: Any = None
+    """The result to answer with (``replay``)."""
+    label: str | None = None
+    """The label to journal it under: the journal's step's, which a call that started in
+    another order than the first time (parallel calls) has at another place."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a tool's verifier (``@agenttrace.tool(verify=fn)``) found out about a call in doubt:
+    ``Verdict.done(result)`` (it happened; ``result`` is what the tool would have returned),
+    ``Verdict.not_applied()`` (it did not happen: run it) or ``Verdict.unknown()`` (the resume
+    stops with :class:`InDoubtToolCall`)."""
+
+    outcome: Literal["done", "not_applied", "unknown"]
+    result: Any = None
+
+    @classmethod
+    def done(cls, result: Any = None) -> Verdict:
+        """The call's effect happened; ``result`` is what the tool would have returned."""
+        return cls("done", result)
+
+    @classmethod
+    def not_applied(cls) -> Verdict:
+        """The call's effect did not happen: it may run."""
+        return cls("not_applied")
+
+    @classmethod
+    def unknown(cls) -> Verdict:
+        """Nothing can be said: the call stays in doubt."""
+        return cls("unknown")
+
+
+class InDoubtToolCall(Exception):
+    """A re-entered run reached a tool call that was in doubt (it started before the crash and
+    left no outcome) and that the resume policy does not run again: its effect may have
+    happened. ``calls`` are the in-doubt calls of the run: decide each with ``agenttrace
+    resolve`` (or give the tool a verifier), then resume again."""
+
+    def __init__(self, calls: list[Step], shown: Mapping[str, str] | None = None) -> None:
+        self.calls = calls
+        names = "; ".join(
+            f"{step.key[1]} {step.name}({(shown or {}).get(step.key[1], '')})" for step in calls
+        )
+        super().__init__(
+            f"{len(calls)} tool call{'s' if len(calls) != 1 else ''} in doubt, not run again: "
+            f"{names} (agenttrace doubts lists them; agenttrace resolve decides)"
+        )
+
+
+class AbandonedToolCall(Exception):
+    """The tool call was in doubt and its user decided to abandon it (``agenttrace resolve
+    --abandon``): it is not run again, and the agent sees this error as the tool's failure."""
+
+    effect_applied = False  # nothing ran: the journal's failed line says so
+
+
+@dataclass
+class Reentry:
+    """An interrupted run armed for re-entry: the next root run takes it."""
+
+    origin: str
+    """The interrupted run's origin: the re-entered run journals under it."""
+    attempt: int
+    """The re-entered run's own attempt (the interrupted run's + 1)."""
+    journal: Journal
+    policy: Mapping[str, InDoubtAction]
+    taken: bool = False
+    claimed: set[str] = field(default_factory=set)
+    """The labels of the journal's tool steps a call of the re-entered run has matched."""
+    stopped: InDoubtToolCall | None = None
+    """Once a call stopped the resume, every later call of the run stops with it."""
+    shown: dict[str, str] = field(default_factory=dict)
+    """Each in-doubt call's arguments as an error may show them (redacted, capped), by label."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _tools: list[Step] | None = field(default=None, repr=False)
+
+    def take(self) -> bool:
+        """Whether this run is the one that re-enters (the first root run to ask)."""
+        with self._lock:
+            if self.taken:
+                return False
+            self.taken = True
+            return True
+
+    def plan(
+        self, label: str, name: str, fingerprint: str | None, call_id: str | None = None
+    ) -> Plan:
+        """What to do with the tool call ``name`` the re-entered run makes at ``label``: the
+        journal's step for it is the one with the model's ``call_id``, else the one at
+        ``label`` if it asked the same, else one of the same request elsewhere that no call has
+        matched (parallel calls may start in another order)."""
+        if self.stopped is not None:
+            return Plan("stop")
+        with self._lock:
+            step = self._matching(label, name, fingerprint, call_id)
+            if step is not None:
+                self.claimed.add(step.key[1])
+        if step is None:
+            at = self.journal.latest(self.origin, label)
+            if at is None:
+                return Plan("run")
+            # The run asks something else at this place (its code or its inputs changed): the
+            # journal does not answer it, but a call there in doubt, unmatched, still stops it.
+            if (
+                at.in_doubt
+                and at.key[1] not in self.claimed
+                and self.policy.get(at.effect, "stop") != "retry"
+            ):
+                return Plan("stop", step=at)
+            return Plan("run", at.key[2] + 1)
+        again, place = step.key[2] + 1, step.key[1]
+        if step.decision is not None:
+            if step.decision == "done":
+                return Plan("replay", step=step, result=decided_result(step.result), label=place)
+            if step.decision == "abandon":
+                return Plan("abandon", step=step, label=place)
+            return Plan("run", again, step, label=place)  # not_applied, retry
+        if step.state == "done" and not step.capped:
+            return Plan("replay", step=step, result=recorded_result(step.result), label=place)
+        if step.state == "failed" and step.applied == "no":
+            return Plan("run", again, step, label=place)
+        # In doubt: started with no outcome, failed with its effect unknown, or done with a
+        # result too long to have been kept.
+        action = self.policy.get(step.effect, "stop")
+        return Plan("run" if action == "retry" else action, again, step, label=place)
+
+    def _matching(
+        self, label: str, name: str, fingerprint: str | None, call_id: str | None
+    ) -> Step | None:
+        tools = [
+            step
+            for step in self._tool_steps()
+            if step.key[1] not in self.claimed and step.name == name
+        ]
+        if call_id is not None:
+            for step in tools:
+                if step.call_id == call_id:
+                    return step
+        for step in tools:
+            if step.key[1] == label and (
+                not fingerprint or not step.fingerprint or step.fingerprint == fingerprint
+            ):
+                return step
+        if fingerprint:
+            for step in tools:
+                if step.fingerprint == fingerprint:
+                    return step
+        return None
+
+    def _tool_steps(self) -> list[Step]:
+        """The last attempt of each tool call of the interrupted run, in the order they
+        started (made once)."""
+        if self._tools is None:
+            last: dict[str, Step] = {}
+            for (run, label, _), step in self.journal.steps.items():
+                if run == self.origin and step.kind == "tool":
+                    last[label] = step
+            self._tools = list(last.values())
+        return self._tools
+
+    def plan_llm(self, label: str, fingerprint: str) -> Plan:
+        """What to do with the LLM attempt the re-entered run makes at ``label``: answered from
+        the journal if it holds one done with the same request (``replay``), else sent (as the
+        next attempt at that place, if it had one: a reply never received is asked again)."""
+        step = self.journal.latest(self.origin, label)
+        if step is None:
+            return Plan("run")
+        if step.kind != "llm":  # a tool's place the first time: the run diverged
+            return Plan("run", step.key[2] + 1)
+        if step.state == "done" and step.fingerprint == fingerprint and not step.capped:
+            return Plan("replay", step=step, result=step.result)
+        return Plan("run", step.key[2] + 1, step)
+
+    def stop(self, step: Step | None) -> InDoubtToolCall:
+        """The error that stops the resume at ``step``: it names every call of the run the
+        policy does not run again (``step`` first)."""
+        calls = [
+            other
+            for other in self.journal.in_doubt_of(self.origin)
+            if self.policy.get(other.effect, "stop") != "retry" and other is not step
+        ]
+        error = InDoubtToolCall(([step] if step is not None else []) + calls, self.shown)
+        self.stopped = error
+        return error
+
+
+def recorded_result(result: Any) -> Any:
+    """A done step's result as the tool returned it: the journal keeps it as JSON text."""
+    if not isinstance(result, str):
+        return result
+    try:
+        return json.loads(result)
+    except ValueError:
+        return result  # written by an earlier release as the text itself
+
+
+def decided_result(result: Any) -> Any:
+    """The result a user gave ``agenttrace resolve --done``: JSON if the file held JSON, else
+    its text."""
+    return recorded_result(result)
+
+
+def arm_reentry(
+    session: Any,
+    journal: Journal,
+    events: Sequence[Mapping[str, Any]],
+    policy: Mapping[str, InDoubtAction],
+) -> Reentry | None:
+    """Arm ``session`` (an ``agenttrace.Session`` just restored from a file whose events are
+    ``events``) to re-enter its interrupted run, if its journal has one: every agent's
+    transcript is set back to what it was when that run started (a ``transcript_reset`` each,
+    logged now), so the run's code, called again, sends what it sent then. Returns the
+    :class:`Reentry`, or ``None``."""
+    run = journal.interrupted_run()
+    if run is None or run.messages is None:
+        return None
+    reentry = Reentry(run.key[0], run.key[2] + 1, journal, policy)
+    for step in journal.in_doubt_of(reentry.origin):
+        if step.arguments is not None:
+            reentry.shown[step.key[1]] = cap_text(
+                step.arguments, SHOWN_ARGUMENT_BYTES, scrub_json_text
+            )
+    rewind_transcripts(session, events, run.messages)
+    session.reentry = reentry
+    return reentry

@@ -1,0 +1,41 @@
+"""A root run's own lines in the step journal (docs/journal.md): one when it starts, with how
+many events the session had logged before it (so a re-entry can set each agent's transcript
+back to what the run found), and one when it ends. A run whose start is journaled and whose end
+is not was interrupted: the run ``agenttrace.resume`` re-enters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.runtime import runtime
+from agenttrace.model import journal as j
+from agenttrace.tracing.journal_io import journal_bytes
+
+WHERE = "step journal"
+
+
+def journal_run_start(session: Any, run: str, attempt: int, agent_id: str, name: str) -> None:
+    """Journal that the root run ``run`` (this attempt at it) started now."""
+    recorder = runtime.recorder
+    if recorder is None or not runtime.settings.journal:
+        return
+    try:
+        line = j.run_line(
+            run, attempt, agent_id=agent_id, name=name, messages=session.message_counter
+        )
+        recorder.journal(session, journal_bytes(line))
+    except Exception as exc:
+        report_internal_error(WHERE, exc)
+
+
+def journal_run_end(session: Any, run: str, attempt: int, agent_id: str, name: str) -> None:
+    """Journal that the root run ``run`` ended (in the background, after its steps' lines)."""
+    recorder = runtime.recorder
+    if recorder is None or not runtime.settings.journal:
+        return
+    try:
+        line = j.done_line((run, j.RUN_LABEL, attempt), agent_id=agent_id, kind="run", name=name)
+        recorder.journal(session, journal_bytes(line), later=True)
+    except Exception as exc:
+        report_internal_error(WHERE, exc)

@@ -1,0 +1,57 @@
+"""An agent for ``agenttrace resume FILE --agent tests.reentry_agent:rebuild`` with no prompt:
+its run pays through the payment server ``PAYMENTS_URL`` names with a ``charge`` tool of the
+effect class ``CHARGE_EFFECT`` names.
+
+``python -m tests.reentry_agent SESSIONS_DIR`` runs it once and kills itself with SIGKILL in the
+charge's body, after the charge; ``rebuild`` is the factory the resume rebuilds its root with,
+and the root's ``response()`` runs the same run again (re-entering it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import agenttrace
+
+KILL = os.environ.get("KILL_INSIDE") == "1"
+
+
+@agenttrace.tool(effect=os.environ.get("CHARGE_EFFECT", "effect"))
+def charge(amount: int) -> str:
+    request = urllib.request.Request(
+        os.environ["PAYMENTS_URL"] + "/charge",
+        data=json.dumps({"amount": amount}).encode(),
+        method="POST",
+    )
+    request.add_header("Idempotency-Key", agenttrace.idempotency_key() or "")
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        charged = json.loads(answer.read())
+    if KILL:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return str(charged["charge"])
+
+
+@agenttrace.agent("Shop")
+def shop() -> str:
+    return "paid " + charge(5)
+
+
+class Root:
+    """The root agent as the resume rebuilds it: its run is ``shop``."""
+
+    def response(self) -> str:
+        return shop()
+
+
+def rebuild(record: agenttrace.AgentRecord, session: agenttrace.Session) -> Any:
+    return Root()
+
+
+if __name__ == "__main__":
+    agenttrace.init(sessions_dir=Path(sys.argv[1]), console="quiet")
+    shop()

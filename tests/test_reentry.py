@@ -1,0 +1,368 @@
+"""Resuming an interrupted run re-enters it (issue 22 item 3): the run's code is called again
+from its start, and each tool step it reaches is handled by what the journal says became of it
+and by the resume policy (docs/journal.md, "Re-entry"). The processes are real: an agent paying
+through the payment server on 127.0.0.1 is killed with SIGKILL, then resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agenttrace
+from agenttrace.model import journal as j
+from agenttrace.model.reentry import Reentry, check_policy
+from agenttrace.model.rewind import rewind_transcripts
+
+from .conftest import Traced
+from .helpers import ROOT
+from .llm_server import LLMServer, Reply
+from .payment_server import PaymentServer
+from .test_cli import agenttrace as run_cli
+from .test_cli import ok, one_error_line
+from .test_llm_steps import rearm
+from .test_steps_journal import journal_lines
+
+RUN = "0123456789abcdef"
+FP = "sha256:" + "1" * 64
+OTHER_FP = "sha256:" + "2" * 64
+
+
+def child(
+    tmp_path: Path, payments: PaymentServer, effect: str, kill: str, mode: str = "run"
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "AGENTTRACE_BILLING_FILE": str(tmp_path / "ledger.jsonl"),
+    }
+    sessions = str(tmp_path / "sessions")
+    return subprocess.run(
+        [sys.executable, "-m", "tests.journal_child", sessions, payments.url, effect, kill, mode],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def killed_then_resumed(
+    tmp_path: Path, effect: str, kill: str, mode: str = "resume", between: Any = None
+) -> tuple[dict[str, Any], PaymentServer]:
+    """Run the shop agent until it kills itself, then resume and re-enter it; what the
+    resumed process reported, and the payment server (stopped)."""
+    payments = PaymentServer().start()
+    try:
+        first = child(tmp_path, payments, effect, kill)
+        assert first.returncode == -9, first.stderr
+        if between is not None:
+            between()
+        resumed = child(tmp_path, payments, effect, kill, mode)
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        payments.stop()
+    return json.loads(resumed.stdout.splitlines()[-1]), payments
+
+
+def billed(tmp_path: Path, tool: str) -> int:
+    lines = (tmp_path / "ledger.jsonl").read_text().splitlines()
+    return sum(1 for line in lines if json.loads(line).get("command") == tool)
+
+
+@pytest.mark.e2e
+def test_an_effect_in_doubt_stops_the_resume_naming_the_call(tmp_path: Path) -> None:
+    report, payments = killed_then_resumed(tmp_path, "effect", "inside")
+    assert len(payments.charges) == 1  # never charged again
+    assert report["in_doubt"] == [["1.2", "charge"]]
+    assert 'charge({"amount":5})' in report["error"]
+    assert report["bodies"] == []  # the read before it was done: answered from the journal
+    assert report["replayed"] == ["execute_tool balance"]
+    assert billed(tmp_path, "balance") == 1  # the replayed call bills nothing new
+    # Stopped there, the run is still the interrupted one: decided, a resume re-enters it.
+    (stream,) = (tmp_path / "sessions").glob("*.events.jsonl")
+    journal = j.Journal(json.loads(line) for line in stream.read_text().splitlines())
+    interrupted = journal.interrupted_run()
+    assert interrupted is not None and interrupted.key[2] == 2
+
+
+@pytest.mark.e2e
+def test_an_idempotent_call_in_doubt_runs_again_with_the_same_key(tmp_path: Path) -> None:
+    report, payments = killed_then_resumed(tmp_path, "idempotent", "inside")
+    assert report["answer"] == "ch_1"  # the server answered the second send with the first
+    assert report["bodies"] == ["charge"]
+    (made,) = payments.charges  # one charge per logical call
+    assert made["key"].startswith("at-")
+
+
+@pytest.mark.e2e
+def test_a_read_call_in_doubt_runs_again(tmp_path: Path) -> None:
+    report, payments = killed_then_resumed(tmp_path, "read", "inside")
+    assert report["bodies"] == ["charge"] and report["answer"] == "ch_2"
+    assert len(payments.charges) == 2  # what a call declared read costs if it was not
+
+
+@pytest.mark.e2e
+def test_a_done_call_is_answered_from_the_journal(tmp_path: Path) -> None:
+    report, payments = killed_then_resumed(tmp_path, "effect", "after")
+    assert report == {
+        "answer": "ch_1",
+        "bodies": [],
+        "replayed": ["execute_tool balance", "execute_tool charge"],
+    }
+    assert len(payments.charges) == 1
+    assert billed(tmp_path, "charge") == 1
+    (stream,) = (tmp_path / "sessions").glob("*.events.jsonl")
+    lines = [json.loads(line) for line in stream.read_text().splitlines()]
+    replayed = [line["name"] for line in lines if line.get("state") == "replayed"]
+    assert replayed == ["balance", "charge"]  # the stream says so too
+
+
+@pytest.mark.e2e
+def test_a_verifier_decides_a_call_in_doubt(tmp_path: Path) -> None:
+    report, payments = killed_then_resumed(tmp_path, "effect", "inside", "verify")
+    assert report["answer"] == "ch_1" and report["bodies"] == []
+    assert len(payments.charges) == 1
+
+
+@pytest.mark.e2e
+def test_resolve_done_then_resume_does_not_call_the_body(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    result = tmp_path / "result.json"
+    result.write_text('"ch_seen_in_dashboard"')
+
+    def resolve() -> None:
+        (stream,) = sessions.glob("*.events.jsonl")
+        ok(run_cli(tmp_path, "resolve", str(stream), "1.2", "--done", str(result)))
+
+    report, payments = killed_then_resumed(tmp_path, "effect", "inside", between=resolve)
+    assert report["answer"] == "ch_seen_in_dashboard" and report["bodies"] == []
+    assert len(payments.charges) == 1
+
+
+# --- the decision table, on journals written by hand ---------------------------------------------
+
+
+def reentry(*lines: dict[str, Any], policy: dict[str, str] | None = None) -> Reentry:
+    journal = j.Journal(lines)
+    return Reentry(RUN, 2, journal, check_policy(policy))
+
+
+def intent(label: str, effect: str, attempt: int = 1, fp: str = FP) -> dict[str, Any]:
+    return j.intent_line(
+        (RUN, label, attempt), agent_id="agent_001", name="pay", effect=effect,
+        request_fingerprint=fp, arguments='{"n": 1}',
+    )  # fmt: skip
+
+
+def test_the_plan_for_each_state_and_class() -> None:
+    done = j.done_line((RUN, "1.1", 1), agent_id="agent_001", kind="tool", name="pay", result="7")
+    failed_no = j.failed_line(
+        (RUN, "1.1", 1), agent_id="agent_001", kind="tool", name="pay", error="x", applied="no"
+    )
+    failed_unknown = {**failed_no, "applied": "unknown"}
+    assert reentry(intent("1.1", "effect"), done).plan("1.1", "pay", FP).result == 7
+    assert reentry(intent("1.1", "effect"), failed_no).plan("1.1", "pay", FP).attempt == 2
+    assert reentry(intent("1.1", "effect"), failed_unknown).plan("1.1", "pay", FP).what == "verify"
+    assert reentry(intent("1.1", "effect")).plan("1.1", "pay", FP).what == "verify"
+    assert reentry(intent("1.1", "idempotent")).plan("1.1", "pay", FP).what == "run"
+    assert reentry(intent("1.1", "read")).plan("1.1", "pay", FP).what == "run"
+    assert reentry().plan("1.1", "pay", FP).what == "run"  # never reached before
+    # Overridden: an effect in doubt runs again (the user's choice, in so many words).
+    assert (
+        reentry(intent("1.1", "effect"), policy={"effect": "retry"}).plan("1.1", "pay", FP).what
+        == "run"
+    )
+    assert (
+        reentry(intent("1.1", "idempotent"), policy={"idempotent": "stop"})
+        .plan("1.1", "pay", FP)
+        .what
+        == "stop"
+    )
+    # Another question at that place: the journal does not answer it, but a doubt still stops.
+    assert reentry(intent("1.1", "effect"), done).plan("1.1", "pay", OTHER_FP).what == "run"
+    assert reentry(intent("1.1", "effect")).plan("1.1", "pay", OTHER_FP).what == "stop"
+    # The latest attempt counts: a re-entry that ran it again and saw it done.
+    again = j.done_line((RUN, "1.1", 2), agent_id="agent_001", kind="tool", name="pay", result="8")
+    assert (
+        reentry(intent("1.1", "idempotent"), intent("1.1", "idempotent", 2), again)
+        .plan("1.1", "pay", FP)
+        .result
+        == 8
+    )
+
+
+def test_parallel_calls_that_start_in_another_order_find_their_own_steps() -> None:
+    five, six = j.tool_fingerprint("pay", {"n": 5}), j.tool_fingerprint("pay", {"n": 6})
+    done = j.done_line((RUN, "1.1", 1), agent_id="agent_001", kind="tool", name="pay", result="1")
+    lines = (intent("1.1", "effect", fp=five), done, intent("1.2", "effect", fp=six))
+    again = reentry(*lines)
+    six_first = again.plan("1.1", "pay", six)  # the call in doubt, now started first
+    assert (six_first.what, six_first.label) == ("verify", "1.2")
+    five_next = again.plan("1.2", "pay", five)
+    assert (five_next.what, five_next.result, five_next.label) == ("replay", 1, "1.1")
+    # By the model's call id, when the call has one.
+    with_ids = [{**line, "call_id": f"call_{line['step']}"} for line in lines]
+    by_id = reentry(*with_ids).plan("1.1", "pay", None, call_id="call_1.2")
+    assert (by_id.what, by_id.label) == ("verify", "1.2")
+
+
+def test_decisions_are_applied() -> None:
+    for decision, what in (
+        ("done", "replay"), ("not_applied", "run"), ("retry", "run"), ("abandon", "abandon")
+    ):  # fmt: skip
+        line = j.decision_line((RUN, "1.1", 1), decision, result='{"ok": true}')  # type: ignore[arg-type]
+        plan = reentry(intent("1.1", "effect"), line).plan("1.1", "pay", FP)
+        assert plan.what == what, decision
+    assert plan.result is None
+    line = j.decision_line((RUN, "1.1", 1), "done", result="not json: the text itself")
+    assert reentry(intent("1.1", "effect"), line).plan("1.1", "pay", FP).result == (
+        "not json: the text itself"
+    )
+
+
+def test_a_policy_names_what_it_refuses() -> None:
+    with pytest.raises(ValueError, match="'costly' is not an effect class"):
+        check_policy({"costly": "retry"})
+    with pytest.raises(ValueError, match="effect: 'maybe' is not one of retry, verify, stop"):
+        check_policy({"effect": "maybe"})
+
+
+# --- LLM steps ---------------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("shape", ["tool", "stream"])
+def test_a_recorded_reply_is_not_asked_for_again(
+    tmp_path: Path, llm_server: LLMServer, shape: str
+) -> None:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "charge", "arguments": '{"amount": 5}'},
+    }
+    first = Reply(content="", tool_calls=[call]) if shape == "tool" else Reply(content="On it!")
+    llm_server.reset(first, Reply(content="never sent: the kill comes first"))
+    payments = PaymentServer().start()
+    sessions = str(tmp_path / "sessions")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env["AGENTTRACE_BILLING_FILE"] = str(tmp_path / "ledger.jsonl")
+
+    def agent(mode: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tests.llm_reentry_child", sessions, llm_server.api_base,
+             payments.url, shape, mode],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    try:
+        killed = agent("run")
+        assert killed.returncode == -9, killed.stderr
+        assert len(llm_server.requests) == 1
+        llm_server.reset(Reply(content="Thank you!"))
+        resumed = agent("resume")
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        payments.stop()
+    report = json.loads(resumed.stdout.splitlines()[-1])
+    assert report["answer"] == "Thank you!"
+    assert len(llm_server.requests) == 1  # only the reply the killed run never got
+    if shape == "stream":
+        assert report["said"] == "On it!" and report["chunks"] >= 2  # replayed chunk by chunk
+    else:  # the model's tool call, from the journal, has the same id and arguments
+        sent = llm_server.requests[0].body["messages"]
+        assert sent[-1] == {"role": "tool", "tool_call_id": "call_1", "content": "ch_1"}
+    (made,) = payments.charges  # the idempotent charge, sent again with its key, made once
+    assert made["key"].startswith("at-")
+    ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    assert sum(1 for entry in ledger if entry.get("type") == "llm") == 2  # none for the replay
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("effect", ["idempotent", "effect"])
+def test_resume_without_a_prompt_re_enters_the_killed_run(tmp_path: Path, effect: str) -> None:
+    payments = PaymentServer().start()
+    sessions = tmp_path / "sessions"
+    env = {"PAYMENTS_URL": payments.url, "CHARGE_EFFECT": effect}
+    try:
+        killed = subprocess.run(
+            [sys.executable, "-m", "tests.reentry_agent", str(sessions)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "KILL_INSIDE": "1", **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert killed.returncode == -9, killed.stderr
+        (stream,) = sessions.glob("*.events.jsonl")
+        agent = ("--agent", "tests.reentry_agent:rebuild")
+        resumed = run_cli(tmp_path, "resume", str(stream), *agent, cwd=ROOT, **env)
+        again = run_cli(tmp_path, "resume", str(stream), *agent, cwd=ROOT, **env)
+    finally:
+        payments.stop()
+    assert len(payments.charges) == 1
+    if effect == "idempotent":
+        assert "Answer: paid ch_1" in ok(resumed)
+        message = one_error_line(again)  # the run ended: nothing left to re-enter
+        assert "its last run was not interrupted" in message and "--prompt" in message
+    else:
+        assert resumed.returncode == 1, resumed.stderr
+        assert "1 tool call in doubt, not run again: 1.1 charge(" in resumed.stderr
+        assert again.returncode == 1  # still interrupted: stopped again, until it is decided
+
+
+# --- tools as with-blocks --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("effect", "reruns"), [("idempotent", True), ("effect", False)])
+def test_a_with_block_the_journal_cannot_skip_runs_again_or_is_refused(
+    traced: Traced, tmp_path: Path, effect: str, reruns: bool
+) -> None:
+    ran: list[str] = []
+
+    @agenttrace.agent("Shop")
+    def shop() -> None:
+        with agenttrace.tool("charge", arguments={"amount": 5}, effect=effect) as call:
+            ran.append("block")
+            call.set_result("ch_1")
+
+    shop()
+    traced.handle.force_flush()
+    rearm(tmp_path)
+    if reruns:
+        shop()
+        assert ran == ["block", "block"]
+        traced.handle.force_flush()
+        attempts = [(line["state"], line["attempt"]) for line in journal_lines(tmp_path)]
+        assert attempts[-2:] == [("intent", 2), ("done", 2)]
+    else:
+        with pytest.raises(agenttrace.InDoubtToolCall, match=r"1\.1 charge"):
+            shop()
+        assert ran == ["block"]  # the block did not run again
+
+
+def test_transcripts_are_set_back_to_where_the_run_started_and_the_events_say_so() -> None:
+    session = agenttrace.Session("rewound")
+    agent = session.allocate_agent_id()
+    session.log_agent_created(agent, name="Shop", initial=[{"role": "system", "content": "Be"}])
+    session.log_transcript_entry(agent, {"role": "user", "content": "Pay 5."})
+    started = session.message_counter  # the interrupted run starts here
+    session.log_transcript_entry(agent, {"role": "assistant", "content": "Paying."})
+    later = session.allocate_agent_id()  # a sub-agent the run created
+    session.log_agent_created(later, cause=None, name="Helper")
+    rewind_transcripts(session, list(session.events), started)
+    contents = [entry["content"] for entry in session.agents[agent].transcript]
+    assert contents == ["Be", "Pay 5."]
+    replayed = agenttrace.Session("rewound")
+    replayed.restore(list(session.events), raw_lines=None)  # what the stream will say
+    assert [entry["content"] for entry in replayed.agents[agent].transcript] == contents
+    assert later in session.agents  # left as it is
