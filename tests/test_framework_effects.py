@@ -35,11 +35,12 @@ smolagents = pytest.importorskip("smolagents")
 
 
 def journal(traced: Traced) -> list[dict[str, Any]]:
-    """The step lines of the test's session, in order."""
+    """The tool steps' lines of the test's session, in order (not the LLM attempts' or the
+    run's own)."""
     traced.handle.force_flush()
     (stream,) = traced.handle.settings.sessions_dir.glob("*.events.jsonl")
     lines = [json.loads(line) for line in stream.read_text().splitlines()]
-    return [line for line in lines if line["event_type"] == "step"]
+    return [line for line in lines if line["event_type"] == "step" and line["kind"] == "tool"]
 
 
 @pytest.mark.parametrize(
