@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from agenttrace import semconv as sc
-from agenttrace._internal.config import ConsoleMode
+from agenttrace._internal.capture import Output, captures
+from agenttrace._internal.config import ConsoleMode, Settings
 from agenttrace._internal.later import recorded_text
 from agenttrace._internal.redact import cap_text
 from agenttrace.model.lifecycle import Ended, Logged, Started
@@ -71,6 +72,8 @@ class ConsoleSink(Sink):
             "trace": _TRACE_LEVELS,
         }[mode]
         self._max_body_bytes = max_body_bytes
+        # The request and response bodies: content, so the one rule says whether they show.
+        self._bodies = captures(Output.CONSOLE, Settings(console=mode))
         # Each open scope's start and start attributes, by (origin, label): a line names its node.
         self._open: dict[tuple[str, str], tuple[int, Mapping[str, Any]]] = {}
 
@@ -117,7 +120,7 @@ class ConsoleSink(Sink):
             summary = _summary(attributes)
             if summary is not None:
                 self._write(format_line(attributes, summary))
-        if self.mode == "trace":
+        if self._bodies:
             # The bodies from the record: there whether or not content goes on spans.
             bodies = record.payloads if record.payloads is not None else attributes
             for key, label in _BODIES:

@@ -19,6 +19,7 @@ from typing import Any
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
+from agenttrace._internal.capture import Output, captures, content_attributes
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
 from agenttrace.model.events import alignment, same_entry
@@ -242,10 +243,11 @@ def input_content(new: Any, payloads: dict[str, str] | None = None) -> dict[str,
     and as the span attribute when content goes on spans."""
     if new is None:
         return {}
-    text = recorded_json(new, runtime.settings.max_payload_bytes)[1]
+    settings = runtime.settings
+    text = recorded_json(new, settings.max_payload_bytes)[1]
     if payloads is not None:
         payloads[sc.GEN_AI_INPUT_MESSAGES] = text
-    return {sc.GEN_AI_INPUT_MESSAGES: text} if runtime.settings.capture_content else {}
+    return content_attributes(Output.SPAN, {sc.GEN_AI_INPUT_MESSAGES: text}, settings)
 
 
 def input_delta(
@@ -344,13 +346,14 @@ def response_attributes(
     attributes.update(usage_attributes(usage))
     attributes.update(gateway_attributes(response, usage))
     settings = runtime.settings
-    if settings.capture_content or payloads is not None:
+    on_span = captures(Output.SPAN, settings)
+    if on_span or payloads is not None:
         output = output_messages(response)
         if output:
             text = recorded_json(output, settings.max_payload_bytes)[1]
             if payloads is not None:
                 payloads[sc.GEN_AI_OUTPUT_MESSAGES] = text
-            if settings.capture_content:
+            if on_span:
                 attributes[sc.GEN_AI_OUTPUT_MESSAGES] = text
     return attributes
 

@@ -20,6 +20,7 @@ from opentelemetry import _logs, trace
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
+from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.context import Linkable
 from agenttrace._internal.redact import recorded_json, scrub_text
 from agenttrace._internal.runtime import INSTRUMENTATION_NAME, runtime
@@ -45,7 +46,7 @@ def span_event_attributes(
     the settings default to the running ones)."""
     settings = runtime.settings
     if capture_content is None:
-        capture_content = settings.capture_content
+        capture_content = captures(Output.SPAN_EVENT, settings)
     if max_payload_bytes is None:
         max_payload_bytes = settings.max_payload_bytes
     attributes: dict[str, AttributeValue] = {}
@@ -103,7 +104,7 @@ def emit_inference_details(
         key: value for key, value in attributes.items() if key in _INFERENCE_ATTRIBUTES
     }
     for key in (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES):
-        if key in payloads:
+        if key in payloads:  # the caller asked captures(Output.LOG): the messages go here
             event[key] = payloads[key]
     _logs.get_logger(INSTRUMENTATION_NAME, __version__).emit(
         _logs.LogRecord(

@@ -39,6 +39,7 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
+from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.context import current_scope_var
 from agenttrace._internal.redact import cap_text, capped_attributes, capped_value, scrub_text
 from agenttrace._internal.runtime import runtime
@@ -738,7 +739,7 @@ def finish(
             events = (record_exception(span, passed, ended_ns),)
         span.end(ended_ns)
         if (
-            runtime.settings.content_events
+            captures(Output.LOG, runtime.settings)
             and isinstance(scope, OpScope)
             and scope.kind == sc.KIND_LLM
             and span.get_span_context().trace_flags.sampled
