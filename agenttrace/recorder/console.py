@@ -23,7 +23,7 @@ from agenttrace import semconv as sc
 from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.config import ConsoleMode, Settings
 from agenttrace._internal.later import recorded_text
-from agenttrace._internal.redact import cap_text
+from agenttrace._internal.redact import cap_text, scrub_json_text
 from agenttrace.model.lifecycle import Ended, Logged, Started
 from agenttrace.recorder.sink import Sink
 
@@ -78,6 +78,9 @@ class ConsoleSink(Sink):
         self._open: dict[tuple[str, str], tuple[int, Mapping[str, Any]]] = {}
 
     def _write(self, line: str) -> None:
+        """Write one line: the console's boundary, where the redaction policy is applied (the
+        records it reads were made outbound by their scopes; this holds for any line)."""
+        line = scrub_json_text(line)
         stream = self._stream
         if stream is None:
             stream = sys.stderr  # looked up each time: tests and apps may swap it
@@ -126,11 +129,16 @@ class ConsoleSink(Sink):
             for key, label in _BODIES:
                 body = recorded_text(bodies.get(key))
                 if body is not None:
-                    text = cap_text(body, self._max_body_bytes)
+                    text = cap_text(body, self._max_body_bytes, _as_is)  # scrubbed in _write
                     self._write(format_line(attributes, f"TRC {label} {text}"))
 
 
 _MAX_REASON = 300
+
+
+def _as_is(text: str) -> str:
+    return text
+
 
 _BODIES = (
     (sc.GEN_AI_INPUT_MESSAGES, "request"),

@@ -22,12 +22,13 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.context import Linkable
-from agenttrace._internal.redact import recorded_json, scrub_text
+from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import INSTRUMENTATION_NAME, runtime
 from agenttrace._internal.times import ts_nanoseconds
 from agenttrace._version import __version__
 from agenttrace.model.lifecycle import EventLogged, Record
 from agenttrace.session.state import Session, observe_events
+from agenttrace.tracing.outbound import outbound_attributes
 
 
 def emit(record: Record) -> None:
@@ -42,8 +43,10 @@ def span_event_attributes(
     capture_content: bool | None = None,
     max_payload_bytes: int | None = None,
 ) -> dict[str, AttributeValue]:
-    """A canonical event as the attributes of its span event (content capped and redacted;
-    the settings default to the running ones)."""
+    """A canonical event as the attributes of its span event (content recorded: capped and
+    redacted; the settings default to the running ones). The ids and names are as the event
+    has them: the span event's boundary (``outbound``) scrubs them, an export's
+    (``views.public``) did."""
     settings = runtime.settings
     if capture_content is None:
         capture_content = captures(Output.SPAN_EVENT, settings)
@@ -52,9 +55,8 @@ def span_event_attributes(
     attributes: dict[str, AttributeValue] = {}
     for key, attribute in sc.EVENT_FIELD_ATTRIBUTES:
         value = event.get(key)
-        if isinstance(value, str):  # ids and names
-            attributes[attribute] = scrub_text(value)
-        elif type(value) is int:  # a reset's ``kept``
+        # ids and names (scrubbed where the span event is added), a reset's ``kept``
+        if isinstance(value, str) or type(value) is int:
             attributes[attribute] = value
     reused = event.get("reused")
     if isinstance(reused, list):  # a reset's pieces: ids and counts, only JSON keeps them apart
@@ -71,8 +73,6 @@ def span_event_attributes(
             attributes[sc.EVENT_TOOL_CALLS] = recorded_json(calls, max_payload_bytes)[1]
     elif isinstance(event.get("content"), str):
         attributes[sc.EVENT_CONTENT_CHARS] = len(event["content"])
-    # The content and tool calls come out of recorded_json already redacted (scrubbing again
-    # would change nothing: it is idempotent).
     return attributes
 
 
@@ -87,7 +87,10 @@ def _on_canonical_event(
     span = getattr(scope, "span", None)
     if span is not None and span.is_recording():
         when = ts_nanoseconds(event["ts"]) or time.time_ns()
-        span.add_event(sc.EVENT_CANONICAL, span_event_attributes(event), timestamp=when)
+        attributes = outbound_attributes(
+            span_event_attributes(event), runtime.settings.max_payload_bytes
+        )
+        span.add_event(sc.EVENT_CANONICAL, attributes, timestamp=when)
     emit(EventLogged(session, event, line, scope.origin, scope.label, more))
 
 
