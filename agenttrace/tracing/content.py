@@ -1,8 +1,10 @@
-"""A tool call's arguments and result, recorded once for every output that carries them.
+"""An op's content, recorded once for every output that carries it.
 
-The decorators' ``@tool`` and the Claude Agent SDK's tool calls both record them here: the
-text goes into the op's payloads (the opTree's, and so the session file's and the console's)
-and, where content goes on spans (:func:`agenttrace._internal.capture.captures`), on the span.
+An LLM attempt's input and output messages (:func:`recorded_content`) and a tool call's
+arguments and result (:func:`tool_payload`, for ``@tool`` and the Claude Agent SDK's tool calls
+alike) are serialised, capped and redacted here (``recorded_json``): the text goes into the op's
+payloads (the opTree's, and so the session file's and the console's) and, where content goes
+on spans (:func:`agenttrace._internal.capture.captures`), on the span.
 """
 
 from __future__ import annotations
@@ -11,10 +13,22 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from agenttrace._internal.capture import Output, captures
+from agenttrace._internal.capture import Output, captures, content_attributes
 from agenttrace._internal.later import RecordedLater, json_length
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
+
+
+def recorded_content(
+    payloads: dict[str, Any] | None, key: str, value: Any
+) -> dict[str, AttributeValue]:
+    """Record ``value`` as ``payloads[key]`` (when ``payloads`` is given: the saved state), and
+    return it as the span attribute ``key`` where content goes on spans (else nothing)."""
+    settings = runtime.settings
+    text = recorded_json(value, settings.max_payload_bytes)[1]
+    if payloads is not None:
+        payloads[key] = text
+    return content_attributes(Output.SPAN, {key: text}, settings)
 
 
 def tool_payload(

@@ -19,10 +19,10 @@ from typing import Any
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace._internal.capture import Output, captures, content_attributes
-from agenttrace._internal.redact import recorded_json
+from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.runtime import runtime
 from agenttrace.model.events import alignment, same_entry
+from agenttrace.tracing.content import recorded_content
 from agenttrace.tracing.scopes import SessionScope
 
 _MISSING = object()
@@ -243,11 +243,7 @@ def input_content(new: Any, payloads: dict[str, str] | None = None) -> dict[str,
     and as the span attribute when content goes on spans."""
     if new is None:
         return {}
-    settings = runtime.settings
-    text = recorded_json(new, settings.max_payload_bytes)[1]
-    if payloads is not None:
-        payloads[sc.GEN_AI_INPUT_MESSAGES] = text
-    return content_attributes(Output.SPAN, {sc.GEN_AI_INPUT_MESSAGES: text}, settings)
+    return recorded_content(payloads, sc.GEN_AI_INPUT_MESSAGES, new)
 
 
 def input_delta(
@@ -345,16 +341,10 @@ def response_attributes(
     usage = field(response, "usage")
     attributes.update(usage_attributes(usage))
     attributes.update(gateway_attributes(response, usage))
-    settings = runtime.settings
-    on_span = captures(Output.SPAN, settings)
-    if on_span or payloads is not None:
+    if payloads is not None or captures(Output.SPAN, runtime.settings):
         output = output_messages(response)
         if output:
-            text = recorded_json(output, settings.max_payload_bytes)[1]
-            if payloads is not None:
-                payloads[sc.GEN_AI_OUTPUT_MESSAGES] = text
-            if on_span:
-                attributes[sc.GEN_AI_OUTPUT_MESSAGES] = text
+            attributes.update(recorded_content(payloads, sc.GEN_AI_OUTPUT_MESSAGES, output))
     return attributes
 
 
