@@ -21,14 +21,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from opentelemetry import _logs
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 
 import agenttrace
 from agenttrace.cli import FORMATS
 
 from .conftest import Traced
+from .helpers import log_records
 from .test_leak_paths import SECRET, SHOWN, URL, Fetcher, Run, run_agent
 from .test_serve import BEARER, _served, _trees
 
@@ -45,14 +44,8 @@ class Thinker(Fetcher):
 
 @pytest.fixture
 def logs() -> InMemoryLogRecordExporter:
-    """The log records agenttrace emits through the application's logger provider (one per
-    process: another test may have set it first)."""
-    exporter = InMemoryLogRecordExporter()
-    provider = _logs.get_logger_provider()
-    if not isinstance(provider, LoggerProvider):
-        provider = LoggerProvider()
-        _logs.set_logger_provider(provider)
-    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    """The log records agenttrace emits through the application's logger provider."""
+    exporter: InMemoryLogRecordExporter = log_records()
     return exporter
 
 

@@ -5,10 +5,10 @@ and the lifecycle records carry the same values, so the opTree, the session file
 ledger and the console get what the span got. Each string is capped
 (:func:`~agenttrace._internal.redact.cap_text`) and scrubbed of secrets
 (:func:`~agenttrace._internal.redact.scrub_json_text`; short ones through
-:func:`~agenttrace._internal.redact.scrub_short`, since names, labels and ids recur). The only
-exception is recorded content (:data:`RECORDED_CONTENT`): it was serialised, capped and
-scrubbed once where it was made (``recorded_json``), for every output it goes to, and is only
-capped here.
+:func:`~agenttrace._internal.redact.scrub_short`, since names and ids recur). Two kinds of
+value are only capped: recorded content (:data:`RECORDED_CONTENT`), serialised, capped and
+scrubbed once where it was made (``recorded_json``) for every output it goes to, and the values
+agenttrace makes itself (:data:`MADE_HERE`: path labels, txn ids, kinds).
 """
 
 from __future__ import annotations
@@ -39,20 +39,38 @@ RECORDED_CONTENT = frozenset(
 """Attributes whose text is recorded content: ``recorded_json`` made it (serialised, capped,
 scrubbed), so scanning it again would change nothing and cost as much as the first time."""
 
+MADE_HERE = frozenset(
+    {
+        sc.PATH,
+        sc.TXN_ID,
+        sc.TXN_ORIGIN,
+        sc.TXN_PARENT,
+        sc.KIND,
+        sc.GEN_AI_OPERATION_NAME,
+        sc.OPENINFERENCE_SPAN_KIND,
+    }
+)
+"""Attributes whose values agenttrace makes from counters, random ids and its own constants
+(path labels, txn ids, kinds): nothing of the user's is in them to scrub."""
+
+_ONLY_CAPPED = RECORDED_CONTENT | MADE_HERE
+
 
 def outbound_text(text: str, max_bytes: int) -> str:
     """``text`` as it may leave the process: scrubbed, in at most ``max_bytes`` UTF-8 bytes."""
     if len(text) <= SHORT_TEXT and fits(text, max_bytes):
-        return scrub_short(text)
+        clean = scrub_short(text)
+        if fits(clean, max_bytes):  # a replacement can make a text longer
+            return clean
     return cap_text(text, max_bytes, scrub_json_text)
 
 
 def outbound_value(key: str | None, value: Any, max_bytes: int) -> Any:
     """An attribute's value (or, with ``key`` ``None``, a span's name) as it may leave the
-    process: each string :func:`outbound_text`, recorded content only capped; other values as
-    they are."""
+    process: each string :func:`outbound_text`, except under :data:`RECORDED_CONTENT` and
+    :data:`MADE_HERE`, which are only capped; other values as they are."""
     if isinstance(value, str):
-        if key in RECORDED_CONTENT:
+        if key in _ONLY_CAPPED:
             return value if fits(value, max_bytes) else cap_text(value, max_bytes, _as_is)
         return outbound_text(value, max_bytes)
     if isinstance(value, (list, tuple)) and any(isinstance(item, str) for item in value):
@@ -65,7 +83,20 @@ def outbound_value(key: str | None, value: Any, max_bytes: int) -> Any:
 
 def outbound_attributes(attributes: Mapping[str, Any], max_bytes: int) -> dict[str, Any]:
     """Span or span event attributes, each value :func:`outbound_value` (a new dict)."""
-    return {key: outbound_value(key, value, max_bytes) for key, value in attributes.items()}
+    short = min(SHORT_TEXT, max_bytes // 4)  # text this short fits the cap: no measuring
+    outbound: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if type(value) is str and len(value) <= short:  # the common case, inlined
+            if key in _ONLY_CAPPED:
+                outbound[key] = value
+            else:
+                clean = scrub_short(value)
+                outbound[key] = clean if len(clean) <= short else outbound_text(value, max_bytes)
+        elif isinstance(value, (str, list, tuple)):
+            outbound[key] = outbound_value(key, value, max_bytes)
+        else:
+            outbound[key] = value
+    return outbound
 
 
 def _as_is(text: str) -> str:

@@ -629,7 +629,7 @@ def start_op(
     span_attributes: dict[str, AttributeValue] = {
         **turn.session.common,
         sc.KIND: kind,
-        sc.PATH: outbound_text(scope.label, cap),
+        sc.PATH: outbound_value(sc.PATH, scope.label, cap),
     }
     if kind == sc.KIND_TOOL:
         span_attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
