@@ -504,8 +504,7 @@ class _ToolSpec(_Spec[OpScope]):
 
 def _tool_result_attributes(scope: OpScope, result: Any) -> dict[str, AttributeValue]:
     """The result's span attributes; its recorded JSON goes into the saved state (recorded
-    later, off the caller's path: a result is not changed after it is returned, see
-    ``_internal/later``)."""
+    later, off the caller's path, for a result that cannot change: see ``_internal/later``)."""
     if result is None:
         return {sc.TOOL_CHARS_OUT: 0}
     return tool_payload(
