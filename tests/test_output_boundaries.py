@@ -121,3 +121,20 @@ async def test_no_output_carries_the_canary(run: Run, logs: InMemoryLogRecordExp
     for where in ("spans", "log records", "the console", "the session file's opTree"):
         assert SHOWN in seen[where].replace("\\u0026", "&").replace('\\"', '"'), where
     assert URL not in json.dumps(seen)
+
+
+def test_a_name_scrubbed_before_a_secret_was_known_is_scrubbed_again_after() -> None:
+    """The boundary remembers short texts it scrubbed (names recur on every span): a secret
+    remembered later must not be let through by that memory, for attributes or op names."""
+    from agenttrace._internal.redact import remember_secret
+    from agenttrace.tracing.outbound import outbound_attributes, outbound_text
+
+    secret = "late-known-Secret-4d1c"
+    name = f"tool {secret}"
+    assert outbound_text(name, 4096) == name  # not yet a secret
+    assert outbound_attributes({"gen_ai.tool.name": name}, 4096) == {"gen_ai.tool.name": name}
+    remember_secret(secret)
+    assert outbound_text(name, 4096) == "tool [REDACTED]"
+    assert outbound_attributes({"gen_ai.tool.name": name}, 4096) == {
+        "gen_ai.tool.name": "tool [REDACTED]"
+    }

@@ -243,14 +243,21 @@ SHORT_TEXT = 256
 
 def scrub_short(text: str) -> str:
     """:func:`scrub_json_text` of a short text (at most :data:`SHORT_TEXT` characters),
-    remembered: names, path labels and ids recur on every span. What was scrubbed before a
-    secret was remembered is not reused after (the memory is keyed by the secrets' generation)."""
-    return _scrubbed(text, secret_values.generation)
+    remembered: names and ids recur on every span. What was scrubbed before a secret was
+    remembered is not reused after (each entry keeps the secrets' generation it was made in)."""
+    generation = secret_values.generation  # read first: the scrub may see newer values only
+    entry = _short_memory.get(text)
+    if entry is not None and entry[0] == generation:
+        return entry[1]
+    clean = scrub_json_text(text)
+    if len(_short_memory) >= _SHORT_MEMORY:
+        _short_memory.clear()  # texts made up per call: keep only recent ones
+    _short_memory[text] = (generation, clean)
+    return clean
 
 
-@functools.lru_cache(maxsize=4096)
-def _scrubbed(text: str, generation: int) -> str:
-    return scrub_json_text(text)
+_SHORT_MEMORY = 4096
+_short_memory: dict[str, tuple[int, str]] = {}
 
 
 def _scrub_secret_pairs(text: str) -> str:

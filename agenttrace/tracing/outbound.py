@@ -13,7 +13,6 @@ agenttrace makes itself (:data:`MADE_HERE`: path labels, txn ids, kinds).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from agenttrace import semconv as sc
@@ -81,22 +80,27 @@ def outbound_value(key: str | None, value: Any, max_bytes: int) -> Any:
     return value
 
 
-def outbound_attributes(attributes: Mapping[str, Any], max_bytes: int) -> dict[str, Any]:
-    """Span or span event attributes, each value :func:`outbound_value` (a new dict)."""
+def outbound_attributes(attributes: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """Span or span event attributes, each value :func:`outbound_value`; ``attributes`` itself
+    when that changes nothing (the common case costs a look-up per string)."""
     short = min(SHORT_TEXT, max_bytes // 4)  # text this short fits the cap: no measuring
-    outbound: dict[str, Any] = {}
+    changed: dict[str, Any] | None = None
     for key, value in attributes.items():
         if type(value) is str and len(value) <= short:  # the common case, inlined
             if key in _ONLY_CAPPED:
-                outbound[key] = value
-            else:
-                clean = scrub_short(value)
-                outbound[key] = clean if len(clean) <= short else outbound_text(value, max_bytes)
+                continue
+            clean = scrub_short(value)
+            if len(clean) > short:
+                clean = outbound_text(value, max_bytes)
         elif isinstance(value, (str, list, tuple)):
-            outbound[key] = outbound_value(key, value, max_bytes)
+            clean = outbound_value(key, value, max_bytes)
         else:
-            outbound[key] = value
-    return outbound
+            continue
+        if clean is not value and clean != value:
+            if changed is None:
+                changed = dict(attributes)
+            changed[key] = clean
+    return attributes if changed is None else changed
 
 
 def _as_is(text: str) -> str:

@@ -41,6 +41,7 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.context import current_scope_var
+from agenttrace._internal.redact import secret_values
 from agenttrace._internal.runtime import runtime
 from agenttrace._internal.times import event_ts
 from agenttrace.formats.ledger import Accounted, accounting_entry, op_accounted
@@ -663,10 +664,25 @@ def start_op(
     return scope
 
 
+_names: dict[tuple[str, int], tuple[int, str, str]] = {}
+"""Per op name and cap: the secrets' generation, the name outbound, and a tool span's name
+outbound (few names recur)."""
+
+
 def _op_names(name: str, cap: int) -> tuple[str, str]:
-    """``name`` outbound, and the span name of a tool of that name, outbound (short names are
-    scrubbed through a memory: few names recur)."""
-    return outbound_text(name, cap), outbound_text(sc.SPAN_TOOL.format(name=name), cap)
+    """``name`` outbound, and the span name of a tool of that name, outbound; made once each
+    (again once a new secret is known)."""
+    generation = secret_values.generation
+    names = _names.get((name, cap))
+    if names is None or names[0] != generation:
+        if len(_names) >= 1024:  # names made up per call: keep only recent ones
+            _names.clear()
+        names = _names[name, cap] = (
+            generation,
+            outbound_text(name, cap),
+            outbound_text(sc.SPAN_TOOL.format(name=name), cap),
+        )
+    return names[1], names[2]
 
 
 # --- finishing scopes ------------------------------------------------------------------------
