@@ -138,3 +138,20 @@ def run_chain(depth: int) -> None:
         run()
 
     run_level(depth)
+
+
+def log_records() -> Any:
+    """An in-memory exporter of the log records emitted from now on through the application's
+    logger provider. OpenTelemetry lets a process set that provider once: the first caller
+    sets an SDK one, the next ones add their exporter to it."""
+    from opentelemetry import _logs
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+
+    exporter = InMemoryLogRecordExporter()
+    provider = _logs.get_logger_provider()
+    if not isinstance(provider, LoggerProvider):
+        provider = LoggerProvider()
+        _logs.set_logger_provider(provider)
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    return exporter

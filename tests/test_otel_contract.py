@@ -289,17 +289,11 @@ def test_content_stays_off_spans_by_default_but_the_saved_state_keeps_it(
 def test_content_as_the_conventions_log_event(tmp_path: Path) -> None:
     """EVENT_ONLY under gen_ai_latest_experimental: the content goes to a
     gen_ai.client.inference.operation.details log record parented to the LLM span."""
-    from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
-
     from agenttrace._internal.config import Settings
 
-    logs = InMemoryLogRecordExporter()
-    logger_provider = LoggerProvider()
-    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
-    from opentelemetry import _logs
+    from .helpers import log_records
 
-    _logs.set_logger_provider(logger_provider)
+    logs = log_records()
     settings = Settings.resolve(
         {
             "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "EVENT_ONLY",

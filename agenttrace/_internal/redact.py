@@ -18,10 +18,13 @@ cutting it costs. The margin means a secret that the final cut goes through was 
 replaced) before the cut. Caps are idempotent (:mod:`agenttrace._internal.caps`), and so is the
 scrubbing: an export or a console line made from recorded text leaves it as it is.
 
-Where it applies: spans (attributes, events, status), console lines, the billing ledger, the
-exports and the command line's output (:mod:`agenttrace.views.public`). The event stream and the
-session file are the agent's saved state: they keep transcript content verbatim unless
-``redacted_save`` is on, which runs :func:`scrub_json_text` over each line.
+Where it applies: at the boundary of each output (docs/architecture.md, "Content and
+redaction"): what a scope sends out (``agenttrace.tracing.outbound``: span attributes, events,
+status, and the records that feed the opTree, the ledger and the console), the console's line
+writer, the views and exports (:mod:`agenttrace.views.public`); content once, where it is
+recorded (:func:`recorded_json`). The event stream and the session file's events are the
+agent's saved state: they keep transcript content verbatim unless ``redacted_save`` is on,
+which runs :func:`scrub_json_text` over each line.
 """
 
 from __future__ import annotations
@@ -166,6 +169,8 @@ class _SecretValues:
         self._lock = threading.Lock()
         self._values: frozenset[str] = frozenset()
         self._pattern: re.Pattern[str] | None = None
+        self.generation = 0
+        """Counts the changes to the values, so text scrubbed before one is not reused."""
 
     def add(self, value: object) -> None:
         if not isinstance(value, str) or len(value) < MIN_SECRET_LENGTH or value in self._values:
@@ -176,6 +181,7 @@ class _SecretValues:
             alternatives = "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True))
             self._pattern = re.compile(alternatives)
             self._values = values
+            self.generation += 1
 
     def scrub(self, text: str) -> str:
         pattern = self._pattern
@@ -189,6 +195,7 @@ class _SecretValues:
         with self._lock:
             self._values = frozenset()
             self._pattern = None
+            self.generation += 1
 
 
 secret_values = _SecretValues()
@@ -223,10 +230,34 @@ def scrub_text(text: str) -> str:
 def scrub_json_text(text: str) -> str:
     """:func:`scrub_text` for JSON: also replaces the values of secret-named keys in it."""
     text = scrub_text(text)
-    for key in _JSON_KEY.findall(text):
-        if is_secret_key(key):
-            return _scrub_secret_pairs(text)
+    if '"' in text:  # no quote, no key
+        for key in _JSON_KEY.findall(text):
+            if is_secret_key(key):
+                return _scrub_secret_pairs(text)
     return text
+
+
+SHORT_TEXT = 256
+"""Text up to this many characters is scrubbed through :func:`scrub_short`'s memory."""
+
+
+def scrub_short(text: str) -> str:
+    """:func:`scrub_json_text` of a short text (at most :data:`SHORT_TEXT` characters),
+    remembered: names and ids recur on every span. What was scrubbed before a secret was
+    remembered is not reused after (each entry keeps the secrets' generation it was made in)."""
+    generation = secret_values.generation  # read first: the scrub may see newer values only
+    entry = _short_memory.get(text)
+    if entry is not None and entry[0] == generation:
+        return entry[1]
+    clean = scrub_json_text(text)
+    if len(_short_memory) >= _SHORT_MEMORY:
+        _short_memory.clear()  # texts made up per call: keep only recent ones
+    _short_memory[text] = (generation, clean)
+    return clean
+
+
+_SHORT_MEMORY = 4096
+_short_memory: dict[str, tuple[int, str]] = {}
 
 
 def _scrub_secret_pairs(text: str) -> str:
@@ -279,38 +310,6 @@ def cap_text(text: str, max_bytes: int, scrub: Callable[[str], str] = scrub_json
     if len(window) == len(text) and fits(clean, max_bytes):
         return clean  # a secret replaced was what made it too big
     return truncate_utf8(clean, max_bytes, original_size(text))
-
-
-def capped_value(value: Any, max_bytes: int) -> Any:
-    """A span attribute's value (or a span's name) with a string over ``max_bytes`` cut as
-    :func:`cap_text` cuts it, and a list holding one with each string capped; ``value`` itself
-    when nothing is over the cap (the common case costs a length check)."""
-    if isinstance(value, str):
-        return value if fits(value, max_bytes) else cap_text(value, max_bytes, scrub_text)
-    if isinstance(value, (list, tuple)) and any(
-        isinstance(item, str) and not fits(item, max_bytes) for item in value
-    ):
-        return [
-            cap_text(item, max_bytes, scrub_text) if isinstance(item, str) else item
-            for item in value
-        ]
-    return value
-
-
-def capped_attributes(attributes: dict[str, Any], max_bytes: int) -> dict[str, Any]:
-    """Span attributes, each value :func:`capped_value`: the one rule for every attribute
-    agenttrace sets on a span, so that an export of the session file, which caps every string
-    it writes the same way (see :mod:`agenttrace.views.public`), gives back what the span
-    carried. ``attributes`` itself is returned when nothing is over the cap."""
-    capped: dict[str, Any] | None = None
-    for key, value in attributes.items():
-        cut = capped_value(value, max_bytes)
-        if cut is value:
-            continue
-        if capped is None:
-            capped = dict(attributes)
-        capped[key] = cut
-    return attributes if capped is None else capped
 
 
 _RECORDED = json.JSONEncoder(ensure_ascii=False, default=lambda value: jsonable(value))

@@ -20,9 +20,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from agenttrace import semconv as sc
-from agenttrace._internal.config import ConsoleMode
+from agenttrace._internal.capture import Output, captures
+from agenttrace._internal.config import ConsoleMode, Settings
 from agenttrace._internal.later import recorded_text
-from agenttrace._internal.redact import cap_text
+from agenttrace._internal.redact import cap_text, scrub_json_text
 from agenttrace.model.lifecycle import Ended, Logged, Started
 from agenttrace.recorder.sink import Sink
 
@@ -71,10 +72,15 @@ class ConsoleSink(Sink):
             "trace": _TRACE_LEVELS,
         }[mode]
         self._max_body_bytes = max_body_bytes
+        # The request and response bodies: content, so the one rule says whether they show.
+        self._bodies = captures(Output.CONSOLE, Settings(console=mode))
         # Each open scope's start and start attributes, by (origin, label): a line names its node.
         self._open: dict[tuple[str, str], tuple[int, Mapping[str, Any]]] = {}
 
     def _write(self, line: str) -> None:
+        """Write one line: the console's boundary, where the redaction policy is applied (the
+        records it reads were made outbound by their scopes; this holds for any line)."""
+        line = scrub_json_text(line)
         stream = self._stream
         if stream is None:
             stream = sys.stderr  # looked up each time: tests and apps may swap it
@@ -117,17 +123,22 @@ class ConsoleSink(Sink):
             summary = _summary(attributes)
             if summary is not None:
                 self._write(format_line(attributes, summary))
-        if self.mode == "trace":
+        if self._bodies:
             # The bodies from the record: there whether or not content goes on spans.
             bodies = record.payloads if record.payloads is not None else attributes
             for key, label in _BODIES:
                 body = recorded_text(bodies.get(key))
                 if body is not None:
-                    text = cap_text(body, self._max_body_bytes)
+                    text = cap_text(body, self._max_body_bytes, _as_is)  # scrubbed in _write
                     self._write(format_line(attributes, f"TRC {label} {text}"))
 
 
 _MAX_REASON = 300
+
+
+def _as_is(text: str) -> str:
+    return text
+
 
 _BODIES = (
     (sc.GEN_AI_INPUT_MESSAGES, "request"),

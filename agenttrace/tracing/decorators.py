@@ -27,12 +27,11 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
-from agenttrace._internal.later import RecordedLater, json_length
-from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
 from agenttrace.model.journal import EFFECTS
 from agenttrace.tracing.agents import owner_agent_id, str_attribute
 from agenttrace.tracing.binding import BOUND, PLAIN, Binding, binding_of
+from agenttrace.tracing.content import tool_payload
 from agenttrace.tracing.llm_attributes import (
     classify_error,
     input_content,
@@ -473,14 +472,21 @@ class _ToolSpec(_Spec[OpScope]):
         name = name or self.default_name or "tool"
         arguments = self._arguments(args, kwargs, owner is not None)
         # A dict built here holds what the call was given and no one else changes it.
-        attributes, recorded = _tool_request_attributes(arguments, self.arguments is None)
+        payloads: dict[str, Any] = {}
+        attributes = tool_payload(
+            payloads,
+            sc.GEN_AI_TOOL_CALL_ARGUMENTS,
+            sc.TOOL_CHARS_IN,
+            arguments,
+            later=self.arguments is None,
+        )
         if self.category is not None:
             attributes[sc.TOOL_CATEGORY] = self.category
         if self.provider is not None:
             attributes[sc.TOOL_PROVIDER] = self.provider
         caller = current_scope()
         scope = start_op(sc.KIND_TOOL, name, attributes)
-        scope.payloads[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = recorded
+        scope.payloads.update(payloads)
         scope.text_arguments = tuple(arguments.values())
         call = scope.turn.claim_tool_call(name)
         if call is not None:
@@ -543,45 +549,14 @@ class _ToolSpec(_Spec[OpScope]):
         log_tool_result(scope, item)  # each item is a tool entry of its own
 
 
-def _tool_request_attributes(
-    arguments: Mapping[str, Any], built_here: bool
-) -> tuple[dict[str, AttributeValue], str | RecordedLater]:
-    """The arguments' span attributes, and their recorded JSON (kept in the saved state):
-    recorded later, off the caller's path, when nothing can change them (``built_here``: the
-    dict is agenttrace's own) and the span does not carry them."""
-    settings = runtime.settings
-    if built_here and not settings.capture_content:
-        length = json_length(arguments)
-        if length is not None:
-            later = RecordedLater(arguments, settings.max_payload_bytes)
-            return {sc.TOOL_CHARS_IN: length}, later
-    length, recorded = recorded_json(arguments, settings.max_payload_bytes)
-    attributes: dict[str, AttributeValue] = {sc.TOOL_CHARS_IN: length}
-    if settings.capture_content:
-        attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = recorded
-    return attributes, recorded
-
-
 def _tool_result_attributes(scope: OpScope, result: Any) -> dict[str, AttributeValue]:
     """The result's span attributes; its recorded JSON goes into the saved state (recorded
     later, off the caller's path, for a result that cannot change: see ``_internal/later``)."""
     if result is None:
         return {sc.TOOL_CHARS_OUT: 0}
-    settings = runtime.settings
-    if not settings.capture_content:
-        # A string's figure is its length (it is recorded as it is, not as JSON).
-        length = len(result) if type(result) is str else json_length(result)
-        if length is not None:
-            scope.payloads[sc.GEN_AI_TOOL_CALL_RESULT] = RecordedLater(
-                result, settings.max_payload_bytes
-            )
-            return {sc.TOOL_CHARS_OUT: length}
-    length, recorded = recorded_json(result, settings.max_payload_bytes)
-    scope.payloads[sc.GEN_AI_TOOL_CALL_RESULT] = recorded
-    attributes: dict[str, AttributeValue] = {sc.TOOL_CHARS_OUT: length}
-    if settings.capture_content:
-        attributes[sc.GEN_AI_TOOL_CALL_RESULT] = recorded
-    return attributes
+    return tool_payload(
+        scope.payloads, sc.GEN_AI_TOOL_CALL_RESULT, sc.TOOL_CHARS_OUT, result, later=True
+    )
 
 
 @overload

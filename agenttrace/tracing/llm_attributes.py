@@ -19,11 +19,12 @@ from typing import Any
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace._internal.redact import recorded_json
+from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.runtime import runtime
 from agenttrace.model.events import alignment, same_entry
 from agenttrace.model.outcome import Usage
 from agenttrace.tracing.op_attributes import usage_span_attributes
+from agenttrace.tracing.content import recorded_content
 from agenttrace.tracing.scopes import SessionScope
 
 _MISSING = object()
@@ -236,10 +237,7 @@ def input_content(new: Any, payloads: dict[str, str] | None = None) -> dict[str,
     and as the span attribute when content goes on spans."""
     if new is None:
         return {}
-    text = recorded_json(new, runtime.settings.max_payload_bytes)[1]
-    if payloads is not None:
-        payloads[sc.GEN_AI_INPUT_MESSAGES] = text
-    return {sc.GEN_AI_INPUT_MESSAGES: text} if runtime.settings.capture_content else {}
+    return recorded_content(payloads, sc.GEN_AI_INPUT_MESSAGES, new)
 
 
 def input_delta(
@@ -337,15 +335,10 @@ def response_attributes(
     usage = field(response, "usage")
     attributes.update(usage_attributes(usage))
     attributes.update(gateway_attributes(response, usage))
-    settings = runtime.settings
-    if settings.capture_content or payloads is not None:
+    if payloads is not None or captures(Output.SPAN, runtime.settings):
         output = output_messages(response)
         if output:
-            text = recorded_json(output, settings.max_payload_bytes)[1]
-            if payloads is not None:
-                payloads[sc.GEN_AI_OUTPUT_MESSAGES] = text
-            if settings.capture_content:
-                attributes[sc.GEN_AI_OUTPUT_MESSAGES] = text
+            attributes.update(recorded_content(payloads, sc.GEN_AI_OUTPUT_MESSAGES, output))
     return attributes
 
 

@@ -14,9 +14,10 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
-from agenttrace._internal.redact import cap_text, recorded_json, scrub_text
+from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
 from agenttrace.model.lifecycle import Logged
+from agenttrace.tracing.outbound import outbound_attributes
 from agenttrace.tracing.recording import emit
 from agenttrace.tracing.scopes import Scope, current_scope
 
@@ -41,7 +42,7 @@ def log(level: str, message: str, **details: Any) -> None:
         cap = runtime.settings.max_payload_bytes
         attributes: dict[str, AttributeValue] = {
             sc.LOG_LEVEL: level,
-            sc.LOG_MESSAGE: cap_text(str(message), cap, scrub_text),
+            sc.LOG_MESSAGE: str(message),
         }
         if details:
             attributes[sc.LOG_DETAILS] = recorded_json(details, cap)[1]
@@ -64,8 +65,7 @@ def record_reasoning(scope: Scope | None, text: str) -> None:
     """One chunk of reasoning on ``scope`` (an LLM attempt whose response carried it): capped
     and redacted like content, a span event, a ``THK`` console line and the op's opTree
     ``reasoning``."""
-    text = cap_text(str(text), runtime.settings.max_payload_bytes)  # content's scrubbing
-    _emit(sc.EVENT_REASONING, {sc.REASONING_TEXT: text}, scope)
+    _emit(sc.EVENT_REASONING, {sc.REASONING_TEXT: str(text)}, scope)
 
 
 def _emit(name: str, attributes: dict[str, AttributeValue], scope: Scope | None = None) -> None:
@@ -74,6 +74,8 @@ def _emit(name: str, attributes: dict[str, AttributeValue], scope: Scope | None 
     if scope is None:
         return
     attributes[sc.PATH] = scope.label
+    # The span event and the record (console, opTree) carry the same outbound values.
+    attributes = outbound_attributes(attributes, runtime.settings.max_payload_bytes)
     now = time.time_ns()
     span = scope.span
     if span.is_recording():

@@ -21,13 +21,15 @@ from opentelemetry import _logs, trace
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
+from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.context import Linkable
-from agenttrace._internal.redact import recorded_json, scrub_text
+from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import INSTRUMENTATION_NAME, runtime
 from agenttrace._internal.times import ts_nanoseconds
 from agenttrace._version import __version__
 from agenttrace.model.lifecycle import EventLogged, Record
 from agenttrace.session.state import Session
+from agenttrace.tracing.outbound import outbound_attributes
 
 
 def emit(record: Record) -> None:
@@ -42,19 +44,20 @@ def span_event_attributes(
     capture_content: bool | None = None,
     max_payload_bytes: int | None = None,
 ) -> dict[str, AttributeValue]:
-    """A canonical event as the attributes of its span event (content capped and redacted;
-    the settings default to the running ones)."""
+    """A canonical event as the attributes of its span event (content recorded: capped and
+    redacted; the settings default to the running ones). The ids and names are as the event
+    has them: the span event's boundary (``outbound``) scrubs them, an export's
+    (``views.public``) did."""
     settings = runtime.settings
     if capture_content is None:
-        capture_content = settings.capture_content
+        capture_content = captures(Output.SPAN_EVENT, settings)
     if max_payload_bytes is None:
         max_payload_bytes = settings.max_payload_bytes
     attributes: dict[str, AttributeValue] = {}
     for key, attribute in sc.EVENT_FIELD_ATTRIBUTES:
         value = event.get(key)
-        if isinstance(value, str):  # ids and names
-            attributes[attribute] = scrub_text(value)
-        elif type(value) is int:  # a reset's ``kept``
+        # ids and names (scrubbed where the span event is added), a reset's ``kept``
+        if isinstance(value, str) or type(value) is int:
             attributes[attribute] = value
     reused = event.get("reused")
     if isinstance(reused, list):  # a reset's pieces: ids and counts, only JSON keeps them apart
@@ -71,8 +74,6 @@ def span_event_attributes(
             attributes[sc.EVENT_TOOL_CALLS] = recorded_json(calls, max_payload_bytes)[1]
     elif isinstance(event.get("content"), str):
         attributes[sc.EVENT_CONTENT_CHARS] = len(event["content"])
-    # The content and tool calls come out of recorded_json already redacted (scrubbing again
-    # would change nothing: it is idempotent).
     return attributes
 
 
@@ -85,7 +86,10 @@ def record_canonical_event(
     of an application's own provider without ``init()``."""
     if span is not None and span.is_recording():
         when = ts_nanoseconds(event["ts"]) or time.time_ns()
-        span.add_event(sc.EVENT_CANONICAL, span_event_attributes(event), timestamp=when)
+        attributes = outbound_attributes(
+            span_event_attributes(event), runtime.settings.max_payload_bytes
+        )
+        span.add_event(sc.EVENT_CANONICAL, attributes, timestamp=when)
     emit(EventLogged(session, event, line, scope.origin, scope.label, more))
 
 
@@ -99,7 +103,7 @@ def emit_inference_details(
         key: value for key, value in attributes.items() if key in _INFERENCE_ATTRIBUTES
     }
     for key in (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES):
-        if key in payloads:
+        if key in payloads:  # the caller asked captures(Output.LOG): the messages go here
             event[key] = payloads[key]
     _logs.get_logger(INSTRUMENTATION_NAME, __version__).emit(
         _logs.LogRecord(

@@ -39,8 +39,9 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
+from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.context import current_scope_var
-from agenttrace._internal.redact import cap_text, capped_attributes, capped_value, scrub_text
+from agenttrace._internal.redact import secret_values
 from agenttrace._internal.runtime import runtime
 from agenttrace._internal.times import event_ts
 from agenttrace.formats.ledger import Accounted
@@ -51,6 +52,7 @@ from agenttrace.model.paths import Address, format_label
 from agenttrace.model.reentry import Reentry
 from agenttrace.session.state import Session, current_session
 from agenttrace.tracing.agents import agent_of
+from agenttrace.tracing.outbound import outbound_attributes, outbound_text, outbound_value
 from agenttrace.tracing.recording import emit, emit_inference_details, record_canonical_event
 from agenttrace.tracing.run_journal import journal_run_end, journal_run_start
 
@@ -157,7 +159,7 @@ class _BaseScope:
         """Set an attribute on the span, and remember it for the scope's ``Ended`` record."""
         if self.late is None:
             self.late = {}
-        value = capped_value(value, runtime.settings.max_payload_bytes)
+        value = outbound_value(key, value, runtime.settings.max_payload_bytes)
         self.late[key] = value
         self.span.set_attribute(key, value)
 
@@ -368,10 +370,10 @@ def _start(
     (``session``: a root run's ``Session``; ``capped``: the name and attributes are capped
     already)."""
     if not capped:
-        # The name and every string attribute are capped as an export of the session file
-        # caps every string it writes, so the two agree whatever their length.
-        attributes = capped_attributes(attributes, runtime.settings.max_payload_bytes)
-        name = capped_value(name, runtime.settings.max_payload_bytes)
+        # The name and every string attribute are capped and scrubbed as an export of the
+        # session file does to every string it writes, so the two agree.
+        attributes = outbound_attributes(attributes, runtime.settings.max_payload_bytes)
+        name = outbound_text(name, runtime.settings.max_payload_bytes)
     if parent is not None:
         span = runtime.tracer.start_span(
             name,
@@ -510,7 +512,7 @@ def start_session(
     scope.run = run
     scope.origin = run.origin_txn_id
     scope.agent_id = agent_of(run.session, owner, name, model, agent_id)
-    scope.common = capped_attributes(  # capped once: every span inside carries it as it is
+    scope.common = outbound_attributes(  # once: every span inside carries it as it is
         {sc.TXN_ID: scope.txn_id, sc.TXN_ORIGIN: run.origin_txn_id, sc.AGENT_ID: scope.agent_id},
         runtime.settings.max_payload_bytes,
     )
@@ -670,14 +672,14 @@ def start_op(
     scope.streamed_chars = 0
     scope.payloads = {}
     scope.origin = turn.origin
-    # Capped here, part by part: the session's common attributes were capped when it started.
+    # Made outbound here, part by part: the session's common attributes were when it started.
     settings = runtime.settings
     cap = settings.max_payload_bytes
     capped_name, tool_span_name = _op_names(name, cap)
     span_attributes: dict[str, AttributeValue] = {
         **turn.session.common,
         sc.KIND: kind,
-        sc.PATH: capped_value(scope.label, cap),
+        sc.PATH: outbound_value(sc.PATH, scope.label, cap),
     }
     if kind == sc.KIND_TOOL:
         span_attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
@@ -693,9 +695,9 @@ def start_op(
     if implicit:
         span_attributes[sc.IMPLICIT] = True
     if attributes:
-        span_attributes.update(capped_attributes(attributes, cap))
+        span_attributes.update(outbound_attributes(attributes, cap))
     if more is not None:
-        span_attributes.update(capped_attributes(more(scope.session), cap))
+        span_attributes.update(outbound_attributes(more(scope.session), cap))
     # GenAI conventions: a call to a model is a CLIENT span; agents and tools run in-process.
     span_kind = SpanKind.CLIENT if kind == sc.KIND_LLM else SpanKind.INTERNAL
     _start(
@@ -711,21 +713,25 @@ def start_op(
     return scope
 
 
-_names: dict[tuple[str, int], tuple[str, str]] = {}
-"""Per op name and cap: the name capped, and a tool span's name capped (few names recur)."""
+_names: dict[tuple[str, int], tuple[int, str, str]] = {}
+"""Per op name and cap: the secrets' generation, the name outbound, and a tool span's name
+outbound (few names recur)."""
 
 
 def _op_names(name: str, cap: int) -> tuple[str, str]:
-    """``name`` capped, and the span name of a tool of that name, capped; made once each."""
+    """``name`` outbound, and the span name of a tool of that name, outbound; made once each
+    (again once a new secret is known)."""
+    generation = secret_values.generation
     names = _names.get((name, cap))
-    if names is None:
+    if names is None or names[0] != generation:
         if len(_names) >= 1024:  # names made up per call: keep only recent ones
             _names.clear()
         names = _names[name, cap] = (
-            capped_value(name, cap),
-            capped_value(sc.SPAN_TOOL.format(name=name), cap),
+            generation,
+            outbound_text(name, cap),
+            outbound_text(sc.SPAN_TOOL.format(name=name), cap),
         )
-    return names
+    return names[1], names[2]
 
 
 # --- finishing scopes ------------------------------------------------------------------------
@@ -776,7 +782,7 @@ def finish(
     finally:
         # Even if computing the attributes failed, the span ends with the call's status.
         if final:
-            final = capped_attributes(final, runtime.settings.max_payload_bytes)
+            final = outbound_attributes(final, runtime.settings.max_payload_bytes)
             span.set_attributes(final)
         description: str | None = None
         events: tuple[SpanEvent, ...] = ()
@@ -787,7 +793,7 @@ def finish(
             events = (record_exception(span, passed, ended_ns),)
         span.end(ended_ns)
         if (
-            runtime.settings.content_events
+            captures(Output.LOG, runtime.settings)
             and isinstance(scope, OpScope)
             and scope.kind == sc.KIND_LLM
             and span.get_span_context().trace_flags.sampled
@@ -869,7 +875,7 @@ def record_error(span: Span, error: BaseException, when_ns: int) -> tuple[str, S
     """Set ERROR status and add an ``exception`` event, both capped and scrubbed of secrets;
     returns the status description and the event as recorded."""
     cap = runtime.settings.max_payload_bytes
-    message = cap_text(f"{type(error).__name__}: {error}", cap, scrub_text)
+    message = outbound_text(f"{type(error).__name__}: {error}", cap)
     span.set_status(Status(StatusCode.ERROR, message))
     return message, record_exception(span, error, when_ns)
 
@@ -882,10 +888,8 @@ def record_exception(span: Span, error: BaseException, when_ns: int) -> SpanEven
     qualname = type(error).__qualname__
     attributes: dict[str, AttributeValue] = {
         "exception.type": qualname if module == "builtins" else f"{module}.{qualname}",
-        "exception.message": cap_text(str(error), cap, scrub_text),
-        "exception.stacktrace": cap_text(
-            "".join(traceback.format_exception(error)), cap, scrub_text
-        ),
+        "exception.message": outbound_text(str(error), cap),
+        "exception.stacktrace": outbound_text("".join(traceback.format_exception(error)), cap),
         "exception.escaped": "True",
     }
     span.add_event("exception", attributes, timestamp=when_ns)
@@ -921,9 +925,7 @@ def _flatten_ingress(ingress: Mapping[str, Any]) -> dict[str, AttributeValue]:
             # JSON has no infinity or NaN: as text, or the session file could not be read back.
             flat[sc.INGRESS_PREFIX + prefix] = str(value)
         elif isinstance(value, (str, bool, int, float)):
-            flat[sc.INGRESS_PREFIX + prefix] = (
-                scrub_text(value) if isinstance(value, str) else value
-            )
+            flat[sc.INGRESS_PREFIX + prefix] = value  # scrubbed where the span starts
 
     walk("", ingress)
     flat.setdefault(sc.INGRESS_SOURCE, "api")

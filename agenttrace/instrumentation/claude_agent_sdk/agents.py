@@ -24,8 +24,8 @@ from typing import Any
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
+from agenttrace.tracing.content import tool_payload
 from agenttrace.tracing.relays import piece_for
 from agenttrace.tracing.scopes import OpScope, SessionScope, finish, start_op, start_session
 from agenttrace.tracing.steps import begin_tool_step, end_tool_step
@@ -65,21 +65,18 @@ class ToolCall:
         self.input: dict[str, Any] = dict(input) if isinstance(input, Mapping) else {}
         self.done = False
         self.sub: AgentRun | None = None
-        settings = runtime.settings
-        length, recorded = recorded_json(self.input, settings.max_payload_bytes)
-        attributes: dict[str, AttributeValue] = {
-            sc.TOOL_CHARS_IN: length,
-            sc.GEN_AI_TOOL_CALL_ID: self.id,
-        }
+        payloads: dict[str, Any] = {}
+        attributes = tool_payload(
+            payloads, sc.GEN_AI_TOOL_CALL_ARGUMENTS, sc.TOOL_CHARS_IN, self.input
+        )
+        attributes[sc.GEN_AI_TOOL_CALL_ID] = self.id
         server = mcp_server_of(self.name)
         if server is not None:
             attributes[sc.TOOL_MCP_SERVER] = server
-        if settings.capture_content:
-            attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = recorded
         # In the message's turn, a sibling of its chat span (not a child of it).
         with current(message.op.turn):
             self.op: OpScope = start_op(sc.KIND_TOOL, self.name, attributes, started_ns=now)
-        self.op.payloads[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = recorded
+        self.op.payloads.update(payloads)
         self.op.call_id = self.id
         # The CLI runs the tool, not this process: the intent is journaled when the program
         # receives the call, and a call it saw start and never saw end stays in doubt.
@@ -102,12 +99,9 @@ class ToolCall:
             None if is_error else answer,
             at=self.op,
         )
-        settings = runtime.settings
-        length, recorded = recorded_json(text, settings.max_payload_bytes)
-        self.op.payloads[sc.GEN_AI_TOOL_CALL_RESULT] = recorded
-        attributes: dict[str, AttributeValue] = {sc.TOOL_CHARS_OUT: length}
-        if settings.capture_content:
-            attributes[sc.GEN_AI_TOOL_CALL_RESULT] = recorded
+        attributes = tool_payload(
+            self.op.payloads, sc.GEN_AI_TOOL_CALL_RESULT, sc.TOOL_CHARS_OUT, text
+        )
         error = ToolError(text) if is_error else None
         end_tool_step(self.op, text, error)
         finish(self.op, error, attributes, ended_ns=now)

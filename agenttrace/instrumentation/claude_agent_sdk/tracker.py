@@ -28,7 +28,7 @@ from claude_agent_sdk import types as sdk
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace._internal.redact import cap_text
+from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.runtime import runtime
 from agenttrace.tracing.llm_attributes import status_category, usage_attributes
 from agenttrace.tracing.scopes import start_session
@@ -190,8 +190,8 @@ class SdkSession:
             value = self.init.get(name)
             if isinstance(value, str) and value:
                 attributes[key] = value
-        if text is not None and runtime.settings.capture_content:
-            attributes[USER_INPUT] = cap_text(text, runtime.settings.max_payload_bytes)
+        if text is not None and captures(Output.SPAN, runtime.settings):
+            attributes[USER_INPUT] = text  # capped and scrubbed by set_attribute
         for key, value in attributes.items():
             scope.set_attribute(key, value)
         main = AgentRun(scope, started)

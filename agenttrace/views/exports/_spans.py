@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 from agenttrace import semconv as sc
-from agenttrace._internal.redact import scrub_text
 from agenttrace._internal.times import iso_nanoseconds, ts_nanoseconds
 from agenttrace._version import __version__
 from agenttrace.formats.documents import read_any
@@ -838,16 +837,16 @@ def _events_by_span(events: list[dict[str, Any]]) -> dict[str, list[dict[str, An
 
 def _canonical_logs(events: Iterable[Mapping[str, Any]], start_ns: int) -> Iterator[SpanLog]:
     """The session's canonical events recorded on a span, as the span events they were on the
-    wire, so a trace viewer shows who said what where. The text is scrubbed of known secrets
-    as it was on the wire: an export is meant to leave the machine."""
+    wire, so a trace viewer shows who said what where. The events were redacted and capped
+    when the document was loaded (:func:`load`: the exports' boundary)."""
     for event in events:
         attributes: dict[str, AttributeValue] = {}
         for key, attribute in sc.EVENT_FIELD_ATTRIBUTES:
             _put(attributes, attribute, event.get(key))
         content = event.get("content")
         if isinstance(content, str):
-            attributes[sc.EVENT_CONTENT] = scrub_text(content)
+            attributes[sc.EVENT_CONTENT] = content
         calls = event.get("tool_calls")
         if calls:
-            attributes[sc.EVENT_TOOL_CALLS] = scrub_text(json_text(calls))
+            attributes[sc.EVENT_TOOL_CALLS] = json_text(calls)
         yield SpanLog(iso_nanoseconds(event.get("ts")) or start_ns, sc.EVENT_CANONICAL, attributes)
