@@ -39,6 +39,10 @@ class Reply:
     provider: str | None = None
     """The provider that served the call, as OpenRouter names it in its responses' top-level
     ``provider`` field (with the usage, in a stream's last chunk)."""
+    received: threading.Event | None = None
+    """Set when the request has arrived (before any ``gate``)."""
+    gate: threading.Event | None = None
+    """The answer waits until this is set: a call that hangs for as long as a test wants."""
 
     def openai_usage(self) -> dict[str, Any]:
         return self.usage or {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
@@ -115,6 +119,10 @@ class LLMServer(LoopbackServer):
             def do_POST(self) -> None:
                 body = self.read_json()
                 reply = server._take(Request(self.path, dict(self.headers.items()), body))
+                if reply.received is not None:
+                    reply.received.set()
+                if reply.gate is not None:
+                    reply.gate.wait(timeout=120)
                 if reply.delay:
                     time.sleep(reply.delay)
                 try:

@@ -16,10 +16,12 @@ import re
 import select
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import litellm
 import pytest
 from starlette.testclient import TestClient
 
@@ -36,6 +38,8 @@ from agenttrace.views.tree import optree_tree, render_optree
 
 from . import live_agent
 from .conftest import Traced
+from .llm_server import LLMServer, Reply
+from .test_litellm import http
 from .helpers import ROOT, child_env
 
 TOKEN = "test-token-of-this-server"
@@ -346,6 +350,47 @@ def test_an_llm_attempt_in_flight_shows_as_its_model(traced: Traced) -> None:
     assert op["startedAt"] == step["startedAt"] and "request" not in op
     lines = render_optree(document["tree"])
     assert lines[-1].endswith("1.1 llm openai/gpt-4o-mini in progress")
+
+
+def test_a_litellm_call_that_hangs_is_running_until_its_answer_comes(
+    traced: Traced, llm: LLMServer
+) -> None:
+    """A real LLM call the model server holds: its journal intent (written as the attempt
+    starts) makes it a running ``llm`` node in the live tree and the JSON API while nothing else
+    says it exists; once the answer comes it is the ended attempt."""
+    sessions = traced.handle.settings.sessions_dir
+    session_id = agenttrace.current_session().session_id
+    client = _client(sessions)
+    received, gate = threading.Event(), threading.Event()
+    llm.reset(Reply(content="Here.", received=received, gate=gate))
+    answers: list[Any] = []
+
+    @agenttrace.agent("Boss")
+    def boss() -> None:
+        answers.append(litellm.completion(**http(llm)))
+
+    caller = threading.Thread(target=boss)
+    caller.start()
+    try:
+        assert received.wait(timeout=60)  # the request is at the server, which holds it
+        traced.handle.force_flush()  # what the call has journaled so far is on disk
+        document = client.get(f"/api/runs/{session_id}/tree", headers=BEARER).json()
+        drawn = _text(optree_tree(read_live(sessions, session_id).loaded.runs, running_at=None))
+    finally:
+        gate.set()
+        caller.join(timeout=120)
+    assert answers and not caller.is_alive()
+    (step,) = document["runningSteps"]
+    assert (step["path"], step["kind"], step["name"]) == ("1.1", "llm", "gpt-4o-mini")
+    op = _node(document["tree"], "1.1")
+    assert (op["kind"], op.get("endedAt")) == ("llm", None)
+    assert re.search(r"1\.1 llm gpt-4o-mini in progress", drawn), drawn
+
+    traced.handle.force_flush()
+    ended = client.get(f"/api/runs/{session_id}/tree", headers=BEARER).json()
+    assert ended["runningSteps"] == []
+    op = _node(ended["tree"], "1.1")
+    assert op["kind"] == "llm" and op["endedAt"] is not None and op["status"] == "ok"
 
 
 def _text(tree: Any) -> str:

@@ -24,7 +24,6 @@ from typing import Any
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace._internal.runtime import runtime
 from agenttrace.tracing.content import tool_payload
 from agenttrace.tracing.relays import piece_for
 from agenttrace.tracing.scopes import OpScope, SessionScope, finish, start_op, start_session
