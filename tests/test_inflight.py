@@ -38,9 +38,9 @@ from agenttrace.views.tree import optree_tree, render_optree
 
 from . import live_agent
 from .conftest import Traced
+from .helpers import ROOT, child_env
 from .llm_server import LLMServer, Reply
 from .test_litellm import http
-from .helpers import ROOT, child_env
 
 TOKEN = "test-token-of-this-server"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
