@@ -161,3 +161,55 @@ def test_a_re_entered_run_is_answered_from_the_journal_sync_and_async(
     assert all("agenttrace.cost.usd" not in (s.attributes or {}) for s in replayed)
     states = [line["state"] for line in llm_lines(tmp_path)]
     assert states.count("replayed") == 2 and states.count("done") == 2
+
+
+def test_an_llm_function_of_your_own_is_journaled_and_answered_on_re_entry(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """``@agenttrace.llm`` on a client agenttrace does not patch: each call is a step with the
+    fingerprint of its model and arguments, its return value the recorded response, and a
+    re-entered run gets that response back without the function being called."""
+    asked: list[list[dict[str, Any]]] = []
+
+    class Client:  # not data: counts by its kind in the fingerprint, not by its address
+        @agenttrace.llm(model="house/model-1")
+        def chat(self, messages: list[dict[str, Any]], temperature: float = 0.0) -> Any:
+            asked.append(messages)
+            return {
+                "choices": [{"message": {"role": "assistant", "content": f"answer {len(asked)}"}}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+            }
+
+    @agenttrace.agent("Asker")
+    def ask(client: Client) -> str:
+        reply = client.chat([{"role": "user", "content": "hi"}], temperature=0.3)
+        return str(reply["choices"][0]["message"]["content"])
+
+    assert ask(Client()) == "answer 1"
+    traced.handle.force_flush()
+    intent, done = llm_lines(tmp_path)
+    assert (intent["state"], intent["name"], done["state"]) == ("intent", "house/model-1", "done")
+    same = {
+        "model": "house/model-1",
+        "args": [Client.__qualname__, [{"role": "user", "content": "hi"}]],
+    }
+    assert intent["fingerprint"] == j.fingerprint(j.llm_request({**same, "temperature": 0.3}))
+    assert done["result"]["choices"][0]["message"]["content"] == "answer 1"
+
+    rearm(tmp_path)
+    assert ask(Client()) == "answer 1"  # from the journal
+    assert len(asked) == 1  # the function was not called again
+    replayed = [s for s in traced.spans() if (s.attributes or {}).get("agenttrace.replayed")]
+    assert [s.name for s in replayed] == ["chat model-1"]
+
+
+def test_an_llm_function_that_yields_a_stream_is_not_journaled(
+    traced: Traced, tmp_path: Path
+) -> None:
+    @agenttrace.llm(model="house/model-1")
+    def chat(messages: list[dict[str, Any]]) -> Any:
+        yield {"choices": [{"delta": {"content": "a"}}]}
+
+    agenttrace.agent("Asker")(lambda: list(chat(messages=[{"role": "user", "content": "hi"}])))()
+    traced.handle.force_flush()
+    assert llm_lines(tmp_path) == []

@@ -41,6 +41,13 @@ from agenttrace.tracing.llm_attributes import (
     response_attributes,
     split_model,
 )
+from agenttrace.tracing.llm_steps import (
+    NOT_REPLAYED,
+    begin_llm_step,
+    call_request,
+    end_llm_step,
+    replayed_result,
+)
 from agenttrace.tracing.scopes import (
     OpScope,
     Scope,
@@ -640,10 +647,39 @@ def tool(
 class _LLMSpec(_Spec[OpScope]):
     where = "llm span"
 
-    def __init__(self, model: str | None, provider: str | None) -> None:
+    def __init__(self, model: str | None, provider: str | None, journaled: bool = False) -> None:
         super().__init__()
         self.model = model
         self.provider = provider
+        self.journaled = journaled
+        """Its calls are steps of the journal (a function that returns its response; one that
+        yields a stream is not journaled: docs/journal.md)."""
+
+    def _for_function(self, fn: Callable[..., Any]) -> _LLMSpec:
+        streams = inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
+        return _LLMSpec(self.model, self.provider, journaled=not streams)
+
+    def body(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn``, answered from the journal in a re-entered run that recorded its response."""
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+            return fn
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def answered_async(*args: Any, **kwargs: Any) -> Any:
+                recorded = replayed_result()
+                if recorded is not NOT_REPLAYED:
+                    return recorded
+                return await fn(*args, **kwargs)
+
+            return answered_async
+
+        @functools.wraps(fn)
+        def answered(*args: Any, **kwargs: Any) -> Any:
+            recorded = replayed_result()
+            return fn(*args, **kwargs) if recorded is NOT_REPLAYED else recorded
+
+        return answered
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
         model = self.model or kwargs.get("model") or "unknown"
@@ -667,11 +703,15 @@ class _LLMSpec(_Spec[OpScope]):
         )
         scope.payloads.update(payloads)
         scope.request = messages
+        if self.journaled:  # its intent, before the call is made
+            begin_llm_step(scope, str(model), call_request(str(model), args, kwargs))
         return scope
 
     def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
         if isinstance(result, Streamed):  # a generator may return the whole response
             result = result.value
+        if self.journaled:
+            end_llm_step(scope, response=None if result is NO_RESULT else result, error=error)
         if error is not None:
             finish(scope, error, {sc.ERROR_TYPE: classify_error(error)})
         elif result is None or result is NO_RESULT:

@@ -21,7 +21,7 @@ from agenttrace._internal.redact import cap_text
 from agenttrace._internal.runtime import runtime
 from agenttrace.model import journal as j
 from agenttrace.tracing.journal_io import journal_bytes
-from agenttrace.tracing.scopes import OpScope
+from agenttrace.tracing.scopes import OpScope, current_scope
 from agenttrace.tracing.steps import JOURNAL_RESULT_BYTES, WHERE
 
 JOURNAL_CHUNKS = 100_000
@@ -35,6 +35,9 @@ class LLMStep:
     key: j.StepKey
     replayed: bool = False
     """It was answered from the journal: its outcome is journaled as ``replayed``."""
+    model: str = ""
+    recorded: j.Step | None = None
+    """The journal's step that answers it (when ``replayed``)."""
 
 
 def begin_llm_step(scope: OpScope, model: str, kwargs: Mapping[str, Any]) -> j.Step | None:
@@ -51,7 +54,7 @@ def begin_llm_step(scope: OpScope, model: str, kwargs: Mapping[str, Any]) -> j.S
         if reentry is not None:
             plan = reentry.plan_llm(scope.label, request_fingerprint)
             if plan.what == "replay" and plan.step is not None:
-                scope.step = LLMStep(plan.step.key, replayed=True)
+                scope.step = LLMStep(plan.step.key, True, model, plan.step)
                 scope.set_attribute(sc.REPLAYED, True)
                 return plan.step
             attempt = plan.attempt
@@ -65,7 +68,7 @@ def begin_llm_step(scope: OpScope, model: str, kwargs: Mapping[str, Any]) -> j.S
             kind="llm",
         )
         recorder.journal(run.session, journal_bytes(line))
-        scope.step = LLMStep(key)
+        scope.step = LLMStep(key, model=model)
     except Exception as exc:
         report_internal_error(WHERE, exc)
     return None
@@ -73,18 +76,20 @@ def begin_llm_step(scope: OpScope, model: str, kwargs: Mapping[str, Any]) -> j.S
 
 def end_llm_step(
     scope: OpScope,
-    model: str,
+    model: str | None = None,
     response: Any = None,
     chunks: list[Any] | None = None,
     error: BaseException | None = None,
 ) -> None:
     """Journal how the attempt ended: ``done`` with its ``response`` or its stream's
-    ``chunks`` (turned into JSON by the background thread), or ``failed`` with ``error``."""
+    ``chunks`` (turned into JSON by the background thread), or ``failed`` with ``error``
+    (``model``: the one its intent named, unless given)."""
     step = scope.step
     recorder = runtime.recorder
     if type(step) is not LLMStep or recorder is None:
         return
     scope.step = None
+    model = model or step.model
     try:
         agent_id = scope.session.agent_id
         session = scope.session.run.session
@@ -152,3 +157,49 @@ def _unsigned(value: Any, depth: int = 0) -> Any:
 
 def _cap() -> int:
     return runtime.settings.max_payload_bytes
+
+
+def call_request(model: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """What a call of an ``@agenttrace.llm`` function asks, for its fingerprint: its model and
+    arguments as data. An object that is not data (the agent a method is called on, a client)
+    counts as its kind, never as its ``str``, which may hold its address and differ per
+    process: the same question asked by a resumed run has the same fingerprint."""
+    request = {str(key): _shape(value) for key, value in kwargs.items()}
+    request["model"] = model
+    if args:
+        request["args"] = [_shape(value) for value in args]
+    return j.llm_request(request)
+
+
+def replayed_result() -> Any:
+    """The recorded response of the LLM attempt running now, if the journal answers it (a
+    re-entered run's); :data:`NOT_REPLAYED` if the attempt is to be made."""
+    scope = current_scope()
+    step = getattr(scope, "step", None) if isinstance(scope, OpScope) else None
+    if type(step) is LLMStep and step.replayed and step.recorded is not None:
+        return step.recorded.result
+    return NOT_REPLAYED
+
+
+NOT_REPLAYED: Any = object()
+"""What :func:`replayed_result` gives for an attempt the journal does not answer."""
+
+_SHAPE_DEPTH = 32
+
+
+def _shape(value: Any, depth: int = 0) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if depth >= _SHAPE_DEPTH:
+        return "..."
+    dump = getattr(value, "model_dump", None)  # a pydantic message (an SDK's types)
+    if callable(dump):
+        try:
+            value = dump(mode="json")
+        except Exception:
+            return type(value).__qualname__
+    if isinstance(value, Mapping):
+        return {str(key): _shape(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_shape(item, depth + 1) for item in value]
+    return type(value).__qualname__
