@@ -329,7 +329,8 @@ def _repair(path: Path, session: Session) -> None:
         lines, size, keep, restored_end = _scan_lines(fd, restored)
         if restored and lines < restored:
             accounted = [accounted_line(event) for event in session.accounted]
-            write_atomically(path, b"".join(session.event_lines()[:restored] + accounted))
+            journal = [_compact(step) + b"\n" for step in session.restored_journal]
+            write_atomically(path, b"".join(session.event_lines()[:restored] + accounted + journal))
             logger.warning(
                 "agenttrace: %s had fewer events than session %s; rewritten from the restored "
                 "session before appending",
@@ -391,6 +392,11 @@ class _SessionState:
         "events_raw",
         "failing",
         "group",
+        "journal",
+        "journal_count",
+        "journal_lock",
+        "journal_raw",
+        "journal_tail",
         "live",
         "meta",
         "next_allowed",
@@ -421,6 +427,17 @@ class _SessionState:
         self.event_count = 0
         for line in session.event_lines()[: session.restored_count]:
             self.add_event(line, redacted)
+        # The step journal: settled pieces (the worker's) and the lines journaled since (from
+        # any thread: a tool's intent is journaled in its caller's), under their own lock so an
+        # intent never waits for a snapshot being written.
+        self.journal: list[Piece] = []
+        self.journal_raw = 0
+        self.journal_tail: list[bytes] = []
+        self.journal_count = 0
+        self.journal_lock = threading.Lock()
+        for step in session.restored_journal:
+            self.add_journal(_compact(step), redacted)
+        self.settle_journal()
         self.group: list[bytes] = []
         """Lines of a write still being logged (an agent's creation and its first entries)."""
         self.dirty = True
@@ -444,6 +461,30 @@ class _SessionState:
         if self.events_raw >= COMPACT_BYTES:
             self.events = list(self.spool.compress(self.events))
             self.events_raw = 0
+
+    def add_journal(self, line: bytes, redacted: bool) -> None:
+        """A step-journal line, from any thread; :meth:`settle_journal` files it."""
+        if redacted:
+            line = scrub_json_text(line.decode()).encode()
+        line = line.rstrip(b"\n")
+        with self.journal_lock:
+            self.journal_tail.append(b"," + line if self.journal_count else line)
+            self.journal_count += 1
+        self.dirty = True
+
+    def settle_journal(self) -> None:
+        """Move the lines journaled since into the journal's pieces, compressing them once they
+        add up to ``COMPACT_BYTES`` (as events are; on the worker only: the spool is its own):
+        an LLM attempt's ``done`` line holds its whole response."""
+        if not self.journal_tail:
+            return
+        with self.journal_lock:
+            tail, self.journal_tail = self.journal_tail, []
+        self.journal.extend(tail)
+        self.journal_raw += sum(len(piece) for piece in tail)
+        if self.journal_raw >= COMPACT_BYTES:
+            self.journal = list(self.spool.compress(self.journal))
+            self.journal_raw = 0
 
     def release(self) -> None:
         self.released = True
@@ -477,6 +518,8 @@ class SessionFileSink(Sink):
         self._swept = False
         self._scheduler: Scheduler | None = None
         self._lock = threading.RLock()
+        self._creating = threading.Lock()
+        """Held while a session's state is looked up or made (also from a caller's thread)."""
         self._live: dict[str, RunTree] = {}
         """Per origin txn id: the opTree's run, from its root's start to its end."""
 
@@ -487,12 +530,22 @@ class SessionFileSink(Sink):
         state = self._states.get(session.session_id)
         if state is not None and state.owner() is session:
             return state
-        if state is not None and state.dirty:
-            self.write(state.session_id)  # another object of the same id replaces it
-        state = _SessionState(session, self.optree.spool_for(session), self.redacted)
-        weakref.finalize(session, state.release).atexit = False
-        self._states[session.session_id] = state
-        return state
+        with self._creating:
+            state = self._states.get(session.session_id)
+            if state is not None and state.owner() is session:
+                return state
+            if state is not None and state.dirty:
+                self.write(state.session_id)  # another object of the same id replaces it
+            state = _SessionState(session, self.optree.spool_for(session), self.redacted)
+            weakref.finalize(session, state.release).atexit = False
+            self._states[session.session_id] = state
+            return state
+
+    def journaled(self, session: Session, line: bytes) -> None:
+        """A step-journal line: kept for the next snapshot, which holds the journal too (a
+        session whose stream is lost resumes from its session file alone). In the caller's
+        thread for a tool's intent: only appended here, filed by the worker."""
+        self._state(session).add_journal(line, self.redacted)
 
     def event_logged(self, record: EventLogged) -> None:
         state = self._state(record.session)
@@ -503,6 +556,7 @@ class SessionFileSink(Sink):
             state.add_event(line, self.redacted)
         state.group.clear()
         state.add_event(record.line, self.redacted)
+        state.settle_journal()
         state.dirty = True
 
     def started(self, record: Started) -> None:
@@ -526,6 +580,7 @@ class SessionFileSink(Sink):
         if run is None or run.session is None:
             return
         state = self._state(run.session)
+        state.settle_journal()
         state.dirty = True
         if root:  # a run ended: keep it serialised, the tree goes
             index = _last_index(state.runs, run)
@@ -641,7 +696,8 @@ class SessionFileSink(Sink):
             meta.setdefault("ingress", first.get("ingress", {}) if first else {})
             meta["trace_ids"] = [s["traceId"] for s in summaries if s.get("traceId")]
         meta["session_id"] = state.session_id
-        return document_pieces(state.session_id, runs, state.events, meta)
+        state.settle_journal()
+        return document_pieces(state.session_id, runs, state.events, meta, state.journal)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         for session_id, state in list(self._states.items()):
