@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +197,25 @@ def test_the_fuller_journal_of_the_two_files_is_taken(tmp_path: Path) -> None:
     # The stream ahead of the last snapshot (the usual case): the stream's.
     pair([intent], [intent, done])
     assert load_fullest(stream).journal == [intent, done]
+
+
+def test_a_stream_scan_counts_no_journal_line_as_an_event(tmp_path: Path) -> None:
+    """Repairing a resumed session's stream (``recorder.store._repair``) counts its events: a
+    journal line counted as one would cut real events off a stream a kill left cut short."""
+    from agenttrace.recorder.store import _scan_lines
+    from agenttrace.tracing.journal_io import journal_bytes
+
+    event = b'{"event_type": "transcript_entry", "message_id": "m"}\n'
+    step = journal_bytes(journal_line("intent", effect="effect"))
+    decision = json.dumps({"event_type": "step_decision", "run": "r"}).encode() + b"\n"
+    data = event + step + event + decision + step + event
+    path = tmp_path / "s.events.jsonl"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        events, size, keep, second_end = _scan_lines(fd, 2)
+    finally:
+        os.close(fd)
+    assert (events, size, keep) == (3, len(data), len(data))
+    # Event 2 ends with the journal lines right after it, which belong to it.
+    assert second_end == len(event + step + event + decision + step)

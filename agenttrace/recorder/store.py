@@ -34,6 +34,7 @@ from agenttrace.formats.safe_open import open_inside
 from agenttrace.formats.session.files import (
     StreamAppender,
     document_pieces,
+    is_journal_line,
     snapshot_path,
     stream_path,
     write_atomically,
@@ -353,9 +354,9 @@ def _repair(path: Path, session: Session) -> None:
 
 def _scan_lines(fd: int, nth: int, block: int = 1 << 20) -> tuple[int, int, int, int]:
     """(events, size, where the last whole line ends, where event ``nth`` ends) of the stream
-    open at ``fd``. ``op_accounted`` lines are no events: they are not counted, and those right
-    after event ``nth`` belong to it (they stay when the file is cut back to it). The last is
-    the size when the file has fewer events."""
+    open at ``fd``. ``op_accounted`` and step-journal lines are no events: they are not counted,
+    and those right after event ``nth`` belong to it (they stay when the file is cut back to
+    it). The last is the size when the file has fewer events."""
     events = size = keep = 0
     nth_end = -1
     carry = b""
@@ -366,7 +367,7 @@ def _scan_lines(fd: int, nth: int, block: int = 1 << 20) -> tuple[int, int, int,
         end = size - len(carry) - sum(len(line) + 1 for line in lines)
         for line in lines:
             end += len(line) + 1
-            if is_accounted_line(line):
+            if is_accounted_line(line) or is_journal_line(line):
                 if nth_end == end - len(line) - 1:  # right after event ``nth``
                     nth_end = end
                 continue

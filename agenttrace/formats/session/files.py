@@ -511,6 +511,16 @@ def _read_stream(
 
 JOURNAL_LINES = (STEP, STEP_DECISION)
 
+_JOURNAL_PREFIX = b'{"event_type": "step'
+"""How every step-journal line agenttrace writes starts (``event_type`` first: ``step`` or
+``step_decision``), so a scan of a stream's bytes tells them from canonical events."""
+
+
+def is_journal_line(line: bytes) -> bool:
+    """Whether a line of a stream, as agenttrace writes them, is a step-journal line."""
+    return line.startswith(_JOURNAL_PREFIX)
+
+
 _fast_decode = msgspec.json.Decoder().decode
 
 
