@@ -66,6 +66,11 @@ def test_a_session_file_alone_is_re_entered_as_the_stream_would_be(tmp_path: Pat
     ]
     replayed = [line["name"] for line in lines if line.get("state") == "replayed"]
     assert replayed == ["balance", "charge"]
+    # The stream is written again from the session file before the first line is appended: it
+    # holds the whole journal too, and every event, from the first.
+    stream = read_session_file(only_file(sessions, ".events.jsonl"))
+    assert stream.journal == lines
+    assert stream.events[0]["message_id"] == "msg_001"
     jsonschema.Draft202012Validator(published_schema()).validate(
         document(only_file(sessions, ".json.gz"))
     )

@@ -315,23 +315,25 @@ def _repair(path: Path, session: Session) -> None:
     A torn last line (a write cut off by a crash) is dropped, so the next event does not land
     on its bytes; so is an agent's creation that a crash cut short (resume left it out: the
     events that replace it take its ids). A resumed session whose stream has fewer events than
-    were restored (the stream stopped on a full disk while the session file went on) gets the
-    stream rewritten from the restored events, so the ids stay contiguous in both files.
+    were restored (the stream stopped on a full disk while the session file went on, or is gone:
+    resumed from its session file alone) gets the stream written again from the restored events,
+    its accounting and its step journal, so the ids stay contiguous in both files and the stream
+    holds the whole journal again.
 
     The file is opened as the appender opens it (a regular file inside the sessions directory,
     else ``UnsafeFile``, an ``OSError``) and read in blocks, never whole.
     """
+    restored = session.restored_count
     try:
         fd = open_inside(path, os.O_RDWR)
-    except FileNotFoundError:  # nothing yet
+    except FileNotFoundError:  # nothing yet, or a resumed session's stream is gone
+        if restored:
+            _rewrite(path, session)
         return
     try:
-        restored = session.restored_count
         lines, size, keep, restored_end = _scan_lines(fd, restored)
         if restored and lines < restored:
-            accounted = [accounted_line(event) for event in session.accounted]
-            journal = [_compact(step) + b"\n" for step in session.restored_journal]
-            write_atomically(path, b"".join(session.event_lines()[:restored] + accounted + journal))
+            _rewrite(path, session)
             logger.warning(
                 "agenttrace: %s had fewer events than session %s; rewritten from the restored "
                 "session before appending",
@@ -350,6 +352,18 @@ def _repair(path: Path, session: Session) -> None:
             )
     finally:
         os.close(fd)
+
+
+def _rewrite(path: Path, session: Session) -> None:
+    """Write ``path`` as the stream of what ``session`` restored: its events, their accounting,
+    its step journal (each line as the stream writes its lines)."""
+    restored = session.restored_count
+    accounted = [accounted_line(event) for event in session.accounted]
+    journal = [
+        json.dumps(step, ensure_ascii=False).encode("utf-8", "backslashreplace") + b"\n"
+        for step in session.restored_journal
+    ]
+    write_atomically(path, b"".join(session.event_lines()[:restored] + accounted + journal))
 
 
 def _scan_lines(fd: int, nth: int, block: int = 1 << 20) -> tuple[int, int, int, int]:
