@@ -534,7 +534,10 @@ class SessionFileSink(Sink):
         self._scheduler: Scheduler | None = None
         self._lock = threading.RLock()
         self._creating = threading.Lock()
-        """Held while a session's state is looked up or made (also from a caller's thread)."""
+        """Held while a session's state is put in place, and while a journal line from a
+        caller's thread finds it (or waits in ``_pending`` for it)."""
+        self._pending: dict[str, list[bytes]] = {}
+        """Journal lines of sessions whose state the worker has not made yet, by session id."""
         self._live: dict[str, RunTree] = {}
         """Per origin txn id: the opTree's run, from its root's start to its end."""
 
@@ -542,25 +545,32 @@ class SessionFileSink(Sink):
         self._scheduler = scheduler
 
     def _state(self, session: Session) -> _SessionState:
+        """The session's state, made if need be (on the worker only: the opTree's spools are
+        its own)."""
         state = self._states.get(session.session_id)
         if state is not None and state.owner() is session:
             return state
+        if state is not None and state.dirty:
+            self.write(state.session_id)  # another object of the same id replaces it
+        state = _SessionState(session, self.optree.spool_for(session), self.redacted)
+        weakref.finalize(session, state.release).atexit = False
         with self._creating:
-            state = self._states.get(session.session_id)
-            if state is not None and state.owner() is session:
-                return state
-            if state is not None and state.dirty:
-                self.write(state.session_id)  # another object of the same id replaces it
-            state = _SessionState(session, self.optree.spool_for(session), self.redacted)
-            weakref.finalize(session, state.release).atexit = False
+            for line in self._pending.pop(session.session_id, ()):
+                state.add_journal(line, self.redacted)
             self._states[session.session_id] = state
-            return state
+        return state
 
     def journaled(self, session: Session, line: bytes) -> None:
         """A step-journal line: kept for the next snapshot, which holds the journal too (a
         session whose stream is lost resumes from its session file alone). In the caller's
-        thread for a tool's intent: only appended here, filed by the worker."""
-        self._state(session).add_journal(line, self.redacted)
+        thread for a tool's intent: only appended here, filed by the worker; one that comes
+        before the worker has made the session's state waits for it."""
+        with self._creating:
+            state = self._states.get(session.session_id)
+            if state is None or state.owner() is not session:
+                self._pending.setdefault(session.session_id, []).append(line)
+                return
+        state.add_journal(line, self.redacted)
 
     def event_logged(self, record: EventLogged) -> None:
         state = self._state(record.session)
