@@ -79,8 +79,9 @@ def main() -> None:
     if mode == "run":
         shop()
     else:
-        (stream,) = Path(sessions).glob("*.events.jsonl")
-        agenttrace.resume(stream)
+        # The stream, or the session file alone when the stream is gone.
+        found = [*Path(sessions).glob("*.events.jsonl")] or [*Path(sessions).glob("*.json.gz")]
+        agenttrace.resume(found[0])
         out: dict[str, Any] = {}
         try:
             out["answer"] = shop()

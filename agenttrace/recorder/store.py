@@ -34,6 +34,7 @@ from agenttrace.formats.safe_open import open_inside
 from agenttrace.formats.session.files import (
     StreamAppender,
     document_pieces,
+    is_journal_line,
     snapshot_path,
     stream_path,
     write_atomically,
@@ -314,22 +315,25 @@ def _repair(path: Path, session: Session) -> None:
     A torn last line (a write cut off by a crash) is dropped, so the next event does not land
     on its bytes; so is an agent's creation that a crash cut short (resume left it out: the
     events that replace it take its ids). A resumed session whose stream has fewer events than
-    were restored (the stream stopped on a full disk while the session file went on) gets the
-    stream rewritten from the restored events, so the ids stay contiguous in both files.
+    were restored (the stream stopped on a full disk while the session file went on, or is gone:
+    resumed from its session file alone) gets the stream written again from the restored events,
+    its accounting and its step journal, so the ids stay contiguous in both files and the stream
+    holds the whole journal again.
 
     The file is opened as the appender opens it (a regular file inside the sessions directory,
     else ``UnsafeFile``, an ``OSError``) and read in blocks, never whole.
     """
+    restored = session.restored_count
     try:
         fd = open_inside(path, os.O_RDWR)
-    except FileNotFoundError:  # nothing yet
+    except FileNotFoundError:  # nothing yet, or a resumed session's stream is gone
+        if restored:
+            _rewrite(path, session)
         return
     try:
-        restored = session.restored_count
         lines, size, keep, restored_end = _scan_lines(fd, restored)
         if restored and lines < restored:
-            accounted = [accounted_line(event) for event in session.accounted]
-            write_atomically(path, b"".join(session.event_lines()[:restored] + accounted))
+            _rewrite(path, session)
             logger.warning(
                 "agenttrace: %s had fewer events than session %s; rewritten from the restored "
                 "session before appending",
@@ -350,11 +354,23 @@ def _repair(path: Path, session: Session) -> None:
         os.close(fd)
 
 
+def _rewrite(path: Path, session: Session) -> None:
+    """Write ``path`` as the stream of what ``session`` restored: its events, their accounting,
+    its step journal (each line as the stream writes its lines)."""
+    restored = session.restored_count
+    accounted = [accounted_line(event) for event in session.accounted]
+    journal = [
+        json.dumps(step, ensure_ascii=False).encode("utf-8", "backslashreplace") + b"\n"
+        for step in session.restored_journal
+    ]
+    write_atomically(path, b"".join(session.event_lines()[:restored] + accounted + journal))
+
+
 def _scan_lines(fd: int, nth: int, block: int = 1 << 20) -> tuple[int, int, int, int]:
     """(events, size, where the last whole line ends, where event ``nth`` ends) of the stream
-    open at ``fd``. ``op_accounted`` lines are no events: they are not counted, and those right
-    after event ``nth`` belong to it (they stay when the file is cut back to it). The last is
-    the size when the file has fewer events."""
+    open at ``fd``. ``op_accounted`` and step-journal lines are no events: they are not counted,
+    and those right after event ``nth`` belong to it (they stay when the file is cut back to
+    it). The last is the size when the file has fewer events."""
     events = size = keep = 0
     nth_end = -1
     carry = b""
@@ -365,7 +381,7 @@ def _scan_lines(fd: int, nth: int, block: int = 1 << 20) -> tuple[int, int, int,
         end = size - len(carry) - sum(len(line) + 1 for line in lines)
         for line in lines:
             end += len(line) + 1
-            if is_accounted_line(line):
+            if is_accounted_line(line) or is_journal_line(line):
                 if nth_end == end - len(line) - 1:  # right after event ``nth``
                     nth_end = end
                 continue
@@ -391,6 +407,11 @@ class _SessionState:
         "events_raw",
         "failing",
         "group",
+        "journal",
+        "journal_count",
+        "journal_lock",
+        "journal_raw",
+        "journal_tail",
         "live",
         "meta",
         "next_allowed",
@@ -421,6 +442,17 @@ class _SessionState:
         self.event_count = 0
         for line in session.event_lines()[: session.restored_count]:
             self.add_event(line, redacted)
+        # The step journal: settled pieces (the worker's) and the lines journaled since (from
+        # any thread: a tool's intent is journaled in its caller's), under their own lock so an
+        # intent never waits for a snapshot being written.
+        self.journal: list[Piece] = []
+        self.journal_raw = 0
+        self.journal_tail: list[bytes] = []
+        self.journal_count = 0
+        self.journal_lock = threading.Lock()
+        for step in session.restored_journal:
+            self.add_journal(_compact(step), redacted)
+        self.settle_journal()
         self.group: list[bytes] = []
         """Lines of a write still being logged (an agent's creation and its first entries)."""
         self.dirty = True
@@ -444,6 +476,30 @@ class _SessionState:
         if self.events_raw >= COMPACT_BYTES:
             self.events = list(self.spool.compress(self.events))
             self.events_raw = 0
+
+    def add_journal(self, line: bytes, redacted: bool) -> None:
+        """A step-journal line, from any thread; :meth:`settle_journal` files it."""
+        if redacted:
+            line = scrub_json_text(line.decode()).encode()
+        line = line.rstrip(b"\n")
+        with self.journal_lock:
+            self.journal_tail.append(b"," + line if self.journal_count else line)
+            self.journal_count += 1
+        self.dirty = True
+
+    def settle_journal(self) -> None:
+        """Move the lines journaled since into the journal's pieces, compressing them once they
+        add up to ``COMPACT_BYTES`` (as events are; on the worker only: the spool is its own):
+        an LLM attempt's ``done`` line holds its whole response."""
+        if not self.journal_tail:
+            return
+        with self.journal_lock:
+            tail, self.journal_tail = self.journal_tail, []
+        self.journal.extend(tail)
+        self.journal_raw += sum(len(piece) for piece in tail)
+        if self.journal_raw >= COMPACT_BYTES:
+            self.journal = list(self.spool.compress(self.journal))
+            self.journal_raw = 0
 
     def release(self) -> None:
         self.released = True
@@ -477,6 +533,11 @@ class SessionFileSink(Sink):
         self._swept = False
         self._scheduler: Scheduler | None = None
         self._lock = threading.RLock()
+        self._creating = threading.Lock()
+        """Held while a session's state is put in place, and while a journal line from a
+        caller's thread finds it (or waits in ``_pending`` for it)."""
+        self._pending: dict[str, list[bytes]] = {}
+        """Journal lines of sessions whose state the worker has not made yet, by session id."""
         self._live: dict[str, RunTree] = {}
         """Per origin txn id: the opTree's run, from its root's start to its end."""
 
@@ -484,6 +545,8 @@ class SessionFileSink(Sink):
         self._scheduler = scheduler
 
     def _state(self, session: Session) -> _SessionState:
+        """The session's state, made if need be (on the worker only: the opTree's spools are
+        its own)."""
         state = self._states.get(session.session_id)
         if state is not None and state.owner() is session:
             return state
@@ -491,8 +554,23 @@ class SessionFileSink(Sink):
             self.write(state.session_id)  # another object of the same id replaces it
         state = _SessionState(session, self.optree.spool_for(session), self.redacted)
         weakref.finalize(session, state.release).atexit = False
-        self._states[session.session_id] = state
+        with self._creating:
+            for line in self._pending.pop(session.session_id, ()):
+                state.add_journal(line, self.redacted)
+            self._states[session.session_id] = state
         return state
+
+    def journaled(self, session: Session, line: bytes) -> None:
+        """A step-journal line: kept for the next snapshot, which holds the journal too (a
+        session whose stream is lost resumes from its session file alone). In the caller's
+        thread for a tool's intent: only appended here, filed by the worker; one that comes
+        before the worker has made the session's state waits for it."""
+        with self._creating:
+            state = self._states.get(session.session_id)
+            if state is None or state.owner() is not session:
+                self._pending.setdefault(session.session_id, []).append(line)
+                return
+        state.add_journal(line, self.redacted)
 
     def event_logged(self, record: EventLogged) -> None:
         state = self._state(record.session)
@@ -503,6 +581,7 @@ class SessionFileSink(Sink):
             state.add_event(line, self.redacted)
         state.group.clear()
         state.add_event(record.line, self.redacted)
+        state.settle_journal()
         state.dirty = True
 
     def started(self, record: Started) -> None:
@@ -526,6 +605,7 @@ class SessionFileSink(Sink):
         if run is None or run.session is None:
             return
         state = self._state(run.session)
+        state.settle_journal()
         state.dirty = True
         if root:  # a run ended: keep it serialised, the tree goes
             index = _last_index(state.runs, run)
@@ -641,7 +721,8 @@ class SessionFileSink(Sink):
             meta.setdefault("ingress", first.get("ingress", {}) if first else {})
             meta["trace_ids"] = [s["traceId"] for s in summaries if s.get("traceId")]
         meta["session_id"] = state.session_id
-        return document_pieces(state.session_id, runs, state.events, meta)
+        state.settle_journal()
+        return document_pieces(state.session_id, runs, state.events, meta, state.journal)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         for session_id, state in list(self._states.items()):

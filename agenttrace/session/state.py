@@ -101,6 +101,9 @@ class Session:
         self.accounted: list[dict[str, Any]] = []
         """The ``op_accounted`` lines of the stream it was resumed from (kept if the stream
         is ever rewritten from the restored session)."""
+        self.restored_journal: list[dict[str, Any]] = []
+        """The step-journal lines of the files it was resumed from, in order (the session file
+        it writes holds them, before its own)."""
         self.cut_short: list[dict[str, Any]] = []
         """Events at the end of its stream whose write a crash cut short, left out when it was
         resumed (see ``agenttrace.formats.session.unfinished``)."""
@@ -433,6 +436,7 @@ class Session:
             raise SessionFileError(f"{loaded.path}: {exc}") from None
         session.runs = list(loaded.runs)
         session.accounted = list(loaded.accounted)
+        session.restored_journal = list(loaded.journal)
         session.meta = dict(loaded.meta)
         session.previous_trace = _last_trace(loaded)
         session.run_count = len(loaded.runs) or len(

@@ -5,6 +5,10 @@ An in-doubt call started (its ``intent`` is in the journal) and left no outcome:
 whether its effect happened. ``doubts`` lists them with their arguments (redacted, capped);
 ``resolve`` appends the decision to the session's event stream as a ``step_decision`` line,
 holding the session's lease while it does, so it cannot race a resume.
+
+Both read the journal of whichever of the session's files holds more of it: a session whose
+stream is gone keeps its journal in its session file, and ``resolve`` then writes the stream
+again from that file (its events and journal) before appending the decision.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from agenttrace.formats.safe_open import open_regular
 from agenttrace.formats.session.files import (
     SNAPSHOT_SUFFIX,
     STREAM_SUFFIX,
-    SessionFileError,
+    LoadedFile,
     StreamAppender,
-    read_session_file,
     sibling_path,
+    write_atomically,
 )
+from agenttrace.formats.session.fullest import load_fullest
 from agenttrace.formats.session.lease import acquire, lease_path
 from agenttrace.model.journal import Decisions, Journal, Step, decision_line
 
@@ -70,11 +75,9 @@ def stream_of(path: Path) -> Path:
 
 
 def read_journal(path: Path) -> Journal:
-    """The journal of the session ``path`` names, from its event stream (bounded read)."""
-    stream = stream_of(path)
-    if not stream.exists():
-        raise SessionFileError(f"{stream}: no event stream: the journal is kept there")
-    return Journal(read_session_file(stream).journal)
+    """The journal of the session ``path`` names: the fuller of its event stream's and its
+    session file's (bounded reads)."""
+    return Journal(load_fullest(path).journal)
 
 
 def doubts(path: Path) -> list[Doubt]:
@@ -108,9 +111,11 @@ def resolve(
         raise ResolveError(f"{path}: not a session's event stream or session file")
     result = _result(result_file) if decision == "done" else None
     with acquire(lease_path(stream.parent, session_id), "agenttrace resolve", force=force):
+        lost = not stream.exists()  # the session file alone is left
+        loaded = load_fullest((sibling_path(stream) or stream) if lost else stream)
         matching = [
             step
-            for step in read_journal(stream).in_doubt()
+            for step in Journal(loaded.journal).in_doubt()
             if step.key[1] == label and (run is None or step.key[0] == run)
         ]
         if not matching:
@@ -118,6 +123,9 @@ def resolve(
         step = matching[-1]
         line = decision_line(step.key, decision, result=result, evidence=evidence)
         line["ts"] = event_ts(time.time_ns())
+        if lost:
+            write_atomically(stream, _stream_bytes(loaded, line))
+            return step
         appender = StreamAppender(stream)
         try:
             appender.append(json.dumps(line, ensure_ascii=False).encode() + b"\n")
@@ -125,6 +133,16 @@ def resolve(
         finally:
             appender.close()
     return step
+
+
+def _stream_bytes(loaded: LoadedFile, decision: dict[str, Any]) -> bytes:
+    """An event stream holding what a session file holds of one (its events, then its journal)
+    and ``decision`` last: the stream of a session whose stream was lost, written again."""
+    lines = [*loaded.events, *loaded.journal, decision]
+    return b"".join(
+        json.dumps(line, ensure_ascii=False).encode("utf-8", "backslashreplace") + b"\n"
+        for line in lines
+    )
 
 
 def _result(result_file: Path | None) -> str:

@@ -184,6 +184,7 @@ _PATTERNS: dict[str, Build] = {
     schema.MESSAGE_ID_PATTERN: message_ids,
     schema.AGENT_ID_PATTERN: agent_ids,
     schema.TIMESTAMP_PATTERN: sometimes(_just("2026-01-01T00:00:00.000Z"), _timestamp),
+    schema.FINGERPRINT_PATTERN: lambda rng: "sha256:" + _from(_HEX, 64, 64)(rng),
 }
 """The schema's patterns, each with the values agenttrace writes and odd ones that match."""
 
@@ -345,6 +346,7 @@ _SIZES: dict[str, tuple[int, int]] = {
     "ops": (0, 3),
     "childSessions": (1, 2),
     "events": (0, 12),
+    "journal": (0, 4),
 }
 """How many items a list of this key gets (others: up to 2), so a document stays small; a
 document always has a run (a file of events alone is a mutation of the seeds)."""

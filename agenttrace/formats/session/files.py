@@ -79,7 +79,8 @@ class LoadedFile:
     """A stream's ``op_accounted`` lines (docs/events.md), in order: what each op that ended
     cost, the opTree of a run no session file holds is rebuilt from (``record.rebuilt``)."""
     journal: list[dict[str, Any]] = field(default_factory=list)
-    """A stream's step-journal lines (docs/journal.md), in order."""
+    """The step-journal lines (docs/journal.md), in order: a stream's, or a session file's
+    ``journal`` (none in files of earlier releases)."""
 
 
 def stream_path(sessions_dir: Path, session_id: str) -> Path:
@@ -396,7 +397,13 @@ def _read_snapshot(
     events = _normalized(payload["events"])
     infer_causes(events)
     return LoadedFile(
-        path, "snapshot", events, payload["runs"], payload["meta"], payload["session_id"]
+        path,
+        "snapshot",
+        events,
+        payload["runs"],
+        payload["meta"],
+        payload["session_id"],
+        journal=payload.get("journal", []),  # absent from files of earlier releases
     )
 
 
@@ -503,6 +510,16 @@ def _read_stream(
 
 
 JOURNAL_LINES = (STEP, STEP_DECISION)
+
+_JOURNAL_PREFIX = b'{"event_type": "step'
+"""How every step-journal line agenttrace writes starts (``event_type`` first: ``step`` or
+``step_decision``), so a scan of a stream's bytes tells them from canonical events."""
+
+
+def is_journal_line(line: bytes) -> bool:
+    """Whether a line of a stream, as agenttrace writes them, is a step-journal line."""
+    return line.startswith(_JOURNAL_PREFIX)
+
 
 _fast_decode = msgspec.json.Decoder().decode
 
@@ -661,9 +678,12 @@ def document_pieces(
     runs: Sequence[Sequence[Piece]],
     events: Sequence[Piece],
     meta: Mapping[str, Any],
+    journal: Sequence[Piece] = (),
 ) -> list[Piece]:
     """A session file's JSON document as pieces (see ``agenttrace.formats.session.spool``): ``runs``
-    are each run's SessionNode as pieces, ``events`` the comma-separated event lines as pieces."""
+    are each run's SessionNode as pieces, ``events`` the comma-separated event lines as pieces,
+    ``journal`` the comma-separated step-journal lines as pieces (the key is written only when
+    there are some, so a session that journals nothing reads with earlier releases)."""
     head = _compact_json({"format": FORMAT, "version": VERSION, "session_id": session_id})
     pieces: list[Piece] = [head[:-1] + b',"runs":[']
     for index, run in enumerate(runs):
@@ -672,6 +692,9 @@ def document_pieces(
         pieces.extend(run)
     pieces.append(b'],"meta":' + _compact_json(meta) + b',"events":[')
     pieces.extend(events)
+    if journal:
+        pieces.append(b'],"journal":[')
+        pieces.extend(journal)
     pieces.append(b"]}")
     return pieces
 
@@ -682,15 +705,19 @@ def snapshot_bytes(
     event_lines: Sequence[bytes],
     meta: Mapping[str, Any],
     compresslevel: int = 4,
+    journal_lines: Sequence[bytes] = (),
 ) -> bytes:
     """A whole gzipped session file in memory (for tools and tests; agenttrace's own writes go
     through :func:`agenttrace.formats.session.spool.write_pieces`). ``runs`` are SessionNodes as
-    objects or as their JSON; ``event_lines`` the stream's JSON lines."""
+    objects or as their JSON; ``event_lines`` the stream's JSON lines; ``journal_lines`` its
+    step-journal lines."""
+    journal = b",".join(line.rstrip(b"\n") for line in journal_lines)
     pieces = document_pieces(
         session_id,
         [[run if isinstance(run, bytes) else _compact_json(run)] for run in runs],
         [b",".join(line.rstrip(b"\n") for line in event_lines)],
         meta,
+        [journal] if journal else (),
     )
     data = b"".join(p for p in pieces if isinstance(p, bytes))
     return gzip_member(data, compresslevel)

@@ -29,7 +29,8 @@ def load_fullest(
 
     Both hold a prefix of the same event sequence: the stream is usually ahead (it has the
     events after the last snapshot), the session file is ahead when the stream stopped (a full
-    disk) and is the only one with the runs' opTrees. Whichever has more events gives them;
+    disk) and is the only one with the runs' opTrees. Whichever has more events gives them, and
+    whichever has more step-journal lines gives the journal;
     runs only the stream has are rebuilt from its ``op_accounted`` lines
     (``agenttrace.formats.session.rebuilt``).
 
@@ -72,6 +73,9 @@ def load_fullest(
     if stream.kind != "stream" or snapshot.kind != "snapshot":
         return with_rebuilt_runs(loaded)
     best = stream if len(stream.events) >= len(snapshot.events) else snapshot
+    # The journal likewise: the stream's is usually ahead; the session file's is all there is of
+    # it once the stream is lost or cut short (earlier releases' files hold none).
+    journal = stream.journal if len(stream.journal) >= len(snapshot.journal) else snapshot.journal
     return with_rebuilt_runs(
         LoadedFile(
             path,
@@ -82,7 +86,7 @@ def load_fullest(
             loaded.session_id or other.session_id,
             stream.torn,
             accounted=stream.accounted,
-            journal=stream.journal,
+            journal=journal,
         )
     )
 

@@ -889,6 +889,9 @@ class OpAccounted(_Object, kw_only=True, tag_field="event_type", tag=OP_ACCOUNTE
     path: Label
 
 
+FINGERPRINT_PATTERN = "^sha256:[0-9a-f]{64}$"
+"""A step's fingerprint: ``sha256:`` and the hex digest of its request (docs/journal.md)."""
+
 _Run = Annotated[str, Meta(min_length=1, max_length=256, description="The run's origin id.")]
 _Attempt = Annotated[int, Meta(ge=1, le=1_000_000, description="1 for the first attempt.")]
 
@@ -908,8 +911,7 @@ class Step(_Object, kw_only=True, tag_field="event_type", tag="step"):
     state: Literal["intent", "done", "failed", "replayed"]
     effect: Literal["pure", "read", "idempotent", "effect"] | UnsetType = UNSET
     fingerprint: (
-        Annotated[str, Meta(pattern="^sha256:[0-9a-f]{64}$", description="Of the request.")]
-        | UnsetType
+        Annotated[str, Meta(pattern=FINGERPRINT_PATTERN, description="Of the request.")] | UnsetType
     ) = UNSET
     arguments: Annotated[str, Meta(description="A tool's arguments, as JSON.")] | UnsetType = UNSET
     call_id: str | UnsetType = UNSET
@@ -942,6 +944,9 @@ class StepDecision(_Object, kw_only=True, tag_field="event_type", tag="step_deci
     evidence: Annotated[str, Meta(max_length=65536)] | UnsetType = UNSET
     ts: Timestamp | UnsetType = UNSET
 
+
+JournalLine = Step | StepDecision
+"""One line of the step journal (docs/journal.md)."""
 
 StreamLine = Event | OpAccounted | Step | StepDecision
 """One line of an event stream: a canonical event, an op's accounting, or the step journal."""
@@ -1006,6 +1011,14 @@ class SessionFile(_Object, kw_only=True):
             "objects as the lines of the event stream."
         ),
     ]
+    journal: Annotated[
+        list[JournalLine] | UnsetType,
+        Meta(
+            description="The step journal (docs/journal.md), in the order it was written: the "
+            "same objects as the stream's step and step_decision lines. Absent from files of "
+            "earlier releases."
+        ),
+    ] = UNSET
 
 
 # --- checking what was decoded -------------------------------------------------------------------
@@ -1159,6 +1172,16 @@ def check_stream_lines(lines: list[Any], max_depth: int) -> None:
     _check_lines(lines, max_depth, list[StreamLine])
 
 
+def check_journal(lines: list[Any], max_depth: int) -> None:
+    """:func:`check_events` for a session file's step journal: each line a :class:`Step` or a
+    :class:`StepDecision` nested at most ``max_depth`` levels."""
+    for index, line in enumerate(lines):
+        problem = depth_error(line, max_depth, f"[{index}]")
+        if problem is not None:
+            raise problem
+    _check_lines(lines, max_depth, list[JournalLine])
+
+
 def _check_lines(lines: list[Any], max_depth: int, kind: Any) -> None:
     """Each line's content nested at most ``max_depth`` levels (checked first: msgspec would
     recurse into it), then the lines as ``kind``."""
@@ -1197,15 +1220,26 @@ def check_document(document: Any, max_depth: int) -> None:
         except msgspec.ValidationError as exc:
             raise FormatError.of(exc) from None
         return
-    rest = {key: value for key, value in document.items() if key != "events"}
+    journal = document.get("journal")
+    lines = type(journal) is list
+    rest = {
+        key: value
+        for key, value in document.items()
+        if key != "events" and not (key == "journal" and lines)
+    }
     problem = depth_error(rest, max_depth)
     if problem is not None:
         raise problem
-    try:
-        _convert({**rest, "events": []}, SessionFile)  # the events, once, below
+    try:  # the events and the journal, once each, below
+        _convert({**rest, "events": [], **({"journal": []} if lines else {})}, SessionFile)
     except msgspec.ValidationError as exc:
         raise FormatError.of(exc) from None
     try:
         check_events(events, max_depth)
     except FormatError as exc:
         raise FormatError("$.events" + exc.where, exc.what) from None
+    if lines:
+        try:
+            check_journal(journal, max_depth)
+        except FormatError as exc:
+            raise FormatError("$.journal" + exc.where, exc.what) from None
