@@ -44,15 +44,19 @@ def kill_before(name: str) -> None:
 
 
 def main() -> None:
-    sessions, payments_url, effect, kill = sys.argv[1:5]
+    sessions, payments_url, effect, point = sys.argv[1:5]
+    resuming = len(sys.argv) > 5 and sys.argv[5] == "resume"
+    kill = "never" if resuming else point
     agenttrace.init(sessions_dir=Path(sessions), console="quiet")
     if kill == "before_intent":
         kill_before("begin_tool_step")
     elif kill == "after_body":
         kill_before("end_tool_step")
+    bodies: list[str] = []
 
     @agenttrace.tool(effect=effect)
     def charge(amount: int) -> str:
+        bodies.append("charge")
         if kill == "before_body":
             die()
         request = urllib.request.Request(
@@ -74,8 +78,21 @@ def main() -> None:
             agenttrace.force_flush()
             die()
 
-    shop()
+    if not resuming:
+        shop()
+        agenttrace.shutdown()
+        return
+    # The killed process's session, resumed: the run it was in is re-entered.
+    (stream,) = Path(sessions).glob("*.events.jsonl")
+    agenttrace.resume(stream)
+    out: dict[str, Any] = {"in_doubt": []}
+    try:
+        shop()
+    except agenttrace.InDoubtToolCall as exc:
+        out["in_doubt"] = [(step.key[1], step.name) for step in exc.calls]
+    out["bodies"] = bodies
     agenttrace.shutdown()
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

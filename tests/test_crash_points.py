@@ -3,8 +3,13 @@ whose tool charges the payment server is killed with SIGKILL at each point of a 
 (tests/crash_point_child.py), and ``agenttrace doubts`` says what the journal knows: nothing before
 the intent is on disk, the call in doubt from its intent until its ``done`` (whatever happened
 in between: no charge, or a charge), done after. A ``pure`` call journals nothing: running it
-again is harmless. The server counts what was really charged. (Resuming after each kill is the
-other half, with the resume policy.)"""
+again is harmless. The server counts what was really charged.
+
+The other half resumes each killed session and re-enters its run (the resume policy,
+docs/journal.md): an ``effect`` call is never made twice (a kill between its intent and its
+``done`` stops the resume with the call named in doubt), an ``idempotent`` one is made again
+with the same key and the server charges once, ``pure`` and ``read`` ones run again, and a call
+whose ``done`` is on disk is answered from the journal."""
 
 from __future__ import annotations
 
@@ -47,22 +52,7 @@ def test_what_the_journal_says_after_a_kill_at_each_point_of_a_tool_call(
 ) -> None:
     before = len(payments.charges)
     sessions = tmp_path / "sessions"
-    child = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.crash_point_child",
-            str(sessions),
-            payments.url,
-            effect,
-            point,
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    child = _child(sessions, payments, effect, point)
     assert child.returncode == -9, child.stderr
     assert len(payments.charges) - before == CHARGED[point]
     (stream,) = sessions.glob("*.events.jsonl")
@@ -80,3 +70,58 @@ def test_what_the_journal_says_after_a_kill_at_each_point_of_a_tool_call(
         (step,) = steps
         # The result as JSON: a string tool result is a JSON string, so a replay gives it back.
         assert (step.state, json.loads(step.result)) == ("done", payments.charges[-1]["charge"])
+
+
+def resumed_charges(effect: str, point: str) -> int:
+    """What the server has charged in all once the killed run is resumed and re-entered."""
+    if point == "before_intent":
+        return 1  # never journaled: the re-entered run makes the call
+    if point == "after_done" and effect != "pure":
+        return 1  # done: answered from the journal
+    if effect == "idempotent":
+        return 1  # made again with the same key: the server does it once
+    if effect == "effect":
+        return CHARGED[point]  # in doubt: not made again
+    return CHARGED[point] + 1  # pure (journals nothing), read: made again
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("effect", ["pure", "read", "idempotent", "effect"])
+@pytest.mark.parametrize("point", POINTS)
+def test_resuming_after_a_kill_at_each_point_never_repeats_an_effect(
+    tmp_path: Path, payments: PaymentServer, effect: str, point: str
+) -> None:
+    before = len(payments.charges)
+    sessions = tmp_path / "sessions"
+    killed = _child(sessions, payments, effect, point)
+    assert killed.returncode == -9, killed.stderr
+    resumed = _child(sessions, payments, effect, point, "resume")
+    assert resumed.returncode == 0, resumed.stderr
+    out = json.loads(resumed.stdout.splitlines()[-1])
+    assert len(payments.charges) - before == resumed_charges(effect, point), out
+    stopped = effect == "effect" and point in IN_DOUBT
+    assert out["in_doubt"] == ([["1.1", "charge"]] if stopped else [])
+    replayed = point == "after_done" and effect != "pure"
+    assert out["bodies"] == ([] if stopped or replayed else ["charge"])
+
+
+def _child(
+    sessions: Path, payments: PaymentServer, effect: str, point: str, *mode: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.crash_point_child",
+            str(sessions),
+            payments.url,
+            effect,
+            point,
+            *mode,
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
