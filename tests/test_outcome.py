@@ -16,7 +16,8 @@ from agenttrace.model.outcome import Usage, op_outcome
 from agenttrace.tracing.op_attributes import (
     cost_span_attributes,
     error_span_attributes,
-    tool_size_attributes,
+    tool_input_size_attributes,
+    tool_output_size_attributes,
     unpriced,
     usage_span_attributes,
 )
@@ -153,11 +154,7 @@ def test_a_price_and_tool_sizes_go_on_a_span_and_are_read_back_from_it_unchanged
     assert (attempt.cost_usd, attempt.upstream_cost_usd) == (0.0015, 0.001)
     assert cost_span_attributes(None) == {}  # no price known: none said, never 0
     assert unpriced(dict(priced)) == {sc.COST_UPSTREAM_USD: 0.001}
-    started = tool_size_attributes(chars_in=14)
-    ended = {**tool_size_attributes(chars_out=0), **error_span_attributes("Timeout")}
+    started = tool_input_size_attributes(14)
+    ended = {**tool_output_size_attributes(0), **error_span_attributes("Timeout")}
     call = op_outcome({sc.KIND: sc.KIND_TOOL, **started}, ended, 0, 1, "Timeout: slow", None)
     assert (call.chars_in, call.chars_out, call.error_type) == (14, 0, "Timeout")
-    assert tool_size_attributes(chars_in=1, chars_out=2) == {
-        sc.TOOL_CHARS_IN: 1,
-        sc.TOOL_CHARS_OUT: 2,
-    }

@@ -41,7 +41,7 @@ from agenttrace.tracing.llm_attributes import (
     response_attributes,
     split_model,
 )
-from agenttrace.tracing.op_attributes import error_span_attributes, tool_size_attributes
+from agenttrace.tracing.op_attributes import error_span_attributes, tool_output_size_attributes
 from agenttrace.tracing.scopes import (
     OpScope,
     Scope,
@@ -534,7 +534,7 @@ class _ToolSpec(_Spec[OpScope]):
         done = None if isinstance(result, Streamed) or result is NO_RESULT else result
         end_tool_step(scope, done, error)
         if isinstance(result, Streamed):  # a generator tool: its results were its items
-            sizes = tool_size_attributes(chars_out=scope.streamed_chars)
+            sizes = tool_output_size_attributes(scope.streamed_chars)
             finish(scope, error, sizes, passed=passed)
             return
         ok = error is None and passed is None and result is not NO_RESULT
@@ -551,7 +551,7 @@ def _tool_result_attributes(scope: OpScope, result: Any) -> dict[str, AttributeV
     """The result's span attributes; its recorded JSON goes into the saved state (recorded
     later, off the caller's path, for a result that cannot change: see ``_internal/later``)."""
     if result is None:
-        return tool_size_attributes(chars_out=0)
+        return tool_output_size_attributes(0)
     return tool_payload(scope.payloads, sc.GEN_AI_TOOL_CALL_RESULT, result, later=True)
 
 

@@ -52,16 +52,14 @@ def unpriced(attributes: dict[str, AttributeValue]) -> dict[str, AttributeValue]
     return attributes
 
 
-def tool_size_attributes(
-    chars_in: int | None = None, chars_out: int | None = None
-) -> dict[str, AttributeValue]:
-    """A tool call's input and output sizes, in characters, as span attributes (``None``:
-    not given here, left out)."""
-    if chars_out is None:
-        return {sc.TOOL_CHARS_IN: chars_in} if chars_in is not None else {}
-    if chars_in is None:
-        return {sc.TOOL_CHARS_OUT: chars_out}
-    return {sc.TOOL_CHARS_IN: chars_in, sc.TOOL_CHARS_OUT: chars_out}
+def tool_input_size_attributes(chars_in: int) -> dict[str, AttributeValue]:
+    """A tool call's input size (its arguments as JSON, in characters) as span attributes."""
+    return {sc.TOOL_CHARS_IN: chars_in}
+
+
+def tool_output_size_attributes(chars_out: int) -> dict[str, AttributeValue]:
+    """A tool call's output size (its result as JSON, in characters) as span attributes."""
+    return {sc.TOOL_CHARS_OUT: chars_out}
 
 
 def error_span_attributes(error_type: str) -> dict[str, AttributeValue]:

@@ -25,7 +25,7 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.tracing.content import tool_payload
-from agenttrace.tracing.op_attributes import tool_size_attributes
+from agenttrace.tracing.op_attributes import tool_output_size_attributes
 from agenttrace.tracing.relays import piece_for
 from agenttrace.tracing.scopes import OpScope, SessionScope, finish, start_op, start_session
 from agenttrace.tracing.steps import begin_tool_step, end_tool_step
@@ -106,7 +106,7 @@ class ToolCall:
         """End the span of a call that got no result (the exchange ended without one)."""
         if not self.done:
             self.done = True
-            finish(self.op, None, tool_size_attributes(chars_out=0), ended_ns=now)
+            finish(self.op, None, tool_output_size_attributes(0), ended_ns=now)
 
 
 class AgentRun:
