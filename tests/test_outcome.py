@@ -13,7 +13,14 @@ from agenttrace.formats.compact_json import compact_json
 from agenttrace.formats.ledger import Accounted, accounting_entry
 from agenttrace.formats.session.schema import AccountingEntry
 from agenttrace.model.outcome import Usage, op_outcome
-from agenttrace.tracing.op_attributes import usage_span_attributes
+from agenttrace.tracing.op_attributes import (
+    cost_span_attributes,
+    error_span_attributes,
+    tool_input_size_attributes,
+    tool_output_size_attributes,
+    unpriced,
+    usage_span_attributes,
+)
 
 LLM_STARTED = {
     sc.KIND: sc.KIND_LLM,
@@ -139,3 +146,15 @@ def test_an_attempt_s_usage_goes_on_its_span_and_is_read_back_from_it_unchanged(
         0,
         5,
     )
+
+
+def test_a_price_and_tool_sizes_go_on_a_span_and_are_read_back_from_it_unchanged() -> None:
+    priced = cost_span_attributes(0.0015, 0.001)
+    attempt = op_outcome({sc.KIND: sc.KIND_LLM}, priced, 0, 1, None, None)
+    assert (attempt.cost_usd, attempt.upstream_cost_usd) == (0.0015, 0.001)
+    assert cost_span_attributes(None) == {}  # no price known: none said, never 0
+    assert unpriced(dict(priced)) == {sc.COST_UPSTREAM_USD: 0.001}
+    started = tool_input_size_attributes(14)
+    ended = {**tool_output_size_attributes(0), **error_span_attributes("Timeout")}
+    call = op_outcome({sc.KIND: sc.KIND_TOOL, **started}, ended, 0, 1, "Timeout: slow", None)
+    assert (call.chars_in, call.chars_out, call.error_type) == (14, 0, "Timeout")

@@ -75,6 +75,7 @@ class OpOutcome:
         "response_provider",
         "span_id",
         "started_ns",
+        "time_to_first_chunk",
         "tool_name",
         "tool_provider",
         "trace_flags",
@@ -112,6 +113,8 @@ class OpOutcome:
     attempt: int | None
     usage: Usage | None
     """An LLM attempt's tokens (``None`` on a tool call)."""
+    time_to_first_chunk: float | None
+    """Seconds from a streamed attempt's start to its first chunk (``None``: not streamed)."""
     cost_usd: float | None
     upstream_cost_usd: float | None
     tool_name: str | None
@@ -192,6 +195,7 @@ def op_outcome(
             get(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, 0),
             get(sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, 0),
         )
+        outcome.time_to_first_chunk = get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
         outcome.cost_usd = get(sc.COST_USD)
         outcome.upstream_cost_usd = get(sc.COST_UPSTREAM_USD)
         outcome.tool_name = outcome.tool_provider = outcome.mcp_server = None
@@ -199,6 +203,7 @@ def op_outcome(
     else:
         outcome.provider = outcome.request_model = outcome.response_provider = None
         outcome.response_model = outcome.attempt = outcome.usage = None
+        outcome.time_to_first_chunk = None
         outcome.cost_usd = get(sc.COST_USD)
         outcome.upstream_cost_usd = None
         outcome.tool_name = get(sc.GEN_AI_TOOL_NAME)

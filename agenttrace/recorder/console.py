@@ -25,6 +25,7 @@ from agenttrace._internal.config import ConsoleMode, Settings
 from agenttrace._internal.later import recorded_text
 from agenttrace._internal.redact import cap_text, scrub_json_text
 from agenttrace.model.lifecycle import Ended, Logged, Started
+from agenttrace.model.outcome import OpOutcome, op_outcome
 from agenttrace.recorder.sink import Sink
 
 _QUIET_LEVELS = frozenset({"WRN", "ERR"})
@@ -111,18 +112,24 @@ class ConsoleSink(Sink):
         opened = self._open.pop((record.origin, record.label), None)
         if opened is None or (record.error is None and self.mode == "quiet"):
             return  # quiet: only failures are printed
-        attributes = {**opened[1], **record.attributes}
-        attributes[_LATENCY] = (record.ended_ns - opened[0]) / 1e6
+        started_ns, started = opened
+        attributes = {**started, **record.attributes}
+        latency = _latency_text((record.ended_ns - started_ns) / 1e6)
         kind = attributes.get(sc.KIND)
         if record.error is not None:
             level = (
                 "ERR" if kind == sc.KIND_SESSION and not attributes.get(sc.TXN_PARENT) else "WRN"
             )
-            self._write(format_line(attributes, f"{level} {_failure(attributes, record.error)}"))
+            failure = _failure(attributes, latency, record.error)
+            self._write(format_line(attributes, f"{level} {failure}"))
         elif self.mode != "quiet" and kind in (sc.KIND_LLM, sc.KIND_TOOL, sc.KIND_SESSION):
-            summary = _summary(attributes)
-            if summary is not None:
-                self._write(format_line(attributes, summary))
+            if kind == sc.KIND_SESSION and (
+                attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_INVOKE_AGENT
+            ):
+                summary = f"VRB agent run ok {latency}"
+            else:
+                summary = _summary(_outcome_of(record, started_ns, started), latency)
+            self._write(format_line(attributes, summary))
         if self._bodies:
             # The bodies from the record: there whether or not content goes on spans.
             bodies = record.payloads if record.payloads is not None else attributes
@@ -148,16 +155,11 @@ _BODIES = (
 )
 
 
-_LATENCY = "latency_ms"
-"""Where ``ended`` puts the scope's latency among the attributes it formats (not a span's)."""
+def _latency_text(latency_ms: float) -> str:
+    return f"{latency_ms:.0f}ms"
 
 
-def _latency_text(attributes: Mapping[str, Any]) -> str:
-    latency = attributes.get(_LATENCY)
-    return f"{latency:.0f}ms" if isinstance(latency, (int, float)) else "?ms"
-
-
-def _failure(attributes: Mapping[str, Any], error: str) -> str:
+def _failure(attributes: Mapping[str, Any], latency: str, error: str) -> str:
     what = "failed"
     error_type = attributes.get(sc.ERROR_TYPE)
     if error_type:
@@ -166,42 +168,45 @@ def _failure(attributes: Mapping[str, Any], error: str) -> str:
     prefix = f"attempt {attempt} " if attempt else ""
     # One line: an exception message may carry a whole traceback (litellm's do).
     description = error.strip().split("\n", 1)[0][:_MAX_REASON]
-    return f"{prefix}{what} after {_latency_text(attributes)}: {description}".rstrip(": ")
+    return f"{prefix}{what} after {latency}: {description}".rstrip(": ")
 
 
 def _known(count: Any) -> str:
     return "?" if count is None else str(count)
 
 
-def _summary(attributes: Mapping[str, Any]) -> str | None:
-    kind = attributes.get(sc.KIND)
-    if kind == sc.KIND_LLM:
-        parts = [f"VRB ok {_latency_text(attributes)}", f"attempt {attributes.get(sc.ATTEMPT, 1)}"]
-        tokens_in = attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)
-        tokens_out = attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
-        if tokens_in is not None or tokens_out is not None:
-            cache_r = attributes.get(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, 0)
-            cache_w = attributes.get(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, 0)
-            parts.append(
-                f"tokens in {_known(tokens_in)} (cache r {cache_r} w {cache_w}) "
-                f"out {_known(tokens_out)}"
-            )
-        else:
-            parts.append("no usage")
-        ttfc = attributes.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
-        if isinstance(ttfc, (int, float)):
-            parts.append(f"first chunk {ttfc * 1000:.0f}ms")
-        cost = attributes.get(sc.COST_USD)
-        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-            parts.append(f"${cost:.6f}")
-        else:  # a model missing from litellm's price map: unknown, never $0
-            parts.append("cost unknown")
-        return ", ".join(parts)
-    if kind == sc.KIND_SESSION and attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_INVOKE_AGENT:
-        return f"VRB agent run ok {_latency_text(attributes)}"
-    if kind in (sc.KIND_TOOL, sc.KIND_SESSION):
-        return (
-            f"VRB ok {_latency_text(attributes)}, chars in {attributes.get(sc.TOOL_CHARS_IN, 0)} "
-            f"out {attributes.get(sc.TOOL_CHARS_OUT, 0)}"
+def _outcome_of(record: Ended, started_ns: int, started: Mapping[str, Any]) -> OpOutcome:
+    """The op's typed outcome: the one its record carries, else (an op answered from the
+    journal, which carries none: nothing was bought) read from its span's attributes."""
+    if record.accounted is not None:
+        return record.accounted.op
+    return op_outcome(
+        started, record.attributes, started_ns, record.ended_ns, record.error, call_path=None
+    )
+
+
+def _summary(op: OpOutcome, latency: str) -> str:
+    """The verbose line of an op that succeeded: an LLM attempt's tokens, first chunk and
+    cost, a tool call's input and output sizes."""
+    if not op.is_llm:
+        chars_in = 0 if op.chars_in is None else op.chars_in
+        chars_out = 0 if op.chars_out is None else op.chars_out
+        return f"VRB ok {latency}, chars in {chars_in} out {chars_out}"
+    parts = [f"VRB ok {latency}", f"attempt {1 if op.attempt is None else op.attempt}"]
+    usage = op.usage
+    if usage is not None and (usage.input is not None or usage.output is not None):
+        parts.append(
+            f"tokens in {_known(usage.input)} (cache r {usage.cache_read} w {usage.cache_write}) "
+            f"out {_known(usage.output)}"
         )
-    return None
+    else:
+        parts.append("no usage")
+    ttfc = op.time_to_first_chunk
+    if isinstance(ttfc, (int, float)):
+        parts.append(f"first chunk {ttfc * 1000:.0f}ms")
+    cost = op.cost_usd
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        parts.append(f"${cost:.6f}")
+    else:  # a model missing from litellm's price map: unknown, never $0
+        parts.append("cost unknown")
+    return ", ".join(parts)

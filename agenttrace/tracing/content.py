@@ -13,10 +13,15 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
+from agenttrace import semconv as sc
 from agenttrace._internal.capture import Output, captures, content_attributes
 from agenttrace._internal.later import RecordedLater, json_length
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
+from agenttrace.tracing.op_attributes import (
+    tool_input_size_attributes,
+    tool_output_size_attributes,
+)
 
 
 def recorded_content(
@@ -32,12 +37,13 @@ def recorded_content(
 
 
 def tool_payload(
-    payloads: dict[str, Any], key: str, size_key: str, value: Any, *, later: bool = False
+    payloads: dict[str, Any], key: str, value: Any, *, later: bool = False
 ) -> dict[str, AttributeValue]:
-    """Record ``value`` (a tool call's arguments or result) as ``payloads[key]``, and return
-    the span attributes it gives: its size in characters under ``size_key`` (a string's
-    length, anything else's JSON length) and, where content goes on spans, the recorded text
-    under ``key``.
+    """Record ``value`` (a tool call's arguments, ``key`` ``gen_ai.tool.call.arguments``, or
+    its result, ``gen_ai.tool.call.result``) as ``payloads[key]``, and return the span
+    attributes it gives: its size in characters (a string's length, anything else's JSON
+    length), the call's input or output size (``op_attributes``), and, where content goes on
+    spans, the recorded text under ``key``.
 
     ``later``: nothing can change ``value`` (it is agenttrace's own, or a result that cannot
     change), so when the span does not carry the text it is recorded later, off the caller's
@@ -45,13 +51,19 @@ def tool_payload(
     """
     settings = runtime.settings
     on_span = captures(Output.SPAN, settings)
+    sizes = (
+        tool_input_size_attributes
+        if key == sc.GEN_AI_TOOL_CALL_ARGUMENTS
+        else tool_output_size_attributes
+    )
     if later and not on_span:
         length = len(value) if type(value) is str else json_length(value)
         if length is not None:
             payloads[key] = RecordedLater(value, settings.max_payload_bytes)
-            return {size_key: length}
+            return sizes(length)
     length, recorded = recorded_json(value, settings.max_payload_bytes)
     payloads[key] = recorded
+    attributes = sizes(length)
     if on_span:
-        return {size_key: length, key: recorded}
-    return {size_key: length}
+        attributes[key] = recorded
+    return attributes

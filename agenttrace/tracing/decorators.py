@@ -48,6 +48,7 @@ from agenttrace.tracing.llm_steps import (
     end_llm_step,
     replayed_result,
 )
+from agenttrace.tracing.op_attributes import error_span_attributes, tool_output_size_attributes
 from agenttrace.tracing.scopes import (
     OpScope,
     Scope,
@@ -481,11 +482,7 @@ class _ToolSpec(_Spec[OpScope]):
         # A dict built here holds what the call was given and no one else changes it.
         payloads: dict[str, Any] = {}
         attributes = tool_payload(
-            payloads,
-            sc.GEN_AI_TOOL_CALL_ARGUMENTS,
-            sc.TOOL_CHARS_IN,
-            arguments,
-            later=self.arguments is None,
+            payloads, sc.GEN_AI_TOOL_CALL_ARGUMENTS, arguments, later=self.arguments is None
         )
         if self.category is not None:
             attributes[sc.TOOL_CATEGORY] = self.category
@@ -544,7 +541,8 @@ class _ToolSpec(_Spec[OpScope]):
         done = None if isinstance(result, Streamed) or result is NO_RESULT else result
         end_tool_step(scope, done, error)
         if isinstance(result, Streamed):  # a generator tool: its results were its items
-            finish(scope, error, {sc.TOOL_CHARS_OUT: scope.streamed_chars}, passed=passed)
+            sizes = tool_output_size_attributes(scope.streamed_chars)
+            finish(scope, error, sizes, passed=passed)
             return
         ok = error is None and passed is None and result is not NO_RESULT
         if ok and scope.call_id is not None:
@@ -560,10 +558,8 @@ def _tool_result_attributes(scope: OpScope, result: Any) -> dict[str, AttributeV
     """The result's span attributes; its recorded JSON goes into the saved state (recorded
     later, off the caller's path, for a result that cannot change: see ``_internal/later``)."""
     if result is None:
-        return {sc.TOOL_CHARS_OUT: 0}
-    return tool_payload(
-        scope.payloads, sc.GEN_AI_TOOL_CALL_RESULT, sc.TOOL_CHARS_OUT, result, later=True
-    )
+        return tool_output_size_attributes(0)
+    return tool_payload(scope.payloads, sc.GEN_AI_TOOL_CALL_RESULT, result, later=True)
 
 
 @overload
@@ -713,7 +709,7 @@ class _LLMSpec(_Spec[OpScope]):
         if self.journaled:
             end_llm_step(scope, response=None if result is NO_RESULT else result, error=error)
         if error is not None:
-            finish(scope, error, {sc.ERROR_TYPE: classify_error(error)})
+            finish(scope, error, error_span_attributes(classify_error(error)))
         elif result is None or result is NO_RESULT:
             finish(scope, None)
         else:

@@ -24,7 +24,7 @@ from agenttrace._internal.runtime import runtime
 from agenttrace.model.events import alignment, same_entry
 from agenttrace.model.outcome import Usage
 from agenttrace.tracing.content import recorded_content
-from agenttrace.tracing.op_attributes import usage_span_attributes
+from agenttrace.tracing.op_attributes import cost_span_attributes, usage_span_attributes
 from agenttrace.tracing.scopes import SessionScope
 
 _MISSING = object()
@@ -357,7 +357,7 @@ def gateway_attributes(response: Any, usage: Any) -> dict[str, AttributeValue]:
         and math.isfinite(upstream)
         and upstream >= 0
     ):
-        attributes[sc.COST_UPSTREAM_USD] = float(upstream)
+        attributes.update(cost_span_attributes(None, float(upstream)))
     return attributes
 
 

@@ -1,6 +1,6 @@
 """An op's typed values (``agenttrace.model.outcome``) as the attributes of its span: one
-function per value, so what a span says of an op's usage is written in one place, and read back
-from it in one place (``op_outcome``)."""
+function per value (usage, cost, tool sizes, error type), so what a span says of an op's
+outcome is written in one place, and read back from it in one place (``op_outcome``)."""
 
 from __future__ import annotations
 
@@ -31,3 +31,38 @@ def usage_span_attributes(usage: Usage) -> dict[str, AttributeValue]:
         attributes[sc.LLM_TOKEN_COUNT_COMPLETION] = usage.output
         attributes[sc.LLM_TOKEN_COUNT_TOTAL] = usage.total
     return attributes
+
+
+def cost_span_attributes(
+    cost_usd: float | None, upstream_usd: float | None = None
+) -> dict[str, AttributeValue]:
+    """What an op cost as span attributes: its price in USD, and for an LLM attempt the price
+    its provider's upstream charged, where reported (``None``: not known, left out)."""
+    attributes: dict[str, AttributeValue] = {}
+    if cost_usd is not None:
+        attributes[sc.COST_USD] = cost_usd
+    if upstream_usd is not None:
+        attributes[sc.COST_UPSTREAM_USD] = upstream_usd
+    return attributes
+
+
+def unpriced(attributes: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+    """``attributes`` without a price: an op answered from the journal bought nothing."""
+    attributes.pop(sc.COST_USD, None)
+    return attributes
+
+
+def tool_input_size_attributes(chars_in: int) -> dict[str, AttributeValue]:
+    """A tool call's input size (its arguments as JSON, in characters) as span attributes."""
+    return {sc.TOOL_CHARS_IN: chars_in}
+
+
+def tool_output_size_attributes(chars_out: int) -> dict[str, AttributeValue]:
+    """A tool call's output size (its result as JSON, in characters) as span attributes."""
+    return {sc.TOOL_CHARS_OUT: chars_out}
+
+
+def error_span_attributes(error_type: str) -> dict[str, AttributeValue]:
+    """A failed op's error type as span attributes (its status and description are the
+    span's own status: ``scopes.record_error``)."""
+    return {sc.ERROR_TYPE: error_type}

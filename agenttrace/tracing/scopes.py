@@ -52,6 +52,7 @@ from agenttrace.model.paths import Address, format_label
 from agenttrace.model.reentry import Reentry
 from agenttrace.session.state import Session, current_session
 from agenttrace.tracing.agents import agent_of
+from agenttrace.tracing.op_attributes import error_span_attributes
 from agenttrace.tracing.outbound import outbound_attributes, outbound_text, outbound_value
 from agenttrace.tracing.recording import emit, emit_inference_details, record_canonical_event
 from agenttrace.tracing.run_journal import journal_run_end, journal_run_start
@@ -772,9 +773,7 @@ def finish(
     span = scope.span
     # The span's own status and duration say how it went and how long it took: no attribute
     # repeats them (the opTree's status and latency come from the Ended record).
-    final: Attributes = {}
-    if error is not None:
-        final[sc.ERROR_TYPE] = type(error).__qualname__
+    final: Attributes = {} if error is None else error_span_attributes(type(error).__qualname__)
     try:
         more = attributes() if callable(attributes) else attributes
         if more:

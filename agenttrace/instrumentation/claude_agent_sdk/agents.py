@@ -25,6 +25,7 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace.tracing.content import tool_payload
+from agenttrace.tracing.op_attributes import tool_output_size_attributes
 from agenttrace.tracing.relays import piece_for
 from agenttrace.tracing.scopes import OpScope, SessionScope, finish, start_op, start_session
 from agenttrace.tracing.steps import begin_tool_step, end_tool_step
@@ -65,9 +66,7 @@ class ToolCall:
         self.done = False
         self.sub: AgentRun | None = None
         payloads: dict[str, Any] = {}
-        attributes = tool_payload(
-            payloads, sc.GEN_AI_TOOL_CALL_ARGUMENTS, sc.TOOL_CHARS_IN, self.input
-        )
+        attributes = tool_payload(payloads, sc.GEN_AI_TOOL_CALL_ARGUMENTS, self.input)
         attributes[sc.GEN_AI_TOOL_CALL_ID] = self.id
         server = mcp_server_of(self.name)
         if server is not None:
@@ -98,9 +97,7 @@ class ToolCall:
             None if is_error else answer,
             at=self.op,
         )
-        attributes = tool_payload(
-            self.op.payloads, sc.GEN_AI_TOOL_CALL_RESULT, sc.TOOL_CHARS_OUT, text
-        )
+        attributes = tool_payload(self.op.payloads, sc.GEN_AI_TOOL_CALL_RESULT, text)
         error = ToolError(text) if is_error else None
         end_tool_step(self.op, text, error)
         finish(self.op, error, attributes, ended_ns=now)
@@ -109,7 +106,7 @@ class ToolCall:
         """End the span of a call that got no result (the exchange ended without one)."""
         if not self.done:
             self.done = True
-            finish(self.op, None, {sc.TOOL_CHARS_OUT: 0}, ended_ns=now)
+            finish(self.op, None, tool_output_size_attributes(0), ended_ns=now)
 
 
 class AgentRun:

@@ -26,6 +26,7 @@ from agenttrace.tracing.llm_attributes import (
     response_attributes,
 )
 from agenttrace.tracing.logs import thinking
+from agenttrace.tracing.op_attributes import error_span_attributes
 from agenttrace.tracing.scopes import (
     OpScope,
     Scope,
@@ -209,4 +210,4 @@ def failed_attempt(
             new_turn=attempt == 1,
             started_ns=started_ns,
         )
-    finish(op, ModelError(description), {sc.ERROR_TYPE: category}, ended_ns=ended_ns)
+    finish(op, ModelError(description), error_span_attributes(category), ended_ns=ended_ns)

@@ -31,6 +31,7 @@ from agenttrace import semconv as sc
 from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.runtime import runtime
 from agenttrace.tracing.llm_attributes import status_category, usage_attributes
+from agenttrace.tracing.op_attributes import cost_span_attributes, error_span_attributes
 from agenttrace.tracing.scopes import start_session
 
 from . import transcript as tr
@@ -236,10 +237,12 @@ class SdkSession:
                 text = result.result or "; ".join(result.errors or ()) or result.subtype
                 error = ExchangeError(text)
                 # An API error ends as subtype "success" with is_error: its reason says more.
-                attributes[sc.ERROR_TYPE] = (
-                    result.subtype
-                    if result.subtype != "success"
-                    else result.terminal_reason or "error_result"
+                attributes.update(
+                    error_span_attributes(
+                        result.subtype
+                        if result.subtype != "success"
+                        else result.terminal_reason or "error_result"
+                    )
                 )
         self.last_end_ns = now
         main.end(now, error, **attributes)
@@ -272,7 +275,8 @@ class SdkSession:
             attributes[TOTAL_COST_USD] = cost
             previous = self.total_cost or 0.0
             # A total lower than the last one was counted afresh (a new CLI process).
-            attributes[sc.COST_USD] = round(cost - previous if cost >= previous else cost, 9)
+            delta = round(cost - previous if cost >= previous else cost, 9)
+            attributes.update(cost_span_attributes(delta))
             self.total_cost = cost
         api = number(result.duration_api_ms)
         if api is not None:

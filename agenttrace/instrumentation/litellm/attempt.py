@@ -24,6 +24,7 @@ from agenttrace.tracing.llm_attributes import (
 )
 from agenttrace.tracing.llm_steps import end_llm_step
 from agenttrace.tracing.logs import record_reasoning
+from agenttrace.tracing.op_attributes import cost_span_attributes, error_span_attributes
 from agenttrace.tracing.scopes import OpScope, Scope, finish
 from agenttrace.tracing.transcripts import log_llm_exchange
 
@@ -118,7 +119,7 @@ class Attempt:
         try:
             # What was asked goes into the saved state even when the attempt failed.
             attributes = input_content(self.input, self.scope.payloads)
-            attributes[sc.ERROR_TYPE] = classify_error(error)
+            attributes.update(error_span_attributes(classify_error(error)))
             finish(self.scope, error, attributes)
         except Exception as exc:
             report_internal_error(WHERE, exc)
@@ -182,7 +183,7 @@ def result_attributes(attempt: Attempt, response: Any) -> dict[str, AttributeVal
         hidden = {}
     cost = hidden.get("response_cost")
     if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-        attributes[sc.COST_USD] = float(cost)
+        attributes.update(cost_span_attributes(float(cost)))
     if attempt.request.routed and sc.RESPONSE_PROVIDER not in attributes:
         # Behind a Router, the deployment that answered served it: the provider litellm says
         # it used for the call, else the one the deployment's parameters name.

@@ -40,6 +40,7 @@ from agenttrace.instrumentation.litellm.utils import (
 )
 from agenttrace.model.journal import Step
 from agenttrace.tracing.llm_steps import begin_llm_step, end_llm_step
+from agenttrace.tracing.op_attributes import cost_span_attributes, unpriced
 
 # --- the wrappers ---------------------------------------------------------------------------------
 
@@ -150,13 +151,11 @@ def _completed_attributes(
 ) -> dict[str, AttributeValue]:
     attributes = result_attributes(attempt, result)
     if (attempt.scope.late or {}).get(sc.REPLAYED) is True:
-        attributes.pop(sc.COST_USD, None)  # answered from the journal: nothing was bought
-        return attributes
+        return unpriced(attributes)  # answered from the journal: nothing was bought
     if price_it and sc.COST_USD not in attributes:
         litellm = sys.modules.get("litellm")
         cost = cost_from_tokens(litellm, attempt.raw_model, attributes) if litellm else None
-        if cost is not None:
-            attributes[sc.COST_USD] = cost
+        attributes.update(cost_span_attributes(cost))
     return attributes
 
 

@@ -23,6 +23,7 @@ from agenttrace.instrumentation.litellm.attempt import Attempt, offer_tool_calls
 from agenttrace.instrumentation.litellm.utils import WHERE, cost_from_tokens
 from agenttrace.tracing.llm_attributes import field, input_content
 from agenttrace.tracing.llm_steps import end_llm_step
+from agenttrace.tracing.op_attributes import cost_span_attributes, unpriced
 
 
 class _StreamState:
@@ -101,12 +102,10 @@ def _stream_attributes(
     elif not streamed_usage:  # litellm 1.110 and later count them when the provider sends none
         attributes[sc.USAGE_ESTIMATED] = True
     if (attempt.scope.late or {}).get(sc.REPLAYED) is True:
-        attributes.pop(sc.COST_USD, None)  # answered from the journal: nothing was bought
-        return attributes
+        return unpriced(attributes)  # answered from the journal: nothing was bought
     if sc.COST_USD not in attributes or not attributes[sc.COST_USD]:
         cost = cost_from_tokens(litellm, attempt.raw_model, attributes)
-        if cost is not None:
-            attributes[sc.COST_USD] = cost
+        attributes.update(cost_span_attributes(cost))
     return attributes
 
 
