@@ -225,8 +225,7 @@ class EventStreamSink(Sink):
 
     def _on_timer(self) -> None:
         with self._lock:
-            if self._waiting:
-                self._retry()
+            self._outage.write_waiting(self._waiting, self._retry)
 
     def _appender(self, session: Session) -> StreamAppender:
         """The session's open appender (opened, after repairing the file, if need be)."""
@@ -271,15 +270,11 @@ class EventStreamSink(Sink):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         with self._lock:
-            if self._waiting:
-                self._retry()
-            return not self._waiting
+            return self._outage.write_waiting(self._waiting, self._retry)
 
     def shutdown(self) -> None:
         with self._lock:
-            if self._waiting:
-                self._retry()
-            if self._waiting:
+            if not self._outage.write_waiting(self._waiting, self._retry):
                 lost = sum(waiting.count for waiting in self._waiting.values())
                 if len(self._waiting) == 1:
                     [(session_id, waiting)] = self._waiting.items()
