@@ -504,8 +504,9 @@ class SessionFileSink(Sink):
     """Writes the gzipped session file, coalesced, when runs and sub-agents end, and at exit.
 
     It reads the runs ``optree`` builds, so it must come after that sink among the
-    processor's sinks: the processor hands each record to its sinks in order, and the opTree
-    has then placed (or completed) the node a ``Started`` (``Ended``) record is about."""
+    processor's sinks (:meth:`reads_from`, checked as it is added): the processor hands each
+    record to its sinks in order, and the opTree has then placed (or completed) the node a
+    ``Started`` (``Ended``) record is about."""
 
     def __init__(
         self,
@@ -535,6 +536,9 @@ class SessionFileSink(Sink):
         """Journal lines of sessions whose state the worker has not made yet, by session id."""
         self._live: dict[str, RunTree] = {}
         """Per origin txn id: the opTree's run, from its root's start to its end."""
+
+    def reads_from(self) -> tuple[Sink, ...]:
+        return (self.optree,)
 
     def attach(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
