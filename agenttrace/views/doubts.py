@@ -6,9 +6,10 @@ whether its effect happened. ``doubts`` lists them with their arguments (redacte
 ``resolve`` appends the decision to the session's event stream as a ``step_decision`` line,
 holding the session's lease while it does, so it cannot race a resume.
 
-Both read the journal of whichever of the session's files holds more of it: a session whose
-stream is gone keeps its journal in its session file, and ``resolve`` then writes the stream
-again from that file (its events and journal) before appending the decision.
+Both read the journal of both of the session's files, every line of either once (a decision
+appended to a stream that was behind its session file is kept): a session whose stream is gone
+keeps its journal in its session file, and ``resolve`` then writes the stream again from that
+file (its events and journal) before appending the decision.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def stream_of(path: Path) -> Path:
 
 
 def read_journal(path: Path) -> Journal:
-    """The journal of the session ``path`` names: the fuller of its event stream's and its
+    """The journal of the session ``path`` names: the union of its event stream's and its
     session file's (bounded reads)."""
     return Journal(load_fullest(path).journal)
 
