@@ -309,11 +309,12 @@ def _repair(path: Path, session: Session) -> None:
 
     A torn last line (a write cut off by a crash) is dropped, so the next event does not land
     on its bytes; so is an agent's creation that a crash cut short (resume left it out: the
-    events that replace it take its ids). A resumed session whose stream has fewer events than
-    were restored (the stream stopped on a full disk while the session file went on, or is gone:
-    resumed from its session file alone) gets the stream written again from the restored events,
-    its accounting and its step journal, so the ids stay contiguous in both files and the stream
-    holds the whole journal again.
+    events that replace it take its ids), unless journal lines came after it (the stream is
+    then written again from the session, which keeps them). A resumed session whose stream has
+    fewer events than were restored (the stream stopped on a full disk while the session file
+    went on, or is gone: resumed from its session file alone) gets the stream written again from
+    the restored events, its accounting and its step journal, so the ids stay contiguous in both
+    files and the stream holds the whole journal again.
 
     The file is opened as the appender opens it (a regular file inside the sessions directory,
     else ``UnsafeFile``, an ``OSError``) and read in blocks, never whole.
@@ -336,7 +337,13 @@ def _repair(path: Path, session: Session) -> None:
                 session.session_id,
             )
         elif session.cut_short and restored_end < size:  # keep the first ``restored`` lines
-            os.ftruncate(fd, restored_end)
+            if _journal_line_past(fd, restored_end):
+                # Journaled after the write the crash cut short (a decision ``agenttrace
+                # resolve`` appended): the session restored it, so the stream is written again
+                # from the session, atomically, rather than cut back to before it.
+                _rewrite(path, session)
+            else:
+                os.ftruncate(fd, restored_end)
         elif keep < size:
             os.ftruncate(fd, keep)
             logger.warning(
@@ -359,6 +366,19 @@ def _rewrite(path: Path, session: Session) -> None:
         for step in session.restored_journal
     ]
     write_atomically(path, b"".join(session.event_lines()[:restored] + accounted + journal))
+
+
+def _journal_line_past(fd: int, offset: int, block: int = 1 << 20) -> bool:
+    """Whether a whole step-journal line lies past ``offset`` in the stream open at ``fd``
+    (read in blocks; of a long line only its start is kept, which is all that tells)."""
+    carry = b""
+    while chunk := os.pread(fd, block, offset):
+        offset += len(chunk)
+        lines = (carry + chunk).split(b"\n")
+        carry = lines.pop()[:64]
+        if any(is_journal_line(line) for line in lines):
+            return True
+    return False
 
 
 def _scan_lines(fd: int, nth: int, block: int = 1 << 20) -> tuple[int, int, int, int]:
