@@ -79,3 +79,23 @@ def test_a_decision_journaled_after_a_creation_cut_short_is_kept(
     step = j.Journal(loaded.journal).step(RUN, "1.1")
     assert step is not None and step.outcome == "decided: not_applied"
     assert doubts(stream) == []
+
+
+def test_a_first_write_cut_short_is_cut_off_before_the_resumed_session_writes(
+    traced: Traced, tmp_path: Path
+) -> None:
+    # The process was killed in its first write, the root's creation: nothing is restored.
+    stream = tmp_path / "sessions" / "cut2.events.jsonl"
+    stream.parent.mkdir()
+    stream.write_bytes(created("msg_001", "agent_001", "Boss"))
+    session = agenttrace.resume(stream)
+    assert session.events == [] and len(session.cut_short) == 1
+    agent = session.allocate_agent_id()
+    session.log_agent_created(agent, name="Boss", initial=[{"role": "system", "content": "hi"}])
+    traced.handle.force_flush()
+    lines = stream.read_bytes().splitlines()
+    assert [json.loads(text)["message_id"] for text in lines] == ["msg_001", "msg_002"]
+    assert [e["event_type"] for e in read_session_file(stream).events] == [
+        "agent_created",
+        "transcript_entry",
+    ]

@@ -385,9 +385,10 @@ def _scan_lines(fd: int, nth: int, block: int = 1 << 20) -> tuple[int, int, int,
     """(events, size, where the last whole line ends, where event ``nth`` ends) of the stream
     open at ``fd``. ``op_accounted`` and step-journal lines are no events: they are not counted,
     and those right after event ``nth`` belong to it (they stay when the file is cut back to
-    it). The last is the size when the file has fewer events."""
+    it). The last is the size when the file has fewer events, 0 (or past the lines that
+    belong to no event at its start) when ``nth`` is 0."""
     events = size = keep = 0
-    nth_end = -1
+    nth_end = 0 if nth == 0 else -1  # event 0 ends where the file starts
     carry = b""
     while chunk := os.pread(fd, block, size):
         size += len(chunk)
