@@ -160,3 +160,15 @@ def test_the_journal_of_two_files_is_every_line_of_either_once() -> None:
         replayed,
     ]
     assert journal_union([], [intent]) == [intent]
+
+
+def test_a_decision_never_lands_on_a_torn_last_line(tmp_path: Path) -> None:
+    # The process was killed in the middle of writing an event after the charge's intent.
+    stream = session_with_a_doubt(tmp_path / "sessions")
+    whole = stream.read_bytes()
+    stream.write_bytes(whole + b'{"message_id": "msg_002", "event_type": "transcr')
+    ok(agenttrace(tmp_path, "resolve", str(stream), "2.1", "--abandon"))
+    assert stream.read_bytes().startswith(whole)  # the torn bytes cut off, nothing else
+    loaded = read_session_file(stream)  # every line whole: the stream still reads
+    assert loaded.torn is None and loaded.journal[-1]["decision"] == "abandon"
+    assert ok(agenttrace(tmp_path, "doubts", str(stream))) == "no call in doubt\n"
