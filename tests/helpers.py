@@ -23,6 +23,25 @@ def child_env(**overrides: str) -> dict[str, str]:
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def run_journal_child(
+    sessions: Path, payments_url: str, effect: str, kill: str, mode: str = "run", **env: str
+) -> subprocess.CompletedProcess[str]:
+    """The shop agent of ``tests/journal_child.py`` in a process of its own, its session going to
+    ``sessions``, paying through the payment server at ``payments_url`` with a ``charge`` tool of
+    the ``effect`` class, SIGKILLed at the ``kill`` point (``mode`` "run"), or resuming the
+    killed session and re-entering its run (``mode`` "resume" or "verify"); ``env`` is added to
+    this process's environment."""
+    arguments = [str(sessions), payments_url, effect, kill, mode]
+    return subprocess.run(
+        [sys.executable, "-m", "tests.journal_child", *arguments],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def subtrees(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The opTree nodes right under ``node`` (as objects to change in place): its turns, ops
     and sub-agent runs, which an op has under ``childSession`` when it hosted one and under

@@ -1,7 +1,20 @@
-"""A process for the step journal's crash and re-entry tests: an agent that reads the payment
-server's charges (a ``read`` tool) and then pays through it (a ``charge`` tool of the effect
-class given), and kills itself with SIGKILL where told: ``inside`` (in the charge's body, after
-the charge), ``after`` (once the call returned and its outcome is written), or ``never``.
+"""A process for the step journal's crash, crash-point and re-entry tests: a shop agent that
+reads the payment server's charges (``balance``, a ``read`` tool) and then pays through it
+(``charge``, a tool of the effect class given), killed with SIGKILL at the kill point given:
+
+- ``before_intent``: the charge has started, its intent is not on disk yet (the journal's
+  ``begin_tool_step`` is about to run);
+- ``before_body``: its intent is on disk, its body has not run (nothing charged);
+- ``inside``: in its body, after the charge;
+- ``after_body``: its body returned, its outcome is not journaled yet (``end_tool_step`` is
+  about to run);
+- ``after_done``: once the charge's outcome is on disk (flushed by the background);
+- ``never``: not killed.
+
+The two points inside agenttrace are reached by wrapping the journal's two functions where the
+tool decorator calls them, in this process only: the kill lands exactly there, every time.
+
+    python -m tests.journal_child SESSIONS_DIR PAYMENTS_URL EFFECT KILL_POINT [run|resume|verify]
 
 ``resume`` as the mode resumes the session the killed process left and calls the agent again
 (re-entering the killed run); it prints what happened as one JSON line: the answer or the
@@ -23,15 +36,41 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import agenttrace
+from agenttrace.tracing import decorators
+
+KILL_POINTS = ("before_intent", "before_body", "inside", "after_body", "after_done", "never")
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def kill_before(name: str) -> None:
+    """SIGKILL when the tool decorator calls the journal's function ``name`` for ``charge``."""
+    original = getattr(decorators, name)
+
+    def killing(scope: Any, *args: Any, **kwargs: Any) -> Any:
+        if scope.name == "charge":
+            die()
+        return original(scope, *args, **kwargs)
+
+    setattr(decorators, name, killing)
 
 
 def main() -> None:
-    sessions, payments_url, effect, kill = sys.argv[1:5]
+    sessions, payments_url, effect, point = sys.argv[1:5]
     mode = sys.argv[5] if len(sys.argv) > 5 else "run"
+    if point not in KILL_POINTS:
+        sys.exit(f"journal_child: unknown kill point {point!r}")
+    kill = point if mode == "run" else "never"  # a resumed process runs to its end
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     agenttrace.init(sessions_dir=Path(sessions), console="quiet", tracer_provider=provider)
+    if kill == "before_intent":
+        kill_before("begin_tool_step")
+    elif kill == "after_body":
+        kill_before("end_tool_step")
     bodies: list[str] = []
 
     def charges() -> list[dict[str, Any]]:
@@ -51,6 +90,8 @@ def main() -> None:
     @agenttrace.tool(effect=effect, verify=verify if mode == "verify" else None)
     def charge(amount: int) -> str:
         bodies.append("charge")
+        if kill == "before_body":
+            die()
         request = urllib.request.Request(
             payments_url + "/charge", data=json.dumps({"amount": amount}).encode(), method="POST"
         )
@@ -59,8 +100,8 @@ def main() -> None:
             request.add_header("Idempotency-Key", key)
         with urllib.request.urlopen(request, timeout=30) as answer:
             charged = json.loads(answer.read())
-        if kill == "inside" and mode == "run":
-            os.kill(os.getpid(), signal.SIGKILL)
+        if kill == "inside":
+            die()
         return str(charged["charge"])
 
     @agenttrace.agent("Shop")
@@ -71,9 +112,9 @@ def main() -> None:
             # kill may come sooner): what is in doubt after the kill is the charge alone.
             agenttrace.force_flush()
         paid = charge(5)
-        if kill == "after" and mode == "run":  # once its outcome is on disk
+        if kill == "after_done":  # once its outcome is on disk
             agenttrace.force_flush()
-            os.kill(os.getpid(), signal.SIGKILL)
+            die()
         return paid
 
     if mode == "run":

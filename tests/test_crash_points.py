@@ -1,9 +1,10 @@
 """The crash-point matrix, its first half (issue 22 item 7): for each effect class, an agent
 whose tool charges the payment server is killed with SIGKILL at each point of a tool call
-(tests/crash_point_child.py), and ``agenttrace doubts`` says what the journal knows: nothing before
-the intent is on disk, the call in doubt from its intent until its ``done`` (whatever happened
-in between: no charge, or a charge), done after. A ``pure`` call journals nothing: running it
-again is harmless. The server counts what was really charged.
+(tests/journal_child.py: the shop agent reads its balance, then charges), and ``agenttrace
+doubts`` says what the journal knows of the charge: nothing before the intent is on disk, the
+call in doubt from its intent until its ``done`` (whatever happened in between: no charge, or a
+charge), done after. A ``pure`` call journals nothing: running it again is harmless. The server
+counts what was really charged.
 
 The other half resumes each killed session and re-enters its run (the resume policy,
 docs/journal.md): an ``effect`` call is never made twice (a kill between its intent and its
@@ -14,9 +15,6 @@ whose ``done`` is on disk is answered from the journal."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +23,7 @@ import pytest
 from agenttrace.formats.session.files import read_session_file
 from agenttrace.model.journal import Journal
 
-from .helpers import ROOT
+from .helpers import run_journal_child
 from .payment_server import PaymentServer
 from .test_cli import agenttrace as run_cli
 from .test_cli import ok
@@ -52,18 +50,18 @@ def test_what_the_journal_says_after_a_kill_at_each_point_of_a_tool_call(
 ) -> None:
     before = len(payments.charges)
     sessions = tmp_path / "sessions"
-    child = _child(sessions, payments, effect, point)
+    child = run_journal_child(sessions, payments.url, effect, point)
     assert child.returncode == -9, child.stderr
     assert len(payments.charges) - before == CHARGED[point]
     (stream,) = sessions.glob("*.events.jsonl")
     listed = json.loads(ok(run_cli(tmp_path, "doubts", str(stream), "--json")))
     journaled = Journal(read_session_file(stream).journal).steps.values()
-    steps = [step for step in journaled if step.kind == "tool"]  # not the run's own lines
+    steps = [step for step in journaled if step.name == "charge"]  # not the run's, the read's
     if effect == "pure" or point == "before_intent":
         assert listed == [] and steps == []  # nothing journaled: nothing to doubt
     elif point in IN_DOUBT:
         (doubt,) = listed
-        assert (doubt["tool"], doubt["effect"], doubt["step"]) == ("charge", effect, "1.1")
+        assert (doubt["tool"], doubt["effect"], doubt["step"]) == ("charge", effect, "1.2")
         assert json.loads(doubt["arguments"]) == {"amount": 5}
     else:
         assert listed == []
@@ -93,35 +91,13 @@ def test_resuming_after_a_kill_at_each_point_never_repeats_an_effect(
 ) -> None:
     before = len(payments.charges)
     sessions = tmp_path / "sessions"
-    killed = _child(sessions, payments, effect, point)
+    killed = run_journal_child(sessions, payments.url, effect, point)
     assert killed.returncode == -9, killed.stderr
-    resumed = _child(sessions, payments, effect, point, "resume")
+    resumed = run_journal_child(sessions, payments.url, effect, point, "resume")
     assert resumed.returncode == 0, resumed.stderr
     out = json.loads(resumed.stdout.splitlines()[-1])
     assert len(payments.charges) - before == resumed_charges(effect, point), out
     stopped = effect == "effect" and point in IN_DOUBT
-    assert out["in_doubt"] == ([["1.1", "charge"]] if stopped else [])
+    assert out.get("in_doubt", []) == ([["1.2", "charge"]] if stopped else [])
     replayed = point == "after_done" and effect != "pure"
     assert out["bodies"] == ([] if stopped or replayed else ["charge"])
-
-
-def _child(
-    sessions: Path, payments: PaymentServer, effect: str, point: str, *mode: str
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.crash_point_child",
-            str(sessions),
-            payments.url,
-            effect,
-            point,
-            *mode,
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )

@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from agenttrace.formats.session.files import read_session_file
+from agenttrace.formats.session.files import read_session_file, snapshot_bytes
+from agenttrace.formats.session.fullest import load_fullest
+from agenttrace.formats.session.journal_union import journal_union
 from agenttrace.formats.session.lease import lease_path
 from agenttrace.model import journal as j
 
 from .test_cli import agenttrace, ok, one_error_line
 from .test_journal import hold_in_child
+from .test_session_files import META
 
 RUN = "0123456789abcdef"
 FP = "sha256:" + "0" * 64
@@ -119,3 +122,53 @@ def test_resolve_waits_for_no_one_while_a_resume_holds_the_session(tmp_path: Pat
         holder.send_signal(signal.SIGKILL)
         holder.wait()
     ok(agenttrace(tmp_path, "resolve", str(stream), "2.1", "--not-applied"))
+
+
+def test_a_decision_appended_to_a_stream_behind_its_session_file_is_kept(tmp_path: Path) -> None:
+    # The stream stopped at the search's intent (a full disk); the session file, written once
+    # there was room, holds the whole journal: the search done, the charge in doubt.
+    stream = session_with_a_doubt(tmp_path / "sessions")
+    lines = stream.read_bytes().splitlines(keepends=True)
+    event, journal = lines[0], [json.loads(line) for line in lines[1:]]
+    snapshot = stream.with_name("s1.json.gz")
+    snapshot.write_bytes(
+        snapshot_bytes("s1", [], [event], {**META, "session_id": "s1"}, journal_lines=lines[1:])
+    )
+    stream.write_bytes(event + lines[1])
+    assert ok(agenttrace(tmp_path, "doubts", str(stream))).startswith("2.1  charge (effect)")
+    ok(agenttrace(tmp_path, "resolve", str(stream), "2.1", "--not-applied"))
+    # The stream is still the shorter journal, the decision in it: both files are read.
+    assert len(read_session_file(stream).journal) < len(journal)
+    assert ok(agenttrace(tmp_path, "doubts", str(stream))) == "no call in doubt\n"
+    assert ok(agenttrace(tmp_path, "doubts", str(snapshot))) == "no call in doubt\n"
+    merged = load_fullest(stream).journal
+    assert merged[:-1] == journal and merged[-1]["decision"] == "not_applied"
+    step = j.Journal(merged).step(RUN, "2.1")
+    assert step is not None and step.outcome == "decided: not_applied"
+
+
+def test_the_journal_of_two_files_is_every_line_of_either_once() -> None:
+    intent, done, decided = {"state": "intent"}, {"state": "done"}, {"decision": "retry"}
+    replayed = {"state": "replayed"}
+    assert journal_union([intent, done], [intent]) == [intent, done]  # one starts the other
+    assert journal_union([intent, done], [intent, decided]) == [intent, done, decided]
+    assert journal_union([intent, done], [done, intent]) == [intent, done]  # known by content
+    # A line written twice (two resumes replayed the step) stands as often as in either file.
+    assert journal_union([intent, replayed], [intent, replayed, replayed]) == [
+        intent,
+        replayed,
+        replayed,
+    ]
+    assert journal_union([], [intent]) == [intent]
+
+
+def test_a_decision_never_lands_on_a_torn_last_line(tmp_path: Path) -> None:
+    # The process was killed in the middle of writing an event after the charge's intent.
+    stream = session_with_a_doubt(tmp_path / "sessions")
+    whole = stream.read_bytes()
+    stream.write_bytes(whole + b'{"message_id": "msg_002", "event_type": "transcr')
+    ok(agenttrace(tmp_path, "resolve", str(stream), "2.1", "--abandon"))
+    assert stream.read_bytes().startswith(whole)  # the torn bytes cut off, nothing else
+    loaded = read_session_file(stream)  # every line whole: the stream still reads
+    assert loaded.torn is None and loaded.journal[-1]["decision"] == "abandon"
+    assert ok(agenttrace(tmp_path, "doubts", str(stream))) == "no call in doubt\n"

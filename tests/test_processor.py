@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,8 @@ from agenttrace._internal import errors as internal_errors
 from agenttrace.model.lifecycle import Ended, EventLogged, Logged, Started
 from agenttrace.recorder.worker import Worker
 from agenttrace.sdk.processor import AgentTraceProcessor, Sink
+
+from .conftest import Traced
 
 WAIT = 30.0  # seconds; only reached when something is broken
 
@@ -262,3 +265,33 @@ def test_the_providers_flush_and_shutdown_reach_our_sinks() -> None:
     processor.record(ended("2"))  # after shutdown: ignored, no error
     processor.shutdown()  # twice is safe
     assert sink.shut == 1 and len(sink.seen) == 1
+
+
+def test_a_sink_comes_after_the_sinks_it_reads_from(tmp_path: Path) -> None:
+    # The session file reads the runs the opTree sink builds from the same record: before it,
+    # it would find a run not placed yet, or one already completed and gone.
+    from agenttrace.recorder.optree_builder import OpTreeSink
+    from agenttrace.recorder.store import SessionFileSink
+
+    optree = OpTreeSink(spool_dir=tmp_path)
+    session_file = SessionFileSink(tmp_path, optree)
+    assert session_file.reads_from() == (optree,)
+    with pytest.raises(ValueError, match="SessionFileSink reads what OpTreeSink builds"):
+        AgentTraceProcessor((session_file, optree))
+    with pytest.raises(ValueError, match="add that sink to the processor before it"):
+        AgentTraceProcessor((session_file,))  # an opTree elsewhere is no better
+    refused = AgentTraceProcessor((optree,))
+    with pytest.raises(ValueError):
+        refused.add_sink(SessionFileSink(tmp_path, OpTreeSink(spool_dir=tmp_path)))
+    assert refused.sinks == (optree,)  # nothing half added
+    refused.shutdown()
+    processor = AgentTraceProcessor((optree, session_file))
+    assert processor.sinks == (optree, session_file)
+    processor.shutdown()
+
+
+def test_the_sinks_init_assembles_come_after_those_they_read_from(traced: Traced) -> None:
+    sinks = traced.handle.processor.sinks
+    for index, sink in enumerate(sinks):
+        assert all(read in sinks[:index] for read in sink.reads_from()), sink
+    assert any(sink.reads_from() for sink in sinks)  # the session file's, at least

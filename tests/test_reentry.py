@@ -20,7 +20,7 @@ from agenttrace.model.reentry import Reentry, check_policy
 from agenttrace.model.rewind import rewind_transcripts
 
 from .conftest import Traced
-from .helpers import ROOT
+from .helpers import ROOT, run_journal_child
 from .llm_server import LLMServer, Reply
 from .payment_server import PaymentServer
 from .test_cli import agenttrace as run_cli
@@ -36,20 +36,10 @@ OTHER_FP = "sha256:" + "2" * 64
 def child(
     tmp_path: Path, payments: PaymentServer, effect: str, kill: str, mode: str = "run"
 ) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "AGENTTRACE_BILLING_FILE": str(tmp_path / "ledger.jsonl"),
-    }
-    sessions = str(tmp_path / "sessions")
-    return subprocess.run(
-        [sys.executable, "-m", "tests.journal_child", sessions, payments.url, effect, kill, mode],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    """The shop agent (tests/journal_child.py) with its session and its ledger in ``tmp_path``."""
+    billing = str(tmp_path / "ledger.jsonl")
+    return run_journal_child(
+        tmp_path / "sessions", payments.url, effect, kill, mode, AGENTTRACE_BILLING_FILE=billing
     )
 
 
@@ -110,7 +100,7 @@ def test_a_read_call_in_doubt_runs_again(tmp_path: Path) -> None:
 
 @pytest.mark.e2e
 def test_a_done_call_is_answered_from_the_journal(tmp_path: Path) -> None:
-    report, payments = killed_then_resumed(tmp_path, "effect", "after")
+    report, payments = killed_then_resumed(tmp_path, "effect", "after_done")
     assert report == {
         "answer": "ch_1",
         "bodies": [],

@@ -46,7 +46,7 @@ def drop_stream(sessions: Path) -> None:
 def test_a_session_file_alone_is_re_entered_as_the_stream_would_be(tmp_path: Path) -> None:
     sessions = tmp_path / "sessions"
     report, payments = killed_then_resumed(
-        tmp_path, "effect", "after", between=lambda: drop_stream(sessions)
+        tmp_path, "effect", "after_done", between=lambda: drop_stream(sessions)
     )
     # Both calls were done before the kill: answered from the session file's journal.
     assert report == {

@@ -5,9 +5,6 @@ it in doubt, which ``agenttrace doubts`` lists."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +14,7 @@ import agenttrace
 from agenttrace.model.journal import Journal
 
 from .conftest import Traced
-from .helpers import ROOT
+from .helpers import run_journal_child
 from .payment_server import PaymentServer
 from .test_cli import agenttrace as run_cli
 from .test_cli import ok
@@ -123,7 +120,7 @@ def test_an_unknown_effect_is_refused() -> None:
     [
         ("effect", "inside", True),  # charged, then killed before its outcome: in doubt
         ("idempotent", "inside", True),
-        ("effect", "after", False),  # killed once its outcome was written: done
+        ("effect", "after_done", False),  # killed once its outcome was written: done
         ("pure", "inside", False),  # nothing to doubt: running it again is harmless
     ],
 )
@@ -133,22 +130,7 @@ def test_a_call_killed_mid_body_is_in_doubt(
     payments = PaymentServer().start()
     sessions = tmp_path / "sessions"
     try:
-        child = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "tests.journal_child",
-                str(sessions),
-                payments.url,
-                effect,
-                kill,
-            ],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        child = run_journal_child(sessions, payments.url, effect, kill)
     finally:
         payments.stop()
     assert child.returncode == -9, child.stderr

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+import threading
+from collections.abc import Callable
+from datetime import datetime, timezone
+from types import FrameType
+from typing import Any
+
 import pytest
 
+from agenttrace._internal import times
 from agenttrace._internal.times import (
     MAX_EPOCH_NS,
     MAX_MS,
@@ -58,3 +67,101 @@ def test_times_past_what_otlp_carries_are_its_last() -> None:
     assert ms_iso(-5) == "1970-01-01T00:00:00.000Z"
     assert iso_seconds(WHEN_NS // 1_000_000) == "2026-11-23T00:32:34Z"
     assert iso_seconds(None) is None
+
+
+def lines_of(function: Callable[..., Any]) -> list[int]:
+    """The lines of ``function``'s body that run code, in order."""
+    return sorted({line for _, _, line in function.__code__.co_lines() if line is not None})
+
+
+def paused_at(line: int, function: Callable[[Any], Any], argument: Any, meanwhile: Any) -> Any:
+    """``function(argument)`` in a thread of its own, stopped before it runs ``line`` (or once it
+    returned, if it never reaches it); ``meanwhile()`` runs in this thread while it waits there.
+    Returns what the call returned. The thread waits on events, not on time: the interleaving
+    is the same on every run."""
+    code = function.__code__
+    reached, go_on = threading.Event(), threading.Event()
+    returned: list[Any] = []
+
+    def trace(frame: FrameType, event: str, arg: Any) -> Any:
+        if frame.f_code is not code or reached.is_set():
+            return None
+        if event == "line" and frame.f_lineno == line:
+            reached.set()
+            go_on.wait()
+        elif event == "return":
+            reached.set()
+        return trace
+
+    def call() -> None:
+        sys.settrace(trace)
+        try:
+            returned.append(function(argument))
+        finally:
+            sys.settrace(None)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    try:
+        reached.wait()
+        meanwhile()
+    finally:
+        go_on.set()
+        thread.join()
+    return returned[0]
+
+
+FIRST_NS = WHEN_NS
+NEXT_NS = WHEN_NS + 1_000_000_000  # the next second
+
+
+def written_ts(time_ns: int) -> str:
+    """An event's ``ts``, spelled by datetime rather than by the module under test."""
+    moment = datetime.fromtimestamp(time_ns // 1_000_000_000, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{time_ns // 1_000_000 % 1000:03d}Z"
+
+
+@pytest.mark.parametrize("line", lines_of(event_ts))
+def test_threads_in_two_seconds_never_get_each_others_date_text(line: int) -> None:
+    # The cache holds the next second; a thread formats the first and is stopped at each line
+    # in turn while this thread formats both: every ts is its own time's, whatever the order.
+    assert event_ts(NEXT_NS) == written_ts(NEXT_NS)
+    seen: list[str] = []
+    first = paused_at(
+        line, event_ts, FIRST_NS, lambda: seen.extend([event_ts(NEXT_NS), event_ts(FIRST_NS)])
+    )
+    assert seen == [written_ts(NEXT_NS), written_ts(FIRST_NS)]
+    assert first == written_ts(FIRST_NS)
+    assert [event_ts(FIRST_NS), event_ts(NEXT_NS)] == [written_ts(FIRST_NS), written_ts(NEXT_NS)]
+
+
+@pytest.mark.parametrize("line", lines_of(ts_nanoseconds))
+def test_threads_reading_two_seconds_never_get_each_others_seconds(line: int) -> None:
+    first, following = written_ts(FIRST_NS), written_ts(NEXT_NS)
+    expected = {
+        first: FIRST_NS // 1_000_000 * 1_000_000,
+        following: NEXT_NS // 1_000_000 * 1_000_000,
+    }
+    assert ts_nanoseconds(following) == expected[following]
+    seen: list[int | None] = []
+    read = paused_at(
+        line,
+        ts_nanoseconds,
+        first,
+        lambda: seen.extend([ts_nanoseconds(following), ts_nanoseconds(first)]),
+    )
+    assert seen == [expected[following], expected[first]]
+    assert read == expected[first]
+    assert [ts_nanoseconds(first), ts_nanoseconds(following)] == [
+        expected[first],
+        expected[following],
+    ]
+
+
+def test_the_first_ts_a_process_writes_is_whole_even_at_the_epoch() -> None:
+    # A fresh copy of the module: its cache as a process starts with it.
+    spec = importlib.util.spec_from_file_location("fresh_times", times.__file__)
+    assert spec is not None and spec.loader is not None
+    fresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fresh)
+    assert fresh.event_ts(0) == "1970-01-01T00:00:00.000Z"

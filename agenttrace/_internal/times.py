@@ -29,35 +29,39 @@ _ISO = re.compile(
     r"(Z|z|[+-]\d{2}:?\d{2})?$"
 )
 
-_second: list[Any] = [0, ""]  # the last whole second formatted, and its text
-_parsed: list[Any] = ["", 0]  # the last whole second parsed, and its seconds since the epoch
+# Each cache is one immutable pair, read once and replaced whole (one store of a global, atomic
+# under the GIL): a thread in another second can replace it between two calls, never pair one
+# second with the other's text. No lock on a path every event takes.
+_second: tuple[int | None, str] = (None, "")  # the last whole second formatted, and its text
+_parsed: tuple[str, int] = ("", 0)  # the last whole second parsed, and its seconds since the epoch
 
 
 def event_ts(time_ns: int) -> str:
     """``time_ns`` (ns since the epoch) as an event's ``ts``: ISO-8601 UTC with milliseconds.
     The date and time part is formatted once a second: an event per call made datetime's
     formatting a noticeable share of logging one."""
+    global _second
     seconds, rest = divmod(time_ns, 1_000_000_000)
     cached = _second
     if cached[0] != seconds:
-        cached[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-        cached[0] = seconds
+        cached = (seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)))
+        _second = cached
     return f"{cached[1]}.{rest // 1_000_000:03d}Z"
 
 
 def ts_nanoseconds(ts: str) -> int | None:
     """The time an event's ``ts`` names, in ns since the epoch (``None`` if it is not one of
     agenttrace's ``YYYY-MM-DDTHH:MM:SS.mmmZ``)."""
+    global _parsed
     if len(ts) != 24 or ts[-1] != "Z" or ts[19] != ".":
         return None
     whole, millis = ts[:19], ts[20:23]
     cached = _parsed
     try:
         if cached[0] != whole:  # parsed once a second: strptime costs more than the event
-            cached[1] = calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S"))
-            cached[0] = whole
-        seconds: int = cached[1]
-        return (seconds * 1000 + int(millis)) * 1_000_000
+            cached = (whole, calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")))
+            _parsed = cached
+        return (cached[1] * 1000 + int(millis)) * 1_000_000
     except ValueError:
         return None
 

@@ -336,19 +336,15 @@ class LedgerSink(Sink):
 
     def _on_timer(self) -> None:
         with self._lock:
-            if self._waiting:
-                self._retry()
+            self._outage.write_waiting(self._waiting, self._retry)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         with self._lock:
-            if self._waiting:
-                self._retry()
-            return not self._waiting
+            return self._outage.write_waiting(self._waiting, self._retry)
 
     def shutdown(self) -> None:
         with self._lock:
-            if self._waiting:
-                self._retry()
+            self._outage.write_waiting(self._waiting, self._retry)
             lost = self._records() + self._dropped
             if lost:
                 logger.warning(

@@ -11,7 +11,8 @@ when everything that waited is written, and at exit what could not be written.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from typing import Any
 
 from agenttrace.recorder.sink import Scheduler
 
@@ -62,6 +63,15 @@ class Outage:
             retry()
 
         scheduler.schedule(self.retry_interval, fire)
+
+    @staticmethod
+    def write_waiting(waiting: Collection[Any], retry: Callable[[], None]) -> bool:
+        """What an output does on its retry timer, at ``force_flush`` and at exit, under its
+        lock: ``retry`` (write what waits) if anything is in ``waiting`` (the output's own
+        container of what waits, which ``retry`` empties as it writes); True once it is empty."""
+        if waiting:
+            retry()
+        return not waiting
 
 
 def count(number: int, noun: str) -> str:

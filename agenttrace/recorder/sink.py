@@ -28,6 +28,12 @@ class Sink:
 
     inline = False
 
+    def reads_from(self) -> tuple[Sink, ...]:
+        """The sinks whose state this one reads as it takes a record: each must come before it
+        among the processor's sinks (it hands a record to them in order), which the processor
+        checks as the sink is added."""
+        return ()
+
     def attach(self, scheduler: Scheduler) -> None:
         """Called when the sink is added to the processor (``scheduler``: to schedule work on its
         worker)."""

@@ -225,8 +225,7 @@ class EventStreamSink(Sink):
 
     def _on_timer(self) -> None:
         with self._lock:
-            if self._waiting:
-                self._retry()
+            self._outage.write_waiting(self._waiting, self._retry)
 
     def _appender(self, session: Session) -> StreamAppender:
         """The session's open appender (opened, after repairing the file, if need be)."""
@@ -271,15 +270,11 @@ class EventStreamSink(Sink):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         with self._lock:
-            if self._waiting:
-                self._retry()
-            return not self._waiting
+            return self._outage.write_waiting(self._waiting, self._retry)
 
     def shutdown(self) -> None:
         with self._lock:
-            if self._waiting:
-                self._retry()
-            if self._waiting:
+            if not self._outage.write_waiting(self._waiting, self._retry):
                 lost = sum(waiting.count for waiting in self._waiting.values())
                 if len(self._waiting) == 1:
                     [(session_id, waiting)] = self._waiting.items()
@@ -314,11 +309,12 @@ def _repair(path: Path, session: Session) -> None:
 
     A torn last line (a write cut off by a crash) is dropped, so the next event does not land
     on its bytes; so is an agent's creation that a crash cut short (resume left it out: the
-    events that replace it take its ids). A resumed session whose stream has fewer events than
-    were restored (the stream stopped on a full disk while the session file went on, or is gone:
-    resumed from its session file alone) gets the stream written again from the restored events,
-    its accounting and its step journal, so the ids stay contiguous in both files and the stream
-    holds the whole journal again.
+    events that replace it take its ids), unless journal lines came after it (the stream is
+    then written again from the session, which keeps them). A resumed session whose stream has
+    fewer events than were restored (the stream stopped on a full disk while the session file
+    went on, or is gone: resumed from its session file alone) gets the stream written again from
+    the restored events, its accounting and its step journal, so the ids stay contiguous in both
+    files and the stream holds the whole journal again.
 
     The file is opened as the appender opens it (a regular file inside the sessions directory,
     else ``UnsafeFile``, an ``OSError``) and read in blocks, never whole.
@@ -341,7 +337,13 @@ def _repair(path: Path, session: Session) -> None:
                 session.session_id,
             )
         elif session.cut_short and restored_end < size:  # keep the first ``restored`` lines
-            os.ftruncate(fd, restored_end)
+            if _journal_line_past(fd, restored_end):
+                # Journaled after the write the crash cut short (a decision ``agenttrace
+                # resolve`` appended): the session restored it, so the stream is written again
+                # from the session, atomically, rather than cut back to before it.
+                _rewrite(path, session)
+            else:
+                os.ftruncate(fd, restored_end)
         elif keep < size:
             os.ftruncate(fd, keep)
             logger.warning(
@@ -366,13 +368,27 @@ def _rewrite(path: Path, session: Session) -> None:
     write_atomically(path, b"".join(session.event_lines()[:restored] + accounted + journal))
 
 
+def _journal_line_past(fd: int, offset: int, block: int = 1 << 20) -> bool:
+    """Whether a whole step-journal line lies past ``offset`` in the stream open at ``fd``
+    (read in blocks; of a long line only its start is kept, which is all that tells)."""
+    carry = b""
+    while chunk := os.pread(fd, block, offset):
+        offset += len(chunk)
+        lines = (carry + chunk).split(b"\n")
+        carry = lines.pop()[:64]
+        if any(is_journal_line(line) for line in lines):
+            return True
+    return False
+
+
 def _scan_lines(fd: int, nth: int, block: int = 1 << 20) -> tuple[int, int, int, int]:
     """(events, size, where the last whole line ends, where event ``nth`` ends) of the stream
     open at ``fd``. ``op_accounted`` and step-journal lines are no events: they are not counted,
     and those right after event ``nth`` belong to it (they stay when the file is cut back to
-    it). The last is the size when the file has fewer events."""
+    it). The last is the size when the file has fewer events, 0 (or past the lines that
+    belong to no event at its start) when ``nth`` is 0."""
     events = size = keep = 0
-    nth_end = -1
+    nth_end = 0 if nth == 0 else -1  # event 0 ends where the file starts
     carry = b""
     while chunk := os.pread(fd, block, size):
         size += len(chunk)
@@ -509,8 +525,9 @@ class SessionFileSink(Sink):
     """Writes the gzipped session file, coalesced, when runs and sub-agents end, and at exit.
 
     It reads the runs ``optree`` builds, so it must come after that sink among the
-    processor's sinks: the processor hands each record to its sinks in order, and the opTree
-    has then placed (or completed) the node a ``Started`` (``Ended``) record is about."""
+    processor's sinks (:meth:`reads_from`, checked as it is added): the processor hands each
+    record to its sinks in order, and the opTree has then placed (or completed) the node a
+    ``Started`` (``Ended``) record is about."""
 
     def __init__(
         self,
@@ -540,6 +557,9 @@ class SessionFileSink(Sink):
         """Journal lines of sessions whose state the worker has not made yet, by session id."""
         self._live: dict[str, RunTree] = {}
         """Per origin txn id: the opTree's run, from its root's start to its end."""
+
+    def reads_from(self) -> tuple[Sink, ...]:
+        return (self.optree,)
 
     def attach(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler

@@ -84,8 +84,15 @@ class AgentTraceProcessor(SpanProcessor):
         return self._sinks
 
     def add_sink(self, sink: Sink) -> None:
-        """Add a sink; it sees records from now on."""
+        """Add a sink; it sees records from now on. The sinks it reads from
+        (:meth:`Sink.reads_from`) must have been added before it: a ``ValueError`` otherwise."""
         with self._lock:
+            missing = [read for read in sink.reads_from() if read not in self._sinks]
+            if missing:
+                raise ValueError(
+                    f"{type(sink).__name__} reads what {type(missing[0]).__name__} builds: "
+                    "add that sink to the processor before it"
+                )
             self._sinks = (*self._sinks, sink)
             deferred = dict(self._deferred)
             for kind, method in _METHODS.items():

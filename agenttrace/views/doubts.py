@@ -6,9 +6,10 @@ whether its effect happened. ``doubts`` lists them with their arguments (redacte
 ``resolve`` appends the decision to the session's event stream as a ``step_decision`` line,
 holding the session's lease while it does, so it cannot race a resume.
 
-Both read the journal of whichever of the session's files holds more of it: a session whose
-stream is gone keeps its journal in its session file, and ``resolve`` then writes the stream
-again from that file (its events and journal) before appending the decision.
+Both read the journal of both of the session's files, every line of either once (a decision
+appended to a stream that was behind its session file is kept): a session whose stream is gone
+keeps its journal in its session file, and ``resolve`` then writes the stream again from that
+file (its events and journal) before appending the decision.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from agenttrace._internal.redact import cap_text, scrub_json_text
 from agenttrace._internal.times import event_ts
-from agenttrace.formats.safe_open import open_regular
+from agenttrace.formats.safe_open import open_inside, open_regular
 from agenttrace.formats.session.files import (
     SNAPSHOT_SUFFIX,
     STREAM_SUFFIX,
@@ -39,6 +40,8 @@ SHOWN_ARGUMENT_BYTES = 2048
 """How much of a call's arguments ``doubts`` shows (redacted first, then capped)."""
 MAX_RESULT_BYTES = 16 << 20
 """The largest result file ``resolve --done`` takes."""
+TAIL_BLOCK = 64 << 10
+"""How much of a stream's end is read at a time, looking for its last newline."""
 
 
 class ResolveError(Exception):
@@ -75,7 +78,7 @@ def stream_of(path: Path) -> Path:
 
 
 def read_journal(path: Path) -> Journal:
-    """The journal of the session ``path`` names: the fuller of its event stream's and its
+    """The journal of the session ``path`` names: the union of its event stream's and its
     session file's (bounded reads)."""
     return Journal(load_fullest(path).journal)
 
@@ -126,6 +129,7 @@ def resolve(
         if lost:
             write_atomically(stream, _stream_bytes(loaded, line))
             return step
+        _cut_torn_line(stream)
         appender = StreamAppender(stream)
         try:
             appender.append(json.dumps(line, ensure_ascii=False).encode() + b"\n")
@@ -133,6 +137,26 @@ def resolve(
         finally:
             appender.close()
     return step
+
+
+def _cut_torn_line(stream: Path) -> None:
+    """Cut off what follows the stream's last newline (a write a crash cut off: readers skip it,
+    and a resume cuts it off before appending too), so the decision does not land on its bytes
+    and make a line no reader takes. Reads back from the end, a block at a time."""
+    fd = open_inside(stream, os.O_RDWR)
+    try:
+        size = end = os.fstat(fd).st_size
+        while end > 0:
+            start = max(0, end - TAIL_BLOCK)
+            newline = os.pread(fd, end - start, start).rfind(b"\n")
+            if newline >= 0:
+                end = start + newline + 1
+                break
+            end = start
+        if end < size:
+            os.ftruncate(fd, end)
+    finally:
+        os.close(fd)
 
 
 def _stream_bytes(loaded: LoadedFile, decision: dict[str, Any]) -> bytes:

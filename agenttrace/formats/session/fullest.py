@@ -17,6 +17,7 @@ from agenttrace.formats.session.files import (
     read_session_file,
     sibling_path,
 )
+from agenttrace.formats.session.journal_union import journal_union
 from agenttrace.formats.session.rebuilt import with_rebuilt_runs
 
 logger = logging.getLogger("agenttrace")
@@ -29,10 +30,10 @@ def load_fullest(
 
     Both hold a prefix of the same event sequence: the stream is usually ahead (it has the
     events after the last snapshot), the session file is ahead when the stream stopped (a full
-    disk) and is the only one with the runs' opTrees. Whichever has more events gives them, and
-    whichever has more step-journal lines gives the journal;
-    runs only the stream has are rebuilt from its ``op_accounted`` lines
-    (``agenttrace.formats.session.rebuilt``).
+    disk) and is the only one with the runs' opTrees. Whichever has more events gives them; the
+    step journal is the union of both files' (``agenttrace.formats.session.journal_union``: a
+    decision appended to a stream that was behind is kept); runs only the stream has are rebuilt
+    from its ``op_accounted`` lines (``agenttrace.formats.session.rebuilt``).
 
     A damaged session file beside a readable stream (or asked for, with a stream beside it) is
     not an error: the stream gives the events, the runs that can still be read whole from the
@@ -73,9 +74,13 @@ def load_fullest(
     if stream.kind != "stream" or snapshot.kind != "snapshot":
         return with_rebuilt_runs(loaded)
     best = stream if len(stream.events) >= len(snapshot.events) else snapshot
-    # The journal likewise: the stream's is usually ahead; the session file's is all there is of
-    # it once the stream is lost or cut short (earlier releases' files hold none).
-    journal = stream.journal if len(stream.journal) >= len(snapshot.journal) else snapshot.journal
+    # The journal: the stream's is usually ahead; the session file's is all there is of it once
+    # the stream is lost or cut short (earlier releases' files hold none); either may hold lines
+    # the other lacks (a decision appended to a stream that was behind).
+    if len(stream.journal) >= len(snapshot.journal):
+        journal = journal_union(stream.journal, snapshot.journal)
+    else:
+        journal = journal_union(snapshot.journal, stream.journal)
     return with_rebuilt_runs(
         LoadedFile(
             path,

@@ -8,7 +8,9 @@ middle of it (the system copies a write a page at a time, and a kill stops it be
 leaves its first lines whole, the last whole one still ending in that space, and perhaps a torn
 line after it. :func:`unfinished_tail` finds those lines at the end of a stream, so a resume
 can leave their events out: the call that logged them never returned, and an agent without its
-instructions is not what anyone created.
+instructions is not what anyone created. Step-journal lines after them were appended later, by
+another process (``agenttrace resolve`` deciding about a call the crash left in doubt): they are
+passed over, not taken for the end of a write that finished.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from agenttrace.formats.session.files import (
     SNAPSHOT_SUFFIX,
     STREAM_SUFFIX,
     LoadedFile,
+    is_journal_line,
     sibling_path,
 )
 
@@ -39,7 +42,8 @@ def continued(line: bytes) -> bytes:
 
 def unfinished_tail(path: Path) -> list[bytes]:
     """The whole lines at the end of the stream at ``path`` that belong to a write that never
-    finished, oldest first (none if its last write finished, or it cannot be read).
+    finished, oldest first (none if its last write finished, or it cannot be read); step-journal
+    lines appended after that write are not among them.
 
     Reads the file backwards from its end, no further than the start of that write.
     """
@@ -71,6 +75,8 @@ def _unfinished(tail: bytes, whole_file: bool) -> list[bytes] | None:
         lines = lines[1:]  # the first piece may be the end of a longer line
     found: list[bytes] = []
     for line in reversed(lines):
+        if not found and is_journal_line(line):
+            continue  # appended after the last write (a decision), by another process
         if not line.endswith(b" "):  # the end of a write that finished
             return found[::-1]
         found.append(line)
