@@ -232,3 +232,13 @@ def test_the_same_request_has_the_same_fingerprint_in_another_process() -> None:
         cwd=ROOT,
     ).stdout.strip()
     assert there == here == reference(asked)
+
+
+@pytest.mark.parametrize("size", [0, 1, 1983, 1984, 1985, 2048, 3 * 1984, 100_000])
+def test_a_request_hashed_in_pieces_has_the_digest_of_the_whole(size: int) -> None:
+    # Hashed in pieces under 2,048 bytes so that hashlib keeps the GIL: the digest is the same.
+    arguments = {"text": "x" * size}
+    whole = json.dumps(j.tool_request("write", arguments), sort_keys=True, separators=(",", ":"))
+    assert j.tool_fingerprint("write", arguments) == (
+        "sha256:" + hashlib.sha256(whole.encode()).hexdigest()
+    )

@@ -85,7 +85,27 @@ def fingerprint(request: Any, volatile: frozenset[str] = VOLATILE_KEYS) -> str:
     question asked again has the same fingerprint. A tool call's arguments are its question
     whole (``tool_fingerprint``): none of their keys is volatile. An LLM request's is
     :func:`llm_fingerprint`."""
-    return "sha256:" + hashlib.sha256(canonical(request, volatile)).hexdigest()
+    return "sha256:" + _sha256(canonical(request, volatile)).hexdigest()
+
+
+_PIECE = 1984
+"""The most bytes hashed in one call: under 2,048, past which hashlib lets go of the GIL while
+it hashes, and a caller whose program has another thread busy (agenttrace's own background
+thread, an agent's) then waits for it back for up to the switch interval, 5 ms: more than
+hashing megabytes costs. A whole number of sha256 blocks (64 bytes)."""
+
+
+def _sha256(*parts: bytes) -> hashlib._Hash:
+    """sha256 of ``parts`` one after the other, hashed holding the GIL (:data:`_PIECE`)."""
+    hasher = hashlib.sha256()
+    for part in parts:
+        if len(part) < _PIECE:
+            hasher.update(part)
+            continue
+        view = memoryview(part)
+        for start in range(0, len(view), _PIECE):
+            hasher.update(view[start : start + _PIECE])
+    return hasher
 
 
 def canonical(value: Any, volatile: frozenset[str] = VOLATILE_KEYS) -> bytes:
@@ -112,7 +132,7 @@ written under another never answers a request of this one: the request is asked 
 def message_digest(message: Any) -> bytes:
     """The sha256 digest (32 bytes) of one message of an LLM request as canonical JSON, its
     volatile keys left out at any depth."""
-    return hashlib.sha256(canonical(message)).digest()
+    return _sha256(canonical(message)).digest()
 
 
 def llm_fingerprint(request: Mapping[str, Any], digests: Sequence[bytes] | None = None) -> str:
@@ -123,17 +143,14 @@ def llm_fingerprint(request: Mapping[str, Any], digests: Sequence[bytes] | None 
     ``request["messages"]``) pays only for the new ones. A request whose messages are not a
     list is fingerprinted whole, as :func:`fingerprint` does it, after the same prefix."""
     messages = request.get("messages")
-    hasher = hashlib.sha256(LLM_FINGERPRINT)
     if not isinstance(messages, (list, tuple)):
-        hasher.update(canonical(request))
-        return "sha256:" + hasher.hexdigest()
+        return "sha256:" + _sha256(LLM_FINGERPRINT, canonical(request)).hexdigest()
     if digests is None:
         digests = [message_digest(message) for message in messages]
     elif len(digests) != len(messages):
         raise ValueError(f"{len(digests)} digests for {len(messages)} messages")
-    hasher.update(canonical({key: value for key, value in request.items() if key != "messages"}))
-    hasher.update(b"".join(digests))
-    return "sha256:" + hasher.hexdigest()
+    rest = canonical({key: value for key, value in request.items() if key != "messages"})
+    return "sha256:" + _sha256(LLM_FINGERPRINT, rest, b"".join(digests)).hexdigest()
 
 
 def tool_fingerprint(name: str, arguments: Mapping[str, Any]) -> str:
