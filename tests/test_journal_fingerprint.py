@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from agenttrace.model import journal as j
+from agenttrace.model.reentry import Reentry, check_policy
 from agenttrace.tracing.request_digests import (
     REACH,
     MessageDigests,
@@ -242,3 +243,26 @@ def test_a_request_hashed_in_pieces_has_the_digest_of_the_whole(size: int) -> No
     assert j.tool_fingerprint("write", arguments) == (
         "sha256:" + hashlib.sha256(whole.encode()).hexdigest()
     )
+
+
+def test_a_journal_written_under_the_old_definition_is_read_and_its_llm_step_asked_again() -> None:
+    asked = request(history(3), temperature=0)
+    old = "sha256:" + hashlib.sha256(j.canonical(asked)).hexdigest()  # the whole request's JSON
+    key = ("run-1", "1.1", 1)
+    lines = [
+        j.intent_line(key, agent_id="agent_001", name="gpt-4o-mini", effect=None,
+                      request_fingerprint=old, kind="llm"),
+        j.done_line(key, agent_id="agent_001", kind="llm", name="gpt-4o-mini",
+                    result={"choices": []}),
+    ]  # fmt: skip
+    journal = j.Journal(lines)
+    step = journal.step("run-1", "1.1")
+    assert step is not None and (step.state, step.fingerprint) == ("done", old)
+    reentry = Reentry("run-1", 2, journal, check_policy(None))
+    assert old != j.llm_fingerprint(asked)
+    plan = reentry.plan_llm("1.1", j.llm_fingerprint(asked))
+    assert (plan.what, plan.attempt) == ("run", 2)
+    # Under the new definition the same journal answers it.
+    lines[0]["fingerprint"] = j.llm_fingerprint(asked)
+    again = Reentry("run-1", 2, j.Journal(lines), check_policy(None))
+    assert again.plan_llm("1.1", j.llm_fingerprint(asked)).what == "replay"
