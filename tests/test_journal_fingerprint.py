@@ -5,14 +5,18 @@ does with its history, and a message edited in place must change it."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
+import litellm
 import pytest
 
+import agenttrace
 from agenttrace.model import journal as j
 from agenttrace.model.reentry import Reentry, check_policy
 from agenttrace.tracing.request_digests import (
@@ -21,7 +25,11 @@ from agenttrace.tracing.request_digests import (
     llm_request_fingerprint,
 )
 
+from .conftest import Traced
 from .helpers import ROOT
+from .llm_server import LLMServer
+from .test_litellm import http
+from .test_llm_steps import llm_lines
 
 
 def reference(request: dict[str, Any]) -> str:
@@ -266,3 +274,31 @@ def test_a_journal_written_under_the_old_definition_is_read_and_its_llm_step_ask
     lines[0]["fingerprint"] = j.llm_fingerprint(asked)
     again = Reentry("run-1", 2, j.Journal(lines), check_policy(None))
     assert again.plan_llm("1.1", j.llm_fingerprint(asked)).what == "replay"
+
+
+def test_an_agents_calls_journal_the_fingerprints_of_what_each_one_asked(
+    traced: Traced, tmp_path: Path, llm: LLMServer
+) -> None:
+    # A real loop through litellm: a window, then a message edited in place; each intent's
+    # fingerprint is the reference one of the request as it was sent.
+    messages = history(6)
+    sent: list[dict[str, Any]] = []
+
+    @agenttrace.agent("Looper")
+    def loop() -> None:
+        for call in range(5):
+            kwargs = http(llm, messages=messages, temperature=0)
+            sent.append(j.llm_request({**kwargs, "messages": copy.deepcopy(messages)}))
+            reply = litellm.completion(**kwargs)
+            messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+            messages.append(said(100 + call))
+            if call % 2:
+                del messages[1:3]
+            if call == 2:
+                messages[3]["content"] = "edited in place"
+
+    loop()
+    traced.handle.force_flush()
+    intents = [line for line in llm_lines(tmp_path) if line["state"] == "intent"]
+    assert [line["fingerprint"] for line in intents] == [reference(asked) for asked in sent]
+    assert len(set(line["fingerprint"] for line in intents)) == 5

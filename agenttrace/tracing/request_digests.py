@@ -131,7 +131,9 @@ def llm_request_fingerprint(
         return j.llm_fingerprint(request)
     try:
         digests = memory.digests(messages)
-    except (TypeError, ValueError):  # a message that cannot be compared (an array's ==)
+    except (TypeError, ValueError, RuntimeError):
+        # A message that cannot be compared (an array's ==), or one another thread changes
+        # while it is copied: hashed as it is, and the memory starts again.
         memory.state = ([], [])
         return j.llm_fingerprint(request)
     return j.llm_fingerprint(request, digests)
