@@ -302,3 +302,21 @@ def test_an_agents_calls_journal_the_fingerprints_of_what_each_one_asked(
     intents = [line for line in llm_lines(tmp_path) if line["state"] == "intent"]
     assert [line["fingerprint"] for line in intents] == [reference(asked) for asked in sent]
     assert len(set(line["fingerprint"] for line in intents)) == 5
+
+
+def test_a_message_whose_equality_raises_is_hashed_as_it_is() -> None:
+    class Ambiguous:  # like an array: == gives no truth value
+        def __eq__(self, other: object) -> bool:
+            raise ValueError("truth value ambiguous")
+
+        __hash__ = object.__hash__
+
+        def __str__(self) -> str:
+            return "ambiguous"
+
+    memory = MessageDigests()
+    messages: list[Any] = [*history(3), {"role": "user", "content": Ambiguous()}]
+    for _ in range(2):
+        asked = request(messages)
+        assert llm_request_fingerprint(asked, memory) == j.llm_fingerprint(asked)
+        messages.append(said(7))
