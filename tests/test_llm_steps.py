@@ -35,7 +35,7 @@ def test_an_attempt_journals_its_request_and_its_exact_response(
     traced.handle.force_flush()
     intent, done = llm_lines(tmp_path)
     assert (intent["state"], intent["name"], intent["step"]) == ("intent", "gpt-4o-mini", "1.1")
-    assert intent["fingerprint"] == j.fingerprint(j.llm_request(kwargs))
+    assert intent["fingerprint"] == j.llm_fingerprint(j.llm_request(kwargs))
     assert "effect" not in intent and "arguments" not in intent
     assert done["state"] == "done" and (done["run"], done["step"]) == (intent["run"], "1.1")
     assert done["result"] == response.model_dump(mode="json")  # the response, whole
@@ -193,7 +193,7 @@ def test_an_llm_function_of_your_own_is_journaled_and_answered_on_re_entry(
         "model": "house/model-1",
         "args": [Client.__qualname__, [{"role": "user", "content": "hi"}]],
     }
-    assert intent["fingerprint"] == j.fingerprint(j.llm_request({**same, "temperature": 0.3}))
+    assert intent["fingerprint"] == j.llm_fingerprint(j.llm_request({**same, "temperature": 0.3}))
     assert done["result"]["choices"][0]["message"]["content"] == "answer 1"
 
     rearm(tmp_path)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -83,19 +83,74 @@ def fingerprint(request: Any, volatile: frozenset[str] = VOLATILE_KEYS) -> str:
     """``sha256:`` and the hex digest of ``request`` as canonical JSON (sorted keys, no spaces,
     the ``volatile`` keys left out at any depth, anything not JSON as its ``str``): the same
     question asked again has the same fingerprint. A tool call's arguments are its question
-    whole (``tool_fingerprint``): none of their keys is volatile."""
+    whole (``tool_fingerprint``): none of their keys is volatile. An LLM request's is
+    :func:`llm_fingerprint`."""
+    return "sha256:" + _sha256(canonical(request, volatile)).hexdigest()
+
+
+_PIECE = 1984
+"""The most bytes hashed in one call: under 2,048, past which hashlib lets go of the GIL while
+it hashes, and a caller whose program has another thread busy (agenttrace's own background
+thread, an agent's) then waits for it back for up to the switch interval, 5 ms: more than
+hashing megabytes costs. A whole number of sha256 blocks (64 bytes)."""
+
+
+def _sha256(*parts: bytes) -> hashlib._Hash:
+    """sha256 of ``parts`` one after the other, hashed holding the GIL (:data:`_PIECE`)."""
+    hasher = hashlib.sha256()
+    for part in parts:
+        if len(part) < _PIECE:
+            hasher.update(part)
+            continue
+        view = memoryview(part)
+        for start in range(0, len(view), _PIECE):
+            hasher.update(view[start : start + _PIECE])
+    return hasher
+
+
+def canonical(value: Any, volatile: frozenset[str] = VOLATILE_KEYS) -> bytes:
+    """``value`` as canonical JSON: sorted keys, no spaces, the ``volatile`` keys left out at
+    any depth, anything not JSON as its ``str``."""
     if volatile:
-        data = _canonical_as_is(request, volatile)
-        if data is not None:  # nothing to leave out: the request's JSON, encoded in C
-            return "sha256:" + hashlib.sha256(data).hexdigest()
-    stable = _stable(request) if volatile else request
+        data = _canonical_as_is(value, volatile)
+        if data is not None:  # nothing to leave out: the value's JSON, encoded in C
+            return data
+    stable = _stable(value) if volatile else value
     try:
-        data = _CANONICAL.encode(stable)
+        return _CANONICAL.encode(stable)
     except (TypeError, ValueError, OverflowError):  # what msgspec refuses: the stdlib's way
-        data = json.dumps(
+        return json.dumps(
             stable, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
         ).encode("utf-8", "surrogatepass")
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+LLM_FINGERPRINT = b"agenttrace llm request 2\n"
+"""What an LLM request's fingerprint starts from: the version of its definition (a journal
+written under another never answers a request of this one: the request is asked again)."""
+
+
+def message_digest(message: Any) -> bytes:
+    """The sha256 digest (32 bytes) of one message of an LLM request as canonical JSON, its
+    volatile keys left out at any depth."""
+    return _sha256(canonical(message)).digest()
+
+
+def llm_fingerprint(request: Mapping[str, Any], digests: Sequence[bytes] | None = None) -> str:
+    """The fingerprint of an LLM request (:func:`llm_request`): ``sha256:`` and the hex digest
+    of :data:`LLM_FINGERPRINT`, the canonical JSON of all but its messages (model, tools,
+    parameters) and the :func:`message_digest` of each message in order. So a caller that
+    knows the digests of the messages it sent before (``digests``, one per message of
+    ``request["messages"]``) pays only for the new ones. A request whose messages are not a
+    list is fingerprinted whole, as :func:`fingerprint` does it, after the same prefix."""
+    messages = request.get("messages")
+    if not isinstance(messages, (list, tuple)):
+        return "sha256:" + _sha256(LLM_FINGERPRINT, canonical(request)).hexdigest()
+    if digests is None:
+        digests = [message_digest(message) for message in messages]
+    elif len(digests) != len(messages):
+        raise ValueError(f"{len(digests)} digests for {len(messages)} messages")
+    rest = canonical({key: value for key, value in request.items() if key != "messages"})
+    return "sha256:" + _sha256(LLM_FINGERPRINT, rest, b"".join(digests)).hexdigest()
 
 
 def tool_fingerprint(name: str, arguments: Mapping[str, Any]) -> str:

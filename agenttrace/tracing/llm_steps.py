@@ -5,8 +5,9 @@ model, with its request's fingerprint) written in the caller, so the stream show
 running at once (one write: not flushed to the disk first, since a request sent twice costs
 money, not a second effect). Its ``done`` line keeps the exact response (a stream's chunks in
 order), built and written by the background thread: the caller pays for the fingerprint and
-one write. In a re-entered run, an attempt the journal holds as done with the same request is
-answered from it: the model is not called.
+one write. The fingerprint hashes only the messages the agent's last request did not send
+(``agenttrace.tracing.request_digests``). In a re-entered run, an attempt the journal holds as
+done with the same request is answered from it: the model is not called.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from agenttrace._internal.redact import cap_text
 from agenttrace._internal.runtime import runtime
 from agenttrace.model import journal as j
 from agenttrace.tracing.journal_io import journal_bytes
+from agenttrace.tracing.request_digests import llm_request_fingerprint, memory_of
 from agenttrace.tracing.scopes import OpScope, current_scope
 from agenttrace.tracing.steps import JOURNAL_RESULT_BYTES, WHERE
 
@@ -48,7 +50,8 @@ def begin_llm_step(scope: OpScope, model: str, kwargs: Mapping[str, Any]) -> j.S
         return None
     try:
         run = scope.session.run
-        request_fingerprint = j.fingerprint(j.llm_request(kwargs))
+        memory = memory_of(run.digests, scope.session.agent_id)
+        request_fingerprint = llm_request_fingerprint(j.llm_request(kwargs), memory)
         attempt = 1
         reentry = run.reentry
         if reentry is not None:

@@ -55,6 +55,7 @@ from agenttrace.tracing.agents import agent_of
 from agenttrace.tracing.op_attributes import error_span_attributes
 from agenttrace.tracing.outbound import outbound_attributes, outbound_text, outbound_value
 from agenttrace.tracing.recording import emit, emit_inference_details, record_canonical_event
+from agenttrace.tracing.request_digests import MessageDigests
 from agenttrace.tracing.run_journal import journal_run_end, journal_run_start
 
 Scope = Union["SessionScope", "TurnScope", "OpScope"]
@@ -88,6 +89,7 @@ class Run:
 
     __slots__ = (
         "attempt",
+        "digests",
         "histories",
         "journal_run",
         "origin_txn_id",
@@ -103,6 +105,9 @@ class Run:
         self.session_id = session.session_id
         self.histories: dict[str, tuple[int, Any]] = {}
         """Per agent id: (message count, last message) of its previous LLM request."""
+        self.digests: dict[str, MessageDigests] = {}
+        """Per agent id: its last LLM request's messages and their digests, for the next
+        request's fingerprint (``agenttrace.tracing.request_digests``)."""
         self.journal_run = origin_txn_id
         """The run its steps are journaled under: its own origin, or the interrupted run's it
         re-enters (so its steps and idempotency keys are that run's)."""
