@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -121,10 +122,11 @@ def test_the_journal_off_journals_no_attempt(
     assert [line for line in lines if line["event_type"] == "step"] == []
 
 
-def rearm(tmp_path: Path) -> None:
+def rearm(tmp_path: Path, keep: Callable[[dict[str, Any]], bool] | None = None) -> None:
     """Arm the current session to re-enter its last run, as a resume of a killed run would
-    (the run ended here; what is tested is how the re-entered run's attempts are answered)."""
-    lines = journal_lines(tmp_path, runs=True)
+    (the run ended here; what is tested is how the re-entered run's attempts are answered).
+    ``keep``: which journal lines the resume finds (a kill may have left some unwritten)."""
+    lines = [line for line in journal_lines(tmp_path, runs=True) if keep is None or keep(line)]
     journal = j.Journal(lines)
     (origin,) = {line["run"] for line in lines}
     session = agenttrace.current_session()

@@ -7,6 +7,9 @@ money, not a second effect). Its ``done`` line keeps the exact response (a strea
 order), built and written by the background thread: the caller pays for the fingerprint and
 one write. In a re-entered run, an attempt the journal holds as done with the same request is
 answered from it: the model is not called.
+
+The callers: litellm's attempts (:func:`begin_llm_step`; the OpenAI SDK's retries inside one
+call, :func:`begin_llm_retry`), and the calls of an ``@agenttrace.llm`` function.
 """
 
 from __future__ import annotations
@@ -38,39 +41,80 @@ class LLMStep:
     model: str = ""
     recorded: j.Step | None = None
     """The journal's step that answers it (when ``replayed``)."""
+    fingerprint: str = ""
+    """Its request's: the next attempt of the same call (a retry) is journaled under it."""
 
 
-def begin_llm_step(scope: OpScope, model: str, kwargs: Mapping[str, Any]) -> j.Step | None:
+class ReplayedFailure(Exception):
+    """How a re-entered run's LLM attempt ends when the journal answers it with its recorded
+    failure (one the call was retried after: the next attempt is answered in turn). Its
+    message is the recorded error."""
+
+
+def begin_llm_step(
+    scope: OpScope, model: str, kwargs: Mapping[str, Any], *, failures: bool = False
+) -> j.Step | None:
     """Journal the LLM attempt ``scope`` starts (its ``intent``, written now). In a re-entered
-    run, the journal's step if it answers this attempt (the response is not asked for)."""
-    recorder = runtime.recorder
-    if recorder is None or not runtime.settings.journal:
+    run, the journal's step if it answers this attempt (the response is not asked for): done,
+    or, when the caller takes ``failures``, failed and asked again at the next place (the
+    caller ends the attempt with :class:`ReplayedFailure` and goes on to the next attempt)."""
+    if runtime.recorder is None or not runtime.settings.journal:
         return None
     try:
-        run = scope.session.run
-        request_fingerprint = j.fingerprint(j.llm_request(kwargs))
-        attempt = 1
-        reentry = run.reentry
-        if reentry is not None:
-            plan = reentry.plan_llm(scope.label, request_fingerprint)
-            if plan.what == "replay" and plan.step is not None:
-                scope.step = LLMStep(plan.step.key, True, model, plan.step)
-                scope.set_attribute(sc.REPLAYED, True)
-                return plan.step
-            attempt = plan.attempt
-        key = (run.journal_run, scope.label, attempt)
-        line = j.intent_line(
-            key,
-            agent_id=scope.session.agent_id,
-            name=model,
-            effect=None,
-            request_fingerprint=request_fingerprint,
-            kind="llm",
-        )
-        recorder.journal(run.session, journal_bytes(line))
-        scope.step = LLMStep(key, model=model)
+        return _begin(scope, model, j.fingerprint(j.llm_request(kwargs)), True, failures)
     except Exception as exc:
         report_internal_error(WHERE, exc)
+    return None
+
+
+def begin_llm_retry(scope: OpScope, model: str, fingerprint: str | None) -> None:
+    """Journal the next attempt of a call whose request the OpenAI SDK sends again (its
+    ``fingerprint``: the first attempt's, see :func:`step_fingerprint`). It is never answered
+    from the journal: the SDK is sending it."""
+    if fingerprint is None or runtime.recorder is None or not runtime.settings.journal:
+        return
+    try:
+        _begin(scope, model, fingerprint, False)
+    except Exception as exc:
+        report_internal_error(WHERE, exc)
+
+
+def step_fingerprint(scope: OpScope) -> str | None:
+    """The request fingerprint of the journaled LLM attempt ``scope`` runs, if it has one."""
+    step = scope.step
+    return step.fingerprint if type(step) is LLMStep and step.fingerprint else None
+
+
+def _begin(
+    scope: OpScope, model: str, fingerprint: str, answer: bool, failures: bool = False
+) -> j.Step | None:
+    recorder = runtime.recorder
+    if recorder is None:
+        return None
+    run = scope.session.run
+    attempt = 1
+    reentry = run.reentry
+    if reentry is not None:
+        plan = reentry.plan_llm(scope.label, fingerprint, failures and answer)
+        if plan.what in ("replay", "fail") and plan.step is not None:
+            if answer:
+                scope.step = LLMStep(plan.step.key, True, model, plan.step, fingerprint)
+                scope.set_attribute(sc.REPLAYED, True)
+                return plan.step
+            attempt = plan.step.key[2] + 1
+        else:
+            attempt = plan.attempt
+    key = (run.journal_run, scope.label, attempt)
+    line = j.intent_line(
+        key,
+        agent_id=scope.session.agent_id,
+        name=model,
+        effect=None,
+        request_fingerprint=fingerprint,
+        kind="llm",
+    )
+    recorder.journal(run.session, journal_bytes(line))
+    scope.step = LLMStep(key, model=model, fingerprint=fingerprint)
     return None
 
 
@@ -94,7 +138,7 @@ def end_llm_step(
         agent_id = scope.session.agent_id
         session = scope.session.run.session
         if step.replayed:
-            if error is None:
+            if error is None or type(error) is ReplayedFailure:
                 line = j.replayed_line(step.key, agent_id=agent_id, kind="llm", name=model)
                 recorder.journal(session, journal_bytes(line), later=True)
             return
@@ -123,8 +167,15 @@ def _done(key: j.StepKey, agent_id: str, model: str, response: Any, chunks: Any)
         line = j.done_line(key, agent_id=agent_id, kind="llm", name=model, chunks=kept)
     else:
         line = j.done_line(key, agent_id=agent_id, kind="llm", name=model, result=_plain(response))
-    data = journal_bytes(line)
-    if len(data) <= JOURNAL_RESULT_BYTES and (chunks is None or len(chunks) <= JOURNAL_CHUNKS):
+    try:
+        data = journal_bytes(line)
+    except (TypeError, ValueError):  # a response that is not data: kept in no file, capped
+        data = None
+    if (
+        data is not None
+        and len(data) <= JOURNAL_RESULT_BYTES
+        and (chunks is None or len(chunks) <= JOURNAL_CHUNKS)
+    ):
         return data
     capped = j.done_line(key, agent_id=agent_id, kind="llm", name=model, capped=True)
     return journal_bytes(capped)
@@ -174,11 +225,17 @@ def call_request(model: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
 def replayed_result() -> Any:
     """The recorded response of the LLM attempt running now, if the journal answers it (a
     re-entered run's); :data:`NOT_REPLAYED` if the attempt is to be made."""
+    step = _answering()
+    return step.result if step is not None else NOT_REPLAYED
+
+
+def _answering() -> j.Step | None:
+    """The journal's step that answers the LLM attempt running now, if any."""
     scope = current_scope()
     step = getattr(scope, "step", None) if isinstance(scope, OpScope) else None
     if type(step) is LLMStep and step.replayed and step.recorded is not None:
-        return step.recorded.result
-    return NOT_REPLAYED
+        return step.recorded
+    return None
 
 
 NOT_REPLAYED: Any = object()
