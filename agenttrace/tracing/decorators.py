@@ -41,13 +41,7 @@ from agenttrace.tracing.llm_attributes import (
     response_attributes,
     split_model,
 )
-from agenttrace.tracing.llm_steps import (
-    NOT_REPLAYED,
-    begin_llm_step,
-    call_request,
-    end_llm_step,
-    replayed_result,
-)
+from agenttrace.tracing.llm_steps import begin_llm_step, call_request, end_llm_step
 from agenttrace.tracing.op_attributes import error_span_attributes, tool_output_size_attributes
 from agenttrace.tracing.scopes import (
     OpScope,
@@ -62,7 +56,7 @@ from agenttrace.tracing.scopes import (
     start_session,
     start_turn,
 )
-from agenttrace.tracing.step_guard import guard
+from agenttrace.tracing.step_guard import answered, guard
 from agenttrace.tracing.steps import begin_tool_step, block_step, check_effect, end_tool_step
 from agenttrace.tracing.transcripts import log_llm_exchange, log_tool_result
 from agenttrace.tracing.wrapping import Streamed, wrap
@@ -103,7 +97,8 @@ class _Spec(Generic[S]):
         if isinstance(fn, (staticmethod, classmethod)):
             # Decorating above @staticmethod/@classmethod: wrap the function, keep the kind.
             return type(fn)(self(fn.__func__))
-        return wrap(self.body(fn), self._for_function(fn))  # type: ignore[return-value]
+        spec = self._for_function(fn)
+        return wrap(spec.body(fn), spec)  # type: ignore[return-value]
 
     def _for_function(self, fn: Callable[..., Any]) -> _Spec[S]:
         return self
@@ -657,25 +652,7 @@ class _LLMSpec(_Spec[OpScope]):
 
     def body(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn``, answered from the journal in a re-entered run that recorded its response."""
-        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
-            return fn
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def answered_async(*args: Any, **kwargs: Any) -> Any:
-                recorded = replayed_result()
-                if recorded is not NOT_REPLAYED:
-                    return recorded
-                return await fn(*args, **kwargs)
-
-            return answered_async
-
-        @functools.wraps(fn)
-        def answered(*args: Any, **kwargs: Any) -> Any:
-            recorded = replayed_result()
-            return fn(*args, **kwargs) if recorded is NOT_REPLAYED else recorded
-
-        return answered
+        return answered(fn) if self.journaled else fn
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
         model = self.model or kwargs.get("model") or "unknown"

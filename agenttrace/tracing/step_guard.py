@@ -1,11 +1,13 @@
-"""The body of a decorated tool, guarded for re-entry (docs/journal.md, "Re-entry"): in a
-re-entered run, a call the journal decides does not run its body; it returns the recorded
-result, asks the tool's verifier, or raises the error that refuses it. Every other call runs
-its body as it is, for the cost of one look at the current scope.
+"""The body of a decorated tool or LLM function, guarded for re-entry (docs/journal.md,
+"Re-entry"): in a re-entered run, a tool call the journal decides does not run its body; it
+returns the recorded result, asks the tool's verifier, or raises the error that refuses it. An
+LLM function's call the journal answers returns its recorded response instead of calling it.
+Every other call runs its body as it is, for the cost of one look at the current scope.
 
-The guard runs inside the tool's scope (the decorator's wrapper calls it where it would call
+The guard runs inside the call's scope (the decorator's wrapper calls it where it would call
 the function), so what it returns or raises is the call's result or exception to the span, the
-transcript and the caller alike.
+transcript and the caller alike. Which kind of function it is (plain, coroutine, generator,
+async generator) is decided once, at decoration, by :func:`_by_kind`.
 """
 
 from __future__ import annotations
@@ -15,19 +17,57 @@ import inspect
 from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
+from agenttrace.tracing.llm_steps import NOT_REPLAYED, replayed_result
 from agenttrace.tracing.steps import Pending, pending_step, settle, verified
+
+Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def _by_kind(
+    fn: Callable[..., Any], function: Guard, coroutine: Guard, generator: Guard, agenerator: Guard
+) -> Callable[..., Any]:
+    """``fn`` guarded by the guard for its kind: a function of the same kind."""
+    if inspect.isasyncgenfunction(fn):
+        return agenerator(fn)
+    if inspect.iscoroutinefunction(fn):
+        return coroutine(fn)
+    if inspect.isgeneratorfunction(fn):
+        return generator(fn)
+    return function(fn)
 
 
 def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` (a function, coroutine function, generator or async generator function) guarded:
-    a function of the same kind."""
-    if inspect.isasyncgenfunction(fn):
-        return _guard_async_generator(fn)
-    if inspect.iscoroutinefunction(fn):
-        return _guard_coroutine(fn)
-    if inspect.isgeneratorfunction(fn):
-        return _guard_generator(fn)
-    return _guard_function(fn)
+    """``fn`` (a tool: a function, coroutine function, generator or async generator function)
+    guarded: a function of the same kind."""
+    return _by_kind(fn, _guard_function, _guard_coroutine, _guard_generator, _guard_async_generator)
+
+
+def answered(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (an ``@agenttrace.llm`` function) answered from the journal in a re-entered run
+    that recorded its response: a function of the same kind (a stream is not answered)."""
+    return _by_kind(fn, _answered_function, _answered_coroutine, _as_is, _as_is)
+
+
+def _as_is(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return fn
+
+
+def _answered_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def body(*args: Any, **kwargs: Any) -> Any:
+        recorded = replayed_result()
+        return fn(*args, **kwargs) if recorded is NOT_REPLAYED else recorded
+
+    return body
+
+
+def _answered_coroutine(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def body(*args: Any, **kwargs: Any) -> Any:
+        recorded = replayed_result()
+        return await fn(*args, **kwargs) if recorded is NOT_REPLAYED else recorded
+
+    return body
 
 
 def _verdict(pending: Pending, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
