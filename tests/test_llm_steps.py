@@ -203,15 +203,3 @@ def test_an_llm_function_of_your_own_is_journaled_and_answered_on_re_entry(
     assert len(asked) == 1  # the function was not called again
     replayed = [s for s in traced.spans() if (s.attributes or {}).get("agenttrace.replayed")]
     assert [s.name for s in replayed] == ["chat model-1"]
-
-
-def test_an_llm_function_that_yields_a_stream_is_not_journaled(
-    traced: Traced, tmp_path: Path
-) -> None:
-    @agenttrace.llm(model="house/model-1")
-    def chat(messages: list[dict[str, Any]]) -> Any:
-        yield {"choices": [{"delta": {"content": "a"}}]}
-
-    agenttrace.agent("Asker")(lambda: list(chat(messages=[{"role": "user", "content": "hi"}])))()
-    traced.handle.force_flush()
-    assert llm_lines(tmp_path) == []

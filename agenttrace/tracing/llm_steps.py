@@ -9,7 +9,9 @@ one write. In a re-entered run, an attempt the journal holds as done with the sa
 answered from it: the model is not called.
 
 The callers: litellm's attempts (:func:`begin_llm_step`; the OpenAI SDK's retries inside one
-call, :func:`begin_llm_retry`), and the calls of an ``@agenttrace.llm`` function.
+call, :func:`begin_llm_retry`), and the calls of an ``@agenttrace.llm`` function and its
+``with`` blocks (:func:`begin_call_step`), whose stream, if it yields one, is journaled chunk by
+chunk (:func:`keep_chunk`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ class LLMStep:
     """The journal's step that answers it (when ``replayed``)."""
     fingerprint: str = ""
     """Its request's: the next attempt of the same call (a retry) is journaled under it."""
+    chunks: list[Any] | None = None
+    """The items an ``@agenttrace.llm`` function's stream yielded so far (one past
+    :data:`JOURNAL_CHUNKS` at most: then the response is capped)."""
 
 
 class ReplayedFailure(Exception):
@@ -62,6 +67,26 @@ def begin_llm_step(
         return None
     try:
         return _begin(scope, model, j.fingerprint(j.llm_request(kwargs)), True, failures)
+    except Exception as exc:
+        report_internal_error(WHERE, exc)
+    return None
+
+
+def begin_call_step(
+    scope: OpScope,
+    model: str,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    answer: bool = True,
+) -> j.Step | None:
+    """:func:`begin_llm_step` for a call of an ``@agenttrace.llm`` function: its request is its
+    model and arguments (:func:`call_request`). ``answer=False``: it cannot be answered from the
+    journal (a ``with`` block, whose body runs whatever the journal holds): in a re-entered run
+    it is journaled as the next attempt at its place."""
+    if runtime.recorder is None or not runtime.settings.journal:
+        return None
+    try:
+        return _begin(scope, model, j.fingerprint(call_request(model, args, kwargs)), answer)
     except Exception as exc:
         report_internal_error(WHERE, exc)
     return None
@@ -154,6 +179,8 @@ def end_llm_step(
             recorder.journal(session, journal_bytes(failed), later=True)
             return
         key = step.key
+        if chunks is None:
+            chunks = step.chunks  # an @agenttrace.llm function's stream (keep_chunk)
         recorder.journal(session, lambda: _done(key, agent_id, model, response, chunks), later=True)
     except Exception as exc:
         report_internal_error(WHERE, exc)
@@ -222,15 +249,28 @@ def call_request(model: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
     return j.llm_request(request)
 
 
+def keep_chunk(scope: OpScope, chunk: Any) -> None:
+    """An ``@agenttrace.llm`` function's stream yielded ``chunk``: kept for the attempt's
+    ``done`` line (up to one past :data:`JOURNAL_CHUNKS`, which marks it capped)."""
+    step = scope.step
+    if type(step) is not LLMStep or step.replayed:
+        return
+    if step.chunks is None:
+        step.chunks = [chunk]
+    elif len(step.chunks) <= JOURNAL_CHUNKS:
+        step.chunks.append(chunk)
+
+
 def replayed_result() -> Any:
     """The recorded response of the LLM attempt running now, if the journal answers it (a
     re-entered run's); :data:`NOT_REPLAYED` if the attempt is to be made."""
-    step = _answering()
+    step = replayed_step()
     return step.result if step is not None else NOT_REPLAYED
 
 
-def _answering() -> j.Step | None:
-    """The journal's step that answers the LLM attempt running now, if any."""
+def replayed_step() -> j.Step | None:
+    """The journal's step that answers the LLM attempt running now (its ``result``, or its
+    stream's ``chunks``), if the journal answers it; ``None`` if the attempt is to be made."""
     scope = current_scope()
     step = getattr(scope, "step", None) if isinstance(scope, OpScope) else None
     if type(step) is LLMStep and step.replayed and step.recorded is not None:

@@ -17,7 +17,7 @@ import inspect
 from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
-from agenttrace.tracing.llm_steps import NOT_REPLAYED, replayed_result
+from agenttrace.tracing.llm_steps import replayed_step
 from agenttrace.tracing.steps import Pending, pending_step, settle, verified
 
 Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -44,19 +44,26 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def answered(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` (an ``@agenttrace.llm`` function) answered from the journal in a re-entered run
-    that recorded its response: a function of the same kind (a stream is not answered)."""
-    return _by_kind(fn, _answered_function, _answered_coroutine, _as_is, _as_is)
+    that recorded its response, without being called: its recorded return value, or the
+    chunks of its recorded stream yielded in order.
 
-
-def _as_is(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return fn
+    A function or coroutine function gives one of the same kind. A generator function gives a
+    plain function that returns its generator, or one of the recorded chunks (the decorator
+    wraps it as the generator function it stands for: ``wrap(..., like=fn)``), so a call that
+    is not answered iterates ``fn``'s own generator, ``send`` and ``throw`` included."""
+    return _by_kind(
+        fn, _answered_function, _answered_coroutine, _answered_stream, _answered_astream
+    )
 
 
 def _answered_function(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def body(*args: Any, **kwargs: Any) -> Any:
-        recorded = replayed_result()
-        return fn(*args, **kwargs) if recorded is NOT_REPLAYED else recorded
+        step = replayed_step()
+        if step is None:
+            return fn(*args, **kwargs)
+        # A function that returned a stream: a stream of the same chunks.
+        return step.result if step.chunks is None else (chunk for chunk in step.chunks)
 
     return body
 
@@ -64,10 +71,40 @@ def _answered_function(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _answered_coroutine(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def body(*args: Any, **kwargs: Any) -> Any:
-        recorded = replayed_result()
-        return await fn(*args, **kwargs) if recorded is NOT_REPLAYED else recorded
+        step = replayed_step()
+        if step is None:
+            return await fn(*args, **kwargs)
+        return step.result if step.chunks is None else _chunks(step.chunks)
 
     return body
+
+
+def _answered_stream(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def body(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+        step = replayed_step()
+        if step is None:
+            return fn(*args, **kwargs)  # type: ignore[no-any-return]
+        return (chunk for chunk in step.chunks or ())
+
+    return body
+
+
+def _answered_astream(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def body(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
+        step = replayed_step()
+        if step is None:
+            return fn(*args, **kwargs)  # type: ignore[no-any-return]
+        return _chunks(step.chunks or [])
+
+    return body
+
+
+async def _chunks(chunks: list[Any]) -> AsyncGenerator[Any, Any]:
+    """A recorded stream's chunks, as an async generator."""
+    for chunk in chunks:
+        yield chunk
 
 
 def _verdict(pending: Pending, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
