@@ -203,3 +203,30 @@ def test_an_llm_function_of_your_own_is_journaled_and_answered_on_re_entry(
     assert len(asked) == 1  # the function was not called again
     replayed = [s for s in traced.spans() if (s.attributes or {}).get("agenttrace.replayed")]
     assert [s.name for s in replayed] == ["chat model-1"]
+
+
+def test_a_call_s_request_is_built_once_keeping_its_data_as_it_is() -> None:
+    """``call_request`` is on the path of every ``@agenttrace.llm`` call: arguments that are
+    data are taken as they are (not copied), volatile keywords are left out as the fingerprint
+    would, and what is not data counts by its kind (an address differs per process)."""
+    from pydantic import BaseModel
+
+    from agenttrace.tracing.llm_steps import call_request
+
+    class Message(BaseModel):
+        role: str
+        content: str
+
+    class Client:
+        pass
+
+    messages = [{"role": "user", "content": "hi"}]
+    request = call_request("m", (Client(), messages), {"temperature": 0.1, "api_key": "sk-1"})
+    kind = Client.__qualname__
+    assert request == {"temperature": 0.1, "model": "m", "args": [kind, messages]}
+    assert request["args"][1] is messages
+    typed = call_request("m", (), {"messages": [Message(role="user", content="hi")]})
+    assert typed["messages"] == messages  # a pydantic message counts as its data
+    assert j.fingerprint(call_request("m", (), {"messages": messages, "timeout": 3})) == (
+        j.fingerprint(j.llm_request({"messages": messages, "model": "m"}))
+    )

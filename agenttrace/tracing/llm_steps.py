@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import cap_text
@@ -239,14 +241,40 @@ def _cap() -> int:
 
 def call_request(model: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """What a call of an ``@agenttrace.llm`` function asks, for its fingerprint: its model and
-    arguments as data. An object that is not data (the agent a method is called on, a client)
-    counts as its kind, never as its ``str``, which may hold its address and differ per
-    process: the same question asked by a resumed run has the same fingerprint."""
-    request = {str(key): _shape(value) for key, value in kwargs.items()}
+    arguments as data, built once as :func:`agenttrace.model.journal.fingerprint` reads it (the
+    volatile keywords left out; an argument that is data already kept as it is, not copied).
+    An object that is not data (the agent a method is called on, a client) counts as its kind,
+    never as its ``str``, which may hold its address and differ per process: the same question
+    asked by a resumed run has the same fingerprint."""
+    volatile = j.VOLATILE_KEYS
+    request = {key: _data(value) for key, value in kwargs.items() if key not in volatile}
     request["model"] = model
     if args:
-        request["args"] = [_shape(value) for value in args]
-    return j.llm_request(request)
+        request["args"] = [_data(value) for value in args]
+    return request
+
+
+def _data(value: Any) -> Any:
+    """``value`` itself if it is data (what msgspec encodes without help, in C: JSON types, and
+    dataclasses, dates, enums, sets, which the fingerprint encodes by their content in a stable
+    order); else its shape (:func:`_shape`)."""
+    if type(value) in _LEAVES:
+        return value
+    try:
+        _DATA.encode(value)
+    except (TypeError, ValueError, OverflowError):
+        return _shape(value)
+    return value
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
+_DATA = msgspec.json.Encoder(enc_hook=_refuse)
+"""Encodes data only: what it refuses is shaped first."""
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 def keep_chunk(scope: OpScope, chunk: Any) -> None:
