@@ -95,6 +95,36 @@ def test_each_request_the_sdk_retries_is_a_step_and_a_re_entry_sends_none(
     ]
 
 
+def test_a_call_litellm_s_retry_loop_asked_again_after_the_sdk_s_sends_nothing_again(
+    traced: Traced, tmp_path: Path, llm: LLMServer
+) -> None:
+    """``num_retries=1``: the OpenAI SDK sends the request twice, then litellm's retry loop a
+    third time. The journal's three steps answer the re-entered call, at the same places."""
+    llm.reset(failed(503), failed(503), Reply(content="third time"))
+    kwargs = http(llm, num_retries=1)
+    del kwargs["max_retries"]
+    run = agenttrace.agent("Retrier")(lambda: litellm.completion(**kwargs))
+    assert run().choices[0].message.content == "third time"
+    assert len(llm.requests) == 3
+    traced.handle.force_flush()
+    assert [step for step in steps(tmp_path) if step[2] != "intent"] == [
+        ("1.1", 1, "failed"),
+        ("1.2", 1, "failed"),
+        ("1.3", 1, "done"),
+    ]
+    rearm(tmp_path)
+    llm.reset(Reply(content="not asked"))
+    first_run = len(llm_spans(traced))
+    assert run().choices[0].message.content == "third time"
+    assert llm.requests == []
+    again = llm_spans(traced)[first_run:]
+    assert [(attrs(s)[sc.PATH], outcome(s)) for s in again] == [
+        ("1.1", "failed"),
+        ("1.2", "failed"),
+        ("1.3", "ok"),
+    ]
+
+
 def test_a_retry_whose_reply_was_never_journaled_is_sent_at_its_place(
     traced: Traced, tmp_path: Path, llm: LLMServer
 ) -> None:
