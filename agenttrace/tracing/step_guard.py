@@ -26,7 +26,8 @@ Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
 def _by_kind(
     fn: Callable[..., Any], function: Guard, coroutine: Guard, generator: Guard, agenerator: Guard
 ) -> Callable[..., Any]:
-    """``fn`` guarded by the guard for its kind: a function of the same kind."""
+    """``fn`` given to the guard for its kind (plain, coroutine, generator or async generator
+    function): the one place that tells them apart."""
     if inspect.isasyncgenfunction(fn):
         return agenerator(fn)
     if inspect.iscoroutinefunction(fn):
