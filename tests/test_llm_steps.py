@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -121,10 +122,11 @@ def test_the_journal_off_journals_no_attempt(
     assert [line for line in lines if line["event_type"] == "step"] == []
 
 
-def rearm(tmp_path: Path) -> None:
+def rearm(tmp_path: Path, keep: Callable[[dict[str, Any]], bool] | None = None) -> None:
     """Arm the current session to re-enter its last run, as a resume of a killed run would
-    (the run ended here; what is tested is how the re-entered run's attempts are answered)."""
-    lines = journal_lines(tmp_path, runs=True)
+    (the run ended here; what is tested is how the re-entered run's attempts are answered).
+    ``keep``: which journal lines the resume finds (a kill may have left some unwritten)."""
+    lines = [line for line in journal_lines(tmp_path, runs=True) if keep is None or keep(line)]
     journal = j.Journal(lines)
     (origin,) = {line["run"] for line in lines}
     session = agenttrace.current_session()
@@ -203,13 +205,28 @@ def test_an_llm_function_of_your_own_is_journaled_and_answered_on_re_entry(
     assert [s.name for s in replayed] == ["chat model-1"]
 
 
-def test_an_llm_function_that_yields_a_stream_is_not_journaled(
-    traced: Traced, tmp_path: Path
-) -> None:
-    @agenttrace.llm(model="house/model-1")
-    def chat(messages: list[dict[str, Any]]) -> Any:
-        yield {"choices": [{"delta": {"content": "a"}}]}
+def test_a_call_s_request_is_built_once_keeping_its_data_as_it_is() -> None:
+    """``call_request`` is on the path of every ``@agenttrace.llm`` call: arguments that are
+    data are taken as they are (not copied), volatile keywords are left out as the fingerprint
+    would, and what is not data counts by its kind (an address differs per process)."""
+    from pydantic import BaseModel
 
-    agenttrace.agent("Asker")(lambda: list(chat(messages=[{"role": "user", "content": "hi"}])))()
-    traced.handle.force_flush()
-    assert llm_lines(tmp_path) == []
+    from agenttrace.tracing.llm_steps import call_request
+
+    class Message(BaseModel):
+        role: str
+        content: str
+
+    class Client:
+        pass
+
+    messages = [{"role": "user", "content": "hi"}]
+    request = call_request("m", (Client(), messages), {"temperature": 0.1, "api_key": "sk-1"})
+    kind = Client.__qualname__
+    assert request == {"temperature": 0.1, "model": "m", "args": [kind, messages]}
+    assert request["args"][1] is messages
+    typed = call_request("m", (), {"messages": [Message(role="user", content="hi")]})
+    assert typed["messages"] == messages  # a pydantic message counts as its data
+    assert j.fingerprint(call_request("m", (), {"messages": messages, "timeout": 3})) == (
+        j.fingerprint(j.llm_request({"messages": messages, "model": "m"}))
+    )

@@ -58,6 +58,8 @@ VOLATILE_KEYS = frozenset(
         "metadata",
         "user",
         "timeout",
+        "max_retries",
+        "num_retries",
         "api_key",
         "api_base",
         "base_url",
@@ -69,8 +71,9 @@ VOLATILE_KEYS = frozenset(
         "litellm_logging_obj",
     }
 )
-"""Keys a request's fingerprint leaves out at any depth: ids, times, where it was sent and with
-which credentials; none changes what was asked."""
+"""Keys a request's fingerprint leaves out at any depth: ids, times, where it was sent, with
+which credentials and how often it may be retried (litellm's retry loop asks again with its
+retries set to 0); none changes what was asked."""
 
 StepKey = tuple[str, str, int]
 """(run origin, path label, attempt)."""

@@ -39,7 +39,7 @@ DEFAULT_POLICY: Mapping[str, InDoubtAction] = {
 effect class. Done steps are always answered from the journal and failed steps that were not
 applied always run again: only the in-doubt case is a choice."""
 
-Planned = Literal["run", "replay", "verify", "stop", "abandon"]
+Planned = Literal["run", "replay", "fail", "verify", "stop", "abandon"]
 
 
 def check_policy(policy: Mapping[str, str] | None) -> dict[str, InDoubtAction]:
@@ -227,18 +227,32 @@ class Reentry:
             self._tools = list(last.values())
         return self._tools
 
-    def plan_llm(self, label: str, fingerprint: str) -> Plan:
+    def plan_llm(self, label: str, fingerprint: str, failures: bool = False) -> Plan:
         """What to do with the LLM attempt the re-entered run makes at ``label``: answered from
         the journal if it holds one done with the same request (``replay``), else sent (as the
-        next attempt at that place, if it had one: a reply never received is asked again)."""
+        next attempt at that place, if it had one: a reply never received is asked again).
+
+        ``failures``: the caller can end an attempt as its recorded failure and go on to the
+        call's next attempt itself (litellm's calls): a failed attempt whose request the journal
+        shows asked again at the next place of its turn (the OpenAI SDK's retry, litellm's, the
+        program's) is answered with its failure (``fail``), so the call's attempts keep their
+        places and the one that got the reply is answered from the journal too."""
         step = self.journal.latest(self.origin, label)
         if step is None:
             return Plan("run")
         if step.kind != "llm":  # a tool's place the first time: the run diverged
             return Plan("run", step.key[2] + 1)
-        if step.state == "done" and step.fingerprint == fingerprint and not step.capped:
-            return Plan("replay", step=step, result=step.result)
+        if step.fingerprint == fingerprint:
+            if step.state == "done" and not step.capped:
+                return Plan("replay", step=step, result=step.result)
+            if failures and step.state == "failed" and self._asked_again(step):
+                return Plan("fail", step=step)
         return Plan("run", step.key[2] + 1, step)
+
+    def _asked_again(self, step: Step) -> bool:
+        """Whether the op after ``step`` in its turn is an LLM attempt of the same request."""
+        after = self.journal.latest(self.origin, next_label(step.key[1]))
+        return after is not None and after.kind == "llm" and after.fingerprint == step.fingerprint
 
     def stop(self, step: Step | None) -> InDoubtToolCall:
         """The error that stops the resume at ``step``: it names every call of the run the
@@ -251,6 +265,12 @@ class Reentry:
         error = InDoubtToolCall(([step] if step is not None else []) + calls, self.shown)
         self.stopped = error
         return error
+
+
+def next_label(label: str) -> str:
+    """The path label of the op after ``label``'s in the same turn (``1.2`` after ``1.1``)."""
+    turn, _, index = label.rpartition(".")
+    return f"{turn}.{int(index) + 1}" if turn and index.isdigit() else label + ".next"
 
 
 def recorded_result(result: Any) -> Any:

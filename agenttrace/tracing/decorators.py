@@ -41,13 +41,7 @@ from agenttrace.tracing.llm_attributes import (
     response_attributes,
     split_model,
 )
-from agenttrace.tracing.llm_steps import (
-    NOT_REPLAYED,
-    begin_llm_step,
-    call_request,
-    end_llm_step,
-    replayed_result,
-)
+from agenttrace.tracing.llm_steps import begin_call_step, end_llm_step, keep_chunk
 from agenttrace.tracing.op_attributes import error_span_attributes, tool_output_size_attributes
 from agenttrace.tracing.scopes import (
     OpScope,
@@ -62,7 +56,7 @@ from agenttrace.tracing.scopes import (
     start_session,
     start_turn,
 )
-from agenttrace.tracing.step_guard import guard
+from agenttrace.tracing.step_guard import answered, guard
 from agenttrace.tracing.steps import begin_tool_step, block_step, check_effect, end_tool_step
 from agenttrace.tracing.transcripts import log_llm_exchange, log_tool_result
 from agenttrace.tracing.wrapping import Streamed, wrap
@@ -103,7 +97,8 @@ class _Spec(Generic[S]):
         if isinstance(fn, (staticmethod, classmethod)):
             # Decorating above @staticmethod/@classmethod: wrap the function, keep the kind.
             return type(fn)(self(fn.__func__))
-        return wrap(self.body(fn), self._for_function(fn))  # type: ignore[return-value]
+        spec = self._for_function(fn)
+        return wrap(spec.body(fn), spec, like=fn)  # type: ignore[return-value]
 
     def _for_function(self, fn: Callable[..., Any]) -> _Spec[S]:
         return self
@@ -643,39 +638,22 @@ def tool(
 class _LLMSpec(_Spec[OpScope]):
     where = "llm span"
 
-    def __init__(self, model: str | None, provider: str | None, journaled: bool = False) -> None:
+    def __init__(self, model: str | None, provider: str | None, replayable: bool = False) -> None:
         super().__init__()
         self.model = model
         self.provider = provider
-        self.journaled = journaled
-        """Its calls are steps of the journal (a function that returns its response; one that
-        yields a stream is not journaled: docs/journal.md)."""
+        self.replayable = replayable
+        """Its calls are answered from the journal in a re-entered run (a decorated
+        function's); a ``with`` block's body runs whatever the journal holds, so its calls are
+        journaled only (docs/journal.md)."""
 
     def _for_function(self, fn: Callable[..., Any]) -> _LLMSpec:
-        streams = inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
-        return _LLMSpec(self.model, self.provider, journaled=not streams)
+        return _LLMSpec(self.model, self.provider, replayable=True)
 
     def body(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn``, answered from the journal in a re-entered run that recorded its response."""
-        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
-            return fn
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def answered_async(*args: Any, **kwargs: Any) -> Any:
-                recorded = replayed_result()
-                if recorded is not NOT_REPLAYED:
-                    return recorded
-                return await fn(*args, **kwargs)
-
-            return answered_async
-
-        @functools.wraps(fn)
-        def answered(*args: Any, **kwargs: Any) -> Any:
-            recorded = replayed_result()
-            return fn(*args, **kwargs) if recorded is NOT_REPLAYED else recorded
-
-        return answered
+        """``fn``, answered from the journal in a re-entered run that recorded its response (a
+        stream chunk by chunk)."""
+        return answered(fn)
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
         model = self.model or kwargs.get("model") or "unknown"
@@ -699,15 +677,15 @@ class _LLMSpec(_Spec[OpScope]):
         )
         scope.payloads.update(payloads)
         scope.request = messages
-        if self.journaled:  # its intent, before the call is made
-            begin_llm_step(scope, str(model), call_request(str(model), args, kwargs))
+        begin_call_step(scope, str(model), args, kwargs, self.replayable)  # before the call
         return scope
 
     def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
         if isinstance(result, Streamed):  # a generator may return the whole response
             result = result.value
-        if self.journaled:
-            end_llm_step(scope, response=None if result is NO_RESULT else result, error=error)
+        # A stream's chunks were kept as it yielded them; a with-block's response is the one
+        # recorded on its handle.
+        end_llm_step(scope, response=None if result is NO_RESULT else result, error=error)
         if error is not None:
             finish(scope, error, error_span_attributes(classify_error(error)))
         elif result is None or result is NO_RESULT:
@@ -717,6 +695,9 @@ class _LLMSpec(_Spec[OpScope]):
             log_llm_exchange(scope, scope.request, result)
             finish(scope, None, functools.partial(response_attributes, result, scope.payloads))
 
+    def on_item(self, scope: OpScope, item: Any) -> None:
+        keep_chunk(scope, item)  # for the journal's done line
+
 
 def llm(
     fn_or_model: Any = None, /, *, model: str | None = None, provider: str | None = None
@@ -725,6 +706,11 @@ def llm(
 
     The model comes from the argument or the call's ``model=`` keyword; tokens, finish reasons
     and output are read from an OpenAI- or Anthropic-shaped return value.
+
+    Each call is a step of the journal (docs/journal.md): a decorated function's return value,
+    or the chunks its stream yields, is the recorded response, and a re-entered run gets it
+    back without the function being called. A ``with`` block's call is journaled (the response
+    given to ``record_response``) but runs again on a re-entry: its body cannot be skipped.
     """
     if _decorated(fn_or_model):
         return _LLMSpec(model, provider)(fn_or_model)

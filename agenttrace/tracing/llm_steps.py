@@ -8,6 +8,11 @@ order), built and written by the background thread: the caller pays for the fing
 one write. The fingerprint hashes only the messages the agent's last request did not send
 (``agenttrace.tracing.request_digests``). In a re-entered run, an attempt the journal holds as
 done with the same request is answered from it: the model is not called.
+
+The callers: litellm's attempts (:func:`begin_llm_step`; the OpenAI SDK's retries inside one
+call, :func:`begin_llm_retry`), and the calls of an ``@agenttrace.llm`` function and its
+``with`` blocks (:func:`begin_call_step`), whose stream, if it yields one, is journaled chunk by
+chunk (:func:`keep_chunk`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
@@ -40,40 +47,114 @@ class LLMStep:
     model: str = ""
     recorded: j.Step | None = None
     """The journal's step that answers it (when ``replayed``)."""
+    fingerprint: str = ""
+    """Its request's: the next attempt of the same call (a retry) is journaled under it."""
+    chunks: list[Any] | None = None
+    """The items an ``@agenttrace.llm`` function's stream yielded so far (one past
+    :data:`JOURNAL_CHUNKS` at most: then the response is capped)."""
 
 
-def begin_llm_step(scope: OpScope, model: str, kwargs: Mapping[str, Any]) -> j.Step | None:
+class ReplayedFailure(Exception):
+    """How a re-entered run's LLM attempt ends when the journal answers it with its recorded
+    failure (one the call was retried after: the next attempt is answered in turn). Its
+    message is the recorded error."""
+
+
+def begin_llm_step(
+    scope: OpScope, model: str, kwargs: Mapping[str, Any], *, failures: bool = False
+) -> j.Step | None:
     """Journal the LLM attempt ``scope`` starts (its ``intent``, written now). In a re-entered
-    run, the journal's step if it answers this attempt (the response is not asked for)."""
-    recorder = runtime.recorder
-    if recorder is None or not runtime.settings.journal:
+    run, the journal's step if it answers this attempt (the response is not asked for): done,
+    or, when the caller takes ``failures``, failed and asked again at the next place (the
+    caller ends the attempt with :class:`ReplayedFailure` and goes on to the next attempt)."""
+    if runtime.recorder is None or not runtime.settings.journal:
         return None
     try:
-        run = scope.session.run
-        memory = memory_of(run.digests, scope.session.agent_id)
-        request_fingerprint = llm_request_fingerprint(j.llm_request(kwargs), memory)
-        attempt = 1
-        reentry = run.reentry
-        if reentry is not None:
-            plan = reentry.plan_llm(scope.label, request_fingerprint)
-            if plan.what == "replay" and plan.step is not None:
-                scope.step = LLMStep(plan.step.key, True, model, plan.step)
-                scope.set_attribute(sc.REPLAYED, True)
-                return plan.step
-            attempt = plan.attempt
-        key = (run.journal_run, scope.label, attempt)
-        line = j.intent_line(
-            key,
-            agent_id=scope.session.agent_id,
-            name=model,
-            effect=None,
-            request_fingerprint=request_fingerprint,
-            kind="llm",
+        return _begin(
+            scope, model, _request_fingerprint(scope, j.llm_request(kwargs)), True, failures
         )
-        recorder.journal(run.session, journal_bytes(line))
-        scope.step = LLMStep(key, model=model)
     except Exception as exc:
         report_internal_error(WHERE, exc)
+    return None
+
+
+def begin_call_step(
+    scope: OpScope,
+    model: str,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    answer: bool = True,
+) -> j.Step | None:
+    """:func:`begin_llm_step` for a call of an ``@agenttrace.llm`` function: its request is its
+    model and arguments (:func:`call_request`). ``answer=False``: it cannot be answered from the
+    journal (a ``with`` block, whose body runs whatever the journal holds): in a re-entered run
+    it is journaled as the next attempt at its place."""
+    if runtime.recorder is None or not runtime.settings.journal:
+        return None
+    try:
+        return _begin(
+            scope, model, _request_fingerprint(scope, call_request(model, args, kwargs)), answer
+        )
+    except Exception as exc:
+        report_internal_error(WHERE, exc)
+    return None
+
+
+def begin_llm_retry(scope: OpScope, model: str, fingerprint: str | None) -> None:
+    """Journal the next attempt of a call whose request the OpenAI SDK sends again (its
+    ``fingerprint``: the first attempt's, see :func:`step_fingerprint`). It is never answered
+    from the journal: the SDK is sending it."""
+    if fingerprint is None or runtime.recorder is None or not runtime.settings.journal:
+        return
+    try:
+        _begin(scope, model, fingerprint, False)
+    except Exception as exc:
+        report_internal_error(WHERE, exc)
+
+
+def _request_fingerprint(scope: OpScope, request: Mapping[str, Any]) -> str:
+    """The fingerprint of the LLM ``request`` of ``scope``'s agent, hashing only the messages
+    its last request did not send."""
+    memory = memory_of(scope.session.run.digests, scope.session.agent_id)
+    return llm_request_fingerprint(request, memory)
+
+
+def step_fingerprint(scope: OpScope) -> str | None:
+    """The request fingerprint of the journaled LLM attempt ``scope`` runs, if it has one."""
+    step = scope.step
+    return step.fingerprint if type(step) is LLMStep and step.fingerprint else None
+
+
+def _begin(
+    scope: OpScope, model: str, fingerprint: str, answer: bool, failures: bool = False
+) -> j.Step | None:
+    recorder = runtime.recorder
+    if recorder is None:
+        return None
+    run = scope.session.run
+    attempt = 1
+    reentry = run.reentry
+    if reentry is not None:
+        plan = reentry.plan_llm(scope.label, fingerprint, failures and answer)
+        if plan.what in ("replay", "fail") and plan.step is not None:
+            if answer:
+                scope.step = LLMStep(plan.step.key, True, model, plan.step, fingerprint)
+                scope.set_attribute(sc.REPLAYED, True)
+                return plan.step
+            attempt = plan.step.key[2] + 1
+        else:
+            attempt = plan.attempt
+    key = (run.journal_run, scope.label, attempt)
+    line = j.intent_line(
+        key,
+        agent_id=scope.session.agent_id,
+        name=model,
+        effect=None,
+        request_fingerprint=fingerprint,
+        kind="llm",
+    )
+    recorder.journal(run.session, journal_bytes(line))
+    scope.step = LLMStep(key, model=model, fingerprint=fingerprint)
     return None
 
 
@@ -97,7 +178,7 @@ def end_llm_step(
         agent_id = scope.session.agent_id
         session = scope.session.run.session
         if step.replayed:
-            if error is None:
+            if error is None or type(error) is ReplayedFailure:
                 line = j.replayed_line(step.key, agent_id=agent_id, kind="llm", name=model)
                 recorder.journal(session, journal_bytes(line), later=True)
             return
@@ -113,6 +194,8 @@ def end_llm_step(
             recorder.journal(session, journal_bytes(failed), later=True)
             return
         key = step.key
+        if chunks is None:
+            chunks = step.chunks  # an @agenttrace.llm function's stream (keep_chunk)
         recorder.journal(session, lambda: _done(key, agent_id, model, response, chunks), later=True)
     except Exception as exc:
         report_internal_error(WHERE, exc)
@@ -126,8 +209,15 @@ def _done(key: j.StepKey, agent_id: str, model: str, response: Any, chunks: Any)
         line = j.done_line(key, agent_id=agent_id, kind="llm", name=model, chunks=kept)
     else:
         line = j.done_line(key, agent_id=agent_id, kind="llm", name=model, result=_plain(response))
-    data = journal_bytes(line)
-    if len(data) <= JOURNAL_RESULT_BYTES and (chunks is None or len(chunks) <= JOURNAL_CHUNKS):
+    try:
+        data = journal_bytes(line)
+    except (TypeError, ValueError):  # a response that is not data: kept in no file, capped
+        data = None
+    if (
+        data is not None
+        and len(data) <= JOURNAL_RESULT_BYTES
+        and (chunks is None or len(chunks) <= JOURNAL_CHUNKS)
+    ):
         return data
     capped = j.done_line(key, agent_id=agent_id, kind="llm", name=model, capped=True)
     return journal_bytes(capped)
@@ -164,24 +254,69 @@ def _cap() -> int:
 
 def call_request(model: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """What a call of an ``@agenttrace.llm`` function asks, for its fingerprint: its model and
-    arguments as data. An object that is not data (the agent a method is called on, a client)
-    counts as its kind, never as its ``str``, which may hold its address and differ per
-    process: the same question asked by a resumed run has the same fingerprint."""
-    request = {str(key): _shape(value) for key, value in kwargs.items()}
+    arguments as data, built once as :func:`agenttrace.model.journal.fingerprint` reads it (the
+    volatile keywords left out; an argument that is data already kept as it is, not copied).
+    An object that is not data (the agent a method is called on, a client) counts as its kind,
+    never as its ``str``, which may hold its address and differ per process: the same question
+    asked by a resumed run has the same fingerprint."""
+    volatile = j.VOLATILE_KEYS
+    request = {key: _data(value) for key, value in kwargs.items() if key not in volatile}
     request["model"] = model
     if args:
-        request["args"] = [_shape(value) for value in args]
-    return j.llm_request(request)
+        request["args"] = [_data(value) for value in args]
+    return request
+
+
+def _data(value: Any) -> Any:
+    """``value`` itself if it is data (what msgspec encodes without help, in C: JSON types, and
+    dataclasses, dates, enums, sets, which the fingerprint encodes by their content in a stable
+    order); else its shape (:func:`_shape`)."""
+    if type(value) in _LEAVES:
+        return value
+    try:
+        _DATA.encode(value)
+    except (TypeError, ValueError, OverflowError):
+        return _shape(value)
+    return value
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
+_DATA = msgspec.json.Encoder(enc_hook=_refuse)
+"""Encodes data only: what it refuses is shaped first."""
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def keep_chunk(scope: OpScope, chunk: Any) -> None:
+    """An ``@agenttrace.llm`` function's stream yielded ``chunk``: kept for the attempt's
+    ``done`` line (up to one past :data:`JOURNAL_CHUNKS`, which marks it capped)."""
+    step = scope.step
+    if type(step) is not LLMStep or step.replayed:
+        return
+    if step.chunks is None:
+        step.chunks = [chunk]
+    elif len(step.chunks) <= JOURNAL_CHUNKS:
+        step.chunks.append(chunk)
 
 
 def replayed_result() -> Any:
     """The recorded response of the LLM attempt running now, if the journal answers it (a
     re-entered run's); :data:`NOT_REPLAYED` if the attempt is to be made."""
+    step = replayed_step()
+    return step.result if step is not None else NOT_REPLAYED
+
+
+def replayed_step() -> j.Step | None:
+    """The journal's step that answers the LLM attempt running now (its ``result``, or its
+    stream's ``chunks``), if the journal answers it; ``None`` if the attempt is to be made."""
     scope = current_scope()
     step = getattr(scope, "step", None) if isinstance(scope, OpScope) else None
     if type(step) is LLMStep and step.replayed and step.recorded is not None:
-        return step.recorded.result
-    return NOT_REPLAYED
+        return step.recorded
+    return None
 
 
 NOT_REPLAYED: Any = object()

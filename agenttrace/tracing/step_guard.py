@@ -1,11 +1,13 @@
-"""The body of a decorated tool, guarded for re-entry (docs/journal.md, "Re-entry"): in a
-re-entered run, a call the journal decides does not run its body; it returns the recorded
-result, asks the tool's verifier, or raises the error that refuses it. Every other call runs
-its body as it is, for the cost of one look at the current scope.
+"""The body of a decorated tool or LLM function, guarded for re-entry (docs/journal.md,
+"Re-entry"): in a re-entered run, a tool call the journal decides does not run its body; it
+returns the recorded result, asks the tool's verifier, or raises the error that refuses it. An
+LLM function's call the journal answers returns its recorded response instead of calling it.
+Every other call runs its body as it is, for the cost of one look at the current scope.
 
-The guard runs inside the tool's scope (the decorator's wrapper calls it where it would call
+The guard runs inside the call's scope (the decorator's wrapper calls it where it would call
 the function), so what it returns or raises is the call's result or exception to the span, the
-transcript and the caller alike.
+transcript and the caller alike. Which kind of function it is (plain, coroutine, generator,
+async generator) is decided once, at decoration, by :func:`_by_kind`.
 """
 
 from __future__ import annotations
@@ -15,19 +17,95 @@ import inspect
 from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
+from agenttrace.tracing.llm_steps import replayed_step
 from agenttrace.tracing.steps import Pending, pending_step, settle, verified
+
+Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def _by_kind(
+    fn: Callable[..., Any], function: Guard, coroutine: Guard, generator: Guard, agenerator: Guard
+) -> Callable[..., Any]:
+    """``fn`` given to the guard for its kind (plain, coroutine, generator or async generator
+    function): the one place that tells them apart."""
+    if inspect.isasyncgenfunction(fn):
+        return agenerator(fn)
+    if inspect.iscoroutinefunction(fn):
+        return coroutine(fn)
+    if inspect.isgeneratorfunction(fn):
+        return generator(fn)
+    return function(fn)
 
 
 def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` (a function, coroutine function, generator or async generator function) guarded:
-    a function of the same kind."""
-    if inspect.isasyncgenfunction(fn):
-        return _guard_async_generator(fn)
-    if inspect.iscoroutinefunction(fn):
-        return _guard_coroutine(fn)
-    if inspect.isgeneratorfunction(fn):
-        return _guard_generator(fn)
-    return _guard_function(fn)
+    """``fn`` (a tool: a function, coroutine function, generator or async generator function)
+    guarded: a function of the same kind."""
+    return _by_kind(fn, _guard_function, _guard_coroutine, _guard_generator, _guard_async_generator)
+
+
+def answered(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (an ``@agenttrace.llm`` function) answered from the journal in a re-entered run
+    that recorded its response, without being called: its recorded return value, or the
+    chunks of its recorded stream yielded in order.
+
+    A function or coroutine function gives one of the same kind. A generator function gives a
+    plain function that returns its generator, or one of the recorded chunks (the decorator
+    wraps it as the generator function it stands for: ``wrap(..., like=fn)``), so a call that
+    is not answered iterates ``fn``'s own generator, ``send`` and ``throw`` included."""
+    return _by_kind(
+        fn, _answered_function, _answered_coroutine, _answered_stream, _answered_astream
+    )
+
+
+def _answered_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def body(*args: Any, **kwargs: Any) -> Any:
+        step = replayed_step()
+        if step is None:
+            return fn(*args, **kwargs)
+        # A function that returned a stream: a stream of the same chunks.
+        return step.result if step.chunks is None else (chunk for chunk in step.chunks)
+
+    return body
+
+
+def _answered_coroutine(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def body(*args: Any, **kwargs: Any) -> Any:
+        step = replayed_step()
+        if step is None:
+            return await fn(*args, **kwargs)
+        return step.result if step.chunks is None else _chunks(step.chunks)
+
+    return body
+
+
+def _answered_stream(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def body(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+        step = replayed_step()
+        if step is None:
+            return fn(*args, **kwargs)  # type: ignore[no-any-return]
+        return (chunk for chunk in step.chunks or ())
+
+    return body
+
+
+def _answered_astream(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def body(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
+        step = replayed_step()
+        if step is None:
+            return fn(*args, **kwargs)  # type: ignore[no-any-return]
+        return _chunks(step.chunks or [])
+
+    return body
+
+
+async def _chunks(chunks: list[Any]) -> AsyncGenerator[Any, Any]:
+    """A recorded stream's chunks, as an async generator."""
+    for chunk in chunks:
+        yield chunk
 
 
 def _verdict(pending: Pending, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

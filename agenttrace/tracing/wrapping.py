@@ -112,13 +112,16 @@ def _item(opener: Opener, scope: Scope | None, item: Any) -> None:
         report_internal_error(opener.where, exc)
 
 
-def wrap(fn: F, opener: Opener) -> F:
-    """``fn`` wrapped so that ``opener``'s scope covers each call (or generator lifetime)."""
-    if inspect.isasyncgenfunction(fn):
+def wrap(fn: F, opener: Opener, like: Callable[..., Any] | None = None) -> F:
+    """``fn`` wrapped so that ``opener``'s scope covers each call (or generator lifetime).
+    ``like``: the function whose kind ``fn`` has (``fn``'s own by default): a plain function
+    that returns a generator (or an async one) may stand for a generator function."""
+    kind = fn if like is None else like
+    if inspect.isasyncgenfunction(kind):
         return _wrap_async_generator(fn, opener)  # type: ignore[return-value]
-    if inspect.iscoroutinefunction(fn):
+    if inspect.iscoroutinefunction(kind):
         return _wrap_coroutine(fn, opener)  # type: ignore[return-value]
-    if inspect.isgeneratorfunction(fn):
+    if inspect.isgeneratorfunction(kind):
         return _wrap_generator(fn, opener)  # type: ignore[return-value]
     return _wrap_function(fn, opener)
 

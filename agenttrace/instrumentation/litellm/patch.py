@@ -28,6 +28,7 @@ from agenttrace.instrumentation.litellm.tracking import (
     enter_call,
     leave_call,
     live_var,
+    open_span,
     restore_parent,
     start_attempt,
 )
@@ -39,7 +40,7 @@ from agenttrace.instrumentation.litellm.utils import (
     state,
 )
 from agenttrace.model.journal import Step
-from agenttrace.tracing.llm_steps import begin_llm_step, end_llm_step
+from agenttrace.tracing.llm_steps import ReplayedFailure, begin_llm_step, end_llm_step
 from agenttrace.tracing.op_attributes import cost_span_attributes, unpriced
 
 # --- the wrappers ---------------------------------------------------------------------------------
@@ -77,7 +78,11 @@ def _attempt(
     if attempt is None:
         return wrapped(*args, **kwargs)
     if operation == sc.OP_CHAT:
-        recorded = begin_llm_step(attempt.scope, attempt.model, kwargs)
+        recorded = begin_llm_step(attempt.scope, attempt.model, kwargs, failures=True)
+        while recorded is not None and recorded.state == "failed":
+            # A re-entered run: this attempt failed and was retried; its failure is answered
+            # from the journal, as is the next attempt, at the place it had.
+            recorded = _replayed_failure(recorded, attempt, kwargs)
         if recorded is not None:  # a re-entered run: the journal holds this reply
             return _replayed(recorded, attempt, bool(kwargs.get(async_flag)))
     token = attempt_var.set(attempt)
@@ -106,6 +111,17 @@ def _replayed(recorded: Step, attempt: Attempt, is_async: bool) -> Any:
         raise
     # Not priced from its tokens, as an awaited reply is: nothing was bought.
     return ready(_finish(result, attempt)) if is_async else _finish(result, attempt)
+
+
+def _replayed_failure(recorded: Step, attempt: Attempt, kwargs: dict[str, Any]) -> Step | None:
+    """End the attempt as the failure the journal recorded, and start the call's next attempt
+    (its step begun: the journal's step that answers it, if any). Nothing is sent."""
+    attempt.fail(ReplayedFailure(recorded.error or "failed"))
+    opened = open_span(attempt.request, attempt.call)
+    if opened is None:  # a failure of ours, reported: the call goes on in the failed span
+        return None
+    attempt.restart(*opened)
+    return begin_llm_step(attempt.scope, attempt.model, kwargs, failures=True)
 
 
 async def _finish_awaited(awaitable: Any, attempt: Attempt) -> Any:

@@ -7,8 +7,9 @@ exactly when it has decided to retry, with the failed response (``None`` for a t
 which is then the exception being handled). Wrapped there, the attempt in flight ends as failed
 with the error the SDK would have raised for that response, and once the SDK's back-off is over
 the next attempt of the same logical call starts, in the same turn, as the current scope: each
-HTTP request is one attempt span. An SDK without that method keeps its retries invisible (one
-litellm call is one attempt).
+HTTP request is one attempt span, and one step of the journal (the failed one ends as failed,
+the next claims its own at its place, under the same request's fingerprint). An SDK without
+that method keeps its retries invisible (one litellm call is one attempt).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from agenttrace._internal.runtime import runtime
 from agenttrace.instrumentation.litellm.attempt import Attempt
 from agenttrace.instrumentation.litellm.tracking import live_var, open_span, restore_parent
 from agenttrace.instrumentation.litellm.utils import WHERE, state
+from agenttrace.tracing.llm_steps import begin_llm_retry, step_fingerprint
 
 __all__ = ["RETRY_METHOD", "retry_wrapper"]
 
@@ -43,20 +45,21 @@ def retry_wrapper(
     attempt = live_var.get()
     if attempt is None or attempt.done or runtime.disabled or not state.enabled:
         return wrapped(*args, **kwargs)
+    fingerprint = step_fingerprint(attempt.scope)  # the next attempt asks the same
     try:
         attempt.fail(_failure(instance, kwargs.get("response")))
     except Exception as exc:
         report_internal_error(WHERE, exc)
     result = wrapped(*args, **kwargs)
     if inspect.isawaitable(result):
-        return _then_next(result, attempt)
-    _next(attempt)
+        return _then_next(result, attempt, fingerprint)
+    _next(attempt, fingerprint)
     return result
 
 
-async def _then_next(sleeping: Awaitable[Any], attempt: Attempt) -> Any:
+async def _then_next(sleeping: Awaitable[Any], attempt: Attempt, fingerprint: str | None) -> Any:
     result = await sleeping
-    _next(attempt)
+    _next(attempt, fingerprint)
     return result
 
 
@@ -79,9 +82,10 @@ def _failure(client: Any, response: Any) -> BaseException:
     return SDKRetryError("the OpenAI SDK retried the request")
 
 
-def _next(attempt: Attempt) -> None:
+def _next(attempt: Attempt, fingerprint: str | None) -> None:
     """Start the logical call's next attempt for the SDK's next request, as the current scope
-    (in the context litellm's call runs in: it is current until that call returns)."""
+    (in the context litellm's call runs in: it is current until that call returns), and its
+    step in the journal (``fingerprint``: the request's, if the failed attempt was journaled)."""
     if not attempt.done or not attempt.active:
         return
     try:
@@ -94,6 +98,7 @@ def _next(attempt: Attempt) -> None:
         if opened is None:
             return
         attempt.restart(*opened)
+        begin_llm_retry(attempt.scope, attempt.model, fingerprint)
         # Dropped on purpose: the call's own undo of its first activation resets these too.
         attempt.scope.activate()
     except Exception as exc:
