@@ -72,7 +72,7 @@ def test_each_request_the_sdk_retries_is_a_step_and_a_re_entry_sends_none(
     first, retry = (line["fingerprint"] for line in intents)
     assert retry == first  # the retry asks the same
     if not is_async:  # litellm's async path adds its own flags to what it is asked
-        assert first == j.fingerprint(j.llm_request(http(llm, max_retries=1)))
+        assert first == j.llm_fingerprint(j.llm_request(http(llm, max_retries=1)))
     done = next(line for line in lines if line["state"] == "done")
     assert done["result"]["choices"][0]["message"]["content"] == "after one retry"
 
