@@ -164,10 +164,10 @@ def call_request(model: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
     arguments as data. An object that is not data (the agent a method is called on, a client)
     counts as its kind, never as its ``str``, which may hold its address and differ per
     process: the same question asked by a resumed run has the same fingerprint."""
-    request = {str(key): _shape(value) for key, value in kwargs.items()}
+    request = {str(key): j.as_data(value) for key, value in kwargs.items()}
     request["model"] = model
     if args:
-        request["args"] = [_shape(value) for value in args]
+        request["args"] = [j.as_data(value) for value in args]
     return j.llm_request(request)
 
 
@@ -183,23 +183,3 @@ def replayed_result() -> Any:
 
 NOT_REPLAYED: Any = object()
 """What :func:`replayed_result` gives for an attempt the journal does not answer."""
-
-_SHAPE_DEPTH = 32
-
-
-def _shape(value: Any, depth: int = 0) -> Any:
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if depth >= _SHAPE_DEPTH:
-        return "..."
-    dump = getattr(value, "model_dump", None)  # a pydantic message (an SDK's types)
-    if callable(dump):
-        try:
-            value = dump(mode="json")
-        except Exception:
-            return type(value).__qualname__
-    if isinstance(value, Mapping):
-        return {str(key): _shape(item, depth + 1) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_shape(item, depth + 1) for item in value]
-    return type(value).__qualname__

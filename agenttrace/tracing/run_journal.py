@@ -15,14 +15,29 @@ from agenttrace.tracing.journal_io import journal_bytes
 WHERE = "step journal"
 
 
-def journal_run_start(session: Any, run: str, attempt: int, agent_id: str, name: str) -> None:
-    """Journal that the root run ``run`` (this attempt at it) started now."""
+def journal_run_start(
+    session: Any,
+    run: str,
+    attempt: int,
+    agent_id: str,
+    name: str,
+    arguments_fingerprint: str | None = None,
+    implicit: bool = False,
+) -> None:
+    """Journal that the root run ``run`` (this attempt at it) started now: its entry point
+    ``name``, the fingerprint of its arguments, or that it is ``implicit``."""
     recorder = runtime.recorder
     if recorder is None or not runtime.settings.journal:
         return
     try:
         line = j.run_line(
-            run, attempt, agent_id=agent_id, name=name, messages=session.message_counter
+            run,
+            attempt,
+            agent_id=agent_id,
+            name=name,
+            messages=session.message_counter,
+            arguments_fingerprint=arguments_fingerprint,
+            implicit=implicit,
         )
         recorder.journal(session, journal_bytes(line))
     except Exception as exc:
