@@ -311,6 +311,7 @@ def run_line(
     messages: int,
     arguments_fingerprint: str | None = None,
     implicit: bool = False,
+    process: str | None = None,
 ) -> dict[str, Any]:
     """A root run started (kind ``run``, at the root label): ``messages`` events of the session
     were logged before it, so a re-entry knows each agent's transcript as the run found it. Its
@@ -319,13 +320,17 @@ def run_line(
     ``arguments_fingerprint`` (its ``fingerprint``): of the arguments its entry point ``name``
     was called with, so that a resume re-enters it only for a call with the same ones (the
     arguments themselves are not kept). ``implicit``: a run ``init()`` made around LLM calls
-    outside any decorated run, which no resume re-enters."""
+    outside any decorated run, which no resume re-enters. ``process``: a random token of the
+    process running it, so that a live view knows a later process's runs from this one's: the
+    calls this one left in flight did not end, they were interrupted."""
     line = _line((run, RUN_LABEL, attempt), agent_id, "run", name, "intent")
     line["messages"] = messages
     if arguments_fingerprint is not None:
         line["fingerprint"] = arguments_fingerprint
     if implicit:
         line["implicit"] = True
+    if process is not None:
+        line["process"] = process
     return line
 
 

@@ -5,6 +5,8 @@ is not was interrupted: the run ``agenttrace.resume`` re-enters."""
 
 from __future__ import annotations
 
+import os
+import secrets
 from typing import Any
 
 from agenttrace._internal.errors import report_internal_error
@@ -13,6 +15,18 @@ from agenttrace.model import journal as j
 from agenttrace.tracing.journal_io import journal_bytes
 
 WHERE = "step journal"
+
+_process = secrets.token_hex(8)
+"""This process's token on its runs' lines (a new one in a forked child)."""
+
+
+def _new_process_token() -> None:
+    global _process
+    _process = secrets.token_hex(8)
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, where nothing forks
+    os.register_at_fork(after_in_child=_new_process_token)
 
 
 def journal_run_start(
@@ -38,6 +52,7 @@ def journal_run_start(
             messages=session.message_counter,
             arguments_fingerprint=arguments_fingerprint,
             implicit=implicit,
+            process=_process,
         )
         recorder.journal(session, journal_bytes(line))
     except Exception as exc:

@@ -944,6 +944,13 @@ class Step(_Object, kw_only=True, tag_field="event_type", tag="step"):
         ]
         | UnsetType
     ) = UNSET
+    process: (
+        Annotated[
+            str,
+            Meta(max_length=64, description="A run's line: a random token of its process."),
+        ]
+        | UnsetType
+    ) = UNSET
     ts: Timestamp | UnsetType = UNSET
 
 
