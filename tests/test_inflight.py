@@ -336,6 +336,11 @@ def test_a_re_entered_runs_call_is_shown_in_the_run_that_re_enters() -> None:
     assert _node([killed], "1.2")["attributes"][PROCESS_GONE] is True
     assert killed["attributes"][PROCESS_GONE] is True
     assert PROCESS_GONE not in reentering["attributes"]
+    # Known from its events only, the run that re-enters is the one running run without an origin.
+    unnamed = _started_run("t2", T0_MS)
+    shown, steps = with_running_steps(_loaded(journal, [killed_run, unnamed]))
+    assert len(steps) == 1 and _node([shown.runs[1]], "1.1").get("endedAt") is None
+    assert shown.runs[1]["txnId"] is None  # its origin is its own, not the one it re-enters
 
 
 # --- the live state and the JSON API, on a real session ------------------------------------------

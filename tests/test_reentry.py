@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import agenttrace
+from agenttrace.formats.session.fullest import load_fullest
 from agenttrace.model import journal as j
 from agenttrace.model.reentry import Reentry, check_policy
 from agenttrace.model.rewind import rewind_transcripts, undo_rewind
@@ -427,6 +428,10 @@ def test_a_resume_re_enters_only_a_call_with_the_killed_runs_arguments(
     same, sent, stderr = outcomes["same"]
     assert same["reenters"] == ["invoke_agent Shop"] and not _dropped(stderr)
     assert len(sent) == 1 and sent[0][-1]["role"] == "tool"  # the reply came from the journal
+    (saved,) = copies["same"].glob("*.json.gz")
+    runs = load_fullest(saved).runs  # the tree says which run it re-enters, from its start
+    reentered = [run["attributes"].get("agenttrace.reenters") for run in runs]
+    assert reentered == [None, runs[0]["txnId"]]
 
     other, sent, stderr = outcomes["other"]
     assert other["armed"] and other["reenters"] == []

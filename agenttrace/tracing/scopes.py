@@ -543,6 +543,8 @@ def start_session(
         attributes[sc.AGENT_MODEL] = model
     if implicit:
         attributes[sc.IMPLICIT] = True
+    if parent is None and run.reentry is not None:  # at its start: its tree node says so too
+        attributes[sc.REENTERS] = run.journal_run
     # A hosting op agenttrace opened itself is not current in the context: parent explicitly.
     parent_span = host_op.span if host_op is not None else None
     _start(
@@ -558,8 +560,6 @@ def start_session(
     if parent is None and scope.trace_id:  # the next run of this session links to this one
         run.session.previous_trace = (scope.trace_id, scope.span_id)
     if parent is None:
-        if run.reentry is not None:
-            scope.set_attribute(sc.REENTERS, run.journal_run)
         journal_run_start(
             run.session,
             run.journal_run,

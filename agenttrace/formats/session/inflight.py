@@ -290,6 +290,9 @@ class _Runs:
             ]
             if again:
                 return again[-1]
+            nameless = [run for run in roots if _unnamed(run) and run.get("endedAt") is None]
+            if len(nameless) == 1:  # the re-entering run, known from its events only
+                return nameless[0]
         named = [run for run in roots if step.run in (run.get("originTxnId"), run.get("txnId"))]
         unfinished = [run for run in named if run.get("endedAt") is None]
         if unfinished:
@@ -301,11 +304,7 @@ class _Runs:
             traced = [r for r in roots if r.get("traceId") == trace and r.get("endedAt") is None]
             if traced:
                 return traced[-1]
-        nameless = [
-            run
-            for run in roots
-            if run.get("endedAt") is None and not run.get("originTxnId") and not run.get("txnId")
-        ]
+        nameless = [run for run in roots if run.get("endedAt") is None and _unnamed(run)]
         if len(nameless) == 1:  # several: which is which is not known, so none is guessed
             run = nameless[0]
             run["txnId"] = run["originTxnId"] = step.run
@@ -351,3 +350,8 @@ def _text(value: Any) -> str | None:
 def _attribute(node: Node, key: str) -> Any:
     attributes = node.get("attributes")
     return attributes.get(key) if isinstance(attributes, dict) else None
+
+
+def _unnamed(run: Node) -> bool:
+    """Whether no file says ``run``'s origin yet (a run known from its events only)."""
+    return not run.get("originTxnId") and not run.get("txnId")

@@ -487,6 +487,8 @@ class SessionAttributes(_Object, kw_only=True):
     agent_model: str | UnsetType = field(default=UNSET, name="agenttrace.agent.model")
     resumed_from: TraceId | UnsetType = field(default=UNSET, name="agenttrace.resumed_from")
     implicit: Literal[True] | UnsetType = field(default=UNSET, name="agenttrace.implicit")
+    reenters: TxnId | UnsetType = field(default=UNSET, name="agenttrace.reenters")
+    """On a run's root that re-enters an interrupted run: that run's origin."""
     interrupted: Annotated[
         Literal[True] | UnsetType,
         Meta(
