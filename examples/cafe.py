@@ -256,7 +256,8 @@ async def run_resumed(
     def revive(record: agenttrace.AgentRecord, session: agenttrace.Session) -> Agent:
         return Agent.revive(record, options)
 
-    root, session = agenttrace.load_session(session_file, revive)
+    # A new prompt is a new run: an interrupted run is left as it stopped, not re-entered.
+    root, session = agenttrace.load_session(session_file, revive, reenter=False)
     root.harken(prompt)
     return await root.response(), session
 

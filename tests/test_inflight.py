@@ -29,7 +29,7 @@ import agenttrace
 from agenttrace._internal.runtime import runtime
 from agenttrace._internal.times import event_ts
 from agenttrace.formats.session.files import LoadedFile
-from agenttrace.formats.session.inflight import running_steps, with_running_steps
+from agenttrace.formats.session.inflight import PROCESS_GONE, running_steps, with_running_steps
 from agenttrace.model import journal as j
 from agenttrace.tracing.scopes import OpScope, current_scope
 from agenttrace.views.live import read_live
@@ -252,6 +252,97 @@ def test_a_step_too_deep_for_any_file_is_left_out(monkeypatch: pytest.MonkeyPatc
     assert with_running_steps(loaded, max_depth=64)[1][0].path == deep
 
 
+def _run_line(run: str, process: str | None, attempt: int = 1) -> dict[str, Any]:
+    line = j.run_line(run, attempt, agent_id="agent_001", name="Boss", messages=0, process=process)
+    line["ts"] = T0
+    return line
+
+
+def test_a_call_whose_process_is_gone_is_interrupted_not_running() -> None:
+    """A run line from another process after a call's intent: the process that made the call is
+    gone (a resume's new run), so the call will never end."""
+    killed = [_run_line("run-1", "p1"), _intent("1.1"), _intent("1.2", kind="llm", name="m")]
+    (first, second) = running_steps(killed)
+    assert not first.interrupted and not second.interrupted
+    resumed = [*killed, _run_line("run-2", "p2")]
+    assert [step.interrupted for step in running_steps(resumed)] == [True, True]
+    shown, steps = with_running_steps(_loaded(resumed))
+    assert steps == []  # none in flight
+    (run,) = shown.runs
+    for node in (run, _node(shown.runs, "1"), _node(shown.runs, "1.1"), _node(shown.runs, "1.2")):
+        assert node["attributes"][PROCESS_GONE] is True and node.get("endedAt") is None
+    lines = render_optree(shown.runs)
+    assert lines[-2].endswith("1.1 tool charge interrupted")
+    assert lines[-1].endswith("1.2 llm m interrupted")
+    followed = _text(optree_tree(shown.runs, running_at=T0_MS + 5000))
+    assert "running" not in followed and followed.count("interrupted") == 4
+
+
+def test_a_later_run_of_the_same_process_leaves_its_calls_running() -> None:
+    concurrent = [_run_line("run-1", "p1"), _intent("1.1"), _run_line("run-2", "p1")]
+    assert [step.interrupted for step in running_steps(concurrent)] == [False]
+    # Run lines of an earlier release name no process: only a re-entry of the run says so.
+    unnamed = [_run_line("run-1", None), _intent("1.1"), _run_line("run-2", None)]
+    assert [step.interrupted for step in running_steps(unnamed)] == [False]
+    reentered = [*unnamed, _run_line("run-1", None, attempt=2)]
+    assert [step.interrupted for step in running_steps(reentered)] == [True]
+
+
+def test_a_re_entered_runs_call_is_shown_in_the_run_that_re_enters() -> None:
+    """The re-entry runs the call at 1.1 again (attempt 2), where the killed run's tree has an
+    op that ended (its first attempt failed): it is shown running in the run that re-enters,
+    and the killed run's call left at 1.2 is interrupted."""
+    ended_op = {
+        "path": "1.1",
+        "kind": "tool",
+        "name": "charge",
+        "startedAt": 5,
+        "endedAt": 9,
+        "status": "failed",
+        "attributes": {},
+    }
+    killed_run = {
+        "path": "0",
+        "txnId": "run-1",
+        "originTxnId": "run-1",
+        "agentId": "agent_001",
+        "startedAt": 1,
+        "attributes": {"ingress": {}},
+        "turns": [{"path": "1", "index": 1, "startedAt": 1, "ops": [ended_op]}],
+    }
+    again = {
+        **_started_run("t2", T0_MS),
+        "txnId": "run-2",
+        "originTxnId": "run-2",
+        "attributes": {"ingress": {}, "agenttrace.reenters": "run-1"},
+    }
+    failed = j.failed_line(
+        ("run-1", "1.1", 1), agent_id="agent_001", kind="tool", name="charge", error="E",
+        applied="no",
+    )  # fmt: skip
+    journal = [
+        _run_line("run-1", "p1"),
+        _intent("1.1"),
+        failed,
+        _intent("1.2", name="refund"),
+        _run_line("run-1", "p2", attempt=2),
+        _intent("1.1", attempt=2),
+    ]
+    shown, steps = with_running_steps(_loaded(journal, [killed_run, again]))
+    assert [(step.path, step.attempt, step.run_attempt) for step in steps] == [("1.1", 2, 2)]
+    killed, reentering = shown.runs
+    assert _node([reentering], "1.1").get("endedAt") is None  # running where it runs now
+    assert _node([killed], "1.1")["endedAt"] == 9  # the first attempt, as its file says
+    assert _node([killed], "1.2")["attributes"][PROCESS_GONE] is True
+    assert killed["attributes"][PROCESS_GONE] is True
+    assert PROCESS_GONE not in reentering["attributes"]
+    # Known from its events only, the run that re-enters is the one running run without an origin.
+    unnamed = _started_run("t2", T0_MS)
+    shown, steps = with_running_steps(_loaded(journal, [killed_run, unnamed]))
+    assert len(steps) == 1 and _node([shown.runs[1]], "1.1").get("endedAt") is None
+    assert shown.runs[1]["txnId"] is None  # its origin is its own, not the one it re-enters
+
+
 # --- the live state and the JSON API, on a real session ------------------------------------------
 
 
@@ -391,6 +482,42 @@ def test_a_litellm_call_that_hangs_is_running_until_its_answer_comes(
     assert ended["runningSteps"] == []
     op = _node(ended["tree"], "1.1")
     assert op["kind"] == "llm" and op["endedAt"] is not None and op["status"] == "ok"
+
+
+@pytest.mark.e2e
+def test_a_call_a_killed_process_left_is_interrupted_once_a_resumed_process_runs(
+    tmp_path: Path, llm_server: LLMServer
+) -> None:
+    from .payment_server import PaymentServer
+    from .test_reentry import _match_child
+
+    charge_5 = {"name": "charge", "arguments": '{"amount": 5}'}
+    call = {"id": "c1", "type": "function", "function": charge_5}
+    llm_server.reset(Reply(content="", tool_calls=[call]))
+    sessions = tmp_path / "sessions"
+    payments = PaymentServer().start()
+    try:
+        killed = _match_child(sessions, llm_server, payments, "run")
+        assert killed.returncode == -9, killed.stderr
+        (stream,) = sessions.glob("*.events.jsonl")
+        session_id = stream.name.split(".")[0]
+        before = read_live(sessions, session_id)
+        llm_server.reset(Reply(content="Green."))
+        resumed = _match_child(sessions, llm_server, payments, "other", "Is the tea green?")
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        payments.stop()
+    # Nothing said yet that its process is gone: shown as the call it was when killed.
+    assert [(s["path"], s["name"]) for s in before.running_steps] == [("1.2", "charge")]
+    after = read_live(sessions, session_id)
+    assert after.running_steps == ()
+    killed_run = next(run for run in after.loaded.runs if run["txnId"] == session_id)
+    charge = _node([killed_run], "1.2")
+    assert charge.get("endedAt") is None and charge["attributes"][PROCESS_GONE] is True
+    served = _client(sessions).get(f"/api/runs/{session_id}/tree", headers=BEARER).json()
+    assert served["runningSteps"] == []
+    text = _text(optree_tree(after.loaded.runs, running_at=after.read_at_ms))
+    assert "1.2 tool charge interrupted" in text and "running" not in text
 
 
 def _text(tree: Any) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +16,13 @@ from typing import Any
 import pytest
 
 import agenttrace
+from agenttrace.formats.session.fullest import load_fullest
 from agenttrace.model import journal as j
 from agenttrace.model.reentry import Reentry, check_policy
-from agenttrace.model.rewind import rewind_transcripts
+from agenttrace.model.rewind import rewind_transcripts, undo_rewind
+from agenttrace.model.unanswered import INTERRUPTED_RESULT
+from agenttrace.session.reentry_match import why_not
+from agenttrace.tracing.run_arguments import arguments_fingerprint
 
 from .conftest import Traced
 from .helpers import ROOT, run_journal_child
@@ -356,3 +361,177 @@ def test_transcripts_are_set_back_to_where_the_run_started_and_the_events_say_so
     replayed.restore(list(session.events), raw_lines=None)  # what the stream will say
     assert [entry["content"] for entry in replayed.agents[agent].transcript] == contents
     assert later in session.agents  # left as it is
+
+
+# --- which run a resume re-enters ------------------------------------------------------------
+
+
+def _match_child(
+    sessions: Path, llm_server: LLMServer, payments: PaymentServer, mode: str, *question: str
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run(
+        [sys.executable, "-m", "tests.resume_match_child", str(sessions), llm_server.api_base,
+         payments.url, mode, *question],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def _reported(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _dropped(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "is not re-entered" in line]
+
+
+@pytest.mark.e2e
+def test_a_resume_re_enters_only_a_call_with_the_killed_runs_arguments(
+    tmp_path: Path, llm_server: LLMServer
+) -> None:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "charge", "arguments": '{"amount": 5}'},
+    }
+    llm_server.reset(Reply(content="", tool_calls=[call]))
+    payments = PaymentServer().start()
+    killed_dir = tmp_path / "killed"
+    try:
+        killed = _match_child(killed_dir, llm_server, payments, "run")
+        assert killed.returncode == -9, killed.stderr
+        copies = {mode: tmp_path / mode for mode in ("same", "other", "fresh", "bare")}
+        for copy in copies.values():
+            shutil.copytree(killed_dir, copy)
+        outcomes: dict[str, tuple[dict[str, Any], list[Any], str]] = {}
+        for mode, sessions in copies.items():
+            llm_server.reset(Reply(content=f"answer to {mode}"))
+            question = () if mode == "same" else ("Is the tea green?",)
+            done = _match_child(sessions, llm_server, payments, mode, *question)
+            sent = [request.body["messages"] for request in llm_server.requests]
+            outcomes[mode] = (_reported(done), sent, done.stderr)
+    finally:
+        payments.stop()
+    assert len(payments.charges) == 1  # the killed run's charge; its key made it once again
+
+    same, sent, stderr = outcomes["same"]
+    assert same["reenters"] == ["invoke_agent Shop"] and not _dropped(stderr)
+    assert len(sent) == 1 and sent[0][-1]["role"] == "tool"  # the reply came from the journal
+    (saved,) = copies["same"].glob("*.json.gz")
+    runs = load_fullest(saved).runs  # the tree says which run it re-enters, from its start
+    reentered = [run["attributes"].get("agenttrace.reenters") for run in runs]
+    assert reentered == [None, runs[0]["txnId"]]
+
+    other, sent, stderr = outcomes["other"]
+    assert other["armed"] and other["reenters"] == []
+    assert sent == [[{"role": "user", "content": "Is the tea green?"}]]  # asked, not replayed
+    (line,) = _dropped(stderr)
+    assert line.startswith("INFO ") and "'Shop', has other arguments" in line
+    assert "call Shop with the same arguments" in line
+    # The run found the transcript as the killed run left it, its unanswered call answered.
+    assert other["at_start"] == [
+        ["user", "Pay 5 for the tea."],
+        ["assistant", ""],
+        ["tool", INTERRUPTED_RESULT],
+    ]
+
+    fresh, _, stderr = outcomes["fresh"]  # exactly as a resume that was told not to re-enter
+    assert not fresh["armed"] and not _dropped(stderr)
+    assert fresh["at_start"] == other["at_start"]
+    assert fresh["transcript"][-1] == ["assistant", "answer to fresh"]
+    assert fresh["transcript"][:-1] == other["transcript"][:-1]
+
+    bare, sent, stderr = outcomes["bare"]
+    assert bare["reenters"] == [] and sent == [[{"role": "user", "content": "Is the tea green?"}]]
+    (line,) = _dropped(stderr)
+    assert "is an implicit run" in line
+    assert bare["at_start"][:3] == other["at_start"]  # the Shop agent's, put back
+
+
+@pytest.mark.e2e
+def test_an_interrupted_implicit_run_is_not_re_entered(
+    tmp_path: Path, llm_server: LLMServer
+) -> None:
+    sessions = tmp_path / "sessions"
+    payments = PaymentServer().start()
+    try:
+        llm_server.reset(Reply(content="first"))
+        killed = _match_child(sessions, llm_server, payments, "bare-run", "Hello?")
+        assert killed.returncode == -9, killed.stderr
+        llm_server.reset(Reply(content="second"))
+        resumed = _reported(_match_child(sessions, llm_server, payments, "bare", "Hello?"))
+    finally:
+        payments.stop()
+    assert resumed["answer"] == "second" and not resumed["armed"]  # asked again, not replayed
+    assert len(llm_server.requests) == 1
+    runs = [line for line in journal_lines(tmp_path, runs=True) if line["kind"] == "run"]
+    assert [line.get("implicit") for line in runs if line["state"] == "intent"] == [True, True]
+    assert len({line["run"] for line in runs}) == 2  # a new run, not the killed one again
+
+
+def test_undoing_a_rewind_puts_the_transcripts_back_with_what_was_heard_since() -> None:
+    session = agenttrace.Session("undone")
+    agent = session.allocate_agent_id()
+    session.log_agent_created(agent, name="Shop", initial=[{"role": "system", "content": "Be"}])
+    session.log_transcript_entry(agent, {"role": "user", "content": "Pay 5."})
+    started = session.message_counter
+    session.log_transcript_entry(agent, {"role": "assistant", "content": "Paying."})
+    rewound = rewind_transcripts(session, list(session.events), started)
+    session.log_transcript_entry(agent, {"role": "user", "content": "Is the tea green?"})
+    undo_rewind(session, rewound)
+    contents = [entry["content"] for entry in session.agents[agent].transcript]
+    assert contents == ["Be", "Pay 5.", "Paying.", "Is the tea green?"]
+    replayed = agenttrace.Session("undone")
+    replayed.restore(list(session.events), raw_lines=None)
+    assert [entry["content"] for entry in replayed.agents[agent].transcript] == contents
+
+
+def test_only_the_same_entry_point_with_the_same_arguments_and_no_new_input_re_enters() -> None:
+    session = agenttrace.Session("matched")
+    agent = session.allocate_agent_id()
+    session.log_agent_created(agent, name="Shop")
+    armed = Reentry(RUN, 2, j.Journal(), check_policy(None), name="Shop", fingerprint=FP)
+    armed.rewound = rewind_transcripts(session, list(session.events), session.message_counter)
+    assert why_not(session, armed, "Shop", FP, implicit=False) is None
+    assert why_not(session, armed, "Till", FP, implicit=False) == "is 'Till'"
+    assert why_not(session, armed, "Shop", OTHER_FP, implicit=False) == "has other arguments"
+    assert "implicit run" in str(why_not(session, armed, "svc", None, implicit=True))
+    session.log_transcript_entry(agent, {"role": "user", "content": "Is the tea green?"})
+    assert "heard since the resume" in str(why_not(session, armed, "Shop", FP, implicit=False))
+    # A journal of an earlier release has no fingerprint: the next run re-enters, as then.
+    earlier = Reentry(RUN, 2, j.Journal(), check_policy(None), name="Shop")
+    assert why_not(session, earlier, "Till", OTHER_FP, implicit=True) is None
+
+
+class _Client:
+    """Not data: an argument that counts as its kind."""
+
+
+def test_a_runs_arguments_fingerprint_counts_data_and_the_kind_of_other_objects() -> None:
+    same = arguments_fingerprint((("Pay 5.", _Client()), {"amount": 5}))
+    assert same == arguments_fingerprint((("Pay 5.", _Client()), {"amount": 5}))
+    assert same != arguments_fingerprint((("Pay 6.", _Client()), {"amount": 5}))
+    assert same != arguments_fingerprint((("Pay 5.", _Client()), {"amount": 6}))
+    assert arguments_fingerprint(None) == arguments_fingerprint(((), {}))
+
+
+def test_a_method_runs_line_fingerprints_its_arguments_not_its_agent(
+    traced: Traced, tmp_path: Path
+) -> None:
+    class Clerk:
+        name = "Clerk"
+
+        @agenttrace.agent
+        def serve(self, question: str) -> str:
+            return question
+
+    Clerk().serve("Tea?")
+    Clerk().serve("Tea?")
+    Clerk().serve("Coffee?")
+    traced.handle.force_flush()
+    runs = [line for line in journal_lines(tmp_path, runs=True) if line["state"] == "intent"]
+    assert [line["name"] for line in runs] == ["Clerk"] * 3
+    prints = [line["fingerprint"] for line in runs]
+    assert prints[0] == prints[1] == arguments_fingerprint((("Tea?",), {})) != prints[2]
+    assert all("Tea" not in json.dumps(line) for line in runs)  # the digest, not the question

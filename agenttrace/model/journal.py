@@ -218,6 +218,30 @@ def _stable(value: Any, depth: int = 0) -> Any:
     return value
 
 
+_AS_DATA_DEPTH = 32
+
+
+def as_data(value: Any, depth: int = 0) -> Any:
+    """``value`` as a fingerprint counts an argument: data as it is (a pydantic model as its
+    dump), any other object as its kind, never as its ``str``, which may hold its address and
+    differ per process."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if depth >= _AS_DATA_DEPTH:
+        return "..."
+    dump = getattr(value, "model_dump", None)  # a pydantic message (an SDK's types)
+    if callable(dump):
+        try:
+            value = dump(mode="json")
+        except Exception:
+            return type(value).__qualname__
+    if isinstance(value, Mapping):
+        return {str(key): as_data(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [as_data(item, depth + 1) for item in value]
+    return type(value).__qualname__
+
+
 def llm_request(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """What an LLM request asks, for its fingerprint: the model, the messages, the tools and the
     parameters that change the answer (where it is sent and with which key do not)."""
@@ -336,12 +360,35 @@ def decision_line(
     return line
 
 
-def run_line(run: str, attempt: int, *, agent_id: str, name: str, messages: int) -> dict[str, Any]:
+def run_line(
+    run: str,
+    attempt: int,
+    *,
+    agent_id: str,
+    name: str,
+    messages: int,
+    arguments_fingerprint: str | None = None,
+    implicit: bool = False,
+    process: str | None = None,
+) -> dict[str, Any]:
     """A root run started (kind ``run``, at the root label): ``messages`` events of the session
     were logged before it, so a re-entry knows each agent's transcript as the run found it. Its
-    ``done`` line says the run ended; a run line without one is an interrupted run."""
+    ``done`` line says the run ended; a run line without one is an interrupted run.
+
+    ``arguments_fingerprint`` (its ``fingerprint``): of the arguments its entry point ``name``
+    was called with, so that a resume re-enters it only for a call with the same ones (the
+    arguments themselves are not kept). ``implicit``: a run ``init()`` made around LLM calls
+    outside any decorated run, which no resume re-enters. ``process``: a random token of the
+    process running it, so that a live view knows a later process's runs from this one's: the
+    calls this one left in flight did not end, they were interrupted."""
     line = _line((run, RUN_LABEL, attempt), agent_id, "run", name, "intent")
     line["messages"] = messages
+    if arguments_fingerprint is not None:
+        line["fingerprint"] = arguments_fingerprint
+    if implicit:
+        line["implicit"] = True
+    if process is not None:
+        line["process"] = process
     return line
 
 
@@ -391,6 +438,8 @@ class Step:
     """Its recorded result was cut to the payload cap: it cannot answer a re-entry."""
     messages: int | None = None
     """A run's line: how many events the session had logged before the run started."""
+    implicit: bool = False
+    """A run's line: the run was one ``init()`` made around LLM calls outside a decorated run."""
 
     @property
     def in_doubt(self) -> bool:
@@ -441,6 +490,7 @@ class Journal:
         if state == "intent":
             messages = line.get("messages")
             step.messages = messages if type(messages) is int and messages >= 0 else None
+            step.implicit = line.get("implicit") is True
             step.effect = str(line.get("effect") or "effect")
             step.fingerprint = _text(line.get("fingerprint"))
             step.arguments = _text(line.get("arguments"))

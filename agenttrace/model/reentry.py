@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 from agenttrace._internal.redact import cap_text, scrub_json_text
 from agenttrace.model.journal import EFFECTS, Journal, Step
-from agenttrace.model.rewind import rewind_transcripts
+from agenttrace.model.rewind import Rewound, rewind_transcripts
+from agenttrace.model.unanswered import UnansweredPolicy
 
 SHOWN_ARGUMENT_BYTES = 512
 """How much of an in-doubt call's arguments :class:`InDoubtToolCall` shows (redacted first)."""
@@ -133,6 +134,16 @@ class Reentry:
     """The re-entered run's own attempt (the interrupted run's + 1)."""
     journal: Journal
     policy: Mapping[str, InDoubtAction]
+    name: str | None = None
+    """The interrupted run's name (its entry point's)."""
+    fingerprint: str | None = None
+    """Of the arguments the interrupted run's entry point was called with (``None`` in a
+    journal of an earlier release: then any next run re-enters it)."""
+    unanswered: UnansweredPolicy = "reply"
+    """How the tool calls the crash left without a result are answered if the next run turns
+    out to be a new one (the resume's ``unanswered_tool_calls``)."""
+    rewound: Rewound | None = None
+    """What setting the transcripts back changed, to undo if the next run is a new one."""
     taken: bool = False
     claimed: set[str] = field(default_factory=set)
     """The labels of the journal's tool steps a call of the re-entered run has matched."""
@@ -294,21 +305,31 @@ def arm_reentry(
     journal: Journal,
     events: Sequence[Mapping[str, Any]],
     policy: Mapping[str, InDoubtAction],
+    unanswered: UnansweredPolicy = "reply",
 ) -> Reentry | None:
     """Arm ``session`` (an ``agenttrace.Session`` just restored from a file whose events are
-    ``events``) to re-enter its interrupted run, if its journal has one: every agent's
-    transcript is set back to what it was when that run started (a ``transcript_reset`` each,
-    logged now), so the run's code, called again, sends what it sent then. Returns the
-    :class:`Reentry`, or ``None``."""
+    ``events``) to re-enter its interrupted run, if its journal has one and it was not an
+    implicit run: every agent's transcript is set back to what it was when that run started (a
+    ``transcript_reset`` each, logged now), so the run's code, called again, sends what it sent
+    then. Returns the :class:`Reentry`, or ``None``. Whether the next run is the interrupted
+    one is decided when it starts (``agenttrace.session.reentry_match``)."""
     run = journal.interrupted_run()
-    if run is None or run.messages is None:
+    if run is None or run.messages is None or run.implicit:
         return None
-    reentry = Reentry(run.key[0], run.key[2] + 1, journal, policy)
+    reentry = Reentry(
+        run.key[0],
+        run.key[2] + 1,
+        journal,
+        policy,
+        name=run.name,
+        fingerprint=run.fingerprint,
+        unanswered=unanswered,
+    )
     for step in journal.in_doubt_of(reentry.origin):
         if step.arguments is not None:
             reentry.shown[step.key[1]] = cap_text(
                 step.arguments, SHOWN_ARGUMENT_BYTES, scrub_json_text
             )
-    rewind_transcripts(session, events, run.messages)
+    reentry.rewound = rewind_transcripts(session, events, run.messages)
     session.reentry = reentry
     return reentry

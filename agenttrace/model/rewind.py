@@ -2,21 +2,37 @@
 the interrupted run started: ``agenttrace.model.reentry``). The stream says so: each agent
 whose transcript changed gets a ``transcript_reset`` keeping the entries it shares with the
 earlier transcript and restating the rest, so replaying the events gives what the session now
-holds."""
+holds.
+
+A rewind can be undone (:func:`undo_rewind`: the resumed run turned out to be a new one), the
+entries logged since it kept."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agenttrace.model import events as ev
 
 
-def rewind_transcripts(session: Any, events: Sequence[Mapping[str, Any]], messages: int) -> None:
+@dataclass(frozen=True)
+class Rewound:
+    """What :func:`rewind_transcripts` changed, so that :func:`undo_rewind` can put it back."""
+
+    before: Mapping[str, list[dict[str, Any]]]
+    """Each changed agent's transcript before the rewind."""
+    after: Mapping[str, list[Any]]
+    """The message ids of each changed agent's transcript just after the rewind."""
+    events: int
+    """How many events the session held just after the rewind."""
+
+
+def rewind_transcripts(session: Any, events: Sequence[Mapping[str, Any]], messages: int) -> Rewound:
     """Set each agent of ``session`` (an ``agenttrace.Session`` restored from ``events``) back
     to the transcript the events up to message number ``messages`` made it: a
     ``transcript_reset`` for each agent whose transcript changed since, logged now. Agents
-    created after that point are left as they are."""
+    created after that point are left as they are. Returns what changed."""
     count = 0
     for event in events:
         number = ev.id_number(str(event.get("message_id", "")), ev.MESSAGE_PREFIX)
@@ -25,6 +41,7 @@ def rewind_transcripts(session: Any, events: Sequence[Mapping[str, Any]], messag
         count += 1
     at_start = type(session)(session.session_id)
     at_start.restore([dict(event) for event in events[:count]], raw_lines=None)
+    changed: dict[str, list[dict[str, Any]]] = {}
     for agent_id, then in at_start.agents.items():
         record = session.agents.get(agent_id)
         if record is None:
@@ -37,6 +54,36 @@ def rewind_transcripts(session: Any, events: Sequence[Mapping[str, Any]], messag
             kept += 1
         if kept == len(now) == len(before):
             continue
+        changed[agent_id] = list(now)
         session.log_transcript_reset(
             agent_id, kept, [ev.api_message(entry) for entry in before[kept:]]
         )
+    after = {agent_id: _ids(session.agents[agent_id].transcript) for agent_id in changed}
+    return Rewound(changed, after, len(session.events))
+
+
+def undo_rewind(session: Any, rewound: Rewound) -> None:
+    """Put each transcript :func:`rewind_transcripts` set back where it was before, with the
+    entries logged since the rewind after it (a ``transcript_reset`` each, logged now). A
+    transcript reset otherwise since the rewind is left as it is."""
+    for agent_id, before in rewound.before.items():
+        record = session.agents.get(agent_id)
+        after = rewound.after[agent_id]
+        if record is None or _ids(record.transcript[: len(after)]) != after:
+            continue
+        now = record.transcript
+        wanted = [*before, *now[len(after) :]]
+        kept = 0
+        for entry, old in zip(now, wanted, strict=False):
+            if entry.get("message_id") != old.get("message_id"):
+                break
+            kept += 1
+        if kept == len(now) == len(wanted):
+            continue
+        session.log_transcript_reset(
+            agent_id, kept, [ev.api_message(entry) for entry in wanted[kept:]]
+        )
+
+
+def _ids(transcript: Sequence[Mapping[str, Any]]) -> list[Any]:
+    return [entry.get("message_id") for entry in transcript]

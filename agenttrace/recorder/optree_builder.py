@@ -454,7 +454,7 @@ def _compress(run: RunTree, pieces: list[Piece]) -> list[Piece]:
 
 # --- nodes --------------------------------------------------------------------------------------
 
-_SESSION_ATTRIBUTES = (sc.CALL_PATH, sc.AGENT_MODEL, sc.RESUMED_FROM, sc.IMPLICIT)
+_SESSION_ATTRIBUTES = (sc.CALL_PATH, sc.AGENT_MODEL, sc.RESUMED_FROM, sc.IMPLICIT, sc.REENTERS)
 _POSITIONS = {sc.KIND_SESSION: "session", sc.KIND_TURN: "turn"}
 """Where a scope sits in the tree, by the kind it started with (ops start as llm or tool)."""
 _CHILD_LIST = {"turn": "turns", "op": "ops", "session": "childSessions"}

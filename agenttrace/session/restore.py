@@ -21,10 +21,11 @@ from agenttrace.formats.session.unfinished import without_unfinished
 from agenttrace.model import events as ev
 from agenttrace.model.journal import Journal
 from agenttrace.model.reentry import arm_reentry, check_policy
-from agenttrace.model.unanswered import MAX_CLOSED, UnansweredPolicy, close_unanswered_calls
+from agenttrace.model.unanswered import UnansweredPolicy, close_unanswered_calls
 from agenttrace.session.leases import file_session_id
 from agenttrace.session.leases import hold as hold_lease
 from agenttrace.session.leases import take as take_lease
+from agenttrace.session.reentry_match import say_unanswered
 from agenttrace.session.state import AgentRecord, Session, new_session, use_session
 
 logger = logging.getLogger("agenttrace")
@@ -44,11 +45,16 @@ def resume(
     links to the previous run's trace.
 
     If the session's last run was interrupted (its process was killed) and ``reenter`` (the
-    default), the next root run re-enters it (docs/journal.md): every agent's transcript is set
-    back to where that run started, so calling the run's entry point again runs it from its
-    start, and each step the journal holds is handled by ``policy`` (what to do with a tool
-    call in doubt, per effect class, over ``agenttrace.model.reentry.DEFAULT_POLICY``).
-    ``reenter=False`` leaves the interrupted run as it stopped: the next run is a new one.
+    default), the next root run re-enters it (docs/journal.md) if it is a call of the same
+    entry point with the same arguments: every agent's transcript is set back now to where that
+    run started, so calling the run's entry point again runs it from its start, and each step
+    the journal holds is handled by ``policy`` (what to do with a tool call in doubt, per effect
+    class, over ``agenttrace.model.reentry.DEFAULT_POLICY``). A next run that is another one
+    (another entry point or other arguments, an implicit run, or one after a message an agent
+    heard since the resume) is a new run: the transcripts are put back as the interrupted run
+    left them before it starts, and an INFO line says why. An interrupted implicit run is not
+    re-entered. ``reenter=False`` leaves the interrupted run as it stopped: the next run is a
+    new one.
 
     The session's lease is taken beside its files, and where it will be written if elsewhere
     (``agenttrace.session.leases``), and held until ``shutdown()`` or the process's end:
@@ -101,22 +107,23 @@ def resume(
             path,
             what,
         )
-    if reenter and arm_reentry(session, Journal(loaded.journal), loaded.events, checked_policy):
-        # The transcripts are back where the interrupted run started: it answers its own calls.
+    journal = Journal(loaded.journal)
+    if reenter and arm_reentry(
+        session, journal, loaded.events, checked_policy, unanswered_tool_calls
+    ):
+        # The transcripts are back where the interrupted run started: it answers its own calls
+        # (or, if the next run is another one, they are put back then: reentry_match).
         use_session(session)
         return session
-    closed, left = close_unanswered_calls(session, unanswered_tool_calls)
-    if closed or left:
-        past = f", {left} left as they are (past the {MAX_CLOSED} a resume answers)"
-        logger.warning(
-            "agenttrace: %s left %d tool %s without a result (its process was killed); %d "
-            "answered as interrupted, so the transcript can be sent to a model again%s",
-            path,
-            closed + left,
-            "call" if closed + left == 1 else "calls",
-            closed,
-            past if left else "",
+    interrupted = journal.interrupted_run() if reenter else None
+    if interrupted is not None and interrupted.implicit:
+        logger.info(
+            "agenttrace: session %s: its interrupted run %s was an implicit run (LLM calls "
+            "outside any decorated run) and is not re-entered: the next run is a new one",
+            session.session_id,
+            interrupted.key[0],
         )
+    say_unanswered(path, *close_unanswered_calls(session, unanswered_tool_calls))
     use_session(session)
     return session
 

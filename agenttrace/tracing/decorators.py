@@ -287,6 +287,7 @@ class _AgentSpec(_Spec[SessionScope]):
             model=model,
             ingress=self.ingress,
             owner=owner,
+            arguments=(args[1:] if owner is not None else args, kwargs),
         )
         if self.role is not None:
             scope.set_attribute(sc.AGENT_ROLE, self.role)

@@ -270,13 +270,13 @@ def call_request(model: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
 def _data(value: Any) -> Any:
     """``value`` itself if it is data (what msgspec encodes without help, in C: JSON types, and
     dataclasses, dates, enums, sets, which the fingerprint encodes by their content in a stable
-    order); else its shape (:func:`_shape`)."""
+    order); else its shape (:func:`agenttrace.model.journal.as_data`)."""
     if type(value) in _LEAVES:
         return value
     try:
         _DATA.encode(value)
     except (TypeError, ValueError, OverflowError):
-        return _shape(value)
+        return j.as_data(value)
     return value
 
 
@@ -321,23 +321,3 @@ def replayed_step() -> j.Step | None:
 
 NOT_REPLAYED: Any = object()
 """What :func:`replayed_result` gives for an attempt the journal does not answer."""
-
-_SHAPE_DEPTH = 32
-
-
-def _shape(value: Any, depth: int = 0) -> Any:
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if depth >= _SHAPE_DEPTH:
-        return "..."
-    dump = getattr(value, "model_dump", None)  # a pydantic message (an SDK's types)
-    if callable(dump):
-        try:
-            value = dump(mode="json")
-        except Exception:
-            return type(value).__qualname__
-    if isinstance(value, Mapping):
-        return {str(key): _shape(item, depth + 1) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_shape(item, depth + 1) for item in value]
-    return type(value).__qualname__

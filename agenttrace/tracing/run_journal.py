@@ -5,6 +5,8 @@ is not was interrupted: the run ``agenttrace.resume`` re-enters."""
 
 from __future__ import annotations
 
+import os
+import secrets
 from typing import Any
 
 from agenttrace._internal.errors import report_internal_error
@@ -14,15 +16,43 @@ from agenttrace.tracing.journal_io import journal_bytes
 
 WHERE = "step journal"
 
+_process = secrets.token_hex(8)
+"""This process's token on its runs' lines (a new one in a forked child)."""
 
-def journal_run_start(session: Any, run: str, attempt: int, agent_id: str, name: str) -> None:
-    """Journal that the root run ``run`` (this attempt at it) started now."""
+
+def _new_process_token() -> None:
+    global _process
+    _process = secrets.token_hex(8)
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, where nothing forks
+    os.register_at_fork(after_in_child=_new_process_token)
+
+
+def journal_run_start(
+    session: Any,
+    run: str,
+    attempt: int,
+    agent_id: str,
+    name: str,
+    arguments_fingerprint: str | None = None,
+    implicit: bool = False,
+) -> None:
+    """Journal that the root run ``run`` (this attempt at it) started now: its entry point
+    ``name``, the fingerprint of its arguments, or that it is ``implicit``."""
     recorder = runtime.recorder
     if recorder is None or not runtime.settings.journal:
         return
     try:
         line = j.run_line(
-            run, attempt, agent_id=agent_id, name=name, messages=session.message_counter
+            run,
+            attempt,
+            agent_id=agent_id,
+            name=name,
+            messages=session.message_counter,
+            arguments_fingerprint=arguments_fingerprint,
+            implicit=implicit,
+            process=_process,
         )
         recorder.journal(session, journal_bytes(line))
     except Exception as exc:

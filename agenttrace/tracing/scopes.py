@@ -50,12 +50,14 @@ from agenttrace.model.lifecycle import Ended, SpanEvent, Started
 from agenttrace.model.outcome import op_outcome
 from agenttrace.model.paths import Address, format_label
 from agenttrace.model.reentry import Reentry
+from agenttrace.session.reentry_match import enters as enters_reentry
 from agenttrace.session.state import Session, current_session
 from agenttrace.tracing.agents import agent_of
 from agenttrace.tracing.op_attributes import error_span_attributes
 from agenttrace.tracing.outbound import outbound_attributes, outbound_text, outbound_value
 from agenttrace.tracing.recording import emit, emit_inference_details, record_canonical_event
 from agenttrace.tracing.request_digests import MessageDigests
+from agenttrace.tracing.run_arguments import root_run_fingerprint
 from agenttrace.tracing.run_journal import journal_run_end, journal_run_start
 
 Scope = Union["SessionScope", "TurnScope", "OpScope"]
@@ -441,6 +443,7 @@ def start_session(
     started_ns: int | None = None,
     host_name: str | None = None,
     host_attributes: dict[str, AttributeValue] | None = None,
+    arguments: tuple[tuple[Any, ...], Mapping[str, Any]] | None = None,
 ) -> SessionScope:
     """Open a session span for an agent run, placed by the rules in the module docstring.
 
@@ -449,6 +452,9 @@ def start_session(
     ``started_ns``: when the run began, if that was before now (an instrumentation that learns
     of a run only from its first message). ``host_name`` and ``host_attributes``: the name (else
     ``name``) and attributes of the op that hosts the run when it starts in a turn.
+    ``arguments``: (positional, keyword) the run's entry point was called with, the agent a
+    method runs for left out; a root run journals their fingerprint, and re-enters the
+    interrupted run a resume armed only if it is that run's (``agenttrace.session.reentry_match``).
     """
     parent = _current.get()
     host_op: OpScope | None = None
@@ -471,6 +477,7 @@ def start_session(
     scope.turn_counter = itertools.count(1)
     attributes: dict[str, AttributeValue]
     links: list[Link] = []
+    run_fingerprint: str | None = None
     if parent is None:
         session = current_session()
         # A fresh session's first run is named by it: its origin txn id is the session id.
@@ -478,10 +485,13 @@ def start_session(
         scope.txn_id = session.session_id if first else new_txn_id()
         session.run_count += 1
         run = Run(scope.txn_id, session)
+        run_fingerprint = root_run_fingerprint(session, arguments, implicit)
         reentry = session.reentry
         if reentry is not None and reentry.take():
             session.reentry = None
-            run.journal_run, run.attempt, run.reentry = reentry.origin, reentry.attempt, reentry
+            if enters_reentry(session, reentry, name, run_fingerprint, implicit):
+                run.journal_run, run.attempt = reentry.origin, reentry.attempt
+                run.reentry = reentry
         scope.address = ()
         scope.label = format_label(())
         scope.prefix = ""
@@ -538,6 +548,8 @@ def start_session(
         attributes[sc.AGENT_MODEL] = model
     if implicit:
         attributes[sc.IMPLICIT] = True
+    if parent is None and run.reentry is not None:  # at its start: its tree node says so too
+        attributes[sc.REENTERS] = run.journal_run
     # A hosting op agenttrace opened itself is not current in the context: parent explicitly.
     parent_span = host_op.span if host_op is not None else None
     _start(
@@ -553,9 +565,15 @@ def start_session(
     if parent is None and scope.trace_id:  # the next run of this session links to this one
         run.session.previous_trace = (scope.trace_id, scope.span_id)
     if parent is None:
-        if run.reentry is not None:
-            scope.set_attribute(sc.REENTERS, run.journal_run)
-        journal_run_start(run.session, run.journal_run, run.attempt, scope.agent_id, name)
+        journal_run_start(
+            run.session,
+            run.journal_run,
+            run.attempt,
+            scope.agent_id,
+            name,
+            run_fingerprint,
+            implicit,
+        )
     return scope
 
 

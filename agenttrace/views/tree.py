@@ -11,6 +11,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from agenttrace._internal.escapes import escaped
+from agenttrace.formats.session.inflight import PROCESS_GONE
 from agenttrace.formats.session.optree import (
     children,
     cost_unknown,
@@ -48,7 +49,7 @@ def render_optree(runs: Sequence[Mapping[str, Any]], width: int = 160) -> list[s
 
 def _add_session(parent: Tree, node: Mapping[str, Any], running_at: int | None) -> None:
     attributes = node.get("attributes")
-    if node.get("endedAt") is None and running_at is not None:
+    if node.get("endedAt") is None and running_at is not None and not _gone(node):
         status = _running(node, running_at)
     elif node.get("endedAt") is None:
         interrupted = isinstance(attributes, Mapping) and attributes.get(INTERRUPTED) is True
@@ -62,7 +63,9 @@ def _add_session(parent: Tree, node: Mapping[str, Any], running_at: int | None) 
         )
     )
     for turn in children(node, "turns"):
-        running = _running(turn, running_at) if turn.get("endedAt") is None and running_at else ""
+        running = ""
+        if turn.get("endedAt") is None and running_at:
+            running = "interrupted" if _gone(turn) else _running(turn, running_at)
         turn_branch = branch.add(
             _line(f"{turn.get('path')} turn {turn.get('index')}{' ' if running else ''}{running}")
         )
@@ -83,8 +86,17 @@ def _running(node: Mapping[str, Any], now: int) -> str:
     return f"running for {max(0.0, (now - started) / 1000):.0f}s"
 
 
+def _gone(node: Mapping[str, Any]) -> bool:
+    """Whether ``node`` has not ended and its process is gone (a live view's mark): it is
+    interrupted, not running."""
+    attributes = node.get("attributes")
+    return isinstance(attributes, Mapping) and attributes.get(PROCESS_GONE) is True
+
+
 def _add_op(parent: Tree, op: Mapping[str, Any], running_at: int | None = None) -> Tree:
-    if op.get("endedAt") is None and running_at is not None:
+    if op.get("endedAt") is None and _gone(op):
+        status = "interrupted"
+    elif op.get("endedAt") is None and running_at is not None:
         status = _running(op, running_at)
     else:
         status = op.get("status") or "in progress"

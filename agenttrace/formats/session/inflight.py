@@ -16,9 +16,19 @@ that has ended is left alone (its node is whole), and so is a run that has ended
 nodes of a live view, these are never written back.
 
 The journal names a step's run by the run's origin id; a tree names its runs by trace id when
-they are known only from events. The run is the unfinished one with that origin, else the one
-the ``op_accounted`` lines give that origin's trace, else the only unfinished run whose origin
-no file says yet; else it is made from the steps (its agent the one of its root-level steps).
+they are known only from events. The run is the unfinished one with that origin (for a step of
+a re-entry, the unfinished run that says it re-enters that origin, ``agenttrace.reenters``),
+else the one the ``op_accounted`` lines give that origin's trace, else the only unfinished run
+whose origin no file says yet; else it is made from the steps (its agent the one of its
+root-level steps).
+
+A call whose process is gone never ends: it was interrupted, not running. The journal tells it
+from the runs' own lines: each names its process (a random token), so a call is interrupted
+once a later run line comes from another process, or re-enters the call's run (a resume: its
+process was gone). Such a call's op is in the tree marked interrupted
+(:data:`PROCESS_GONE`), as is every unfinished node of a run whose process is gone, and it is
+not among the calls in flight. (An intent of a release whose run lines name no process is
+interrupted only by a re-entry of its run.)
 """
 
 from __future__ import annotations
@@ -31,9 +41,17 @@ from typing import Any
 from agenttrace._internal.config import ReadLimits
 from agenttrace._internal.times import ts_ms
 from agenttrace.formats.session.files import LoadedFile
-from agenttrace.formats.session.rebuilt import Node, running_op
-from agenttrace.model.journal import STEP, STEP_DECISION
+from agenttrace.formats.session.optree import hosted_sessions
+from agenttrace.formats.session.rebuilt import INTERRUPTED, Node, running_op
+from agenttrace.model.journal import RUN_LABEL, STEP, STEP_DECISION
 from agenttrace.model.paths import parse_label
+
+PROCESS_GONE = "agenttrace.process_gone"
+"""The attribute a live view gives a node that has not ended and whose process is gone (a later
+process's run lines say so): interrupted, never running (never written to a file)."""
+
+REENTERS = "agenttrace.reenters"
+"""The attribute of a run that re-enters an interrupted one: that run's origin."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +72,10 @@ class RunningStep:
     """When its intent was written (ms since the epoch): when it started."""
     arguments: str | None = None
     """A tool's arguments as JSON text (as the journal holds them)."""
+    interrupted: bool = False
+    """Its process is gone (see the module docstring): it will never end."""
+    run_attempt: int = 1
+    """The attempt at its run that made it (2 and up: a resume's re-entry of the run)."""
 
     def as_json(self) -> dict[str, Any]:
         """The step as ``GET /api/runs/{id}/tree`` lists it (``runningSteps``)."""
@@ -69,25 +91,74 @@ class RunningStep:
         }
 
 
+@dataclass
+class _Intent:
+    """A step's intent line where it is in the journal, and the run line it came after."""
+
+    attempt: int
+    line: Mapping[str, Any] | None
+    """``None`` once the step ended (or a person decided it did not run)."""
+    index: int = 0
+    run_attempt: int = 1
+    process: str | None = None
+
+
+class _RunLines:
+    """The runs' own lines of a journal (kind ``run``): which process wrote each, and when."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, tuple[int, str | None]] = {}
+        """Each run's latest line: (its attempt, its process)."""
+        self.by_run: dict[str, list[tuple[int, int]]] = {}
+        """Each run's lines: (index in the journal, attempt)."""
+        self.last_of_process: dict[str, int] = {}
+        """The index of each process's last run line."""
+
+    def add(self, index: int, run: str, attempt: int, process: Any) -> None:
+        process = process if isinstance(process, str) and process else None
+        self.current[run] = (attempt, process)
+        self.by_run.setdefault(run, []).append((index, attempt))
+        if process is not None:
+            self.last_of_process[process] = index
+
+    def gone(self, index: int, run: str, run_attempt: int, process: str | None) -> bool:
+        """Whether the process that wrote line ``index`` (of ``run``'s attempt
+        ``run_attempt``, by ``process``) is gone: another process wrote a run line after it,
+        or a later attempt at ``run`` started after it."""
+        if process is not None and any(
+            other != process and last > index for other, last in self.last_of_process.items()
+        ):
+            return True
+        return any(at > index and attempt > run_attempt for at, attempt in self.by_run.get(run, ()))
+
+
 def running_steps(journal: Iterable[Mapping[str, Any]]) -> list[RunningStep]:
     """The steps of ``journal`` (a stream's journal lines, in order) that started and have no
-    outcome, in the order they started. Of the attempts at one place only the last counts: an
-    earlier one ended, or its process died, before the next began. An intent without a ``ts``
-    (none agenttrace writes) says nothing of when it started, and is left out."""
-    last: dict[tuple[str, str], tuple[int, Mapping[str, Any] | None]] = {}
-    for line in journal:
+    outcome, in the order they started, each ``interrupted`` if its process is gone (see the
+    module docstring). Of the attempts at one place only the last counts: an earlier one
+    ended, or its process died, before the next began. An intent without a ``ts`` (none
+    agenttrace writes) says nothing of when it started, and is left out."""
+    last: dict[tuple[str, str], _Intent] = {}
+    runs = _RunLines()
+    for index, line in enumerate(journal):
         run, label, attempt = line.get("run"), line.get("step"), line.get("attempt")
         if not isinstance(run, str) or not isinstance(label, str) or type(attempt) is not int:
             continue
         kind = line.get("event_type")
+        if kind == STEP and line.get("kind") == "run":  # a run's own line: not a call
+            if line.get("state") == "intent" and label == RUN_LABEL:
+                runs.add(index, run, attempt, line.get("process"))
+            continue
         known = last.get((run, label))
         if kind == STEP and line.get("state") == "intent":
-            if known is None or attempt >= known[0]:
-                last[(run, label)] = (attempt, line)
-        elif kind in (STEP, STEP_DECISION) and known is not None and known[0] == attempt:
-            last[(run, label)] = (attempt, None)  # it ended, or a person decided it did not run
+            if known is None or attempt >= known.attempt:
+                run_attempt, process = runs.current.get(run, (1, None))
+                last[(run, label)] = _Intent(attempt, line, index, run_attempt, process)
+        elif kind in (STEP, STEP_DECISION) and known is not None and known.attempt == attempt:
+            known.line = None  # it ended, or a person decided it did not run
     steps = []
-    for (run, label), (attempt, intent) in last.items():
+    for (run, label), found in last.items():
+        intent = found.line
         started = ts_ms(intent.get("ts")) if intent is not None else None
         if intent is None or started is None:
             continue
@@ -96,12 +167,14 @@ def running_steps(journal: Iterable[Mapping[str, Any]]) -> list[RunningStep]:
             RunningStep(
                 run=run,
                 path=label,
-                attempt=attempt,
+                attempt=found.attempt,
                 kind=str(intent.get("kind") or "tool"),
                 name=str(intent.get("name") or ""),
                 agent_id=str(intent.get("agent_id") or ""),
                 started_at=started,
                 arguments=arguments if isinstance(arguments, str) else None,
+                interrupted=runs.gone(found.index, run, found.run_attempt, found.process),
+                run_attempt=found.run_attempt,
             )
         )
     return steps
@@ -113,6 +186,8 @@ def with_running_steps(
     """``loaded`` with a running op for each step of its journal that has not ended (see the
     module docstring), and those steps; ``loaded`` itself and ``[]`` when there is none. Apply
     it after :func:`~agenttrace.formats.session.rebuilt.with_started_nodes`, whose runs it fills.
+    A step whose process is gone is in the tree marked interrupted, not in the steps returned,
+    and so is every unfinished node of its run.
 
     An op whose place would nest the tree deeper than ``max_depth`` levels
     (``AGENTTRACE_MAX_NESTING_DEPTH``) is left out, as a file that deep would be refused."""
@@ -124,6 +199,7 @@ def with_running_steps(
     runs = [dict(run) for run in loaded.runs]
     finder = _Runs(runs, loaded, steps)
     placed: list[RunningStep] = []
+    gone: list[Node] = []
     for step in steps:
         try:
             address = parse_label(step.path)
@@ -136,9 +212,14 @@ def with_running_steps(
         if op is None:
             continue
         _describe(op, step)
-        placed.append(step)
-    if not placed:
+        if step.interrupted:
+            gone.append(run)
+        else:
+            placed.append(step)
+    if not placed and not gone:
         return loaded, []
+    for run in gone:
+        _mark_gone(run)
     empty = {id(run) for run in finder.made if not run["turns"]}  # its one step nested too deep
     runs = [run for run in runs if id(run) not in empty]
     runs.sort(key=lambda run: run.get("startedAt") or 0)
@@ -153,6 +234,23 @@ def _describe(op: Node, step: RunningStep) -> None:
         op["name"] = step.name
     if step.arguments is not None and "request" not in op:
         op["request"] = {"payload": step.arguments, "size": len(step.arguments), "kind": step.kind}
+
+
+def _mark_gone(run: Node) -> None:
+    """Mark ``run`` and every node under it that has not ended as interrupted: its process is
+    gone, so none of them will end."""
+    stack: list[Node] = [run]
+    while stack:
+        node = stack.pop()
+        if node.get("endedAt") is None:
+            attributes = node.get("attributes")
+            if not isinstance(attributes, dict):
+                attributes = node["attributes"] = {}
+            attributes[PROCESS_GONE] = True
+            attributes[INTERRUPTED] = True
+        for key in ("turns", "ops"):
+            stack.extend(child for child in node.get(key) or [] if isinstance(child, dict))
+        stack.extend(child for child in hosted_sessions(node) if isinstance(child, dict))
 
 
 class _Runs:
@@ -184,6 +282,17 @@ class _Runs:
     def run_of(self, step: RunningStep) -> Node | None:
         """The run ``step`` belongs to; ``None`` when that run has ended (it has every node)."""
         roots = [run for run in self.runs if run.get("path", "0") == "0"]
+        if step.run_attempt > 1:  # a re-entry's: the run that re-enters the step's run
+            again = [
+                run
+                for run in roots
+                if _attribute(run, REENTERS) == step.run and run.get("endedAt") is None
+            ]
+            if again:
+                return again[-1]
+            nameless = [run for run in roots if _unnamed(run) and run.get("endedAt") is None]
+            if len(nameless) == 1:  # the re-entering run, known from its events only
+                return nameless[0]
         named = [run for run in roots if step.run in (run.get("originTxnId"), run.get("txnId"))]
         unfinished = [run for run in named if run.get("endedAt") is None]
         if unfinished:
@@ -195,11 +304,7 @@ class _Runs:
             traced = [r for r in roots if r.get("traceId") == trace and r.get("endedAt") is None]
             if traced:
                 return traced[-1]
-        nameless = [
-            run
-            for run in roots
-            if run.get("endedAt") is None and not run.get("originTxnId") and not run.get("txnId")
-        ]
+        nameless = [run for run in roots if run.get("endedAt") is None and _unnamed(run)]
         if len(nameless) == 1:  # several: which is which is not known, so none is guessed
             run = nameless[0]
             run["txnId"] = run["originTxnId"] = step.run
@@ -240,3 +345,13 @@ def _is_root_op(label: str) -> bool:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _attribute(node: Node, key: str) -> Any:
+    attributes = node.get("attributes")
+    return attributes.get(key) if isinstance(attributes, dict) else None
+
+
+def _unnamed(run: Node) -> bool:
+    """Whether no file says ``run``'s origin yet (a run known from its events only)."""
+    return not run.get("originTxnId") and not run.get("txnId")

@@ -487,6 +487,8 @@ class SessionAttributes(_Object, kw_only=True):
     agent_model: str | UnsetType = field(default=UNSET, name="agenttrace.agent.model")
     resumed_from: TraceId | UnsetType = field(default=UNSET, name="agenttrace.resumed_from")
     implicit: Literal[True] | UnsetType = field(default=UNSET, name="agenttrace.implicit")
+    reenters: TxnId | UnsetType = field(default=UNSET, name="agenttrace.reenters")
+    """On a run's root that re-enters an interrupted run: that run's origin."""
     interrupted: Annotated[
         Literal[True] | UnsetType,
         Meta(
@@ -911,7 +913,14 @@ class Step(_Object, kw_only=True, tag_field="event_type", tag="step"):
     state: Literal["intent", "done", "failed", "replayed"]
     effect: Literal["pure", "read", "idempotent", "effect"] | UnsetType = UNSET
     fingerprint: (
-        Annotated[str, Meta(pattern=FINGERPRINT_PATTERN, description="Of the request.")] | UnsetType
+        Annotated[
+            str,
+            Meta(
+                pattern=FINGERPRINT_PATTERN,
+                description="Of the request (a run's line: of its entry point's arguments).",
+            ),
+        ]
+        | UnsetType
     ) = UNSET
     arguments: Annotated[str, Meta(description="A tool's arguments, as JSON.")] | UnsetType = UNSET
     call_id: str | UnsetType = UNSET
@@ -927,6 +936,20 @@ class Step(_Object, kw_only=True, tag_field="event_type", tag="step"):
         Annotated[
             int,
             Meta(ge=0, description="A run's line: the events logged before the run started."),
+        ]
+        | UnsetType
+    ) = UNSET
+    implicit: (
+        Annotated[
+            bool,
+            Meta(description="A run's line: a run made around LLM calls outside a decorated run."),
+        ]
+        | UnsetType
+    ) = UNSET
+    process: (
+        Annotated[
+            str,
+            Meta(max_length=64, description="A run's line: a random token of its process."),
         ]
         | UnsetType
     ) = UNSET

@@ -181,16 +181,20 @@
   // Live (agenttrace serve): the session's process still runs. ``now`` is the server's clock
   // (ms) when it read the files; a node without an end has run since its startedAt.
   var live = { running: false, now: null };
+  // A node whose process is gone (``agenttrace.process_gone``: a later process wrote a run of
+  // the session since) is interrupted even while the session runs: it will never end.
   function unfinishedStatus(node) {
-    if (live.running) return "running";
     var attributes = isObject(node.attributes) ? node.attributes : {};
+    if (attributes["agenttrace.process_gone"] === true) return "interrupted";
+    if (live.running) return "running";
     return attributes["agenttrace.interrupted"] === true ? "interrupted" : "unfinished";
   }
   // A running node's badge and how long it has run: ``data-since`` lets the live page count on
   // between two updates without drawing the tree again.
   function addUnfinished(summary, node) {
-    summary.appendChild(statusBadge(unfinishedStatus(node)));
-    if (!live.running || !isNumber(node.startedAt) || !isNumber(live.now)) return;
+    var status = unfinishedStatus(node);
+    summary.appendChild(statusBadge(status));
+    if (status !== "running" || !isNumber(node.startedAt) || !isNumber(live.now)) return;
     var since = el("span", "since", "for " + formatMs(Math.max(0, live.now - node.startedAt)));
     since.setAttribute("data-since", String(node.startedAt));
     summary.appendChild(since);
