@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from agenttrace.formats.session.files import stream_path
 
 from .anthropic_server import AnthropicServer, Reply, asked, not_asked, text, tool_use
 from .conftest import Traced, attrs
+from .helpers import ROOT, child_env
 from .test_claude_agent_sdk import (  # noqa: F401  (its fixtures, used by name)
     anthropic_server,
     claude,
@@ -198,3 +201,66 @@ def test_the_users_hooks_still_run_and_their_denial_wins(
     journal = steps(stream_of_session(traced))
     (intent,) = [s for s in journal if s.get("call_id") == first]
     assert [s["state"] for s in journal if s["step"] == intent["step"]] == ["intent", "done"]
+
+
+def child(*args: str) -> tuple[int, list[dict[str, Any]]]:
+    """Run tests/claude_hook_child.py; its return code and the JSON lines it printed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.claude_hook_child", *args],
+        env=child_env(PYTHONPATH=str(ROOT)),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done.returncode, lines
+
+
+def test_a_call_killed_in_its_body_is_in_doubt_and_a_reentered_run_is_denied_it(
+    model: AnthropicServer,  # noqa: F811
+    work: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The process is killed inside the CLI's ``Bash`` body, after its side effect: the call's
+    intent was on disk, so ``agenttrace doubts`` lists it. Resumed, the run is re-entered and
+    the model asks for the same call: the hook denies it, naming the call and ``agenttrace
+    resolve``, and the side effect is not made again."""
+    sessions, side = tmp_path / "sessions", work / "side.txt"
+    command = f"echo charged >> '{side}'; kill -9 $(cat '{work / 'pid'}')"
+    call = {"command": command, "description": "charge"}
+
+    def resumed(body: dict[str, Any]) -> bool:
+        return "go on" in json.dumps(body.get("messages"))
+
+    model.reset(
+        Reply([tool_use("Bash", call)], usage=usage(1, 1), when=lambda b: not resumed(b)),
+        Reply([tool_use("Bash", call)], usage=usage(2, 2), when=resumed),
+        Reply([text("Not charged again.")], usage=usage(3, 3), when=resumed),
+    )
+    env = json.dumps(model.env(tmp_path / "home"))
+    code, printed = child("first", str(sessions), str(work), env)
+    assert code == -9, printed  # killed in the tool's body
+    assert side.read_text() == "charged\n"
+    session = printed[0]["session"]
+    sdk_session = printed[1]["sdk_session"]
+    stream = stream_path(sessions, session)
+
+    listed = subprocess.run(
+        [sys.executable, "-m", "agenttrace.cli", "doubts", str(stream)],
+        env=child_env(PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert listed.returncode == 0, listed.stderr
+    (line,) = listed.stdout.splitlines()
+    assert line.startswith("1.2  Bash (effect)")
+
+    code, printed = child("resume", str(sessions), str(work), env, str(stream), sdk_session)
+    assert code == 0, printed
+    (results,) = [p["results"] for p in printed if "results" in p]
+    (denied,) = [r for r in results if r["is_error"]]
+    reason = json.dumps(denied["content"])
+    assert "1.2 Bash" in reason and "agenttrace resolve" in reason
+    assert side.read_text() == "charged\n"  # not charged twice
