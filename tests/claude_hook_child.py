@@ -4,7 +4,8 @@
 its side effect and then kills this process with SIGKILL (its pid is in ``WORK/pid``), so the
 call is left in doubt. ``resume``: resumes the session the killed process left (re-entering
 its interrupted run) and sends the SDK session one more prompt; prints, as one JSON line, the
-tool results the CLI gave the model in that exchange.
+tool results the CLI gave the model in that exchange. ``resume-busy``: the same, with the loop
+held after the exchange's first message until the CLI has the hook's denial.
 
 argv: MODE SESSIONS_DIR WORK ENV_JSON [STREAM SDK_SESSION_ID]
 """
@@ -23,11 +24,25 @@ from claude_agent_sdk import ClaudeAgentOptions, SystemMessage, UserMessage, que
 import agenttrace
 
 
-async def exchange(prompt: str, options: ClaudeAgentOptions) -> list[dict[str, Any]]:
+async def denied(home: Path, session_id: str) -> None:
+    """Wait until the CLI's transcript of ``session_id`` holds agenttrace's denial: the CLI
+    asked the hook and went on while the program's loop was held."""
+    for _ in range(1200):
+        for path in (home / ".claude" / "projects").glob(f"*/{session_id}.jsonl"):
+            if "agenttrace resolve" in path.read_text(errors="replace"):
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the CLI never got agenttrace's denial")
+
+
+async def exchange(prompt: str, options: ClaudeAgentOptions, busy: bool) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     async for message in query(prompt=prompt, options=options):
         if isinstance(message, SystemMessage) and message.subtype == "init":
-            print(json.dumps({"sdk_session": message.data["session_id"]}), flush=True)
+            session_id = message.data["session_id"]
+            print(json.dumps({"sdk_session": session_id}), flush=True)
+            if busy:  # the loop is held: the hook decides a call the program has not received
+                await denied(Path(options.env["HOME"]), session_id)
         if isinstance(message, UserMessage) and isinstance(message.content, list):
             for block in message.content:
                 content = getattr(block, "content", None)
@@ -40,7 +55,7 @@ def main() -> None:
     mode, sessions, work, env = sys.argv[1:5]
     agenttrace.init(sessions_dir=Path(sessions), console="quiet")
     resume_id = None
-    if mode == "resume":
+    if mode.startswith("resume"):
         agenttrace.resume(Path(sys.argv[5]))
         resume_id = sys.argv[6]
     agenttrace.instrument_claude_agent_sdk()
@@ -54,7 +69,7 @@ def main() -> None:
         resume=resume_id,
     )
     prompt = "charge" if mode == "first" else "go on"
-    results = asyncio.run(exchange(prompt, options))
+    results = asyncio.run(exchange(prompt, options, busy=mode == "resume-busy"))
     print(json.dumps({"results": results}), flush=True)
     agenttrace.shutdown()
 

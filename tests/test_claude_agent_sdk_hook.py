@@ -217,15 +217,31 @@ def child(*args: str) -> tuple[int, list[dict[str, Any]]]:
     return done.returncode, lines
 
 
+def doubts(stream: Path) -> list[str]:
+    """``agenttrace doubts STREAM``: each call in doubt's label, tool and class."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "agenttrace.cli", "doubts", str(stream)],
+        env=child_env(PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert listed.returncode == 0, listed.stderr
+    return [line.split("  run ")[0] for line in listed.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("resume", ["resume", "resume-busy"])
 def test_a_call_killed_in_its_body_is_in_doubt_and_a_reentered_run_is_denied_it(
     model: AnthropicServer,  # noqa: F811
     work: Path,  # noqa: F811
     tmp_path: Path,
+    resume: str,
 ) -> None:
     """The process is killed inside the CLI's ``Bash`` body, after its side effect: the call's
     intent was on disk, so ``agenttrace doubts`` lists it. Resumed, the run is re-entered and
     the model asks for the same call: the hook denies it, naming the call and ``agenttrace
-    resolve``, and the side effect is not made again."""
+    resolve``, and the side effect is not made again: whether the program received the call
+    before the CLI asked (``resume``) or not (``resume-busy``: its loop is held)."""
     sessions, side = tmp_path / "sessions", work / "side.txt"
     command = f"echo charged >> '{side}'; kill -9 $(cat '{work / 'pid'}')"
     call = {"command": command, "description": "charge"}
@@ -246,21 +262,13 @@ def test_a_call_killed_in_its_body_is_in_doubt_and_a_reentered_run_is_denied_it(
     sdk_session = printed[1]["sdk_session"]
     stream = stream_path(sessions, session)
 
-    listed = subprocess.run(
-        [sys.executable, "-m", "agenttrace.cli", "doubts", str(stream)],
-        env=child_env(PYTHONPATH=str(ROOT)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert listed.returncode == 0, listed.stderr
-    (line,) = listed.stdout.splitlines()
-    assert line.startswith("1.2  Bash (effect)")
+    assert doubts(stream) == ["1.2  Bash (effect)"]
 
-    code, printed = child("resume", str(sessions), str(work), env, str(stream), sdk_session)
+    code, printed = child(resume, str(sessions), str(work), env, str(stream), sdk_session)
     assert code == 0, printed
     (results,) = [p["results"] for p in printed if "results" in p]
     (denied,) = [r for r in results if r["is_error"]]
     reason = json.dumps(denied["content"])
     assert "1.2 Bash" in reason and "agenttrace resolve" in reason
     assert side.read_text() == "charged\n"  # not charged twice
+    assert doubts(stream) == ["1.2  Bash (effect)"]  # still for the user to decide
