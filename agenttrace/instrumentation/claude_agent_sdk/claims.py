@@ -35,20 +35,28 @@ class Claim:
 
 _lock = threading.Lock()
 _claims: OrderedDict[str, Claim] = OrderedDict()
-_labels: OrderedDict[tuple[str, str], str] = OrderedDict()
-"""(run, label) -> the call id that claimed it ahead of its op."""
+_labels: OrderedDict[str, dict[str, str]] = OrderedDict()
+"""Per run: label -> the call id that claimed it ahead of its op (the newest runs kept)."""
+_count = 0
+"""Labels kept in :data:`_labels`, all runs together."""
 
 
 def claim(call_id: str, run: str, step: Step | None) -> None:
     """The hook settled call ``call_id`` of ``run`` (its intent journaled at ``step.key``)."""
+    global _count
     with _lock:
         _claims[call_id] = Claim(step)
-        if step is not None:
-            _labels[(run, step.key[1])] = call_id
         while len(_claims) > MAX_CLAIMS:
             _claims.popitem(last=False)
-        while len(_labels) > MAX_CLAIMS:
-            _labels.popitem(last=False)
+        if step is None:
+            return
+        labels = _labels.setdefault(run, {})
+        _labels.move_to_end(run)
+        if step.key[1] not in labels:
+            _count += 1
+        labels[step.key[1]] = call_id
+        while _count > MAX_CLAIMS and len(_labels) > 1:
+            _count -= len(_labels.popitem(last=False)[1])
 
 
 def take(call_id: str) -> Claim | None:
@@ -66,11 +74,11 @@ def claimed(call_id: str) -> bool:
 def label_taken(run: str, label: str, call_id: str) -> bool:
     """Whether another call than ``call_id`` claimed the key ``label`` of ``run`` ahead."""
     with _lock:
-        owner = _labels.get((run, label))
+        owner = _labels.get(run, {}).get(label)
     return owner is not None and owner != call_id
 
 
-def labels_of(run: str) -> set[str]:
-    """The labels of ``run`` claimed ahead so far."""
+def taken(run: str, label: str) -> bool:
+    """Whether a call claimed the key ``label`` of ``run`` ahead."""
     with _lock:
-        return {label for (owner_run, label) in _labels if owner_run == run}
+        return label in _labels.get(run, {})

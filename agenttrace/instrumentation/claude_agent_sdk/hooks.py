@@ -245,7 +245,6 @@ def _expected_label(agent: AgentRun, run: str) -> str | None:
         return None
     if ordinal is None:
         return None
-    taken = claims.labels_of(run)
-    while f"{prefix}.{ordinal}" in taken:
+    while claims.taken(run, f"{prefix}.{ordinal}"):
         ordinal += 1
     return f"{prefix}.{ordinal}"
