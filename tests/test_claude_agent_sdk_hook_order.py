@@ -28,6 +28,9 @@ from agenttrace.formats.session.files import stream_path
 from agenttrace.instrumentation.claude_agent_sdk import utils
 from agenttrace.instrumentation.claude_agent_sdk.hooks import PreToolUse, with_hook
 from agenttrace.instrumentation.claude_agent_sdk.tracker import SdkSession
+from agenttrace.model import journal as j
+from agenttrace.model.journal import Journal
+from agenttrace.model.reentry import DEFAULT_POLICY, Reentry
 
 from .conftest import Traced, attrs
 
@@ -185,3 +188,91 @@ def test_no_hook_is_added_with_the_journal_off(
     session, _ = hooked
     options = ClaudeAgentOptions()
     assert with_hook(options, session) is options
+
+
+# --- a re-entered run ---------------------------------------------------------------------------
+
+
+def origin() -> str:
+    """The interrupted run the test's session re-enters (one of its own: the hook's claims
+    are kept by run)."""
+    return "r-" + agenttrace.current_session().session_id
+
+
+def reenter(*tool_lines: dict[str, Any]) -> None:
+    """Arm the current session to re-enter run :func:`origin`, whose journal holds ``tool_lines``
+    (the tool steps of ``call_a``'s request at 1.2)."""
+    lines = [j.run_line(origin(), 1, agent_id="agent_001", name="claude-code", messages=0)]
+    journal = Journal([*lines, *tool_lines])
+    agenttrace.current_session().reentry = Reentry(origin(), 2, journal, DEFAULT_POLICY)
+
+
+def intent_of_call_a() -> dict[str, Any]:
+    request = j.tool_fingerprint("Bash", {"command": "echo call_a"})
+    return j.intent_line(
+        (origin(), "1.2", 1),
+        agent_id="agent_001",
+        name="Bash",
+        effect="effect",
+        request_fingerprint=request,
+        call_id="call_old",
+    )
+
+
+def denial(answer: dict[str, Any]) -> str:
+    output = answer["hookSpecificOutput"]
+    assert (output["hookEventName"], output["permissionDecision"]) == ("PreToolUse", "deny")
+    reason: str = output["permissionDecisionReason"]
+    return reason
+
+
+@pytest.mark.parametrize("received", [False, True])
+def test_a_reentered_runs_call_in_doubt_is_denied_and_nothing_is_journaled(
+    traced: Traced, hooked: tuple[SdkSession, PreToolUse], received: bool
+) -> None:
+    session, hook = hooked
+    reenter(intent_of_call_a())
+    session.observe(init())
+    (message,) = calls("msg_1", "call_a")
+    if received:
+        session.observe(message)
+    reason = denial(ask(hook, "call_a"))
+    assert "1.2 Bash" in reason and "agenttrace resolve" in reason
+    if not received:
+        session.observe(message)
+    session.observe(UserMessage([ToolResultBlock("call_a", reason, True)]))
+    assert journal(traced) == []  # the CLI ran nothing: no step for the denied call
+
+
+def test_a_reentered_runs_abandoned_call_is_denied_as_abandoned(
+    traced: Traced, hooked: tuple[SdkSession, PreToolUse]
+) -> None:
+    session, hook = hooked
+    reenter(intent_of_call_a(), j.decision_line((origin(), "1.2", 1), "abandon"))
+    session.observe(init())
+    assert "abandoned" in denial(ask(hook, "call_a"))
+
+
+def test_a_reentered_runs_call_done_before_runs_as_its_next_attempt(
+    traced: Traced, hooked: tuple[SdkSession, PreToolUse]
+) -> None:
+    """The resumed CLI's transcript gave the model the result already: the same call asked
+    again is the model's new request, run and journaled as the step's attempt 2."""
+    session, hook = hooked
+    done = j.done_line((origin(), "1.2", 1), agent_id="agent_001", kind="tool", name="Bash")
+    reenter(intent_of_call_a(), done)
+    session.observe(init())
+    assert ask(hook, "call_a") == {}
+    for message in (*calls("msg_1", "call_a"), results("call_a")):
+        session.observe(message)
+    traced.handle.force_flush()
+    path = stream_path(
+        Path(traced.handle.settings.sessions_dir), agenttrace.current_session().session_id
+    )
+    steps = [json.loads(line) for line in path.read_text().splitlines()]
+    tool = [
+        (s["run"], s["step"], s["attempt"], s["state"])
+        for s in steps
+        if s.get("event_type") == "step" and s["kind"] == "tool"
+    ]
+    assert tool == [(origin(), "1.2", 2, "intent"), (origin(), "1.2", 2, "done")]

@@ -80,10 +80,11 @@ class ToolCall:
         # The CLI runs the tool, not this process. Its PreToolUse hook (.hooks) journals the
         # intent before the CLI runs it: if the hook came first, the call takes that step (or
         # the hook's denial); else the intent is journaled now, and the hook finds it.
-        taken = claims.take(self.id)
+        run = self.op.session.run.journal_run
+        taken = claims.take(run, self.id)
         if taken is not None:
             self.op.step = taken.step
-        elif claims.label_taken(self.op.session.run.journal_run, self.op.label, self.id):
+        elif claims.label_taken(run, self.op.label, self.id):
             # Another call claimed this key ahead (a guess that proved wrong): journaling this
             # one there would mix two calls' lines, so it is not journaled.
             unplaced("its label was claimed ahead by another call")

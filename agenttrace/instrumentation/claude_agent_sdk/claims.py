@@ -34,7 +34,8 @@ class Claim:
 
 
 _lock = threading.Lock()
-_claims: OrderedDict[str, Claim] = OrderedDict()
+_claims: OrderedDict[tuple[str, str], Claim] = OrderedDict()
+"""(run, call id) -> the claim (a call id is the model's: unique, but kept to its run)."""
 _labels: OrderedDict[str, dict[str, str]] = OrderedDict()
 """Per run: label -> the call id that claimed it ahead of its op (the newest runs kept)."""
 _count = 0
@@ -45,7 +46,7 @@ def claim(call_id: str, run: str, step: Step | None) -> None:
     """The hook settled call ``call_id`` of ``run`` (its intent journaled at ``step.key``)."""
     global _count
     with _lock:
-        _claims[call_id] = Claim(step)
+        _claims[(run, call_id)] = Claim(step)
         while len(_claims) > MAX_CLAIMS:
             _claims.popitem(last=False)
         if step is None:
@@ -59,16 +60,17 @@ def claim(call_id: str, run: str, step: Step | None) -> None:
             _count -= len(_labels.popitem(last=False)[1])
 
 
-def take(call_id: str) -> Claim | None:
-    """The claim the hook left for ``call_id``, if any (taken: a call is received once)."""
+def take(run: str, call_id: str) -> Claim | None:
+    """The claim the hook left for ``call_id`` of ``run``, if any (taken: a call is received
+    once)."""
     with _lock:
-        return _claims.pop(call_id, None)
+        return _claims.pop((run, call_id), None)
 
 
-def claimed(call_id: str) -> bool:
-    """Whether the hook settled ``call_id`` and the program has not received it yet."""
+def claimed(run: str, call_id: str) -> bool:
+    """Whether the hook settled ``call_id`` of ``run`` and the program has not received it."""
     with _lock:
-        return call_id in _claims
+        return (run, call_id) in _claims
 
 
 def label_taken(run: str, label: str, call_id: str) -> bool:

@@ -102,8 +102,6 @@ class PreToolUse:
         call = self.session.calls.get(call_id)
         if call is not None:
             return _received(call)
-        if claims.claimed(call_id):
-            return {}
         arguments = data.get("tool_input")
         agent_id = data.get("agent_id")
         return self.ahead(
@@ -126,6 +124,8 @@ class PreToolUse:
             unplaced("the CLI ran it in an agent the program has not received a message of yet")
             return {}
         run = agent.scope.run
+        if claims.claimed(run.journal_run, call_id):
+            return {}  # asked again: settled already
         label = _expected_label(agent, run.journal_run)
         if label is None:
             unplaced("its place in the agent's run could not be told before its message came")
