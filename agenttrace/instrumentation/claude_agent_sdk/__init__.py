@@ -10,17 +10,20 @@ With no change to the program's loop and nothing added to what it receives:
   with cache reads and writes and the final output count; a request the CLI retried is a
   failed attempt before it;
 - each ``tool_use`` → ``tool_result`` is an ``execute_tool {name}`` span with the call id, input,
-  result and ``is_error``, and a step of the journal by its effect class (:mod:`.effects`);
+  result and ``is_error``, and a step of the journal by its effect class (:mod:`.effects`),
+  its intent written before the CLI runs the tool (:mod:`.hooks`);
   the ``Agent`` (formerly ``Task``) tool's sub-agent is a session nested under its span, to any
   depth; thinking blocks are recorded as thinking;
 - the agents' transcripts go to the canonical event stream and session file as for any agent,
   and ``agenttrace resume`` hands the SDK session id back (:mod:`.resume`).
 
 The modules, each importing only those before it: :mod:`.utils`, :mod:`.effects` (a tool
-call's effect class), :mod:`.transcript` (the CLI's own transcript: final usage, a sub-agent's
+call's effect class), :mod:`.claims` (calls the hook journaled before the program received
+them), :mod:`.transcript` (the CLI's own transcript: final usage, a sub-agent's
 text), :mod:`.messages` (one message id's
 span), :mod:`.agents` (an agent's run and its tool calls), :mod:`.tracker` (one SDK session,
-message by message), :mod:`.resume`, :mod:`.patch` (the wrappers) and this package.
+message by message), :mod:`.hooks` (the ``PreToolUse`` hook: a call's intent on disk before
+the CLI runs it), :mod:`.resume`, :mod:`.patch` (the wrappers) and this package.
 """
 
 from __future__ import annotations

@@ -30,10 +30,11 @@ from agenttrace.tracing.relays import piece_for
 from agenttrace.tracing.scopes import OpScope, SessionScope, finish, start_op, start_session
 from agenttrace.tracing.steps import begin_tool_step, end_tool_step
 
+from . import claims
 from .effects import tool_effect
 from .messages import Message, current
 from .transcript import CostState, Entry, UserEntry
-from .utils import block_type, mcp_server_of, result_text
+from .utils import block_type, mcp_server_of, result_text, unplaced
 
 
 class ToolError(Exception):
@@ -76,9 +77,19 @@ class ToolCall:
             self.op: OpScope = start_op(sc.KIND_TOOL, self.name, attributes, started_ns=now)
         self.op.payloads.update(payloads)
         self.op.call_id = self.id
-        # The CLI runs the tool, not this process: the intent is journaled when the program
-        # receives the call, and a call it saw start and never saw end stays in doubt.
-        begin_tool_step(self.op, tool_effect(self.name), self.input)
+        # The CLI runs the tool, not this process. Its PreToolUse hook (.hooks) journals the
+        # intent before the CLI runs it: if the hook came first, the call takes that step (or
+        # the hook's denial); else the intent is journaled now, and the hook finds it.
+        run = self.op.session.run.journal_run
+        taken = claims.take(run, self.id)
+        if taken is not None:
+            self.op.step = taken.step
+        elif claims.label_taken(run, self.op.label, self.id):
+            # Another call claimed this key ahead (a guess that proved wrong): journaling this
+            # one there would mix two calls' lines, so it is not journaled.
+            unplaced("its label was claimed ahead by another call")
+        else:
+            begin_tool_step(self.op, tool_effect(self.name), self.input)
 
     def finish(self, content: Any, is_error: bool, now: int) -> None:
         """The call's ``tool_result`` came: log it as the caller's tool entry, end the span.

@@ -8,6 +8,10 @@
   prompt stream given to ``connect`` say what the user sent, ``receive_messages`` (which
   ``receive_response`` reads) passes each message through it, ``disconnect`` ends it.
 
+Both also hand the SDK options with agenttrace's ``PreToolUse`` hook after the program's own
+(:mod:`.hooks`; the program's options object is not changed), so each tool call's intent is on
+disk before the CLI runs it.
+
 The program gets the very objects the SDK yields, nothing more; an exception the SDK raises
 reaches it unchanged (after the open exchanges are ended with it). A failure of ours is
 reported once and the program runs on untraced.
@@ -24,6 +28,7 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
 
 from .effects import listed
+from .hooks import with_hook
 from .tracker import SdkSession
 from .utils import WHERE, MessageLog, state, user_text
 
@@ -132,6 +137,11 @@ def process_query(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
             args[0] = sent
         else:
             kwargs["prompt"] = sent
+        hooked = with_hook(options, session)
+        if len(args) > 1:
+            args[1] = hooked
+        elif "options" in kwargs:
+            kwargs["options"] = hooked
         session.last_end_ns = time.time_ns()
     except Exception as exc:
         report_internal_error(WHERE, exc)
@@ -169,14 +179,23 @@ async def connect(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     """``ClaudeSDKClient.connect(prompt=None)``: a new session for the connection."""
     if not _on():
         return await wrapped(*args, **kwargs)
+    options = getattr(instance, "options", None)
     try:
         previous = _clients.pop(instance, None)
         if previous is not None:
             previous.close()
-        args = _prompt_sent(_client_session(instance), list(args), kwargs, optional=True)
+        session = _client_session(instance)
+        args = _prompt_sent(session, list(args), kwargs, optional=True)
+        # The SDK reads the hooks while it connects: ours are there for that, and the client's
+        # options are the program's own again once it has.
+        instance.options = with_hook(options, session)
     except Exception as exc:
         report_internal_error(WHERE, exc)
-    return await wrapped(*args, **kwargs)
+    try:
+        return await wrapped(*args, **kwargs)
+    finally:
+        if options is not None:
+            instance.options = options
 
 
 async def client_query(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

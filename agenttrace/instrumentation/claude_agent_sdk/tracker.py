@@ -160,6 +160,7 @@ class SdkSession:
                 exchange = self.exchanges.popleft()
                 exchange.main.scope.set_attribute(sc.STREAM_ABANDONED, True)
                 self._end_exchange(exchange, self.last_seen_ns, None, None)
+            self._settle_background(self.last_seen_ns, everyone=True)
         finally:
             if self.log is not None:
                 self.log.close()
@@ -222,9 +223,14 @@ class SdkSession:
         main = exchange.main
         main.complete_current(self.finals)
         # The CLI's sub-agent transcripts are complete by the result, not when a sub-agent
-        # ends: their messages are settled now, nested ones before those that ran them.
+        # ends: their messages are settled now, nested ones before those that ran them. A
+        # background sub-agent still running goes on past the result when the SDK keeps the
+        # session open for it (it does for hooks, ours included): it is settled by the first
+        # result after its task ended, or when the session ends (:meth:`_settle_background`).
         for key, sub in reversed(list(self.subagents.items())):
             if not sub.ended and _main_of(sub) is main:
+                if _in_background(sub) and not self.closed:
+                    continue
                 self._stop_subagent(key, now, None)
                 self._finish_subagent(sub, now)
         if any(message.id not in self.finals for message in main.pending):
@@ -247,11 +253,24 @@ class SdkSession:
         self.last_end_ns = now
         main.end(now, error, **attributes)
         self._forget(main)
+        self._settle_background(now)
+
+    def _settle_background(self, now: int, everyone: bool = False) -> None:
+        """Settle the background sub-agents whose exchange ended before them: those whose task
+        ended (``everyone``: all, the session is over), then forget what their exchange left.
+        Called at a result (the CLI's transcripts are complete by then) and at the end."""
+        for key, sub in reversed(list(self.subagents.items())):
+            main = _main_of(sub)
+            if sub.ended or not main.ended or not (everyone or sub.stopped_ns is not None):
+                continue
+            self._stop_subagent(key, now, None)
+            self._finish_subagent(sub, now)
+            self._forget(main)
 
     def _forget(self, main: AgentRun) -> None:
         """Drop what an ended exchange's runs left here (a client's session may be long)."""
         for key, call in list(self.calls.items()):
-            if _main_of(call.agent) is main:
+            if _main_of(call.agent) is main and not _running(call.agent, self.subagents.get(key)):
                 del self.calls[key]
                 self.unclaimed.pop(key, None)
                 sub = self.subagents.pop(key, None)
@@ -570,6 +589,27 @@ class SdkSession:
             return []
         path = tr.subagent_file(self.transcript_path, sub.task_id)
         return tr.TranscriptReader(path).read() if path is not None else []
+
+
+def _in_background(run: AgentRun) -> bool:
+    """Whether ``run`` is (or runs under) a background sub-agent whose task has not ended."""
+    while run.call is not None:
+        if run.background and run.stopped_ns is None:
+            return True
+        run = run.call.agent
+    return False
+
+
+def _running(run: AgentRun, hosted: AgentRun | None) -> bool:
+    """Whether a call of ``run`` (that runs ``hosted``, if it is an ``Agent`` call) belongs to
+    a sub-agent still running after its exchange ended (see :meth:`SdkSession._end_exchange`)."""
+    if hosted is not None and not hosted.ended:
+        return True
+    while run.call is not None:
+        if not run.ended:
+            return True
+        run = run.call.agent
+    return False
 
 
 def _main_of(run: AgentRun) -> AgentRun:

@@ -4,10 +4,25 @@ the SDK's content blocks that need no import of the SDK."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 WHERE = "claude_agent_sdk instrumentation"
+
+_logger = logging.getLogger("agenttrace")
+_told: set[str] = set()
+
+
+def unplaced(reason: str) -> None:
+    """A tool call the step journal could not take before the CLI ran it (``reason``): said
+    once per reason, as a warning (the call runs; a kill during it leaves no step to doubt)."""
+    if reason not in _told:
+        _told.add(reason)
+        _logger.warning(
+            "agenttrace: a Claude Agent SDK tool call was not journaled before it ran: %s", reason
+        )
+
 
 DEFAULT_AGENT_NAME = "claude-code"
 """The name of the main agent's runs when ``instrument(agent_name=...)`` gives none."""
