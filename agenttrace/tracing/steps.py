@@ -121,7 +121,7 @@ def _intent(
         name=scope.name,
         effect=effect,
         request_fingerprint=request_fingerprint,
-        arguments=_json(arguments),
+        arguments=journal_json(arguments),
         call_id=scope.call_id,
         lease=lease_token(scope.session.run.session),
     )
@@ -172,7 +172,10 @@ def verified(pending: Pending, verdict: Any) -> tuple[bool, Any]:
         recorder = runtime.recorder
         if recorder is not None and plan.step is not None:
             line = j.decision_line(
-                plan.step.key, "done", result=_json(verdict.result), evidence="the tool's verifier"
+                plan.step.key,
+                "done",
+                result=journal_json(verdict.result),
+                evidence="the tool's verifier",
             )
             recorder.journal(scope.session.run.session, journal_bytes(line))
         return True, verdict.result
@@ -269,7 +272,7 @@ def _applied(effect: str, error: BaseException) -> Literal["no", "unknown"]:
     return "unknown"
 
 
-def _json(value: Any) -> str:
+def journal_json(value: Any) -> str:
     """``value`` as JSON text (verbatim: the journal is state, like the transcript; a string as
     a JSON string, so a replay gives back what the tool returned), capped."""
     try:

@@ -42,7 +42,7 @@ from agenttrace.model import journal as j
 from agenttrace.model.reentry import Reentry
 from agenttrace.session.leases import token as lease_token
 from agenttrace.tracing.journal_io import journal_bytes
-from agenttrace.tracing.steps import Pending, Step, _json
+from agenttrace.tracing.steps import Pending, Step, journal_json
 
 from . import claims
 from .agents import AgentRun, ToolCall
@@ -146,7 +146,7 @@ class PreToolUse:
             name=name,
             effect=effect,
             request_fingerprint=fingerprint,
-            arguments=_json(arguments),
+            arguments=journal_json(arguments),
             call_id=call_id,
             lease=lease_token(run.session),
         )
@@ -184,7 +184,7 @@ def _received(call: ToolCall) -> dict[str, Any]:
             name=op.name,
             effect=pending.effect,
             request_fingerprint=pending.fingerprint,
-            arguments=_json(pending.arguments),
+            arguments=journal_json(pending.arguments),
             call_id=call.id,
             lease=lease_token(run.session),
         )
