@@ -289,8 +289,15 @@ def resume(
         fail(f"{exc}: {_one_line(exc.__cause__)}")
     if prompt is None and restored.reentry is None:
         fail(
-            f"{path}: its last run was not interrupted, so there is nothing to re-enter: give "
-            "--prompt for a new run"
+            f"{path}: its last run was not interrupted (or was an implicit run, LLM calls outside "
+            "any decorated run, which is never re-entered), so there is nothing to re-enter: "
+            "give --prompt for a new run"
+        )
+    if prompt is None and not _reenters_without_arguments(restored):
+        fail(
+            f"{path}: its interrupted run was called with arguments, and resume calls "
+            "response() with none, so it would be a new run: re-enter it from Python "
+            "(agenttrace.resume, then the same call), or give --prompt for a new run"
         )
     wanted = ("harken", "response") if prompt is not None else ("response",)
     missing = [m for m in wanted if not callable(getattr(root, m, None))]
@@ -315,6 +322,17 @@ def resume(
     click.echo(f"  event stream: {stream_path(directory, restored.session_id)}")
     click.echo(f"  session file: {snapshot_path(directory, restored.session_id)}")
     tracing.shutdown()
+
+
+def _reenters_without_arguments(restored: Any) -> bool:
+    """Whether the interrupted run ``restored`` re-enters is re-entered by a call with no
+    arguments, as ``resume`` makes it (a journal of an earlier release keeps no fingerprint of
+    them: its run is re-entered by any call)."""
+    from agenttrace.tracing.run_arguments import arguments_fingerprint
+
+    reentry = restored.reentry
+    expected = reentry.fingerprint if reentry is not None else None
+    return expected is None or expected == arguments_fingerprint(None)
 
 
 def _check_appendable(path: Path) -> None:

@@ -3,8 +3,9 @@ its run pays through the payment server ``PAYMENTS_URL`` names with a ``charge``
 effect class ``CHARGE_EFFECT`` names.
 
 ``python -m tests.reentry_agent SESSIONS_DIR`` runs it once and kills itself with SIGKILL in the
-charge's body, after the charge; ``rebuild`` is the factory the resume rebuilds its root with,
-and the root's ``response()`` runs the same run again (re-entering it)."""
+charge's body, after the charge (``WITH_ARGUMENT=1``: its run is called with an argument);
+``rebuild`` is the factory the resume rebuilds its root with, and the root's ``response()``
+runs the same run again (re-entering it)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def charge(amount: int) -> str:
 
 
 @agenttrace.agent("Shop")
-def shop() -> str:
-    return "paid " + charge(5)
+def shop(amount: int = 5) -> str:
+    return "paid " + charge(amount)
 
 
 class Root:
@@ -54,4 +55,7 @@ def rebuild(record: agenttrace.AgentRecord, session: agenttrace.Session) -> Any:
 
 if __name__ == "__main__":
     agenttrace.init(sessions_dir=Path(sys.argv[1]), console="quiet")
-    shop()
+    if os.environ.get("WITH_ARGUMENT") == "1":  # a run resume's response() cannot call again
+        shop(5)
+    else:
+        shop()

@@ -315,6 +315,37 @@ def test_resume_without_a_prompt_re_enters_the_killed_run(tmp_path: Path, effect
         assert again.returncode == 1  # still interrupted: stopped again, until it is decided
 
 
+def test_resume_without_a_prompt_refuses_a_run_called_with_arguments(tmp_path: Path) -> None:
+    payments = PaymentServer().start()
+    sessions = tmp_path / "sessions"
+    env = {"PAYMENTS_URL": payments.url, "CHARGE_EFFECT": "idempotent"}
+    try:
+        killed = subprocess.run(
+            [sys.executable, "-m", "tests.reentry_agent", str(sessions)],
+            cwd=ROOT,
+            env={
+                **os.environ,
+                "PYTHONPATH": str(ROOT),
+                "KILL_INSIDE": "1",
+                "WITH_ARGUMENT": "1",
+                **env,
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert killed.returncode == -9, killed.stderr
+        (stream,) = sessions.glob("*.events.jsonl")
+        before = stream.read_bytes()
+        agent = ("--agent", "tests.reentry_agent:rebuild")
+        refused = run_cli(tmp_path, "resume", str(stream), *agent, cwd=ROOT, **env)
+    finally:
+        payments.stop()
+    message = one_error_line(refused)  # response() would be a new run, not the killed one
+    assert "its interrupted run was called with arguments" in message and "--prompt" in message
+    assert len(payments.charges) == 1 and stream.read_bytes() == before  # nothing ran
+
+
 # --- tools as with-blocks --------------------------------------------------------------------
 
 
