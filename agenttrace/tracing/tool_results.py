@@ -29,17 +29,19 @@ class Returns:
     """What a tool function returns, as its return annotation says (read once, when first
     asked)."""
 
-    __slots__ = ("_adapter", "_fn")
+    __slots__ = ("_adapter", "_annotation", "_fn")
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         self._fn = fn
+        self._annotation: Any = None
         self._adapter: Any = _UNSET
 
     def adapter(self) -> Any:
         """pydantic's ``TypeAdapter`` of the annotation; ``None`` without one (or without
         pydantic): only plain JSON data is given back then."""
         if self._adapter is _UNSET:
-            self._adapter = _adapter_of(return_annotation(self._fn))
+            self._annotation = return_annotation(self._fn)
+            self._adapter = _adapter_of(self._annotation)
         return self._adapter
 
     def rebuild(self, value: Any) -> Any:
@@ -56,8 +58,11 @@ class Returns:
     def gives_back(self, result: Any, text: str) -> bool:
         """Whether ``text`` (``result`` as the journal keeps it) gives ``result`` back: equal,
         and of its type."""
-        if self.adapter() is None:
+        adapter = self.adapter()
+        if adapter is None:
             return is_plain(result)
+        if type(result) in _EXACT and self._annotation is type(result):
+            return True  # a str, int or bool its annotation names: its JSON is itself
         try:
             rebuilt = self.rebuild(json.loads(text))
             return type(rebuilt) is type(result) and bool(rebuilt == result)
@@ -119,6 +124,8 @@ class _Never:
 _NEVER = _Never()
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_EXACT = frozenset({str, int, bool})
+"""Scalars whose JSON gives them back exactly (not a float: ``inf`` and ``nan`` are not JSON)."""
 
 
 def is_plain(value: Any, depth: int = 0) -> bool:
