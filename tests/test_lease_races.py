@@ -148,3 +148,44 @@ def test_a_new_named_session_holds_its_lease(tmp_path: Path) -> None:
     finally:
         agenttrace.shutdown()
     assert not lease_path(tmp_path, "shop").exists()
+
+
+def test_a_child_forked_while_the_directory_is_locked_does_not_keep_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork while a holder lets go (the directory locked): the child closes its copy, so a
+    forced takeover later does not wait for the child to end."""
+    path = lease_path(tmp_path, "s1")
+    stuck = acquire(path, "stuck")
+    stuck_fd = stuck._fd
+    real_same_file = leases._same_file
+    gate_out, gate_in = os.pipe()
+    children: list[int] = []
+
+    def looked_then_forked(fd: int, named: Path) -> bool:
+        if fd == stuck_fd and not children:
+            pid = os.fork()
+            if pid == 0:  # the child: waits for the test, then leaves at once
+                os.read(gate_out, 1)
+                os._exit(0)
+            children.append(pid)
+        return real_same_file(fd, named)
+
+    monkeypatch.setattr(leases, "_same_file", looked_then_forked)
+    try:
+        stuck.release()
+        assert children and not path.exists()
+        held = acquire(path, "held")
+        taken: dict[str, Lease] = {}
+        taker = threading.Thread(target=lambda: taken.update(lease=acquire(path, force=True)))
+        taker.start()
+        taker.join(BOUND)
+        assert not taker.is_alive() and taken["lease"].held  # the child kept no lock
+        held.release()
+        taken["lease"].release()
+    finally:
+        os.write(gate_in, b"x")
+        for pid in children:
+            os.waitpid(pid, 0)
+        os.close(gate_in)
+        os.close(gate_out)

@@ -262,9 +262,13 @@ _open_leases: weakref.WeakSet[Lease] = weakref.WeakSet()
 
 def _close_in_child() -> None:
     """In a forked child: close the copies of the parent's lease descriptors, which would keep
-    its locks alive after it died (the parent's own descriptors keep them while it lives)."""
+    its locks alive after it died (the parent's own descriptors keep them while it lives), and
+    of a directory a thread of the parent held locked at the fork."""
     for lease in list(_open_leases):
         lease._forget()
+    for directory in list(_directories_locked):
+        _close_quietly(directory)
+    _directories_locked.clear()
 
 
 def _let_go(path: Path, fd: int) -> None:
@@ -299,6 +303,7 @@ def _renames_held(path: Path) -> Iterator[None]:
     except OSError:
         yield
         return
+    _directories_locked.add(directory)
     try:
         try:
             fcntl.flock(directory, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -313,10 +318,15 @@ def _renames_held(path: Path) -> Iterator[None]:
         finally:
             _holding_here.directory = None
     finally:
-        os.close(directory)  # drops the lock
+        if directory in _directories_locked:  # else a forked child closed its copy already
+            _directories_locked.discard(directory)
+            os.close(directory)  # drops the lock
 
 
 _holding_here = threading.local()
+_directories_locked: set[int] = set()
+"""The descriptors of the directories a thread of this process holds locked now: a child
+forked meanwhile closes its copies (the lock would last as long as the child)."""
 
 
 def _waiting_for_directory(path: Path) -> None:
