@@ -15,7 +15,12 @@ from agenttrace.formats.session.files import SessionFileError
 from agenttrace.formats.session.lease import LeaseError, LeaseHeld
 from agenttrace.model.events import LoggedString
 from agenttrace.model.paths import format_label, parse_label
-from agenttrace.model.reentry import AbandonedToolCall, InDoubtToolCall, Verdict
+from agenttrace.model.reentry import (
+    AbandonedToolCall,
+    InDoubtToolCall,
+    UnanswerableToolCall,
+    Verdict,
+)
 from agenttrace.sdk.setup import (
     Tracing,
     force_flush,
@@ -54,6 +59,7 @@ __all__ = [
     "SessionFileError",
     "SessionViewer",
     "Tracing",
+    "UnanswerableToolCall",
     "Verdict",
     "__version__",
     "agent",

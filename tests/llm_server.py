@@ -227,7 +227,18 @@ def _chat_chunks(body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
         if i == 0:
             delta["role"] = "assistant"
         chunks.append({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    for index, call in enumerate(reply.tool_calls or ()):
+        streamed_call = {"index": index, **call}
+        chunks.append(
+            {
+                **base,
+                "choices": [
+                    {"index": 0, "delta": {"tool_calls": [streamed_call]}, "finish_reason": None}
+                ],
+            }
+        )
+    finish = "tool_calls" if reply.tool_calls else "stop"
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     if (body.get("stream_options") or {}).get("include_usage"):
         chunks.append({**base, "choices": [], "usage": reply.openai_usage()})
     return chunks

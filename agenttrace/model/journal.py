@@ -302,13 +302,18 @@ def done_line(
     chunks: list[Any] | None = None,
     lease: str | None = None,
     capped: bool = False,
+    replayable: bool = True,
 ) -> dict[str, Any]:
     """A step returned: a tool's ``result`` (JSON text), an LLM attempt's response (``result``,
     as JSON) or its stream's ``chunks`` in order. ``capped``: the result was cut to the payload
-    cap, so it cannot stand for the call on a re-entry."""
+    cap, so it cannot stand for the call on a re-entry. ``replayable`` false: the JSON does not
+    give back what the tool returned (an object of a class no annotation rebuilds), so it
+    cannot stand for the call either."""
     line = _line(key, agent_id, kind, name, "done")
     if capped:
         line["capped"] = True
+    if not replayable:
+        line["replayable"] = False
     if request_fingerprint is not None:
         line["fingerprint"] = request_fingerprint
     if chunks is not None:
@@ -436,6 +441,9 @@ class Step:
     evidence: str | None = None
     capped: bool = False
     """Its recorded result was cut to the payload cap: it cannot answer a re-entry."""
+    replayable: bool = True
+    """Its recorded result gives back what the tool returned (else it cannot answer a
+    re-entry: the JSON of an object no annotation rebuilds)."""
     messages: int | None = None
     """A run's line: how many events the session had logged before the run started."""
     implicit: bool = False
@@ -502,6 +510,7 @@ class Journal:
             step.chunks = chunks if isinstance(chunks, list) else None
             step.fingerprint = _text(line.get("fingerprint")) or step.fingerprint
             step.capped = line.get("capped") is True
+            step.replayable = line.get("replayable") is not False
             step.decision = None
         elif state == "failed":
             step.state = "failed"

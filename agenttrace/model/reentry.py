@@ -117,6 +117,31 @@ class InDoubtToolCall(Exception):
         )
 
 
+class UnanswerableToolCall(InDoubtToolCall):
+    """A re-entered run reached a tool call that ended, but whose recorded result cannot be
+    given back as the tool returned it (an object of a class the tool's return annotation does
+    not name, a result too long to keep), and whose effect class is not run again: the journal
+    does not hand back a value of another type, so the resume stops here."""
+
+    def __init__(
+        self, step: Step, why: str, calls: list[Step], shown: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__([step, *calls], shown)
+        Exception.__init__(
+            self,
+            f"the call of {step.name} at {step.key[1]} ended, but its result cannot be given "
+            f"back as it was returned ({why}), and a call of class {step.effect!r} is not run "
+            "again: annotate the tool's return type (a dataclass, a pydantic model, plain "
+            "types), give it a verifier, or decide it with agenttrace resolve",
+        )
+
+
+def _why_unanswerable(step: Step) -> str:
+    if step.capped:
+        return "it was too long to keep"
+    return "its JSON is not the value, and no return annotation names the value's type"
+
+
 class AbandonedToolCall(Exception):
     """The tool call was in doubt and its user decided to abandon it (``agenttrace resolve
     --abandon``): it is not run again, and the agent sees this error as the tool's failure."""
@@ -195,12 +220,12 @@ class Reentry:
             if step.decision == "abandon":
                 return Plan("abandon", step=step, label=place)
             return Plan("run", again, step, label=place)  # not_applied, retry
-        if step.state == "done" and not step.capped:
+        if step.state == "done" and not step.capped and step.replayable:
             return Plan("replay", step=step, result=recorded_result(step.result), label=place)
         if step.state == "failed" and step.applied == "no":
             return Plan("run", again, step, label=place)
         # In doubt: started with no outcome, failed with its effect unknown, or done with a
-        # result too long to have been kept.
+        # result too long to have been kept or that its JSON does not give back.
         action = self.policy.get(step.effect, "stop")
         return Plan("run" if action == "retry" else action, again, step, label=place)
 
@@ -265,15 +290,22 @@ class Reentry:
         after = self.journal.latest(self.origin, next_label(step.key[1]))
         return after is not None and after.kind == "llm" and after.fingerprint == step.fingerprint
 
-    def stop(self, step: Step | None) -> InDoubtToolCall:
+    def stop(self, step: Step | None, why: str | None = None) -> InDoubtToolCall:
         """The error that stops the resume at ``step``: it names every call of the run the
-        policy does not run again (``step`` first)."""
+        policy does not run again (``step`` first). A step that ended but whose result cannot
+        be given back (``why``) stops it with :class:`UnanswerableToolCall`."""
         calls = [
             other
             for other in self.journal.in_doubt_of(self.origin)
             if self.policy.get(other.effect, "stop") != "retry" and other is not step
         ]
-        error = InDoubtToolCall(([step] if step is not None else []) + calls, self.shown)
+        error: InDoubtToolCall
+        if step is not None and (
+            why is not None or (step.state == "done" and (step.capped or not step.replayable))
+        ):
+            error = UnanswerableToolCall(step, why or _why_unanswerable(step), calls, self.shown)
+        else:
+            error = InDoubtToolCall(([step] if step is not None else []) + calls, self.shown)
         self.stopped = error
         return error
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -134,10 +135,18 @@ def _written_directory() -> Path | None:
     return None if runtime.recorder is None else runtime.settings.sessions_dir
 
 
-def _started(session_id: str) -> Session:
-    """A new session ``session_id`` with its root agent logged, made current."""
+def _started(session_id: str, force: bool) -> Session:
+    """A new session ``session_id`` with its root agent logged, made current; it holds its
+    lease where it will be written (as a resumed one does), so no other process starts or
+    resumes it meanwhile."""
     check_session_files(runtime.settings.sessions_dir, session_id)
+    written = _written_directory()
+    if written is not None:  # taken before the session is made current: refused, none is
+        taken = take_lease(session_id, written, force=force)
     session = new_session(session_id)
+    if written is not None:
+        hold_lease(session, written, force=force)  # the lease just taken, shared
+        taken.give_back()
     session.log_agent_created(session.allocate_agent_id())
     return session
 
@@ -157,7 +166,10 @@ def load_session(
     (:func:`resume`, which takes its lease; ``force`` as there); where there is none yet, a new
     session is started with its root agent logged, named by the id or file name (in the sessions
     directory, where it will be written, so the same call resumes it next time:
-    ``find_or_name_session``). A file that is not a session raises :class:`SessionFileError`.
+    ``find_or_name_session``). A new session takes its lease too (after ``init``: before it,
+    nothing is written), so two processes never start the same session: the second gets
+    :class:`LeaseHeld`, or, once the first has let it go, resumes what it wrote. A file that is
+    not a session raises :class:`SessionFileError`.
 
     ``reenter`` and ``policy``: as for :func:`resume` (the agents are rebuilt as the interrupted
     run found them, when it is re-entered).
@@ -166,17 +178,32 @@ def load_session(
     agent objects (each factory result gets its sub-agents in ``.subagents`` by name, when it
     has that attribute); without it the root is an :class:`AgentRecord`.
     """
-    found = find_or_name_session(str(session_file), runtime.settings.sessions_dir)
-    if isinstance(found, str):
-        session = _started(found)
-    else:
-        session = resume(
-            found,
-            unanswered_tool_calls=unanswered_tool_calls,
-            force=force,
-            reenter=reenter,
-            policy=policy,
-        )
+    directory = runtime.settings.sessions_dir
+    found = find_or_name_session(str(session_file), directory)
+    starting = None
+    if isinstance(found, str) and _written_directory() is not None:
+        # A new session: its lease first (LeaseHeld if another process holds it), then a second
+        # look, under it: a process that started the session before has written its files by
+        # the time it let the lease go, and this one resumes them instead of starting over.
+        with contextlib.suppress(OSError):  # else the lease says where and why, in one line
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        starting = take_lease(found, directory, force=force)
+    try:
+        if starting is not None:
+            found = find_or_name_session(str(session_file), directory)
+        if isinstance(found, str):
+            session = _started(found, force)
+        else:
+            session = resume(
+                found,
+                unanswered_tool_calls=unanswered_tool_calls,
+                force=force,
+                reenter=reenter,
+                policy=policy,
+            )
+    finally:
+        if starting is not None:
+            starting.give_back()  # the session holds it now (or let it go, on an error)
     root = session.root()
     if root is None:
         raise SessionFileError(f"{session_file}: the session has no root agent")

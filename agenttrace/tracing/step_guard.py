@@ -7,7 +7,10 @@ Every other call runs its body as it is, for the cost of one look at the current
 The guard runs inside the call's scope (the decorator's wrapper calls it where it would call
 the function), so what it returns or raises is the call's result or exception to the span, the
 transcript and the caller alike. Which kind of function it is (plain, coroutine, generator,
-async generator) is decided once, at decoration, by :func:`_by_kind`.
+async generator) is decided once, at decoration, by :func:`_by_kind`. A tool's recorded result
+is given back as the function returned it, rebuilt from its return annotation
+(:mod:`.tool_results`); one that cannot be runs the body again if the call's class allows it,
+else stops the resume.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any
 
 from agenttrace.tracing.llm_steps import replayed_step
 from agenttrace.tracing.steps import Pending, pending_step, settle, verified
+from agenttrace.tracing.steps import answered as tool_answer
+from agenttrace.tracing.tool_results import Returns
 
 Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -116,9 +121,11 @@ def _verdict(pending: Pending, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
 
 
 def _guard_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    returns = Returns(fn)
+
     @functools.wraps(fn)
     def body(*args: Any, **kwargs: Any) -> Any:
-        pending = pending_step()
+        pending = pending_step(returns)
         if pending is None:
             return fn(*args, **kwargs)
         if pending.plan.what == "verify":
@@ -128,26 +135,30 @@ def _guard_function(fn: Callable[..., Any]) -> Callable[..., Any]:
                 if close is not None:
                     close()
                 raise TypeError("a synchronous tool's verifier must be synchronous too")
-            served, result = verified(pending, verdict)
+            served, result = verified(pending, verdict, returns)
             return result if served else fn(*args, **kwargs)
-        return settle(pending)
+        served, result = tool_answer(pending, returns)
+        return result if served else fn(*args, **kwargs)
 
     return body
 
 
 def _guard_coroutine(fn: Callable[..., Any]) -> Callable[..., Any]:
+    returns = Returns(fn)
+
     @functools.wraps(fn)
     async def body(*args: Any, **kwargs: Any) -> Any:
-        pending = pending_step()
+        pending = pending_step(returns)
         if pending is None:
             return await fn(*args, **kwargs)
         if pending.plan.what == "verify":
             verdict = _verdict(pending, args, kwargs)
             if inspect.isawaitable(verdict):
                 verdict = await verdict
-            served, result = verified(pending, verdict)
+            served, result = verified(pending, verdict, returns)
             return result if served else await fn(*args, **kwargs)
-        return settle(pending)
+        served, result = tool_answer(pending, returns)
+        return result if served else await fn(*args, **kwargs)
 
     return body
 
@@ -155,15 +166,18 @@ def _guard_coroutine(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _guard_generator(fn: Callable[..., Generator[Any, Any, Any]]) -> Callable[..., Any]:
     # A generator tool's items were its results: a replayed one yields none, and returns what
     # the journal recorded (its return value).
+    returns = Returns(fn)
+
     @functools.wraps(fn)
     def body(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-        pending = pending_step()
+        pending = pending_step(returns)
         if pending is None:
             return (yield from fn(*args, **kwargs))
         if pending.plan.what == "verify":
-            served, result = verified(pending, _verdict(pending, args, kwargs))
+            served, result = verified(pending, _verdict(pending, args, kwargs), returns)
             return result if served else (yield from fn(*args, **kwargs))
-        return settle(pending)
+        served, result = tool_answer(pending, returns)
+        return result if served else (yield from fn(*args, **kwargs))
 
     return body
 

@@ -27,6 +27,7 @@ from agenttrace.model.reentry import AbandonedToolCall, Plan, Reentry, Verdict
 from agenttrace.session.leases import token as lease_token
 from agenttrace.tracing.journal_io import journal_bytes
 from agenttrace.tracing.scopes import OpScope, current_scope
+from agenttrace.tracing.tool_results import NotRebuilt, Returns, gives_back
 
 Effect = Literal["pure", "read", "idempotent", "effect"]
 WHERE = "step journal"
@@ -65,6 +66,8 @@ class Step:
 
     key: j.StepKey
     effect: str
+    returns: Returns | None = None
+    """What the tool's function returns, as its annotation says (a decorated function's)."""
 
 
 @dataclass(slots=True)
@@ -110,7 +113,12 @@ def begin_tool_step(
 
 
 def _intent(
-    scope: OpScope, key: j.StepKey, effect: str, request_fingerprint: str, arguments: Any
+    scope: OpScope,
+    key: j.StepKey,
+    effect: str,
+    request_fingerprint: str,
+    arguments: Any,
+    returns: Returns | None = None,
 ) -> None:
     recorder = runtime.recorder
     if recorder is None:
@@ -126,28 +134,69 @@ def _intent(
         lease=lease_token(scope.session.run.session),
     )
     recorder.journal(scope.session.run.session, journal_bytes(line))
-    scope.step = Step(key, effect)
+    scope.step = Step(key, effect, returns)
 
 
-def pending_step() -> Pending | None:
+def pending_step(returns: Returns | None = None) -> Pending | None:
     """The current tool call's :class:`Pending` step, if the journal decides it (a re-entered
-    run); ``None`` for every other call (its body just runs)."""
+    run); ``None`` for every other call (its body just runs). ``returns``: what the tool's
+    function returns, for the journal to check that its result can be given back."""
     scope = current_scope()
     step = getattr(scope, "step", None)
+    if type(step) is Step:
+        step.returns = returns
+        return None
     return step if type(step) is Pending else None
 
 
+def answered(pending: Pending, returns: Returns | None = None) -> tuple[bool, Any]:
+    """Where the body of a tool call the journal decides would run: (True, the recorded result
+    as the tool returned it: the body does not run), or (False, None) when that result cannot
+    be rebuilt (``returns``: the function's annotation does not take it) and the call's class
+    runs again (its new attempt is journaled: the body runs next); else the error that stops or
+    refuses it. ``verify`` is left to the caller (the verifier may be a coroutine): see
+    :func:`verified`."""
+    plan = pending.plan
+    if plan.what == "replay" and returns is not None:
+        try:
+            return True, _served(pending, returns.rebuild(plan.result))
+        except NotRebuilt as error:
+            _unanswerable(pending, returns, str(error))  # raises unless the body runs again
+            return False, None
+    return True, settle(pending)
+
+
+def _served(pending: Pending, result: Any) -> Any:
+    pending.served = True
+    scope = current_scope()
+    if isinstance(scope, OpScope):
+        scope.set_attribute(sc.REPLAYED, True)
+    return result
+
+
+def _unanswerable(pending: Pending, returns: Returns, why: str) -> None:
+    """A done call whose recorded result cannot be given back: run again (as its next attempt)
+    if its class's policy is ``retry``, else the resume stops."""
+    plan = pending.plan
+    scope = current_scope()
+    step = plan.step
+    effect = step.effect if step is not None else pending.effect
+    if pending.reentry.policy.get(effect) == "retry" and isinstance(scope, OpScope):
+        run = scope.session.run
+        attempt = step.key[2] + 1 if step is not None else plan.attempt
+        key = (run.journal_run, plan.label or scope.label, attempt)
+        _intent(scope, key, effect, pending.fingerprint, pending.arguments, returns)
+        return
+    raise pending.reentry.stopped or pending.reentry.stop(step, why)
+
+
 def settle(pending: Pending) -> Any:
-    """Where the body of a tool call the journal decides would run: the recorded result (the
-    body does not run), or the error that refuses it. ``verify`` is left to the caller (the
-    verifier may be a coroutine): see :func:`verified`."""
+    """Where the body of a tool call the journal decides would run: the recorded result as it
+    was kept (the body does not run), or the error that refuses it (see :func:`answered`)."""
     plan = pending.plan
     scope = current_scope()
     if plan.what == "replay":
-        pending.served = True
-        if isinstance(scope, OpScope):
-            scope.set_attribute(sc.REPLAYED, True)
-        return plan.result
+        return _served(pending, plan.result)
     if plan.what == "abandon":
         label = plan.step.key[1] if plan.step is not None else "?"
         name = scope.name if isinstance(scope, OpScope) else "tool"
@@ -158,7 +207,7 @@ def settle(pending: Pending) -> Any:
     raise pending.reentry.stopped or pending.reentry.stop(plan.step)
 
 
-def verified(pending: Pending, verdict: Any) -> tuple[bool, Any]:
+def verified(pending: Pending, verdict: Any, returns: Returns | None = None) -> tuple[bool, Any]:
     """Take a verifier's verdict on the call in doubt: (True, the result to return) when it
     happened (journaled as the user's decision would be), (False, None) when it did not (its
     new attempt is journaled: the body runs next); else the error that stops the resume."""
@@ -182,7 +231,7 @@ def verified(pending: Pending, verdict: Any) -> tuple[bool, Any]:
     if verdict.outcome == "not_applied" and isinstance(scope, OpScope):
         run = scope.session.run
         key = (run.journal_run, plan.label or scope.label, plan.attempt)
-        _intent(scope, key, pending.effect, pending.fingerprint, pending.arguments)
+        _intent(scope, key, pending.effect, pending.fingerprint, pending.arguments, returns)
         return False, None
     raise pending.reentry.stopped or pending.reentry.stop(plan.step)
 
@@ -245,6 +294,7 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
                 result=text,
                 capped=capped,
                 lease=lease,
+                replayable=capped or gives_back(step.returns, result, text),
             )
         else:
             line = j.failed_line(
@@ -278,7 +328,7 @@ def journal_json(value: Any) -> str:
     try:
         text = _ENCODE(value).decode("utf-8", "surrogatepass")
     except (TypeError, ValueError, OverflowError, UnicodeDecodeError):
-        text = json.dumps(value, ensure_ascii=False, default=str)
+        text = json.dumps(value, ensure_ascii=False, default=_jsonable)
     return text if len(text) <= _cap() // 4 else cap_text(text, _cap(), _as_is)
 
 
@@ -293,7 +343,7 @@ def kept_json(value: Any) -> tuple[str, bool]:
     try:
         text = _ENCODE(value).decode("utf-8", "surrogatepass")
     except (TypeError, ValueError, OverflowError, UnicodeDecodeError):
-        text = json.dumps(value, ensure_ascii=False, default=str)
+        text = json.dumps(value, ensure_ascii=False, default=_jsonable)
     if len(text) <= JOURNAL_RESULT_BYTES // 4 or fits(text, JOURNAL_RESULT_BYTES):
         return text, False
     return cap_text(text, JOURNAL_RESULT_BYTES, _as_is), True
@@ -311,5 +361,17 @@ def _cap() -> int:
     return runtime.settings.max_payload_bytes
 
 
-_ENCODE = msgspec.json.Encoder(enc_hook=str).encode
+def _jsonable(value: Any) -> Any:
+    """What msgspec cannot encode itself, as JSON data: a pydantic model as its JSON dump
+    (a re-entry rebuilds it from that), anything else as its ``str``."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        try:
+            return dump(mode="json")
+        except Exception:
+            pass
+    return str(value)
+
+
+_ENCODE = msgspec.json.Encoder(enc_hook=_jsonable).encode
 """JSON in C, non-ASCII text as UTF-8 (as the event stream writes it)."""

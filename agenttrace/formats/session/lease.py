@@ -14,7 +14,11 @@ a random token (which the holder's journal lines carry) and since when. So:
   visible here: a shared directory) unless the taker says ``force``;
 - a live holder on this host keeps it unless the taker says ``force`` (that process is stuck):
   a new lease file, locked, is renamed over the old one, whose holder keeps a lock on a file
-  no one reads any more (its later journal lines carry its own token, so they can be told apart).
+  no one reads any more (its later journal lines carry its own token, so they can be told apart);
+- a holder letting go and a forced taker renaming its file in never interleave: each holds a
+  lock on the directory for the while (``flock`` on the directory itself: no file is left), so
+  the holder's look at which file the name leads to and its removal of it are one step, and it
+  never removes the new holder's file.
 
 A forked child closes its copy of the descriptor (the lock stays with the parent): a worker the
 holder forked must not keep the lease once the holder is gone.
@@ -30,8 +34,10 @@ import os
 import secrets
 import socket
 import stat
+import threading
 import time
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,7 +190,8 @@ def _replace(path: Path, owner: str) -> Lease:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: no one else has it
         _write(fd, holder)
-        os.replace(fresh, path)
+        with _renames_held(path):  # not while a holder letting go looks at the name
+            os.replace(fresh, path)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -255,19 +262,76 @@ _open_leases: weakref.WeakSet[Lease] = weakref.WeakSet()
 
 def _close_in_child() -> None:
     """In a forked child: close the copies of the parent's lease descriptors, which would keep
-    its locks alive after it died (the parent's own descriptors keep them while it lives)."""
+    its locks alive after it died (the parent's own descriptors keep them while it lives), and
+    of a directory a thread of the parent held locked at the fork."""
     for lease in list(_open_leases):
         lease._forget()
+    for directory in list(_directories_locked):
+        _close_quietly(directory)
+    _directories_locked.clear()
 
 
 def _let_go(path: Path, fd: int) -> None:
     """Remove the lease file while its lock is held, if ``path`` still names it (a taker that
     opened it meanwhile finds it gone once it has the lock, and opens a new one), then drop the
-    lock. So a session leaves no lease file behind once its last holder let it go."""
-    if _same_file(fd, path):
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+    lock. So a session leaves no lease file behind once its last holder let it go.
+
+    A forced taker renames its file over ``path`` only while no holder is between its look at
+    the name and its removal (:func:`_renames_held`): the file removed is this holder's own."""
+    try:
+        with _renames_held(path):
+            if _same_file(fd, path):
+                os.unlink(path)
+    except OSError:  # the directory or the name is gone: nothing of this lease to remove
+        pass
     _close_quietly(fd)
+
+
+@contextlib.contextmanager
+def _renames_held(path: Path) -> Iterator[None]:
+    """While this holds, no other process (or thread) renames a file over a lease file in
+    ``path``'s directory, nor removes one: a lock on the directory itself. A directory that
+    cannot be opened (no read permission) is not locked: the name is then looked at and
+    removed in two steps, as it is without this."""
+    if getattr(_holding_here, "directory", None) == path.parent:
+        # This thread holds it already: a lease dropped in a collection while it renames.
+        # Taken again, a lock on a second descriptor would wait for this one forever.
+        yield
+        return
+    try:
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        yield
+        return
+    _directories_locked.add(directory)
+    try:
+        try:
+            fcntl.flock(directory, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+                raise
+            _waiting_for_directory(path)
+            fcntl.flock(directory, fcntl.LOCK_EX)  # held for a look and a rename: short
+        _holding_here.directory = path.parent
+        try:
+            yield
+        finally:
+            _holding_here.directory = None
+    finally:
+        if directory in _directories_locked:  # else a forked child closed its copy already
+            _directories_locked.discard(directory)
+            os.close(directory)  # drops the lock
+
+
+_holding_here = threading.local()
+_directories_locked: set[int] = set()
+"""The descriptors of the directories a thread of this process holds locked now: a child
+forked meanwhile closes its copies (the lock would last as long as the child)."""
+
+
+def _waiting_for_directory(path: Path) -> None:
+    """Another holder of the directory's lock is letting go or taking over: this one waits.
+    (Nothing to do; a test replaces it to know the wait began.)"""
 
 
 def _close_quietly(fd: int) -> None:

@@ -932,6 +932,16 @@ class Step(_Object, kw_only=True, tag_field="event_type", tag="step"):
     capped: (
         Annotated[bool, Meta(description="The result was cut to the payload cap.")] | UnsetType
     ) = UNSET
+    replayable: (
+        Annotated[
+            bool,
+            Meta(
+                description="False: a tool's result JSON does not give back what it returned "
+                "(a re-entry does not answer from it)."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
     messages: (
         Annotated[
             int,

@@ -18,7 +18,7 @@ from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
 from agenttrace.instrumentation.litellm.attempt import Attempt, offer_tool_calls, result_attributes
-from agenttrace.instrumentation.litellm.replay import ReplayStream, ready, replayed_response
+from agenttrace.instrumentation.litellm.replay import ready, replayed_response
 from agenttrace.instrumentation.litellm.sdk_retries import RETRY_METHOD, retry_wrapper
 from agenttrace.instrumentation.litellm.streaming import StreamProxy
 from agenttrace.instrumentation.litellm.tracking import (
@@ -105,10 +105,12 @@ def _replayed(recorded: Step, attempt: Attempt, is_async: bool) -> Any:
     """The reply the journal recorded for this attempt, ended as a reply from the model is (the
     model is not called)."""
     try:
-        result = replayed_response(recorded)
+        result = replayed_response(recorded, attempt, is_async)
     except Exception as exc:  # a journal this litellm cannot read back: a failure of ours
         report_internal_error(WHERE, exc)
         raise
+    if isinstance(result, StreamProxy):  # a stream: its span ends when it is read to its end
+        return ready(result) if is_async else result
     # Not priced from its tokens, as an awaited reply is: nothing was bought.
     return ready(_finish(result, attempt)) if is_async else _finish(result, attempt)
 
@@ -148,7 +150,7 @@ def _finish(result: Any, attempt: Attempt, price_it: bool = False) -> Any:
     """
     completed = functools.partial(_completed_attributes, attempt, result, price_it)
     try:
-        if is_stream(result) or type(result) is ReplayStream:
+        if is_stream(result):
             return StreamProxy(result, attempt)
         end_llm_step(attempt.scope, attempt.model, response=result)
         offer_tool_calls(attempt, result)

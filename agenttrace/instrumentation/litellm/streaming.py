@@ -29,16 +29,21 @@ from agenttrace.tracing.op_attributes import cost_span_attributes, unpriced
 class _StreamState:
     """What a stream proxy needs to end its span; held apart so the proxy can be collected."""
 
-    __slots__ = ("attempt", "first_chunk_ns", "stream")
+    __slots__ = ("attempt", "first_chunk_ns", "given", "stream")
 
     def __init__(self, attempt: Attempt, stream: Any) -> None:
         self.attempt = attempt
         self.stream = stream
         self.first_chunk_ns: int | None = None
+        self.given: list[Any] = []
+        """The chunks the reader got, as it got them: what the journal keeps for a replay.
+        litellm's own ``chunks`` may differ (the usage it computes rides on the last chunk it
+        gives, not on the one it stores)."""
 
-    def chunk(self) -> None:
+    def chunk(self, chunk: Any) -> None:
         if self.first_chunk_ns is None:
             self.first_chunk_ns = time.time_ns()
+        self.given.append(chunk)
 
     def complete(self, abandoned: bool = False) -> None:
         attempt = self.attempt
@@ -52,7 +57,7 @@ class _StreamState:
         if abandoned:
             end_llm_step(attempt.scope, attempt.model, error=_ABANDONED)
         else:
-            end_llm_step(attempt.scope, attempt.model, chunks=chunks)
+            end_llm_step(attempt.scope, attempt.model, chunks=self.given)
         try:
             built = _build_stream_response(attempt, chunks)
             if built is not None and not abandoned:
@@ -143,7 +148,7 @@ class StreamProxy(wrapt.ObjectProxy[Any]):
     def __next__(self) -> Any:
         state = self._self_state
         try:
-            chunk = self.__wrapped__.__next__()
+            chunk = self._pull()
         except StopIteration:
             self._self_finalizer.detach()
             state.complete()
@@ -152,16 +157,24 @@ class StreamProxy(wrapt.ObjectProxy[Any]):
             self._self_finalizer.detach()
             state.fail(error)
             raise
-        state.chunk()
+        state.chunk(chunk)
         return chunk
 
     def __aiter__(self) -> StreamProxy:
         return self
 
+    def _pull(self) -> Any:
+        """The stream's next chunk (``StopIteration`` at its end)."""
+        return self.__wrapped__.__next__()
+
+    async def _apull(self) -> Any:
+        """The stream's next chunk, async (``StopAsyncIteration`` at its end)."""
+        return await self.__wrapped__.__anext__()
+
     async def __anext__(self) -> Any:
         state = self._self_state
         try:
-            chunk = await self.__wrapped__.__anext__()
+            chunk = await self._apull()
         except StopAsyncIteration:
             self._self_finalizer.detach()
             state.complete()
@@ -170,7 +183,7 @@ class StreamProxy(wrapt.ObjectProxy[Any]):
             self._self_finalizer.detach()
             state.fail(error)
             raise
-        state.chunk()
+        state.chunk(chunk)
         return chunk
 
     def close(self) -> None:
