@@ -46,18 +46,9 @@ def rewind_transcripts(session: Any, events: Sequence[Mapping[str, Any]], messag
         record = session.agents.get(agent_id)
         if record is None:
             continue
-        now, before = record.transcript, then.transcript
-        kept = 0
-        for entry, old in zip(now, before, strict=False):
-            if entry.get("message_id") != old.get("message_id"):
-                break
-            kept += 1
-        if kept == len(now) == len(before):
-            continue
-        changed[agent_id] = list(now)
-        session.log_transcript_reset(
-            agent_id, kept, [ev.api_message(entry) for entry in before[kept:]]
-        )
+        now = list(record.transcript)
+        if _reset_to(session, agent_id, then.transcript):
+            changed[agent_id] = now
     after = {agent_id: _ids(session.agents[agent_id].transcript) for agent_id in changed}
     return Rewound(changed, after, len(session.events))
 
@@ -71,18 +62,22 @@ def undo_rewind(session: Any, rewound: Rewound) -> None:
         after = rewound.after[agent_id]
         if record is None or _ids(record.transcript[: len(after)]) != after:
             continue
-        now = record.transcript
-        wanted = [*before, *now[len(after) :]]
-        kept = 0
-        for entry, old in zip(now, wanted, strict=False):
-            if entry.get("message_id") != old.get("message_id"):
-                break
-            kept += 1
-        if kept == len(now) == len(wanted):
-            continue
-        session.log_transcript_reset(
-            agent_id, kept, [ev.api_message(entry) for entry in wanted[kept:]]
-        )
+        _reset_to(session, agent_id, [*before, *record.transcript[len(after) :]])
+
+
+def _reset_to(session: Any, agent_id: str, wanted: Sequence[Mapping[str, Any]]) -> bool:
+    """Log the ``transcript_reset`` that makes the agent's transcript ``wanted`` (its entries
+    after the longest run of the same message ids), unless it is already: whether it was not."""
+    now = session.agents[agent_id].transcript
+    kept = 0
+    for entry, old in zip(now, wanted, strict=False):
+        if entry.get("message_id") != old.get("message_id"):
+            break
+        kept += 1
+    if kept == len(now) == len(wanted):
+        return False
+    session.log_transcript_reset(agent_id, kept, [ev.api_message(entry) for entry in wanted[kept:]])
+    return True
 
 
 def _ids(transcript: Sequence[Mapping[str, Any]]) -> list[Any]:
