@@ -7,10 +7,12 @@ recorded on its handle, or failed) and runs again on a re-entry, as the next att
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import litellm
 import pytest
 
 import agenttrace
@@ -202,3 +204,76 @@ def test_a_with_block_that_raises_is_journaled_as_failed(traced: Traced, tmp_pat
     _, failed = llm_lines(tmp_path)
     assert (failed["state"], failed["applied"]) == ("failed", "no")
     assert failed["error"] == "TimeoutError: the model did not answer"
+
+
+@dataclasses.dataclass
+class Said:
+    """What a house model says, as an ``@agenttrace.llm`` function may return it."""
+
+    text: str
+    words: int
+
+
+def test_a_recorded_response_comes_back_as_the_function_returned_it(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """A replayed call of an ``@agenttrace.llm`` function gets its response as the function's
+    return annotation names it (a ``litellm.ModelResponse``, a dataclass), not its JSON."""
+    bodies: list[str] = []
+
+    @agenttrace.llm(model="gpt-4o-mini")
+    def chat(messages: list[dict[str, Any]]) -> litellm.ModelResponse:
+        bodies.append("chat")
+        return litellm.completion(model="gpt-4o-mini", messages=messages, mock_response="hello")
+
+    @agenttrace.llm(model="house/model-1")
+    async def said(messages: list[dict[str, Any]]) -> Said:
+        bodies.append("said")
+        return Said("two words", 2)
+
+    @agenttrace.agent("Typed")
+    def ask() -> tuple[Any, Any]:
+        return chat(HI), asyncio.run(said(HI))
+
+    _, live_said = ask()
+    traced.handle.force_flush()
+    rearm(tmp_path)
+    reply, replayed_said = ask()
+    assert bodies == ["chat", "said"]  # neither ran again
+    assert type(reply) is litellm.ModelResponse and type(replayed_said) is Said
+    assert reply.choices[0].message.content == "hello" and replayed_said == live_said
+    assert len(replayed_spans(traced)) == 2
+
+
+def test_a_recorded_response_its_annotation_does_not_take_is_asked_for_again(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """Never a dict where the function returns an object: a recording that its (changed) return
+    annotation cannot rebuild is asked for again, as the next attempt at its place."""
+    bodies: list[str] = []
+
+    @agenttrace.llm(model="house/model-1")
+    def before(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        bodies.append("before")
+        return {"answer": "a dict"}
+
+    @agenttrace.llm(model="house/model-1")
+    def after(messages: list[dict[str, Any]]) -> Said:
+        bodies.append("after")
+        return Said("an object", 2)
+
+    chat = [before]
+
+    @agenttrace.agent("Changed")
+    def ask() -> Any:
+        return chat[0](HI)
+
+    assert ask() == {"answer": "a dict"}
+    traced.handle.force_flush()
+    rearm(tmp_path)
+    chat[0] = after
+    assert ask() == Said("an object", 2)
+    assert bodies == ["before", "after"]
+    assert replayed_spans(traced) == []
+    traced.handle.force_flush()
+    assert states(tmp_path)[-2:] == [("1.1", 2, "intent"), ("1.1", 2, "done")]

@@ -17,6 +17,8 @@ chunk (:func:`keep_chunk`).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -224,7 +226,8 @@ def _done(key: j.StepKey, agent_id: str, model: str, response: Any, chunks: Any)
 
 
 def _plain(value: Any) -> Any:
-    """A response or chunk as JSON-ready data (a pydantic model, litellm's, as its dump),
+    """A response or chunk as JSON-ready data (a pydantic model, litellm's, as its dump; a
+    dataclass as its fields, which its function's return annotation rebuilds on a replay),
     without the signatures of thinking blocks: opaque, kept in no file (a replayed reply's
     thinking blocks have none)."""
     dump = getattr(value, "model_dump", None)
@@ -233,6 +236,9 @@ def _plain(value: Any) -> Any:
             value = dump(mode="json")
         except Exception:
             value = dump()
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        with contextlib.suppress(TypeError, ValueError):  # a field that is not data: capped
+            value = msgspec.to_builtins(value)
     return _unsigned(value)
 
 
@@ -302,13 +308,6 @@ def keep_chunk(scope: OpScope, chunk: Any) -> None:
         step.chunks.append(chunk)
 
 
-def replayed_result() -> Any:
-    """The recorded response of the LLM attempt running now, if the journal answers it (a
-    re-entered run's); :data:`NOT_REPLAYED` if the attempt is to be made."""
-    step = replayed_step()
-    return step.result if step is not None else NOT_REPLAYED
-
-
 def replayed_step() -> j.Step | None:
     """The journal's step that answers the LLM attempt running now (its ``result``, or its
     stream's ``chunks``), if the journal answers it; ``None`` if the attempt is to be made."""
@@ -319,5 +318,29 @@ def replayed_step() -> j.Step | None:
     return None
 
 
-NOT_REPLAYED: Any = object()
-"""What :func:`replayed_result` gives for an attempt the journal does not answer."""
+def ask_again() -> None:
+    """The journal's answer for the LLM attempt running now cannot be given back as the
+    function returned it (its return annotation does not take the recorded JSON): the attempt
+    is made after all, journaled as the next attempt at its place (a request sent again costs
+    money, never a second effect)."""
+    scope = current_scope()
+    step = getattr(scope, "step", None) if isinstance(scope, OpScope) else None
+    recorder = runtime.recorder
+    if not isinstance(scope, OpScope) or type(step) is not LLMStep or not step.replayed:
+        return
+    try:
+        key = (step.key[0], step.key[1], step.key[2] + 1)
+        scope.step = LLMStep(key, model=step.model, fingerprint=step.fingerprint)
+        scope.set_attribute(sc.REPLAYED, False)
+        if recorder is not None:
+            line = j.intent_line(
+                key,
+                agent_id=scope.session.agent_id,
+                name=step.model,
+                effect=None,
+                request_fingerprint=step.fingerprint,
+                kind="llm",
+            )
+            recorder.journal(scope.session.run.session, journal_bytes(line))
+    except Exception as exc:
+        report_internal_error(WHERE, exc)

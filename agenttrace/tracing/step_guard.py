@@ -20,10 +20,10 @@ import inspect
 from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
-from agenttrace.tracing.llm_steps import replayed_step
+from agenttrace.tracing.llm_steps import ask_again, replayed_step
 from agenttrace.tracing.steps import Pending, pending_step, settle, verified
 from agenttrace.tracing.steps import answered as tool_answer
-from agenttrace.tracing.tool_results import Returns
+from agenttrace.tracing.tool_results import NotRebuilt, Returns
 
 Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -63,26 +63,46 @@ def answered(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _answered_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    returns = Returns(fn)
+
     @functools.wraps(fn)
     def body(*args: Any, **kwargs: Any) -> Any:
         step = replayed_step()
         if step is None:
             return fn(*args, **kwargs)
-        # A function that returned a stream: a stream of the same chunks.
-        return step.result if step.chunks is None else (chunk for chunk in step.chunks)
+        if step.chunks is not None:  # a function that returned a stream: the same chunks
+            return (chunk for chunk in step.chunks)
+        served, result = _recorded_response(step.result, returns)
+        return result if served else fn(*args, **kwargs)
 
     return body
 
 
 def _answered_coroutine(fn: Callable[..., Any]) -> Callable[..., Any]:
+    returns = Returns(fn)
+
     @functools.wraps(fn)
     async def body(*args: Any, **kwargs: Any) -> Any:
         step = replayed_step()
         if step is None:
             return await fn(*args, **kwargs)
-        return step.result if step.chunks is None else _chunks(step.chunks)
+        if step.chunks is not None:
+            return _chunks(step.chunks)
+        served, result = _recorded_response(step.result, returns)
+        return result if served else await fn(*args, **kwargs)
 
     return body
+
+
+def _recorded_response(recorded: Any, returns: Returns) -> tuple[bool, Any]:
+    """(True, the recorded response as the function returned it: rebuilt from its return
+    annotation, a ``litellm.ModelResponse`` for ``-> ModelResponse``), or (False, None) when the
+    annotation does not take it: the model is asked again (:func:`ask_again`)."""
+    try:
+        return True, returns.rebuild(recorded)
+    except NotRebuilt:
+        ask_again()
+        return False, None
 
 
 def _answered_stream(fn: Callable[..., Any]) -> Callable[..., Any]:
