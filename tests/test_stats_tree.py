@@ -3,6 +3,7 @@ and costs and latencies written at a fixed precision (the ledger, the opTree, ``
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -175,3 +176,25 @@ def test_op_nesting_in_a_damaged_file_makes_no_cycle_and_stays_shallow() -> None
     assert op_parents(loop) == [None, 0, None, None]
     run = {"path": "0", "turns": [{"path": "1", "index": 1, "ops": chain}]}
     assert len(render_optree([run], width=1000)) == 1 + 1 + 1 + 100  # every op, once
+
+
+def test_tree_gives_a_failed_tool_calls_sizes_without_a_none(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """A tool call that raised returned nothing: its line gives the size of what it was given,
+    never ``chars 13/None``."""
+    session = agenttrace.new_session()
+
+    @agenttrace.tool
+    def charge(amount: int) -> str:
+        raise RuntimeError("declined")
+
+    with agenttrace.agent("Shop"), agenttrace.turn():
+        with contextlib.suppress(RuntimeError):
+            charge(5)
+        use("after")
+    lines = render_optree(recorded_runs(traced, tmp_path, session))
+    failed, after = line_of(lines, "1.1"), line_of(lines, "1.2")
+    assert "failed" in failed and "None" not in failed
+    assert failed.rstrip().endswith(" chars 13")  # {"amount": 5}
+    assert after.rstrip().endswith(" chars 2/4")  # {} and done

@@ -112,13 +112,26 @@ def _add_op(parent: Tree, op: Mapping[str, Any], running_at: int | None = None) 
         elif cost_unknown(entry):  # never shown as $0: the model has no price
             details += " cost unknown"
         if entry.get("type") == "tool":
-            details += f" chars {entry.get('charactersIn')}/{entry.get('charactersOut')}"
+            details += _sizes(entry)
     branch = parent.add(
         _line(f"{op.get('path')} {op.get('kind')} {op.get('name')} {status}{_latency(op)}{details}")
     )
     for child in hosted_sessions(op):
         _add_session(branch, child, running_at)
     return branch
+
+
+def _sizes(entry: Mapping[str, Any]) -> str:
+    """`` chars 13/4``: a tool call's input and output sizes; `` chars 13`` for a call that
+    returned nothing (a failed one), never ``13/None``."""
+    chars_in, chars_out = (
+        finite_number(entry.get("charactersIn")),
+        finite_number(entry.get("charactersOut")),
+    )
+    if chars_in is None and chars_out is None:
+        return ""
+    text = f" chars {_count(chars_in)}"
+    return text if chars_out is None else f"{text}/{_count(chars_out)}"
 
 
 def _line(text: str) -> Text:
