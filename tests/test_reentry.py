@@ -277,6 +277,14 @@ def test_a_recorded_reply_is_not_asked_for_again(
     assert made["key"].startswith("at-")
     ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
     assert sum(1 for entry in ledger if entry.get("type") == "llm") == 2  # none for the replay
+    # The views count what was bought, as the ledger does: the replayed reply is not a third
+    # attempt of unknown price, and the tree says it was answered from the journal.
+    (stream,) = (tmp_path / "sessions").glob("*.events.jsonl")
+    total = json.loads(ok(run_cli(tmp_path, "stats", str(stream), "--json")))["total"]
+    assert (total["llm_attempts_ok"], total["llm_attempts_cost_unknown"]) == (2, 0)
+    assert total["cost_usd"] is not None
+    tree = ok(run_cli(tmp_path, "tree", str(stream)))
+    assert "1.1 llm gpt-4o-mini ok" in tree and "replayed" in tree and "cost unknown" not in tree
 
 
 # --- the command line ------------------------------------------------------------------------

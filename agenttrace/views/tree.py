@@ -21,6 +21,7 @@ from agenttrace.formats.session.optree import (
     op_parents,
 )
 from agenttrace.formats.session.rebuilt import INTERRUPTED
+from agenttrace.semconv import REPLAYED
 
 
 def optree_tree(runs: Sequence[Mapping[str, Any]], running_at: int | None = None) -> Tree:
@@ -113,12 +114,22 @@ def _add_op(parent: Tree, op: Mapping[str, Any], running_at: int | None = None) 
             details += " cost unknown"
         if entry.get("type") == "tool":
             details += _sizes(entry)
+    elif _replayed(op):
+        details += " replayed"
     branch = parent.add(
         _line(f"{op.get('path')} {op.get('kind')} {op.get('name')} {status}{_latency(op)}{details}")
     )
     for child in hosted_sessions(op):
         _add_session(branch, child, running_at)
     return branch
+
+
+def _replayed(op: Mapping[str, Any]) -> bool:
+    """Whether ``op`` was answered from the journal by a re-entered run (nothing ran or was
+    bought: it has no accounting entry)."""
+    span = op.get("span")
+    attributes = span.get("attributes") if isinstance(span, Mapping) else None
+    return isinstance(attributes, Mapping) and attributes.get(REPLAYED) is True
 
 
 def _sizes(entry: Mapping[str, Any]) -> str:
