@@ -1019,9 +1019,10 @@ def doubts(session: str, as_json: bool, sessions_dir: Path | None) -> None:
 
 RESOLVE_HELP = """Decide what became of the in-doubt call at LABEL (a step label that
 `agenttrace doubts SESSION` lists): --done RESULT_FILE (it happened: the file holds what the tool
-would have returned), --not-applied (it did not happen: a resume runs it), --retry (run it
-again whatever happened), or --abandon (a resume stops there). The decision is journaled; the
-next resume applies it. Takes the session's lease: it fails while a resume holds it.
+would have returned, as JSON or as text), --not-applied (it did not happen: a resume runs it),
+--retry (run it again whatever happened), or --abandon (a resume raises AbandonedToolCall from
+the call). The decision is journaled; the next resume applies it. Takes the session's lease:
+it fails while a resume holds it.
 """
 
 

@@ -574,3 +574,13 @@ def test_a_method_runs_line_fingerprints_its_arguments_not_its_agent(
     prints = [line["fingerprint"] for line in runs]
     assert prints[0] == prints[1] == arguments_fingerprint((("Tea?",), {})) != prints[2]
     assert all("Tea" not in json.dumps(line) for line in runs)  # the digest, not the question
+
+
+def test_a_done_decisions_result_is_the_files_json_else_its_text() -> None:
+    """What ``resolve --done FILE`` hands back, as the README says: the file's JSON, else its
+    text as it is (``echo ch_1 > FILE`` keeps its newline)."""
+    from agenttrace.model.reentry import decided_result
+
+    assert decided_result('"ch_1"\n') == "ch_1"
+    assert decided_result('{"id": 1}') == {"id": 1}
+    assert decided_result("ch_1\n") == "ch_1\n"
