@@ -515,6 +515,10 @@ def _follow_tree(path: Path) -> None:
                 display.update(drawing(live), refresh=True)
         except KeyboardInterrupt:
             pass  # the tree as it was last drawn stays on the screen
+    if not console.is_terminal:
+        # Not on a terminal, rich prints the last drawing without ending its line: the status
+        # would be glued to the last node's ("... in progresssession ...: interrupted").
+        console.line()
     console.print(f"session {session_id}: {live.status}", markup=False)
 
 

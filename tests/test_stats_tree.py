@@ -198,3 +198,19 @@ def test_tree_gives_a_failed_tool_calls_sizes_without_a_none(
     assert "failed" in failed and "None" not in failed
     assert failed.rstrip().endswith(" chars 13")  # {"amount": 5}
     assert after.rstrip().endswith(" chars 2/4")  # {} and done
+
+
+def test_tree_follow_into_a_pipe_ends_the_trees_last_line(traced: Traced, tmp_path: Path) -> None:
+    """Piped (no terminal), ``tree --follow`` prints the tree once and the session's status on
+    a line of its own, not glued to the last node's."""
+    from .test_cli import agenttrace as run_cli
+    from .test_cli import ok
+
+    session = agenttrace.new_session()
+    with agenttrace.agent("Piped"), agenttrace.turn():
+        use("last")
+    traced.handle.force_flush()
+    snapshot = snapshot_path(tmp_path / "sessions", session.session_id)
+    lines = ok(run_cli(tmp_path, "tree", "--follow", str(snapshot))).splitlines()
+    assert lines[-1] == f"session {session.session_id}: ended"
+    assert "1.1 tool last ok" in lines[-2]
