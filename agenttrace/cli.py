@@ -515,6 +515,10 @@ def _follow_tree(path: Path) -> None:
                 display.update(drawing(live), refresh=True)
         except KeyboardInterrupt:
             pass  # the tree as it was last drawn stays on the screen
+    if not console.is_terminal:
+        # Not on a terminal, rich prints the last drawing without ending its line: the status
+        # would be glued to the last node's ("... in progresssession ...: interrupted").
+        console.line()
     console.print(f"session {session_id}: {live.status}", markup=False)
 
 
@@ -1019,9 +1023,10 @@ def doubts(session: str, as_json: bool, sessions_dir: Path | None) -> None:
 
 RESOLVE_HELP = """Decide what became of the in-doubt call at LABEL (a step label that
 `agenttrace doubts SESSION` lists): --done RESULT_FILE (it happened: the file holds what the tool
-would have returned), --not-applied (it did not happen: a resume runs it), --retry (run it
-again whatever happened), or --abandon (a resume stops there). The decision is journaled; the
-next resume applies it. Takes the session's lease: it fails while a resume holds it.
+would have returned, as JSON or as text), --not-applied (it did not happen: a resume runs it),
+--retry (run it again whatever happened), or --abandon (a resume raises AbandonedToolCall from
+the call). The decision is journaled; the next resume applies it. Takes the session's lease:
+it fails while a resume holds it.
 """
 
 

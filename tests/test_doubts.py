@@ -89,9 +89,12 @@ def test_resolve_journals_a_decision_and_the_call_is_no_longer_in_doubt(tmp_path
     assert step is not None and step.outcome == "decided: done"
     assert (step.result, step.evidence) == ('{"charge": "ch_1"}', "seen in the dashboard")
     assert ok(agenttrace(tmp_path, "doubts", str(stream))) == "no call in doubt\n"
-    # Nothing is left at that label to decide.
+    # Nothing is left at that label to decide, and the refusal says why.
     assert one_error_line(agenttrace(tmp_path, "resolve", str(stream), "2.1", "--retry")) == (
-        "no call in doubt at 2.1"
+        "the call at 2.1 was decided already (done): a decision is taken once"
+    )
+    assert one_error_line(agenttrace(tmp_path, "resolve", str(stream), "9.9", "--retry")) == (
+        "no call in doubt at 9.9"
     )
 
 

@@ -277,6 +277,14 @@ def test_a_recorded_reply_is_not_asked_for_again(
     assert made["key"].startswith("at-")
     ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
     assert sum(1 for entry in ledger if entry.get("type") == "llm") == 2  # none for the replay
+    # The views count what was bought, as the ledger does: the replayed reply is not a third
+    # attempt of unknown price, and the tree says it was answered from the journal.
+    (stream,) = (tmp_path / "sessions").glob("*.events.jsonl")
+    total = json.loads(ok(run_cli(tmp_path, "stats", str(stream), "--json")))["total"]
+    assert (total["llm_attempts_ok"], total["llm_attempts_cost_unknown"]) == (2, 0)
+    assert total["cost_usd"] is not None
+    tree = ok(run_cli(tmp_path, "tree", str(stream)))
+    assert "1.1 llm gpt-4o-mini ok" in tree and "replayed" in tree and "cost unknown" not in tree
 
 
 # --- the command line ------------------------------------------------------------------------
@@ -566,3 +574,13 @@ def test_a_method_runs_line_fingerprints_its_arguments_not_its_agent(
     prints = [line["fingerprint"] for line in runs]
     assert prints[0] == prints[1] == arguments_fingerprint((("Tea?",), {})) != prints[2]
     assert all("Tea" not in json.dumps(line) for line in runs)  # the digest, not the question
+
+
+def test_a_done_decisions_result_is_the_files_json_else_its_text() -> None:
+    """What ``resolve --done FILE`` hands back, as the README says: the file's JSON, else its
+    text as it is (``echo ch_1 > FILE`` keeps its newline)."""
+    from agenttrace.model.reentry import decided_result
+
+    assert decided_result('"ch_1"\n') == "ch_1"
+    assert decided_result('{"id": 1}') == {"id": 1}
+    assert decided_result("ch_1\n") == "ch_1\n"

@@ -3,6 +3,7 @@ and costs and latencies written at a fixed precision (the ledger, the opTree, ``
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -175,3 +176,41 @@ def test_op_nesting_in_a_damaged_file_makes_no_cycle_and_stays_shallow() -> None
     assert op_parents(loop) == [None, 0, None, None]
     run = {"path": "0", "turns": [{"path": "1", "index": 1, "ops": chain}]}
     assert len(render_optree([run], width=1000)) == 1 + 1 + 1 + 100  # every op, once
+
+
+def test_tree_gives_a_failed_tool_calls_sizes_without_a_none(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """A tool call that raised returned nothing: its line gives the size of what it was given,
+    never ``chars 13/None``."""
+    session = agenttrace.new_session()
+
+    @agenttrace.tool
+    def charge(amount: int) -> str:
+        raise RuntimeError("declined")
+
+    with agenttrace.agent("Shop"), agenttrace.turn():
+        with contextlib.suppress(RuntimeError):
+            charge(5)
+        use("after")
+    lines = render_optree(recorded_runs(traced, tmp_path, session))
+    failed, after = line_of(lines, "1.1"), line_of(lines, "1.2")
+    assert "failed" in failed and "None" not in failed
+    assert failed.rstrip().endswith(" chars 13")  # {"amount": 5}
+    assert after.rstrip().endswith(" chars 2/4")  # {} and done
+
+
+def test_tree_follow_into_a_pipe_ends_the_trees_last_line(traced: Traced, tmp_path: Path) -> None:
+    """Piped (no terminal), ``tree --follow`` prints the tree once and the session's status on
+    a line of its own, not glued to the last node's."""
+    from .test_cli import agenttrace as run_cli
+    from .test_cli import ok
+
+    session = agenttrace.new_session()
+    with agenttrace.agent("Piped"), agenttrace.turn():
+        use("last")
+    traced.handle.force_flush()
+    snapshot = snapshot_path(tmp_path / "sessions", session.session_id)
+    lines = ok(run_cli(tmp_path, "tree", "--follow", str(snapshot))).splitlines()
+    assert lines[-1] == f"session {session.session_id}: ended"
+    assert "1.1 tool last ok" in lines[-2]

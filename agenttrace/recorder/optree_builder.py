@@ -574,8 +574,12 @@ def _complete(node: Node, record: Ended, run: RunTree) -> AccountingEntry | None
         )
         entry = accounting_entry(op)
     _complete_op(node, op, latency_ms)
-    node["accounting"].append(msgspec.to_builtins(entry))
     _payloads(node, record.payloads if record.payloads is not None else attributes)
+    if record.accounted is None and attributes.get(sc.REPLAYED) is True:
+        # Answered from the journal: nothing was bought or done again, so it has no accounting
+        # entry (as it has no ledger line), and totals do not count the recorded call twice.
+        return None
+    node["accounting"].append(msgspec.to_builtins(entry))
     return entry
 
 

@@ -439,9 +439,13 @@ class Session:
         session.restored_journal = list(loaded.journal)
         session.meta = dict(loaded.meta)
         session.previous_trace = _last_trace(loaded)
-        session.run_count = len(loaded.runs) or len(
-            {trace for e in loaded.events if (trace := _text(e.get("trace_id")))}
-        )
+        # Runs the files know of, by any trace they left: a killed run may have logged no event
+        # (a plain @agent function) and left only its op_accounted or journal lines. Counted
+        # none, the next run would be named by the session id as the first was, and take its
+        # journal keys and its tool calls' idempotency keys.
+        traces = {t for e in (*loaded.events, *loaded.accounted) if (t := _text(e.get("trace_id")))}
+        journaled = {run for line in loaded.journal if (run := _text(line.get("run")))}
+        session.run_count = max(len(loaded.runs), len(traces), len(journaled))
         return session
 
     def restore(self, events: list[dict[str, Any]], raw_lines: list[bytes] | None) -> None:

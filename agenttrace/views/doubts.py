@@ -116,13 +116,14 @@ def resolve(
     with acquire(lease_path(stream.parent, session_id), "agenttrace resolve", force=force):
         lost = not stream.exists()  # the session file alone is left
         loaded = load_fullest((sibling_path(stream) or stream) if lost else stream)
+        journal = Journal(loaded.journal)
         matching = [
             step
-            for step in Journal(loaded.journal).in_doubt()
+            for step in journal.in_doubt()
             if step.key[1] == label and (run is None or step.key[0] == run)
         ]
         if not matching:
-            raise ResolveError(f"no call in doubt at {label}" + (f" in run {run}" if run else ""))
+            raise ResolveError(_nothing_to_decide(journal, label, run))
         step = matching[-1]
         line = decision_line(step.key, decision, result=result, evidence=evidence)
         line["ts"] = event_ts(time.time_ns())
@@ -137,6 +138,25 @@ def resolve(
         finally:
             appender.close()
     return step
+
+
+def _nothing_to_decide(journal: Journal, label: str, run: str | None) -> str:
+    """Why there is no call to decide at ``label``: none in doubt there, or one decided already
+    (said so, with the decision: a user who wants another one learns it is taken once)."""
+    where = f"{label}" + (f" in run {run}" if run else "")
+    decided = [
+        step
+        for step in journal.steps.values()
+        if step.kind == "tool"
+        and step.state == "intent"
+        and step.decision is not None
+        and step.key[1] == label
+        and (run is None or step.key[0] == run)
+    ]
+    if decided:
+        decision = (decided[-1].decision or "").replace("_", " ")
+        return f"the call at {where} was decided already ({decision}): a decision is taken once"
+    return f"no call in doubt at {where}"
 
 
 def _cut_torn_line(stream: Path) -> None:

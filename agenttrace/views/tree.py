@@ -21,6 +21,7 @@ from agenttrace.formats.session.optree import (
     op_parents,
 )
 from agenttrace.formats.session.rebuilt import INTERRUPTED
+from agenttrace.semconv import REPLAYED
 
 
 def optree_tree(runs: Sequence[Mapping[str, Any]], running_at: int | None = None) -> Tree:
@@ -112,13 +113,36 @@ def _add_op(parent: Tree, op: Mapping[str, Any], running_at: int | None = None) 
         elif cost_unknown(entry):  # never shown as $0: the model has no price
             details += " cost unknown"
         if entry.get("type") == "tool":
-            details += f" chars {entry.get('charactersIn')}/{entry.get('charactersOut')}"
+            details += _sizes(entry)
+    elif _replayed(op):
+        details += " replayed"
     branch = parent.add(
         _line(f"{op.get('path')} {op.get('kind')} {op.get('name')} {status}{_latency(op)}{details}")
     )
     for child in hosted_sessions(op):
         _add_session(branch, child, running_at)
     return branch
+
+
+def _replayed(op: Mapping[str, Any]) -> bool:
+    """Whether ``op`` was answered from the journal by a re-entered run (nothing ran or was
+    bought: it has no accounting entry)."""
+    span = op.get("span")
+    attributes = span.get("attributes") if isinstance(span, Mapping) else None
+    return isinstance(attributes, Mapping) and attributes.get(REPLAYED) is True
+
+
+def _sizes(entry: Mapping[str, Any]) -> str:
+    """`` chars 13/4``: a tool call's input and output sizes; `` chars 13`` for a call that
+    returned nothing (a failed one), never ``13/None``."""
+    chars_in, chars_out = (
+        finite_number(entry.get("charactersIn")),
+        finite_number(entry.get("charactersOut")),
+    )
+    if chars_in is None and chars_out is None:
+        return ""
+    text = f" chars {_count(chars_in)}"
+    return text if chars_out is None else f"{text}/{_count(chars_out)}"
 
 
 def _line(text: str) -> Text:
