@@ -189,3 +189,46 @@ def test_a_child_forked_while_the_directory_is_locked_does_not_keep_it(
             os.waitpid(pid, 0)
         os.close(gate_in)
         os.close(gate_out)
+
+
+def test_a_taker_that_finds_the_lease_held_names_the_holder_that_is_writing_itself_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder locks the file, then writes its name in it: a second taker looking between
+    the two must not read the name of no one (or of a holder before): it waits for the
+    directory's lock, under which the first took the file and wrote itself in."""
+    path = lease_path(tmp_path, "s1")
+    writing, go_on, waiting = threading.Event(), threading.Event(), threading.Event()
+    real_write = leases._write
+    first: dict[str, Any] = {}
+
+    def write_slowly(fd: int, holder: Any) -> None:
+        if holder.owner == "first":
+            writing.set()  # locked the file: the second taker comes now
+            assert go_on.wait(BOUND)
+        real_write(fd, holder)
+
+    def take_first() -> None:
+        first["lease"] = acquire(path, "first")
+
+    monkeypatch.setattr(leases, "_write", write_slowly)
+    monkeypatch.setattr(leases, "_waiting_for_directory", lambda _: waiting.set())
+    holder = threading.Thread(target=take_first)
+    holder.start()
+    assert writing.wait(BOUND)
+    second: dict[str, Any] = {}
+
+    def take_second() -> None:
+        try:
+            acquire(path, "second")
+        except agenttrace.LeaseHeld as error:
+            second["error"] = str(error)
+
+    contender = threading.Thread(target=take_second)
+    contender.start()
+    assert waiting.wait(BOUND)  # it waits for the directory, not reading a half-taken file
+    go_on.set()
+    holder.join(BOUND)
+    contender.join(BOUND)
+    assert "held by first" in second["error"], second
+    first["lease"].release()

@@ -143,7 +143,16 @@ def acquire(path: str | Path, owner: str = "agenttrace resume", *, force: bool =
 
 
 def _try(path: Path, owner: str, force: bool) -> Lease | None:
-    """The lease, or ``None`` if the file was replaced between its opening and its lock."""
+    """The lease, or ``None`` if the file was replaced between its opening and its lock.
+
+    Under the directory's lock (:func:`_renames_held`), as every change of a lease file is: a
+    taker locks the file and writes its name in it before another taker can look, so one that
+    finds the file locked reads who holds it, never the name of the holder before (or none)."""
+    with _renames_held(path):
+        return _try_held(path, owner, force)
+
+
+def _try_held(path: Path, owner: str, force: bool) -> Lease | None:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -289,10 +298,10 @@ def _let_go(path: Path, fd: int) -> None:
 
 @contextlib.contextmanager
 def _renames_held(path: Path) -> Iterator[None]:
-    """While this holds, no other process (or thread) renames a file over a lease file in
-    ``path``'s directory, nor removes one: a lock on the directory itself. A directory that
-    cannot be opened (no read permission) is not locked: the name is then looked at and
-    removed in two steps, as it is without this."""
+    """While this holds, no other process (or thread) takes a lease file in ``path``'s
+    directory, renames a file over one, nor removes one: a lock on the directory itself. A
+    directory that cannot be opened (no read permission) is not locked: the name is then
+    looked at and removed in two steps, as it is without this."""
     if getattr(_holding_here, "directory", None) == path.parent:
         # This thread holds it already: a lease dropped in a collection while it renames.
         # Taken again, a lock on a second descriptor would wait for this one forever.
