@@ -96,3 +96,39 @@ def test_a_retry_of_the_same_list_edited_in_place_is_compared_again(
     # The transcript is what the last call sent, then its reply.
     transcript = agenttrace.current_session().revivify("agent_001").messages()
     assert transcript[:-1] == sent[-1]["messages"]
+
+
+def test_a_window_loop_with_edits_in_place_logs_what_was_sent(
+    traced: Traced, tmp_path: Path, llm: LLMServer
+) -> None:
+    # A window: the reset finds its runs by the copies the fingerprint's comparison vouched for;
+    # a message edited in place inside the window (its text, then a nested part) is new.
+    messages = history(9)
+    nested = {"role": "user", "content": [{"type": "text", "text": "nested"}]}
+    messages[8] = nested
+    sent: list[dict[str, Any]] = []
+    transcripts: list[list[Any]] = []
+
+    @agenttrace.agent("Windowed")
+    def loop() -> None:
+        for call in range(6):
+            kwargs = http(llm, messages=messages, temperature=0)
+            sent.append(j.llm_request({**kwargs, "messages": copy.deepcopy(messages)}))
+            reply = litellm.completion(**kwargs)
+            now = agenttrace.current_session().revivify("agent_001").messages()
+            transcripts.append(copy.deepcopy(now))
+            messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+            messages.append(said(100 + call))
+            del messages[1:3]
+            if call == 1:
+                messages[3]["content"] = "edited in place"
+            if call == 2:
+                assert nested in messages
+                nested["content"][0]["text"] = "edited, nested"
+
+    loop()
+    traced.handle.force_flush()
+    intents = [line for line in llm_lines(tmp_path) if line["state"] == "intent"]
+    assert [line["fingerprint"] for line in intents] == [reference(asked) for asked in sent]
+    for asked, transcript in zip(sent, transcripts, strict=True):
+        assert transcript[:-1] == asked["messages"]
