@@ -49,28 +49,33 @@ _UNKNOWN: Any = object()
 """The copy kept for a message that has none: equal to nothing but itself."""
 
 
+_SIZE = 32
+"""Bytes of a message's digest (sha256)."""
+
+
 class MessageDigests:
     """One agent's kept messages: ``state`` is (copies, digests) of its last request's messages,
-    set in one assignment, so two of its requests made at once in two threads each read a
-    consistent pair (the second to finish is kept)."""
+    the digests one after the other in one ``bytes`` (a run of them is then copied as one slice,
+    not a thousand objects touched), set in one assignment, so two of its requests made at once
+    in two threads each read a consistent pair (the second to finish is kept)."""
 
     __slots__ = ("state",)
 
     def __init__(self) -> None:
-        self.state: tuple[list[Any], list[bytes]] = ([], [])
+        self.state: tuple[list[Any], bytes] = ([], b"")
 
-    def digests(self, messages: Sequence[Any], shared: Alignment | None = None) -> list[bytes]:
-        """The :func:`~agenttrace.model.journal.message_digest` of each of ``messages``,
-        hashing only those that equal none of the copies kept (and keeping these messages'
-        copies for the next request). ``shared``: the agent's alignment memory, whose copies
-        vouched for this request are taken as the messages' (and which is left what this
-        comparison found)."""
+    def digests(self, messages: Sequence[Any], shared: Alignment | None = None) -> bytes:
+        """The :func:`~agenttrace.model.journal.message_digest` of each of ``messages``, one
+        after the other, hashing only those that equal none of the copies kept (and keeping
+        these messages' copies for the next request). ``shared``: the agent's alignment memory,
+        whose copies vouched for this request are taken as the messages' (and which is left
+        what this comparison found)."""
         copies, digests = self.state
         vouched = None
         if shared is not None:
             vouched = vouched_copies(shared.vouched, messages, ALIGNMENT)
         found_copies: list[Any] = []
-        found: list[bytes] = []
+        found = bytearray()
         total, index, start = len(messages), 0, 0
         while index < total:
             message = messages[index]
@@ -93,17 +98,18 @@ class MessageDigests:
                 if mine_copy is UNVOUCHED or mine_copy is None:
                     mine_copy = deep_copy(message, _UNKNOWN)
                 found_copies.append(mine_copy)
-                found.append(j.message_digest(message))
+                found += j.message_digest(message)
                 index += 1
                 continue
             found_copies += there
-            found += digests[at : at + length]
+            found += digests[at * _SIZE : (at + length) * _SIZE]
             index += length
             start = at + length
-        self.state = (found_copies, found)
+        joined = bytes(found)
+        self.state = (found_copies, joined)
         if shared is not None:
             shared.vouched = vouch(messages, 0, found_copies, DIGESTS)
-        return found
+        return joined
 
 
 def _position(copies: list[Any], message: Any, start: int) -> int:
@@ -132,7 +138,7 @@ def llm_request_fingerprint(
     except (TypeError, ValueError, RuntimeError):
         # A message that cannot be compared (an array's ==), or one another thread changes
         # while it is copied: hashed as it is, and the memory starts again.
-        memory.state = ([], [])
+        memory.state = ([], b"")
         if shared is not None:
             shared.vouched = None
         return j.llm_fingerprint(request)
