@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import indexOf
 from typing import Any, TypeVar
 
 from agenttrace.model.events import (
@@ -395,7 +396,9 @@ class _Finder:
         lowest = cursor
         if type(message) is dict and cursor < self._known:
             try:
-                return self._sent.index(message, cursor, self._known)
+                # Not ``list.index``: its error, raised for each new message, holds the
+                # message's repr (a long one's costs microseconds).
+                return cursor + indexOf(self._sent[cursor : self._known], message)
             except ValueError:
                 # The memory vouches that no entry it knows is this message: only the entries
                 # logged since the agent's last request (its reply) are left to look at.
