@@ -370,13 +370,16 @@ def alignment(
         sent, matched = memory.state
         head = sent[:start] if start < len(sent) else sent  # equal to the messages, all copies
         learnt = [copy_of_message(m) for m in messages[offset + start : offset + kept]]
+        copies = head + learnt if learnt else head
         if kept > start:
             # Only what was learnt is written: a request that diverged from what the memory
             # knows (a window) leaves it as it was, for the reset that follows to find its
             # runs in.
-            memory.state = (head + learnt, list(entries[:kept]))
-        fresh = [UNVOUCHED if copy is None else copy for copy in learnt]
-        memory.vouched = vouch(messages, offset, head + fresh, ALIGNMENT)
+            shown = entries[:kept]
+            memory.state = (copies, shown if isinstance(shown, list) else list(shown))
+        if None in learnt:  # a message without a copy: none vouches for it
+            copies = head + [UNVOUCHED if copy is None else copy for copy in learnt]
+        memory.vouched = vouch(messages, offset, copies, ALIGNMENT)
         memory.remember(messages, entries, (offset, kept))
     return offset, kept
 
@@ -395,12 +398,17 @@ def _known_prefix(
     if not known:
         return 0
     # The common case in C: the whole history sent again, the transcript as it was.
-    window = messages[offset : offset + known]
+    # Slices only where needed: each one touches every message or entry it holds (their
+    # reference counts), and litellm's own work has left them out of the caches.
     shown = entries[:known]
-    if (window if isinstance(window, list) else list(window)) == sent[:known] and (
-        shown if isinstance(shown, list) else list(shown)
-    ) == matched[:known]:
-        return known
+    if (shown if isinstance(shown, list) else list(shown)) == (
+        matched if known == len(matched) else matched[:known]
+    ):
+        window = messages[offset : offset + known]
+        if (window if isinstance(window, list) else list(window)) == (
+            sent if known == len(sent) else sent[:known]
+        ):
+            return known
     for index in range(known):
         copy = sent[index]
         if copy is None or entries[index] is not matched[index]:
