@@ -398,12 +398,8 @@ def _known_prefix(
     if not known:
         return 0
     # The common case in C: the whole history sent again, the transcript as it was.
-    # Slices only where needed: each one touches every message or entry it holds (their
-    # reference counts), and litellm's own work has left them out of the caches.
-    shown = entries[:known]
-    if (shown if isinstance(shown, list) else list(shown)) == (
-        matched if known == len(matched) else matched[:known]
-    ):
+    # Slices only where needed (see same_prefix); the entries first, the cheaper comparison.
+    if same_prefix(matched, entries, known):
         window = messages[offset : offset + known]
         if (window if isinstance(window, list) else list(window)) == (
             sent if known == len(sent) else sent[:known]
@@ -416,6 +412,16 @@ def _known_prefix(
         if messages[offset + index] != copy:
             return index
     return known
+
+
+def same_prefix(matched: list[Any], entries: Sequence[Any], known: int) -> bool:
+    """Whether ``entries`` starts with the first ``known`` of ``matched``, the very objects (a
+    memory's entries still the transcript's), sliced only where needed: a slice touches every
+    entry it holds, and litellm's own work has left them out of the caches."""
+    shown = entries[:known]
+    return (shown if isinstance(shown, list) else list(shown)) == (
+        matched if known == len(matched) else matched[:known]
+    )
 
 
 def copy_of_message(message: Any) -> Any:

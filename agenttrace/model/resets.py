@@ -31,6 +31,7 @@ from agenttrace.model.events import (
     id_number,
     message_fields,
     same_entry,
+    same_prefix,
 )
 from agenttrace.model.events import copy_of_message as _copy
 
@@ -339,7 +340,7 @@ def plan_reset(
         vouched = None
     sent, matched = memory.state if memory is not None else ([], [])
     known = min(len(sent), len(matched), len(transcript))
-    if known and matched[:known] != list(transcript[:known]):
+    if known and not same_prefix(matched, transcript, known):
         known = 0  # the memory is of another transcript (a reset it did not see): unused
     plan = Plan()
     finder = _Finder(transcript, kept, sent, known)

@@ -506,7 +506,7 @@ def _remembered_head(memory: ev.Alignment | None, before: Sequence[Any], kept: i
         return [None] * kept
     sent, matched = memory.state
     known = min(kept, len(sent), len(matched))
-    if known and matched[:known] != list(before[:known]):
+    if known and not ev.same_prefix(matched, before, known):
         known = 0
     return list(sent[:known]) + [None] * (kept - known)
 
