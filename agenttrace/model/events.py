@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, SupportsIndex, TypeVar
 
+from agenttrace.model.message_copies import ALIGNMENT, UNVOUCHED, Vouched, deep_copy, vouch
+
 AGENT_CREATED = "agent_created"
 TRANSCRIPT_ENTRY = "transcript_entry"
 TRANSCRIPT_RESET = "transcript_reset"
@@ -267,19 +269,25 @@ class Alignment:
     """What an agent's earlier requests were found to share with its transcript, so that the
     next request is compared in proportion to what is new in it, not to its length.
 
-    ``state`` is (shallow copies of the messages that matched, the transcript entries they
+    ``state`` is (deep copies of the messages that matched, the transcript entries they
     matched), set in one assignment so that a reader in another thread sees a consistent pair.
     A message of a later request that compares equal to the copy taken then, opposite the same
-    entry, is the same message: Python's list equality checks identity first, in C, so an agent
-    that sends its history again costs some nanoseconds a message. A message changed in place
-    since (its dict edited) no longer equals its copy and is compared in full. Only plain dicts
-    whose content is a string are copied; any other message is compared in full every time.
+    entry, is the same message: one list comparison in C. A message changed in place since (its
+    dict edited, or a list or dict in it) no longer equals its copy and is compared in full.
+    Copies follow :func:`~agenttrace.model.message_copies.deep_copy`; a message that has none
+    (``None`` in ``state``) is compared in full every time.
+
+    ``vouched``: what the last comparison of a request with copies found (this memory's, or the
+    fingerprint's digests', which hold the same copy objects), for the next reader of the same
+    request to compare copies by identity instead of messages
+    (:mod:`~agenttrace.model.message_copies`).
     """
 
-    __slots__ = ("last", "state")
+    __slots__ = ("last", "state", "vouched")
 
     def __init__(self) -> None:
         self.state: tuple[list[Any], list[Mapping[str, Any]]] = ([], [])
+        self.vouched: Vouched | None = None
         self.last: tuple[Any, ...] | None = None
         """The last request aligned and its result: an LLM call aligns its request when it
         starts (its span's input) and when its reply is logged; the second time, with the
@@ -358,14 +366,20 @@ def alignment(
         if not same_entry(messages[offset + index], entries[index]):
             kept = index
             break
-    if memory is not None and kept > start:
-        # Only what was learnt is written: a request that diverged from what the memory knows
-        # (a window) leaves it as it was, for the reset that follows to find its runs in.
-        sent, matched = memory.state
-        copies = sent[:start] if start < len(sent) else sent
-        copies = copies + [copy_of_message(m) for m in messages[offset + start : offset + kept]]
-        memory.state = (copies, list(entries[:kept]))
     if memory is not None:
+        sent, matched = memory.state
+        head = sent[:start] if start < len(sent) else sent  # equal to the messages, all copies
+        learnt = [copy_of_message(m) for m in messages[offset + start : offset + kept]]
+        copies = head + learnt if learnt else head
+        if kept > start:
+            # Only what was learnt is written: a request that diverged from what the memory
+            # knows (a window) leaves it as it was, for the reset that follows to find its
+            # runs in.
+            shown = entries[:kept]
+            memory.state = (copies, shown if isinstance(shown, list) else list(shown))
+        if None in learnt:  # a message without a copy: none vouches for it
+            copies = head + [UNVOUCHED if copy is None else copy for copy in learnt]
+        memory.vouched = vouch(messages, offset, copies, ALIGNMENT)
         memory.remember(messages, entries, (offset, kept))
     return offset, kept
 
@@ -384,12 +398,13 @@ def _known_prefix(
     if not known:
         return 0
     # The common case in C: the whole history sent again, the transcript as it was.
-    window = messages[offset : offset + known]
-    shown = entries[:known]
-    if (window if isinstance(window, list) else list(window)) == sent[:known] and (
-        shown if isinstance(shown, list) else list(shown)
-    ) == matched[:known]:
-        return known
+    # Slices only where needed (see same_prefix); the entries first, the cheaper comparison.
+    if same_prefix(matched, entries, known):
+        window = messages[offset : offset + known]
+        if (window if isinstance(window, list) else list(window)) == (
+            sent if known == len(sent) else sent[:known]
+        ):
+            return known
     for index in range(known):
         copy = sent[index]
         if copy is None or entries[index] is not matched[index]:
@@ -399,11 +414,21 @@ def _known_prefix(
     return known
 
 
+def same_prefix(matched: list[Any], entries: Sequence[Any], known: int) -> bool:
+    """Whether ``entries`` starts with the first ``known`` of ``matched``, the very objects (a
+    memory's entries still the transcript's), sliced only where needed: a slice touches every
+    entry it holds, and litellm's own work has left them out of the caches."""
+    shown = entries[:known]
+    return (shown if isinstance(shown, list) else list(shown)) == (
+        matched if known == len(matched) else matched[:known]
+    )
+
+
 def copy_of_message(message: Any) -> Any:
-    """A shallow copy of a plain message whose content is text; ``None`` for any other (it is
-    then compared in full each time: a nested part could change in place unseen)."""
-    if type(message) is dict and isinstance(message.get("content"), (str, type(None))):
-        return dict(message)
+    """A deep copy of a plain message (:func:`~agenttrace.model.message_copies.deep_copy`);
+    ``None`` for any other (it is then compared in full each time)."""
+    if type(message) is dict:
+        return deep_copy(message, None)
     return None
 
 

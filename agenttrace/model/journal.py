@@ -138,22 +138,26 @@ def message_digest(message: Any) -> bytes:
     return _sha256(canonical(message)).digest()
 
 
-def llm_fingerprint(request: Mapping[str, Any], digests: Sequence[bytes] | None = None) -> str:
+def llm_fingerprint(
+    request: Mapping[str, Any], digests: Sequence[bytes] | bytes | None = None
+) -> str:
     """The fingerprint of an LLM request (:func:`llm_request`): ``sha256:`` and the hex digest
     of :data:`LLM_FINGERPRINT`, the canonical JSON of all but its messages (model, tools,
     parameters) and the :func:`message_digest` of each message in order. So a caller that
     knows the digests of the messages it sent before (``digests``, one per message of
-    ``request["messages"]``) pays only for the new ones. A request whose messages are not a
-    list is fingerprinted whole, as :func:`fingerprint` does it, after the same prefix."""
+    ``request["messages"]``, or all of them one after the other in one ``bytes``) pays only
+    for the new ones. A request whose messages are not a list is fingerprinted whole, as
+    :func:`fingerprint` does it, after the same prefix."""
     messages = request.get("messages")
     if not isinstance(messages, (list, tuple)):
         return "sha256:" + _sha256(LLM_FINGERPRINT, canonical(request)).hexdigest()
     if digests is None:
         digests = [message_digest(message) for message in messages]
-    elif len(digests) != len(messages):
-        raise ValueError(f"{len(digests)} digests for {len(messages)} messages")
+    joined = digests if isinstance(digests, bytes) else b"".join(digests)
+    if len(joined) != 32 * len(messages):
+        raise ValueError(f"{len(joined) // 32} digests for {len(messages)} messages")
     rest = canonical({key: value for key, value in request.items() if key != "messages"})
-    return "sha256:" + _sha256(LLM_FINGERPRINT, rest, b"".join(digests)).hexdigest()
+    return "sha256:" + _sha256(LLM_FINGERPRINT, rest, joined).hexdigest()
 
 
 def tool_fingerprint(name: str, arguments: Mapping[str, Any]) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import indexOf
 from typing import Any, TypeVar
 
 from agenttrace.model.events import (
@@ -30,6 +31,7 @@ from agenttrace.model.events import (
     id_number,
     message_fields,
     same_entry,
+    same_prefix,
 )
 from agenttrace.model.events import copy_of_message as _copy
 
@@ -303,14 +305,14 @@ class Plan:
             plan._add_new(place, message)
         return plan
 
-    def _add_new(self, place: int, message: Any) -> None:
+    def _add_new(self, place: int, message: Any, copy: Any = None) -> None:
         pieces = self.pieces
         if pieces and isinstance(pieces[-1], int):
             pieces[-1] += 1
         else:
             pieces.append(1)
         self.new.append((place, message))
-        self.copies.append(_copy(message))
+        self.copies.append(copy if type(copy) is dict else _copy(message))
 
 
 def plan_reset(
@@ -318,6 +320,7 @@ def plan_reset(
     transcript: Sequence[Mapping[str, Any]],
     kept: int,
     memory: Alignment | None = None,
+    vouched: Sequence[Any] | None = None,
 ) -> Plan:
     """How a reset keeping ``transcript``'s first ``kept`` entries logs ``messages`` (what the
     request sent after them): each message that is an entry of the transcript after the kept
@@ -327,12 +330,17 @@ def plan_reset(
     In proportion to what changed, not to the request: a run of reused messages is found
     from its first one, and checked against the copies the agent's ``memory`` keeps of the
     messages its earlier requests sent (one list comparison, in C); only messages the memory
-    does not know are compared one by one, and only new ones are searched for.
+    does not know are compared one by one, and only new ones are searched for. ``vouched``:
+    for each of ``messages``, a copy another comparison of this request just found it equal to
+    (:mod:`~agenttrace.model.message_copies`; anything else where it found none): a run whose
+    copies are the memory's is then checked by identity, without looking at the messages.
     """
     messages = list(messages)
+    if vouched is not None and len(vouched) != len(messages):
+        vouched = None
     sent, matched = memory.state if memory is not None else ([], [])
     known = min(len(sent), len(matched), len(transcript))
-    if known and matched[:known] != list(transcript[:known]):
+    if known and not same_prefix(matched, transcript, known):
         known = 0  # the memory is of another transcript (a reset it did not see): unused
     plan = Plan()
     finder = _Finder(transcript, kept, sent, known)
@@ -342,14 +350,21 @@ def plan_reset(
         message = messages[index]
         start = finder.start_of(message)
         if start is None:
-            plan._add_new(place, message)
+            plan._add_new(place, message, vouched[index] if vouched is not None else None)
             index += 1
             place += 1
             continue
-        length, checked = finder.run_length(messages, index, start)
+        length, checked = finder.run_length(messages, index, start, vouched)
         plan.pieces.append((start, start + length))
-        plan.copies.extend(sent[start : start + checked])
-        plan.copies.extend(_copy(m) for m in messages[index + checked : index + length])
+        if vouched is not None and checked:
+            # The same objects as the other memory's, or equal to them: kept as they are,
+            # so the next request finds both memories holding one set of copies.
+            plan.copies.extend(vouched[index : index + checked])
+        else:
+            plan.copies.extend(sent[start : start + checked])
+        for offset in range(index + checked, index + length):
+            copy = vouched[offset] if vouched is not None else None
+            plan.copies.append(copy if type(copy) is dict else _copy(messages[offset]))
         finder.cursor = start + length
         index += length
         place += length
@@ -382,21 +397,28 @@ class _Finder:
         lowest = cursor
         if type(message) is dict and cursor < self._known:
             try:
-                return self._sent.index(message, cursor, self._known)
+                # Not ``list.index``: its error, raised for each new message, holds the
+                # message's repr (a long one's costs microseconds).
+                return cursor + indexOf(self._sent[cursor : self._known], message)
             except ValueError:
                 # The memory vouches that no entry it knows is this message: only the entries
                 # logged since the agent's last request (its reply) are left to look at.
                 lowest = self._known
         return self._by_text(message, lowest)
 
-    def run_length(self, messages: list[Any], index: int, start: int) -> tuple[int, int]:
+    def run_length(
+        self, messages: list[Any], index: int, start: int, vouched: Sequence[Any] | None = None
+    ) -> tuple[int, int]:
         """How many messages from ``index`` on are the entries from ``start`` on (at least
-        one: the first is), and how many of those the memory's copies vouch for."""
+        one: the first is), and how many of those the memory's copies vouch for (``vouched``:
+        see :func:`plan_reset`)."""
         transcript, sent = self._transcript, self._sent
         checked = 0
         if start < self._known:
             span = min(len(messages) - index, self._known - start)
-            if messages[index : index + span] == sent[start : start + span]:
+            if vouched is not None and vouched[index : index + span] == sent[start : start + span]:
+                checked = span  # copies equal to the messages, equal to the memory's
+            elif messages[index : index + span] == sent[start : start + span]:
                 checked = span
             else:
                 while checked < span and messages[index + checked] == sent[start + checked]:

@@ -225,6 +225,7 @@ class Session:
         *,
         at: Linkable | None = None,
         heard: Callable[[Mapping[str, Any]], str | None] | None = None,
+        vouched: Sequence[Any] | None = None,
     ) -> str:
         """Log that ``agent_id``'s transcript is now its first ``kept`` entries followed by
         ``messages``: a ``transcript_reset`` and, in the same write, a ``transcript_entry`` for
@@ -233,7 +234,9 @@ class Session:
         docs/events.md and :func:`~agenttrace.model.resets.plan_reset`), so a sliding window
         logs what is new in it, not the window. A new entry that is what the entry at its place
         said before (:func:`~agenttrace.model.events.same_entry`) has that entry's content as
-        its ``substance``, so views show it once. Returns the reset's message id."""
+        its ``substance``, so views show it once. ``vouched``: copies a comparison of this
+        request just found ``messages`` equal to (:func:`~agenttrace.model.resets.plan_reset`).
+        Returns the reset's message id."""
         if kept < 0:
             raise ValueError(f"kept must be >= 0, not {kept}")
         with self._lock:
@@ -241,7 +244,7 @@ class Session:
             before = record.transcript if record is not None else []
             kept = min(kept, len(before))
             memory = record.aligned if record is not None else None
-            plan = plan_reset(messages, before, kept, memory)
+            plan = plan_reset(messages, before, kept, memory, vouched)
             reused = _reused_ids(plan, before)
             if reused is None:  # an entry without an id cannot be referred to: restate all
                 plan = Plan.all_new(messages, kept)
@@ -507,7 +510,7 @@ def _remembered_head(memory: ev.Alignment | None, before: Sequence[Any], kept: i
         return [None] * kept
     sent, matched = memory.state
     known = min(kept, len(sent), len(matched))
-    if known and matched[:known] != list(before[:known]):
+    if known and not ev.same_prefix(matched, before, known):
         known = 0
     return list(sent[:known]) + [None] * (kept - known)
 

@@ -261,7 +261,13 @@ def input_delta(
     previous = histories.get(session.agent_id)
     count = len(messages)
     histories[session.agent_id] = (count, messages[-1] if count else None)
-    offset, kept = alignment(messages, transcript, record.aligned if record is not None else None)
+    memory = record.aligned if record is not None else None
+    if memory is not None:
+        # A new attempt: what an earlier one's comparisons found is not taken for this one (a
+        # retry may send the same list, a message in it edited in place); the alignment that
+        # follows vouches for this request, unless it recalls its last one.
+        memory.vouched = None
+    offset, kept = alignment(messages, transcript, memory)
     if kept < len(transcript):
         if not runtime.settings.input_deltas:
             return messages, None, True

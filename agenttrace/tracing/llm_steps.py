@@ -117,8 +117,10 @@ def begin_llm_retry(scope: OpScope, model: str, fingerprint: str | None) -> None
 def _request_fingerprint(scope: OpScope, request: Mapping[str, Any]) -> str:
     """The fingerprint of the LLM ``request`` of ``scope``'s agent, hashing only the messages
     its last request did not send."""
-    memory = memory_of(scope.session.run.digests, scope.session.agent_id)
-    return llm_request_fingerprint(request, memory)
+    session = scope.session
+    memory = memory_of(session.run.digests, session.agent_id)
+    record = session.run.session.agents.get(session.agent_id)
+    return llm_request_fingerprint(request, memory, record.aligned if record is not None else None)
 
 
 def step_fingerprint(scope: OpScope) -> str | None:

@@ -37,6 +37,7 @@ from agenttrace.model.events import (
     message_fields,
     substance_of,
 )
+from agenttrace.model.message_copies import DIGESTS, vouched_copies
 from agenttrace.session.state import Session
 from agenttrace.tracing.agents import (
     agent_of,
@@ -266,8 +267,16 @@ def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) 
         return delivered(session, run, entry) if run.hosted_by is not None else None
 
     if kept < len(transcript):
+        # What the fingerprint's comparison of this request found, if it made one: the reset's
+        # runs are then checked against the same copies, by identity.
+        vouched = vouched_copies(record.aligned.vouched, messages, DIGESTS)
         session.log_transcript_reset(
-            agent_id, kept, messages[offset + kept :], at=scope, heard=by_id
+            agent_id,
+            kept,
+            messages[offset + kept :],
+            at=scope,
+            heard=by_id,
+            vouched=vouched[offset + kept :] if vouched is not None else None,
         )
         return offset
     new = messages[offset + kept :]
