@@ -177,17 +177,28 @@ def _served(pending: Pending, result: Any) -> Any:
 def _unanswerable(pending: Pending, returns: Returns, why: str) -> None:
     """A done call whose recorded result cannot be given back: run again (as its next attempt)
     if its class's policy is ``retry``, else the resume stops."""
-    plan = pending.plan
     scope = current_scope()
-    step = plan.step
-    effect = step.effect if step is not None else pending.effect
-    if pending.reentry.policy.get(effect) == "retry" and isinstance(scope, OpScope):
-        run = scope.session.run
-        attempt = step.key[2] + 1 if step is not None else plan.attempt
-        key = (run.journal_run, plan.label or scope.label, attempt)
-        _intent(scope, key, effect, pending.fingerprint, pending.arguments, returns)
+    if _retried(pending) and isinstance(scope, OpScope):
+        _run_again(scope, pending, returns)
         return
-    raise pending.reentry.stopped or pending.reentry.stop(step, why)
+    raise pending.reentry.stopped or pending.reentry.stop(pending.plan.step, why)
+
+
+def _retried(pending: Pending) -> bool:
+    """Whether the policy runs the call again: its step's effect class (the class the call
+    declares, where the journal has no step) is ``retry``."""
+    step = pending.plan.step
+    effect = step.effect if step is not None else pending.effect
+    return pending.reentry.policy.get(effect) == "retry"
+
+
+def _run_again(scope: OpScope, pending: Pending, returns: Returns | None = None) -> None:
+    """Journal the call's next attempt at its place (its intent, now): the body runs next."""
+    plan, step = pending.plan, pending.plan.step
+    effect = step.effect if step is not None else pending.effect
+    attempt = step.key[2] + 1 if step is not None else plan.attempt
+    key = (scope.session.run.journal_run, plan.label or scope.label, attempt)
+    _intent(scope, key, effect, pending.fingerprint, pending.arguments, returns)
 
 
 def settle(pending: Pending) -> Any:
@@ -216,8 +227,6 @@ def verified(pending: Pending, verdict: Any, returns: Returns | None = None) -> 
     if not isinstance(verdict, Verdict):
         raise TypeError(f"a tool's verifier returns an agenttrace.Verdict, not {verdict!r}")
     if verdict.outcome == "done" and isinstance(scope, OpScope):
-        pending.served = True
-        scope.set_attribute(sc.REPLAYED, True)
         recorder = runtime.recorder
         if recorder is not None and plan.step is not None:
             line = j.decision_line(
@@ -227,7 +236,7 @@ def verified(pending: Pending, verdict: Any, returns: Returns | None = None) -> 
                 evidence="the tool's verifier",
             )
             recorder.journal(scope.session.run.session, journal_bytes(line))
-        return True, verdict.result
+        return True, _served(pending, verdict.result)
     if verdict.outcome == "not_applied" and isinstance(scope, OpScope):
         run = scope.session.run
         key = (run.journal_run, plan.label or scope.label, plan.attempt)
@@ -249,21 +258,11 @@ def block_step(scope: OpScope) -> BaseException | None:
             settle(pending)
         except AbandonedToolCall as error:
             return error
-    step = plan.step
-    effect = step.effect if step is not None else pending.effect
-    if plan.what != "stop" and pending.reentry.policy.get(effect) == "retry":
-        run = scope.session.run
-        attempt = step.key[2] + 1 if step is not None else plan.attempt
-        _intent(
-            scope,
-            (run.journal_run, plan.label or scope.label, attempt),
-            effect,
-            pending.fingerprint,
-            pending.arguments,
-        )
+    if plan.what != "stop" and _retried(pending):
+        _run_again(scope, pending)
         return None
     scope.step = None
-    return pending.reentry.stopped or pending.reentry.stop(step)
+    return pending.reentry.stopped or pending.reentry.stop(plan.step)
 
 
 def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> None:
