@@ -246,6 +246,23 @@ def as_data(value: Any, depth: int = 0) -> Any:
     return type(value).__qualname__
 
 
+def kept_as_data(value: Any) -> Any:
+    """``value`` itself if it is data (what msgspec encodes without help, in C: JSON types, and
+    dataclasses, dates, enums, sets, which the fingerprint encodes by their content in a stable
+    order), not walked or copied; else its shape (:func:`as_data`)."""
+    if type(value) in _LEAVES:
+        return value
+    try:
+        _PLAIN.encode(value)
+    except (TypeError, ValueError, OverflowError):
+        return as_data(value)
+    return value
+
+
+_PLAIN = msgspec.json.Encoder(enc_hook=_refuse)
+"""Encodes data only (unsorted: a check, not the canonical text)."""
+
+
 def llm_request(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """What an LLM request asks, for its fingerprint: the model, the messages, the tools and the
     parameters that change the answer (where it is sent and with which key do not)."""

@@ -268,34 +268,11 @@ def call_request(model: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
     never as its ``str``, which may hold its address and differ per process: the same question
     asked by a resumed run has the same fingerprint."""
     volatile = j.VOLATILE_KEYS
-    request = {key: _data(value) for key, value in kwargs.items() if key not in volatile}
+    request = {key: j.kept_as_data(value) for key, value in kwargs.items() if key not in volatile}
     request["model"] = model
     if args:
-        request["args"] = [_data(value) for value in args]
+        request["args"] = [j.kept_as_data(value) for value in args]
     return request
-
-
-def _data(value: Any) -> Any:
-    """``value`` itself if it is data (what msgspec encodes without help, in C: JSON types, and
-    dataclasses, dates, enums, sets, which the fingerprint encodes by their content in a stable
-    order); else its shape (:func:`agenttrace.model.journal.as_data`)."""
-    if type(value) in _LEAVES:
-        return value
-    try:
-        _DATA.encode(value)
-    except (TypeError, ValueError, OverflowError):
-        return j.as_data(value)
-    return value
-
-
-def _refuse(value: Any) -> Any:
-    raise TypeError(type(value).__name__)
-
-
-_DATA = msgspec.json.Encoder(enc_hook=_refuse)
-"""Encodes data only: what it refuses is shaped first."""
-
-_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 def keep_chunk(scope: OpScope, chunk: Any) -> None:
@@ -313,11 +290,15 @@ def keep_chunk(scope: OpScope, chunk: Any) -> None:
 def replayed_step() -> j.Step | None:
     """The journal's step that answers the LLM attempt running now (its ``result``, or its
     stream's ``chunks``), if the journal answers it; ``None`` if the attempt is to be made."""
+    step = _running_step()
+    return step.recorded if step is not None and step.replayed else None
+
+
+def _running_step() -> LLMStep | None:
+    """The step of the LLM attempt the current scope runs, if it is one."""
     scope = current_scope()
     step = getattr(scope, "step", None) if isinstance(scope, OpScope) else None
-    if type(step) is LLMStep and step.replayed and step.recorded is not None:
-        return step.recorded
-    return None
+    return step if type(step) is LLMStep else None
 
 
 def ask_again() -> None:
@@ -325,10 +306,10 @@ def ask_again() -> None:
     function returned it (its return annotation does not take the recorded JSON): the attempt
     is made after all, journaled as the next attempt at its place (a request sent again costs
     money, never a second effect)."""
+    step = _running_step()
     scope = current_scope()
-    step = getattr(scope, "step", None) if isinstance(scope, OpScope) else None
     recorder = runtime.recorder
-    if not isinstance(scope, OpScope) or type(step) is not LLMStep or not step.replayed:
+    if step is None or not step.replayed or not isinstance(scope, OpScope):
         return
     try:
         key = (step.key[0], step.key[1], step.key[2] + 1)
