@@ -7,26 +7,43 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 # Arize Phoenix (tests/test_phoenix.py's OTLP receiver) in a venv of its own, from its own lock.
 PHOENIX_VENV := .venv-phoenix
 PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
-UV := $(or $(shell command -v uv 2>/dev/null),$(BIN)/uv)
+# The lock's uv, never one found on the PATH: what installs must be as pinned as what it installs.
+UV := $(BIN)/uv
 
 # Offline always: litellm uses the cost map bundled with it instead of fetching one.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test check fuzz lint bench lock lock-phoenix clean chromium package-check
+.PHONY: demo test check fuzz lint bench lock lock-phoenix lock-check clean chromium package-check
 
+# The lock is the whole install: whatever the index publishes later, a fresh clone gets exactly
+# the locked files. uv compiled the lock as the complete closure of every extra and the dev
+# group, so pip installs each file with --no-deps, verified by hash, and resolves nothing (with
+# dependencies on, the pip a Python 3.11 venv ships takes a locked package's extra, litellm's
+# httpx[http2], as a requirement of its own and picks the newest httpx the index serves). pip
+# check then proves the lock is complete: a package whose dependency it missed fails here.
+# The same for uv, which is in the lock (so hash-pinned), and which installs Phoenix's lock.
+LOCKED_INSTALL = install --no-deps --require-hashes
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --require-hashes -r requirements.lock
+	$(PIP) $(LOCKED_INSTALL) -r requirements.lock
 	$(PIP) install --no-deps --no-build-isolation -e .
+	$(PIP) check
 	touch $(STAMP)
 
-# uv installs Phoenix's ~150 pinned packages in seconds; without uv on the PATH, .venv gets it.
+# uv (from the lock) installs Phoenix's ~150 pinned packages in seconds, the same way.
 $(PHOENIX_STAMP): requirements-phoenix.lock | $(STAMP)
-	test -x "$(UV)" || $(PIP) install uv
 	$(UV) venv --quiet --clear --python $(PYTHON) $(PHOENIX_VENV)
-	$(UV) pip install --quiet --require-hashes -r requirements-phoenix.lock \
+	$(UV) pip $(LOCKED_INSTALL) --quiet -r requirements-phoenix.lock \
 		--python $(PHOENIX_VENV)/bin/python
+	$(UV) pip check --quiet --python $(PHOENIX_VENV)/bin/python
 	touch $(PHOENIX_STAMP)
+
+# The other end of package-check: the lock installs, as above, with the oldest pip the venv of
+# each supported Python ships (3.10.0's and 3.11.0's), in a new venv each time, so a lock that
+# only a current pip can install fails here and not on a user's machine.
+# tests/lock_check.py says which interpreters it used and fails on any install error.
+lock-check: $(STAMP)
+	$(BIN)/python tests/lock_check.py requirements.lock --install-args "$(LOCKED_INSTALL)"
 
 demo: $(STAMP)
 	$(BIN)/python examples/cafe.py
@@ -71,7 +88,6 @@ PACKAGE_VENV := .venv-package
 STEP := $(PYTHON) $(CURDIR)/tests/package_step.py
 package-check: $(STAMP)
 	rm -rf dist $(PACKAGE_VENV)
-	test -x "$(UV)" || $(PIP) install uv
 	$(STEP) -- $(UV) build --quiet --out-dir dist
 	$(STEP) -- $(UV) venv --quiet --python $(PYTHON) $(PACKAGE_VENV)
 	$(STEP) -- $(UV) pip install --quiet --python $(PACKAGE_VENV)/bin/python dist/*.whl
@@ -105,14 +121,16 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_history.py $(BENCH_ARGS) $(call save_as,bench_history)
 	$(if $(QUICK_BENCH),,$(BIN)/python benchmarks/figures.py)
 
-# Regenerate the lock (needs uv: pip install uv). Hashes for every platform and Python >= 3.10.
-lock:
-	uv pip compile pyproject.toml --all-extras --group dev --generate-hashes --universal \
+# Regenerate the lock with the lock's uv (a new package is added at its newest; the rest keep
+# their pins: uv prefers the versions already in the output file). Hashes for every platform
+# and Python >= 3.10.
+lock: $(STAMP)
+	$(UV) pip compile pyproject.toml --all-extras --group dev --generate-hashes --universal \
 		--python-version 3.10 --constraints lock-constraints.txt -o requirements.lock
 
-# Regenerate Phoenix's lock from phoenix-requirements.in (needs uv).
-lock-phoenix:
-	uv pip compile phoenix-requirements.in --generate-hashes --python-version 3.11 \
+# Regenerate Phoenix's lock from phoenix-requirements.in.
+lock-phoenix: $(STAMP)
+	$(UV) pip compile phoenix-requirements.in --generate-hashes --python-version 3.11 \
 		-o requirements-phoenix.lock
 
 clean:
