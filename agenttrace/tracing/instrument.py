@@ -82,7 +82,16 @@ def instrument_agent(
     keeps the run open until it is exhausted, closed, or fails. ``role``: as for
     ``@agenttrace.agent``.
     """
-    spec = _AgentSpec(name, agent_id, model, ingress, ok_exceptions, method=True, role=role)
+    spec = _AgentSpec(
+        name,
+        agent_id,
+        model,
+        ingress,
+        ok_exceptions,
+        method=True,
+        role=role,
+        api="agenttrace.instrument_agent",
+    )
     for attribute in _names(run):
         _patch(cls, attribute, "agent", lambda fn: spec)
     return cls
@@ -116,6 +125,18 @@ def instrument_tool(
     ``effect`` may also be a callable of the instance and the tool's name, for tools whose
     classes differ by instance.
     """
+    # The options are checked now, before any method is patched: a mistake leaves the class as
+    # it was.
+    _ToolSpec(
+        name,
+        arguments,
+        ok_exceptions,
+        category=category,
+        effect=effect,
+        provider=provider,
+        verify=verify,
+        api="agenttrace.instrument_tool",
+    )
 
     def spec(fn: Callable[..., Any]) -> _ToolSpec:
         params, rest = positional_parameters(fn)
@@ -131,6 +152,7 @@ def instrument_tool(
             effect=effect,
             provider=provider,
             verify=verify,
+            api="agenttrace.instrument_tool",
         )
 
     for attribute in _names(call):
