@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import agenttrace
+from agenttrace._internal import errors as internal_errors
 from agenttrace._internal.runtime import runtime
 
 from .conftest import Traced
@@ -784,3 +785,37 @@ def test_a_level_in_any_case_is_a_level(traced: Traced) -> None:
     (event,) = [event for event in span.events if event.name != "exception"]
     assert event.attributes is not None
     assert event.attributes["agenttrace.log.level"] == "WRN"
+
+
+# --- what only shows when the code runs: reported, and the call runs on -------------------------
+
+
+def test_an_arguments_callable_that_returns_no_mapping_is_reported_and_the_call_runs_on(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(internal_errors, "raise_internal_errors", False)
+    internal_errors.reset_reported()
+
+    @agenttrace.tool(arguments=lambda query: query)  # returns a string, not a mapping
+    def search(query: str) -> str:
+        return f"found {query}"
+
+    with agenttrace.agent("Scout"):
+        assert search("cafe") == "found cafe"
+        assert search("bar") == "found bar"
+    assert len(traced.by_name("execute_tool search")) == 2  # recorded, with the call's arguments
+    warnings = [r.getMessage() for r in caplog.records if r.name == "agenttrace"]
+    assert warnings == [
+        "agenttrace: agenttrace.tool: the arguments callable must return a mapping of argument "
+        "names to values, not 'cafe'; the call's own arguments are recorded (your code still "
+        "runs)"
+    ]
+
+
+def test_under_the_tests_such_a_mistake_is_raised(traced: Traced) -> None:
+    @agenttrace.tool(arguments=lambda query: [query])
+    def search(query: str) -> str:
+        return query
+
+    with pytest.raises(TypeError, match=r"must return a mapping .* not \['cafe'\] \(list\)"):
+        search("cafe")

@@ -36,7 +36,7 @@ from agenttrace._internal.checks import (
     refuse,
     shown,
 )
-from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.errors import report_internal_error, report_misuse
 from agenttrace._internal.runtime import runtime
 from agenttrace.model.journal import EFFECTS
 from agenttrace.tracing.agents import owner_agent_id, str_attribute
@@ -611,7 +611,9 @@ class _ToolSpec(_Spec[OpScope]):
         if isinstance(given, Mapping):
             return given
         if given is not None:
-            return given(*args, **kwargs)
+            chosen = self._chosen_arguments(given, args, kwargs)
+            if chosen is not None:
+                return chosen
         params = self.params
         if bound:
             args, params = args[1:], params[1:]
@@ -621,6 +623,26 @@ class _ToolSpec(_Spec[OpScope]):
         if kwargs:
             arguments.update(kwargs)
         return arguments
+
+    def _chosen_arguments(
+        self, given: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Mapping[str, Any] | None:
+        """What the ``arguments`` callable returns for this call; ``None`` (the call's own
+        arguments are recorded) when it fails or returns no mapping, which is reported: it runs
+        inside the user's call, where raising would stop a call agenttrace only observes."""
+        try:
+            chosen = given(*args, **kwargs)
+        except Exception as exc:
+            report_internal_error(self.where, exc)
+            return None
+        if isinstance(chosen, Mapping):
+            return chosen
+        mistake = TypeError(
+            f"{self.api}: the arguments callable must return a mapping of argument names to "
+            f"values, not {shown(chosen)}; the call's own arguments are recorded"
+        )
+        report_misuse(self.where, mistake)
+        return None
 
     def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
         error, passed = self._outcome(error)
