@@ -637,6 +637,27 @@ CASES = [
         "instrument_agent takes a class",
     ),
     Case(
+        "instrument-agent-run-int",
+        lambda: agenttrace.instrument_agent(Planner, run=5),  # MISTAKE
+        TypeError,
+        "agenttrace.instrument_agent: run must be a method name or a list of them",
+        "5 (int)",
+    ),
+    Case(
+        "uninstrument-tool-instance",
+        lambda: agenttrace.uninstrument_tool(Planner()),  # MISTAKE
+        TypeError,
+        "agenttrace.uninstrument_tool: cls must be a class",
+        "(Planner)",
+    ),
+    Case(
+        "tracing-instrument-int",
+        lambda: agenttrace.init().instrument(5),  # MISTAKE
+        TypeError,
+        "Tracing.instrument: library must be a string",
+        "5 (int)",
+    ),
+    Case(
         "bind-context",
         lambda: agenttrace.bind_context("work"),  # MISTAKE
         TypeError,

@@ -27,7 +27,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from agenttrace._internal.checks import check_number, refuse
+from agenttrace._internal.checks import check_number, check_text, refuse
 from agenttrace._internal.config import ConsoleMode, Settings
 from agenttrace._internal.extras import install_hint
 from agenttrace._internal.redact import remember_environment_secrets
@@ -84,6 +84,7 @@ class Tracing:
         it is imported, else as soon as it is; ``shutdown()`` undoes it, and so does the undo
         returned. Again for the same library: nothing (the first options stay). An unknown name
         is a ``ValueError``."""
+        check_text("Tracing.instrument", "library", library, optional=False)
         name = library_name(library)
         library_module(name)
         with _lock:
