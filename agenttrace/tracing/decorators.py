@@ -100,8 +100,8 @@ class _Spec(Generic[S]):
     """A decorator and context manager that opens one kind of scope."""
 
     where = "span"
-    api = "@agenttrace.span"
-    """How the user spelled the decorator, for the error a misuse of it raises."""
+    api = "agenttrace"
+    """How the user spelled the decorator (``agenttrace.tool``), for the error a misuse raises."""
     instrument: str | None = None
     """The ``agenttrace.instrument_*`` call that does for a class what this does for a
     method: what a class given to the decorator is told to use instead."""
