@@ -168,8 +168,8 @@ class Settings:
                 raise TypeError(f"unknown agenttrace setting: {key!r}")
             if value is not None:
                 values[key] = value
-        values["tool_effects"] = _checked_effects(values["tool_effects"])
-        values["trusted_mcp_servers"] = _checked_names(values["trusted_mcp_servers"])
+        values["tool_effects"] = checked_effects(values["tool_effects"])
+        values["trusted_mcp_servers"] = checked_names(values["trusted_mcp_servers"])
         values["sessions_dir"] = Path(str(values["sessions_dir"])).expanduser()
         values["billing_file"] = Path(str(values["billing_file"])).expanduser()
         timeout = values["shutdown_timeout"]
@@ -210,7 +210,7 @@ def _names(raw: str | None) -> frozenset[str]:
     return frozenset(name.strip() for name in (raw or "").split(",") if name.strip())
 
 
-def _checked_names(names: object) -> frozenset[str]:
+def checked_names(names: object) -> frozenset[str]:
     """``init(trusted_mcp_servers=...)``: server names (a list, a set), not one string."""
     found = () if isinstance(names, str) else tuple(names) if isinstance(names, Iterable) else ()
     if (not found and names) or not all(isinstance(name, str) for name in found):
@@ -218,7 +218,7 @@ def _checked_names(names: object) -> frozenset[str]:
     return frozenset(found)
 
 
-def _checked_effects(effects: object) -> dict[str, str]:
+def checked_effects(effects: object) -> dict[str, str]:
     """``init(tool_effects=...)``: a mapping of tool names to effect classes, or a
     ``ValueError`` naming what is not."""
     if not isinstance(effects, Mapping):

@@ -39,6 +39,20 @@ def report_internal_error(where: str, exc: BaseException) -> None:
     logger.debug("agenttrace: internal error in %s", where, exc_info=exc)
 
 
+def report_misuse(where: str, exc: BaseException) -> None:
+    """Log ``exc``, a mistake found in what the user gave agenttrace but only when their code
+    runs (a callable option that returns the wrong thing), once per place and type; re-raise
+    it under the tests. Not called an internal error: the message says what to fix."""
+    if raise_internal_errors:
+        raise exc
+    key = (where, type(exc))
+    with _lock:
+        first = key not in _reported
+        _reported.add(key)
+    if first:
+        logger.warning("agenttrace: %s (your code still runs)", exc)
+
+
 def reset_reported() -> None:
     """Forget which failures were reported (for tests)."""
     with _lock:

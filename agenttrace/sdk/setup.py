@@ -27,6 +27,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from agenttrace._internal.checks import check_number, check_text, refuse
 from agenttrace._internal.config import ConsoleMode, Settings
 from agenttrace._internal.extras import install_hint
 from agenttrace._internal.redact import remember_environment_secrets
@@ -38,6 +39,7 @@ from agenttrace.recorder.ledger import LedgerSink
 from agenttrace.recorder.optree_builder import Node, OpTreeSink
 from agenttrace.recorder.store import EventStreamSink, SessionFileSink
 from agenttrace.sdk.export import BoundedExport, in_background
+from agenttrace.sdk.init_arguments import check_init_arguments
 from agenttrace.sdk.instrumentors import library_module, library_name, start_instrumentor
 from agenttrace.sdk.metrics import MetricsSink
 from agenttrace.sdk.processor import AgentTraceProcessor
@@ -82,6 +84,7 @@ class Tracing:
         it is imported, else as soon as it is; ``shutdown()`` undoes it, and so does the undo
         returned. Again for the same library: nothing (the first options stay). An unknown name
         is a ``ValueError``."""
+        check_text("Tracing.instrument", "library", library, optional=False)
         name = library_name(library)
         library_module(name)
         with _lock:
@@ -223,10 +226,36 @@ def init(
     tools").
 
     Calling ``init`` again while tracing is on returns the same handle and changes nothing but
-    the libraries ``instrument`` adds.
+    the libraries ``instrument`` adds. A wrong argument, on any call, is a ``TypeError`` or
+    ``ValueError`` naming it (``agenttrace.sdk.init_arguments``).
     """
     global _active
-    names = [instrument] if isinstance(instrument, str) else list(instrument)
+    names = check_init_arguments(
+        service_name=service_name,
+        endpoint=endpoint,
+        protocol=protocol,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        console=console,
+        console_stream=console_stream,
+        max_payload_bytes=max_payload_bytes,
+        sessions_dir=sessions_dir,
+        billing_file=billing_file,
+        shutdown_timeout=shutdown_timeout,
+        instrument=instrument,
+        tool_effects=tool_effects,
+        trusted_mcp_servers=trusted_mcp_servers,
+        flags={
+            "capture_content": capture_content,
+            "redacted_save": redacted_save,
+            "openinference": openinference,
+            "disabled": disabled,
+            "instrument_litellm": instrument_litellm,
+            "propagate_threads": propagate_threads,
+            "input_deltas": input_deltas,
+            "journal": journal,
+        },
+    )
     for name in names:  # a wrong name fails here, before anything is set up
         library_module(name)
     with _lock:
@@ -359,6 +388,9 @@ def on_optree(callback: Callable[[Node], None], min_interval: float = 0.25) -> C
     at most every ``min_interval`` seconds and always when the run ends (on agenttrace's
     background thread; treat the tree as read-only, and copy what you keep: the tree is released
     when the run ends). Returns the unsubscribe."""
+    if callback is None or not callable(callback):
+        refuse("agenttrace.on_optree", "callback", callback, "a callable of the root node")
+    check_number("agenttrace.on_optree", "min_interval", min_interval, least=0, optional=False)
     handle = _active
     if handle is None or handle.processor is None:
         return lambda: None

@@ -9,6 +9,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agenttrace._internal.checks import (
+    check_callable,
+    check_choice,
+    check_flag,
+    check_mapping,
+    check_path,
+)
 from agenttrace._internal.runtime import runtime
 from agenttrace.formats.session.files import (
     SessionFileError,
@@ -21,8 +28,8 @@ from agenttrace.formats.session.rebuilt import mark_interrupted
 from agenttrace.formats.session.unfinished import without_unfinished
 from agenttrace.model import events as ev
 from agenttrace.model.journal import Journal
-from agenttrace.model.reentry import arm_reentry, check_policy
-from agenttrace.model.unanswered import UnansweredPolicy, close_unanswered_calls
+from agenttrace.model.reentry import InDoubtAction, arm_reentry, check_policy
+from agenttrace.model.unanswered import POLICIES, UnansweredPolicy, close_unanswered_calls
 from agenttrace.session.leases import file_session_id
 from agenttrace.session.leases import hold as hold_lease
 from agenttrace.session.leases import take as take_lease
@@ -71,7 +78,10 @@ def resume(
     whose files in the sessions directory could not be written safely (a symlink there under
     its file name that leads out of the directory).
     """
-    checked_policy = check_policy(policy)
+    api = "agenttrace.resume"
+    check_path(api, "path_or_id", path_or_id, optional=False)
+    check_path(api, "sessions_dir", sessions_dir)
+    checked_policy = _check_options(api, unanswered_tool_calls, force, reenter, policy)
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
     path = find_session(str(path_or_id), directory)
     # Held while the files are read, so that what is read is what the last holder left.
@@ -129,6 +139,22 @@ def resume(
     return session
 
 
+def _check_options(
+    api: str,
+    unanswered_tool_calls: object,
+    force: object,
+    reenter: object,
+    policy: Mapping[str, str] | None,
+) -> dict[str, InDoubtAction]:
+    """Refuse a wrong option of ``resume`` or ``load_session`` now, before a lease is taken or a
+    file read; returns the policy checked (``check_policy``)."""
+    check_choice(api, "unanswered_tool_calls", unanswered_tool_calls, POLICIES)
+    check_flag(api, "force", force, optional=False)
+    check_flag(api, "reenter", reenter, optional=False)
+    check_mapping(api, "policy", policy, "a mapping of effect classes to what to do")
+    return check_policy(policy)
+
+
 def _written_directory() -> Path | None:
     """Where a resumed session will be written: init's sessions directory (``None`` before
     ``init``: nothing is written)."""
@@ -178,6 +204,10 @@ def load_session(
     agent objects (each factory result gets its sub-agents in ``.subagents`` by name, when it
     has that attribute); without it the root is an :class:`AgentRecord`.
     """
+    api = "agenttrace.load_session"
+    check_path(api, "session_file", session_file, optional=False)
+    check_callable(api, "agent_factory", agent_factory, "a callable of (record, session)")
+    _check_options(api, unanswered_tool_calls, force, reenter, policy)
     directory = runtime.settings.sessions_dir
     found = find_or_name_session(str(session_file), directory)
     starting = None

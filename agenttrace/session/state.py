@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agenttrace._internal.checks import check_text, refuse
 from agenttrace._internal.context import Linkable, current_linkable
 from agenttrace._internal.runtime import runtime
 from agenttrace._internal.times import event_ts
@@ -609,6 +610,8 @@ def current_session() -> Session:
 
 def use_session(session: Session | None) -> None:
     """Make ``session`` the current one for the rest of the process (``None``: a new one later)."""
+    if session is not None and not isinstance(session, Session):
+        refuse("agenttrace.use_session", "session", session, "an agenttrace.Session or None")
     global _default
     with _default_lock:
         _default = session
@@ -616,7 +619,9 @@ def use_session(session: Session | None) -> None:
 
 
 def new_session(session_id: str | None = None) -> Session:
-    """Start a new session and make it current."""
+    """Start a new session and make it current; ``session_id``, if given, names its files
+    (a plain file name stem: else :class:`SessionFileError`)."""
+    check_text("agenttrace.new_session", "session_id", session_id)
     session = Session(session_id)
     use_session(session)
     return session

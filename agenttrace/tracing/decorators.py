@@ -26,7 +26,17 @@ from typing import Any, Generic, TypeVar, overload
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.checks import (
+    check_attribute_value,
+    check_callable,
+    check_decorated,
+    check_mapping,
+    check_naming,
+    check_text,
+    refuse,
+    shown,
+)
+from agenttrace._internal.errors import report_internal_error, report_misuse
 from agenttrace._internal.runtime import runtime
 from agenttrace.model.journal import EFFECTS
 from agenttrace.tracing.agents import owner_agent_id, str_attribute
@@ -90,10 +100,20 @@ class _Spec(Generic[S]):
     """A decorator and context manager that opens one kind of scope."""
 
     where = "span"
+    api = "agenttrace"
+    """How the user spelled the decorator (``agenttrace.tool``), for the error a misuse raises."""
+    instrument: str | None = None
+    """The ``agenttrace.instrument_*`` call that does for a class what this does for a
+    method: what a class given to the decorator is told to use instead."""
+    kind = ""
+    """The kind of scope it opens (``semconv``'s ``KIND_*``), for its with-block's handle."""
     ok_exceptions: tuple[type[BaseException], ...] = ()
 
     # -- decorator ------------------------------------------------------------------------------
     def __call__(self, fn: F) -> F:
+        # Here, not at the first call: a class, a property or a name wrapped as a function
+        # would fail inside the wrapper, reported as agenttrace's own error.
+        check_decorated(self.api, fn, self.instrument)
         if isinstance(fn, (staticmethod, classmethod)):
             # Decorating above @staticmethod/@classmethod: wrap the function, keep the kind.
             return type(fn)(self(fn.__func__))
@@ -146,7 +166,7 @@ class _Spec(Generic[S]):
                 report_internal_error(self.where, exc)
         if refused is not None:
             raise refused
-        handle = Handle(scope)
+        handle = Handle(scope, self.kind)
         _entries.set((*_entries.get(), (self, scope, tokens, handle)))
         return handle
 
@@ -190,10 +210,15 @@ class _Spec(Generic[S]):
 class Handle:
     """What ``with agenttrace.tool(...) as call`` gives: record results on the open span."""
 
-    __slots__ = ("_result", "_scope")
+    __slots__ = ("_kind", "_result", "_scope")
 
-    def __init__(self, scope: Scope | None) -> None:
+    def __init__(self, scope: Scope | None, kind: str = "") -> None:
         self._scope = scope
+        if not kind and isinstance(scope, OpScope):
+            kind = scope.kind
+        self._kind = kind
+        """What the block is (``semconv``'s ``KIND_*``): known with agenttrace disabled too, so
+        a misused handle is refused whether or not anything is recorded."""
         self._result: Any = NO_RESULT
         """What the block produced (``set_result``/``record_response``), logged at its end."""
 
@@ -203,24 +228,52 @@ class Handle:
         return self._scope.label if self._scope is not None else None
 
     def set_attribute(self, key: str, value: AttributeValue) -> None:
-        """Add an attribute to the span."""
+        """Add an attribute to the span: ``key`` a non-empty string, ``value`` a str, bool,
+        int or float, or a list of them (as OpenTelemetry takes)."""
+        check_text("Handle.set_attribute", "key", key, optional=False)
+        check_attribute_value("Handle.set_attribute", "value", value)
         if self._scope is not None:
             self._scope.set_attribute(key, value)
 
     def set_result(self, result: Any) -> None:
         """A tool's result: when the block ends without an exception it is logged exactly as a
         decorated tool's return value (span attributes, saved state, and the calling agent's
-        ``tool`` transcript entry when an LLM asked for the call). The last one set counts."""
+        ``tool`` transcript entry when an LLM asked for the call). The last one set counts.
+        Only a tool's block takes one (an ``llm`` block's response goes to
+        :meth:`record_response`)."""
+        if self._kind != sc.KIND_TOOL:
+            raise TypeError(
+                self._misused("set_result", "a tool's result, in with agenttrace.tool(...)")
+            )
         scope = self._scope
         if isinstance(scope, OpScope) and scope.kind != sc.KIND_LLM:
             self._result = result
 
     def record_response(self, response: Any) -> None:
         """An LLM response on an ``llm`` span: logged at the block's end exactly as a decorated
-        function's return value (tokens, finish reasons, output, the assistant entry)."""
+        function's return value (tokens, finish reasons, output, the assistant entry). Only an
+        ``llm`` block takes one (a tool's result goes to :meth:`set_result`)."""
+        if self._kind != sc.KIND_LLM:
+            raise TypeError(
+                self._misused("record_response", "an LLM response, in with agenttrace.llm(...)")
+            )
         scope = self._scope
         if isinstance(scope, OpScope) and scope.kind == sc.KIND_LLM:
             self._result = response
+
+    def _misused(self, method: str, takes: str) -> str:
+        """What a ``method`` called on the handle of a block that does not take it raises."""
+        block = _BLOCKS.get(self._kind, "a block agenttrace did not open")
+        return f"Handle.{method} takes {takes}; this is the handle of {block}"
+
+
+_BLOCKS = {
+    sc.KIND_SESSION: "with agenttrace.agent(...) (or run)",
+    sc.KIND_TURN: "with agenttrace.turn()",
+    sc.KIND_LLM: "with agenttrace.llm(...)",
+    sc.KIND_TOOL: "with agenttrace.tool(...)",
+}
+"""Each kind of with-block, as the user wrote it."""
 
 
 # --- agent runs ----------------------------------------------------------------------------
@@ -228,6 +281,8 @@ class Handle:
 
 class _AgentSpec(_Spec[SessionScope]):
     where = "agent span"
+    instrument = "instrument_agent"
+    kind = sc.KIND_SESSION
 
     def __init__(
         self,
@@ -239,10 +294,15 @@ class _AgentSpec(_Spec[SessionScope]):
         method: bool | Binding = False,
         default_name: str | None = None,
         role: str | None = None,
+        api: str = "agenttrace.agent",
     ) -> None:
         super().__init__()
-        self.name, self.agent_id, self.model, self.ingress = name, agent_id, model, ingress
-        self.ok_exceptions = _exception_types(ok_exceptions)
+        self.api = api
+        self.name = check_naming(api, "name", name)
+        self.agent_id = check_naming(api, "agent_id", agent_id)
+        self.model = check_naming(api, "model", model)
+        self.ingress = check_mapping(api, "ingress", ingress, "a mapping (source and details)")
+        self.ok_exceptions = _exception_types(ok_exceptions, api)
         self.binding = _binding(method)
         """Which calls are method calls, whose first argument is the agent object."""
         self.default_name = default_name
@@ -257,8 +317,9 @@ class _AgentSpec(_Spec[SessionScope]):
             self.ingress,
             self.ok_exceptions,
             binding_of(fn),
-            fn.__name__,
+            _function_name(fn),
             self.role,
+            self.api,
         )
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> SessionScope | None:
@@ -344,9 +405,12 @@ def agent(
     ``agent_type``, which is otherwise ``architect`` for a root agent and ``developer`` for a
     sub-agent).
     """
+    api = "agenttrace.agent"
     if _decorated(fn_or_name):
-        return _AgentSpec(name, agent_id, model, ingress, ok_exceptions, role=role)(fn_or_name)
-    return _AgentSpec(fn_or_name or name, agent_id, model, ingress, ok_exceptions, role=role)
+        spec = _AgentSpec(name, agent_id, model, ingress, ok_exceptions, role=role, api=api)
+        return spec(fn_or_name)
+    name = _one_name(api, fn_or_name, name)
+    return _AgentSpec(name, agent_id, model, ingress, ok_exceptions, role=role, api=api)
 
 
 def run(
@@ -368,15 +432,17 @@ def run(
     for its name when none is given: a decorated function's name, and for a with-block the
     service name, as an implicit run's.
     """
+    api = "agenttrace.run"
     if _decorated(fn_or_name):
-        return _AgentSpec(name, agent_id, model, ingress, ok_exceptions)(fn_or_name)
+        return _AgentSpec(name, agent_id, model, ingress, ok_exceptions, api=api)(fn_or_name)
     return _AgentSpec(
-        fn_or_name or name,
+        _one_name(api, fn_or_name, name),
         agent_id,
         model,
         ingress,
         ok_exceptions,
         default_name=runtime.settings.service_name,
+        api=api,
     )
 
 
@@ -385,6 +451,8 @@ def run(
 
 class _TurnSpec(_Spec[TurnScope]):
     where = "turn span"
+    api = "agenttrace.turn"
+    kind = sc.KIND_TURN
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TurnScope:
         return start_turn()
@@ -396,7 +464,14 @@ def turn(fn: Any = None, /) -> Any:
     Without explicit turns agenttrace opens them itself: each LLM call directly in an agent run
     starts the next turn, and the tool calls after it belong to that turn.
     """
-    if _decorated(fn):
+    if fn is not None:
+        if not _decorated(fn):  # ``turn("plan")``: a turn has no name, its index says which
+            refuse(
+                "agenttrace.turn",
+                "its argument",
+                fn,
+                "a function to decorate (a turn takes no name)",
+            )
         return _TurnSpec()(fn)
     return _TurnSpec()
 
@@ -406,6 +481,9 @@ def turn(fn: Any = None, /) -> Any:
 
 class _ToolSpec(_Spec[OpScope]):
     where = "tool span"
+    api = "agenttrace.tool"
+    instrument = "instrument_tool"
+    kind = sc.KIND_TOOL
 
     def __init__(
         self,
@@ -422,20 +500,32 @@ class _ToolSpec(_Spec[OpScope]):
         effect: Effects = "effect",
         provider: str | None = None,
         verify: Callable[..., Any] | None = None,
+        api: str | None = None,
     ) -> None:
         super().__init__()
-        self.name = name
+        if api is not None:
+            self.api = api
+        api = self.api
+        self.name = check_naming(api, "name", name)
         self.category = _category(category)
         self.effect = effect if callable(effect) else check_effect(effect)
         """Its effect class (docs/journal.md): what a resume may do again; a callable of the
         instance and the tool's name gives each call's (a framework's tools)."""
-        if verify is not None and not callable(verify):
-            raise TypeError(f"verify must be a callable, not {verify!r}")
-        self.verify = verify
+        self.verify = check_callable(
+            api, "verify", verify, "a callable of the call's arguments that returns a Verdict"
+        )
         """Asked, on a re-entry, whether a call in doubt happened (returns a ``Verdict``)."""
         self.provider = _provider(provider)
+        if not (arguments is None or isinstance(arguments, Mapping) or callable(arguments)):
+            refuse(
+                api,
+                "arguments",
+                arguments,
+                "a mapping of argument names to values, or a callable of the call's arguments "
+                "that returns one",
+            )
         self.arguments = arguments
-        self.ok_exceptions = _exception_types(ok_exceptions)
+        self.ok_exceptions = _exception_types(ok_exceptions, api)
         self.params = params
         """The names of the positional parameters, the instance's (``self``) first on a method."""
         self.rest = rest
@@ -455,11 +545,12 @@ class _ToolSpec(_Spec[OpScope]):
             params=params,
             rest=rest,
             method=binding_of(fn),
-            default_name=fn.__name__,
+            default_name=_function_name(fn),
             category=self.category,
             effect=self.effect,
             provider=self.provider,
             verify=self.verify,
+            api=self.api,
         )
 
     def body(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -520,7 +611,9 @@ class _ToolSpec(_Spec[OpScope]):
         if isinstance(given, Mapping):
             return given
         if given is not None:
-            return given(*args, **kwargs)
+            chosen = self._chosen_arguments(given, args, kwargs)
+            if chosen is not None:
+                return chosen
         params = self.params
         if bound:
             args, params = args[1:], params[1:]
@@ -530,6 +623,26 @@ class _ToolSpec(_Spec[OpScope]):
         if kwargs:
             arguments.update(kwargs)
         return arguments
+
+    def _chosen_arguments(
+        self, given: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Mapping[str, Any] | None:
+        """What the ``arguments`` callable returns for this call; ``None`` (the call's own
+        arguments are recorded) when it fails or returns no mapping, which is reported: it runs
+        inside the user's call, where raising would stop a call agenttrace only observes."""
+        try:
+            chosen = given(*args, **kwargs)
+        except Exception as exc:
+            report_internal_error(self.where, exc)
+            return None
+        if isinstance(chosen, Mapping):
+            return chosen
+        mistake = TypeError(
+            f"{self.api}: the arguments callable must return a mapping of argument names to "
+            f"values, not {shown(chosen)}; the call's own arguments are recorded"
+        )
+        report_misuse(self.where, mistake)
+        return None
 
     def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
         error, passed = self._outcome(error)
@@ -622,7 +735,7 @@ def tool(
     ``providerLabel`` (``agenttrace.tool.provider`` on the span), else the tool's name.
     """
     spec = _ToolSpec(
-        name if _decorated(fn_or_name) else fn_or_name or name,
+        name if _decorated(fn_or_name) else _one_name("agenttrace.tool", fn_or_name, name),
         arguments,
         ok_exceptions,
         category=category,
@@ -638,11 +751,13 @@ def tool(
 
 class _LLMSpec(_Spec[OpScope]):
     where = "llm span"
+    api = "agenttrace.llm"
+    kind = sc.KIND_LLM
 
     def __init__(self, model: str | None, provider: str | None, replayable: bool = False) -> None:
         super().__init__()
-        self.model = model
-        self.provider = provider
+        self.model = check_text(self.api, "model", model)
+        self.provider = check_text(self.api, "provider", provider)
         self.replayable = replayable
         """Its calls are answered from the journal in a re-entered run (a decorated
         function's); a ``with`` block's body runs whatever the journal holds, so its calls are
@@ -715,7 +830,7 @@ def llm(
     """
     if _decorated(fn_or_model):
         return _LLMSpec(model, provider)(fn_or_model)
-    return _LLMSpec(fn_or_model or model, provider)
+    return _LLMSpec(_one_name("agenttrace.llm", fn_or_model, model, "model"), provider)
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -728,6 +843,8 @@ AGENT_ROLES = ("architect", "developer", "reviewer")
 def _role(role: str | None) -> str | None:
     """``role`` if it is one of :data:`AGENT_ROLES`; a ``ValueError`` at decoration time
     otherwise (a typo would silently give an invalid document much later)."""
+    if role is not None and not isinstance(role, str):
+        refuse("agenttrace.agent", "role", role, f"one of {', '.join(AGENT_ROLES)}")
     if role is not None and role not in AGENT_ROLES:
         raise ValueError(f"role {role!r} is not one of {', '.join(AGENT_ROLES)}")
     return role
@@ -745,10 +862,28 @@ def _category(category: str | None) -> str | None:
     return category
 
 
+def _one_name(api: str, positional: Any, keyword: Any, parameter: str = "name") -> Any:
+    """The name given first positionally or as ``name=``; both at once is a mistake (one of
+    them would be silently dropped)."""
+    if positional is not None and keyword is not None:
+        raise TypeError(
+            f"{api}: {parameter} given twice, as {positional!r} and as {parameter}={keyword!r}"
+        )
+    return keyword if positional is None else positional
+
+
+def _function_name(fn: Callable[..., Any]) -> str:
+    """What a decorated callable is called by default: its ``__name__``, or its class's for a
+    callable object or a ``functools.partial``, which have none."""
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) and name else type(fn).__name__
+
+
 def _decorated(value: Any) -> bool:
     """Whether a decorator got the function to wrap (bare ``@agent``), not a name: a callable,
     or a classmethod or staticmethod object, which ``@agent`` above ``@classmethod`` gets."""
-    return callable(value) or isinstance(value, (staticmethod, classmethod))
+    # A property too: not a name, but a getter wrapped the wrong way round, refused as such.
+    return callable(value) or isinstance(value, (staticmethod, classmethod, property))
 
 
 def _binding(method: bool | Binding) -> Binding:
@@ -791,10 +926,15 @@ def _resolve(value: Naming, owner: object, where: str) -> str | None:
     return resolved if isinstance(resolved, str) and resolved else None
 
 
-def _exception_types(value: OkExceptions) -> tuple[type[BaseException], ...]:
+def _exception_types(
+    value: OkExceptions, api: str = "agenttrace.agent"
+) -> tuple[type[BaseException], ...]:
     """``ok_exceptions`` as a tuple of exception classes (checked now, not at the first call)."""
     types = value if isinstance(value, tuple) else (value,)
     for kind in types:
         if not (isinstance(kind, type) and issubclass(kind, BaseException)):
-            raise TypeError(f"ok_exceptions takes exception classes, not {kind!r}")
+            raise TypeError(
+                f"{api}: ok_exceptions takes exception classes (or a tuple of them), "
+                f"not {shown(kind)}"
+            )
     return types

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from agenttrace._internal.checks import refuse
 from agenttrace.tracing.decorators import (
     Effects,
     Naming,
@@ -82,8 +83,17 @@ def instrument_agent(
     keeps the run open until it is exhausted, closed, or fails. ``role``: as for
     ``@agenttrace.agent``.
     """
-    spec = _AgentSpec(name, agent_id, model, ingress, ok_exceptions, method=True, role=role)
-    for attribute in _names(run):
+    spec = _AgentSpec(
+        name,
+        agent_id,
+        model,
+        ingress,
+        ok_exceptions,
+        method=True,
+        role=role,
+        api="agenttrace.instrument_agent",
+    )
+    for attribute in _names(run, "agenttrace.instrument_agent", "run"):
         _patch(cls, attribute, "agent", lambda fn: spec)
     return cls
 
@@ -116,6 +126,18 @@ def instrument_tool(
     ``effect`` may also be a callable of the instance and the tool's name, for tools whose
     classes differ by instance.
     """
+    # The options are checked now, before any method is patched: a mistake leaves the class as
+    # it was.
+    _ToolSpec(
+        name,
+        arguments,
+        ok_exceptions,
+        category=category,
+        effect=effect,
+        provider=provider,
+        verify=verify,
+        api="agenttrace.instrument_tool",
+    )
 
     def spec(fn: Callable[..., Any]) -> _ToolSpec:
         params, rest = positional_parameters(fn)
@@ -131,9 +153,10 @@ def instrument_tool(
             effect=effect,
             provider=provider,
             verify=verify,
+            api="agenttrace.instrument_tool",
         )
 
-    for attribute in _names(call):
+    for attribute in _names(call, "agenttrace.instrument_tool", "call"):
         _patch(cls, attribute, "tool", spec)
     return cls
 
@@ -153,16 +176,22 @@ def instrument_method(
     module's rules; returns ``cls``. For instrumentations whose scopes need more than
     :func:`instrument_agent` and :func:`instrument_tool` take (a spec of their own); ``kind``
     says whether :func:`uninstrument_agent` or :func:`uninstrument_tool` undoes it."""
-    for attribute in _names(method):
+    for attribute in _names(method, "instrument_method", "method"):
         _patch(cls, attribute, kind, opener)
     return cls
 
 
-def _names(value: str | Iterable[str]) -> tuple[str, ...]:
-    names = (value,) if isinstance(value, str) else tuple(value)
+def _names(value: str | Iterable[str], api: str, parameter: str) -> tuple[str, ...]:
+    """``value``, one method name or several, as a tuple; anything else is refused."""
+    if isinstance(value, str):
+        names: tuple[object, ...] = (value,)
+    elif isinstance(value, Iterable) and not isinstance(value, Mapping):
+        names = tuple(value)
+    else:
+        names = ()
     if not names or not all(isinstance(n, str) and n for n in names):
-        raise TypeError(f"expected a method name or a list of them, not {value!r}")
-    return names
+        refuse(api, parameter, value, "a method name or a list of them")
+    return names  # type: ignore[return-value]
 
 
 def _patch(
@@ -201,9 +230,13 @@ def _original(method: Any) -> Any:
 
 
 def _unpatch(cls: type, kind: Kind, names: str | Iterable[str] | None) -> None:
+    if not isinstance(cls, type):
+        refuse(f"agenttrace.uninstrument_{kind}", "cls", cls, "a class")
     with _lock:
         patches = _patches.get(cls, {})
-        wanted = _names(names) if names is not None else tuple(patches)
+        parameter = "run" if kind == "agent" else "call"
+        api = f"agenttrace.uninstrument_{kind}"
+        wanted = _names(names, api, parameter) if names is not None else tuple(patches)
         for attribute in wanted:
             patch = patches.get(attribute)
             if patch is not None and patch.kind == kind:

@@ -13,6 +13,7 @@ from typing import Any
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
+from agenttrace._internal.checks import refuse
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
@@ -25,20 +26,18 @@ from agenttrace.tracing.scopes import Scope, current_scope
 def log(level: str, message: str, **details: Any) -> None:
     """Attach a log line to the current agenttrace span (op, turn or agent run).
 
-    ``level`` is one of ``VRB WRN ERR TRC THK FIN`` (anything else is reported once and logged
-    as ``VRB``); the message is capped and redacted, ``details`` are recorded as JSON (redacted,
-    capped). WRN and ERR lines also go to the console at once. Outside any agenttrace span, or
-    with agenttrace disabled, this does nothing.
+    ``level`` is one of ``VRB WRN ERR TRC THK FIN`` (in any case), and ``message`` a string:
+    anything else is a ``TypeError`` or ``ValueError`` here, with agenttrace disabled too. The
+    message is capped and redacted, ``details`` are recorded as JSON (redacted, capped). WRN and
+    ERR lines also go to the console at once. Outside any agenttrace span, or with agenttrace
+    disabled, this does nothing.
     """
+    level = _level(level)
+    if not isinstance(message, str):
+        refuse("agenttrace.log", "message", message, "a string")
     if runtime.disabled:
         return
     try:
-        level = str(level).upper()
-        if level not in sc.LEVELS:
-            report_internal_error(
-                "log", ValueError(f"log level must be one of {' '.join(sc.LEVELS)}, not {level!r}")
-            )
-            level = "VRB"
         cap = runtime.settings.max_payload_bytes
         attributes: dict[str, AttributeValue] = {
             sc.LOG_LEVEL: level,
@@ -51,8 +50,21 @@ def log(level: str, message: str, **details: Any) -> None:
         report_internal_error("log", exc)
 
 
+def _level(level: object) -> str:
+    """``level`` in capitals, if it is one of ``sc.LEVELS`` (a misspelt one would be lost)."""
+    if not isinstance(level, str):
+        refuse("agenttrace.log", "level", level, f"one of {' '.join(sc.LEVELS)}")
+    upper = level.upper()
+    if upper not in sc.LEVELS:
+        refuse("agenttrace.log", "level", level, f"one of {' '.join(sc.LEVELS)}", ValueError)
+    return upper
+
+
 def thinking(text: str) -> None:
-    """Record one chunk of the model's reasoning on the current span (a ``THK`` event)."""
+    """Record one chunk of the model's reasoning on the current span (a ``THK`` event);
+    ``text`` is a string (else a ``TypeError``)."""
+    if not isinstance(text, str):
+        refuse("agenttrace.thinking", "text", text, "a string")
     if runtime.disabled:
         return
     try:

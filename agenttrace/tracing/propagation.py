@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
+from agenttrace._internal.checks import refuse
 from agenttrace._internal.context import current_scope_var, implicit_run_open
 
 P = ParamSpec("P")
@@ -31,6 +32,8 @@ def bind_context(fn: Callable[P, R]) -> Callable[P, R]:
     ``pool.submit(agenttrace.bind_context(work), item)``: spans ``work`` opens nest under the op
     that submitted it.
     """
+    if not callable(fn):
+        refuse("agenttrace.bind_context", "fn", fn, "a callable")
     context = contextvars.copy_context()
 
     @functools.wraps(fn)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from agenttrace import semconv as sc
+from agenttrace._internal.checks import check_decorated, check_text, refuse
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
@@ -68,8 +69,14 @@ def agent_class(
     """Class decorator: creating an instance registers it as an agent (``allocate_agent_id`` +
     ``log_agent_created``, see docs/events.md). The attribute names say where the agent keeps
     its name, model and transcript; the instance gets its ``agent_id``."""
+    api = "agenttrace.agent_class"
+    for parameter, value in (("name", name), ("model", model), ("transcript", transcript)):
+        if not (isinstance(value, str) and value.isidentifier()):
+            refuse(api, parameter, value, "the name of an attribute of the instance")
 
     def decorate(klass: T) -> T:
+        if not isinstance(klass, type):  # a function: an agent run, not a class of agents
+            refuse(f"@{api}", "what it decorates", klass, "a class (a function: @agenttrace.agent)")
         original = klass.__init__  # type: ignore[misc]
 
         @functools.wraps(original)
@@ -103,8 +110,11 @@ def hears(fn: F | None = None, /, *, role: str = "user") -> Any:
     The entry's ``substance`` is the message id ``text`` carries; plain text that the running
     tool call got as an argument is first logged as a ``piece_of_text`` caused by that call.
     """
+    check_text("agenttrace.hears", "role", role, optional=False)
 
     def decorate(method: F) -> F:
+        check_decorated("agenttrace.hears", method)
+
         @functools.wraps(method)
         def wrapper(self: Any, text: Any, *args: Any, **kwargs: Any) -> Any:
             result = method(self, text, *args, **kwargs)
@@ -153,6 +163,8 @@ def _piece_for_argument(session: Session, text: str) -> str | None:
 def piece_of_text(content: str) -> LoggedString:
     """Log ``content`` as text the running tool call made for delivery to agents; deliver the
     returned ``LoggedString`` and each recipient's entry points to it as its ``substance``."""
+    if not isinstance(content, str):
+        refuse("agenttrace.piece_of_text", "content", content, "a string")
     scope = current_scope()
     session = session_for_new_agent()
     agent = scope.session.agent_id if scope is not None else None
