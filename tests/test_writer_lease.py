@@ -56,6 +56,8 @@ class Writer:
     session_id: str
     sessions: Path
     go: Path
+    worker: int | None = None
+    """The pid of the worker it forked (``fork=True``)."""
 
     @property
     def stream(self) -> Path:
@@ -82,8 +84,11 @@ def payments() -> Iterator[PaymentServer]:
 
 
 @contextmanager
-def writer_in_a_call(tmp_path: Path, payments: PaymentServer) -> Iterator[Writer]:
-    """A plain ``init()`` agent whose charge went through and is still running."""
+def writer_in_a_call(
+    tmp_path: Path, payments: PaymentServer, fork: bool = False
+) -> Iterator[Writer]:
+    """A plain ``init()`` agent whose charge went through and is still running (``fork``: it
+    forked a worker there, which the test kills)."""
     sessions = tmp_path / "sessions"
     ready, go = tmp_path / "ready", tmp_path / "go"
     os.mkfifo(ready)
@@ -93,6 +98,7 @@ def writer_in_a_call(tmp_path: Path, payments: PaymentServer) -> Iterator[Writer
         PAYMENTS_URL=payments.url,
         WRITER_AGENT_READY=str(ready),
         WRITER_AGENT_GO=str(go),
+        WRITER_AGENT_FORK="1" if fork else "0",
         PYTHONPATH=str(ROOT),
     )
     process = subprocess.Popen(
@@ -103,12 +109,16 @@ def writer_in_a_call(tmp_path: Path, payments: PaymentServer) -> Iterator[Writer
         stderr=subprocess.PIPE,
         text=True,
     )
+    worker = None
     try:
         with open(ready) as said:
-            pid, session_id = said.readline().split()
+            pid, session_id, *forked = said.readline().split()
         assert int(pid) == process.pid
-        yield Writer(process, session_id, sessions, go)
+        worker = int(forked[0]) if forked else None
+        yield Writer(process, session_id, sessions, go, worker)
     finally:
+        if worker is not None:
+            os.kill(worker, signal.SIGKILL)  # not our child: nothing to wait for
         if process.poll() is None:
             os.kill(process.pid, signal.SIGCONT)  # a stopped one too
             process.kill()
@@ -182,12 +192,16 @@ def test_a_plain_init_run_holds_its_session_until_it_ends(
 def test_a_killed_writers_session_is_resumed_and_its_call_re_entered(
     tmp_path: Path, payments: PaymentServer
 ) -> None:
-    with writer_in_a_call(tmp_path, payments) as writer:
+    """The writer had forked a worker inside its call: the worker, still alive, does not keep
+    the dead writer's lease."""
+    with writer_in_a_call(tmp_path, payments, fork=True) as writer:
         writer.process.send_signal(signal.SIGKILL)
         writer.process.wait()
-    assert writer.lease.exists()  # the dead holder's file: its lock went with it
-    resumed = cli(tmp_path, payments, "resume", str(writer.stream), "--agent", FACTORY)
-    assert resumed.returncode == 0, resumed.stderr
+        assert writer.worker is not None
+        os.kill(writer.worker, 0)  # alive
+        assert writer.lease.exists()  # the dead holder's file: its lock went with it
+        resumed = cli(tmp_path, payments, "resume", str(writer.stream), "--agent", FACTORY)
+        assert resumed.returncode == 0, resumed.stderr
     # The idempotent charge ran again with its key: the payment server made it once.
     assert "Answer: paid ch_1" in resumed.stdout
     assert len(payments.charges) == 1

@@ -11,12 +11,14 @@ prints ``paid ch_N`` once the run ended. ``rebuild`` is the factory ``agenttrace
 --agent tests.writer_agent:rebuild`` rebuilds the root with: without a prompt its
 ``response()`` runs the shop again (re-entering a killed run; its charge, sent again with the
 same idempotency key, is answered with the first one), with one it answers ``resumed``. Without
-the FIFOs in its environment (a resume) the charge does not wait."""
+the FIFOs in its environment (a resume) the charge does not wait. ``WRITER_AGENT_FORK=1``: the
+charge forks a worker that waits for a signal, and says its pid after the session id."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import urllib.request
 from pathlib import Path
@@ -37,8 +39,15 @@ def charge(amount: int) -> str:
         charged = json.loads(answer.read())
     ready = os.environ.get("WRITER_AGENT_READY")
     if ready:
+        forked = ""
+        if os.environ.get("WRITER_AGENT_FORK") == "1":  # a worker that outlives the agent
+            worker = os.fork()
+            if worker == 0:
+                while True:
+                    signal.pause()  # until the test kills it
+            forked = f" {worker}"
         with open(ready, "w") as said:
-            said.write(f"{os.getpid()} {agenttrace.current_session().session_id}\n")
+            said.write(f"{os.getpid()} {agenttrace.current_session().session_id}{forked}\n")
         with open(os.environ["WRITER_AGENT_GO"]) as go:
             go.readline()
     return str(charged["charge"])

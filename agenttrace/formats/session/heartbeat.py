@@ -15,6 +15,7 @@ own for the leases it does not hold (``agenttrace.formats.session.lease`` forget
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 import time
@@ -45,8 +46,12 @@ class Heartbeat:
     def __init__(self, beat: Callable[[], bool], interval: float = INTERVAL) -> None:
         self._beat = beat
         self._interval = interval
+        # Never held while ``beat`` runs: a lease dropped as it ends may let go of its file,
+        # which waits for the directory's lock, which a taker holds while it calls start().
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._started = False
+        """A lease was taken since the thread last looked: it must not stop."""
         if hasattr(os, "register_at_fork"):
             # A lock the parent's thread held at the fork would stay held in the child forever.
             os.register_at_fork(after_in_child=self._forked)
@@ -54,22 +59,30 @@ class Heartbeat:
     def start(self) -> None:
         """Make sure the thread runs (a lease was just taken)."""
         with self._lock:
+            self._started = True
             if self._thread is not None and self._thread.is_alive():
                 return
-            self._thread = threading.Thread(
+            thread = threading.Thread(
                 target=self._run, name="agenttrace-lease-heartbeat", daemon=True
             )
-            self._thread.start()
+            self._thread = thread
+            # In an empty context: the thread outlives whatever run took the lease, and must
+            # not carry (and keep alive) its context (agenttrace.instrumentation.threading).
+            contextvars.Context().run(thread.start)
 
     def _run(self) -> None:
         while True:
+            with self._lock:
+                self._started = False
             # A daemon thread's pace, not a wait for something to happen: nothing to wake.
             time.sleep(self._interval)
+            held = self._beat()
             with self._lock:
-                if not self._beat():
+                if not held and not self._started:
                     self._thread = None  # nothing held: the next lease starts a new one
                     return
 
     def _forked(self) -> None:
         self._lock = threading.Lock()
         self._thread = None
+        self._started = False
