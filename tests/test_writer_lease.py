@@ -145,6 +145,7 @@ def held_line(writer: Writer) -> str:
     )
 
 
+@pytest.mark.e2e  # whole programs in child processes
 def test_a_plain_init_run_holds_its_session_until_it_ends(
     tmp_path: Path, payments: PaymentServer
 ) -> None:
@@ -189,6 +190,7 @@ def test_a_plain_init_run_holds_its_session_until_it_ends(
     assert cli(tmp_path, payments, "doubts", str(writer.stream)).stdout == "no call in doubt\n"
 
 
+@pytest.mark.e2e  # whole programs in child processes
 def test_a_killed_writers_session_is_resumed_and_its_call_re_entered(
     tmp_path: Path, payments: PaymentServer
 ) -> None:
@@ -214,6 +216,7 @@ def stopped(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] in "Tt"
 
 
+@pytest.mark.e2e  # whole programs in child processes
 def test_a_stopped_writer_is_reported_as_hung_and_still_refuses(
     tmp_path: Path, payments: PaymentServer
 ) -> None:
