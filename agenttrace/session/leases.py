@@ -216,6 +216,8 @@ def _owner() -> str:
     program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     if program in ("-c", "-m"):  # ``python -c``: no program file to name
         return f"python {program}"
+    if program == "__main__.py":  # ``python -m package``: the package names it
+        return os.path.basename(os.path.dirname(sys.argv[0])) or program
     return program or "python"
 
 
