@@ -171,9 +171,11 @@ name.
 The root takes PROMPT through the agent interface of docs/responsibility.md: harken(PROMPT),
 then response(), whose result is the answer; either may be async.
 
-The resume holds the session's lease (SESSION.lease beside its files) until it ends: a second
-resume of the same session, from any process, fails at once with one line naming the holder. A
-lease whose holder died is taken over; --force takes it from a live holder or another host's.
+The resume holds the session's lease (SESSION.lease beside its files) until it ends, as every
+process that writes a session does (a program that records it with init() from its first
+record): while another process holds it, a resume fails at once with one line naming the holder
+(and saying it looks hung when it is alive but its heartbeat stopped). A lease whose holder died
+is taken over; --force takes it from a live holder that is stuck, or another host's.
 
 Without --prompt, the run a crash interrupted is re-entered (docs/journal.md): the agents are
 rebuilt as that run found them and the root's response() runs it again from its start; each
@@ -1026,7 +1028,7 @@ RESOLVE_HELP = """Decide what became of the in-doubt call at LABEL (a step label
 would have returned, as JSON or as text), --not-applied (it did not happen: a resume runs it),
 --retry (run it again whatever happened), or --abandon (a resume raises AbandonedToolCall from
 the call). The decision is journaled; the next resume applies it. Takes the session's lease:
-it fails while a resume holds it.
+it fails while a resume, or the program that records the session, holds it.
 """
 
 
@@ -1041,7 +1043,12 @@ it fails while a resume holds it.
 @click.option("--abandon", is_flag=True)
 @click.option("--evidence", help="Why you decided so (kept with the decision).")
 @click.option("--run", "run_id", help="The run, when several left a call in doubt at LABEL.")
-@click.option("--force", is_flag=True, help="Take the lease from another host's holder.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Take the session's lease from a process that is stuck, or that another host's lease "
+    "file names (only if that process no longer writes the session).",
+)
 @sessions_dir_option
 def resolve_(
     session: str,

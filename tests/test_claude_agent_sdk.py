@@ -318,8 +318,8 @@ def test_a_resumed_session_counts_on_from_its_totals_and_goes_on_in_the_same_age
     model.reset(Reply([text("Noted: blue.")], usage=usage(3, 4)))
     first = results(run(collect(query(prompt="My colour is blue.", options=options(model, work)))))
     (before,) = first
-    traced.handle.force_flush()
     ours = agenttrace.current_session().session_id
+    traced.handle.shutdown()  # this process lets the session go: another one may resume it
 
     # `agenttrace resume` hands the SDK session id back to the SDK (resume=), in a new process.
     model.reset(Reply([text("Your colour is blue.")], usage=usage(8, 5)))

@@ -184,7 +184,7 @@ def test_agenttrace_resume_continues_from_what_was_last_sent(
     from .test_cli import ok
 
     first = run_rewriter(llm)
-    traced.handle.force_flush()
+    traced.handle.shutdown()  # this process lets the session go: another one may resume it
     stream = stream_of(tmp_path)
     before = stream.read_bytes()
     llm.reset(Reply(content="With milk."))

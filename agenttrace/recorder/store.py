@@ -45,6 +45,7 @@ from agenttrace.model.lifecycle import Ended, EventLogged, Started
 from agenttrace.recorder.optree_builder import COMPACT_BYTES, OpTreeSink, RunTree, serialize
 from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, count
 from agenttrace.recorder.sink import Scheduler, Sink
+from agenttrace.session.leases import Taken, share, writing
 from agenttrace.session.state import Session
 
 logger = logging.getLogger("agenttrace")
@@ -107,12 +108,21 @@ class EventStreamSink(Sink):
     def attach(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
 
+    def _hold_lease(self, session: Session) -> None:
+        """Before the session's first line (its stream not open yet): hold its lease
+        (``agenttrace.session.leases.writing``: once per session, not per line). Outside this
+        sink's lock: taking the lease takes the leases' own lock, and a finalizer run meanwhile
+        (a session collected) may take this one."""
+        if session.session_id not in self._appenders:
+            writing(session, self.sessions_dir)
+
     def event_logged(self, record: EventLogged) -> None:
         session: Session = record.session
         session_id = session.session_id
         line = record.line
         if self.redacted:
             line = scrub_json_text(line.decode()).encode()
+        self._hold_lease(session)
         with self._lock:
             if record.more:  # the rest of its write is still to come
                 self._groups.setdefault(session_id, []).append(line)
@@ -128,6 +138,7 @@ class EventStreamSink(Sink):
         """A step-journal line, one ``write``, now (before the step's body runs)."""
         if self.redacted:
             line = scrub_json_text(line.decode()).encode()
+        self._hold_lease(session)
         with self._lock:
             self._write(session, line, 0)
 
@@ -153,6 +164,7 @@ class EventStreamSink(Sink):
             self._write_lines(session, lines)  # type: ignore[arg-type]
 
     def _write_lines(self, session: Session, lines: list[bytes]) -> None:
+        self._hold_lease(session)
         with self._lock:
             self._write(session, b"".join(lines), 0)  # no event: warnings count events
 
@@ -428,6 +440,7 @@ class _SessionState:
         "journal_lock",
         "journal_raw",
         "journal_tail",
+        "lease",
         "live",
         "meta",
         "next_allowed",
@@ -480,6 +493,8 @@ class _SessionState:
         self.released = False
         """The session object is gone: no more runs or events will come."""
         self.next_allowed = 0.0
+        self.lease: Taken | None = None
+        """Its share of the session's lease, kept until its last snapshot is written."""
 
     def add_event(self, line: bytes, redacted: bool) -> None:
         if redacted:
@@ -570,9 +585,15 @@ class SessionFileSink(Sink):
         state = self._states.get(session.session_id)
         if state is not None and state.owner() is session:
             return state
-        if state is not None and state.dirty:
-            self.write(state.session_id)  # another object of the same id replaces it
+        if state is not None:
+            if state.dirty:
+                self.write(state.session_id)  # another object of the same id replaces it
+            if state.lease is not None:
+                state.lease.give_back()
+                state.lease = None
         state = _SessionState(session, self.optree.spool_for(session), self.redacted)
+        if writing(session, self.sessions_dir):  # a run with no event yet: its first record
+            state.lease = share(session, self.sessions_dir)
         weakref.finalize(session, state.release).atexit = False
         with self._creating:
             for line in self._pending.pop(session.session_id, ()):
@@ -774,6 +795,9 @@ class SessionFileSink(Sink):
                 if state.released and not state.dirty and not state.live and not state.scheduled:
                     del self._states[session_id]
                     state.spool.close()
+                    if state.lease is not None:  # its last snapshot is written
+                        state.lease.give_back()
+                        state.lease = None
 
 
 def _last_index(runs: list[list[Piece] | RunTree], run: RunTree) -> int | None:

@@ -1,11 +1,15 @@
-"""The lease a resumed session holds while this process records it (docs/journal.md, "Leases").
+"""The lease a session holds while this process records it (docs/journal.md, "Leases").
 
-``resume`` (the API and ``agenttrace resume``) takes the session's lease beside the files it
-resumes from and, if it is written elsewhere (``init(sessions_dir=...)``), there too, so that
-two processes never continue the same session at once: the second one fails at once with
-:class:`~agenttrace.formats.session.lease.LeaseHeld`. The lease is held for as long as
-the session can be recorded: until ``shutdown()``, the process's end, or the moment nothing
-refers to the session any more (nothing can write to it then).
+Every process that writes a session's files holds its lease, however the session began:
+``resume`` (the API and ``agenttrace resume``) takes it beside the files it resumes from and, if
+it is written elsewhere (``init(sessions_dir=...)``), there too, before it reads them; a session
+a plain ``init()`` program records takes it where it is written at its first record
+(:func:`writing`, called by the recorder's sinks once per session, not per record: a program
+that records nothing holds none). So a process never continues a session another one is still
+writing: it fails at once with :class:`~agenttrace.formats.session.lease.LeaseHeld`. The lease
+is held for as long as the session can be recorded: until ``shutdown()``, the process's end, or
+the moment nothing refers to the session any more (nothing can write to it then) and its last
+snapshot is written (:func:`share`).
 
 Within one process a session resumed again takes over the lease its earlier ``Session`` held
 (one process writes its files in order, whichever object it records through): the lease is let
@@ -15,7 +19,9 @@ go when the last of them goes.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
+import logging
 import os
 import sys
 import threading
@@ -29,7 +35,9 @@ from agenttrace.formats.session.files import (
     SessionFileError,
     check_session_id,
 )
-from agenttrace.formats.session.lease import Lease, LeaseError, acquire, lease_path
+from agenttrace.formats.session.lease import Lease, LeaseError, LeaseHeld, acquire, lease_path
+
+logger = logging.getLogger("agenttrace")
 
 
 class _Holding:
@@ -110,6 +118,61 @@ def hold(session: Any, *directories: Path, force: bool = False, required: int = 
     weakref.finalize(session, taken.give_back).atexit = False
 
 
+_refused: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Sessions whose lease a writer could not take: not tried again (once per session)."""
+
+
+def writing(session: Any, directory: Path) -> bool:
+    """Before this process first writes ``session``'s files in ``directory``: make sure it
+    holds the session's lease there, taking it if not (held then as :func:`hold` holds it, and
+    the session's journal lines carry its token). Whether it holds it.
+
+    A lease another process holds is not taken: instrumentation never stops the program it
+    traces, so the session is still written, and one warning names the holder (none in a
+    forked child, whose parent holds it). A directory that takes no lease file (it takes no
+    session file either: the store says so) is not tried again for the session either."""
+    directory = directory.absolute()
+    lease = getattr(session, "lease", None)
+    if isinstance(lease, Lease) and lease.held and lease.path.parent == directory:
+        return True
+    if session in _refused:
+        return False
+    with contextlib.suppress(OSError):  # else the lease says where and why
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        taken = take(session.session_id, directory)
+    except LeaseError as exc:
+        _refused.add(session)
+        if isinstance(exc, LeaseHeld) and not _held_by_parent(exc):
+            logger.warning(
+                "agenttrace: session %s is written by another process too: %s",
+                session.session_id,
+                exc,
+            )
+        return False
+    session.lease = taken.lease
+    weakref.finalize(session, taken.give_back).atexit = False
+    return True
+
+
+def _held_by_parent(refusal: LeaseHeld) -> bool:
+    """Whether the holder is this process's parent (a forked child writing its session)."""
+    return refusal.holder is not None and refusal.holder.pid == os.getppid()
+
+
+def share(session: Any, directory: Path) -> Taken | None:
+    """One more user of the lease ``session`` holds in ``directory`` (``None``: it holds
+    none there), until :meth:`Taken.give_back`: the session file's writer keeps the lease until
+    its last snapshot is written, which may be after the session object is gone."""
+    path = lease_path(directory.absolute(), session.session_id)
+    with _lock:
+        holding = _held.get(path)
+        if holding is None or not holding.lease.held:
+            return None
+        holding.users += 1
+        return Taken([(path, holding)])
+
+
 def file_session_id(path: Path) -> str | None:
     """The session id the name of a session's file gives (``abc`` for ``abc.events.jsonl`` or
     ``abc.json.gz``), if it is one: a resume takes its lease before it reads the file."""
@@ -151,6 +214,10 @@ def _let_go(path: Path, holding: _Holding) -> None:
 def _owner() -> str:
     """Who holds the lease, for the one line a second taker gets: the program's name."""
     program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if program in ("-c", "-m"):  # ``python -c``: no program file to name
+        return f"python {program}"
+    if program == "__main__.py":  # ``python -m package``: the package names it
+        return os.path.basename(os.path.dirname(sys.argv[0])) or program
     return program or "python"
 
 

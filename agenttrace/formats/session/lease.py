@@ -22,6 +22,10 @@ a random token (which the holder's journal lines carry) and since when. So:
 
 A forked child closes its copy of the descriptor (the lock stays with the parent): a worker the
 holder forked must not keep the lease once the holder is gone.
+
+While it holds a lease, the holder touches its file every few seconds (``heartbeat``): a taker
+that finds it locked but long untouched says the holder looks hung (stopped, or stuck), and
+still refuses without ``force``.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from agenttrace.formats.safe_open import open_regular
+from agenttrace.formats.session import heartbeat
 
 LEASE_SUFFIX = ".lease"
 MAX_LEASE_BYTES = 4096
@@ -54,7 +59,23 @@ class LeaseError(RuntimeError):
 
 
 class LeaseHeld(LeaseError):
-    """Another process holds the session's lease; the message is one line saying which."""
+    """Another process holds the session's lease; the message is one line saying which.
+
+    ``holder``: who, as the lease file says (``None``: it could not be read); ``silent_for``:
+    the seconds since a live holder's last heartbeat, when that is long enough for it to look
+    hung (``None``: it beats, or the lease is another host's)."""
+
+    def __init__(
+        self, message: str, holder: Holder | None = None, silent_for: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.holder = holder
+        self.silent_for = silent_for
+
+    @property
+    def hung(self) -> bool:
+        """Whether the holder is alive but has not beaten for ``heartbeat.STALE_AFTER`` s."""
+        return self.silent_for is not None
 
 
 @dataclass(frozen=True)
@@ -78,11 +99,15 @@ class Lease:
         self.path = path
         self.holder = holder
         self._fd: int | None = fd
+        # Taken by the heartbeat around its touch and by release around the close: a touch
+        # never lands on a descriptor number closed and reused meanwhile for another file.
+        self._lock = threading.Lock()
         # Closing the descriptor drops the lock: on release, or when the lease is dropped (not
         # for release itself: a finalizer does nothing once the interpreter is exiting).
         self._dropped = weakref.finalize(self, _let_go, path, fd)
         self._dropped.atexit = False  # the process's end drops the lock anyway
         _open_leases.add(self)
+        _heartbeat.start()
 
     @property
     def token(self) -> str:
@@ -96,14 +121,26 @@ class Lease:
 
     def release(self) -> None:
         """Let the lease go, and remove its file (if it is still this lease's)."""
-        fd, self._fd = self._fd, None
+        with self._lock:
+            fd, self._fd = self._fd, None
         if fd is not None:
             self._dropped.detach()
             _let_go(self.path, fd)
 
+    def _beat(self) -> bool:
+        """Touch the lease's file (the heartbeat); whether it is still held."""
+        with self._lock:
+            if self._fd is None:
+                return False
+            with contextlib.suppress(OSError):  # a full disk, say: the lock says it is alive
+                heartbeat.touch(self._fd)
+            return True
+
     def _forget(self) -> None:
         """Close this copy of the descriptor, leaving the file and the lock (a forked child's
-        copy: the parent's descriptor keeps the lock)."""
+        copy: the parent's descriptor keeps the lock). In the child only: the lock is a new
+        one (the parent's heartbeat may have held it at the fork)."""
+        self._lock = threading.Lock()
         fd, self._fd = self._fd, None
         if fd is not None:
             self._dropped.detach()
@@ -164,11 +201,7 @@ def _try_held(path: Path, owner: str, force: bool) -> Lease | None:
                 raise
             previous = read_holder(path)
             if not force:
-                who = previous.describe() if previous is not None else "another process"
-                raise LeaseHeld(
-                    f"{path.name}: the session is held by {who}; wait for it to end "
-                    "(--force takes it over from a process that is stuck)"
-                ) from None
+                raise _held_by(path, previous, heartbeat.silent_for(fd)) from None
             os.close(fd)
             return _replace(path, owner)
         if not _same_file(fd, path):
@@ -179,7 +212,8 @@ def _try_held(path: Path, owner: str, force: bool) -> Lease | None:
         if previous is not None and previous.host != host and not force:
             raise LeaseHeld(
                 f"{path.name}: the session is held by {previous.describe()}, another host; "
-                "take it over with --force only if that process is gone"
+                "take it over with --force only if that process is gone",
+                previous,
             )
         holder = _new_holder(owner)
         _write(fd, holder)
@@ -188,6 +222,28 @@ def _try_held(path: Path, owner: str, force: bool) -> Lease | None:
         with contextlib.suppress(OSError):  # closed already before a forced takeover
             os.close(fd)
         raise
+
+
+def _held_by(path: Path, holder: Holder | None, silent: float) -> LeaseHeld:
+    """The one line a taker gets when a live process holds the lease: who, and, if its
+    heartbeat stopped long enough ago, that it looks hung."""
+    who = holder.describe() if holder is not None else "another process"
+    if silent <= heartbeat.STALE_AFTER or (holder is not None and holder.host != _host()):
+        return LeaseHeld(
+            f"{path.name}: the session is held by {who}; wait for it to end "
+            "(--force takes it over from a process that is stuck)",
+            holder,
+        )
+    return LeaseHeld(
+        f"{path.name}: the session is held by {who}, which looks hung: alive, but no "
+        f"heartbeat for {silent:.0f} s (--force takes it over from a process that is stuck)",
+        holder,
+        silent,
+    )
+
+
+def _host() -> str:
+    return socket.gethostname()
 
 
 def _replace(path: Path, owner: str) -> Lease:
@@ -267,6 +323,14 @@ def _write(fd: int, holder: Holder) -> None:
 
 
 _open_leases: weakref.WeakSet[Lease] = weakref.WeakSet()
+
+
+def _beat_all() -> bool:
+    """The heartbeat: touch every lease this process holds; whether it holds any."""
+    return any([lease._beat() for lease in list(_open_leases)])
+
+
+_heartbeat = heartbeat.Heartbeat(_beat_all)
 
 
 def _close_in_child() -> None:
