@@ -48,9 +48,9 @@ class SkippedBodies:
         return None
 
     def absent(self, events: Sequence[Mapping[str, Any]]) -> frozenset[str]:
-        """The agents created inside an attempt at the run (in an op of it) that the re-entry
-        creates again: every one but those created by the last run of an answered call's
-        body. They did not exist when the run started."""
+        """The sub-agents created inside an attempt at the run (in a tool call's body) that the
+        re-entry creates again: every one but those created by the last run of an answered
+        call's body. They did not exist when the run started."""
         if not self.starts:
             return frozenset()
         created: list[tuple[str, int, str | None]] = []  # (agent, attempt, region)
@@ -64,8 +64,11 @@ class SkippedBodies:
             if region is not None:
                 last_body[region] = max(last_body.get(region, 0), attempt)
             agent = event.get("agent_id")
-            # Created inside a run (it has a label), not by the program between runs.
-            inside = isinstance(event.get("path"), str)
+            # Created in an op of the run (a tool call's body): a sub-agent. Not the run's own
+            # agent, registered as its run starts (at ``0``), nor one the program made between
+            # runs (no label).
+            path = event.get("path")
+            inside = isinstance(path, str) and "." in path
             if event.get("event_type") == ev.AGENT_CREATED and isinstance(agent, str) and inside:
                 created.append((agent, attempt, region))
         return frozenset(
