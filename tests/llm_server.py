@@ -14,6 +14,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
@@ -112,6 +113,9 @@ class LLMServer(LoopbackServer):
         self.script: deque[Reply] = deque()
         self.default = Reply()
         self.requests: list[Request] = []
+        self.responder: Callable[[Request], Reply] | None = None
+        """When set, answers each request instead of the script (a reply chosen by what was
+        asked, whatever order the requests come in)."""
         self._lock = threading.Lock()
         server = self
 
@@ -162,10 +166,13 @@ class LLMServer(LoopbackServer):
             self.script = deque(replies)
             self.requests = []
             self.default = Reply()
+            self.responder = None
 
     def _take(self, request: Request) -> Reply:
         with self._lock:
             self.requests.append(request)
+            if self.responder is not None:
+                return self.responder(request)
             return self.script.popleft() if self.script else self.default
 
 

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from agenttrace._internal.redact import cap_text, scrub_json_text
 from agenttrace.model.journal import EFFECTS, Journal, Step
 from agenttrace.model.rewind import Rewound, rewind_transcripts
+from agenttrace.model.skipped_bodies import skipped_bodies
 from agenttrace.model.unanswered import UnansweredPolicy
 
 SHOWN_ARGUMENT_BYTES = 512
@@ -362,6 +363,7 @@ def arm_reentry(
             reentry.shown[step.key[1]] = cap_text(
                 step.arguments, SHOWN_ARGUMENT_BYTES, scrub_json_text
             )
-    reentry.rewound = rewind_transcripts(session, events, run.messages)
+    skipped = skipped_bodies(journal, reentry.origin)
+    reentry.rewound = rewind_transcripts(session, events, run.messages, skipped)
     session.reentry = reentry
     return reentry

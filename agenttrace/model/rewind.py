@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agenttrace.model import events as ev
+from agenttrace.model.skipped_bodies import SkippedBodies
 
 
 @dataclass(frozen=True)
@@ -26,31 +27,56 @@ class Rewound:
     """The message ids of each changed agent's transcript just after the rewind."""
     events: int
     """How many events the session held just after the rewind."""
+    absent: frozenset[str] = frozenset()
+    """The agents the interrupted run created that its re-entry creates again: they did not
+    exist when it started (a ``load_session`` factory does not rebuild them)."""
 
 
-def rewind_transcripts(session: Any, events: Sequence[Mapping[str, Any]], messages: int) -> Rewound:
+def rewind_transcripts(
+    session: Any,
+    events: Sequence[Mapping[str, Any]],
+    messages: int,
+    skipped: SkippedBodies | None = None,
+) -> Rewound:
     """Set each agent of ``session`` (an ``agenttrace.Session`` restored from ``events``) back
-    to the transcript the events up to message number ``messages`` made it: a
-    ``transcript_reset`` for each agent whose transcript changed since, logged now. Agents
-    created after that point are left as they are. Returns what changed."""
+    to the transcript the events up to message number ``messages`` made it, and those the
+    bodies of ``skipped`` calls logged since (a re-entry does not run them again): a
+    ``transcript_reset`` for each agent whose transcript changed since, logged now. An agent
+    ``skipped`` says the run created and its re-entry creates again is emptied (it did not
+    exist); other agents created after that point are left as they are. Returns what
+    changed."""
     count = 0
     for event in events:
         number = ev.id_number(str(event.get("message_id", "")), ev.MESSAGE_PREFIX)
         if number is None or number > messages:
             break
         count += 1
-    at_start = type(session)(session.session_id)
-    at_start.restore([dict(event) for event in events[:count]], raw_lines=None)
+    absent = skipped.absent(events) if skipped is not None else frozenset()
+    at_start = _state(session, events, count, skipped)
     changed: dict[str, list[dict[str, Any]]] = {}
-    for agent_id, then in at_start.agents.items():
-        record = session.agents.get(agent_id)
-        if record is None:
+    for agent_id, record in list(session.agents.items()):
+        then = at_start.agents.get(agent_id)
+        if agent_id not in absent and then is None:
             continue
         now = list(record.transcript)
-        if _reset_to(session, agent_id, then.transcript):
+        if _reset_to(session, agent_id, [] if agent_id in absent else then.transcript):
             changed[agent_id] = now
     after = {agent_id: _ids(session.agents[agent_id].transcript) for agent_id in changed}
-    return Rewound(changed, after, len(session.events))
+    return Rewound(changed, after, len(session.events), absent)
+
+
+def _state(
+    session: Any, events: Sequence[Mapping[str, Any]], count: int, skipped: SkippedBodies | None
+) -> Any:
+    """A session restored from the first ``count`` events and those the ``skipped`` bodies
+    logged after them (a reset among those that reuses an entry left out places what it
+    finds: a reader's rule)."""
+    kept = list(events[:count])
+    if skipped is not None:
+        kept += [event for event in events[count:] if skipped.region(event) is not None]
+    state = type(session)(session.session_id)
+    state.restore([dict(event) for event in kept], raw_lines=None)
+    return state
 
 
 def undo_rewind(session: Any, rewound: Rewound) -> None:

@@ -198,7 +198,8 @@ def load_session(
     not a session raises :class:`SessionFileError`.
 
     ``reenter`` and ``policy``: as for :func:`resume` (the agents are rebuilt as the interrupted
-    run found them, when it is re-entered).
+    run found them, when it is re-entered: a sub-agent it created is not rebuilt, unless the
+    call that created it is answered from the journal, its body not run again).
 
     With ``agent_factory(record, session)`` the root and every sub-agent are rebuilt as your own
     agent objects (each factory result gets its sub-agents in ``.subagents`` by name, when it
@@ -239,9 +240,15 @@ def load_session(
         raise SessionFileError(f"{session_file}: the session has no root agent")
     if agent_factory is None:
         return root, session
+    # A sub-agent the interrupted run created, that its re-entry creates again, did not exist
+    # when the run started: rebuilt, the run's code would find it and tell it again what it
+    # heard (nor is a sub-agent of it rebuilt).
+    rewound = session.reentry.rewound if session.reentry is not None else None
+    absent = rewound.absent if rewound is not None else frozenset()
     children: dict[str | None, list[AgentRecord]] = {}
     for record in session.agents.values():
-        children.setdefault(record.parent_id, []).append(record)
+        if record.agent_id not in absent:
+            children.setdefault(record.parent_id, []).append(record)
     # Depth first, each agent before its sub-agents, without recursion: a file may nest agents
     # deeper than Python's stack, and name an agent as its own ancestor (built once, here).
     built: Any = None
