@@ -34,7 +34,6 @@ from agenttrace.formats.session.files import (
     snapshot_path,
     stream_path,
 )
-from agenttrace.formats.session.fullest import load_fullest
 
 if TYPE_CHECKING:
     from agenttrace.views.listing import Listing
@@ -619,9 +618,11 @@ def load(reference: str, sessions_dir: Path | None) -> LoadedFile:
         size = path.stat().st_size
     except OSError as exc:
         fail(f"{path}: cannot read: {exc.strerror or exc}")
+    from agenttrace.views.account import read_account
+
     if importlib.util.find_spec("rich") is None:
         try:
-            return load_fullest(path)
+            return read_account(path).loaded
         except SessionFileError as exc:
             fail(str(exc))
     from rich.console import Console
@@ -638,8 +639,11 @@ def load(reference: str, sessions_dir: Path | None) -> LoadedFile:
     ) as progress:
         task = progress.add_task(path.name, total=size)
         try:
-            # The fullest picture: the stream's events, the session file's runs.
-            return load_fullest(path, lambda done, total: progress.update(task, completed=done))
+            # The session's account (the one every view gives): the fullest picture of its
+            # files, each call a kill cut short in it, its runs settled.
+            return read_account(
+                path, lambda done, total: progress.update(task, completed=done)
+            ).loaded
         except SessionFileError as exc:
             fail(str(exc))
 

@@ -507,8 +507,14 @@ def test_a_call_a_killed_process_left_is_interrupted_once_a_resumed_process_runs
         assert resumed.returncode == 0, resumed.stderr
     finally:
         payments.stop()
-    # Nothing said yet that its process is gone: shown as the call it was when killed.
-    assert [(s["path"], s["name"]) for s in before.running_steps] == [("1.2", "charge")]
+    # Its journal names its process, gone at once: the call is cut short, not in flight.
+    assert before.status == "interrupted" and before.running_steps == ()
+    cut = _node(before.loaded.runs, "1.2")
+    assert (cut["name"], cut.get("endedAt"), cut["attributes"][PROCESS_GONE]) == (
+        "charge",
+        None,
+        True,
+    )
     after = read_live(sessions, session_id)
     assert after.running_steps == ()
     killed_run = next(run for run in after.loaded.runs if run["txnId"] == session_id)

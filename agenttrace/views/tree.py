@@ -22,6 +22,7 @@ from agenttrace.formats.session.optree import (
 )
 from agenttrace.formats.session.rebuilt import INTERRUPTED
 from agenttrace.semconv import REPLAYED
+from agenttrace.views.account import IN_DOUBT
 
 
 def optree_tree(runs: Sequence[Mapping[str, Any]], running_at: int | None = None) -> Tree:
@@ -95,7 +96,10 @@ def _gone(node: Mapping[str, Any]) -> bool:
 
 
 def _add_op(parent: Tree, op: Mapping[str, Any], running_at: int | None = None) -> Tree:
-    if op.get("endedAt") is None and _gone(op):
+    doubt = _attribute(op, IN_DOUBT)
+    if op.get("endedAt") is None and isinstance(doubt, str):
+        status = f"in doubt ({doubt})"  # a tool call the kill cut short, maybe with its effect
+    elif op.get("endedAt") is None and (_gone(op) or _attribute(op, INTERRUPTED) is True):
         status = "interrupted"
     elif op.get("endedAt") is None and running_at is not None:
         status = _running(op, running_at)
@@ -122,6 +126,11 @@ def _add_op(parent: Tree, op: Mapping[str, Any], running_at: int | None = None) 
     for child in hosted_sessions(op):
         _add_session(branch, child, running_at)
     return branch
+
+
+def _attribute(node: Mapping[str, Any], key: str) -> Any:
+    attributes = node.get("attributes")
+    return attributes.get(key) if isinstance(attributes, Mapping) else None
 
 
 def _replayed(op: Mapping[str, Any]) -> bool:
