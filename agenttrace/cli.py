@@ -675,11 +675,12 @@ LIST_HELP = """The sessions in the sessions directory, most recently written fir
 it started (UTC), agents, runs, status, tokens (in + out, sub-agents included) and cost. Only
 the sessions shown are read.
 
-Status: ended (the session file is up to date and its last run ended), running (else, when
-the process that started the last run still runs on this machine; when no process is known,
-when the event stream was written in the last 10 minutes), interrupted (neither: killed or
-crashed mid-run), damaged (a file of the session cannot be read: a row, with the reason, not
-an error).
+Status: ended or failed (the session file is up to date and its last run ended, or failed),
+running (else, when the process of the last run still runs on this machine, as its journal
+line or its session file names it; when no process is known, when the event stream was written
+in the last 10 minutes), interrupted (neither: killed or crashed mid-run), damaged (a file of
+the session cannot be read: a row, with the reason, not an error). Runs, tokens and cost are
+what `stats` says: every op that ended, from the stream and the session file.
 """
 
 

@@ -51,8 +51,10 @@ def render_optree(runs: Sequence[Mapping[str, Any]], width: int = 160) -> list[s
 
 def _add_session(parent: Tree, node: Mapping[str, Any], running_at: int | None) -> None:
     attributes = node.get("attributes")
+    latency = _latency(node)
     if node.get("endedAt") is None and running_at is not None and not _gone(node):
         status = _running(node, running_at)
+        latency = ""  # how long it has run says it: its wall time so far would say it twice
     elif node.get("endedAt") is None:
         interrupted = isinstance(attributes, Mapping) and attributes.get(INTERRUPTED) is True
         status = "interrupted" if interrupted else "in progress"
@@ -61,7 +63,7 @@ def _add_session(parent: Tree, node: Mapping[str, Any], running_at: int | None) 
     branch = parent.add(
         _line(
             f"{node.get('path')} session {node.get('agentName')} [{node.get('agentId')}] "
-            f"{status}{_latency(node)}"
+            f"{status}{latency}"
         )
     )
     for turn in children(node, "turns"):
