@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,9 @@ import pytest
 from starlette.testclient import TestClient
 
 import agenttrace
+from agenttrace._internal.times import event_ts
+from agenttrace.model import journal as j
+from agenttrace.views import listing
 from agenttrace.views.account import IN_DOUBT
 from agenttrace.views.live import read_live, session_document
 from agenttrace.views.serve.app import create_app
@@ -260,3 +266,55 @@ def _node_turns(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     (run,) = runs
     turns: list[dict[str, Any]] = run["turns"]
     return turns
+
+
+def test_list_reads_a_session_again_only_when_its_files_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``list`` (and the serve index, which lists every few seconds) keeps a session's row while
+    its files keep their size and mtime; its state is decided each time: a process that dies
+    writes nothing, and its session is interrupted at the next look."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        run = "0123456789abcdef"
+        started = event_ts(time.time_ns())  # after the child started: the run is its
+        created = {"message_id": "msg_001", "event_type": "agent_created", "agent_id": "agent_001"}
+        begun = j.run_line(
+            run, 1, agent_id="agent_001", name="shop", messages=1, process="p1", pid=child.pid
+        )
+        charge = j.intent_line(
+            (run, "1.1", 1),
+            agent_id="agent_001",
+            name="charge",
+            effect="effect",
+            request_fingerprint="sha256:" + "0" * 64,
+        )
+        lines = [created, {**begun, "ts": started}, {**charge, "ts": started}]
+        stream = sessions / f"{run}.events.jsonl"
+        stream.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+        reads: list[Path] = []
+        real = listing.read_session_file
+
+        def counted(path: Path, *args: Any, **kwargs: Any) -> Any:
+            reads.append(path)
+            return real(path, *args, **kwargs)
+
+        monkeypatch.setattr(listing, "read_session_file", counted)
+        (row,) = listing.list_sessions(sessions).rows
+        assert (row.status, row.runs, reads) == ("running", 1, [stream])
+        (row,) = listing.list_sessions(sessions).rows
+        assert (row.status, reads) == ("running", [stream])  # not read again
+        child.kill()
+        child.wait(timeout=60)
+        (row,) = listing.list_sessions(sessions).rows
+        assert (row.status, reads) == ("interrupted", [stream])  # nothing was written
+        with stream.open("a") as appended:  # a file that changes is read again
+            appended.write(json.dumps({**created, "message_id": "msg_002"}) + "\n")
+        (row,) = listing.list_sessions(sessions).rows
+        assert (row.status, reads) == ("interrupted", [stream, stream])
+    finally:
+        child.kill()
+        child.wait(timeout=60)
