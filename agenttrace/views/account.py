@@ -182,7 +182,11 @@ def session_account(
 ) -> Account:
     """The account of the session whose fullest picture is ``loaded`` (see the module
     docstring). ``loaded``'s runs are settled in place: give it a picture of its own."""
-    loaded, in_flight = with_running_steps(with_started_nodes(loaded))
+    if loaded.journal or loaded.accounted:
+        # Nodes known from events alone: only a release that journals its calls and accounts
+        # its ops says which of them ended (an earlier release's stream would be all running).
+        loaded = with_started_nodes(loaded)
+    loaded, in_flight = with_running_steps(loaded)
     steps = running_steps(loaded.journal)
     runs = loaded.runs
     last = runs[-1] if runs else None
