@@ -34,7 +34,6 @@ from agenttrace.formats.session.files import (
     snapshot_path,
     stream_path,
 )
-from agenttrace.formats.session.fullest import load_fullest
 
 if TYPE_CHECKING:
     from agenttrace.views.listing import Listing
@@ -621,9 +620,11 @@ def load(reference: str, sessions_dir: Path | None) -> LoadedFile:
         size = path.stat().st_size
     except OSError as exc:
         fail(f"{path}: cannot read: {exc.strerror or exc}")
+    from agenttrace.views.account import read_account
+
     if importlib.util.find_spec("rich") is None:
         try:
-            return load_fullest(path)
+            return read_account(path).loaded
         except SessionFileError as exc:
             fail(str(exc))
     from rich.console import Console
@@ -640,8 +641,11 @@ def load(reference: str, sessions_dir: Path | None) -> LoadedFile:
     ) as progress:
         task = progress.add_task(path.name, total=size)
         try:
-            # The fullest picture: the stream's events, the session file's runs.
-            return load_fullest(path, lambda done, total: progress.update(task, completed=done))
+            # The session's account (the one every view gives): the fullest picture of its
+            # files, each call a kill cut short in it, its runs settled.
+            return read_account(
+                path, lambda done, total: progress.update(task, completed=done)
+            ).loaded
         except SessionFileError as exc:
             fail(str(exc))
 
@@ -673,11 +677,12 @@ LIST_HELP = """The sessions in the sessions directory, most recently written fir
 it started (UTC), agents, runs, status, tokens (in + out, sub-agents included) and cost. Only
 the sessions shown are read.
 
-Status: ended (the session file is up to date and its last run ended), running (else, when
-the process that started the last run still runs on this machine; when no process is known,
-when the event stream was written in the last 10 minutes), interrupted (neither: killed or
-crashed mid-run), damaged (a file of the session cannot be read: a row, with the reason, not
-an error).
+Status: ended or failed (the session file is up to date and its last run ended, or failed),
+running (else, when the process of the last run still runs on this machine, as its journal
+line or its session file names it; when no process is known, when the event stream was written
+in the last 10 minutes), interrupted (neither: killed or crashed mid-run), damaged (a file of
+the session cannot be read: a row, with the reason, not an error). Runs, tokens and cost are
+what `stats` says: every op that ended, from the stream and the session file.
 """
 
 

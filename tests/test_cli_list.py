@@ -9,6 +9,7 @@ damaged) are that file rewritten as such a process leaves it. Commands run throu
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gzip
 import json
 import os
@@ -208,18 +209,47 @@ def test_without_a_usable_pid_the_stream_written_lately_is_running(
     recorded: Recorded, tmp_path: Path, pid: object
 ) -> None:
     document = unended(recorded.document, pid)
+    # Nor does its journal name one (a release before the run lines' pid).
+    recorded = dataclasses.replace(recorded, stream=without_journal_pids(recorded.stream))
     assert status(recorded, tmp_path / "new", document=document) == "running"
     assert status(recorded, tmp_path / "old", document=document, age_ns=HOUR_NS) == "interrupted"
+
+
+def without_journal_pids(stream: bytes) -> bytes:
+    """``stream`` with no pid on its runs' journal lines."""
+    lines = [json.loads(line) for line in stream.splitlines()]
+    for line in lines:
+        line.pop("pid", None)
+    return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
 
 
 def test_a_stream_without_a_session_file_is_running_while_written(
     recorded: Recorded, tmp_path: Path
 ) -> None:
+    # A stream whose journal names no process (a release before the run lines' pid).
+    recorded = dataclasses.replace(recorded, stream=without_journal_pids(recorded.stream))
     assert status(recorded, tmp_path / "new", snapshot=False) == "running"
     assert status(recorded, tmp_path / "old", snapshot=False, age_ns=HOUR_NS) == "interrupted"
     (row,) = rows(tmp_path / "old")
-    assert row["agents"] == 3 and row["runs"] == 0 and row["tokens"] is None
+    # Its run and totals are rebuilt from its accounting lines: what `stats` says of it.
+    stats = json.loads(cli("stats", "--json", str(tmp_path / "old" / "s.events.jsonl")))
+    assert row["agents"] == 3 and row["runs"] == stats["runs"] == 1
+    assert row["input_tokens"] == stats["total"]["input_tokens"] > 0
+    assert row["cost_usd"] == stats["total"]["cost_usd"]
     assert row["started"] == recorded.document["events"][0]["ts"][:19] + "Z"
+
+
+def test_a_stream_whose_process_is_gone_is_interrupted_at_once(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    """Its journal names its process: no need to wait for the stream to age."""
+    stream = recorded.stream.replace(
+        f'"pid": {os.getpid()}'.encode(), f'"pid": {finished_pid()}'.encode()
+    )
+    assert stream != recorded.stream
+    gone = dataclasses.replace(recorded, stream=stream)
+    assert status(gone, tmp_path / "gone", snapshot=False) == "interrupted"
+    assert status(recorded, tmp_path / "alive", snapshot=False, age_ns=HOUR_NS) == "running"
 
 
 def test_events_after_the_session_file_mean_a_run_it_does_not_have(

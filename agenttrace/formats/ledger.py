@@ -95,6 +95,54 @@ def accounting_entry(op: OpOutcome) -> AccountingEntry:
 
 _NO_USAGE = Usage(None, None)
 
+DECIDED_ERRORS = {
+    "not_applied": "the call did not happen (agenttrace resolve --not-applied): a resume runs it",
+    "retry": "the call is to be run again whatever happened (agenttrace resolve --retry)",
+    "abandon": "the call was abandoned (agenttrace resolve --abandon)",
+}
+"""What the ledger line of a decision other than ``done`` says the call came to."""
+
+
+def decided_entry(
+    *,
+    origin: str,
+    txn_id: str,
+    agent_id: str,
+    path: str,
+    name: str,
+    decision: str,
+    arguments: str | None,
+    result: str | None,
+    evidence: str | None,
+    started_ms: int,
+    ended_ms: int,
+    call_path: str | None,
+) -> AccountingEntry:
+    """The accounting entry of a tool call a kill left in doubt, as a person decided it
+    (``agenttrace resolve``): status ok with ``--done`` (it happened; ``result`` is what it
+    returned), else failed, the decision saying why. ``ended_ms``: the last the session's
+    files know of it (when it was killed is written nowhere)."""
+    done = decision == "done"
+    return AccountingEntry(
+        timestamp=ended_ms,
+        status=sc.STATUS_OK if done else sc.STATUS_FAILED,
+        latency=latency_written(float(max(0, ended_ms - started_ms))),
+        type="tool",
+        originTxnId=origin,
+        txnId=txn_id,
+        agentId=agent_id,
+        path=path,
+        providerLabel=name,
+        command=name,
+        charactersIn=len(arguments) if arguments is not None else None,
+        charactersOut=len(result) if done and result is not None else None,
+        error=UNSET if done else DECIDED_ERRORS.get(decision, decision),
+        errorType=UNSET if done else "InDoubtToolCall",
+        callPath=call_path,
+        decision=decision,  # type: ignore[arg-type]  # one of the four resolve takes
+        evidence=evidence if evidence else UNSET,
+    )
+
 
 def op_accounted(
     entry: AccountingEntry | Mapping[str, Any],

@@ -396,6 +396,7 @@ def run_line(
     arguments_fingerprint: str | None = None,
     implicit: bool = False,
     process: str | None = None,
+    pid: int | None = None,
 ) -> dict[str, Any]:
     """A root run started (kind ``run``, at the root label): ``messages`` events of the session
     were logged before it, so a re-entry knows each agent's transcript as the run found it. Its
@@ -406,7 +407,8 @@ def run_line(
     arguments themselves are not kept). ``implicit``: a run ``init()`` made around LLM calls
     outside any decorated run, which no resume re-enters. ``process``: a random token of the
     process running it, so that a live view knows a later process's runs from this one's: the
-    calls this one left in flight did not end, they were interrupted."""
+    calls this one left in flight did not end, they were interrupted. ``pid``: that process's
+    id, so that a view knows, before any session file says so, whether it still runs."""
     line = _line((run, RUN_LABEL, attempt), agent_id, "run", name, "intent")
     line["messages"] = messages
     if arguments_fingerprint is not None:
@@ -415,6 +417,8 @@ def run_line(
         line["implicit"] = True
     if process is not None:
         line["process"] = process
+    if pid is not None:
+        line["pid"] = pid
     return line
 
 

@@ -53,6 +53,7 @@ def journal_run_start(
             arguments_fingerprint=arguments_fingerprint,
             implicit=implicit,
             process=_process,
+            pid=os.getpid(),
         )
         recorder.journal(session, journal_bytes(line))
     except Exception as exc:

@@ -4,7 +4,9 @@
 An in-doubt call started (its ``intent`` is in the journal) and left no outcome: nothing says
 whether its effect happened. ``doubts`` lists them with their arguments (redacted, capped);
 ``resolve`` appends the decision to the session's event stream as a ``step_decision`` line,
-holding the session's lease while it does, so it cannot race a resume.
+holding the session's lease while it does, so it cannot race a resume; with it, the call's
+``op_accounted`` line as decided (``--done``: status ok; else failed, the decision saying why),
+and the same entry to the billing ledger: the ledger, ``tree`` and ``stats`` say what happened.
 
 Both read the journal of both of the session's files, every line of either once (a decision
 appended to a stream that was behind its session file is kept): a session whose stream is gone
@@ -21,8 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agenttrace._internal.config import Settings
 from agenttrace._internal.redact import cap_text, scrub_json_text
 from agenttrace._internal.times import event_ts
+from agenttrace.formats.compact_json import compact_json
+from agenttrace.formats.ledger import accounted_line, decided_entry, op_accounted
 from agenttrace.formats.safe_open import open_inside, open_regular
 from agenttrace.formats.session.files import (
     SNAPSHOT_SUFFIX,
@@ -32,9 +37,12 @@ from agenttrace.formats.session.files import (
     sibling_path,
     write_atomically,
 )
-from agenttrace.formats.session.fullest import load_fullest
+from agenttrace.formats.session.fullest import load_fullest, load_pair
 from agenttrace.formats.session.lease import acquire, lease_path
+from agenttrace.formats.session.schema import AccountingEntry
 from agenttrace.model.journal import Decisions, Journal, Step, decision_line
+from agenttrace.recorder.ledger import append_lines
+from agenttrace.views.account import Account, owner_run, session_account
 
 SHOWN_ARGUMENT_BYTES = 2048
 """How much of a call's arguments ``doubts`` shows (redacted first, then capped)."""
@@ -115,7 +123,7 @@ def resolve(
     result = _result(result_file) if decision == "done" else None
     with acquire(lease_path(stream.parent, session_id), "agenttrace resolve", force=force):
         lost = not stream.exists()  # the session file alone is left
-        loaded = load_fullest((sibling_path(stream) or stream) if lost else stream)
+        loaded, up_to_date = load_pair((sibling_path(stream) or stream) if lost else stream)
         journal = Journal(loaded.journal)
         matching = [
             step
@@ -125,19 +133,70 @@ def resolve(
         if not matching:
             raise ResolveError(_nothing_to_decide(journal, label, run))
         step = matching[-1]
+        now_ns = time.time_ns()
         line = decision_line(step.key, decision, result=result, evidence=evidence)
-        line["ts"] = event_ts(time.time_ns())
+        line["ts"] = event_ts(now_ns)
+        # What the call came to, as decided: its op's accounting line in the stream (every view
+        # shows the call so, under its op) and its line in the billing ledger, the same entry.
+        account = session_account(loaded, up_to_date=up_to_date, updated_ns=0, now=now_ns / 1e9)
+        entry, accounted = _decided(account, step, decision, result, evidence, line["ts"])
+        decided = json.dumps(line, ensure_ascii=False).encode() + b"\n" + accounted
         if lost:
-            write_atomically(stream, _stream_bytes(loaded, line))
-            return step
-        _cut_torn_line(stream)
-        appender = StreamAppender(stream)
-        try:
-            appender.append(json.dumps(line, ensure_ascii=False).encode() + b"\n")
-            appender.sync()
-        finally:
-            appender.close()
+            write_atomically(stream, _stream_bytes(loaded, decided))
+        else:
+            _cut_torn_line(stream)
+            appender = StreamAppender(stream)
+            try:
+                appender.append(decided)
+                appender.sync()
+            finally:
+                appender.close()
+    ledger = Settings.resolve().billing_file
+    try:
+        append_lines(ledger, [compact_json(entry).decode()])
+    except OSError as exc:
+        raise ResolveError(
+            f"the decision is journaled, but the billing ledger {ledger} cannot be written: "
+            f"{exc.strerror or exc}"
+        ) from None
     return step
+
+
+def _decided(
+    account: Account,
+    step: Step,
+    decision: Decisions,
+    result: str | None,
+    evidence: str | None,
+    ts: str,
+) -> tuple[AccountingEntry, bytes]:
+    """The accounting entry of the call ``step`` as decided, and its ``op_accounted`` line."""
+    run, label, _ = step.key
+    cut = [c for c in account.cut_short if (c.run, c.path) == (run, label)]
+    last = account.last_record_ms or 0
+    started = cut[-1].started_at if cut else last
+    ran = int(cut[-1].ran_ms) if cut else 0
+    owner = owner_run(account.runs, run, label) or {}
+    entry = decided_entry(
+        origin=run,
+        txn_id=_text(owner.get("txnId")) or run,
+        agent_id=step.agent_id or _text(owner.get("agentId")) or "",
+        path=label,
+        name=step.name,
+        decision=decision,
+        arguments=step.arguments,
+        result=result,
+        evidence=evidence,
+        started_ms=started,
+        ended_ms=started + ran,
+        call_path=_text(owner.get("callPath")),
+    )
+    # No trace or span: no span was ever ended for it; its run is found by its origin.
+    return entry, accounted_line(op_accounted(entry, "tool", step.name, ts, None, None))
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _nothing_to_decide(journal: Journal, label: str, run: str | None) -> str:
@@ -179,13 +238,17 @@ def _cut_torn_line(stream: Path) -> None:
         os.close(fd)
 
 
-def _stream_bytes(loaded: LoadedFile, decision: dict[str, Any]) -> bytes:
+def _stream_bytes(loaded: LoadedFile, decided: bytes) -> bytes:
     """An event stream holding what a session file holds of one (its events, then its journal)
-    and ``decision`` last: the stream of a session whose stream was lost, written again."""
-    lines = [*loaded.events, *loaded.journal, decision]
-    return b"".join(
-        json.dumps(line, ensure_ascii=False).encode("utf-8", "backslashreplace") + b"\n"
-        for line in lines
+    and the ``decided`` lines last: the stream of a session whose stream was lost, written
+    again."""
+    lines = [*loaded.events, *loaded.journal]
+    return (
+        b"".join(
+            json.dumps(line, ensure_ascii=False).encode("utf-8", "backslashreplace") + b"\n"
+            for line in lines
+        )
+        + decided
     )
 
 

@@ -5,22 +5,20 @@ The directory is listed and its session files are sorted by when they were last 
 (regular files only, within the ``AGENTTRACE_MAX_*`` limits). A session whose file cannot be
 read is a row with status ``damaged`` and the reader's one-line reason, not an error.
 
-A session's status:
+A session's status is its account's state (:mod:`agenttrace.views.account`, the one rule every
+view derives a session from): ``ended`` or ``failed`` (how its last run ended), ``running``,
+``interrupted``; ``damaged`` when a file of the session cannot be read. Its runs, tokens and
+cost are the account's too (what ``stats`` and ``tree`` show), from the stream, the session file
+and the journal: a killed session's are those of every op that ended before the kill.
 
-- ``ended``: its session file is up to date (the event stream holds no event the file lacks)
-  and the last run in it has ended, or it has no run.
-- ``running``: not ended, and the process that started its last run (the pid in the run's
-  ingress) still runs on this machine and did not start after the run did (a later process
-  that got the same pid does not count). When that process is not known to be the one
-  writing (no session file yet, the stream went on after the last run ended, a run started by
-  other means than a process's own call, or a system where processes cannot be probed), the
-  event stream written in the last :data:`ACTIVE_WINDOW_S` seconds counts instead.
-- ``interrupted``: not ended and not running: the process was killed or crashed mid-run.
-- ``damaged``: a file of the session cannot be read.
+Reading a session costs the whole of its files; a row is kept in memory (by each file's size and
+modification time) and only its state is decided again while they do not change (``serve``
+lists the directory every few seconds).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -29,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from agenttrace._internal.config import ReadLimits
-from agenttrace._internal.processes import process_alive
 from agenttrace._internal.times import iso_seconds, ts_ms
 from agenttrace.formats.session.files import (
     SNAPSHOT_SUFFIX,
@@ -39,16 +36,22 @@ from agenttrace.formats.session.files import (
     check_session_id,
     read_session_file,
 )
-from agenttrace.formats.session.totals import cost_text, session_stats
+from agenttrace.formats.session.fullest import fullest_of
+from agenttrace.formats.session.totals import cost_text
+from agenttrace.views.account import (
+    ACTIVE_WINDOW_S,
+    DAMAGED,
+    ENDED,
+    FAILED,
+    INTERRUPTED_STATE,
+    RUNNING,
+    Liveness,
+    session_account,
+    state_of,
+)
 
-ENDED = "ended"
-RUNNING = "running"
-INTERRUPTED = "interrupted"
-DAMAGED = "damaged"
-
-ACTIVE_WINDOW_S = 600
-"""A session whose writing process is unknown is running while its stream was written this
-recently (an LLM call may take minutes without an event)."""
+INTERRUPTED = INTERRUPTED_STATE
+__all__ = ["ACTIVE_WINDOW_S", "DAMAGED", "ENDED", "FAILED", "INTERRUPTED", "RUNNING"]
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,19 @@ class _Files:
     stream: Path | None = None
     snapshot: Path | None = None
     updated_ns: int = 0
+    state: tuple[Any, ...] = ()
+    """Each file's (size, mtime in ns), as listed: what a kept row is valid for."""
+
+
+@dataclass(frozen=True)
+class _Kept:
+    row: SessionRow
+    liveness: Liveness | None
+
+
+_KEPT: dict[tuple[str, str], tuple[tuple[Any, ...], _Kept]] = {}
+"""(directory, session id) -> the files' state and the row read from them."""
+_KEPT_MAX = 4096
 
 
 def list_sessions(
@@ -153,9 +169,11 @@ def session_row(
     for suffix in (STREAM_SUFFIX, SNAPSHOT_SUFFIX):
         path = directory / f"{session_id}{suffix}"
         try:
-            written = path.stat(follow_symlinks=False).st_mtime_ns
+            status = path.stat(follow_symlinks=False)
         except OSError:
             continue  # missing (or unreadable: the other file may still tell the session)
+        written = status.st_mtime_ns
+        files.state += ((suffix, status.st_size, written),)
         if suffix == STREAM_SUFFIX:
             files.stream = path
         else:
@@ -187,11 +205,14 @@ def _session_files(directory: Path) -> dict[str, _Files]:
                 check_session_id(session_id)
             except SessionFileError:
                 continue
+            size = -1
             try:
-                written = entry.stat(follow_symlinks=False).st_mtime_ns
+                status = entry.stat(follow_symlinks=False)
+                written, size = status.st_mtime_ns, status.st_size
             except OSError:
                 written = 0  # listed last; reading it says what is wrong
             files = found.setdefault(session_id, _Files())
+            files.state = tuple(sorted((*files.state, (suffix, size, written))))
             path = Path(entry.path)
             if suffix == STREAM_SUFFIX:
                 files.stream = path
@@ -202,23 +223,42 @@ def _session_files(directory: Path) -> dict[str, _Files]:
 
 
 def _row(session_id: str, files: _Files, limits: ReadLimits, now: float) -> SessionRow:
+    """The session's row: kept from an earlier read while its files did not change (its state
+    decided again: a process can die without writing), else read."""
+    where = (str((files.stream or files.snapshot or Path()).parent), session_id)
+    state = tuple(sorted(files.state))
+    known = _KEPT.get(where)
+    if known is not None and known[0] == state and state:
+        kept = known[1]
+    else:
+        kept = _read_row(session_id, files, limits, now)
+        if len(_KEPT) >= _KEPT_MAX:
+            _KEPT.clear()
+        _KEPT[where] = (state, kept)
+    if kept.liveness is None:
+        return kept.row
+    return dataclasses.replace(kept.row, status=state_of(kept.liveness, files.updated_ns, now))
+
+
+def _read_row(session_id: str, files: _Files, limits: ReadLimits, now: float) -> _Kept:
     try:
         stream = read_session_file(files.stream, limits=limits) if files.stream else None
         snapshot = read_session_file(files.snapshot, limits=limits) if files.snapshot else None
     except SessionFileError as exc:
-        return SessionRow(session_id, DAMAGED, files.updated_ns, error=str(exc))
+        return _Kept(SessionRow(session_id, DAMAGED, files.updated_ns, error=str(exc)), None)
     if (stream and stream.kind != "stream") or (snapshot and snapshot.kind != "snapshot"):
         # A gzip named as a stream or the other way round: not what its name says.
         named = files.stream if stream and stream.kind != "stream" else files.snapshot
-        return SessionRow(
-            session_id, DAMAGED, files.updated_ns, error=f"{named}: not the file its name says"
-        )
+        error = f"{named}: not the file its name says"
+        return _Kept(SessionRow(session_id, DAMAGED, files.updated_ns, error=error), None)
     events = _fullest_events(stream, snapshot)
-    runs = snapshot.runs if snapshot else []
-    totals = session_stats(runs)["total"] if runs else None
-    return SessionRow(
+    fullest, up_to_date = fullest_of(stream, snapshot, limits.nesting_depth)
+    account = session_account(fullest, up_to_date=up_to_date, updated_ns=files.updated_ns, now=now)
+    runs = account.runs
+    totals = account.stats()["total"] if runs else None
+    row = SessionRow(
         session_id,
-        _status(stream, snapshot, files, now),
+        account.state,
         files.updated_ns,
         started_ms=_started_ms(snapshot, events),
         agents=len({e.get("agent_id") for e in events if e.get("event_type") == "agent_created"}),
@@ -227,6 +267,7 @@ def _row(session_id: str, files: _Files, limits: ReadLimits, now: float) -> Sess
         output_tokens=totals["output_tokens"] if totals else None,
         totals=totals,
     )
+    return _Kept(row, account.liveness)
 
 
 def _fullest_events(
@@ -238,32 +279,6 @@ def _fullest_events(
     if snapshot is None or len(stream.events) >= len(snapshot.events):
         return stream.events
     return snapshot.events
-
-
-def _status(
-    stream: LoadedFile | None, snapshot: LoadedFile | None, files: _Files, now: float
-) -> str:
-    last = snapshot.runs[-1] if snapshot and snapshot.runs else None
-    up_to_date = snapshot is not None and (
-        stream is None or len(stream.events) <= len(snapshot.events)
-    )
-    last_ended = last is None or "endedAt" in last
-    if up_to_date and last_ended:
-        return ENDED
-    alive = None if last is None else process_alive(_pid(last), last.get("startedAt"))
-    if alive or (alive is False and not last_ended):
-        return RUNNING if alive else INTERRUPTED
-    # The process writing is not known: a stream without a session file, events after the last
-    # run ended from another process (a resume), or a system that cannot probe processes.
-    return RUNNING if now - files.updated_ns / 1e9 < ACTIVE_WINDOW_S else INTERRUPTED
-
-
-def _pid(run: Mapping[str, Any]) -> object:
-    """The pid of the process that started ``run`` (its ingress ``cli.pid``), if it has one."""
-    attributes = run.get("attributes")
-    ingress = attributes.get("ingress") if isinstance(attributes, Mapping) else None
-    cli = ingress.get("cli") if isinstance(ingress, Mapping) else None
-    return cli.get("pid") if isinstance(cli, Mapping) else None
 
 
 def _started_ms(snapshot: LoadedFile | None, events: Sequence[Mapping[str, Any]]) -> int | None:

@@ -18,7 +18,9 @@ every command uses (bounded, validated) and builds the fullest tree they hold:
    (:func:`~agenttrace.formats.session.inflight.with_running_steps`): a call that hangs shows, with
    its kind, name and start, though it logged nothing.
 
-The status is ``agenttrace list``'s (:mod:`agenttrace.views.listing`). What is shown passes the
+Steps 1 to 4, the status and every node's settling are the session's account
+(:mod:`agenttrace.views.account`): the one rule ``list``, ``tree``, ``stats`` and the exports
+follow too. What is shown passes the
 redaction policy of every output (:mod:`agenttrace.views.public`). A reader polls
 :func:`files_state`, which costs two ``stat`` calls, and reads again only when it changes.
 """
@@ -40,11 +42,8 @@ from agenttrace.formats.session.files import (
     snapshot_path,
     stream_path,
 )
-from agenttrace.formats.session.fullest import load_fullest
-from agenttrace.formats.session.inflight import with_running_steps
 from agenttrace.formats.session.optree import children, hosted_sessions, session_ops
-from agenttrace.formats.session.rebuilt import with_started_nodes
-from agenttrace.views.listing import DAMAGED, RUNNING, session_row
+from agenttrace.views.account import RUNNING, read_account
 from agenttrace.views.public import public_view
 
 FilesState = tuple[tuple[int, int] | None, tuple[int, int] | None]
@@ -103,13 +102,11 @@ def read_live(directory: Path, session_id: str) -> LiveSession:
     if state == (None, None):
         raise NoSuchSession(f"no session {session_id} in {directory}")
     read_at = time.time()
-    row = session_row(directory, session_id, now=read_at)
-    loaded = load_fullest(stream if state[0] is not None else snapshot)
-    loaded, steps = with_running_steps(with_started_nodes(loaded))
-    loaded = public_view(loaded)
+    account = read_account(stream if state[0] is not None else snapshot, now=read_at)
+    loaded = public_view(account.loaded)
+    steps = account.running_steps
     shown = redacted_copy([step.as_json() for step in steps], Settings.resolve().max_payload_bytes)
-    status = row.status if row is not None else DAMAGED
-    return LiveSession(session_id, status, loaded, int(read_at * 1000), state, tuple(shown))
+    return LiveSession(session_id, account.state, loaded, int(read_at * 1000), state, tuple(shown))
 
 
 def session_document(live: LiveSession) -> dict[str, Any]:

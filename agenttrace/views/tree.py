@@ -22,6 +22,7 @@ from agenttrace.formats.session.optree import (
 )
 from agenttrace.formats.session.rebuilt import INTERRUPTED
 from agenttrace.semconv import REPLAYED
+from agenttrace.views.account import IN_DOUBT
 
 
 def optree_tree(runs: Sequence[Mapping[str, Any]], running_at: int | None = None) -> Tree:
@@ -50,8 +51,10 @@ def render_optree(runs: Sequence[Mapping[str, Any]], width: int = 160) -> list[s
 
 def _add_session(parent: Tree, node: Mapping[str, Any], running_at: int | None) -> None:
     attributes = node.get("attributes")
+    latency = _latency(node)
     if node.get("endedAt") is None and running_at is not None and not _gone(node):
         status = _running(node, running_at)
+        latency = ""  # how long it has run says it: its wall time so far would say it twice
     elif node.get("endedAt") is None:
         interrupted = isinstance(attributes, Mapping) and attributes.get(INTERRUPTED) is True
         status = "interrupted" if interrupted else "in progress"
@@ -60,7 +63,7 @@ def _add_session(parent: Tree, node: Mapping[str, Any], running_at: int | None) 
     branch = parent.add(
         _line(
             f"{node.get('path')} session {node.get('agentName')} [{node.get('agentId')}] "
-            f"{status}{_latency(node)}"
+            f"{status}{latency}"
         )
     )
     for turn in children(node, "turns"):
@@ -95,7 +98,10 @@ def _gone(node: Mapping[str, Any]) -> bool:
 
 
 def _add_op(parent: Tree, op: Mapping[str, Any], running_at: int | None = None) -> Tree:
-    if op.get("endedAt") is None and _gone(op):
+    doubt = _attribute(op, IN_DOUBT)
+    if op.get("endedAt") is None and isinstance(doubt, str):
+        status = f"in doubt ({doubt})"  # a tool call the kill cut short, maybe with its effect
+    elif op.get("endedAt") is None and (_gone(op) or _attribute(op, INTERRUPTED) is True):
         status = "interrupted"
     elif op.get("endedAt") is None and running_at is not None:
         status = _running(op, running_at)
@@ -122,6 +128,11 @@ def _add_op(parent: Tree, op: Mapping[str, Any], running_at: int | None = None) 
     for child in hosted_sessions(op):
         _add_session(branch, child, running_at)
     return branch
+
+
+def _attribute(node: Mapping[str, Any], key: str) -> Any:
+    attributes = node.get("attributes")
+    return attributes.get(key) if isinstance(attributes, Mapping) else None
 
 
 def _replayed(op: Mapping[str, Any]) -> bool:

@@ -26,7 +26,17 @@ logger = logging.getLogger("agenttrace")
 def load_fullest(
     path: Path, progress: Progress | None = None, *, keep_damaged: bool = False
 ) -> LoadedFile:
-    """The fullest picture of a session, from its file and the one beside it.
+    """The fullest picture of a session (see :func:`load_pair`)."""
+    return load_pair(path, progress, keep_damaged=keep_damaged)[0]
+
+
+def load_pair(
+    path: Path, progress: Progress | None = None, *, keep_damaged: bool = False
+) -> tuple[LoadedFile, bool]:
+    """The fullest picture of a session, and whether its session file is up to date: there is
+    one, readable, and the stream holds no event it lacks (its last run's end is then final).
+
+    The fullest picture of a session, from its file and the one beside it.
 
     Both hold a prefix of the same event sequence: the stream is usually ahead (it has the
     events after the last snapshot), the session file is ahead when the stream stopped (a full
@@ -69,10 +79,28 @@ def load_fullest(
             len(loaded.torn),
         )
     if other is None:
-        return with_rebuilt_runs(loaded)
+        return with_rebuilt_runs(loaded), loaded.kind == "snapshot" and damaged is None
     stream, snapshot = (loaded, other) if loaded.kind == "stream" else (other, loaded)
     if stream.kind != "stream" or snapshot.kind != "snapshot":
-        return with_rebuilt_runs(loaded)
+        return with_rebuilt_runs(loaded), False
+    return fullest_of(stream, snapshot, path=path)
+
+
+def fullest_of(
+    stream: LoadedFile | None,
+    snapshot: LoadedFile | None,
+    max_depth: int | None = None,
+    *,
+    path: Path | None = None,
+) -> tuple[LoadedFile, bool]:
+    """The fullest picture of a session from its two files as read (either may be missing, not
+    both), and whether the session file is up to date (:func:`load_pair`). ``path``: the file
+    the picture is named by (the stream's, by default)."""
+    if stream is None or snapshot is None:
+        only = stream or snapshot
+        assert only is not None
+        return with_rebuilt_runs(only, max_depth), only.kind == "snapshot"
+    up_to_date = len(stream.events) <= len(snapshot.events)
     best = stream if len(stream.events) >= len(snapshot.events) else snapshot
     # The journal: the stream's is usually ahead; the session file's is all there is of it once
     # the stream is lost or cut short (earlier releases' files hold none); either may hold lines
@@ -81,19 +109,21 @@ def load_fullest(
         journal = journal_union(stream.journal, snapshot.journal)
     else:
         journal = journal_union(snapshot.journal, stream.journal)
+    named = stream if path is None or path == stream.path else snapshot
     return with_rebuilt_runs(
         LoadedFile(
-            path,
-            loaded.kind,
+            named.path,
+            named.kind,
             best.events,
             snapshot.runs,
             snapshot.meta,
-            loaded.session_id or other.session_id,
+            named.session_id or stream.session_id or snapshot.session_id,
             stream.torn,
             accounted=stream.accounted,
             journal=journal,
-        )
-    )
+        ),
+        max_depth,
+    ), up_to_date
 
 
 def _with_damaged(

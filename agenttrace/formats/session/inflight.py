@@ -219,7 +219,7 @@ def with_running_steps(
     if not placed and not gone:
         return loaded, []
     for run in gone:
-        _mark_gone(run)
+        mark_gone(run)
     empty = {id(run) for run in finder.made if not run["turns"]}  # its one step nested too deep
     runs = [run for run in runs if id(run) not in empty]
     runs.sort(key=lambda run: run.get("startedAt") or 0)
@@ -236,7 +236,7 @@ def _describe(op: Node, step: RunningStep) -> None:
         op["request"] = {"payload": step.arguments, "size": len(step.arguments), "kind": step.kind}
 
 
-def _mark_gone(run: Node) -> None:
+def mark_gone(run: Node) -> None:
     """Mark ``run`` and every node under it that has not ended as interrupted: its process is
     gone, so none of them will end."""
     stack: list[Node] = [run]

@@ -377,7 +377,7 @@ class AccountingEntry(_Object, kw_only=True):
     # Written only where known, and not by earlier releases: optional, but never on the other
     # type's entries.
     _LLM_OPTIONAL: ClassVar = ("actualProvider", "upstreamInferenceCostUsd")
-    _TOOL_OPTIONAL: ClassVar = ("mcpServer", "command")
+    _TOOL_OPTIONAL: ClassVar = ("mcpServer", "command", "decision", "evidence")
     # Per type (True: an LLM attempt's), the fields it must have and those it must not.
     _NEEDED: ClassVar = {True: _LLM_ONLY, False: _TOOL_ONLY}
     _REFUSED: ClassVar = {
@@ -448,6 +448,17 @@ class AccountingEntry(_Object, kw_only=True):
             description="The callPath of the agent run the op belongs to (absent in files of "
             "the first release)."
         ),
+    ] = UNSET
+    decision: Annotated[
+        Literal["done", "not_applied", "retry", "abandon"] | UnsetType,
+        Meta(
+            description="A tool call a kill left in doubt, as a person decided it (agenttrace "
+            "resolve): done (it happened: status ok), not_applied, retry or abandon (status "
+            "failed: a resume runs it, runs it again or abandons it)."
+        ),
+    ] = UNSET
+    evidence: Annotated[
+        str | UnsetType, Meta(description="Why the person decided so (resolve --evidence).")
     ] = UNSET
 
     def __post_init__(self) -> None:
@@ -962,6 +973,9 @@ class Step(_Object, kw_only=True, tag_field="event_type", tag="step"):
             Meta(max_length=64, description="A run's line: a random token of its process."),
         ]
         | UnsetType
+    ) = UNSET
+    pid: (
+        Annotated[int, Meta(ge=0, description="A run's line: the id of its process.")] | UnsetType
     ) = UNSET
     ts: Timestamp | UnsetType = UNSET
 

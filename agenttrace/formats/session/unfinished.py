@@ -9,8 +9,9 @@ leaves its first lines whole, the last whole one still ending in that space, and
 line after it. :func:`unfinished_tail` finds those lines at the end of a stream, so a resume
 can leave their events out: the call that logged them never returned, and an agent without its
 instructions is not what anyone created. Step-journal lines after them were appended later, by
-another process (``agenttrace resolve`` deciding about a call the crash left in doubt): they are
-passed over, not taken for the end of a write that finished.
+another process (``agenttrace resolve`` deciding about a call the crash left in doubt, with the
+call's ``op_accounted`` line as decided): they are passed over, not taken for the end of a write
+that finished.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ CONTINUED = b" \n"
 """How a line that is not the last of its write ends."""
 
 _BLOCK = 64 << 10
+_ACCOUNTED = b'{"event_type": "op_accounted"'
+"""How an ``op_accounted`` line starts (``agenttrace.formats.ledger.ACCOUNTED_PREFIX``): after a
+write a kill cut short, one comes from ``agenttrace resolve``, never from the killed process."""
 
 
 def continued(line: bytes) -> bytes:
@@ -75,7 +79,7 @@ def _unfinished(tail: bytes, whole_file: bool) -> list[bytes] | None:
         lines = lines[1:]  # the first piece may be the end of a longer line
     found: list[bytes] = []
     for line in reversed(lines):
-        if not found and is_journal_line(line):
+        if not found and (is_journal_line(line) or line.startswith(_ACCOUNTED)):
             continue  # appended after the last write (a decision), by another process
         if not line.endswith(b" "):  # the end of a write that finished
             return found[::-1]

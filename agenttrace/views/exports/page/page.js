@@ -193,6 +193,13 @@
   // between two updates without drawing the tree again.
   function addUnfinished(summary, node) {
     var status = unfinishedStatus(node);
+    var attributes = isObject(node.attributes) ? node.attributes : {};
+    var doubt = attributes["agenttrace.in_doubt"];
+    if (typeof doubt === "string") {
+      // A tool call a kill cut short that may have had its effect (agenttrace doubts).
+      summary.appendChild(el("span", "status status-interrupted", "in doubt (" + doubt + ")"));
+      return;
+    }
     summary.appendChild(statusBadge(status));
     if (status !== "running" || !isNumber(node.startedAt) || !isNumber(live.now)) return;
     var since = el("span", "since", "for " + formatMs(Math.max(0, live.now - node.startedAt)));
