@@ -517,3 +517,27 @@ def test_a_lone_surrogate_passes_in_free_text_and_fails_where_a_pattern_applies(
     with pytest.raises(schema.FormatError) as caught:
         schema.check_events([{**event, "message_id": "msg_\udc80"}], 200)
     assert caught.value.where == "[0].message_id"
+
+
+@pytest.mark.parametrize(
+    ("change", "what", "where"),
+    [
+        (lambda line: 1.5, "Expected `object`, got `float`", "$"),
+        (lambda line: [line], "Expected `object`, got `array`", "$"),
+        (lambda line: {**line, "chunks": 1.5}, "Expected `array`, got `float`", "$.chunks"),
+        (lambda line: {**line, "run": {}}, "Expected `str`, got `object`", "$.run"),
+        (lambda line: {**line, "step": 1.5}, "Expected `str`, got `float`", "$.step"),
+    ],
+)
+def test_a_damaged_journal_line_of_the_stream_is_refused_saying_where_and_what(
+    cafe: Cafe, tmp_path: Path, change: Any, what: str, where: str
+) -> None:
+    """The stream's journal lines are read as untrusted as its events: a number, or a number
+    where an array or text belongs, is one line naming the line (a journal line as such)."""
+    lines = [json.loads(line) for line in cafe.lines]
+    index = next(i for i, line in enumerate(lines) if line.get("event_type") == "step")
+    lines[index] = change(lines[index])
+    path = tmp_path / "damaged.events.jsonl"
+    path.write_bytes(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    kind = "a step-journal line" if where != "$" else "a canonical event"
+    assert refused(path) == f"{path}: line {index + 1} is not {kind}: {what} at {where}"
