@@ -290,10 +290,15 @@ class Harness:
 
     def _library(self, path: Path, report: Report) -> None:
         loaded = _call(report, "read_session_file", lambda: read_session_file(path))
+        # The readers that take a path read every file, a refused one too (one line each);
+        # they write nothing, so the commands after them find the case as it was made.
+        _call(report, "load_fullest", lambda: load_fullest(path))
+        _call(report, "SessionViewer(path)", lambda: SessionViewer(path))
+        _call(report, "serve", lambda: _served(path))
+        _call(report, "doubts", lambda: _doubts(path))
         if loaded is None:
             return
         report.readable = True
-        _call(report, "load_fullest", lambda: load_fullest(path))
         _call(report, "resume", lambda: _resumed(path))
         _call(report, "load_session", lambda: load_session(path, _factory))
         _call(report, "SessionViewer", lambda: _viewed(loaded))
@@ -305,8 +310,6 @@ class Harness:
         _call(report, "exchanges_jsonl", lambda: exchanges_jsonl(loaded).encode())
         _call(report, "to_std008", lambda: _std008(loaded))
         _call(report, "to_atif", lambda: json.dumps(to_atif(loaded)))
-        _call(report, "serve", lambda: _served(path))
-        _call(report, "doubts", lambda: _doubts(path))
         self.agents = _agent_names(loaded)
 
     # -- the commands -----------------------------------------------------------------------
