@@ -64,8 +64,8 @@ from .mutate import decompressed_size
 CPU_DEADLINE_S = 20.0
 """CPU seconds one case may take, all targets together, without tracemalloc. Measured on this
 machine kind (2 cores, Python 3.11; the fuzz suite prints its dearest case): the dearest of the
-5,000+ mutated, generated and regression cases cost 0.79-0.87 s in the runs measured (busy and
-idle), so this is a margin of some 23x, enough for a CPU several times slower; a loop
+5,000+ mutated, generated and regression cases cost 0.79-1.17 s in the runs measured (busy and
+idle), so this is a margin of some 17x, enough for a CPU several times slower; a loop
 that never ends, or cost that explodes with a case's size, still trips it."""
 HANG_GUARD_S = 300.0
 """CPU seconds after which a pass that is not judged on time (the memory pass, under
