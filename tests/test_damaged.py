@@ -74,3 +74,14 @@ def test_nothing_is_recovered_from_what_is_not_a_session_file(tmp_path: Path) ->
         path.write_bytes(content)
         assert recover_runs(path) == []
     assert keep_aside(path).name == "x.json.gz.damaged-1"
+
+
+def test_a_run_that_is_not_an_object_is_not_recovered(tmp_path: Path) -> None:
+    """A number, text or an array where a run belongs is no run: the whole runs around it are
+    recovered, it is passed over (it once raised a TypeError out of every reader)."""
+    run = {"not": "a run"}
+    for bad in ("1.5", '"run"', "[1.5]", "null"):
+        path = tmp_path / "x.json.gz"
+        text = f'{{"format":"agenttrace.session","version":1,"runs":[{bad},{json.dumps(run)},'
+        path.write_bytes(gzip.compress(text.encode()))
+        assert recover_runs(path) == []

@@ -157,7 +157,7 @@ def test_a_malformed_journal_line_is_refused(tmp_path: Path, bad: dict[str, Any]
         ),
         **bad,
     }
-    with pytest.raises(SessionFileError, match="line 2 is not a canonical event"):
+    with pytest.raises(SessionFileError, match="line 2 is not a step-journal line: "):
         read_session_file(write_stream(tmp_path / "s.events.jsonl", [line]))
 
 

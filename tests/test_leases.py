@@ -223,3 +223,26 @@ def test_a_link_planted_as_the_lease_file_is_refused_in_one_line(tmp_path: Path)
     error = one_error_line(result)
     assert error.startswith(f"{lease_path(stream.parent, 's1')}: cannot hold the session's lease")
     assert not elsewhere.exists()  # never followed
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'{"owner": "x", "pid": 1e999, "host": "h", "token": "t", "since": 1}',
+        b'{"owner": "x", "pid": 1, "host": "h", "token": "t", "since": 1e999}',
+        b'{"owner": "x", "pid": 1, "host": "h", "token": "t", "since": -1e300}',
+        b'{"owner": "x", "pid": 1, "host": "h", "token": "t", "since": NaN}',
+        b"1.5",
+        b'["owner"]',
+    ],
+)
+def test_a_lease_file_naming_no_holder_is_taken_over(content: bytes, tmp_path: Path) -> None:
+    """A lease file whose content names no holder a message can print (a pid or a time past
+    any number, not an object) is no holder's: taken, never a traceback (an infinite pid once
+    raised OverflowError out of resume and resolve)."""
+    path = tmp_path / "s1.lease"
+    path.write_bytes(content)
+    assert read_holder(path) is None
+    lease = acquire(path)
+    assert lease.held
+    lease.release()

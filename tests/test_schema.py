@@ -274,6 +274,31 @@ SESSION_FILE_DAMAGE = [
      "Expected `str`, got `int`"),
     ("tool call without function", lambda d: d["events"][2]["tool_calls"][0].pop("function"),
      "$.events[2].tool_calls[0]", "Object missing required field `function`"),
+    # A scalar where an array's item or an object belongs: every array and map of the file.
+    ("a number in the journal", lambda d: d["journal"].insert(1, 1.5), "$.journal[1]",
+     "Expected `object`, got `float`"),
+    ("text in the journal", lambda d: d["journal"].insert(0, "step"), "$.journal[0]",
+     "Expected `object`, got `str`"),
+    ("an array in the journal", lambda d: d["journal"].insert(2, [1.5]), "$.journal[2]",
+     "Expected `object`, got `array`"),
+    ("the journal a number", lambda d: d.__setitem__("journal", 1.5), "$.journal",
+     "Expected `array`, got `float`"),
+    ("a journal line's chunks a number", _set(lambda d: d["journal"][1], "chunks", 1.5),
+     "$.journal[1].chunks", "Expected `array`, got `float`"),
+    ("a number in runs", lambda d: d["runs"].insert(0, 1.5), "$.runs[0]",
+     "Expected `object`, got `float`"),
+    ("a number in turns", lambda d: _run(d)["turns"].insert(0, 1.5), "$.runs[0].turns[0]",
+     "Expected `object`, got `float`"),
+    ("meta a number", lambda d: d.__setitem__("meta", 1.5), "$.meta",
+     "Expected `object`, got `float`"),
+    ("a number in trace_ids", lambda d: d["meta"]["trace_ids"].insert(0, 1.5),
+     "$.meta.trace_ids[0]", "Expected `str`, got `float`"),
+    ("ingress a number", lambda d: d["meta"].__setitem__("ingress", 1.5), "$.meta.ingress",
+     "Expected `object`, got `float`"),
+    ("a number among the events", lambda d: d["events"].insert(1, 1.5), "$.events[1]",
+     "Expected `object`, got `float`"),
+    ("tool calls a number", _set(_event(2), "tool_calls", 1.5), "$.events[2].tool_calls",
+     "Expected `array`, got `float`"),
 ]  # fmt: skip
 
 
@@ -492,3 +517,27 @@ def test_a_lone_surrogate_passes_in_free_text_and_fails_where_a_pattern_applies(
     with pytest.raises(schema.FormatError) as caught:
         schema.check_events([{**event, "message_id": "msg_\udc80"}], 200)
     assert caught.value.where == "[0].message_id"
+
+
+@pytest.mark.parametrize(
+    ("change", "what", "where"),
+    [
+        (lambda line: 1.5, "Expected `object`, got `float`", "$"),
+        (lambda line: [line], "Expected `object`, got `array`", "$"),
+        (lambda line: {**line, "chunks": 1.5}, "Expected `array`, got `float`", "$.chunks"),
+        (lambda line: {**line, "run": {}}, "Expected `str`, got `object`", "$.run"),
+        (lambda line: {**line, "step": 1.5}, "Expected `str`, got `float`", "$.step"),
+    ],
+)
+def test_a_damaged_journal_line_of_the_stream_is_refused_saying_where_and_what(
+    cafe: Cafe, tmp_path: Path, change: Any, what: str, where: str
+) -> None:
+    """The stream's journal lines are read as untrusted as its events: a number, or a number
+    where an array or text belongs, is one line naming the line (a journal line as such)."""
+    lines = [json.loads(line) for line in cafe.lines]
+    index = next(i for i, line in enumerate(lines) if line.get("event_type") == "step")
+    lines[index] = change(lines[index])
+    path = tmp_path / "damaged.events.jsonl"
+    path.write_bytes(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    kind = "a step-journal line" if where != "$" else "a canonical event"
+    assert refused(path) == f"{path}: line {index + 1} is not {kind}: {what} at {where}"

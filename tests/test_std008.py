@@ -761,6 +761,21 @@ def test_a_document_that_is_not_std008_is_one_line_and_exit_2(tmp_path: Path) ->
     )
 
 
+@pytest.mark.parametrize("content", [b"1.5", b"-1", b'"text"', b"null", b"true"])
+def test_a_document_that_is_a_scalar_is_one_line(content: bytes, tmp_path: Path) -> None:
+    """JSON that is a number, text, null or a boolean nests nothing: it is no document of any
+    format (exit 2), and ``validate`` lists it as a problem (exit 1), never a traceback."""
+    path = tmp_path / "scalar.json"
+    path.write_bytes(content)
+    for command in (["tree"], ["stats"], ["export", "--format", "jaeger"]):
+        result = cli(*command, str(path))
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.splitlines()
+        assert "neither a STD-008 session nor an ATIF trajectory" in line
+    result = cli("validate", str(path))
+    assert result.exit_code == 1 and result.stdout.startswith("$: Expected `object`, got `")
+
+
 def test_the_python_views_take_a_document_path() -> None:
     viewer = agenttrace.SessionViewer(EXAMPLE)
     assert viewer.list_agents() == {

@@ -5,7 +5,10 @@ Real files made by agenttrace: the demo's session file and stream (tests/fuzz/se
 ``discuss`` (``crashed.*``: a session file written mid-run, and a stream with ``op_accounted``
 lines past it; made by tests/crash_child.py's ``first ... jill``), and the event streams of the
 seed's examples (tests/data/), one in the older spelling, as streams and one as a session file
-without runs.
+without runs. The demo's four files hold the step journal (the session file's ``journal``
+array, the stream's ``step`` lines; the killed demo's with a run to re-enter and a call in
+doubt), so every mutation reaches its lines as it reaches the others; the examples hold none,
+as files of earlier releases.
 """
 
 from __future__ import annotations
@@ -36,10 +39,10 @@ def corpus() -> tuple[list[Seed], list[float], dict[str, bytes]]:
         "example1", [], _lines(examples["1"]["events"]), {"createdAt": 1700000000000}
     )
     weights = {
-        "cafe.json.gz": 0.3,
-        "cafe.events.jsonl": 0.2,
-        "crashed.json.gz": 0.05,
-        "crashed.events.jsonl": 0.05,
+        "cafe.json.gz": 0.25,
+        "cafe.events.jsonl": 0.15,
+        "crashed.json.gz": 0.1,
+        "crashed.events.jsonl": 0.1,
         "example0.events.jsonl": 0.1,
         "example1.json.gz": 0.1,
         "example1.events.jsonl": 0.05,

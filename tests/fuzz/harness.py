@@ -1,4 +1,5 @@
-"""Feeds one file to every reader, view, export and command, and says what went wrong.
+"""Feeds one file to every reader, view, export and command, and says what went wrong (what
+``agenttrace serve`` reads and sends of a session too, without its HTTP layer).
 
 The only acceptable outcomes: the library returns, or raises ``SessionFileError`` with a
 one-line message; a command exits 0, or exits 2 with exactly one line on stderr (``list``
@@ -45,6 +46,7 @@ from agenttrace.formats.session.totals import session_stats
 from agenttrace.formats.std008.rules import validate
 from agenttrace.session.restore import load_session, resume
 from agenttrace.session.state import use_session
+from agenttrace.views.doubts import doubts, read_journal
 from agenttrace.views.exports import (
     exchanges_jsonl,
     to_html,
@@ -53,6 +55,7 @@ from agenttrace.views.exports import (
     to_std008,
 )
 from agenttrace.views.exports.atif import to_atif
+from agenttrace.views.live import read_live, session_document
 from agenttrace.views.tree import render_optree
 from agenttrace.views.viewer import SessionViewer, format_dialog
 
@@ -61,8 +64,8 @@ from .mutate import decompressed_size
 CPU_DEADLINE_S = 20.0
 """CPU seconds one case may take, all targets together, without tracemalloc. Measured on this
 machine kind (2 cores, Python 3.11; the fuzz suite prints its dearest case): the dearest of the
-5,000+ mutated, generated and regression cases cost 0.79-0.84 s in the runs measured (busy and
-idle), so this is a margin of some 24x, enough for a CPU several times slower; a loop
+5,000+ mutated, generated and regression cases cost 0.79-1.17 s in the runs measured (busy and
+idle), so this is a margin of some 17x, enough for a CPU several times slower; a loop
 that never ends, or cost that explodes with a case's size, still trips it."""
 HANG_GUARD_S = 300.0
 """CPU seconds after which a pass that is not judged on time (the memory pass, under
@@ -79,6 +82,8 @@ input once decompressed (what the readers parse): the seeds peak at about a quar
 
 FACTORY = "tests.fuzz.factory:rebuild"
 """The agent factory ``agenttrace resume`` is given (see tests/fuzz/factory.py)."""
+RESOLVED = "3.2"
+"""The step ``agenttrace resolve`` decides: the killed demo's ``discuss`` call, in doubt."""
 
 
 TALLY: Counter[str] = Counter()
@@ -285,10 +290,15 @@ class Harness:
 
     def _library(self, path: Path, report: Report) -> None:
         loaded = _call(report, "read_session_file", lambda: read_session_file(path))
+        # The readers that take a path read every file, a refused one too (one line each);
+        # they write nothing, so the commands after them find the case as it was made.
+        _call(report, "load_fullest", lambda: load_fullest(path))
+        _call(report, "SessionViewer(path)", lambda: SessionViewer(path))
+        _call(report, "serve", lambda: _served(path))
+        _call(report, "doubts", lambda: _doubts(path))
         if loaded is None:
             return
         report.readable = True
-        _call(report, "load_fullest", lambda: load_fullest(path))
         _call(report, "resume", lambda: _resumed(path))
         _call(report, "load_session", lambda: load_session(path, _factory))
         _call(report, "SessionViewer", lambda: _viewed(loaded))
@@ -323,6 +333,11 @@ class Harness:
             ["export", "--format", "atif", file],
             # Before resume, which writes beside the file: the directory holds the case alone.
             ["list", "--json", "--sessions-dir", directory],
+            ["doubts", file],
+            ["doubts", "--json", file],
+            # The killed demo's call in doubt (tests/fuzz/seeds/crashed.*), decided before the
+            # resume re-enters its run; elsewhere most often no call in doubt there (exit 2).
+            ["resolve", file, RESOLVED, "--not-applied"],
             ["resume", file, "--prompt", "Coffee?", "--agent", FACTORY],
         ]
         for args in commands:
@@ -406,6 +421,21 @@ def _factory(record: agenttrace.AgentRecord, session: agenttrace.Session) -> Any
     from .factory import rebuild
 
     return rebuild(record, session)
+
+
+def _served(path: Path) -> None:
+    """What ``agenttrace serve`` reads and sends of the session (``GET /api/runs/ID/tree``):
+    the session's files by its id, with the calls in flight, as the page's JSON."""
+    session_id = path.name.removesuffix(".json.gz").removesuffix(".events.jsonl")
+    json.dumps(session_document(read_live(path.parent, session_id)))
+
+
+def _doubts(path: Path) -> None:
+    """The step journal as ``agenttrace doubts`` reads it: its calls in doubt, and every
+    step's outcome."""
+    json.dumps([doubt.as_json() for doubt in doubts(path)])
+    for step in read_journal(path).steps.values():
+        _ = step.outcome
 
 
 def _viewed(loaded: LoadedFile) -> None:

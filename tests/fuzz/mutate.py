@@ -113,13 +113,15 @@ BYTE_TOKENS = (
 
 JUNK_LINES = (b"", b"   ", b"\xef\xbb\xbf", b"\x00", b"[]", b"{}", b"1")
 
-_ID_KEY = re.compile(r"(^|_)id$|Id$|^cause$|^substance$|^tool_call_id$|^path$")
+_ID_KEY = re.compile(r"(^|_)id$|Id$|^cause$|^substance$|^tool_call_id$|^path$|^run$|^step$")
+"""Keys whose values are ids or labels, the step journal's ``run`` and ``step`` among them."""
 
 _FREE_TEXT = re.compile(
     r"(^|[._])name$|Name$|[Mm]odel$|^provider|^(content|text|message|error|errorType|payload|"
-    r"details|arguments|role|callPath|argv0|source)$"
+    r"details|arguments|role|callPath|argv0|source|result|evidence)$"
 )
-"""Keys whose values are any text (the others are ids, labels, times or kinds of a pattern)."""
+"""Keys whose values are any text (the others are ids, labels, times or kinds of a pattern): a
+journal line's ``result`` (a tool's, as JSON text) and a decision's ``evidence`` too."""
 ODD_TEXTS = (
     "",
     "[/red]",

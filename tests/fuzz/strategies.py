@@ -335,6 +335,18 @@ _VALUES: dict[tuple[type, str], Build] = {
         _choice(["task", "discuss", "search", "claude-sonnet-4-5"]), texts
     ),
     (schema.OperationNode, "childSession"): _just(None),  # from childSessions (_fix_op)
+    (schema.Step, "run"): sometimes(session_ids, _text(20, 1)),
+    (schema.Step, "attempt"): sometimes(_just(1), _int(1, 1_000_000, (1, 3))),
+    (schema.Step, "name"): sometimes(
+        _choice(["discuss", "search", "claude-sonnet-4-5", "Agent"]), texts
+    ),
+    (schema.Step, "arguments"): sometimes(
+        lambda rng: json.dumps({"name": agent_names(rng)}), _json_text
+    ),
+    (schema.Step, "result"): lambda rng: _json_text(rng) if rng.randrange(2) else json_data(rng),
+    (schema.StepDecision, "run"): sometimes(session_ids, _text(20, 1)),
+    (schema.StepDecision, "attempt"): sometimes(_just(1), _int(1, 1_000_000, (1, 3))),
+    (schema.StepDecision, "result"): _json_text,
 }
 """Values for fields whose type leaves them open, by (struct, JSON key)."""
 
@@ -549,6 +561,25 @@ def _cohere(document: dict[str, Any]) -> None:
     if "trace_ids" in document["meta"]:
         document["meta"]["trace_ids"] = trace_ids
     _renumber(document["events"])
+    _cohere_journal(document)
+
+
+def _cohere_journal(document: dict[str, Any]) -> None:
+    """The journal's lines about the document's runs, two by two at one key (an ``intent``
+    and its outcome, or two intents: a call in doubt, a decision about a step), each at one of
+    its run's ops (``0`` for a run's own line), by the run's agent."""
+    runs = document["runs"]
+    for number, line in enumerate(document.get("journal", ())):
+        place = number // 2
+        run = runs[place % len(runs)]
+        ops = [op["path"] for turn in run["turns"] for op in turn["ops"]]
+        line["run"] = run["originTxnId"]
+        if line.get("kind") == "run" or not ops:
+            line["step"] = "0"
+        else:
+            line["step"] = ops[place % len(ops)]
+        if "agent_id" in line:
+            line["agent_id"] = run["agentId"]
 
 
 def _cohere_run(run: dict[str, Any], at: tuple[int, ...], parent: Any, trace: Any) -> None:
@@ -582,9 +613,34 @@ def _link(node: dict[str, Any], id_key: str, parent: Any, trace: Any) -> None:
     span["spanId"], span["parentSpanId"], span["traceId"] = node[id_key], parent, trace
 
 
+_NOT_EVENTS = ("step", "step_decision", schema.OP_ACCOUNTED)
+"""The kinds of a stream's lines that are no canonical event: no message id."""
+
+
 def _renumber(events: list[Any]) -> None:
-    for number, event in enumerate(events, 1):
-        event["message_id"] = message_id(number)
+    """Message ids in order, on the canonical events (a stream's other lines have none)."""
+    number = 0
+    for event in events:
+        if event.get("event_type") not in _NOT_EVENTS:
+            number += 1
+            event["message_id"] = message_id(number)
+
+
+def _cohere_stream(lines: list[Any]) -> None:
+    """A stream's events numbered in order, and its journal lines about one run, two by two at
+    one key, by the agents its events name."""
+    _renumber(lines)
+    agents = [
+        line["agent_id"]
+        for line in lines
+        if line.get("event_type") not in _NOT_EVENTS and "agent_id" in line
+    ] or ["agent_001"]
+    journal = [line for line in lines if line.get("event_type") in _NOT_EVENTS[:2]]
+    for number, line in enumerate(journal):
+        line["run"] = journal[0]["run"]
+        line["step"] = journal[number - number % 2]["step"]
+        if "agent_id" in line:
+            line["agent_id"] = agents[number // 2 % len(agents)]
 
 
 def _coherent(build: Build, cohere: Callable[[Any], None]) -> Build:
@@ -619,8 +675,23 @@ make_document = _coherent(conforming(mi.type_info(schema.SessionFile)), _cohere)
 """Makes a session file document (docs/session-file.md) that follows the schema."""
 make_event = conforming(mi.type_info(schema.Event))
 """Makes a canonical event (docs/events.md), in either spelling, that follows the schema."""
-make_event_lines = _coherent(_list_of(make_event, 1, 15), _renumber)
-"""Makes the events of a stream (message ids in order, but one time in four)."""
+make_journal_line = conforming(mi.type_info(schema.JournalLine))
+"""Makes a line of the step journal (docs/journal.md): a step or a decision."""
+make_accounted = conforming(mi.type_info(schema.OpAccounted))
+"""Makes a stream's ``op_accounted`` line (docs/events.md, "Accounting lines")."""
+
+
+def _stream_lines(rng: random.Random) -> list[Any]:
+    """A stream's lines: canonical events, and among them journal and accounting lines."""
+    lines = _list_of(make_event, 1, 15)(rng)
+    for other in [*_list_of(make_journal_line, 0, 6)(rng), *_list_of(make_accounted, 0, 2)(rng)]:
+        lines.insert(rng.randint(0, len(lines)), other)
+    return lines
+
+
+make_event_lines = _coherent(_stream_lines, _cohere_stream)
+"""Makes the lines of a stream: its events (message ids in order, but one time in four), its
+step journal's lines and ``op_accounted`` lines between them."""
 
 valid_documents = _seeded(make_document)
 documents = valid_documents.flatmap(_wronged)
@@ -630,7 +701,8 @@ events = _seeded(make_event).flatmap(lambda event: _wronged(event, 2))
 code, with no reader in front of them."""
 valid_event_lines = _seeded(make_event_lines)
 event_lines = valid_event_lines.flatmap(_wronged)
-"""The lines of an event stream, one stream in :data:`WRONG_ONE_IN` with something wrong."""
+"""The lines of an event stream (events, journal and accounting lines), one stream in
+:data:`WRONG_ONE_IN` with something wrong (in any line: the journal's get every mutation)."""
 
 
 def snapshot_bytes(document: Any) -> bytes:

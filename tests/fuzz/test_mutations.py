@@ -3,7 +3,7 @@
 ``BATCHES`` x ``CASES_PER_BATCH`` cases, each drawn from a random generator seeded with its
 batch's number: every run of the suite fuzzes the very same files. Every case goes through the
 readers, ``resume``/``load_session``, ``SessionViewer``, stats, tree, the six exports and the
-thirteen commands (tests/fuzz/harness.py says what passes). A failing input is kept under the test's
+sixteen commands (tests/fuzz/harness.py says what passes). A failing input is kept under the test's
 temporary directory; fixed, it belongs in tests/fuzz/regressions/.
 """
 

@@ -553,8 +553,18 @@ def _too_deep(path: Path, line: int | None = None) -> str:
     return f"{path}: {where}nested too deeply to read (AGENTTRACE_MAX_NESTING_DEPTH)"
 
 
-def _not_an_event(path: Path, line: int, error: schema.FormatError) -> str:
-    return f"{path}: line {line} is not a canonical event: {error.what} at {error.where}"
+def _not_an_event(path: Path, line: int, error: schema.FormatError, kind: Any = None) -> str:
+    """What is wrong with a line, named as what it says it is (its ``event_type``): a step
+    journal's or an accounting line, else a canonical event."""
+    what = _LINE_KINDS.get(kind, "a canonical event") if type(kind) is str else "a canonical event"
+    return f"{path}: line {line} is not {what}: {error.what} at {error.where}"
+
+
+_LINE_KINDS = {
+    STEP: "a step-journal line",
+    STEP_DECISION: "a step-journal line",
+    OP_ACCOUNTED: "an accounting line",
+}
 
 
 def _checked(
@@ -568,7 +578,9 @@ def _checked(
     except schema.FormatError as exc:
         index, _, rest = exc.where[1:].partition("]")  # "[3].message_id": event 3, at .message_id
         error = schema.FormatError("$" + rest, exc.what)
-        raise SessionFileError(_not_an_event(path, numbers[int(index)], error)) from None
+        line = events[int(index)]
+        kind = line.get("event_type") if type(line) is dict else None
+        raise SessionFileError(_not_an_event(path, numbers[int(index)], error, kind)) from None
     except RecursionError:
         raise SessionFileError(_too_deep(path)) from None
     return _normalized(events)

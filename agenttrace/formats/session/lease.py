@@ -310,9 +310,15 @@ def _parse(data: bytes) -> Holder | None:
             str(fields["token"]),
             float(fields["since"]),
         )
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, OverflowError):  # 1e999 is JSON, no pid
+        return None
+    if not 0 <= holder.since <= _LAST_SECOND:  # no time a message can print: not a holder's
         return None
     return holder
+
+
+_LAST_SECOND = 253_402_300_799
+"""9999-12-31T23:59:59Z: the last time ``time.ctime`` prints on every platform."""
 
 
 def _write(fd: int, holder: Holder) -> None:

@@ -1144,7 +1144,13 @@ def number_error(text: bytes | bytearray, error: msgspec.ValidationError) -> For
 
 def depth_error(value: Any, limit: int, where: str = "$", level: int = 1) -> FormatError | None:
     """A :class:`FormatError` if ``value`` (at ``level``) nests arrays and objects more than
-    ``limit`` levels deep, else ``None``. Iterative: a hostile file must not exhaust the stack."""
+    ``limit`` levels deep, else ``None``. Iterative: a hostile file must not exhaust the stack.
+
+    ``value`` may be anything decoded JSON holds: a number, a string, ``null`` or a boolean
+    nests nothing (whether it belongs where it stands is for the structs to say, in one line),
+    so it is never an error here, whatever the ``level``."""
+    if type(value) is not dict and type(value) is not list:
+        return None
     if level > limit:
         return FormatError(where, _deep_what(limit))
     pending: list[tuple[Any, int]] = [(value, level)]
