@@ -18,8 +18,9 @@ The root then streams its final answer. Tool results are fixed by their argument
 7``), never by what the servers numbered, so transcripts compare across sessions.
 
 The first process of a session runs the scenario from the start; any later one resumes the
-session the last one left (``agenttrace.load_session``) and re-enters its interrupted run, or
-starts the run if the kill came before it started, or does nothing if it had ended. It prints
+session the last one left (``agenttrace.resume``, the root rebuilt from its record) and
+re-enters its interrupted run, or starts the run if the kill came before it started, or does
+nothing if it had ended. It prints
 ``go`` once it is about to start the agents (the driver's kill delay counts from there) and, at
 its end, one JSON line: ``{"ended": true}``, or ``{"in_doubt": [[label, tool], ...]}`` with
 exit status 3 when a re-entry stopped at calls in doubt. ``KILL_AT_WRITE=N`` kills the process
@@ -282,9 +283,11 @@ def _resume(stream: Path) -> int:
     if ran and journal.interrupted_run() is None:
         print("go", flush=True)
         return 0  # the run had ended: nothing left to do
-    root, _ = agenttrace.load_session(stream, Agent.revive)
-    if root is None:  # killed in the root's creation: the resume left it out
+    session = agenttrace.resume(stream)  # and arms the re-entry of an interrupted run
+    record = session.root()
+    if record is None:  # killed in the middle of the root's creation: the resume left it out
         return _start()
+    root = Agent.revive(record, session)
     if not any(entry.get("content") == QUESTION for entry in root.transcript):
         root.harken(QUESTION)  # killed before the root heard its question
     print("go", flush=True)
