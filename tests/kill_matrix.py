@@ -7,7 +7,11 @@ server is shared, and answers each request by its content (``respond``), so a ru
 any kill asks what the uninterrupted one asked and hears the same. A scenario's processes are
 killed 1 to 3 times, each at a point drawn from the scenario's own seeded generator: at the
 N-th write to the event stream (before or after it; the scenario kills itself there, the same
-record every time) or after a random delay within the reference run's length. Between
+record every time) or after a random delay within the reference run's length (drawn as
+fractions of the reference's writes and seconds, so a seed draws the same kills again; a write
+kill lands on the same record when the reference made as many writes, 62 to 66 here, as the
+background thread batches some; a delay lands at the same moment, not the same instruction).
+Between
 processes the driver does what a careful user does: ``agenttrace doubts`` lists the calls in
 doubt, and each is resolved by asking the payment server whether its charge happened
 (``--done`` with the result the tool returns if it did, ``--retry`` if not). Once the run has
@@ -353,10 +357,13 @@ class KillMatrix:
             while not ended and found.processes < MAX_PROCESSES:
                 kill: tuple[str, Any] | None = None
                 if len(found.kills) < planned:
+                    # Fractions of the reference's writes and length: the same draws whatever
+                    # the machine measured this time, so a seed gives the same kills again.
                     if rng.random() < 0.5:
-                        kill = ("write", (rng.randint(1, reference.writes), rng.random() < 0.5))
+                        at = 1 + int(rng.random() * reference.writes)
+                        kill = ("write", (at, rng.random() < 0.5))
                     else:
-                        kill = ("delay", round(rng.uniform(0, reference.seconds), 3))
+                        kill = ("delay", round(rng.random() * reference.seconds, 3))
                 _forget_empty_stream(sessions, found)
                 self._resolve_doubts(sessions, payments, found)
                 found.processes += 1
