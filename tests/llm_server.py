@@ -12,6 +12,7 @@ the same reply whenever it comes (a run killed and resumed asks in another order
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import threading
@@ -68,6 +69,11 @@ class JsonHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+    def handle(self) -> None:
+        # A client killed between two requests on its kept-alive connection: nothing to say.
+        with contextlib.suppress(ConnectionResetError):
+            super().handle()
 
     def read_json(self) -> Any:
         """The request's JSON body (``{}`` when it has none)."""
