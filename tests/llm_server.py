@@ -4,11 +4,15 @@ Speaks ``POST /v1/chat/completions`` (plain JSON and SSE streaming), ``POST /v1/
 (Anthropic) and ``POST /v1/embeddings``. Each request takes the next scripted :class:`Reply`
 (or the default): a status code for failures (401, 429, 500, ...), a delay for timeouts, the
 content, tool calls and usage to answer with, extra headers for a failure (``retry-after-ms``).
-Every request is recorded, headers included, so tests can check what litellm actually sent.
+Every request is recorded, headers included, so tests can check what litellm actually sent;
+``answered`` counts the replies written whole (a client killed mid-reply is not answered).
+A ``responder`` answers each request by its body instead of the script: the same request gets
+the same reply whenever it comes (a run killed and resumed asks in another order).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import threading
@@ -66,6 +70,11 @@ class JsonHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def handle(self) -> None:
+        # A client killed between two requests on its kept-alive connection: nothing to say.
+        with contextlib.suppress(ConnectionResetError):
+            super().handle()
+
     def read_json(self) -> Any:
         """The request's JSON body (``{}`` when it has none)."""
         length = int(self.headers.get("Content-Length", "0"))
@@ -113,6 +122,10 @@ class LLMServer(LoopbackServer):
         self.script: deque[Reply] = deque()
         self.default = Reply()
         self.requests: list[Request] = []
+        self.answered = 0
+        """Replies written whole to their client, failures (a scripted status) included."""
+        self.handled = 0
+        """Requests whose handling ended, answered or not (``len(requests)`` once all have)."""
         self.responder: Callable[[Request], Reply] | None = None
         """When set, answers each request instead of the script (a reply chosen by what was
         asked, whatever order the requests come in)."""
@@ -129,19 +142,26 @@ class LLMServer(LoopbackServer):
                     reply.gate.wait(timeout=120)
                 if reply.delay:
                     time.sleep(reply.delay)
+                answered = True
                 try:
-                    if reply.status != 200:
-                        self._json(reply.status, _error_body(reply))
-                    elif self.path.endswith("/messages"):
-                        self._json(200, _anthropic_body(body, reply))
-                    elif self.path.endswith("/embeddings"):
-                        self._json(200, _embeddings_body(body))
-                    elif body.get("stream"):
-                        self._stream(body, reply)
-                    else:
-                        self._json(200, _chat_body(body, reply))
+                    self._answer(body, reply)
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (a timeout test)
+                    answered = False  # the client gave up (a timeout test), or was killed
+                with server._lock:
+                    server.answered += answered
+                    server.handled += 1
+
+            def _answer(self, body: dict[str, Any], reply: Reply) -> None:
+                if reply.status != 200:
+                    self._json(reply.status, _error_body(reply))
+                elif self.path.endswith("/messages"):
+                    self._json(200, _anthropic_body(body, reply))
+                elif self.path.endswith("/embeddings"):
+                    self._json(200, _embeddings_body(body))
+                elif body.get("stream"):
+                    self._stream(body, reply)
+                else:
+                    self._json(200, _chat_body(body, reply))
 
             def _stream(self, body: dict[str, Any], reply: Reply) -> None:
                 self.send_response(200)
@@ -165,6 +185,7 @@ class LLMServer(LoopbackServer):
         with self._lock:
             self.script = deque(replies)
             self.requests = []
+            self.answered = self.handled = 0
             self.default = Reply()
             self.responder = None
 

@@ -230,3 +230,37 @@ def test_a_call_s_request_is_built_once_keeping_its_data_as_it_is() -> None:
     assert j.fingerprint(call_request("m", (), {"messages": messages, "timeout": 3})) == (
         j.fingerprint(j.llm_request({"messages": messages, "model": "m"}))
     )
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_attempt_is_billed_before_its_done_line_is_handed_over(
+    traced: Traced, tmp_path: Path, llm: LLMServer, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """The ledger's line of an LLM attempt is written before its ``done`` line goes to the
+    background thread: a kill between the two then leaves the attempt in doubt (asked again,
+    billed again, as the model bills it), never done and never billed (a re-entry serves a done
+    reply from the journal and bills nothing). Found by the kill matrix (tests/kill_matrix.py):
+    killed between them, the model had answered and the ledger had no line for it."""
+    from agenttrace._internal.runtime import runtime
+
+    recorder = runtime.recorder
+    assert recorder is not None
+    ledger = tmp_path / "accounting.jsonl"
+    billed_when_done: list[int] = []
+    journal = recorder.journal
+
+    def watching(session: Any, line: Any, later: bool = False) -> None:
+        text = line() if callable(line) else line
+        step = json.loads(text)
+        if step.get("kind") == "llm" and step.get("state") == "done":
+            lines = ledger.read_text().splitlines() if ledger.exists() else []
+            billed_when_done.append(sum(json.loads(entry)["type"] == "llm" for entry in lines))
+        journal(session, text, later)
+
+    monkeypatch.setattr(recorder, "journal", watching)
+    llm.reset(Reply(content="Hello there"))
+    response = litellm.completion(**http(llm), stream=stream)
+    if stream:
+        list(response)
+    traced.handle.force_flush()
+    assert billed_when_done == [1]

@@ -7,7 +7,7 @@ Both ways an attempt ends use these: a plain response (:mod:`.patch`) and a stre
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.util.types import AttributeValue
 
@@ -27,6 +27,14 @@ from agenttrace.tracing.logs import record_reasoning
 from agenttrace.tracing.op_attributes import cost_span_attributes, error_span_attributes
 from agenttrace.tracing.scopes import OpScope, Scope, finish
 from agenttrace.tracing.transcripts import log_llm_exchange
+
+
+class Reply(NamedTuple):
+    """What an attempt that succeeded got, for its journal step: a response, or a stream's
+    chunks."""
+
+    response: Any = None
+    chunks: list[Any] | None = None
 
 
 class Request:
@@ -125,9 +133,19 @@ class Attempt:
             report_internal_error(WHERE, exc)
         self._ended(error)
 
-    def succeed(self, attributes: Callable[[], dict[str, AttributeValue]]) -> None:
+    def succeed(
+        self, attributes: Callable[[], dict[str, AttributeValue]], reply: Reply | None = None
+    ) -> None:
         """End the span as a success, with what ``attributes()`` computes now (the span ends
-        even if that fails; the failure is ours, reported, never the caller's)."""
+        even if that fails; the failure is ours, reported, never the caller's); then journal
+        the ``reply`` as the step's outcome.
+
+        The outcome is journaled after the span ended, whose accounting (the ledger's line) is
+        written here, in this thread: the journal's ``done`` is written by the background
+        thread, and a kill that came after it and before the ledger's line would leave a reply
+        the model was paid for that a re-entry serves from the journal and no one ever bills.
+        In this order a kill between the two leaves the attempt in doubt: a re-entry asks the
+        model again, and both requests are billed, as the model bills them."""
         if self.done:
             return
         self.done = True
@@ -135,6 +153,8 @@ class Attempt:
             finish(self.scope, None, attributes)
         except Exception as exc:
             report_internal_error(WHERE, exc)
+        if reply is not None:
+            end_llm_step(self.scope, self.model, response=reply.response, chunks=reply.chunks)
         self._ended(None)
 
     def _ended(self, error: BaseException | None) -> None:

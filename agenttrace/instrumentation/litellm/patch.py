@@ -17,7 +17,12 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
-from agenttrace.instrumentation.litellm.attempt import Attempt, offer_tool_calls, result_attributes
+from agenttrace.instrumentation.litellm.attempt import (
+    Attempt,
+    Reply,
+    offer_tool_calls,
+    result_attributes,
+)
 from agenttrace.instrumentation.litellm.replay import ready, replayed_response
 from agenttrace.instrumentation.litellm.sdk_retries import RETRY_METHOD, retry_wrapper
 from agenttrace.instrumentation.litellm.streaming import StreamProxy
@@ -40,7 +45,7 @@ from agenttrace.instrumentation.litellm.utils import (
     state,
 )
 from agenttrace.model.journal import Step
-from agenttrace.tracing.llm_steps import ReplayedFailure, begin_llm_step, end_llm_step
+from agenttrace.tracing.llm_steps import ReplayedFailure, begin_llm_step
 from agenttrace.tracing.op_attributes import cost_span_attributes, unpriced
 
 # --- the wrappers ---------------------------------------------------------------------------------
@@ -152,15 +157,14 @@ def _finish(result: Any, attempt: Attempt, price_it: bool = False) -> Any:
     try:
         if is_stream(result):
             return StreamProxy(result, attempt)
-        end_llm_step(attempt.scope, attempt.model, response=result)
         offer_tool_calls(attempt, result)
     except Exception as exc:
         try:
             report_internal_error(WHERE, exc)
         finally:  # ends the span even when the test suite re-raises the report
-            attempt.succeed(completed)
+            attempt.succeed(completed, Reply(response=result))
         return result
-    attempt.succeed(completed)
+    attempt.succeed(completed, Reply(response=result))  # billed, then journaled done
     return result
 
 

@@ -19,7 +19,12 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
-from agenttrace.instrumentation.litellm.attempt import Attempt, offer_tool_calls, result_attributes
+from agenttrace.instrumentation.litellm.attempt import (
+    Attempt,
+    Reply,
+    offer_tool_calls,
+    result_attributes,
+)
 from agenttrace.instrumentation.litellm.utils import WHERE, cost_from_tokens
 from agenttrace.tracing.llm_attributes import field, input_content
 from agenttrace.tracing.llm_steps import end_llm_step
@@ -56,16 +61,15 @@ class _StreamState:
         built = None
         if abandoned:
             end_llm_step(attempt.scope, attempt.model, error=_ABANDONED)
-        else:
-            end_llm_step(attempt.scope, attempt.model, chunks=self.given)
         try:
             built = _build_stream_response(attempt, chunks)
             if built is not None and not abandoned:
                 offer_tool_calls(attempt, built)  # the streamed reply enters the transcript
         except Exception as exc:
             report_internal_error(WHERE, exc)
-        attempt.succeed(
-            functools.partial(_stream_attributes, self, built, abandoned, streamed_usage)
+        attempt.succeed(  # billed, then journaled done
+            functools.partial(_stream_attributes, self, built, abandoned, streamed_usage),
+            None if abandoned else Reply(chunks=self.given),
         )
 
     def fail(self, error: BaseException) -> None:
