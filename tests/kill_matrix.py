@@ -512,13 +512,18 @@ def _billing(sessions: Path, found: Scenario, answered: int) -> list[str]:
 
 def transcripts(sessions: Path) -> dict[str, list[dict[str, Any]]]:
     """Each agent's final transcript as a resume restores it (its resets applied), by name: the
-    last agent of each name, since a re-entered run creates its sub-agents again."""
+    last agent of each name, since a re-entered run creates its sub-agents again (the ones it
+    made absent are left empty, and passed over)."""
     from agenttrace.session.state import Session
 
     (stream,) = sessions.glob("*.events.jsonl")
     found: dict[str, list[dict[str, Any]]] = {}
     for record in Session.load(stream).agents.values():
         messages = record.messages()
+        if not messages:
+            # A sub-agent the killed run created in a call that ran again: the re-entry empties
+            # it (its id is never reused) and the run creates it anew under a new id.
+            continue
         found[_name(messages)] = [_comparable(message) for message in messages]
     return found
 
