@@ -198,11 +198,13 @@ def _env() -> dict[str, str]:
 
 
 def _cli(*args: str) -> tuple[int, str]:
-    """An ``agenttrace`` command, run in this process by click: its exit status and output."""
+    """An ``agenttrace`` command, run in this process by click: its exit status and its standard
+    output, or on failure all it printed (click's ``output`` mixes in standard error, where a
+    warning may land: ``doubts --json``'s output must be the JSON alone)."""
     result = CliRunner().invoke(cli, list(args), catch_exceptions=True)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         return 1, f"{type(result.exception).__name__}: {result.exception}"
-    return result.exit_code, result.output
+    return result.exit_code, result.stdout if result.exit_code == 0 else result.output
 
 
 class Forks:
