@@ -25,11 +25,7 @@ def report_internal_error(where: str, exc: BaseException) -> None:
     """Log ``exc`` (raised inside agenttrace at ``where``) once, or re-raise it under the tests."""
     if raise_internal_errors:
         raise exc
-    key = (where, type(exc))
-    with _lock:
-        first = key not in _reported
-        _reported.add(key)
-    if first:
+    if _first_report(where, exc):
         logger.warning(
             "agenttrace: internal error in %s, your code still runs with less telemetry: %s: %s",
             where,
@@ -45,12 +41,17 @@ def report_misuse(where: str, exc: BaseException) -> None:
     it under the tests. Not called an internal error: the message says what to fix."""
     if raise_internal_errors:
         raise exc
+    if _first_report(where, exc):
+        logger.warning("agenttrace: %s (your code still runs)", exc)
+
+
+def _first_report(where: str, exc: BaseException) -> bool:
+    """Whether this is the first failure of ``exc``'s type at ``where`` (and remember it)."""
     key = (where, type(exc))
     with _lock:
         first = key not in _reported
         _reported.add(key)
-    if first:
-        logger.warning("agenttrace: %s (your code still runs)", exc)
+    return first
 
 
 def reset_reported() -> None:
