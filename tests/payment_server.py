@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -84,3 +85,15 @@ if __name__ == "__main__":
     payments = PaymentServer()
     Path(sys.argv[1]).write_text(payments.url)
     payments.server.serve_forever()
+
+
+def post_charge(payments_url: str, amount: int, idempotency_key: str | None) -> dict[str, Any]:
+    """What a paying tool of the test agents does: ``POST /charge`` for ``amount`` under the
+    call's idempotency key (none: an empty header), and return the server's answer."""
+    request = urllib.request.Request(
+        payments_url + "/charge", data=json.dumps({"amount": amount}).encode(), method="POST"
+    )
+    request.add_header("Idempotency-Key", idempotency_key or "")
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        charged: dict[str, Any] = json.loads(answer.read())
+    return charged

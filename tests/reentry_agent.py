@@ -9,29 +9,22 @@ runs the same run again (re-entering it)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import agenttrace
+
+from .payment_server import post_charge
 
 KILL = os.environ.get("KILL_INSIDE") == "1"
 
 
 @agenttrace.tool(effect=os.environ.get("CHARGE_EFFECT", "effect"))
 def charge(amount: int) -> str:
-    request = urllib.request.Request(
-        os.environ["PAYMENTS_URL"] + "/charge",
-        data=json.dumps({"amount": amount}).encode(),
-        method="POST",
-    )
-    request.add_header("Idempotency-Key", agenttrace.idempotency_key() or "")
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        charged = json.loads(answer.read())
+    charged = post_charge(os.environ["PAYMENTS_URL"], amount, agenttrace.idempotency_key())
     if KILL:
         os.kill(os.getpid(), signal.SIGKILL)
     return str(charged["charge"])

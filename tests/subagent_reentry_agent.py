@@ -26,13 +26,14 @@ import json
 import os
 import signal
 import sys
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import litellm
 
 import agenttrace
+
+from .payment_server import post_charge
 
 TASK = "Find the tea, ask the expert about it, then pay 5."
 SYSTEM = {
@@ -134,14 +135,7 @@ class Agent:
 
     @agenttrace.tool
     def pay(self, amount: int) -> str:
-        request = urllib.request.Request(
-            os.environ["PAYMENTS_URL"] + "/charge",
-            data=json.dumps({"amount": amount}).encode(),
-            method="POST",
-        )
-        request.add_header("Idempotency-Key", agenttrace.idempotency_key() or "")
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            charged = json.loads(answer.read())
+        charged = post_charge(os.environ["PAYMENTS_URL"], amount, agenttrace.idempotency_key())
         _die("inside_pay")
         return str(charged["charge"])
 

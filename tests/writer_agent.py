@@ -16,27 +16,20 @@ charge forks a worker that waits for a signal, and says its pid after the sessio
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import agenttrace
 
+from .payment_server import post_charge
+
 
 @agenttrace.tool(effect="idempotent")
 def charge(amount: int) -> str:
-    request = urllib.request.Request(
-        os.environ["PAYMENTS_URL"] + "/charge",
-        data=json.dumps({"amount": amount}).encode(),
-        method="POST",
-    )
-    request.add_header("Idempotency-Key", agenttrace.idempotency_key() or "")
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        charged = json.loads(answer.read())
+    charged = post_charge(os.environ["PAYMENTS_URL"], amount, agenttrace.idempotency_key())
     ready = os.environ.get("WRITER_AGENT_READY")
     if ready:
         forked = ""
