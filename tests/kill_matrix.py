@@ -129,8 +129,6 @@ class Scenario:
     answered: int = 0
     """Replies the model server answered to the scenario's processes."""
     problems: list[str] = dataclasses.field(default_factory=list)
-    known: list[str] = dataclasses.field(default_factory=list)
-    """What broke an invariant by a bug already reproduced elsewhere: said, not failed."""
     empty_streams: int = 0
     """Event streams a kill left with no whole line (before the first write ended), which no
     resume opens (``SessionFileError``: empty file): removed, as a user would, and started
@@ -142,7 +140,7 @@ class Scenario:
         return (
             f"seed {self.seed} scenario {self.index} (replay(seed={self.seed}, index={self.index}))"
             f", kills: {'; '.join(self.kills) or 'none'}, resolved: {self.resolved}"
-            f": {' | '.join(self.problems + self.known)}"
+            f": {' | '.join(self.problems)}"
         )
 
 
@@ -165,10 +163,6 @@ class Summary:
     @property
     def duplicates(self) -> int:
         return sum(s.duplicates for s in self.scenarios)
-
-    @property
-    def known(self) -> list[str]:
-        return [s.describe() for s in self.scenarios if s.known]
 
     @property
     def empty_streams(self) -> int:
@@ -438,13 +432,7 @@ class KillMatrix:
         if not ended:
             return
         lost = [amount for amount in CHARGED if counts[amount] == 0]
-        shared = _places_shared(sessions)
-        if lost and shared:
-            found.known.append(
-                f"never charged: {lost}, and a place's key went to another request: {shared} "
-                "(the bug tests/test_key_per_request.py reproduces)"
-            )
-        elif lost:
+        if lost:
             found.problems.append(f"never charged: {lost}")
         expected = self.reference().transcripts
         got = transcripts(sessions)
@@ -454,21 +442,6 @@ class KillMatrix:
                 found.problems.append(f"transcript of {name} differs: {differs}")
         found.problems.extend(_billing(sessions, found, answered))
         found.problems.extend(views(sessions))
-
-
-def _places_shared(sessions: Path) -> list[str]:
-    """The tool steps whose place (run, label) the journal holds with other arguments on
-    another attempt: a re-entry that made another request there, under the same idempotency
-    key as the killed run's call."""
-    from agenttrace.formats.session.files import read_session_file
-    from agenttrace.model.journal import Journal
-
-    (stream,) = sessions.glob("*.events.jsonl")
-    asked: dict[tuple[str, str], set[str | None]] = {}
-    for (run, label, _), step in Journal(read_session_file(stream).journal).steps.items():
-        if step.kind == "tool":
-            asked.setdefault((run, label), set()).add(step.arguments)
-    return [f"{label}: {sorted(map(str, a))}" for (_, label), a in asked.items() if len(a) > 1]
 
 
 def _forget_empty_stream(sessions: Path, found: Scenario) -> None:

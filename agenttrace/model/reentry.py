@@ -173,6 +173,8 @@ class Reentry:
     taken: bool = False
     claimed: set[str] = field(default_factory=set)
     """The labels of the journal's tool steps a call of the re-entered run has matched."""
+    fresh: set[str] = field(default_factory=set)
+    """The labels this re-entry gave requests that were not the journal's at their place."""
     stopped: InDoubtToolCall | None = None
     """Once a call stopped the resume, every later call of the run stops with it."""
     shown: dict[str, str] = field(default_factory=dict)
@@ -213,7 +215,11 @@ class Reentry:
                 and self.policy.get(at.effect, "stop") != "retry"
             ):
                 return Plan("stop", step=at)
-            return Plan("run", at.key[2] + 1)
+            # Another request than the one journaled here (or the step here was claimed by a
+            # call that started at another place): a call of its own, under a label of its
+            # own, so it never takes the other call's idempotency key, nor hides its step from
+            # a later re-entry.
+            return Plan("run", label=self._fresh(label))
         again, place = step.key[2] + 1, step.key[1]
         if step.decision is not None:
             if step.decision == "done":
@@ -252,6 +258,19 @@ class Reentry:
                 if step.fingerprint == fingerprint:
                     return step
         return None
+
+    def _fresh(self, label: str) -> str:
+        """A label for another request at ``label``'s place: ``label/2``, ``label/3``, ...,
+        the first that neither the journal nor an earlier call of this re-entry used."""
+        with self._lock:
+            n = 2
+            while (
+                f"{label}/{n}" in self.fresh
+                or self.journal.latest(self.origin, f"{label}/{n}") is not None
+            ):
+                n += 1
+            self.fresh.add(f"{label}/{n}")
+            return f"{label}/{n}"
 
     def _tool_steps(self) -> list[Step]:
         """The last attempt of each tool call of the interrupted run, in the order they

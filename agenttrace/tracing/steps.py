@@ -49,7 +49,12 @@ def idempotency_key() -> str | None:
     # A call a re-entry matched to a step at another place (parallel calls that started in
     # another order) keeps that step's label, and so its key.
     step = scope.step
-    label = step.key[1] if type(step) is Step else scope.label
+    if type(step) is Step:
+        label = step.key[1]
+    elif type(step) is Pending:  # answered, verified or stopped: the journal's step's place
+        label = step.plan.label or scope.label
+    else:
+        label = scope.label
     return j.idempotency_key(run.session_id, run.journal_run, label, scope.name)
 
 

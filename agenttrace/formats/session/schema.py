@@ -94,6 +94,16 @@ Label = Annotated[
         "for an op, k.j:n for the n-th sub-agent run hosted by op k.j, and so on to any depth.",
     ),
 ]
+STEP_LABEL_PATTERN = LABEL_PATTERN.replace(")$", ")(/([2-9]|[1-9][0-9]+))?$", 1)
+StepLabel = Annotated[
+    str,
+    Meta(
+        pattern=STEP_LABEL_PATTERN,
+        max_length=1024,
+        description="A step's place in the journal (docs/journal.md): its op's path label, and "
+        "/n (n from 2) for the n-th request a re-entry made there that was not the journal's.",
+    ),
+]
 MESSAGE_ID_PATTERN = _whole("[A-Za-z0-9_.:-]{1,128}")
 MessageId = Annotated[
     str,
@@ -916,7 +926,7 @@ class Step(_Object, kw_only=True, tag_field="event_type", tag="step"):
     run started (kind ``run``) or ended. A line of the stream only, no canonical event."""
 
     run: _Run
-    step: Annotated[Label, Meta(description="The step's path label in its run.")]
+    step: StepLabel
     attempt: _Attempt
     agent_id: AgentId
     kind: Literal["llm", "tool", "run"]
@@ -984,7 +994,7 @@ class StepDecision(_Object, kw_only=True, tag_field="event_type", tag="step_deci
     """A user's decision about an in-doubt step (``agenttrace resolve``)."""
 
     run: _Run
-    step: Label
+    step: StepLabel
     attempt: _Attempt
     decision: Literal["done", "not_applied", "retry", "abandon"]
     result: Any = UNSET
@@ -1098,6 +1108,7 @@ _FORMS = {
     for pattern, form in (
         (SESSION_ID_PATTERN, "a session or txn id (a plain file-name stem)"),
         (LABEL_PATTERN, "a path label (docs/path-labels.md)"),
+        (STEP_LABEL_PATTERN, "a step's label (a path label, or one and /n)"),
         (MESSAGE_ID_PATTERN, "a message id (msg_001)"),
         (AGENT_ID_PATTERN, "an agent id (printable, at most 256 characters)"),
         (TRACE_ID_PATTERN, "a trace id (32 hex digits)"),
