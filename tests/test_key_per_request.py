@@ -10,11 +10,19 @@ tool returned ``booked 11``; nothing was booked. Such a call now runs under a la
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 import agenttrace
+from agenttrace.views.account import read_account
 
 from .conftest import Traced
+from .test_cli import ROOT, env_for
+from .test_cli import agenttrace as agenttrace_command
 
 
 def test_another_request_at_a_used_place_gets_a_key_of_its_own(
@@ -90,3 +98,62 @@ def _as_killed(traced: Traced, sessions: Path) -> Path:
         snapshot.unlink()
     assert ran
     return stream
+
+
+def _child(
+    tmp_path: Path, amount: int, kill: str, *resume: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.key_child",
+            str(tmp_path / "sessions"),
+            str(amount),
+            kill,
+            *list(resume),
+        ],
+        env=env_for(tmp_path),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.e2e
+def test_a_call_killed_at_a_label_of_its_own_is_in_doubt_under_its_op(tmp_path: Path) -> None:
+    """Killed once the booking of 17 was done, then in the body of the re-entry's booking of 11:
+    the views put the call in doubt under its op (1.1), ``doubts`` names its step (1.1/2),
+    ``resolve`` takes that name and bills the call at its op, and the next re-entry is answered
+    with the decision, its body not run again. (The tree shows the op as the killed run ended
+    it: this re-entry logged no event of its own before the kill, so no run of its own is in
+    the tree to hold its call.)"""
+    assert _child(tmp_path, 17, "after_book").returncode == -signal.SIGKILL
+    assert _child(tmp_path, 11, "inside", "resume").returncode == -signal.SIGKILL
+    (stream,) = (tmp_path / "sessions").glob("*.events.jsonl")
+
+    listed = agenttrace_command(tmp_path, "doubts", "--json", str(stream))
+    assert listed.returncode == 0, listed.stderr
+    (doubt,) = json.loads(listed.stdout)
+    assert (doubt["step"], doubt["tool"]) == ("1.1/2", "book"), doubt
+    (cut,) = read_account(stream).cut_short
+    assert (cut.path, cut.step, cut.status, cut.effect) == (
+        "1.1",
+        "1.1/2",
+        "in doubt",
+        "idempotent",
+    )
+    assert agenttrace_command(tmp_path, "tree", str(stream)).returncode == 0
+
+    result = tmp_path / "result.json"
+    result.write_text(json.dumps("booked 11"))
+    decided = agenttrace_command(tmp_path, "resolve", str(stream), "1.1/2", "--done", str(result))
+    assert decided.returncode == 0, decided.stderr
+    billed = [json.loads(line) for line in (tmp_path / "accounting.jsonl").read_text().splitlines()]
+    (line,) = [line for line in billed if line.get("decision") == "done"]
+    assert (line["path"], line["status"]) == ("1.1", "ok"), line
+
+    again = _child(tmp_path, 11, "never", "resume")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout.splitlines()[-1]) == {"answer": "booked 11", "ran": []}

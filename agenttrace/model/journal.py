@@ -296,10 +296,15 @@ def intent_line(
     call_id: str | None = None,
     lease: str | None = None,
     kind: Kinds = "tool",
+    path: str | None = None,
 ) -> dict[str, Any]:
     """A step starts: a tool call is about to run (the line is on disk before its body runs),
-    or an LLM attempt (``kind="llm"``, named by its model; no effect class) is being sent."""
+    or an LLM attempt (``kind="llm"``, named by its model; no effect class) is being sent.
+    ``path``: the path label of the op making it, where that is not the step's label (a
+    re-entry's call matched to a step at another place, or given a label of its own)."""
     line = _line(key, agent_id, kind, name, "intent")
+    if path is not None and path != key[1]:
+        line["path"] = path
     if effect is not None:
         line["effect"] = effect
     line["fingerprint"] = request_fingerprint

@@ -137,6 +137,7 @@ def _intent(
         arguments=journal_json(arguments),
         call_id=scope.call_id,
         lease=lease_token(scope.session.run.session),
+        path=scope.label,
     )
     recorder.journal(scope.session.run.session, journal_bytes(line))
     scope.step = Step(key, effect, returns)

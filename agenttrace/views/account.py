@@ -114,6 +114,9 @@ class CutShort:
     """From its start to the session's last record: at least this long."""
     effect: str | None = None
     """A tool call in doubt: its effect class; None: interrupted (nothing to decide)."""
+    step: str = ""
+    """Its label in the journal (what ``doubts`` lists and ``resolve`` takes): its op's
+    ``path``, or another where a re-entry matched it to a step at another place."""
 
     @property
     def status(self) -> str:
@@ -273,9 +276,11 @@ def _cut_short(
         owner = owner_run(runs, step.run, step.path) or {}
         last = _later(_process_last(journal, step), traces.get(str(owner.get("traceId"))))
         ran = float(max(0, (last or step.started_at) - step.started_at))
-        effect = doubts.get((step.run, step.path)) if step.kind == "tool" else None
+        effect = doubts.get((step.run, step.step)) if step.kind == "tool" else None
         found.append(
-            CutShort(step.run, step.path, step.kind, step.name, step.started_at, ran, effect)
+            CutShort(
+                step.run, step.path, step.kind, step.name, step.started_at, ran, effect, step.step
+            )
         )
         # Its op, by its place (its start may be an earlier event's logged in it).
         ops = [op for op in _own_ops(owner) if op.get("path") == step.path]
@@ -304,7 +309,7 @@ def _process_last(journal: Sequence[Mapping[str, Any]], step: RunningStep) -> in
         if not started:
             if line.get("kind") == "run" and line.get("step") == RUN_LABEL:
                 process = line.get("process")
-            started = same == (step.run, step.path, step.attempt) and line.get("state") == "intent"
+            started = same == (step.run, step.step, step.attempt) and line.get("state") == "intent"
             if not started:
                 continue
         elif (

@@ -172,16 +172,18 @@ def _decided(
 ) -> tuple[AccountingEntry, bytes]:
     """The accounting entry of the call ``step`` as decided, and its ``op_accounted`` line."""
     run, label, _ = step.key
-    cut = [c for c in account.cut_short if (c.run, c.path) == (run, label)]
+    cut = [c for c in account.cut_short if (c.run, c.step or c.path) == (run, label)]
     last = account.last_record_ms or 0
     started = cut[-1].started_at if cut else last
     ran = int(cut[-1].ran_ms) if cut else 0
-    owner = owner_run(account.runs, run, label) or {}
+    # Its op's place: a step a re-entry gave a label of its own (2.1/2) was made at 2.1.
+    path = cut[-1].path if cut else label.partition("/")[0]
+    owner = owner_run(account.runs, run, path) or {}
     entry = decided_entry(
         origin=run,
         txn_id=_text(owner.get("txnId")) or run,
         agent_id=step.agent_id or _text(owner.get("agentId")) or "",
-        path=label,
+        path=path,
         name=step.name,
         decision=decision,
         arguments=step.arguments,

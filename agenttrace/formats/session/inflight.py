@@ -61,7 +61,7 @@ class RunningStep:
     run: str
     """The origin id of the run it belongs to."""
     path: str
-    """Its path label in that run."""
+    """The path label of its op in that run."""
     attempt: int
     kind: str
     """``tool`` or ``llm``."""
@@ -76,6 +76,14 @@ class RunningStep:
     """Its process is gone (see the module docstring): it will never end."""
     run_attempt: int = 1
     """The attempt at its run that made it (2 and up: a resume's re-entry of the run)."""
+    label: str = ""
+    """Its label in the journal, where that is not its op's ``path`` (a re-entry's call matched
+    to a step at another place, or given a label of its own: docs/journal.md); else empty."""
+
+    @property
+    def step(self) -> str:
+        """Its label in the journal."""
+        return self.label or self.path
 
     def as_json(self) -> dict[str, Any]:
         """The step as ``GET /api/runs/{id}/tree`` lists it (``runningSteps``)."""
@@ -163,10 +171,12 @@ def running_steps(journal: Iterable[Mapping[str, Any]]) -> list[RunningStep]:
         if intent is None or started is None:
             continue
         arguments = intent.get("arguments")
+        path = intent.get("path")
         steps.append(
             RunningStep(
                 run=run,
-                path=label,
+                path=path if isinstance(path, str) and path != label else label,
+                label=label if isinstance(path, str) and path != label else "",
                 attempt=found.attempt,
                 kind=str(intent.get("kind") or "tool"),
                 name=str(intent.get("name") or ""),

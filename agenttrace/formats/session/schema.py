@@ -932,6 +932,13 @@ class Step(_Object, kw_only=True, tag_field="event_type", tag="step"):
     kind: Literal["llm", "tool", "run"]
     name: Annotated[str, Meta(max_length=4096)]
     state: Literal["intent", "done", "failed", "replayed"]
+    path: (
+        Annotated[
+            Label,
+            Meta(description="The op's path label, where it is not the step's (docs/journal.md)."),
+        ]
+        | UnsetType
+    ) = UNSET
     effect: Literal["pure", "read", "idempotent", "effect"] | UnsetType = UNSET
     fingerprint: (
         Annotated[
