@@ -456,12 +456,16 @@ def tree(session: str, follow: bool, sessions_dir: Path | None) -> None:
     """The opTree of every run of SESSION as a text tree: path label, kind, name, status,
     tokens, cost, latency; sub-agents indented under the tool call that ran them."""
     needs_rich("tree")
+    from agenttrace.views.public import public_view
     from agenttrace.views.tree import optree_tree
 
     if follow:
         _follow_tree(resolve(session, sessions_dir))
         return
-    runs = runs_of(shown(session, sessions_dir, events=False))
+    loaded = recorded(session, sessions_dir)
+    if loaded is None:
+        return
+    runs = runs_of(public_view(loaded, events=False))
     _console().print(optree_tree(runs), markup=False, soft_wrap=True)
 
 
@@ -535,8 +539,14 @@ def stats(session: str, as_json: bool, sessions_dir: Path | None) -> None:
     import json
 
     from agenttrace.formats.session.totals import session_stats
+    from agenttrace.views.public import public_view
 
-    totals = session_stats(runs_of(shown(session, sessions_dir, events=False)))
+    # A session that recorded nothing totals nothing: --json gives its zeros, for scripts.
+    loaded = recorded(session, sessions_dir, say=not as_json)
+    if loaded is None and not as_json:
+        return
+    runs = [] if loaded is None else runs_of(public_view(loaded, events=False))
+    totals = session_stats(runs)
     if as_json:
         click.echo(json.dumps(totals, indent=2))
         return
@@ -648,6 +658,29 @@ def load(reference: str, sessions_dir: Path | None) -> LoadedFile:
             ).loaded
         except SessionFileError as exc:
             fail(str(exc))
+
+
+def recorded(
+    reference: str,
+    sessions_dir: Path | None,
+    *,
+    say: bool = True,
+    err: bool = False,
+    then: str = "",
+) -> LoadedFile | None:
+    """:func:`load`; ``None`` for a session that recorded nothing (its stream holds no whole
+    line: its process was killed, or its disk was full, before the first was written), which
+    is no error: a line says so (with ``say``; on stderr with ``err``; ``then`` added to it),
+    for exit status 0."""
+    loaded = load(reference, sessions_dir)
+    if not loaded.recorded_nothing:
+        return loaded
+    if say:
+        name = loaded.session_id or str(loaded.path)
+        why = " (its event stream holds no whole line)" if loaded.kind == "stream" else ""
+        line = f"session {name} recorded nothing: no event, no run{why}{then}"
+        click.echo(escaped(line), err=err)
+    return None
 
 
 def shown(
@@ -878,7 +911,10 @@ def export(session: str, format_: str, output: Path | None, sessions_dir: Path |
     from agenttrace.views.exports.atif import AtifUnavailable, to_atif
 
     # The exports apply the redaction policy themselves (agenttrace.views.public).
-    loaded = load(session, sessions_dir)
+    # On stderr: stdout may be the export's, piped.
+    loaded = recorded(session, sessions_dir, err=True, then="; nothing to export, none written")
+    if loaded is None:
+        return
     if format_ != "html":
         runs_of(loaded)  # spans come from the opTree: without one there is nothing to export
     if output is not None and output.is_dir() and format_ not in DOCUMENT_FORMATS:
