@@ -456,16 +456,15 @@ def tree(session: str, follow: bool, sessions_dir: Path | None) -> None:
     """The opTree of every run of SESSION as a text tree: path label, kind, name, status,
     tokens, cost, latency; sub-agents indented under the tool call that ran them."""
     needs_rich("tree")
-    from agenttrace.views.public import public_view
     from agenttrace.views.tree import optree_tree
 
     if follow:
         _follow_tree(resolve(session, sessions_dir))
         return
-    loaded = recorded(session, sessions_dir)
+    loaded = shown(session, sessions_dir, events=False)
     if loaded is None:
         return
-    runs = runs_of(public_view(loaded, events=False))
+    runs = runs_of(loaded)
     _console().print(optree_tree(runs), markup=False, soft_wrap=True)
 
 
@@ -539,14 +538,12 @@ def stats(session: str, as_json: bool, sessions_dir: Path | None) -> None:
     import json
 
     from agenttrace.formats.session.totals import session_stats
-    from agenttrace.views.public import public_view
 
     # A session that recorded nothing totals nothing: --json gives its zeros, for scripts.
-    loaded = recorded(session, sessions_dir, say=not as_json)
+    loaded = shown(session, sessions_dir, events=False, say=not as_json)
     if loaded is None and not as_json:
         return
-    runs = [] if loaded is None else runs_of(public_view(loaded, events=False))
-    totals = session_stats(runs)
+    totals = session_stats([] if loaded is None else runs_of(loaded))
     if as_json:
         click.echo(json.dumps(totals, indent=2))
         return
@@ -684,14 +681,21 @@ def recorded(
 
 
 def shown(
-    reference: str, sessions_dir: Path | None, *, events: bool = True, runs: bool = True
-) -> LoadedFile:
-    """:func:`load`, as it may be printed: the redaction policy every output follows (secrets
-    replaced, strings capped as on the spans), so ``perspective`` shows what the HTML export
-    shows (``agenttrace.views.public``); the part a command does not show is left out."""
+    reference: str,
+    sessions_dir: Path | None,
+    *,
+    events: bool = True,
+    runs: bool = True,
+    say: bool = True,
+) -> LoadedFile | None:
+    """:func:`recorded`, as it may be printed: the redaction policy every output follows
+    (secrets replaced, strings capped as on the spans), so ``perspective`` shows what the HTML
+    export shows (``agenttrace.views.public``); the part a command does not show is left out.
+    ``None`` for a session that recorded nothing (said so with ``say``)."""
     from agenttrace.views.public import public_view
 
-    return public_view(load(reference, sessions_dir), events=events, runs=runs)
+    loaded = recorded(reference, sessions_dir, say=say)
+    return None if loaded is None else public_view(loaded, events=events, runs=runs)
 
 
 def runs_of(loaded: LoadedFile) -> list[dict[str, Any]]:
