@@ -673,11 +673,15 @@ def recorded(
     if not loaded.recorded_nothing:
         return loaded
     if say:
-        name = loaded.session_id or str(loaded.path)
-        why = " (its event stream holds no whole line)" if loaded.kind == "stream" else ""
-        line = f"session {name} recorded nothing: no event, no run{why}{then}"
-        click.echo(escaped(line), err=err)
+        click.echo(escaped(_nothing_recorded(loaded) + then), err=err)
     return None
+
+
+def _nothing_recorded(loaded: LoadedFile) -> str:
+    """What the views say of a session that recorded nothing."""
+    name = loaded.session_id or str(loaded.path)
+    why = " (its event stream holds no whole line)" if loaded.kind == "stream" else ""
+    return f"session {name} recorded nothing: no event, no run{why}"
 
 
 def shown(
@@ -1047,18 +1051,21 @@ happened (docs/journal.md). Each with its run, step label, tool, effect class an
 def doubts(session: str, as_json: bool, sessions_dir: Path | None) -> None:
     import json
 
-    from agenttrace.views.doubts import doubts as in_doubt
+    from agenttrace.formats.session.fullest import load_fullest
+    from agenttrace.views.doubts import doubts_of
 
     path = resolve(session, sessions_dir)
     try:
-        found = in_doubt(path)
+        loaded = load_fullest(path)
     except SessionFileError as exc:
         fail(str(exc))
+    found = doubts_of(loaded)
     if as_json:
         click.echo(json.dumps([doubt.as_json() for doubt in found], indent=2))
         return
     if not found:
-        click.echo("no call in doubt")
+        nothing = f" ({_nothing_recorded(loaded)})" if loaded.recorded_nothing else ""
+        click.echo(escaped(f"no call in doubt{nothing}"))
         return
     for doubt in found:
         line = (

@@ -175,7 +175,8 @@ def test_each_view_opens_it_and_says_it_recorded_nothing(tmp_path: Path, left: b
         assert (
             totals["runs"] == 0 and totals["by_agent"] == [] and totals["total"]["tool_calls"] == 0
         )
-        assert succeeded(agenttrace_command("doubts", *reference)) == "no call in doubt\n"
+        doubts = succeeded(agenttrace_command("doubts", *reference))
+        assert doubts == f"no call in doubt ({said})\n"
         assert json.loads(succeeded(agenttrace_command("doubts", "--json", *reference))) == []
         for format_ in FORMATS:
             output = tmp_path / f"export.{format_}"
