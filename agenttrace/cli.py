@@ -461,7 +461,10 @@ def tree(session: str, follow: bool, sessions_dir: Path | None) -> None:
     if follow:
         _follow_tree(resolve(session, sessions_dir))
         return
-    runs = runs_of(shown(session, sessions_dir, events=False))
+    loaded = shown(session, sessions_dir, events=False)
+    if loaded is None:
+        return
+    runs = runs_of(loaded)
     _console().print(optree_tree(runs), markup=False, soft_wrap=True)
 
 
@@ -536,7 +539,11 @@ def stats(session: str, as_json: bool, sessions_dir: Path | None) -> None:
 
     from agenttrace.formats.session.totals import session_stats
 
-    totals = session_stats(runs_of(shown(session, sessions_dir, events=False)))
+    # A session that recorded nothing totals nothing: --json gives its zeros, for scripts.
+    loaded = shown(session, sessions_dir, events=False, say=not as_json)
+    if loaded is None and not as_json:
+        return
+    totals = session_stats([] if loaded is None else runs_of(loaded))
     if as_json:
         click.echo(json.dumps(totals, indent=2))
         return
@@ -650,15 +657,49 @@ def load(reference: str, sessions_dir: Path | None) -> LoadedFile:
             fail(str(exc))
 
 
+def recorded(
+    reference: str,
+    sessions_dir: Path | None,
+    *,
+    say: bool = True,
+    err: bool = False,
+    then: str = "",
+) -> LoadedFile | None:
+    """:func:`load`; ``None`` for a session that recorded nothing (its stream holds no whole
+    line: its process was killed, or its disk was full, before the first was written), which
+    is no error: a line says so (with ``say``; on stderr with ``err``; ``then`` added to it),
+    for exit status 0."""
+    loaded = load(reference, sessions_dir)
+    if not loaded.recorded_nothing:
+        return loaded
+    if say:
+        click.echo(escaped(_nothing_recorded(loaded) + then), err=err)
+    return None
+
+
+def _nothing_recorded(loaded: LoadedFile) -> str:
+    """What the views say of a session that recorded nothing."""
+    name = loaded.session_id or str(loaded.path)
+    why = " (its event stream holds no whole line)" if loaded.kind == "stream" else ""
+    return f"session {name} recorded nothing: no event, no run{why}"
+
+
 def shown(
-    reference: str, sessions_dir: Path | None, *, events: bool = True, runs: bool = True
-) -> LoadedFile:
-    """:func:`load`, as it may be printed: the redaction policy every output follows (secrets
-    replaced, strings capped as on the spans), so ``perspective`` shows what the HTML export
-    shows (``agenttrace.views.public``); the part a command does not show is left out."""
+    reference: str,
+    sessions_dir: Path | None,
+    *,
+    events: bool = True,
+    runs: bool = True,
+    say: bool = True,
+) -> LoadedFile | None:
+    """:func:`recorded`, as it may be printed: the redaction policy every output follows
+    (secrets replaced, strings capped as on the spans), so ``perspective`` shows what the HTML
+    export shows (``agenttrace.views.public``); the part a command does not show is left out.
+    ``None`` for a session that recorded nothing (said so with ``say``)."""
     from agenttrace.views.public import public_view
 
-    return public_view(load(reference, sessions_dir), events=events, runs=runs)
+    loaded = recorded(reference, sessions_dir, say=say)
+    return None if loaded is None else public_view(loaded, events=events, runs=runs)
 
 
 def runs_of(loaded: LoadedFile) -> list[dict[str, Any]]:
@@ -878,7 +919,10 @@ def export(session: str, format_: str, output: Path | None, sessions_dir: Path |
     from agenttrace.views.exports.atif import AtifUnavailable, to_atif
 
     # The exports apply the redaction policy themselves (agenttrace.views.public).
-    loaded = load(session, sessions_dir)
+    # On stderr: stdout may be the export's, piped.
+    loaded = recorded(session, sessions_dir, err=True, then="; nothing to export, none written")
+    if loaded is None:
+        return
     if format_ != "html":
         runs_of(loaded)  # spans come from the opTree: without one there is nothing to export
     if output is not None and output.is_dir() and format_ not in DOCUMENT_FORMATS:
@@ -1007,18 +1051,21 @@ happened (docs/journal.md). Each with its run, step label, tool, effect class an
 def doubts(session: str, as_json: bool, sessions_dir: Path | None) -> None:
     import json
 
-    from agenttrace.views.doubts import doubts as in_doubt
+    from agenttrace.formats.session.fullest import load_fullest
+    from agenttrace.views.doubts import doubts_of
 
     path = resolve(session, sessions_dir)
     try:
-        found = in_doubt(path)
+        loaded = load_fullest(path)
     except SessionFileError as exc:
         fail(str(exc))
+    found = doubts_of(loaded)
     if as_json:
         click.echo(json.dumps([doubt.as_json() for doubt in found], indent=2))
         return
     if not found:
-        click.echo("no call in doubt")
+        nothing = f" ({_nothing_recorded(loaded)})" if loaded.recorded_nothing else ""
+        click.echo(escaped(f"no call in doubt{nothing}"))
         return
     for doubt in found:
         line = (

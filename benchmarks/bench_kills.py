@@ -58,10 +58,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{summary.unbilled:,} of {summary.answered:,} answered",
         ],
         ["scenarios that broke an invariant", f"{len(failed):,}"],
-        [
-            "event streams a kill left empty (no resume opens them: removed, started again)",
-            f"{summary.empty_streams:,}",
-        ],
         ["wall time", f"{summary.seconds / 60:,.1f} min ({per_kill:.1f} s a kill)"],
     ]
     width = max(len(row[0]) for row in rows)

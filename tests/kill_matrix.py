@@ -129,10 +129,6 @@ class Scenario:
     answered: int = 0
     """Replies the model server answered to the scenario's processes."""
     problems: list[str] = dataclasses.field(default_factory=list)
-    empty_streams: int = 0
-    """Event streams a kill left with no whole line (before the first write ended), which no
-    resume opens (``SessionFileError``: empty file): removed, as a user would, and started
-    again."""
     seconds: float = 0.0
 
     def describe(self) -> str:
@@ -163,10 +159,6 @@ class Summary:
     @property
     def duplicates(self) -> int:
         return sum(s.duplicates for s in self.scenarios)
-
-    @property
-    def empty_streams(self) -> int:
-        return sum(s.empty_streams for s in self.scenarios)
 
     @property
     def answered(self) -> int:
@@ -366,7 +358,6 @@ class KillMatrix:
                         kill = ("write", (at, rng.random() < 0.5))
                     else:
                         kill = ("delay", round(rng.random() * reference.seconds, 3))
-                _forget_empty_stream(sessions, found)
                 self._resolve_doubts(sessions, payments, found)
                 found.processes += 1
                 status, _, report = self._process(sessions, payments, kill)
@@ -442,18 +433,6 @@ class KillMatrix:
                 found.problems.append(f"transcript of {name} differs: {differs}")
         found.problems.extend(_billing(sessions, found, answered))
         found.problems.extend(views(sessions))
-
-
-def _forget_empty_stream(sessions: Path, found: Scenario) -> None:
-    """A stream a kill left before its first line was whole holds nothing, and neither
-    ``load_session`` nor ``resume`` opens it: a user removes it and starts again."""
-    for stream in sessions.glob("*.events.jsonl"):
-        if (
-            b"\n" not in stream.read_bytes()
-            and not stream.with_name(stream.name.replace(".events.jsonl", ".json.gz")).exists()
-        ):
-            stream.unlink()
-            found.empty_streams += 1
 
 
 def _billing(sessions: Path, found: Scenario, answered: int) -> list[str]:

@@ -294,7 +294,7 @@ BAD_INPUTS = [
     _escape,
     _dotted_id,
     _directory,
-    _file("empty.events.jsonl", b"", "empty file, no events"),
+    _file("empty.json.gz", b"", "empty file, no events"),  # a stream empty recorded nothing
     _file(
         "truncated.json.gz",
         GOOD_SNAPSHOT[: len(GOOD_SNAPSHOT) // 2],

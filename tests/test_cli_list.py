@@ -272,7 +272,7 @@ def hostile_files(recorded: Recorded, directory: Path) -> dict[str, str]:
     (directory / "swapped.json.gz").rename(directory / "swapped.events.jsonl")
     (directory / "garbage.json.gz").write_bytes(b"not gzip at all")
     (directory / "cut.json.gz").write_bytes(gzip.compress(b'{"format": "agenttrace.sess')[:20])
-    (directory / "empty.events.jsonl").write_bytes(b"")
+    (directory / "empty.json.gz").write_bytes(b"")  # an empty stream recorded nothing: no error
     (directory / "foreign.events.jsonl").write_bytes(b'{"hello": "world"}\n')
     (directory / "dir.json.gz").mkdir()
     os.mkfifo(directory / "fifo.events.jsonl")

@@ -204,9 +204,21 @@ def test_unreadable_file(open_dir: Path) -> None:
     assert lines[0] == f"SessionFileError: {path}: cannot read: Permission denied"
 
 
-@pytest.mark.parametrize("content", [b"", b"\n", b"  \n\n\t\n"], ids=["empty", "newline", "blank"])
-def test_empty_file(tmp_path: Path, content: bytes) -> None:
-    path = tmp_path / "empty.events.jsonl"
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("empty.json.gz", b""),
+        ("empty.jsonl", b""),
+        ("empty.events.jsonl", b"\n"),
+        ("empty.events.jsonl", b"  \n\n\t\n"),
+    ],
+    ids=["empty session file", "empty, not named as a stream", "newline", "blank"],
+)
+def test_empty_file(tmp_path: Path, name: str, content: bytes) -> None:
+    """An empty file is no session, but for a session's own event stream (tests/
+    test_empty_stream.py: a process killed before its first line was whole); blank lines are
+    no such stream either (agenttrace writes none)."""
+    path = tmp_path / name
     path.write_bytes(content)
     assert "empty file, no events" in refused(path)
 
@@ -341,9 +353,18 @@ def test_a_complete_last_line_without_newline_is_not_torn(tmp_path: Path) -> Non
     assert loaded.events == EXAMPLE_1
 
 
-def test_a_stream_of_only_a_torn_line_is_an_error(tmp_path: Path) -> None:
-    path = tmp_path / "s1.events.jsonl"
-    path.write_text('{"message_id": "msg_001", "event_')
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("s1.jsonl", '{"message_id": "msg_001", "event_'),  # not named as a session's stream
+        ("s1.events.jsonl", "not a line agenttrace writes"),  # no JSON object cut short
+    ],
+)
+def test_a_file_of_only_a_torn_line_is_an_error(tmp_path: Path, name: str, text: str) -> None:
+    """A session's stream holding only a torn first line recorded nothing (tests/
+    test_empty_stream.py); any other file of one line cut short is no session."""
+    path = tmp_path / name
+    path.write_text(text)
     assert "no complete event in the stream" in refused(path)
 
 

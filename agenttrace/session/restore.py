@@ -74,6 +74,10 @@ def resume(
     (``agenttrace.model.unanswered``: by default a ``tool`` entry saying the call was
     interrupted, logged now, so call ``init()`` first for it to reach the files).
 
+    A session that recorded nothing (its stream empty, or holding only a first line a kill
+    tore) starts anew under its id: an empty session, made current, as ``new_session`` makes
+    one.
+
     Raises :class:`SessionFileError` for anything that is not a readable session, and for one
     whose files in the sessions directory could not be written safely (a symlink there under
     its file name that leads out of the directory).
@@ -118,6 +122,19 @@ def resume(
             path,
             what,
         )
+    if loaded.recorded_nothing:
+        # Killed before the first line of its stream was whole: nothing to restore, nothing to
+        # re-enter. The session starts anew under its id; its first write cuts the torn bytes
+        # off first (agenttrace.recorder.store), so they never prefix a line.
+        logger.info(
+            "agenttrace: %s recorded nothing (its event stream holds no whole line): session %s "
+            "starts anew",
+            path,
+            session.session_id,
+        )
+        session.resumed_from = None  # nothing was resumed: the session is new, as new_session's
+        use_session(session)
+        return session
     journal = Journal(loaded.journal)
     if reenter and arm_reentry(
         session, journal, loaded.events, checked_policy, unanswered_tool_calls
@@ -192,10 +209,11 @@ def load_session(
     (:func:`resume`, which takes its lease; ``force`` as there); where there is none yet, a new
     session is started with its root agent logged, named by the id or file name (in the sessions
     directory, where it will be written, so the same call resumes it next time:
-    ``find_or_name_session``). A new session takes its lease too (after ``init``: before it,
-    nothing is written), so two processes never start the same session: the second gets
-    :class:`LeaseHeld`, or, once the first has let it go, resumes what it wrote. A file that is
-    not a session raises :class:`SessionFileError`.
+    ``find_or_name_session``); so is one whose stream recorded nothing (a process killed
+    before its first line was whole), in that stream. A new session takes its lease too
+    (after ``init``: before it, nothing is written), so two processes never start the same
+    session: the second gets :class:`LeaseHeld`, or, once the first has let it go, resumes
+    what it wrote. A file that is not a session raises :class:`SessionFileError`.
 
     ``reenter`` and ``policy``: as for :func:`resume` (the agents are rebuilt as the interrupted
     run found them, when it is re-entered: a sub-agent it created is not rebuilt, unless the
@@ -236,6 +254,11 @@ def load_session(
         if starting is not None:
             starting.give_back()  # the session holds it now (or let it go, on an error)
     root = session.root()
+    if root is None and not session.events and not session.runs:
+        # A session that recorded nothing (resume started it anew): started as a new one is,
+        # with its root agent, so the next call resumes it like any other.
+        session.log_agent_created(session.allocate_agent_id())
+        root = session.root()
     if root is None:
         raise SessionFileError(f"{session_file}: the session has no root agent")
     if agent_factory is None:

@@ -93,7 +93,13 @@ def read_journal(path: Path) -> Journal:
 
 def doubts(path: Path) -> list[Doubt]:
     """The in-doubt calls of the session at ``path``, in the order they started."""
-    return [_doubt(step) for step in read_journal(path).in_doubt()]
+    return doubts_of(load_fullest(path))
+
+
+def doubts_of(loaded: LoadedFile) -> list[Doubt]:
+    """The in-doubt calls of the session ``loaded`` (its fullest picture), in the order they
+    started."""
+    return [_doubt(step) for step in Journal(loaded.journal).in_doubt()]
 
 
 def _doubt(step: Step) -> Doubt:

@@ -6,7 +6,9 @@ of this format and version: the decoded JSON is validated against the format's s
 (``agenttrace.formats.session.schema``, the published schema's source) before anything else sees it,
 and every problem is a :class:`SessionFileError` with a one-line message saying where and what. A
 torn last line in a stream (a process killed mid-write) is not an error: it is reported in
-:attr:`LoadedFile.torn` and skipped, and nothing else is lost.
+:attr:`LoadedFile.torn` and skipped, and nothing else is lost. So a session's stream
+(``<id>.events.jsonl``) killed before its first line was whole (empty, or only that torn line)
+reads as a session that recorded nothing: no events, no runs.
 
 Files are untrusted: a reader takes regular files only (never a FIFO or a device) and stops at
 the limits of :class:`~agenttrace._internal.config.ReadLimits` (a gzip bomb is cut off at the
@@ -81,6 +83,12 @@ class LoadedFile:
     journal: list[dict[str, Any]] = field(default_factory=list)
     """The step-journal lines (docs/journal.md), in order: a stream's, or a session file's
     ``journal`` (none in files of earlier releases)."""
+
+    @property
+    def recorded_nothing(self) -> bool:
+        """Whether the session recorded nothing: no event, no run, no journal or accounting
+        line (the stream of a process killed before its first line was whole)."""
+        return not (self.events or self.runs or self.journal or self.accounted)
 
 
 def stream_path(sessions_dir: Path, session_id: str) -> Path:
@@ -441,6 +449,8 @@ def _read_stream(
     progress: Progress | None = None,
 ) -> LoadedFile:
     data = _read_bounded(path, handle, size, limits)
+    if not data and _names_a_stream(path):
+        return _nothing_recorded(path, None)
     if not data.strip():
         raise SessionFileError(f"{path}: empty file, no events")
     lines = data.split(b"\n")
@@ -482,6 +492,8 @@ def _read_stream(
         events.append(event)
         numbers.append(number + 1)
     if not events:
+        if torn is not None and _torn_first_line(data) and _names_a_stream(path):
+            return _nothing_recorded(path, torn)
         raise SessionFileError(f"{path}: no complete event in the stream")
     checked = _checked(events, numbers, path, limits.nesting_depth)
     accounted: list[dict[str, Any]] = []
@@ -507,6 +519,35 @@ def _read_stream(
         accounted=accounted,
         journal=journal,
     )
+
+
+def _names_a_stream(path: Path) -> bool:
+    """Whether ``path`` is named as the event stream of a session (``<id>.events.jsonl``, the
+    id a valid one): only such a file reads as a session that recorded nothing when it holds
+    no whole line; any other empty file is still refused as not a session."""
+    name = path.name
+    if not name.endswith(STREAM_SUFFIX):
+        return False
+    try:
+        check_session_id(name[: -len(STREAM_SUFFIX)])
+    except SessionFileError:
+        return False
+    return True
+
+
+def _torn_first_line(data: bytes) -> bool:
+    """Whether ``data`` is a first line cut off by a kill and nothing else: no newline, and the
+    start of a JSON object (every line agenttrace writes starts with ``{``), so a file of other
+    text is still refused as not an event stream."""
+    return b"\n" not in data and data.startswith(b"{")
+
+
+def _nothing_recorded(path: Path, torn: str | None) -> LoadedFile:
+    """The stream of a session whose process was killed before its first line was whole (the
+    file empty, or holding only that torn line): a session that recorded nothing, no events and
+    no runs, its id from the file name. The torn line is reported, as a torn last line is, and
+    the next write to the stream cuts it off first (``agenttrace.recorder.store``)."""
+    return LoadedFile(path, "stream", [], torn=torn, session_id=_session_id_of(path))
 
 
 JOURNAL_LINES = (STEP, STEP_DECISION)
