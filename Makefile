@@ -17,10 +17,11 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 
 # The lock is the whole install: whatever the index publishes later, a fresh clone gets exactly
 # the locked files. uv compiled the lock as the complete closure of every extra and the dev
-# group, so pip installs each file with --no-deps, verified by hash, and resolves nothing (with
-# dependencies on, the pip a Python 3.11 venv ships takes a locked package's extra, litellm's
-# httpx[http2], as a requirement of its own and picks the newest httpx the index serves). pip
-# check then proves the lock is complete: a package whose dependency it missed fails here.
+# and docs groups, so pip installs each file with --no-deps, verified by hash, and resolves
+# nothing (with dependencies on, the pip a Python 3.11 venv ships takes a locked package's extra,
+# litellm's httpx[http2], as a requirement of its own and picks the newest httpx the index
+# serves). pip check then proves the lock is complete: a package whose dependency it missed
+# fails here.
 # The same for uv, which is in the lock (so hash-pinned), and which installs Phoenix's lock.
 LOCKED_INSTALL = install --no-deps --require-hashes
 $(STAMP): requirements.lock pyproject.toml
@@ -127,8 +128,8 @@ bench: $(STAMP)
 # their pins: uv prefers the versions already in the output file). Hashes for every platform
 # and Python >= 3.10.
 lock: $(STAMP)
-	$(UV) pip compile pyproject.toml --all-extras --group dev --generate-hashes --universal \
-		--python-version 3.10 --constraints lock-constraints.txt -o requirements.lock
+	$(UV) pip compile pyproject.toml --all-extras --group dev --group docs --generate-hashes \
+		--universal --python-version 3.10 --constraints lock-constraints.txt -o requirements.lock
 
 # Regenerate Phoenix's lock from phoenix-requirements.in.
 lock-phoenix: $(STAMP)
