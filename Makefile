@@ -110,7 +110,7 @@ lint: $(STAMP)
 # Per-call overhead against a bare span, the scale figures (each in a child process with a time
 # cap), then the event stream and resume, and 1,000 random kills of a multi-agent run, each
 # resumed to its end (benchmarks/bench_kills.py, the longest: see its row for the time). A full
-# run saves its tables in benchmarks/results/ and writes them into the README
+# run saves its tables in benchmarks/results/ and writes them into docs/performance.md
 # (benchmarks/figures.py); `make bench BENCH_ARGS=--quick`: a smoke run, which saves nothing.
 BENCH_ARGS ?=
 QUICK_BENCH = $(filter --quick,$(BENCH_ARGS))
