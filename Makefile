@@ -13,7 +13,7 @@ UV := $(BIN)/uv
 # Offline always: litellm uses the cost map bundled with it instead of fetching one.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test check fuzz lint bench lock lock-phoenix lock-check clean chromium package-check
+.PHONY: demo test check fuzz lint docs bench lock lock-phoenix lock-check clean chromium package-check
 
 # The lock is the whole install: whatever the index publishes later, a fresh clone gets exactly
 # the locked files. uv compiled the lock as the complete closure of every extra and the dev
@@ -107,6 +107,12 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The documentation site (mkdocs.yml) into site/. --strict: a broken link, a missing page or a
+# page outside the nav fails the build; the reference pages are generated from the code then.
+# Never --quiet: it drops the warnings before --strict counts them, and a broken link passes.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # Per-call overhead against a bare span, the scale figures (each in a child process with a time
 # cap), then the event stream and resume, and 1,000 random kills of a multi-agent run, each
 # resumed to its end (benchmarks/bench_kills.py, the longest: see its row for the time). A full
@@ -137,4 +143,4 @@ lock-phoenix: $(STAMP)
 		-o requirements-phoenix.lock
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) $(PACKAGE_VENV) dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PHOENIX_VENV) $(PACKAGE_VENV) dist site .pytest_cache .mypy_cache .ruff_cache
