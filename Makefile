@@ -13,14 +13,15 @@ UV := $(BIN)/uv
 # Offline always: litellm uses the cost map bundled with it instead of fetching one.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test check fuzz lint bench lock lock-phoenix lock-check clean chromium package-check
+.PHONY: demo test check fuzz lint docs bench lock lock-phoenix lock-check clean chromium package-check
 
 # The lock is the whole install: whatever the index publishes later, a fresh clone gets exactly
 # the locked files. uv compiled the lock as the complete closure of every extra and the dev
-# group, so pip installs each file with --no-deps, verified by hash, and resolves nothing (with
-# dependencies on, the pip a Python 3.11 venv ships takes a locked package's extra, litellm's
-# httpx[http2], as a requirement of its own and picks the newest httpx the index serves). pip
-# check then proves the lock is complete: a package whose dependency it missed fails here.
+# and docs groups, so pip installs each file with --no-deps, verified by hash, and resolves
+# nothing (with dependencies on, the pip a Python 3.11 venv ships takes a locked package's extra,
+# litellm's httpx[http2], as a requirement of its own and picks the newest httpx the index
+# serves). pip check then proves the lock is complete: a package whose dependency it missed
+# fails here.
 # The same for uv, which is in the lock (so hash-pinned), and which installs Phoenix's lock.
 LOCKED_INSTALL = install --no-deps --require-hashes
 $(STAMP): requirements.lock pyproject.toml
@@ -106,10 +107,16 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The documentation site (mkdocs.yml) into site/. --strict: a broken link, a missing page or a
+# page outside the nav fails the build; the reference pages are generated from the code then.
+# Never --quiet: it drops the warnings before --strict counts them, and a broken link passes.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # Per-call overhead against a bare span, the scale figures (each in a child process with a time
 # cap), then the event stream and resume, and 1,000 random kills of a multi-agent run, each
 # resumed to its end (benchmarks/bench_kills.py, the longest: see its row for the time). A full
-# run saves its tables in benchmarks/results/ and writes them into the README
+# run saves its tables in benchmarks/results/ and writes them into docs/performance.md
 # (benchmarks/figures.py); `make bench BENCH_ARGS=--quick`: a smoke run, which saves nothing.
 BENCH_ARGS ?=
 QUICK_BENCH = $(filter --quick,$(BENCH_ARGS))
@@ -127,8 +134,8 @@ bench: $(STAMP)
 # their pins: uv prefers the versions already in the output file). Hashes for every platform
 # and Python >= 3.10.
 lock: $(STAMP)
-	$(UV) pip compile pyproject.toml --all-extras --group dev --generate-hashes --universal \
-		--python-version 3.10 --constraints lock-constraints.txt -o requirements.lock
+	$(UV) pip compile pyproject.toml --all-extras --group dev --group docs --generate-hashes \
+		--universal --python-version 3.10 --constraints lock-constraints.txt -o requirements.lock
 
 # Regenerate Phoenix's lock from phoenix-requirements.in.
 lock-phoenix: $(STAMP)
@@ -136,4 +143,4 @@ lock-phoenix: $(STAMP)
 		-o requirements-phoenix.lock
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) $(PACKAGE_VENV) dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PHOENIX_VENV) $(PACKAGE_VENV) dist site .pytest_cache .mypy_cache .ruff_cache

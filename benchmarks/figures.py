@@ -1,13 +1,14 @@
-"""The README's performance figures, taken from the benchmarks' saved results.
+"""The performance figures of docs/performance.md, taken from the benchmarks' saved results.
 
 Each benchmark run with ``--save`` (``make bench`` does) writes ``benchmarks/results/NAME.json``:
-its tables, already formatted as the README shows them, with the machine, Python and date of the
-run. This script writes each table into README.md between ``<!-- figures: NAME.TABLE -->`` and
-``<!-- /figures -->``, so the figures the README quotes are the last full run's, never typed by
-hand; ``--check`` says whether the README holds them (tests/test_readme.py runs that check).
+its tables, already formatted as the page shows them, with the machine, Python and date of the
+run. This script writes each table into docs/performance.md between
+``<!-- figures: NAME.TABLE -->`` and ``<!-- /figures -->``, so the figures the documentation
+quotes are the last full run's, never typed by hand; ``--check`` says whether the page holds them
+(tests/test_performance_figures.py makes the same check).
 
-    python benchmarks/figures.py            # rewrite the README's figures from the results
-    python benchmarks/figures.py --check    # exit 1 if the README differs from the results
+    python benchmarks/figures.py            # rewrite the page's figures from the results
+    python benchmarks/figures.py --check    # exit 1 if the page differs from the results
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-README = ROOT / "README.md"
+# The page that shows the figures (the site's "Performance", in its explanation section).
+PAGE = ROOT / "docs" / "performance.md"
 _REGION = re.compile(
     r"(<!-- figures: (?P<name>[\w.]+) -->\n)(?P<body>.*?)(<!-- /figures -->)", re.DOTALL
 )
@@ -70,12 +72,12 @@ def tables(results: Path = RESULTS) -> dict[str, Table]:
 
 
 def updated(text: str, saved: dict[str, Table]) -> str:
-    """``text`` (the README) with each figures region holding its saved table."""
+    """``text`` (the page) with each figures region holding its saved table."""
 
     def fill(match: re.Match[str]) -> str:
         name = match.group("name")
         if name not in saved:
-            raise KeyError(f"README.md asks for figures {name!r}, which no results file holds")
+            raise KeyError(f"{PAGE.name} asks for figures {name!r}, which no results file holds")
         return match.group(1) + render(saved[name]) + match.group(4)
 
     return _REGION.sub(fill, text)
@@ -90,16 +92,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only check; exit 1 on a difference")
     args = parser.parse_args(argv)
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     new = updated(text, tables())
     if args.check:
         if new != text:
-            print("README.md's figures differ from benchmarks/results/", file=sys.stderr)
+            print(f"{PAGE.name}'s figures differ from benchmarks/results/", file=sys.stderr)
             return 1
         return 0
     if new != text:
-        README.write_text(new, encoding="utf-8")
-    print(f"README.md: {len(regions(new))} tables of figures from benchmarks/results/")
+        PAGE.write_text(new, encoding="utf-8")
+    page, results = PAGE.relative_to(ROOT), RESULTS.relative_to(ROOT)
+    print(f"{page}: {len(regions(new))} tables of figures from {results}/")
     return 0
 
 

@@ -94,12 +94,18 @@ class Settings:
     """Everything a user can set. Build with :meth:`Settings.resolve`."""
 
     service_name: str = "agenttrace"
+    """The resource's service name (and an implicit agent's name)."""
     otlp_endpoint: str | None = None
     """Base endpoint (``http://host:4318`` or ``http://host:4317``); ``None``: no OTLP export."""
     otlp_protocol: str = "http/protobuf"
+    """The OTLP exporter's protocol: ``http/protobuf`` or ``grpc``."""
     disabled: bool = False
+    """True: agenttrace does nothing, and the code it would trace runs unchanged."""
     sessions_dir: Path = DEFAULT_HOME / "sessions"
+    """Where event streams and session files are written (the command line looks them up
+    there too: ``--sessions-dir``)."""
     billing_file: Path = DEFAULT_HOME / "accounting.jsonl"
+    """The billing ledger: one accounting entry a line, across sessions."""
     capture_content: bool = False
     """Message, argument and result content on spans (off by default, as the GenAI conventions
     say). The event stream and the session file keep content whatever this says."""
@@ -107,8 +113,13 @@ class Settings:
     """Content as the conventions' ``gen_ai.client.inference.operation.details`` log event
     (``EVENT_ONLY``/``SPAN_AND_EVENT`` under ``gen_ai_latest_experimental``)."""
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    """The cap on one payload on a span (also on log messages, console bodies, and each string
+    the exports and the command line show)."""
     console: ConsoleMode = "quiet"
+    """Console lines: ``quiet``, ``verbose`` or ``trace``."""
     redacted_save: bool = False
+    """Redact the event stream and the session file too (they keep content verbatim by default:
+    they are the state a run resumes from)."""
     openinference: bool = False
     """Also put OpenInference's attributes on spans (``openinference.span.kind``, ``llm.*``,
     ``tool.name``): for Arize Phoenix and other OpenInference viewers."""
@@ -121,9 +132,12 @@ class Settings:
     """Threads and ``concurrent.futures`` pool tasks started inside an agent run, turn or op
     run in the context of the code that started them (``AGENTTRACE_PROPAGATE_THREADS``)."""
     input_deltas: bool = True
-    journal: bool = True
     """An LLM span's input messages are those after the agent's previous reply, when its request
     extends what was logged (``AGENTTRACE_INPUT_DELTAS``); off: the whole request on every span."""
+    journal: bool = True
+    """Tool calls that are not ``pure`` journal their intent before their body runs and their
+    outcome after, LLM attempts their request's fingerprint and their response, in the event
+    stream (docs/journal.md); off: no journal, and a resume cannot re-enter a killed run."""
     tool_effects: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """The effect class of framework tools by name (smolagents, the Claude Agent SDK):
     ``AGENTTRACE_TOOL_EFFECTS=web_search=read,charge=effect``; wins over what the tool says."""

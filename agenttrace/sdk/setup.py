@@ -204,7 +204,9 @@ def init(
     there (``http://host:4318`` for ``http/protobuf``, ``http://host:4317`` for ``grpc``); from
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` the exporter is only added to a provider agenttrace creates,
     since an application with its own provider has configured its own export.
-    ``instrument_litellm``: patch litellm now, or as soon as it is imported.
+    ``console_stream``: where console lines go (default: standard error; a text stream, or a
+    callable that returns one). ``instrument_litellm``: patch litellm now, or as soon as it is
+    imported.
     ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
     see ``agenttrace.sdk.instrumentors.INSTRUMENTORS``), now if imported, else as soon as they
     are; an unknown name is a ``ValueError``.

@@ -1,4 +1,4 @@
-"""The performance figures the README quotes are the benchmarks' own: each table between
+"""The performance figures docs/performance.md quotes are the benchmarks' own: each table between
 ``<!-- figures: NAME.TABLE -->`` and ``<!-- /figures -->`` is what the last full ``make bench``
 saved in ``benchmarks/results/`` (written there by ``benchmarks/figures.py``, never by hand)."""
 
@@ -18,14 +18,15 @@ def _figures() -> ModuleType:
     return module
 
 
-def test_the_readme_quotes_the_saved_benchmark_results() -> None:
+def test_the_performance_page_quotes_the_saved_benchmark_results() -> None:
     figures = _figures()
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert figures.PAGE == ROOT / "docs" / "performance.md"
+    page = figures.PAGE.read_text(encoding="utf-8")
     saved = figures.tables()
-    shown = figures.regions(readme)
-    assert saved and shown, "no saved benchmark tables, or none shown in the README"
+    shown = figures.regions(page)
+    assert saved and shown, "no saved benchmark tables, or none shown on the performance page"
     assert sorted(shown) == sorted(saved), "every saved table is shown once, and only those"
-    assert figures.updated(readme, saved) == readme, (
-        "README.md's figures differ from benchmarks/results/: run `make bench` (or "
+    assert figures.updated(page, saved) == page, (
+        "docs/performance.md's figures differ from benchmarks/results/: run `make bench` (or "
         "`python benchmarks/figures.py` after editing a results file's format)"
     )
