@@ -1,0 +1,41 @@
+"""A process for tests/test_interrupted_billing.py: an agent that asks the model (the test's
+tests/llm_server.py) once and answers with its reply. The test SIGKILLs it while the server
+holds its request (``run``); ``resume`` resumes the session and runs the agent again (its run
+re-entered: the model is asked again); ``take-over`` resumes it and records nothing more.
+Sessions go to ``sessions``, the billing ledger to ``ledger``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import litellm
+
+import agenttrace
+
+
+def main() -> None:
+    sessions, ledger, api_base, mode = sys.argv[1:5]
+    agenttrace.init(sessions_dir=Path(sessions), billing_file=Path(ledger), console="quiet")
+
+    @agenttrace.agent("Asker")
+    def ask() -> str:
+        reply = litellm.completion(
+            model="openai/gpt-4o-mini",
+            messages=[{"role": "user", "content": "Say hello."}],
+            api_base=api_base,
+            api_key="sk-test",
+        )
+        return str(reply.choices[0].message.content)
+
+    if mode != "run":
+        (stream,) = Path(sessions).glob("*.events.jsonl")
+        agenttrace.resume(stream)
+    if mode != "take-over":
+        print(json.dumps({"answer": ask()}))
+    agenttrace.shutdown()
+
+
+if __name__ == "__main__":
+    main()
