@@ -1,18 +1,23 @@
 """A process for tests/test_interrupted_billing.py: an agent that asks the model (the test's
 tests/llm_server.py) once and answers with its reply. The test SIGKILLs it while the server
 holds its request (``run``); ``resume`` resumes the session and runs the agent again (its run
-re-entered: the model is asked again); ``take-over`` resumes it and records nothing more.
-Sessions go to ``sessions``, the billing ledger to ``ledger``."""
+re-entered: the model is asked again); ``take-over`` resumes it and records nothing more;
+``take-over-killed`` does, and SIGKILLs itself at its first write to the event stream (the
+interrupted calls' lines, after their ledger lines). Sessions go to ``sessions``, the billing
+ledger to ``ledger``."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
 import litellm
 
 import agenttrace
+from agenttrace.formats.session import files
 
 
 def main() -> None:
@@ -29,10 +34,16 @@ def main() -> None:
         )
         return str(reply.choices[0].message.content)
 
+    if mode == "take-over-killed":
+
+        def killed(self: files.StreamAppender, line: bytes) -> None:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        files.StreamAppender.append = killed  # type: ignore[method-assign]
     if mode != "run":
         (stream,) = Path(sessions).glob("*.events.jsonl")
         agenttrace.resume(stream)
-    if mode != "take-over":
+    if mode in ("run", "resume"):
         print(json.dumps({"answer": ask()}))
     agenttrace.shutdown()
 

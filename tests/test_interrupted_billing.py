@@ -79,6 +79,15 @@ def _killed_in_flight(tmp_path: Path, llm: LLMServer) -> None:
     assert child.returncode == -signal.SIGKILL
 
 
+def _accounted(tmp_path: Path) -> list[dict[str, Any]]:
+    """The stream's ``op_accounted`` lines."""
+    return [
+        json.loads(text)
+        for text in _stream(tmp_path).read_text().splitlines()
+        if text.startswith('{"event_type": "op_accounted"')
+    ]
+
+
 def _interrupted(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [line for line in lines if line["type"] == "llm" and line["status"] == "interrupted"]
 
@@ -102,11 +111,7 @@ def test_a_call_killed_in_flight_is_billed_once_as_interrupted(
     assert line["costUsd"] is None  # unknown: never a number made up
     assert line["tokens"]["inputTokens"] is None and line["tokens"]["outputTokens"] is None
     assert line["latency"] >= 0 and line["errorType"] == "InterruptedLLMCall"
-    accounted = [
-        json.loads(text)
-        for text in _stream(tmp_path).read_text().splitlines()
-        if text.startswith('{"event_type": "op_accounted"')
-    ]
+    accounted = _accounted(tmp_path)
     assert [event["accounting"] for event in accounted] == [line]  # the very same entry
 
     # A third process resumes it and runs the agent again (its run re-entered: the model is
@@ -143,6 +148,23 @@ def test_a_call_killed_in_flight_is_billed_once_as_interrupted(
     assert row["cost_usd"] == totals["cost_usd"]
     tree = ok(agenttrace_command(tmp_path, "tree", stream))
     assert "may have billed it" in tree
+
+
+def test_a_takeover_killed_between_the_ledger_and_the_stream_bills_once(
+    tmp_path: Path, llm: LLMServer
+) -> None:
+    """The ledger's line is written first: a takeover killed before the stream's line leaves
+    it in the ledger alone, and the next takeover finds it there and writes the stream's only."""
+    _killed_in_flight(tmp_path, llm)
+    killed = _child(tmp_path, llm, "take-over-killed")
+    killed.communicate(timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    (line,) = _interrupted(_ledger_lines(tmp_path))
+    assert _accounted(tmp_path) == []
+    _finish(_child(tmp_path, llm, "take-over"))
+    assert _interrupted(_ledger_lines(tmp_path)) == [line]
+    (event,) = _accounted(tmp_path)
+    assert {**event["accounting"], "timestamp": 0} == {**line, "timestamp": 0}
 
 
 def test_a_session_with_no_call_in_flight_owes_nothing(tmp_path: Path, llm: LLMServer) -> None:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 logger = logging.getLogger("agenttrace")
@@ -120,3 +122,63 @@ else:
 
     def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+SCAN_BLOCK = 1 << 20
+"""How much of the ledger's end :func:`find_lines` reads at a time."""
+SCAN_LIMIT = 32 << 20
+"""The most of the ledger's end :func:`find_lines` reads: past it a line is taken as absent."""
+
+
+def find_lines(path: Path, wanted: Callable[[bytes], bool], since_ms: int) -> list[bytes]:
+    """The lines of the ledger at ``path`` that ``wanted`` takes, looked for back from its end
+    as far as lines appended since ``since_ms`` can be: a line's ``timestamp`` is never later
+    than when it was appended, so the search stops at a block whose lines all ended before
+    ``since_ms`` (less a minute), or after :data:`SCAN_LIMIT` bytes. Lines appended late by
+    design (a decision of ``agenttrace resolve``, an interrupted LLM call's: their timestamp is
+    the call's) do not stop it. A ledger that cannot be read holds none."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return []
+    found: list[bytes] = []
+    cutoff = since_ms - 60_000
+    try:
+        end = os.fstat(fd).st_size
+        carry = b""
+        read = 0
+        while end > 0 and read < SCAN_LIMIT:
+            start = max(0, end - SCAN_BLOCK)
+            block = _read_at(fd, start, end - start) + carry
+            read += end - start
+            end = start
+            lines = block.split(b"\n")
+            carry = lines.pop(0) if start > 0 else b""  # a line's start is in the block before
+            latest = None
+            for line in lines:
+                if wanted(line):
+                    found.append(line)
+                stamp = _timestamp(line)
+                if stamp is not None and (latest is None or stamp > latest):
+                    latest = stamp
+            if latest is not None and latest < cutoff:
+                break
+        if carry and end == 0 and wanted(carry):
+            found.append(carry)
+    except OSError:
+        return found
+    finally:
+        os.close(fd)
+    return found
+
+
+def _timestamp(line: bytes) -> int | None:
+    """The ``timestamp`` of a ledger line appended as its op ended (``None`` for one appended
+    late by design, or one that is not an entry)."""
+    if b'"decision":' in line or b'"providerMayHaveBilled":' in line:
+        return None
+    stamp = _TIMESTAMP.search(line)  # no decoding: the scan may read megabytes
+    return int(stamp.group(1)) if stamp is not None else None
+
+
+_TIMESTAMP = re.compile(rb'^\{"timestamp":\s*(\d+)')

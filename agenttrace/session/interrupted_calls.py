@@ -8,14 +8,16 @@ user reconciling the provider's bill with the ledger would find calls the ledger
 So the process that takes the session over, holding its lease (no other process writes it),
 writes one accounting entry for each such attempt (:func:`~agenttrace.formats.ledger.
 interrupted_entry`: status ``interrupted``, ``providerMayHaveBilled``, cost unknown) as the
-resolve decision of an in-doubt tool call is written: an ``op_accounted`` line appended to the
-session's event stream (so ``tree``, ``stats``, ``list`` and the session file see it) and then
-the same entry to the billing ledger.
+resolve decision of an in-doubt tool call is written: the entry to the billing ledger, and an
+``op_accounted`` line carrying it appended to the session's event stream (so ``tree``,
+``stats``, ``list`` and the session file see it).
 
-Exactly once: an attempt whose entry is in the files already (a stream ``op_accounted`` line,
-or its op's accounting in the session file) gets none again, whichever process takes the
-session over next. A kill between the stream's line and the ledger's loses the ledger's, as
-``agenttrace resolve`` would: the stream says it was written.
+Exactly once: an attempt whose entry is in the session's files (a stream ``op_accounted``
+line, or its op's accounting in the session file) gets none again, whichever process takes the
+session over next. The ledger's line is written first: a takeover killed before the stream's
+leaves it in the ledger alone, and the next one, finding it there (the ledger's end, back to
+when the call started: ``agenttrace.formats.ledger_file.find_lines``), writes the stream's
+only.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from agenttrace.formats.ledger import (
     is_interrupted_entry,
     op_accounted,
 )
-from agenttrace.formats.ledger_file import append_lines
+from agenttrace.formats.ledger_file import append_lines, find_lines
 from agenttrace.formats.safe_open import open_inside
 from agenttrace.formats.session.files import (
     SNAPSHOT_SUFFIX,
@@ -62,9 +64,9 @@ def stream_of(path: Path) -> Path:
 
 
 def owed_lines(loaded: LoadedFile, now_ns: int | None = None) -> list[dict[str, Any]]:
-    """The ``op_accounted`` lines (decoded) owed to the LLM attempts of ``loaded``'s journal that a kill
-    cut short and that no file accounts yet, in the order they started. Call it only holding
-    the session's lease, the process that ran them gone."""
+    """The ``op_accounted`` lines (decoded) owed to the LLM attempts of ``loaded``'s journal
+    that a kill cut short and that no file accounts yet, in the order they started. Call it
+    only holding the session's lease, the process that ran them gone."""
     lines = loaded.journal
     done = accounted(loaded)
     cut = [
@@ -145,13 +147,33 @@ def _intent_times(lines: list[dict[str, Any]]) -> dict[StepKey, int]:
 
 def account_interrupted(path: Path, loaded: LoadedFile, ledger: Path) -> LoadedFile:
     """Write the entries owed to the LLM attempts a kill cut short in the session ``loaded``
-    (read from ``path``; see the module docstring): their ``op_accounted`` lines to its event
-    stream, then the same entries to the billing ledger ``ledger``. Returns ``loaded`` with
-    them (its accounting lines and its runs), so the resumed session carries them into the
-    files it writes; ``loaded`` itself when none is owed, or when the stream cannot be written
-    (a warning says so: the next takeover writes them)."""
+    (read from ``path``; see the module docstring): each to the billing ledger ``ledger``
+    unless a takeover killed before it finished wrote it there already, then their
+    ``op_accounted`` lines to its event stream. Returns ``loaded`` with them (its accounting
+    lines and its runs), so the resumed session carries them into the files it writes;
+    ``loaded`` itself when none is owed, or when a file cannot be written (a warning says so:
+    the next takeover writes them)."""
     owed = owed_lines(loaded)
     if not owed:
+        return loaded
+    entries = [event["accounting"] for event in owed]
+    keys = {_key(entry) for entry in entries}
+    since = min(int(entry["timestamp"] - entry["latency"]) for entry in entries)
+    billed = {
+        _key(json.loads(line))
+        for line in find_lines(ledger, lambda line: _interrupted_line(line, keys), since)
+    }
+    try:
+        append_lines(ledger, [compact_json(e).decode() for e in entries if _key(e) not in billed])
+    except OSError as exc:
+        logger.warning(
+            "agenttrace: the billing ledger %s cannot be written (%s): %d LLM call(s) a kill cut "
+            "short in session %s are not on it yet; the next resume writes them",
+            ledger,
+            exc.strerror or exc,
+            len(owed),
+            loaded.session_id,
+        )
         return loaded
     stream = stream_of(path)
     if stream.exists():
@@ -166,23 +188,11 @@ def account_interrupted(path: Path, loaded: LoadedFile, ledger: Path) -> LoadedF
         except OSError as exc:
             logger.warning(
                 "agenttrace: %s: cannot write the accounting of %d LLM call(s) its last process "
-                "was killed in (%s); the next resume writes it",
+                "was killed in (%s); they are in the billing ledger",
                 stream,
                 len(owed),
                 exc.strerror or exc,
             )
-            return loaded
-    try:
-        append_lines(ledger, [compact_json(event["accounting"]).decode() for event in owed])
-    except OSError as exc:
-        logger.warning(
-            "agenttrace: the billing ledger %s cannot be written (%s): %d LLM call(s) a kill cut "
-            "short in session %s are in its event stream only",
-            ledger,
-            exc.strerror or exc,
-            len(owed),
-            loaded.session_id,
-        )
     logger.info(
         "agenttrace: %s: %d LLM call(s) were in flight when its process was killed; each is in "
         "the billing ledger as interrupted (the provider may have billed it)",
@@ -191,6 +201,21 @@ def account_interrupted(path: Path, loaded: LoadedFile, ledger: Path) -> LoadedF
     )
     rebuilt = with_rebuilt_runs(dataclasses.replace(loaded, accounted=owed))
     return dataclasses.replace(rebuilt, accounted=[*loaded.accounted, *owed])
+
+
+def _key(entry: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    return entry.get("originTxnId"), entry.get("path"), entry.get("attempt")
+
+
+def _interrupted_line(line: bytes, keys: set[tuple[Any, Any, Any]]) -> bool:
+    """Whether the ledger line ``line`` is the interrupted entry of one of ``keys``."""
+    if b'"providerMayHaveBilled":' not in line:  # most lines: not decoded
+        return False
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return False
+    return is_interrupted_entry(entry) and _key(entry) in keys
 
 
 def cut_torn_line(stream: Path) -> None:
