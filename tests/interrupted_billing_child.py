@@ -2,9 +2,11 @@
 tests/llm_server.py) once and answers with its reply. The test SIGKILLs it while the server
 holds its request (``run``); ``resume`` resumes the session and runs the agent again (its run
 re-entered: the model is asked again); ``take-over`` resumes it and records nothing more;
-``take-over-killed`` does, and SIGKILLs itself at its first write to the event stream (the
-interrupted calls' lines, after their ledger lines). Sessions go to ``sessions``, the billing
-ledger to ``ledger``."""
+``replied-killed`` runs the agent and SIGKILLs itself the moment the model's reply is back
+(its journal ``done`` line, which agenttrace's background thread writes after the ledger's,
+may not be on disk yet); ``take-over-killed`` resumes it, and SIGKILLs itself at its first
+write to the event stream (the interrupted calls' lines, after their ledger lines). Sessions go
+to ``sessions``, the billing ledger to ``ledger``."""
 
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ def main() -> None:
             api_base=api_base,
             api_key="sk-test",
         )
+        if mode == "replied-killed":
+            os.kill(os.getpid(), signal.SIGKILL)
         return str(reply.choices[0].message.content)
 
     if mode == "take-over-killed":
@@ -40,10 +44,10 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
         files.StreamAppender.append = killed  # type: ignore[method-assign]
-    if mode != "run":
+    if mode.startswith("take-over") or mode == "resume":
         (stream,) = Path(sessions).glob("*.events.jsonl")
         agenttrace.resume(stream)
-    if mode in ("run", "resume"):
+    if mode in ("run", "resume", "replied-killed"):
         print(json.dumps({"answer": ask()}))
     agenttrace.shutdown()
 

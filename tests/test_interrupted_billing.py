@@ -167,6 +167,19 @@ def test_a_takeover_killed_between_the_ledger_and_the_stream_bills_once(
     assert {**event["accounting"], "timestamp": 0} == {**line, "timestamp": 0}
 
 
+def test_a_call_billed_before_the_kill_is_not_billed_again(tmp_path: Path, llm: LLMServer) -> None:
+    """Killed the moment its reply was back: the attempt was billed as it ended (its ledger
+    and stream lines are written before it returns), though its journal ``done`` line, written
+    after by agenttrace's background thread, may be lost. It owes no interrupted line."""
+    llm.reset()
+    killed = _child(tmp_path, llm, "replied-killed")
+    killed.communicate(timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    _finish(_child(tmp_path, llm, "take-over"))
+    lines = _ledger_lines(tmp_path)
+    assert [entry["status"] for entry in lines if entry["type"] == "llm"] == ["ok"]
+
+
 def test_a_session_with_no_call_in_flight_owes_nothing(tmp_path: Path, llm: LLMServer) -> None:
     """A run that ended: its resume writes no interrupted line."""
     llm.reset()

@@ -68,7 +68,7 @@ def owed_lines(loaded: LoadedFile, now_ns: int | None = None) -> list[dict[str, 
     that a kill cut short and that no file accounts yet, in the order they started. Call it
     only holding the session's lease, the process that ran them gone."""
     lines = loaded.journal
-    done = accounted(loaded)
+    done = accounted(loaded) | ended(lines, loaded.accounted)
     cut = [
         step
         for step in Journal(lines).steps.values()
@@ -117,6 +117,41 @@ def accounted(loaded: LoadedFile) -> set[StepKey]:
         if isinstance(origin, str) and isinstance(path, str) and type(attempt) is int:
             keys.add((origin, path, attempt))
     return keys
+
+
+def ended(journal: list[dict[str, Any]], accounted_lines: list[dict[str, Any]]) -> set[StepKey]:
+    """The LLM attempts of ``journal`` that ended and were billed, though their ``done`` or
+    ``failed`` line is not there: an attempt's ledger and ``op_accounted`` lines are written in
+    its caller's thread as it ends, its journal outcome by agenttrace's background thread after,
+    so a kill in between leaves an intent alone. Each ``op_accounted`` line of an LLM op is the
+    end of the last attempt of its agent at its path label that started before it ended and has
+    no line yet."""
+    starts: dict[tuple[Any, Any], list[tuple[int, StepKey]]] = {}
+    for line in journal:
+        if line.get("event_type") != STEP or line.get("kind") != "llm":
+            continue
+        run, label, attempt = line.get("run"), line.get("step"), line.get("attempt")
+        ms = ts_ms(line.get("ts"))
+        if line.get("state") != "intent" or ms is None:
+            continue
+        if isinstance(run, str) and isinstance(label, str) and type(attempt) is int:
+            starts.setdefault((line.get("agent_id"), label), []).append((ms, (run, label, attempt)))
+    ends: dict[tuple[Any, Any], list[int]] = {}
+    for line in accounted_lines:
+        entry = line.get("accounting")
+        ms = ts_ms(line.get("ts"))
+        if line.get("kind") != "llm" or ms is None or is_interrupted_entry(entry):
+            continue
+        ends.setdefault((line.get("agent_id"), line.get("path")), []).append(ms)
+    found: set[StepKey] = set()
+    for place, times in ends.items():
+        open_steps = sorted(starts.get(place, ()))
+        for end in sorted(times):
+            begun = [step for step in open_steps if step[0] <= end]
+            if begun:
+                open_steps.remove(begun[-1])
+                found.add(begun[-1][1])
+    return found
 
 
 def _tree_entries(runs: list[dict[str, Any]]) -> Iterator[Any]:
