@@ -71,6 +71,10 @@ def resume(
     another holds it (:class:`LeaseError` where no lease file can be made). ``force`` takes the
     lease over from a holder that is stuck, or that another host's lease file names.
 
+    LLM calls the killed process had in flight are put on the billing ledger (and the event
+    stream) once, as ``interrupted``, by the resume that takes the session over after ``init``
+    (``agenttrace.session.interrupted_calls``): the provider may have billed them.
+
     Tool calls a crash left without a result are answered by ``unanswered_tool_calls``
     (``agenttrace.model.unanswered``: by default a ``tool`` entry saying the call was
     interrupted, logged now, so call ``init()`` first for it to reach the files).
