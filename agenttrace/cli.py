@@ -532,9 +532,11 @@ def _follow_tree(path: Path) -> None:
 @sessions_dir_option
 def stats(session: str, as_json: bool, sessions_dir: Path | None) -> None:
     """Totals over SESSION's whole tree, sub-agents included, by agent and by model: tokens
-    in/out/cache, cost, LLM attempts ok/failed, tool calls, wall time. A call whose model has
-    no price in litellm's map makes the cost unknown ("at least $X (N calls of unknown
-    cost)"; in --json, cost_usd null, cost_usd_known and llm_attempts_cost_unknown), never $0."""
+    in/out/cache, cost, LLM attempts ok/failed/interrupted (in flight when a kill struck: no
+    tokens or cost known, the provider may have billed them), tool calls, wall time. A call
+    whose model has no price in litellm's map makes the cost unknown ("at least $X (N calls
+    of unknown cost)"; in --json, cost_usd null, cost_usd_known and
+    llm_attempts_cost_unknown), never $0."""
     import json
 
     from agenttrace.formats.session.totals import session_stats
@@ -565,6 +567,7 @@ def _print_stats(totals: dict[str, Any]) -> None:
         ("cost", "cost_usd"),
         ("llm ok", "llm_attempts_ok"),
         ("llm failed", "llm_attempts_failed"),
+        ("llm interrupted", "llm_attempts_interrupted"),
         ("tools", "tool_calls"),
     )
     console = _console()
@@ -586,7 +589,8 @@ def _print_stats(totals: dict[str, Any]) -> None:
             label = f"{row.get('name') or '-'} ({row['agent_id']})" if key == "agent" else row[key]
             # Cost in words: an unknown price is never shown as $0 (views.stats.cost_text).
             cells = [
-                cost_text(row) if field == "cost_usd" else _cell(row[field]) for _, field in columns
+                cost_text(row) if field == "cost_usd" else _cell(row.get(field, 0))
+                for _, field in columns
             ]
             if key == "agent":
                 cells.append(f"{row.get('wall_time_ms', 0) / 1000:.2f}")

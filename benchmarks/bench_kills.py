@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         ["calls in doubt resolved (asked the payment server)", f"{summary.doubts:,}"],
         ["duplicate charges", f"{summary.duplicates:,}"],
         [
-            "LLM replies answered to a process killed before it billed them",
-            f"{summary.unbilled:,} of {summary.answered:,} answered",
+            "LLM calls a kill cut short, billed once as interrupted (no cost known)",
+            f"{summary.unbilled:,} (the model server answered {summary.answered:,})",
         ],
         ["scenarios that broke an invariant", f"{len(failed):,}"],
         ["wall time", f"{summary.seconds / 60:,.1f} min ({per_kill:.1f} s a kill)"],

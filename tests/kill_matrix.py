@@ -21,9 +21,10 @@ ended it checks:
 - every ``effect`` and ``idempotent`` call charged exactly once (none lost once the run ended);
 - each agent's final transcript (the last agent of each name) equal to the reference run's;
 - the ledger's LLM lines against the requests the model server answered to the scenario: every
-  reply the journal holds as done is billed, and every answered one but those that reached a
-  process killed before it could bill them (at most one per attempt the kills left in doubt;
-  counted as ``unbilled``: the ledger cannot know of them);
+  reply the journal holds as done is billed; every attempt a kill cut short (an intent and no
+  outcome) has exactly one ``interrupted`` line, written by the process that took the session
+  over; and the server answered at least the attempts billed as they ended and at most those
+  and the interrupted ones (counted as ``unbilled``: the ledger names them, with no cost);
 - every view opens the session: ``list``, ``tree``, ``stats``, ``export`` in each format,
   ``doubts`` (which must list nothing).
 
@@ -125,7 +126,8 @@ class Scenario:
     """Each decision taken on a call in doubt: ``label tool: done|retry``."""
     duplicates: int = 0
     unbilled: int = 0
-    """Replies the model server answered to a process killed before it billed them."""
+    """LLM attempts a kill cut short, each on the ledger as ``interrupted`` (no cost: the
+    server may have answered and billed it, or not)."""
     answered: int = 0
     """Replies the model server answered to the scenario's processes."""
     problems: list[str] = dataclasses.field(default_factory=list)
@@ -436,31 +438,55 @@ class KillMatrix:
 
 
 def _billing(sessions: Path, found: Scenario, answered: int) -> list[str]:
-    """The ledger against the model server. Every reply the journal holds as ``done`` was
-    billed, and every reply the server answered was billed, but those that went to a process
-    killed before it billed them: each such attempt is in doubt in the journal (an intent and
-    no outcome; the re-entry asked again). Their number is the scenario's ``unbilled``."""
+    """The ledger against the journal and the model server. Every LLM attempt that ended was
+    billed as it ended (ok or failed), every reply the journal holds as ``done`` among them.
+    Every attempt a kill left with an intent and no outcome in the journal either ended and was
+    billed before the kill beat its outcome line (written by the background thread after the
+    ledger's), or was cut short: then it has exactly one ``interrupted`` line, written by the
+    process that took the session over. The server answered each attempt billed as it ended,
+    and any number of the interrupted ones (a request killed before it was sent, or before the
+    answer, looks the same in the journal): ``paid <= answered <= paid + interrupted``. The
+    interrupted lines are the scenario's ``unbilled``."""
+    from collections import Counter
+
     from agenttrace.formats.session.files import read_session_file
     from agenttrace.model.journal import Journal
 
     ledger = sessions.parent / "accounting.jsonl"
     lines = ledger.read_text().splitlines() if ledger.exists() else []
-    paid = sum(1 for line in lines if line.strip() and json.loads(line).get("type") == "llm")
+    llm = [entry for line in lines if line.strip() and (entry := json.loads(line))["type"] == "llm"]
+    cut_lines = [entry for entry in llm if entry["status"] == "interrupted"]
+    paid = len(llm) - len(cut_lines)
     (stream,) = sessions.glob("*.events.jsonl")
     steps = [
         s for s in Journal(read_session_file(stream).journal).steps.values() if s.kind == "llm"
     ]
     done = sum(1 for step in steps if step.state == "done")
-    interrupted = sum(1 for step in steps if step.state == "intent")
-    found.unbilled, found.answered = answered - paid, answered
+    ended = sum(1 for step in steps if step.state in ("done", "failed"))
+    cut = {step.key for step in steps if step.state == "intent"}
+    billed = Counter((e["originTxnId"], e["path"], e["attempt"]) for e in cut_lines)
+    found.unbilled, found.answered = len(cut_lines), answered
     problems = []
     if paid < done:
         problems.append(f"ledger has {paid} LLM calls, the journal {done} replies done")
-    if not 0 <= answered - paid <= interrupted:
+    if not paid <= answered <= paid + len(cut_lines):
         problems.append(
-            f"ledger has {paid} LLM calls, the model server answered {answered}, "
-            f"{interrupted} attempts were interrupted"
+            f"ledger has {paid} LLM calls billed as they ended and {len(cut_lines)} "
+            f"interrupted, the model server answered {answered}"
         )
+    # Billed as they ended, their journal outcome lost to the kill: the rest of the intents
+    # with no outcome were cut short, and each has its interrupted line.
+    outcome_lost = paid - ended
+    if outcome_lost + len(cut_lines) != len(cut):
+        problems.append(
+            f"{len(cut)} LLM attempts have no outcome in the journal: {outcome_lost} were billed "
+            f"as they ended, {len(cut_lines)} as interrupted"
+        )
+    for key, count in sorted(billed.items()):
+        if key not in cut:
+            problems.append(f"ledger bills {key} as interrupted; the journal has its outcome")
+        elif count != 1:
+            problems.append(f"interrupted LLM attempt {key} has {count} ledger lines")
     return problems
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from msgspec import UNSET
 
@@ -141,6 +141,73 @@ def decided_entry(
         callPath=call_path,
         decision=decision,  # type: ignore[arg-type]  # one of the four resolve takes
         evidence=evidence if evidence else UNSET,
+    )
+
+
+INTERRUPTED: Final = "interrupted"
+"""The status of the accounting entry of an LLM attempt a kill cut short
+(:func:`interrupted_entry`)."""
+INTERRUPTED_ERROR = (
+    "the process was killed while the request was in flight: the provider may have answered "
+    "it, and billed it (its tokens and cost are not known here)"
+)
+INTERRUPTED_TYPE = "InterruptedLLMCall"
+
+
+def interrupted_entry(
+    *,
+    origin: str,
+    txn_id: str,
+    agent_id: str,
+    path: str,
+    model: str,
+    attempt: int,
+    started_ms: int,
+    ended_ms: int,
+    call_path: str | None,
+) -> AccountingEntry:
+    """The accounting entry of an LLM attempt a kill cut short (its journal ``intent`` and no
+    outcome), written once by the process that takes its session over: status
+    ``interrupted``, ``providerMayHaveBilled``, its model (the intent's name), no tokens and a
+    cost of ``null`` (unknown: nothing is known of what the provider did with it). ``ended_ms``:
+    the last record of the killed process (when it died is written nowhere)."""
+    return AccountingEntry(
+        timestamp=ended_ms,
+        status=INTERRUPTED,
+        latency=latency_written(float(max(0, ended_ms - started_ms))),
+        type="llm",
+        originTxnId=origin,
+        txnId=txn_id,
+        agentId=agent_id,
+        path=path,
+        provider=None,
+        model=model or None,
+        actualModel=None,
+        attempt=attempt,
+        tokens=Tokens(
+            inputTokens=None,
+            outputTokens=None,
+            cacheReadInputTokens=0,
+            cacheWriteInputTokens=0,
+            reasoningTokens=0,
+            totalTokens=0,
+        ),
+        costUsd=None,
+        error=INTERRUPTED_ERROR,
+        errorType=INTERRUPTED_TYPE,
+        callPath=call_path,
+        providerMayHaveBilled=True,
+    )
+
+
+def is_interrupted_entry(entry: Any) -> bool:
+    """Whether ``entry`` (an accounting entry, as read) is an interrupted LLM attempt's."""
+    if isinstance(entry, AccountingEntry):
+        return entry.type == "llm" and entry.status == INTERRUPTED
+    return (
+        isinstance(entry, Mapping)
+        and entry.get("type") == "llm"
+        and entry.get("status") == INTERRUPTED
     )
 
 

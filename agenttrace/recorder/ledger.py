@@ -7,7 +7,7 @@ thread, before its caller goes on: a run killed half-way has billed everything p
 opTree node and the stream's ``op_accounted`` line hold the same). Each
 line is one ``write`` to an ``O_APPEND`` file under an exclusive ``flock``, so two processes
 appending at once never interleave; error texts were scrubbed of secrets when the failure was
-recorded.
+recorded (``agenttrace.formats.ledger_file``).
 
 A torn last line (a process killed in the middle of its write) is cut off, under the lock, before
 the next append, so no line ever merges into it. A write that fails half-way (a full disk) takes
@@ -21,58 +21,19 @@ import contextlib
 import ctypes
 import logging
 import os
-import sys
 import threading
 import time
 import weakref
 from pathlib import Path
 from typing import Any
 
+from agenttrace.formats.ledger_file import _append_to, _open
+from agenttrace.formats.ledger_file import append_lines as append_lines
 from agenttrace.model.lifecycle import Ended
 from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, count
 from agenttrace.recorder.sink import Scheduler, Sink
 
 logger = logging.getLogger("agenttrace")
-
-
-def append_lines(path: Path, lines: list[str]) -> None:
-    """Append ``lines`` to ``path`` in one write, under an exclusive lock."""
-    if lines:
-        _append_locked(
-            path, "".join(line + "\n" for line in lines).encode("utf-8", "backslashreplace")
-        )
-
-
-def _append_locked(path: Path, data: bytes) -> None:
-    """Append ``data`` (whole lines) under the lock: all of it or, raising OSError, none."""
-    fd = _open(path)
-    try:
-        _append_to(fd, path, data)
-    finally:
-        os.close(fd)
-
-
-def _open(path: Path) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-
-
-def _append_to(fd: int, path: Path, data: bytes) -> None:
-    """:func:`_append_locked` to the ledger open at ``fd``."""
-    _lock(fd)
-    try:
-        size = _cut_torn_line(fd, path)
-        view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(fd, view) :]
-        except OSError:
-            if len(view) < len(data):  # take back the part that was written
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, size)
-            raise
-    finally:
-        _unlock(fd)
 
 
 REOPEN_AFTER = 1.0
@@ -128,45 +89,6 @@ class _LedgerFile:
             self._fd = -1
 
 
-_TAIL_BLOCK = 64 << 10
-
-
-def _cut_torn_line(fd: int, path: Path) -> int:
-    """If the file does not end in a newline (a write cut off by a crash), cut the torn line
-    off; returns the file's size after. Under the lock, so no append is under way."""
-    size = os.fstat(fd).st_size
-    if not size or _read_at(fd, size - 1, 1) == b"\n":
-        return size
-    keep = 0
-    end = size
-    while end > 0:  # back, a block at a time, to the last newline
-        start = max(0, end - _TAIL_BLOCK)
-        newline = _read_at(fd, start, end - start).rfind(b"\n")
-        if newline >= 0:
-            keep = start + newline + 1
-            break
-        end = start
-    os.ftruncate(fd, keep)
-    logger.warning(
-        "agenttrace: the billing ledger %s ended in a torn line (%d bytes, a write cut off by a "
-        "crash); it was cut off before appending",
-        path,
-        size - keep,
-    )
-    return keep
-
-
-def _read_at(fd: int, offset: int, length: int) -> bytes:
-    """``length`` bytes at ``offset`` (seek and read: there is no pread on Windows; appends
-    go to the end of an O_APPEND file wherever the position is)."""
-    os.lseek(fd, offset, os.SEEK_SET)
-    parts = []
-    while length > 0 and (chunk := os.read(fd, length)):
-        parts.append(chunk)
-        length -= len(chunk)
-    return b"".join(parts)
-
-
 def _gil_holding_libc() -> Any:
     """The C library, its functions called without releasing the GIL (``ctypes.PyDLL``), or
     ``None`` (Windows, or no C library to load)."""
@@ -215,29 +137,6 @@ def _quick_append(fd: int, data: bytes) -> bool:
         return False
     finally:
         libc.flock(fd, _LOCK_UN)
-
-
-# An exclusive lock on the whole ledger, so two processes appending never interleave: flock on
-# POSIX; on Windows, msvcrt's lock on the file's first byte (O_APPEND still writes at the end).
-if sys.platform == "win32":
-    import msvcrt
-
-    def _lock(fd: int) -> None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
-
-    def _unlock(fd: int) -> None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-
-else:
-    import fcntl
-
-    def _lock(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-
-    def _unlock(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 class LedgerSink(Sink):

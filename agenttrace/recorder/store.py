@@ -350,8 +350,9 @@ def _repair(path: Path, session: Session) -> None:
             )
         elif session.cut_short and restored_end < size:  # keep the first ``restored`` lines
             if _journal_line_past(fd, restored_end):
-                # Journaled after the write the crash cut short (a decision ``agenttrace
-                # resolve`` appended): the session restored it, so the stream is written again
+                # Journaled or accounted after the write the crash cut short (a decision
+                # ``agenttrace resolve`` appended, an interrupted LLM call's accounting a
+                # resume appended): the session restored it, so the stream is written again
                 # from the session, atomically, rather than cut back to before it.
                 _rewrite(path, session)
             else:
@@ -381,14 +382,15 @@ def _rewrite(path: Path, session: Session) -> None:
 
 
 def _journal_line_past(fd: int, offset: int, block: int = 1 << 20) -> bool:
-    """Whether a whole step-journal line lies past ``offset`` in the stream open at ``fd``
+    """Whether a whole step-journal or ``op_accounted`` line (the accounting of an LLM call a
+    kill cut short, a resume appended it) lies past ``offset`` in the stream open at ``fd``
     (read in blocks; of a long line only its start is kept, which is all that tells)."""
     carry = b""
     while chunk := os.pread(fd, block, offset):
         offset += len(chunk)
         lines = (carry + chunk).split(b"\n")
         carry = lines.pop()[:64]
-        if any(is_journal_line(line) for line in lines):
+        if any(is_journal_line(line) or is_accounted_line(line) for line in lines):
             return True
     return False
 

@@ -173,6 +173,15 @@ def share(session: Any, directory: Path) -> Taken | None:
         return Taken([(path, holding)])
 
 
+def held_here(session_id: str, directory: Path) -> bool:
+    """Whether this process holds the lease of ``session_id`` in ``directory`` already (it
+    records the session: a call it has in flight is running, not cut short)."""
+    path = lease_path(directory.absolute(), session_id)
+    with _lock:
+        holding = _held.get(path)
+        return holding is not None and holding.lease.held
+
+
 def file_session_id(path: Path) -> str | None:
     """The session id the name of a session's file gives (``abc`` for ``abc.events.jsonl`` or
     ``abc.json.gz``), if it is one: a resume takes its lease before it reads the file."""

@@ -30,7 +30,8 @@ from agenttrace.model import events as ev
 from agenttrace.model.journal import Journal
 from agenttrace.model.reentry import InDoubtAction, arm_reentry, check_policy
 from agenttrace.model.unanswered import POLICIES, UnansweredPolicy, close_unanswered_calls
-from agenttrace.session.leases import file_session_id
+from agenttrace.session.interrupted_calls import account_interrupted
+from agenttrace.session.leases import file_session_id, held_here
 from agenttrace.session.leases import hold as hold_lease
 from agenttrace.session.leases import take as take_lease
 from agenttrace.session.reentry_match import say_unanswered
@@ -70,6 +71,10 @@ def resume(
     another holds it (:class:`LeaseError` where no lease file can be made). ``force`` takes the
     lease over from a holder that is stuck, or that another host's lease file names.
 
+    LLM calls the killed process had in flight are put on the billing ledger (and the event
+    stream) once, as ``interrupted``, by the resume that takes the session over after ``init``
+    (``agenttrace.session.interrupted_calls``): the provider may have billed them.
+
     Tool calls a crash left without a result are answered by ``unanswered_tool_calls``
     (``agenttrace.model.unanswered``: by default a ``tool`` entry saying the call was
     interrupted, logged now, so call ``init()`` first for it to reach the files).
@@ -90,9 +95,15 @@ def resume(
     path = find_session(str(path_or_id), directory)
     # Held while the files are read, so that what is read is what the last holder left.
     named = file_session_id(path)
+    # A session this process records already (resumed again) may have calls running here.
+    ours = named is not None and held_here(named, path.parent)
     reading = take_lease(named, path.parent, force=force, required=0) if named else None
     try:
         loaded, cut_short = without_unfinished(path, load_fullest(path, keep_damaged=True))
+        if reading is not None and reading.holdings and not ours and _recording():
+            # Under the lease, the process that ran them gone: the LLM calls it was killed in
+            # are put on the bill once (agenttrace.session.interrupted_calls).
+            loaded = account_interrupted(path, loaded, runtime.settings.billing_file)
         session = Session.from_file(loaded)
         mark_interrupted(session.runs)  # the process that ran them is gone: they will not end
         # Where the next run will write (init's sessions directory): refused now, not at its
@@ -170,6 +181,11 @@ def _check_options(
     check_flag(api, "reenter", reenter, optional=False)
     check_mapping(api, "policy", policy, "a mapping of effect classes to what to do")
     return check_policy(policy)
+
+
+def _recording() -> bool:
+    """Whether ``init`` set agenttrace up to write files (its ledger is the one written to)."""
+    return runtime.recorder is not None and not runtime.disabled
 
 
 def _written_directory() -> Path | None:

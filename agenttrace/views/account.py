@@ -41,10 +41,12 @@ from agenttrace.formats.session.inflight import (
     PROCESS_GONE,
     RunningStep,
     mark_gone,
+    process_last,
     running_steps,
     with_running_steps,
 )
 from agenttrace.formats.session.optree import hosted_sessions
+from agenttrace.formats.session.optree import owner_run as owner_run
 from agenttrace.formats.session.rebuilt import INTERRUPTED, with_started_nodes
 from agenttrace.formats.session.totals import session_stats
 from agenttrace.model.journal import RUN_LABEL, STEP, Journal
@@ -274,7 +276,10 @@ def _cut_short(
     found = []
     for step in steps:
         owner = owner_run(runs, step.run, step.path) or {}
-        last = _later(_process_last(journal, step), traces.get(str(owner.get("traceId"))))
+        last = _later(
+            process_last(journal, step.run, step.step, step.attempt),
+            traces.get(str(owner.get("traceId"))),
+        )
         ran = float(max(0, (last or step.started_at) - step.started_at))
         effect = doubts.get((step.run, step.step)) if step.kind == "tool" else None
         found.append(
@@ -296,33 +301,6 @@ def _cut_short(
             attributes[IN_DOUBT] = effect
         op["latencyMs"] = ran
     return found
-
-
-def _process_last(journal: Sequence[Mapping[str, Any]], step: RunningStep) -> int | None:
-    """The last journal record (ms) of the process that started ``step``: the lines from its
-    intent up to the first run line of another process (a resume's)."""
-    latest: int | None = None
-    started = False
-    process: Any = None
-    for line in journal:
-        same = (line.get("run"), line.get("step"), line.get("attempt"))
-        if not started:
-            if line.get("kind") == "run" and line.get("step") == RUN_LABEL:
-                process = line.get("process")
-            started = same == (step.run, step.step, step.attempt) and line.get("state") == "intent"
-            if not started:
-                continue
-        elif (
-            line.get("kind") == "run"
-            and line.get("step") == RUN_LABEL
-            and line.get("state") == "intent"
-            and line.get("process") != process
-        ):
-            break  # another process: this one was gone
-        if line.get("event_type") == "step_decision":
-            continue
-        latest = _later(latest, ts_ms(line.get("ts")))
-    return latest
 
 
 def _own_ops(session: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
@@ -379,22 +357,3 @@ def _number(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return int(value)
-
-
-def owner_run(
-    runs: Sequence[Mapping[str, Any]], origin: str, label: str
-) -> Mapping[str, Any] | None:
-    """The run (a root run of origin ``origin``, or a sub-agent run under it) whose turns hold
-    the op at path label ``label``, if the tree has it."""
-    roots = [run for run in runs if origin in (run.get("originTxnId"), run.get("txnId"))]
-    stack: list[Mapping[str, Any]] = list(reversed(roots or list(runs)))
-    while stack:
-        session = stack.pop()
-        for turn in session.get("turns") or []:
-            for op in turn.get("ops") or [] if isinstance(turn, Mapping) else []:
-                if not isinstance(op, Mapping):
-                    continue
-                if op.get("path") == label:
-                    return session
-                stack.extend(hosted_sessions(op))
-    return None

@@ -28,9 +28,8 @@ from agenttrace._internal.redact import cap_text, scrub_json_text
 from agenttrace._internal.times import event_ts
 from agenttrace.formats.compact_json import compact_json
 from agenttrace.formats.ledger import accounted_line, decided_entry, op_accounted
-from agenttrace.formats.safe_open import open_inside, open_regular
+from agenttrace.formats.safe_open import open_regular
 from agenttrace.formats.session.files import (
-    SNAPSHOT_SUFFIX,
     STREAM_SUFFIX,
     LoadedFile,
     StreamAppender,
@@ -42,6 +41,8 @@ from agenttrace.formats.session.lease import acquire, lease_path
 from agenttrace.formats.session.schema import AccountingEntry
 from agenttrace.model.journal import Decisions, Journal, Step, decision_line
 from agenttrace.recorder.ledger import append_lines
+from agenttrace.session.interrupted_calls import cut_torn_line
+from agenttrace.session.interrupted_calls import stream_of as stream_of
 from agenttrace.views.account import Account, owner_run, session_account
 
 SHOWN_ARGUMENT_BYTES = 2048
@@ -78,11 +79,6 @@ class Doubt:
             "effect": self.effect,
             "arguments": self.arguments,
         }
-
-
-def stream_of(path: Path) -> Path:
-    """The event stream of the session ``path`` names (its session file's sibling)."""
-    return sibling_path(path) or path if path.name.endswith(SNAPSHOT_SUFFIX) else path
 
 
 def read_journal(path: Path) -> Journal:
@@ -150,7 +146,7 @@ def resolve(
         if lost:
             write_atomically(stream, _stream_bytes(loaded, decided))
         else:
-            _cut_torn_line(stream)
+            cut_torn_line(stream)
             appender = StreamAppender(stream)
             try:
                 appender.append(decided)
@@ -224,26 +220,6 @@ def _nothing_to_decide(journal: Journal, label: str, run: str | None) -> str:
         decision = (decided[-1].decision or "").replace("_", " ")
         return f"the call at {where} was decided already ({decision}): a decision is taken once"
     return f"no call in doubt at {where}"
-
-
-def _cut_torn_line(stream: Path) -> None:
-    """Cut off what follows the stream's last newline (a write a crash cut off: readers skip it,
-    and a resume cuts it off before appending too), so the decision does not land on its bytes
-    and make a line no reader takes. Reads back from the end, a block at a time."""
-    fd = open_inside(stream, os.O_RDWR)
-    try:
-        size = end = os.fstat(fd).st_size
-        while end > 0:
-            start = max(0, end - TAIL_BLOCK)
-            newline = os.pread(fd, end - start, start).rfind(b"\n")
-            if newline >= 0:
-                end = start + newline + 1
-                break
-            end = start
-        if end < size:
-            os.ftruncate(fd, end)
-    finally:
-        os.close(fd)
 
 
 def _stream_bytes(loaded: LoadedFile, decided: bytes) -> bytes:

@@ -118,6 +118,8 @@ def _add_op(parent: Tree, op: Mapping[str, Any], running_at: int | None = None) 
             details += f" ${cost:.6f}"
         elif cost_unknown(entry):  # never shown as $0: the model has no price
             details += " cost unknown"
+        elif entry.get("status") == "interrupted":  # a kill cut it short, maybe billed
+            details += " interrupted, cost unknown (the provider may have billed it)"
         if entry.get("type") == "tool":
             details += _sizes(entry)
     elif _replayed(op):

@@ -34,7 +34,7 @@ interrupted only by a re-entry of its run.)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -365,3 +365,35 @@ def _attribute(node: Node, key: str) -> Any:
 def _unnamed(run: Node) -> bool:
     """Whether no file says ``run``'s origin yet (a run known from its events only)."""
     return not run.get("originTxnId") and not run.get("txnId")
+
+
+def process_last(
+    journal: Sequence[Mapping[str, Any]], run: str, path: str, attempt: int
+) -> int | None:
+    """The last journal record (ms) of the process that started the step ``(run, path,
+    attempt)``: the lines from its intent up to the first run line of another process (a
+    resume's). When it died is written nowhere: this is the latest it is known to have lived."""
+    latest: int | None = None
+    started = False
+    process: Any = None
+    for line in journal:
+        same = (line.get("run"), line.get("step"), line.get("attempt"))
+        if not started:
+            if line.get("kind") == "run" and line.get("step") == RUN_LABEL:
+                process = line.get("process")
+            started = same == (run, path, attempt) and line.get("state") == "intent"
+            if not started:
+                continue
+        elif (
+            line.get("kind") == "run"
+            and line.get("step") == RUN_LABEL
+            and line.get("state") == "intent"
+            and line.get("process") != process
+        ):
+            break  # another process: this one was gone
+        if line.get("event_type") == "step_decision":
+            continue
+        ms = ts_ms(line.get("ts"))
+        if ms is not None and (latest is None or ms > latest):
+            latest = ms
+    return latest

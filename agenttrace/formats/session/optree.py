@@ -116,7 +116,29 @@ def cost_unknown(entry: Mapping[str, Any]) -> bool:
     from litellm's price map, or nothing priced the call), though it succeeded or reported
     usage. Views show it as unknown, never as free; a real zero (a model priced at 0) is a
     price. A failed attempt that reported no usage is not one: there is nothing to price, and
-    a provider bills no request it refused."""
+    a provider bills no request it refused. Nor is an interrupted attempt (a kill cut it short:
+    ``stats`` counts it as interrupted, what it cost is the provider's bill's to say)."""
     if entry.get("type") != "llm" or finite_number(entry.get("costUsd")) is not None:
         return False
+    if entry.get("status") == "interrupted":  # a kill cut it short: counted as interrupted
+        return False
     return entry.get("status") != "failed" or has_usage(entry)
+
+
+def owner_run(
+    runs: Sequence[Mapping[str, Any]], origin: str, label: str
+) -> Mapping[str, Any] | None:
+    """The run (a root run of origin ``origin``, or a sub-agent run under it) whose turns hold
+    the op at path label ``label``, if the tree has it."""
+    roots = [run for run in runs if origin in (run.get("originTxnId"), run.get("txnId"))]
+    stack: list[Mapping[str, Any]] = list(reversed(roots or list(runs)))
+    while stack:
+        session = stack.pop()
+        for turn in session.get("turns") or []:
+            for op in turn.get("ops") or [] if isinstance(turn, Mapping) else []:
+                if not isinstance(op, Mapping):
+                    continue
+                if op.get("path") == label:
+                    return session
+                stack.extend(hosted_sessions(op))
+    return None

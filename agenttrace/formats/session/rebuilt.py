@@ -513,7 +513,9 @@ def _complete(turn: Node, address: tuple[int, ...], line: dict[str, Any]) -> boo
         op["attributes"] = {**op.get("attributes", {}), "errorType": entry["errorType"]}
     op["accounting"] = [entry]
     op["endedAt"] = entry["timestamp"]
-    op["status"] = entry["status"]
+    # An LLM attempt a kill cut short, put on the bill by a later process (status
+    # interrupted): an op that failed, as a decision not to run a tool call is.
+    op["status"] = "failed" if entry["status"] == "interrupted" else entry["status"]
     op["latencyMs"] = entry["latency"]
     if entry.get("error"):
         op["error"] = entry["error"]

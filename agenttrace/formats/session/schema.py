@@ -166,6 +166,13 @@ def _check_cause(name: str, cause: Any) -> None:
 
 
 Status = Literal["ok", "failed"]
+AccountingStatus = Annotated[
+    Literal["ok", "failed", "interrupted"],
+    Meta(
+        description="ok or failed: what the op came to; interrupted: an LLM attempt a kill cut "
+        "short, written when a later process took the session over (providerMayHaveBilled)."
+    ),
+]
 
 Ingress = Annotated[
     dict[str, Any],
@@ -386,7 +393,11 @@ class AccountingEntry(_Object, kw_only=True):
     _TOOL_ONLY: ClassVar = ("providerLabel", "charactersIn", "charactersOut")
     # Written only where known, and not by earlier releases: optional, but never on the other
     # type's entries.
-    _LLM_OPTIONAL: ClassVar = ("actualProvider", "upstreamInferenceCostUsd")
+    _LLM_OPTIONAL: ClassVar = (
+        "actualProvider",
+        "upstreamInferenceCostUsd",
+        "providerMayHaveBilled",
+    )
     _TOOL_OPTIONAL: ClassVar = ("mcpServer", "command", "decision", "evidence")
     # Per type (True: an LLM attempt's), the fields it must have and those it must not.
     _NEEDED: ClassVar = {True: _LLM_ONLY, False: _TOOL_ONLY}
@@ -396,7 +407,7 @@ class AccountingEntry(_Object, kw_only=True):
     }
 
     timestamp: Annotated[EpochMs, Meta(description="When the op ended.")]
-    status: Status
+    status: AccountingStatus
     latency: Annotated[float, Meta(description="Milliseconds.")]
     type: Literal["llm", "tool"]
     originTxnId: TxnId
@@ -418,7 +429,10 @@ class AccountingEntry(_Object, kw_only=True):
     ] = UNSET
     attempt: Annotated[int, Meta(ge=1)] | UnsetType | None = UNSET
     tokens: Tokens | UnsetType = UNSET
-    costUsd: float | UnsetType | None = UNSET
+    costUsd: Annotated[
+        float | UnsetType | None,
+        Meta(description="null: unknown (no price, or an interrupted attempt: nothing known)."),
+    ] = UNSET
     upstreamInferenceCostUsd: Annotated[
         float | UnsetType,
         Meta(
@@ -457,6 +471,14 @@ class AccountingEntry(_Object, kw_only=True):
         Meta(
             description="The callPath of the agent run the op belongs to (absent in files of "
             "the first release)."
+        ),
+    ] = UNSET
+    providerMayHaveBilled: Annotated[
+        bool | UnsetType,
+        Meta(
+            description="An interrupted LLM attempt (status interrupted): the request may have "
+            "reached the provider, which may have answered and billed it; its tokens and cost "
+            "are not known (the provider's bill says)."
         ),
     ] = UNSET
     decision: Annotated[

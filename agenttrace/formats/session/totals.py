@@ -1,7 +1,9 @@
 """Totals over a session's whole opTree, sub-agents included: by agent and by model.
 
 Pure functions over the session file's ``runs`` (``SessionNode`` dicts): tokens in, out and
-cache, cost, LLM attempts ok and failed, tool calls, and wall time. A tool call counts for the
+cache, cost, LLM attempts ok, failed and interrupted (a kill cut them short: their entry, status
+``interrupted``, has no tokens or cost, though the provider may have billed them), tool calls,
+and wall time. A tool call counts for the
 model the agent asked last before it (the reply that asked for it); one before any LLM call
 counts for no model.
 
@@ -38,6 +40,7 @@ def _empty() -> dict[str, Any]:
         "llm_attempts_cost_unknown": 0,
         "llm_attempts_ok": 0,
         "llm_attempts_failed": 0,
+        "llm_attempts_interrupted": 0,
         "tool_calls": 0,
         "tool_calls_failed": 0,
     }
@@ -52,7 +55,10 @@ def _number(value: Any) -> float:
 
 def _add_accounting(totals: dict[str, Any], entry: Mapping[str, Any]) -> None:
     failed = entry.get("status") == "failed"
-    if entry.get("type") == "llm":
+    if entry.get("type") == "llm" and entry.get("status") == "interrupted":
+        # Cut short by a kill: no tokens or cost known, whatever the provider billed.
+        totals["llm_attempts_interrupted"] += 1
+    elif entry.get("type") == "llm":
         tokens = entry.get("tokens")
         if not isinstance(tokens, Mapping):
             tokens = {}
