@@ -34,9 +34,11 @@ import itertools
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,39 +135,41 @@ def test_the_marker_check_finds_an_unmarked_block(tmp_path: Path) -> None:
 
 @dataclass
 class World:
-    """What the blocks run against: a recorded cafe session (``SESSION``), a STD-008 document
-    (``FILE``, the specification's example), an OTLP receiver and a scripted OpenAI-compatible
-    model."""
+    """What every block runs against, made once: a recorded cafe session (``SESSION``, copied
+    for each block that names it, since ``agenttrace resume`` appends to it) and a STD-008
+    document (``FILE``, the specification's example)."""
 
-    session: Path
+    sessions: Path
     document: Path
+
+
+@dataclass
+class Servers:
+    """The servers one block talks to, its own, so blocks run at once without sharing a script
+    or a span count: an OTLP receiver, a scripted OpenAI-compatible model, and a scripted
+    Anthropic-compatible server the Claude Agent SDK's bundled CLI talks to."""
+
     receiver: OTLPReceiver
     model: LLMServer
     claude: AnthropicServer
-    """The Claude Agent SDK's bundled CLI talks to this one (``AnthropicServer.env``)."""
+
+    @classmethod
+    def start(cls) -> Servers:
+        claude = AnthropicServer()
+        claude.start()
+        return cls(OTLPReceiver().start(), LLMServer().start(), claude)
+
+    def stop(self) -> None:
+        self.receiver.stop()
+        self.model.stop()
+        self.claude.stop()
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    directory = tmp_path_factory.mktemp("docs")
-    snapshot, _ = record_demo(directory)
-    document = directory / "std008_example.json"  # the STD-008 specification's own example
-    document.write_bytes((ROOT / "tests" / "data" / "std008_example_7_1.json").read_bytes())
-    receiver, model, claude = OTLPReceiver().start(), LLMServer().start(), AnthropicServer()
-    claude.start()
-    try:
-        yield World(snapshot, document, receiver, model, claude)
-    finally:
-        receiver.stop()
-        model.stop()
-        claude.stop()
-
-
-def _environment(world: World, scratch: Path) -> dict[str, str]:
-    model = f"{world.model.base_url}/v1"
+def _environment(servers: Servers, scratch: Path) -> dict[str, str]:
+    model = f"{servers.model.base_url}/v1"
     return child_env(
-        **world.claude.env(home=scratch / "home"),
-        OTEL_EXPORTER_OTLP_ENDPOINT=world.receiver.http_endpoint,
+        **servers.claude.env(home=scratch / "home"),
+        OTEL_EXPORTER_OTLP_ENDPOINT=servers.receiver.http_endpoint,
         OPENAI_API_BASE=model,
         OPENAI_BASE_URL=model,
         OPENAI_API_KEY="sk-docs-test",
@@ -177,58 +181,65 @@ def _environment(world: World, scratch: Path) -> dict[str, str]:
     )
 
 
-def _script(world: World, block: Block) -> None:
-    """What the scripted model answers a block: a call to its ``search`` tool first if it has
-    one, then plain replies (which a smolagents code agent reads as its final answer)."""
-    world.claude.reset()
-    model = world.model
-    model.reset()
-    model.default = Reply(content=_FINAL_ANSWER)
-    if "def search(" in block.text:
+def _script(servers: Servers, text: str) -> None:
+    """What the scripted model answers: a call to a ``search`` tool first if the code has one,
+    then plain replies (which a smolagents code agent reads as its final answer)."""
+    servers.model.default = Reply(content=_FINAL_ANSWER)
+    if "def search(" in text:
         call = {
             "id": "call_1",
             "type": "function",
             "function": {"name": "search", "arguments": '{"query": "cafes"}'},
         }
-        model.script.append(Reply(content="", tool_calls=[call]))
+        servers.model.script.append(Reply(content="", tool_calls=[call]))
 
 
 _FINAL_ANSWER = "Thought: I know it.\n<code>\nfinal_answer('Paris')\n</code>"
 
 
-def _check(
-    block: Block, result: subprocess.CompletedProcess[str], what: str, status: int = 0
-) -> None:
-    assert result.returncode == status, f"{block.name}: {what} exited {result.returncode}\n{result}"
+def _check(block: Block, result: subprocess.CompletedProcess[str], what: str) -> None:
+    assert result.returncode == 0, f"{block.name}: {what} exited {result.returncode}\n{result}"
     assert "Traceback" not in result.stderr, f"{block.name}: {what}\n{result.stderr}"
+
+
+def _session_copy(world: World, scratch: Path) -> Path:
+    """The recorded session, copied into ``scratch``: its session file's path there."""
+    copy = scratch / "recorded"
+    shutil.copytree(world.sessions, copy)
+    (snapshot,) = copy.glob("*.json.gz")
+    return snapshot
 
 
 def _runs(language: str, *markers: str) -> list[Block]:
     return [b for b in BLOCKS if b.language == language and (b.marker or "") in markers]
 
 
-@pytest.mark.e2e  # runs whole programs as a user does: make test, not make check
-@pytest.mark.parametrize("block", _runs("python", "run", "run with SESSION"), ids=lambda b: b.name)
-def test_a_python_block_runs(block: Block, world: World, tmp_path: Path) -> None:
-    _script(world, block)
-    before = len(world.receiver.spans)
-    program = tmp_path / "block.py"
-    program.write_text(block.text, encoding="utf-8")
-    arguments = [str(world.session)] if block.marker == "run with SESSION" else []
-    result = subprocess.run(
-        [sys.executable, str(program), *arguments],
-        env=_environment(world, tmp_path),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    _check(block, result, "the program")
-    if "agenttrace.init(" in block.text:
-        assert len(world.receiver.spans) > before, f"{block.name}: no span was exported"
+def run_python(block: Block, world: World, scratch: Path) -> None:
+    """Run a Python block as a program in ``scratch``; raise AssertionError if it fails."""
+    servers = Servers.start()
+    try:
+        _script(servers, block.text)
+        program = scratch / "block.py"
+        program.write_text(block.text, encoding="utf-8")
+        arguments = []
+        if block.marker == "run with SESSION":
+            arguments = [str(_session_copy(world, scratch))]
+        result = subprocess.run(
+            [sys.executable, str(program), *arguments],
+            env=_environment(servers, scratch),
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        _check(block, result, "the program")
+        if "agenttrace.init(" in block.text:
+            assert servers.receiver.wait_for(1, timeout=5), f"{block.name}: no span was exported"
+    finally:
+        servers.stop()
 
 
-def shell_commands(block: Block, world: World, scratch: Path) -> list[list[str]]:
+def shell_commands(block: Block, places: dict[str, str]) -> list[list[str]]:
     """Each command of a shell block as argv lists: comments dropped, a line continued with
     ``\\`` joined, placeholders filled, ``[--flag]`` and ``a|b|c`` expanded."""
     text = block.text.replace("\\\n", " ")
@@ -243,45 +254,54 @@ def shell_commands(block: Block, world: World, scratch: Path) -> list[list[str]]
             if optional is not None:  # inside [ ... ] of several words
                 optional.append(word.removesuffix("]"))
                 if word.endswith("]"):
-                    choices.append([[], _filled(optional, world, scratch)])
+                    choices.append([[], _filled(optional, places)])
                     optional = None
             elif word.startswith("[") and word.endswith("]"):
-                choices.append([[], _filled([word[1:-1]], world, scratch)])
+                choices.append([[], _filled([word[1:-1]], places)])
             elif word.startswith("["):
                 optional = [word[1:]]
             elif "|" in word:
                 choices.append([[option] for option in word.split("|")])
             else:
-                choices.append([_filled([word], world, scratch)])
+                choices.append([_filled([word], places)])
         assert optional is None, f"{block.name}: an unclosed [ in {raw}"
         for combination in itertools.product(*choices):
             commands.append([word for part in combination for word in part])
     return commands
 
 
-def _filled(words: list[str], world: World, scratch: Path) -> list[str]:
+def _filled(words: list[str], places: dict[str, str]) -> list[str]:
+    """The words with each placeholder (``SESSION``, ``FILE``, ...) replaced by its value."""
+    return [places.get(word, word) for word in words]
+
+
+def run_shell(block: Block, world: World, scratch: Path) -> None:
+    """Run a shell block's commands from the checkout, placeholders filled; raise
+    AssertionError if one fails."""
     places = {
-        "SESSION": str(world.session),
+        "SESSION": str(_session_copy(world, scratch)),
         "FILE": str(world.document),
         "PATH": str(scratch / "out"),
         "N": "3",
     }
-    return [places.get(word, word) for word in words]
-
-
-@pytest.mark.e2e
-@pytest.mark.parametrize("block", _runs("sh", "run"), ids=lambda b: b.name)
-def test_a_shell_block_runs(block: Block, world: World, tmp_path: Path) -> None:
-    commands = shell_commands(block, world, tmp_path)
+    commands = shell_commands(block, places)
     assert commands, f"{block.name}: no command in it"
-    for argv in commands:
-        env = _environment(world, tmp_path)
-        if argv[0] == "make":
-            argv = ["make", "-s", "-C", str(ROOT), *argv[1:]]
-        result = subprocess.run(
-            argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
-        )
-        _check(block, result, shlex.join(argv))
+    servers = Servers.start()
+    try:
+        for argv in commands:
+            if argv[0] == "make":
+                argv = ["make", "-s", "-C", str(ROOT), *argv[1:]]
+            result = subprocess.run(
+                argv,
+                env=_environment(servers, scratch),
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            _check(block, result, shlex.join(argv))
+    finally:
+        servers.stop()
 
 
 @dataclass(frozen=True)
@@ -329,29 +349,14 @@ def test_console_output_matching() -> None:
     assert not matches(("a",), ["a", "b"])
 
 
-@dataclass
-class Page:
-    """Where a page's console blocks run: one scratch directory, as a reader works through the
-    page, and which of its blocks have run there."""
-
-    directory: Path
-    done: set[int]
-
-
-@pytest.fixture(scope="module")
-def pages() -> dict[Path, Page]:
-    """Each page's directory and the console blocks run there so far, for the module."""
-    return {}
-
-
-def _run_console(block: Block, world: World, directory: Path) -> None:
+def _run_console(block: Block, servers: Servers, directory: Path) -> None:
     """Run a console block's commands in ``directory`` with bash, as typed at a prompt, checking
     each one's exit status and the output the page shows."""
-    _script(world, block)
+    _script(servers, block.text)
     for command in console_commands(block):
         result = subprocess.run(
             ["bash", "-c", command.line],
-            env=_environment(world, directory),
+            env=_environment(servers, directory),
             cwd=directory,
             capture_output=True,
             text=True,
@@ -369,23 +374,91 @@ def _run_console(block: Block, world: World, directory: Path) -> None:
             )
 
 
+def run_page(page: Path, world: World, scratch: Path) -> dict[int, str]:
+    """Run a page's console blocks in order in one directory, as a reader works through the
+    page, with the files the page saved before each: the failure of each block that failed
+    (by its line), and of those after it, which did not run."""
+    servers = Servers.start()
+    failures: dict[int, str] = {}
+    try:
+        for block in [b for b in BLOCKS if b.page == page]:
+            if block.saved_as is not None:
+                (scratch / block.saved_as).write_text(block.text, encoding="utf-8")
+            elif block.language == "console" and block.marker == "run":
+                if failures:
+                    failures[block.line] = f"not run: an earlier block of {page.name} failed"
+                    continue
+                try:
+                    _run_console(block, servers, scratch)
+                except AssertionError as failure:
+                    failures[block.line] = str(failure)
+    finally:
+        servers.stop()
+    return failures
+
+
+def _unit(block: Block) -> str:
+    """What runs a block: the block itself, or, for a console block, its whole page."""
+    return str(block.page) if block.language == "console" else block.name
+
+
+@pytest.fixture(scope="module")
+def runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future[object]]]:
+    """Every block the selected tests check, run at once in child processes (each block has
+    servers of its own, each page its own directory), so the module takes about as long as its
+    slowest page rather than the sum of all: its tests only wait for their results."""
+    wanted = {
+        item.callspec.params["block"]
+        for item in request.session.items
+        if item.module is request.module
+        and hasattr(item, "callspec")
+        and "block" in item.callspec.params
+    }
+    directory = tmp_path_factory.mktemp("docs")
+    snapshot, _ = record_demo(directory)
+    document = directory / "std008_example.json"  # the STD-008 specification's own example
+    document.write_bytes((ROOT / "tests" / "data" / "std008_example_7_1.json").read_bytes())
+    world = World(snapshot.parent, document)
+    futures: dict[str, Future[object]] = {}
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        for block in sorted(wanted, key=lambda b: b.language != "console"):  # pages first
+            key = _unit(block)
+            if key in futures:
+                continue
+            scratch = tmp_path_factory.mktemp("block")
+            if block.language == "console":
+                futures[key] = pool.submit(run_page, block.page, world, scratch)
+            elif block.language == "python":
+                futures[key] = pool.submit(run_python, block, world, scratch)
+            else:
+                futures[key] = pool.submit(run_shell, block, world, scratch)
+        yield futures
+
+
+WORKERS = 4
+"""Blocks run at once: most of a block's time is a child process starting (litellm's import),
+the rest waits on servers, so a few more than a small machine's cores still gain."""
+
+
+@pytest.mark.e2e  # runs whole programs as a user does: make test, not make check
+@pytest.mark.parametrize("block", _runs("python", "run", "run with SESSION"), ids=lambda b: b.name)
+def test_a_python_block_runs(block: Block, runs: dict[str, Future[object]]) -> None:
+    runs[_unit(block)].result()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("block", _runs("sh", "run"), ids=lambda b: b.name)
+def test_a_shell_block_runs(block: Block, runs: dict[str, Future[object]]) -> None:
+    runs[_unit(block)].result()
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("block", _runs("console", "run"), ids=lambda b: b.name)
-def test_a_console_block_runs(
-    block: Block, world: World, pages: dict[Path, Page], tmp_path_factory: pytest.TempPathFactory
-) -> None:
+def test_a_console_block_runs(block: Block, runs: dict[str, Future[object]]) -> None:
     """A console block runs after the page's earlier ones, in the page's directory, with the
-    files the page saved before it: run alone, this test runs those first."""
-    if block.page not in pages:
-        pages[block.page] = Page(tmp_path_factory.mktemp(block.page.stem), set())
-    page = pages[block.page]
-    for earlier in [b for b in BLOCKS if b.page == block.page and b.line <= block.line]:
-        if earlier.saved_as is not None:
-            (page.directory / earlier.saved_as).write_text(earlier.text, encoding="utf-8")
-        elif (
-            earlier.marker == "run"
-            and earlier.language == "console"
-            and earlier.line not in page.done
-        ):
-            page.done.add(earlier.line)
-            _run_console(earlier, world, page.directory)
+    files the page saved before it."""
+    failures = runs[_unit(block)].result()
+    assert isinstance(failures, dict)
+    assert block.line not in failures, failures[block.line]
