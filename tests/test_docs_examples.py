@@ -122,6 +122,17 @@ def test_every_block_is_run_or_says_why_not() -> None:
             assert marker in ("run", "run with SESSION"), f"{block.name}: unknown marker {marker}"
 
 
+def test_the_readme_stays_a_front_door() -> None:
+    """Short (issue 32: at most about 250 lines), release notes in CHANGELOG.md, and the quick
+    start a program the page runs."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    assert "## What changed" not in readme
+    assert "## [Unreleased]" in (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    quick = [b for b in BLOCKS if b.page.name == "README.md" and b.saved_as == "quickstart.py"]
+    assert quick, "the README's quick start is no longer saved and run"
+
+
 def test_the_marker_check_finds_an_unmarked_block(tmp_path: Path) -> None:
     """The parse sees a marker only right before its block, and a block without one."""
     page = tmp_path / "page.md"
