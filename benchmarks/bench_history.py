@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, help="calls measured per round (default 40)")
     parser.add_argument("--repeat", type=int, help="rounds; the median is kept (default 5)")
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
-    parser.add_argument("--save", type=Path, help="also save the table for the README here")
+    parser.add_argument("--save", type=Path, help="also save the table for docs/performance.md")
     args = parser.parse_args(argv)
     calls = args.calls or (5 if args.quick else 40)
     repeat = args.repeat or (1 if args.quick else 5)

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, help="kills to land (default 1,000)")
     parser.add_argument("--seed", type=int, default=31, help="the matrix's seed (default 31)")
     parser.add_argument("--quick", action="store_true", help="a smoke run of 10 kills")
-    parser.add_argument("--save", type=Path, help="also save the table for the README here")
+    parser.add_argument("--save", type=Path, help="also save the table for docs/performance.md")
     args = parser.parse_args(argv)
     kills = args.kills or (10 if args.quick else 1000)
     scratch = Path(tempfile.mkdtemp(prefix="agenttrace-kills-"))

@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, help="rounds; the best is kept (default 7)")
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    parser.add_argument("--save", type=Path, help="also save the table for the README here")
+    parser.add_argument("--save", type=Path, help="also save the table for docs/performance.md")
     parser.add_argument(
         "--metrics", action="store_true", help="record the GenAI metrics on a real MeterProvider"
     )

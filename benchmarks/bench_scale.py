@@ -650,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--cap", type=float, help="seconds before a child is stopped")
     parser.add_argument("--keep", action="store_true", help="keep the children's directories")
-    parser.add_argument("--save", type=Path, help="also save the table for the README here")
+    parser.add_argument("--save", type=Path, help="also save the table for docs/performance.md")
     parser.add_argument(
         "--only",
         default="rss,fds,concurrent,exit",

@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="event stream, session file and resume")
     parser.add_argument("--events", type=int, default=100_000, help="0: skip sections 1-4")
     parser.add_argument("--depth", type=int, default=12, help="0: skip section 5")
-    parser.add_argument("--save", type=Path, help="also save the tables for the README here")
+    parser.add_argument("--save", type=Path, help="also save the tables for docs/performance.md")
     args = parser.parse_args(argv)
     directory = Path(tempfile.mkdtemp(prefix="agenttrace-bench-"))
     provider = TracerProvider()

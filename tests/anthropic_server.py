@@ -209,7 +209,7 @@ class AnthropicServer(LoopbackServer):
 
     def env(self, home: Path | None = None) -> dict[str, str]:
         """The environment that points the Claude Code CLI here and keeps it off any other
-        host (see the README's section on the Claude Agent SDK); with ``home``, the CLI's
+        host (see docs/how-to/claude-agent-sdk.md); with ``home``, the CLI's
         ``HOME`` and ``TMPDIR`` are in it, so it writes nothing outside it. Pass it as
         ``ClaudeAgentOptions(env=...)`` (merged over the process's environment)."""
         env = {}

@@ -342,8 +342,9 @@ def test_cost_text(row: dict[str, Any], expected: str) -> None:
 
 
 def _readme_block(marker: str) -> str:
-    """The fenced Python block of README.md that follows the line holding ``marker``."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The fenced Python block of docs/how-to/exports.md (where the README's section on reading
+    a session moved) that follows the line holding ``marker``."""
+    text = (ROOT / "docs" / "how-to" / "exports.md").read_text(encoding="utf-8")
     start = text.index(marker)
     match = re.compile(r"```python\n(.*?)```", re.S).search(text, start)
     assert match is not None

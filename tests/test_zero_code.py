@@ -95,10 +95,10 @@ def run_instrumented(
 
 
 def _readme_recipe() -> tuple[list[str], dict[str, str], list[str]]:
-    """The zero-code block in the README's litellm section, as a shell reads it: what its
+    """The zero-code block of docs/how-to/zero-code.md, as a shell reads it: what its
     ``pip install`` line installs, the variables it exports, and the command it runs."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## litellm\n", 1)[1].split("\n## ", 1)[0]
+    page = (ROOT / "docs" / "how-to" / "zero-code.md").read_text()
+    section = page.split("\n## Zero-code: opentelemetry-instrument\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
     (block,) = [b for b in blocks if "opentelemetry-instrument" in b]
     requirements: list[str] = []

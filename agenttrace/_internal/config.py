@@ -52,7 +52,8 @@ _NOT_BYTES = {"compression_ratio": "a whole number", "nesting_depth": "a count o
 
 @dataclasses.dataclass(frozen=True)
 class ReadLimits:
-    """How much a reader takes from one session file or stream before it refuses it (README,
+    """How much a reader takes from one session file or stream before it refuses it
+    (docs/how-to/hostile-files.md,
     "Limits"). Files users hand us are untrusted: these bound the time and memory one costs.
 
     The defaults are far above any real session (100,000 events make a 41 MB stream and a 5 MB

@@ -4,7 +4,7 @@ A process killed between a model's reply that asks for tools and the tools' resu
 assistant entry whose ``tool_calls`` no ``tool`` entry answers. Sent to a model again, such a
 transcript is refused: OpenAI's and Anthropic's APIs both require a result for every call, right
 after the message that made it. So :func:`close_unanswered_calls` answers each such call when
-the session is resumed, by the policy the caller names (README, "Record and resume"):
+the session is resumed, by the policy the caller names (docs/how-to/resume.md):
 
 - ``reply`` (the default): a ``tool`` entry per unanswered call, right after the call's
   assistant entry and the results it did get, whose content (:data:`INTERRUPTED_RESULT`) says

@@ -199,7 +199,7 @@ def init(
 ) -> Tracing:
     """Start tracing agent code; returns a handle whose ``shutdown()`` undoes it.
 
-    Arguments win over ``AGENTTRACE_*`` and ``OTEL_*`` variables (see the README's table).
+    Arguments win over ``AGENTTRACE_*`` and ``OTEL_*`` variables (docs/reference/settings.md).
     ``tracer_provider``: use this provider instead of the global one. ``endpoint``: export OTLP
     there (``http://host:4318`` for ``http/protobuf``, ``http://host:4317`` for ``grpc``); from
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` the exporter is only added to a provider agenttrace creates,
@@ -224,7 +224,8 @@ def init(
     ``AGENTTRACE_JOURNAL=false``: not).
     ``tool_effects``: the effect class of smolagents and Claude Agent SDK tools by name
     (``{"web_search": "read"}``), over what the tool itself declares; ``trusted_mcp_servers``:
-    the MCP servers whose tool annotations are believed (README, "Effect classes of framework
+    the MCP servers whose tool annotations are believed (docs/how-to/effects.md, "Effect classes
+    of framework
     tools").
 
     Calling ``init`` again while tracing is on returns the same handle and changes nothing but
@@ -403,7 +404,7 @@ def on_optree(callback: Callable[[Node], None], min_interval: float = 0.25) -> C
 
 
 def instrument_smolagents() -> Callable[[], None]:
-    """Trace smolagents agents (README, "smolagents"): every agent run, step, tool call and
+    """Trace smolagents agents (docs/how-to/smolagents.md): every agent run, step, tool call and
     managed agent. Imports smolagents now (the ``[smolagents]`` extra); calls
     ``init()`` with its defaults first if it has not run. Returns the undo; ``shutdown()`` undoes
     it too. The same as ``init(instrument=["smolagents"])``."""

@@ -1,8 +1,9 @@
-"""A stand-in for "any framework's classes" in the README's examples (``from framework import
-Agent, Tool, FinalAnswer, manager``): an agent whose ``run`` asks the model through litellm and
-calls its tools, as frameworks do, written without any knowledge of agenttrace.
+"""A stand-in for "any framework's classes" in the documentation's examples (``from framework
+import Agent, Tool, FinalAnswer, manager``): an agent whose ``run`` asks the model through
+litellm and calls its tools, as frameworks do, written without any knowledge of agenttrace.
 
-tests/test_readme.py puts this folder on ``PYTHONPATH`` when it runs the README's blocks.
+tests/test_docs_examples.py puts this folder on ``PYTHONPATH`` when it runs the blocks of the
+README and of docs/.
 """
 
 from __future__ import annotations

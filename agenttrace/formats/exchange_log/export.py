@@ -1,4 +1,5 @@
-"""Any agenttrace session as an exchange log (README, "The exchange log"): one ``exchange`` line
+"""Any agenttrace session as an exchange log (docs/how-to/exports.md, "The exchange log"): one
+``exchange`` line
 per root run.
 
 The lines are those :class:`~agenttrace.ExchangeLogger` writes for the Claude Agent SDK

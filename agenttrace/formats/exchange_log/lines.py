@@ -1,4 +1,5 @@
-"""The exchange log (README, "The exchange log"), as lines: ``session_start``, one ``exchange``
+"""The exchange log (docs/how-to/exports.md, "The exchange log"), as lines: ``session_start``, one
+``exchange``
 per user interaction, ``session_end``, and the session's aggregation.
 
 The format, field for field:
@@ -16,7 +17,8 @@ The format, field for field:
   ``cache_creation``, ``cache_read``) of the last exchange only (later exchanges carry the
   earlier ones as context, so a sum would count it again), ``tools_used`` counted over all.
 
-What agenttrace adds where the exchange log's format (README, "The exchange log") is silent, and
+What agenttrace adds where the exchange log's format (docs/how-to/exports.md, "The exchange log")
+is silent, and
 only there: a sub-agent's message carries ``parent_tool_use_id`` (the call that ran it); an exchange
 whose result is an error carries ``error`` (the result's text); an exchange that never got its
 result (the program stopped, or the SDK raised) is written when the log is closed with ``stats``

@@ -1,4 +1,5 @@
-"""The Claude Agent SDK's exchange log (README, "The exchange log"): one JSONL line an exchange.
+"""The Claude Agent SDK's exchange log (docs/how-to/exports.md, "The exchange log"): one JSONL
+line an exchange.
 
 Give :class:`ExchangeLogger` every message the SDK yields (``log``) and every user input before it
 goes to the SDK (``log_user_input``); it writes ``session_start`` when the session's first

@@ -1,6 +1,7 @@
 """An LLM attempt's whole request, read back from a session file without replaying its events.
 
-An LLM op's ``request`` payload holds only what followed the agent's previous reply (README,
+An LLM op's ``request`` payload holds only what followed the agent's previous reply
+(docs/how-to/long-agents.md,
 "History deltas"), so the file does not grow with the square of a history. What the model was
 sent is still in the file: the op's ``replyMessageId`` names the ``transcript_entry`` its
 response became, and the request was the op's ``instructions`` (system messages sent beside

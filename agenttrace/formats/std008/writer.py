@@ -6,7 +6,7 @@ its runs a sub-session triggered by that tool call, which carries ``subagent_inf
 agent called go to the ``tool_calls`` of its own (sub-)session. A session without sub-agents is
 the single-agent form of STD-008's section 8.1 (``collaboration.mode: "single"``).
 
-What the session does not say comes from documented defaults (README, "STD-008"):
+What the session does not say comes from documented defaults (docs/how-to/exports.md, "STD-008"):
 
 - ``agent_type``: the ``role`` given to ``@agenttrace.agent``, else ``architect`` for the
   root and ``developer`` for the others;

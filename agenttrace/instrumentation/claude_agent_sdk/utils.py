@@ -53,7 +53,8 @@ TASK_ID = "claude_agent_sdk.task_id"
 BACKGROUND = "claude_agent_sdk.background"
 """True on a sub-agent that ran in the background (the ``Agent`` tool returned at once)."""
 OUTPUT_FINAL = "claude_agent_sdk.output_tokens_final"
-"""False on a chat span whose final output count could not be had (see the README)."""
+"""False on a chat span whose final output count could not be had
+(docs/how-to/claude-agent-sdk.md)."""
 
 MCP_PREFIX = "mcp__"
 """How the name of a tool from an MCP server starts: ``mcp__<server>__<tool>``."""

@@ -3,7 +3,8 @@
 - :func:`to_jaeger`: Jaeger's JSON, the document Jaeger UI's "Upload JSON" opens;
 - :func:`to_otlp_json`: OTLP/JSON, for any OpenTelemetry collector or backend;
 - :func:`to_html`: one self-contained HTML page (opTree, dialog, each agent's perspective);
-- :func:`to_exchanges`: the exchange log (README, "The exchange log"), an ``exchange`` line per
+- :func:`to_exchanges`: the exchange log (docs/how-to/exports.md, "The exchange log"), an
+``exchange`` line per
   root run (:func:`exchanges_jsonl` as JSON Lines);
 - :func:`to_std008`: a STD-008 multi-agent session document (docs/std008.schema.json), and
   :func:`write_std008` to write one under the name its section 2.1 gives;

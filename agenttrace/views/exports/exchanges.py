@@ -1,4 +1,5 @@
-"""A session exported as the exchange log (README, "The exchange log"): the session, or any
+"""A session exported as the exchange log (docs/how-to/exports.md, "The exchange log"): the
+session, or any
 document agenttrace reads, redacted and capped like every export, then written by
 :mod:`agenttrace.formats.exchange_log.export`."""
 
