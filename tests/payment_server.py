@@ -10,6 +10,7 @@ made. It can run in this process (``PaymentServer().start()``) or as its own
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
@@ -69,11 +70,13 @@ class PaymentServer:
 
             def _send(self, answer: Any) -> None:
                 data = json.dumps(answer).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                # A payer killed while it waited: the charge stands, unanswered.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
 
             def log_message(self, *args: Any) -> None:
                 pass
