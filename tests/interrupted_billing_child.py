@@ -5,7 +5,9 @@ re-entered: the model is asked again); ``take-over`` resumes it and records noth
 ``replied-killed`` runs the agent and SIGKILLs itself the moment the model's reply is back
 (its journal ``done`` line, which agenttrace's background thread writes after the ledger's,
 may not be on disk yet); ``take-over-killed`` resumes it, and SIGKILLs itself at its first
-write to the event stream (the interrupted calls' lines, after their ledger lines). Sessions go
+write to the event stream (the interrupted calls' lines, after their ledger lines);
+``billed-killed`` runs the agent and SIGKILLs itself where its LLM call's ledger line would be
+written, its ``op_accounted`` line already in the stream. Sessions go
 to ``sessions``, the billing ledger to ``ledger``."""
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         return str(reply.choices[0].message.content)
 
+    if mode == "billed-killed":
+        from agenttrace.recorder.ledger import LedgerSink
+
+        def unbilled(self: LedgerSink, record: object) -> None:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        LedgerSink.op_accounted = unbilled  # type: ignore[method-assign]
     if mode == "take-over-killed":
 
         def killed(self: files.StreamAppender, line: bytes) -> None:
@@ -47,7 +56,7 @@ def main() -> None:
     if mode.startswith("take-over") or mode == "resume":
         (stream,) = Path(sessions).glob("*.events.jsonl")
         agenttrace.resume(stream)
-    if mode in ("run", "resume", "replied-killed"):
+    if mode in ("run", "resume", "replied-killed", "billed-killed"):
         print(json.dumps({"answer": ask()}))
     agenttrace.shutdown()
 

@@ -187,3 +187,21 @@ def test_a_session_with_no_call_in_flight_owes_nothing(tmp_path: Path, llm: LLMS
     _finish(_child(tmp_path, llm, "take-over"))
     lines = _ledger_lines(tmp_path)
     assert [entry["status"] for entry in lines if entry["type"] == "llm"] == ["ok"]
+
+
+def test_a_call_killed_between_the_stream_and_the_ledger_is_billed_by_the_takeover(
+    tmp_path: Path, llm: LLMServer
+) -> None:
+    """Killed where its ended LLM call's ledger line would be written, its ``op_accounted`` line
+    in the stream: the stream holds what it cost, the ledger not. The takeover appends it from
+    the stream, once: a second takeover finds it there."""
+    llm.reset()
+    killed = _child(tmp_path, llm, "billed-killed")
+    killed.communicate(timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    (event,) = _accounted(tmp_path)
+    assert [entry for entry in _ledger_lines(tmp_path) if entry["type"] == "llm"] == []
+    _finish(_child(tmp_path, llm, "take-over"))
+    _finish(_child(tmp_path, llm, "take-over"))
+    billed = [entry for entry in _ledger_lines(tmp_path) if entry["type"] == "llm"]
+    assert billed == [event["accounting"]]

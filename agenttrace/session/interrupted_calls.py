@@ -26,6 +26,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -180,26 +181,92 @@ def _intent_times(lines: list[dict[str, Any]]) -> dict[StepKey, int]:
     return found
 
 
+def lost_to_the_ledger(loaded: LoadedFile, ledger: Path) -> list[dict[str, Any]]:
+    """The accounting entries the killed process put in the stream but not in the ledger: an op
+    that ends writes its ``op_accounted`` line, then its ledger line, so a kill between the two
+    leaves the stream alone holding what the op cost. The stream is the record the ledger is
+    made from: the takeover appends them. Only that process's entries can be missing (every
+    earlier process's were repaired by the takeover after it): those from its first run on."""
+    if Journal(loaded.journal).interrupted_run() is None:
+        return []  # its last process ended its runs: what it billed, it billed whole
+    since = _last_process_start(loaded.journal)
+    if since is None:
+        return []
+    candidates: list[dict[str, Any]] = []
+    for event in loaded.accounted:
+        entry, ms = event.get("accounting"), ts_ms(event.get("ts"))
+        if not isinstance(entry, dict) or ms is None or ms < since:
+            continue
+        if not is_interrupted_entry(entry) and "decision" not in entry:  # ledger-first ones
+            candidates.append(entry)
+    if not candidates:
+        return []
+    stamps = {entry.get("timestamp") for entry in candidates}
+    written: list[Any] = []
+    for line in find_lines(ledger, lambda line: _stamp(line) in stamps, since):
+        try:
+            written.append(json.loads(line))
+        except ValueError:
+            continue  # a line a kill tore: the entry it was is not there
+    return [entry for entry in candidates if entry not in written]
+
+
+def _stamp(line: bytes) -> int | None:
+    match = _TIMESTAMP.match(line)
+    return int(match.group(1)) if match is not None else None
+
+
+_TIMESTAMP = re.compile(rb'\{"timestamp":\s*(\d+)')
+
+
+def _last_process_start(journal: list[dict[str, Any]]) -> int | None:
+    """When the process of the journal's last run line started its first run (ms)."""
+    runs = [
+        line
+        for line in journal
+        if line.get("event_type") == STEP
+        and line.get("kind") == "run"
+        and line.get("state") == "intent"
+    ]
+    if not runs:
+        return None
+    process = runs[-1].get("process")
+    if process is None:  # an earlier release's journal: its last run alone
+        return ts_ms(runs[-1].get("ts"))
+    return next(ts_ms(line.get("ts")) for line in runs if line.get("process") == process)
+
+
 def account_interrupted(path: Path, loaded: LoadedFile, ledger: Path) -> LoadedFile:
-    """Write the entries owed to the LLM attempts a kill cut short in the session ``loaded``
-    (read from ``path``; see the module docstring): each to the billing ledger ``ledger``
+    """Append to the billing ledger ``ledger`` what the killed process put in the stream and
+    not in it (:func:`lost_to_the_ledger`). Write the entries owed to the LLM attempts a kill
+    cut short in the session ``loaded`` (read from ``path``; see the module docstring): each to
+    the billing ledger
     unless a takeover killed before it finished wrote it there already, then their
     ``op_accounted`` lines to its event stream. Returns ``loaded`` with them (its accounting
     lines and its runs), so the resumed session carries them into the files it writes;
     ``loaded`` itself when none is owed, or when a file cannot be written (a warning says so:
     the next takeover writes them)."""
+    lost = lost_to_the_ledger(loaded, ledger)
     owed = owed_lines(loaded)
-    if not owed:
+    if not owed and not lost:
         return loaded
     entries = [event["accounting"] for event in owed]
     keys = {_key(entry) for entry in entries}
-    since = min(int(entry["timestamp"] - entry["latency"]) for entry in entries)
-    billed = {
-        _key(json.loads(line))
-        for line in find_lines(ledger, lambda line: _interrupted_line(line, keys), since)
-    }
+    since = min((int(entry["timestamp"] - entry["latency"]) for entry in entries), default=0)
+    billed = (
+        {
+            _key(json.loads(line))
+            for line in find_lines(ledger, lambda line: _interrupted_line(line, keys), since)
+        }
+        if entries
+        else set()
+    )
     try:
-        append_lines(ledger, [compact_json(e).decode() for e in entries if _key(e) not in billed])
+        append_lines(
+            ledger,
+            [compact_json(e).decode() for e in lost]
+            + [compact_json(e).decode() for e in entries if _key(e) not in billed],
+        )
     except OSError as exc:
         logger.warning(
             "agenttrace: the billing ledger %s cannot be written (%s): %d LLM call(s) a kill cut "
@@ -209,6 +276,15 @@ def account_interrupted(path: Path, loaded: LoadedFile, ledger: Path) -> LoadedF
             len(owed),
             loaded.session_id,
         )
+        return loaded
+    if lost:
+        logger.info(
+            "agenttrace: %s: %d op(s) its killed process had put in the stream were not in the "
+            "billing ledger yet; appended",
+            path,
+            len(lost),
+        )
+    if not owed:
         return loaded
     stream = stream_of(path)
     if stream.exists():
