@@ -26,6 +26,7 @@ import click
 from agenttrace._internal.escapes import escaped
 from agenttrace._internal.extras import install_hint
 from agenttrace.formats.session.files import (
+    SNAPSHOT_SUFFIX,
     LoadedFile,
     SessionFileError,
     find_session,
@@ -412,20 +413,29 @@ def _one_line(exc: BaseException | None) -> str:
 
 @main.command()
 @click.argument("session")
-@click.option("--agents", required=True, help="Comma-separated agent names or ids, e.g. Jack,Jill.")
+@click.option(
+    "--agents",
+    default=None,
+    help="Comma-separated agent names or ids, e.g. Jack,Jill [default: every agent].",
+)
 @sessions_dir_option
-def dialog(session: str, agents: str, sessions_dir: Path | None) -> None:
-    """The distinct messages exchanged between AGENTS, each once (grouped by substance)."""
+def dialog(session: str, agents: str | None, sessions_dir: Path | None) -> None:
+    """The distinct messages exchanged between AGENTS (every agent of SESSION without
+    --agents), each once (grouped by substance); a tool's result is labelled as what the tool
+    returned: (Host's tool ask_expert returned) Coffee."""
     from agenttrace.views.viewer import format_dialog
 
     viewer = _viewer(session, sessions_dir)
-    names = [a.strip() for a in agents.split(",") if a.strip()]
-    if not names:
-        fail("--agents names no agent (give names or ids, e.g. Jack,Jill)")
-    try:
-        ids = viewer.agent_ids(names)
-    except KeyError as exc:
-        fail(f"no agent {exc.args[0]!r} in the session (agents: {_agent_list(viewer)})")
+    if agents is None:
+        ids = list(viewer.list_agents())
+    else:
+        names = [a.strip() for a in agents.split(",") if a.strip()]
+        if not names:
+            fail("--agents names no agent (give names or ids, e.g. Jack,Jill)")
+        try:
+            ids = viewer.agent_ids(names)
+        except KeyError as exc:
+            fail(f"no agent {exc.args[0]!r} in the session (agents: {_agent_list(viewer)})")
     click.echo(format_dialog(viewer.extract_dialog(ids)))
 
 
@@ -709,6 +719,11 @@ def shown(
 def runs_of(loaded: LoadedFile) -> list[dict[str, Any]]:
     """The opTrees of the session's runs (exit 2 with a reason when it holds none)."""
     if not loaded.runs:
+        damaged = _damaged_session_file(loaded)
+        if damaged is not None:
+            # The opTree was to come from the session file; its stream, read instead, has
+            # none. Said of the session file, the one at fault, whichever of the two was named.
+            fail(f"{damaged}; the event stream beside it, {loaded.path}, holds no opTree")
         hint = (
             "an event stream: give its .json.gz session file"
             if loaded.kind == "stream"
@@ -716,6 +731,19 @@ def runs_of(loaded: LoadedFile) -> list[dict[str, Any]]:
         )
         fail(f"{loaded.path}: no opTree in it ({hint})")
     return loaded.runs
+
+
+def _damaged_session_file(loaded: LoadedFile) -> str | None:
+    """Why the session file beside the stream ``loaded`` was read from cannot be read (the
+    reader's one-line error, naming it), or ``None`` when there is none or it reads."""
+    sibling = sibling_path(loaded.path) if loaded.kind == "stream" else None
+    if sibling is None or not sibling.name.endswith(SNAPSHOT_SUFFIX) or not sibling.exists():
+        return None
+    try:
+        read_session_file(sibling)
+    except SessionFileError as exc:
+        return str(exc)
+    return None
 
 
 LIST_HELP = """The sessions in the sessions directory, most recently written first: id, when

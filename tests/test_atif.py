@@ -237,7 +237,7 @@ def test_a_trajectory_another_tool_wrote_opens_in_the_views(tmp_path: Path) -> N
         "my-agent: Let me ask the clock agent.",
         "(clock) time?",
         "clock: noon",
-        "my-agent: It is noon.",  # what the call gave back
+        "(my-agent's tool delegate returned) It is noon.",  # what the call gave back
         "my-agent: It is noon.",  # what the agent then said
     ]
     assert to_jaeger(path)["data"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import re
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 
 from agenttrace.formats.session.files import read_session_file, snapshot_bytes
 from agenttrace.model.events import MESSAGE_PREFIX, id_number
+from agenttrace.views.viewer import SessionViewer, format_dialog
 
 from .helpers import canonical_events, child_env, record_demo
 from .llm_server import LLMServer, Reply
@@ -165,6 +167,57 @@ def test_dialog_of_example_1(
     assert not [line for line in lines if line.startswith("(Jill) [Jack]") or "[Jill]:" in line]
 
 
+EXAMPLE_1_WHOLE_DIALOG = """\
+(agent_root) Create Jack and Jill for a cafe discussion
+(Jack's instructions) You work in HR...
+(agent_root's tool task returned) Created subagent: Jack
+(Jill's instructions) You are an aspiring author...
+(agent_root's tool task returned) Created subagent: Jill
+(agent_root) You meet in a cafe. Introduce yourselves.
+Jack: Hi, I'm Jack. *extends hand*
+(agent_root's tool discuss returned) Hi, I'm Jack. *extends hand*
+Jill: *smiles* Hello Jack, I'm Jill.
+(agent_root's tool discuss returned) *smiles* Hello Jack, I'm Jill.
+"""
+
+
+@READ_AS
+def test_dialog_without_agents_is_every_agents(
+    tmp_path: Path, example_1: Path, reference: Callable[[Path], list[str]]
+) -> None:
+    """No --agents: the dialog of every agent, the root's tool results among it, each labelled
+    as what its tool returned (by the name its call gave), never as the root agent speaking."""
+    args = reference(example_1)
+    result = agenttrace(tmp_path, "dialog", *args)
+    out = ok(result)
+    assert result.stderr == ""
+    assert out == EXAMPLE_1_WHOLE_DIALOG
+    assert not [line for line in out.splitlines() if line.startswith("agent_root: ")]
+    everyone = ["--agents", "agent_root,Jack,Jill"]
+    assert ok(agenttrace(tmp_path, "dialog", *args, *everyone)) == out
+
+
+def test_a_tool_result_whose_call_is_unknown_is_still_a_tool_result(tmp_path: Path) -> None:
+    """A result answering no call of its agent (a stream cut before the call, a framework's
+    file) is labelled a tool result all the same, not the agent's words, and shows no None."""
+    lost = {**EXAMPLE_1[5], "tool_call_id": "c9"}
+    path = tmp_path / "lost-call.events.jsonl"
+    path.write_text(jsonl([*EXAMPLE_1[:5], lost, *EXAMPLE_1[6:]]))
+    out = ok(agenttrace(tmp_path, "dialog", str(path))).splitlines()
+    assert "(agent_root's tool result) Created subagent: Jack" in out
+    assert "(agent_root's tool task returned) Created subagent: Jill" in out
+    assert not [line for line in out if "None" in line or line.startswith("agent_root: ")]
+    # Events built by hand (the Python API takes them unchecked): a call naming no tool.
+    unnamed = {**EXAMPLE_1[2], "tool_calls": [{"id": "c1", "function": {"arguments": "{}"}}]}
+    viewer = SessionViewer([*EXAMPLE_1[:2], unnamed, *EXAMPLE_1[3:]])
+    perspective = viewer.extract_agent_perspective("agent_root").splitlines()
+    assert perspective[1] == "[Action]: ?({})"  # not None({})
+    assert (
+        "(agent_root's tool result) Created subagent: Jack"
+        in format_dialog(viewer.extract_dialog(viewer.list_agents())).splitlines()
+    )
+
+
 def test_dialog_takes_ids_and_spaces(tmp_path: Path, example_1: Path) -> None:
     out = ok(agenttrace(tmp_path, "dialog", str(example_1), "--agents", " agent_jill , Jack ,"))
     assert out == EXAMPLE_1_DIALOG
@@ -288,6 +341,10 @@ def _snapshot(**fields: Any) -> bytes:
     return gzip.compress(json.dumps(document).encode())
 
 
+RANDOM_BYTES = random.Random(32).randbytes(600)
+"""Random bytes, not gzip's magic first, with a newline in them (a first line that is no JSON)."""
+assert RANDOM_BYTES[:2] != b"\x1f\x8b" and b"\n" in RANDOM_BYTES[:-1]
+
 BAD_INPUTS = [
     _missing,
     _unknown_id,
@@ -304,6 +361,23 @@ BAD_INPUTS = [
         "other-format.json.gz",
         _snapshot(format="otel.trace"),
         "not an agenttrace session file (format 'otel.trace')",
+    ),
+    _file(
+        "no-format.json.gz",
+        _snapshot(format=None),
+        "not an agenttrace session file (no format field)",
+    ),
+    # Named as a session file, holding neither gzip nor events: said of what it was meant to
+    # be, not as the event stream the reader tried it as next.
+    _file(
+        "random.json.gz",
+        RANDOM_BYTES,
+        "not an agenttrace session file (neither gzip nor an event stream)",
+    ),
+    _file(
+        "random-one-line.json.gz",
+        RANDOM_BYTES.replace(b"\n", b" "),
+        "not an agenttrace session file (neither gzip nor an event stream)",
     ),
     _file(
         "other-version.json.gz",

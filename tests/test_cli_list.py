@@ -278,7 +278,7 @@ def hostile_files(recorded: Recorded, directory: Path) -> dict[str, str]:
     os.mkfifo(directory / "fifo.events.jsonl")
     (directory / "zero.events.jsonl").symlink_to("/dev/zero")
     return {
-        "garbage": "no complete event",
+        "garbage": "not an agenttrace session file (neither gzip nor an event stream)",
         "cut": "truncated or damaged gzip",
         "empty": "empty file",
         "foreign": "not a canonical event",

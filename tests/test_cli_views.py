@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -177,6 +178,53 @@ def test_bad_input_is_one_line_and_exit_2(demo: Path, tmp_path: Path) -> None:
     # --help for every command
     for command in ("tree", "stats", "export", "resume", "dialog", "perspective"):
         assert cli(command, "--help").returncode == 0
+
+
+RANDOM_BYTES = random.Random(32).randbytes(600)
+"""Bytes that are neither gzip nor an event stream (no gzip magic, a line of no JSON)."""
+
+
+def _one_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("agenttrace: error: "), line
+    return line.removeprefix("agenttrace: error: ")
+
+
+def test_tree_of_a_bad_session_file_names_it_not_its_stream(demo: Path, tmp_path: Path) -> None:
+    """``tree X.json.gz`` holding random bytes, beside ``X.events.jsonl``: whatever the stream
+    read instead, the error names X.json.gz first, the file at fault, and says what is wrong
+    with it; it then says what stopped the stream from standing in for it."""
+    stream = demo.with_name(demo.name.replace(".json.gz", ".events.jsonl"))
+    lines = stream.read_text().splitlines(keepends=True)
+    not_json = tmp_path / "notjson.json.gz"
+    not_json.write_bytes(RANDOM_BYTES)
+    bad = "not an agenttrace session file (neither gzip nor an event stream)"
+    # Beside a damaged stream: the stream was the fallback, its error comes second.
+    not_json.with_name("notjson.events.jsonl").write_text("".join([*lines[:3], "{x\n", *lines[3:]]))
+    message = _one_error(cli("tree", str(not_json)))
+    stream_path = not_json.with_name("notjson.events.jsonl")
+    assert message == (
+        f"{not_json}: {bad}; the event stream beside it cannot be read either "
+        f"({stream_path}: line 4 is not JSON)"
+    )
+    # Beside a stream with no opTree in it (an earlier release's): the session file is at
+    # fault, whichever of the two was named; never "give its .json.gz", the file given.
+    old = tmp_path / "old.json.gz"
+    old.write_bytes(RANDOM_BYTES)
+    old_stream = old.with_name("old.events.jsonl")
+    old_stream.write_text("".join(line for line in lines if is_event_line(line.encode())))
+    for named in (old, old_stream):
+        for command in ("tree", "stats"):
+            message = _one_error(cli(command, str(named)))
+            assert message == (
+                f"{old}: {bad}; the event stream beside it, {old_stream}, holds no opTree"
+            ), (command, named)
+    # Alone, the file named is the file reported on.
+    alone = tmp_path / "alone.json.gz"
+    alone.write_bytes(RANDOM_BYTES)
+    assert _one_error(cli("tree", str(alone))) == f"{alone}: {bad}"
 
 
 def test_a_progress_bar_on_a_terminal_for_a_large_file_only(tmp_path: Path) -> None:

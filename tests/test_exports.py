@@ -648,6 +648,38 @@ def test_the_root_agent_has_one_name_in_every_view(demo: Demo) -> None:
     assert agenttrace.SessionViewer(demo.stream).list_agents()[root] == root
 
 
+def test_a_session_viewer_takes_a_session_id_as_the_command_line_does(
+    demo: Demo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``SessionViewer("<id>")`` finds the session in the sessions directory by the command
+    line's rules (``find_session``) and reads it as ``agenttrace dialog <id>`` does: both its
+    files, so the root agent has its runs' name; a path stays a path, an unknown id is refused
+    with the command line's one line."""
+    from click.testing import CliRunner
+
+    from agenttrace.cli import main
+    from agenttrace.formats.session.files import SessionFileError
+    from agenttrace.views.viewer import format_dialog
+
+    session_id = demo.snapshot.name.removesuffix(".json.gz")
+    monkeypatch.setenv("AGENTTRACE_SESSIONS_DIR", str(demo.snapshot.parent))
+    monkeypatch.chdir(tmp_path)  # no file of that name here: an id
+    viewer = agenttrace.SessionViewer(session_id)
+    root = demo.loaded.runs[0]["agentId"]
+    assert viewer.list_agents()[root] == "Agent"  # the session file's runs were read too
+    shown = CliRunner().invoke(main, ["dialog", session_id])
+    assert shown.exit_code == 0, shown.output
+    assert format_dialog(viewer.extract_dialog(viewer.list_agents())) + "\n" == shown.output
+    assert "(Agent's tool task returned) Created subagent: Jack" in shown.output.splitlines()
+    # A string written as a path is that file, read alone, as before.
+    assert agenttrace.SessionViewer(str(demo.stream)).list_agents()[root] == root
+    unknown = CliRunner().invoke(main, ["dialog", "nosuchsession"])
+    with pytest.raises(SessionFileError) as refused:
+        agenttrace.SessionViewer("nosuchsession")
+    assert str(refused.value) == f"no session 'nosuchsession' in {demo.snapshot.parent}"
+    assert unknown.output == f"agenttrace: error: {refused.value}\n"
+
+
 def test_html_data_survives_hostile_content(hostile: LoadedFile) -> None:
     page = to_html(hostile)
     text = _data_script(page)

@@ -252,25 +252,30 @@ def test_gzip_not_holding_json(tmp_path: Path, content: bytes) -> None:
 @pytest.mark.parametrize(
     ("document", "found"),
     [
-        ({"format": "otel.trace", "version": 1, "events": []}, "'otel.trace'"),
-        ({"version": 1, "events": []}, "None"),
-        ([{"message_id": "msg_001"}], "'list'"),
-        ("agenttrace.session", "'str'"),
+        ({"format": "otel.trace", "version": 1, "events": []}, "format 'otel.trace'"),
+        ({"version": 1, "events": []}, "no format field"),  # what it lacks, not Python's None
+        ({"format": None, "version": 1, "events": []}, "no format field"),
+        ([{"message_id": "msg_001"}], "a JSON array, not an object"),
+        ("agenttrace.session", "a JSON string, not an object"),
     ],
-    ids=["other-format", "no-format", "list", "string"],
+    ids=["other-format", "no-format", "null-format", "list", "string"],
 )
 def test_json_of_another_format(tmp_path: Path, document: Any, found: str) -> None:
     path = tmp_path / "s1.json.gz"
     path.write_bytes(gzip.compress(json.dumps(document).encode()))
-    assert f"not an agenttrace session file (format {found})" in refused(path)
+    assert refused(path) == f"{path}: not an agenttrace session file ({found})"
 
 
-@pytest.mark.parametrize(("version", "shown"), [(2, "2"), (0, "0"), ("1", "'1'"), (None, "None")])
+@pytest.mark.parametrize(
+    ("version", "shown"),
+    [(2, "version 2"), (0, "version 0"), ("1", "version '1'"), (None, "with no version")],
+)
 def test_other_version(tmp_path: Path, version: Any, shown: str) -> None:
     path = tmp_path / "s1.json.gz"
     path.write_bytes(snapshot_of(EXAMPLE_1, version=version))
     message = refused(path)
-    assert f"session file version {shown}; this agenttrace reads version 1" in message
+    assert f"session file {shown}; this agenttrace reads version 1" in message
+    assert "None" not in message.removeprefix(str(path))
 
 
 def test_snapshot_without_event_list(tmp_path: Path) -> None:

@@ -208,7 +208,8 @@ def test_dialog_shows_the_text_of_multi_part_messages(run: Run) -> None:
         "Looker: A dog.\n"
         "(Looker) What is the weather there?\n"
         "Looker: \n"  # the tool call's message: the server said "" beside the call
-        "Looker: 4 degrees\nlight rain\n"  # the tool's result, a list of text parts
+        # The tool's result, a list of text parts: what the tool returned, not Looker's words.
+        "(Looker's tool get_weather returned) 4 degrees\nlight rain\n"
         "Looker: Rainy.\n"
     )
     no_repr(shown)

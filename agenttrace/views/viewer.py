@@ -13,6 +13,8 @@ from typing import Any, TypeGuard
 
 from agenttrace.formats.content import compact_json, content_text
 from agenttrace.formats.documents import read_any
+from agenttrace.formats.session.files import LoadedFile, find_session
+from agenttrace.formats.session.fullest import load_pair
 from agenttrace.formats.session.optree import agent_names
 from agenttrace.model.events import (
     AGENT_CREATED,
@@ -35,12 +37,15 @@ class SessionViewer:
         run_names: Mapping[str, str] | None = None,
     ) -> None:
         """``source``: a session file or event stream path (or a STD-008 or ATIF document's),
-        a live ``Session``, or events. ``run_names``: agent id -> the name its runs carry
+        a session id (a ``str`` the command line would take as one: looked up in the sessions
+        directory, ``AGENTTRACE_SESSIONS_DIR``, and read from both its files), a live
+        ``Session``, or events. ``run_names``: agent id -> the name its runs carry
         (:func:`~agenttrace.formats.session.optree.agent_names`), for the agents the events leave
-        unnamed (a root agent); read from the file when ``source`` is one."""
+        unnamed (a root agent); read from the file when ``source`` is one. A reference that
+        names no session raises :class:`~agenttrace.formats.session.files.SessionFileError`."""
         self._run_names = dict(run_names or {})
         if isinstance(source, (str, Path)):
-            loaded = read_any(source)
+            loaded = _read(source)
             self.events = loaded.events
             self._run_names = {**agent_names(loaded.runs), **self._run_names}
         elif isinstance(source, Session):
@@ -105,8 +110,10 @@ class SessionViewer:
     def extract_dialog(self, agent_ids: Iterable[str]) -> list[dict[str, Any]]:
         """The distinct messages exchanged between the selected agents, each shown once: dicts
         of ``message_id``, ``agent_id``, ``speaker``, ``role``, ``content`` (as the agent sent
-        it: a string, or a list of parts) and ``text`` (the content as a person reads it,
-        :func:`~agenttrace.formats.content.content_text`).
+        it: a string, or a list of parts), ``text`` (the content as a person reads it,
+        :func:`~agenttrace.formats.content.content_text`) and, for a tool result (role
+        ``tool``), ``tool``: the name of the tool that returned it (``None`` when no call of
+        the agent names it); the speaker of a tool result is the agent it was returned to.
 
         Entries are grouped by their ``substance`` (what they morally represent), so a prompt
         everyone heard or an utterance relayed to others appears once, with who said it. A
@@ -117,11 +124,18 @@ class SessionViewer:
         names = self.list_agents()
         seen: set[str] = set()
         dialog: list[dict[str, Any]] = []
+        tools: dict[tuple[str, str], str] = {}  # (agent, call id) -> the tool's name
         for entry in self.events:
             agent = entry.get("agent_id")
             kind = entry.get("event_type")
             if kind not in (TRANSCRIPT_ENTRY, TRANSCRIPT_RESET) or not _is_text(agent):
                 continue
+            # A tool result names its call by id only: the name is the call's, asked for by
+            # the same agent earlier (ids are the model's, unique within one agent's calls).
+            for call in _list(entry.get("tool_calls")):
+                name = _tool_name(call)
+                if isinstance(call, Mapping) and _is_text(call.get("id")) and name is not None:
+                    tools[(agent, call["id"])] = name
             if agent not in selected:
                 continue
             if kind == TRANSCRIPT_RESET:
@@ -146,18 +160,25 @@ class SessionViewer:
             if content is None:
                 continue
             speaker = original.get("agent_id")
-            dialog.append(
-                {
-                    "message_id": reference,
-                    "agent_id": speaker,
-                    "speaker": names.get(speaker, speaker) if isinstance(speaker, str) else None,
-                    "role": original.get("role", "text")
-                    if original.get("event_type") != PIECE_OF_TEXT
-                    else "text",
-                    "content": content,
-                    "text": content_text(content),
-                }
+            role = (
+                original.get("role", "text")
+                if original.get("event_type") != PIECE_OF_TEXT
+                else "text"
             )
+            message = {
+                "message_id": reference,
+                "agent_id": speaker,
+                "speaker": names.get(speaker, speaker) if isinstance(speaker, str) else None,
+                "role": role,
+                "content": content,
+                "text": content_text(content),
+            }
+            if role == "tool":
+                call = original.get("tool_call_id")
+                message["tool"] = None
+                if _is_text(speaker) and _is_text(call):
+                    message["tool"] = tools.get((speaker, call))
+            dialog.append(message)
         return dialog
 
     def extract_agent_perspective(self, agent_id: str) -> str:
@@ -245,6 +266,17 @@ class SessionViewer:
         ]
 
 
+def _read(source: str | Path) -> LoadedFile:
+    """The session ``source`` names: a ``Path`` is a file; a ``str`` is what the command line
+    makes of it (:func:`~agenttrace.formats.session.files.find_session`: a path, or an id in
+    the sessions directory). An id names a session, not one of its files: both are read, as
+    ``agenttrace dialog ID`` reads them (the stream's events, the session file's runs)."""
+    path = source if isinstance(source, Path) else find_session(source)
+    if isinstance(source, str) and path != Path(source):  # found by id
+        return load_pair(path)[0]
+    return read_any(path)
+
+
 def _is_text(value: object) -> TypeGuard[str]:
     return isinstance(value, str)
 
@@ -263,20 +295,32 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _call_text(call: Any) -> str:
-    """A tool call as ``name(arguments)``, whatever shape a file gave it."""
+def _function(call: Any) -> Mapping[str, Any]:
+    """A tool call's ``function`` part (empty for whatever else a file holds there)."""
     function = call.get("function") if isinstance(call, Mapping) else None
-    if not isinstance(function, Mapping):
-        function = {}
-    arguments = function.get("arguments")
+    return function if isinstance(function, Mapping) else {}
+
+
+def _tool_name(call: Any) -> str | None:
+    """The name of the tool a call asks for, if it names one."""
+    name = _function(call).get("name")
+    return name if isinstance(name, str) and name else None
+
+
+def _call_text(call: Any) -> str:
+    """A tool call as ``name(arguments)``, whatever shape a file gave it (``?`` for a call
+    that names no tool)."""
+    arguments = _function(call).get("arguments")
     if not isinstance(arguments, str):  # a framework that hands them over parsed
         arguments = "" if arguments is None else compact_json(arguments)
-    return f"{function.get('name')}({arguments})"
+    return f"{_tool_name(call) or '?'}({arguments})"
 
 
 def format_dialog(dialog: list[dict[str, Any]]) -> str:
     """The dialog as text, one message per line: ``Jack: Hi, I'm Jack.`` (content as
-    :func:`~agenttrace.formats.content.content_text` renders it)."""
+    :func:`~agenttrace.formats.content.content_text` renders it). A tool result is labelled
+    as what the tool returned, not as its agent speaking: ``(Host's tool ask_expert returned)
+    Coffee.``"""
     lines = []
     for message in dialog:
         who = message.get("speaker") or "?"
@@ -287,6 +331,10 @@ def format_dialog(dialog: list[dict[str, Any]]) -> str:
             lines.append(f"({who}'s instructions) {content}")
         elif message.get("role") == "reset":
             lines.append(f"({who}'s {content})")
+        elif message.get("role") == "tool":
+            tool = message.get("tool")
+            what = f"tool {tool} returned" if isinstance(tool, str) and tool else "tool result"
+            lines.append(f"({who}'s {what}) {content}")
         elif message.get("role") in ("text", "user"):
             lines.append(f"({who}) {content}")
         else:

@@ -38,6 +38,7 @@ from agenttrace._internal.config import (
     RATIO_FREE_BYTES,
     READ_LIMIT_VARIABLES,
     ReadLimits,
+    Settings,
 )
 from agenttrace.formats.safe_open import UnsafeFile, check_writable, open_inside, open_regular
 from agenttrace.formats.session import schema
@@ -144,16 +145,19 @@ def _shown(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def find_session(reference: str, sessions_dir: Path) -> Path:
+def find_session(reference: str, sessions_dir: Path | None = None) -> Path:
     """The file a CLI argument names: a reference written as a path (with a directory
     separator, ``.`` or ``..``, or a session file's suffix) or naming an existing file is that
-    file, relative to the working directory; anything else is a session id in ``sessions_dir``.
+    file, relative to the working directory; anything else is a session id in ``sessions_dir``
+    (by default the configured one, ``AGENTTRACE_SESSIONS_DIR`` or ``~/.agenttrace/sessions``).
 
     A path is never joined to ``sessions_dir`` (``../x`` is a file the user named, not one the
     id ``../x`` leads to from the sessions directory), and an id is a plain name
     (:func:`check_session_id`). What is not a session file (a directory,
     a device) is returned all the same, for the reader to say what it is instead.
     """
+    if sessions_dir is None:
+        sessions_dir = Settings.resolve().sessions_dir
     path = Path(reference)
     try:
         if _written_as_path(reference) or _is_file(path):
@@ -389,12 +393,12 @@ def _read_snapshot(
             f"{path}: gzip does not hold JSON; not an agenttrace session"
         ) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
-        raise SessionFileError(f"{path}: not an agenttrace session file (format {found!r})")
+        raise SessionFileError(f"{path}: not an agenttrace session file ({_format_of(payload)})")
     version = payload.get("version")
     if type(version) is not int or version != VERSION:
+        found = "with no version" if version is None else f"version {version!r}"
         raise SessionFileError(
-            f"{path}: session file version {version!r}; this agenttrace reads version {VERSION}"
+            f"{path}: session file {found}; this agenttrace reads version {VERSION}"
         )
     try:
         schema.check_document(payload, limits.nesting_depth)
@@ -413,6 +417,19 @@ def _read_snapshot(
         payload["session_id"],
         journal=payload.get("journal", []),  # absent from files of earlier releases
     )
+
+
+def _format_of(payload: Any) -> str:
+    """What a decoded document that is not a session file says it is, for the error: its
+    ``format``, or what it lacks (never Python's ``None``)."""
+    if not isinstance(payload, dict):
+        return f"a JSON {_JSON_TYPES.get(type(payload), type(payload).__name__)}, not an object"
+    found = payload.get("format")
+    return "no format field" if found is None else f"format {found!r}"
+
+
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+_JSON_TYPES[type(None)] = "null"
 
 
 def _read_bounded(path: Path, handle: BinaryIO, size: int, limits: ReadLimits) -> bytes:
@@ -484,6 +501,8 @@ def _read_stream(
                 # Killed mid-write: the partial last line is reported and skipped.
                 torn = line.decode("utf-8", "replace")
                 break
+            if not events and path.name.endswith(SNAPSHOT_SUFFIX):
+                raise SessionFileError(_not_a_session_file(path)) from None
             if number == 0:
                 raise SessionFileError(
                     f"{path}: not an agenttrace event stream (line 1 is not JSON)"
@@ -494,6 +513,8 @@ def _read_stream(
     if not events:
         if torn is not None and _torn_first_line(data) and _names_a_stream(path):
             return _nothing_recorded(path, torn)
+        if path.name.endswith(SNAPSHOT_SUFFIX):
+            raise SessionFileError(_not_a_session_file(path))
         raise SessionFileError(f"{path}: no complete event in the stream")
     checked = _checked(events, numbers, path, limits.nesting_depth)
     accounted: list[dict[str, Any]] = []
@@ -519,6 +540,12 @@ def _read_stream(
         accounted=accounted,
         journal=journal,
     )
+
+
+def _not_a_session_file(path: Path) -> str:
+    """The error for a file named as a session file (``*.json.gz``) that holds neither gzip nor
+    an event stream: what the user meant it to be, not how the stream reader failed on it."""
+    return f"{path}: not an agenttrace session file (neither gzip nor an event stream)"
 
 
 def _names_a_stream(path: Path) -> bool:

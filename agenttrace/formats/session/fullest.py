@@ -60,7 +60,13 @@ def load_pair(
         # The session file asked for is damaged: its stream, if there is one, tells the rest.
         if sibling is None or not name.endswith(SNAPSHOT_SUFFIX) or not sibling.exists():
             raise
-        loaded = read_session_file(sibling, progress)
+        try:
+            loaded = read_session_file(sibling, progress)
+        except SessionFileError as stream_exc:
+            # The error starts with the file the user named: the stream was only the fallback.
+            raise SessionFileError(
+                f"{exc}; the event stream beside it cannot be read either ({stream_exc})"
+            ) from None
         damaged, sibling = (path, exc), None
     other: LoadedFile | None = None
     if sibling is not None and sibling.exists():
