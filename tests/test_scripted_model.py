@@ -4,6 +4,7 @@ litellm answers from ``mock_response`` marked as mocked in the ledger, at no cos
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -125,6 +126,37 @@ def test_the_openai_sdk_streams_from_it() -> None:
     assert text == "streamed to the SDK, in pieces"
     assert len(chunks) > 3 and chunks[-1].choices == [] and chunks[-1].usage.total_tokens > 0
     assert whole.choices[0].message.content == text and whole.usage.prompt_tokens > 0
+
+
+@pytest.mark.e2e  # starts the SDK's bundled CLI, a real process
+@pytest.mark.timeout(300)
+def test_the_claude_agent_sdks_cli_streams_from_it(tmp_path: Path) -> None:
+    sdk = pytest.importorskip("claude_agent_sdk")
+    work, home = tmp_path / "work", tmp_path / "home"
+    (home / "tmp").mkdir(parents=True)
+    work.mkdir()
+
+    async def ask(base: str) -> list[Any]:
+        env = {
+            "HOME": str(home),
+            "TMPDIR": str(home / "tmp"),
+            "ANTHROPIC_BASE_URL": base,
+            "ANTHROPIC_API_KEY": "offline",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+        }
+        options = sdk.ClaudeAgentOptions(cwd=str(work), env=env)
+        return [message async for message in sdk.query(prompt="hello", options=options)]
+
+    with ScriptedModel() as server:
+        messages = asyncio.run(ask(server.api_base))
+    (answer,) = [m for m in messages if isinstance(m, sdk.AssistantMessage)]
+    assert [block.text for block in answer.content] == ["You said: hello"]
+    assert answer.message_id.startswith("msg_scripted_")
+    assert messages[-1].subtype == "success" and messages[-1].usage["input_tokens"] > 0
+    assert [r.get("stream") for r in server.requests] == [True]
 
 
 def test_the_anthropic_stream_is_the_apis_event_sequence() -> None:

@@ -17,6 +17,7 @@ from the request (:func:`echo` does). Standard library only.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -115,6 +116,13 @@ def next_reply(scripts: Mapping[str, Script], request: dict[str, Any]) -> Reply:
     return reply
 
 
+def _response_id(request: Mapping[str, Any]) -> str:
+    """An id made from the request: the same request gets the same id (a resumed run's), two
+    conversations at the same turn do not (the Claude Agent SDK tells messages by their id)."""
+    digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:20]
+
+
 def _tokens(value: Any) -> int:
     return max(1, len(json.dumps(value)) // 4)
 
@@ -147,9 +155,8 @@ def response_body(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
     (cache reads on top of input)."""
     content = _anthropic_content(reply)
     prompt, cached, output = _usage(request, content)
-    messages = request.get("messages", [])
     return {
-        "id": f"msg_scripted_{len(messages)}",
+        "id": f"msg_scripted_{_response_id(request)}",
         "type": "message",
         "role": "assistant",
         "model": request.get("model"),
@@ -242,7 +249,7 @@ def completion_body(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
     """A Chat Completions response, with usage that shows prompt caching the way OpenAI counts
     it (``cached_tokens`` part of ``prompt_tokens``)."""
     return {
-        "id": f"chatcmpl-scripted-{len(request.get('messages', []))}",
+        "id": f"chatcmpl-scripted-{_response_id(request)}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.get("model"),
@@ -262,7 +269,7 @@ def completion_chunks(reply: Reply, request: dict[str, Any]) -> Iterator[dict[st
     arguments in pieces, a last chunk with the finish reason, and then, when the request's
     ``stream_options`` ask ``include_usage``, one with the usage and no choices."""
     base = {
-        "id": f"chatcmpl-scripted-{len(request.get('messages', []))}",
+        "id": f"chatcmpl-scripted-{_response_id(request)}",
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": request.get("model"),
