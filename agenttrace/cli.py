@@ -1176,6 +1176,55 @@ def resolve_(
     click.echo(f"{label} ({step.name}): {chosen[0].replace('_', ' ')}, journaled")
 
 
+SCRIPTED_MODEL_HELP = """A scripted LLM on 127.0.0.1, to try an agent offline: it speaks
+Anthropic's Messages API and OpenAI's Chat Completions API (streamed or not, text and tool
+calls, with token usage), so litellm, the OpenAI SDK and the Anthropic SDK can be pointed at
+it. Serves until Ctrl-C, after printing the base URL each client takes.
+
+--script names a JSON file mapping a system prompt ("" for any other) to the list of replies
+of a conversation, in order: {"text": "..."} or {"tool": NAME, "input": {...}}
+(docs/how-to/offline-model.md). Without it, every request is answered "You said: " and the
+last user message.
+"""
+
+
+@main.command("scripted-model", help=SCRIPTED_MODEL_HELP)
+@click.option(
+    "--script",
+    "script_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The replies, as JSON [default: echo the last user message].",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="The port on 127.0.0.1 (0: any free one).",
+)
+def scripted_model(script_file: Path | None, port: int) -> None:
+    from agenttrace.testing import ScriptedModel, ScriptError, load_script
+
+    try:
+        scripts = load_script(script_file) if script_file is not None else None
+    except ScriptError as exc:
+        fail(str(exc))
+    try:
+        model = ScriptedModel(scripts, port=port)
+    except OSError as exc:
+        fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}")
+    base = model.api_base
+    click.echo(f"agenttrace scripted-model: listening on {base} (Ctrl-C stops it)")
+    click.echo(f"  litellm:   api_base={base!r}, api_key='offline' (openai/... or anthropic/...)")
+    click.echo(f"  OpenAI:    OPENAI_BASE_URL={model.openai_base_url}")
+    click.echo(f"  Anthropic: ANTHROPIC_BASE_URL={base}")
+    sys.stdout.flush()  # read by whoever started it (a pipe is block-buffered)
+    with contextlib.suppress(KeyboardInterrupt):
+        model.serve_forever()
+    model.close()
+
+
 def _viewer(reference: str, sessions_dir: Path | None) -> Any:
     from agenttrace.views.public import public_agent_names, public_view
     from agenttrace.views.viewer import SessionViewer

@@ -157,6 +157,10 @@ COST_UPSTREAM_USD: Final = "agenttrace.cost.upstream_usd"
 """What the provider that served the call charged the gateway, where the response says it
 (OpenRouter's ``usage.cost_details.upstream_inference_cost``): the ledger's
 ``upstreamInferenceCostUsd``."""
+MOCKED: Final = "agenttrace.mocked"
+"""True on an LLM attempt no model answered: litellm made the reply up from the call's
+``mock_response`` (or ``mock_tool_calls``), sending nothing. Its cost is 0, whatever the model's
+price; the ledger's ``mocked``."""
 RESPONSE_PROVIDER: Final = "agenttrace.response.provider"
 """The provider that actually served the call, where the response says it: the one OpenRouter
 names in its response's ``provider`` field (as it spells it: ``Anthropic``), or the provider of

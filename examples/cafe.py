@@ -10,7 +10,7 @@ Run it with ``python examples/cafe.py`` (``--help`` for the options). From the c
 continues its session: :func:`rebuild` is the agent factory that command calls.
 
 Offline by default: the model is a scripted stand-in for Anthropic's API on 127.0.0.1
-(``examples/scripted_model.py``) whose replies are the scenario's. It answers for one model,
+(``agenttrace.testing.ScriptedModel``) whose replies are the scenario's. It answers for one model,
 ``anthropic/claude-sonnet-4-5-20250929``; name any other model (``--model
 anthropic/claude-sonnet-4-5``, with its key in the environment) to talk to it instead, here and
 in ``agenttrace resume``.
@@ -36,7 +36,7 @@ from typing import Any
 import litellm
 
 import agenttrace
-from examples.scripted_model import Reply, Script, ScriptedModel, last_user_text
+from agenttrace.testing import Reply, Script, ScriptedModel, last_user_text
 
 litellm.suppress_debug_info = True  # a failed call raises; no help banner on stdout besides
 

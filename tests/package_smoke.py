@@ -63,7 +63,11 @@ def main(mode: str) -> None:
 
     assert std008_schema.published_text() == std008_schema.schema_text(), "STD-008 schema"
     assert std008_rules.validate(to_std008(snapshots[0])) == [], "an invalid STD-008 export"
-    assert (home / "ledger.jsonl").read_text().count("\n") == (4 if mode == "litellm" else 1)
+    ledger = (home / "ledger.jsonl").read_text()
+    assert ledger.count("\n") == (4 if mode == "litellm" else 1)
+    # Every call above was litellm's mock_response: marked so, billed nothing.
+    assert ledger.count('"mocked":true') == (3 if mode == "litellm" else 0), ledger
+    _scripted_model()
     if mode == "core":
         for extra in ("litellm", "rich", "grpc"):
             assert extra not in sys.modules, f"the core install imported {extra}"
@@ -87,6 +91,23 @@ def _litellm_calls() -> str:
     routed = router.completion(model="smoke", messages=messages)
     awaited = asyncio.run(router.acompletion(model="smoke", messages=messages))
     return " ".join(str(r.choices[0].message.content) for r in (reply, routed, awaited))
+
+
+def _scripted_model() -> None:
+    """The scripted model ships in the wheel and answers (no extra needed)."""
+    import json
+    import urllib.request
+
+    from agenttrace.testing import ScriptedModel
+
+    with ScriptedModel() as model:
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        request = urllib.request.Request(
+            f"{model.api_base}/v1/chat/completions", data=json.dumps(body).encode()
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            reply = json.loads(answer.read())
+    assert reply["choices"][0]["message"]["content"] == "You said: hi", reply
 
 
 def _assert_unpatched() -> None:

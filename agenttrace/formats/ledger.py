@@ -68,6 +68,7 @@ def accounting_entry(op: OpOutcome) -> AccountingEntry:
             ),
             costUsd=cost_written(cost) if cost is not None else None,
             upstreamInferenceCostUsd=cost_written(upstream) if upstream is not None else UNSET,
+            mocked=True if op.mocked else UNSET,
             error=error,
             errorType=error_type,
             callPath=op.call_path,

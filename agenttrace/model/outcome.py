@@ -65,6 +65,7 @@ class OpOutcome:
         "error_type",
         "kind",
         "mcp_server",
+        "mocked",
         "name",
         "operation",
         "origin_txn_id",
@@ -117,6 +118,8 @@ class OpOutcome:
     """Seconds from a streamed attempt's start to its first chunk (``None``: not streamed)."""
     cost_usd: float | None
     upstream_cost_usd: float | None
+    mocked: bool
+    """An LLM attempt no model answered (litellm's ``mock_response``): its cost is 0."""
     tool_name: str | None
     tool_provider: str | None
     mcp_server: str | None
@@ -198,6 +201,7 @@ def op_outcome(
         outcome.time_to_first_chunk = get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
         outcome.cost_usd = get(sc.COST_USD)
         outcome.upstream_cost_usd = get(sc.COST_UPSTREAM_USD)
+        outcome.mocked = get(sc.MOCKED) is True
         outcome.tool_name = outcome.tool_provider = outcome.mcp_server = None
         outcome.chars_in = outcome.chars_out = None
     else:
@@ -206,6 +210,7 @@ def op_outcome(
         outcome.time_to_first_chunk = None
         outcome.cost_usd = get(sc.COST_USD)
         outcome.upstream_cost_usd = None
+        outcome.mocked = False
         outcome.tool_name = get(sc.GEN_AI_TOOL_NAME)
         outcome.tool_provider = get(sc.TOOL_PROVIDER)
         outcome.mcp_server = get(sc.TOOL_MCP_SERVER)

@@ -397,6 +397,7 @@ class AccountingEntry(_Object, kw_only=True):
         "actualProvider",
         "upstreamInferenceCostUsd",
         "providerMayHaveBilled",
+        "mocked",
     )
     _TOOL_OPTIONAL: ClassVar = ("mcpServer", "command", "decision", "evidence")
     # Per type (True: an LLM attempt's), the fields it must have and those it must not.
@@ -479,6 +480,14 @@ class AccountingEntry(_Object, kw_only=True):
             description="An interrupted LLM attempt (status interrupted): the request may have "
             "reached the provider, which may have answered and billed it; its tokens and cost "
             "are not known (the provider's bill says)."
+        ),
+    ] = UNSET
+    mocked: Annotated[
+        bool | UnsetType,
+        Meta(
+            description="An LLM attempt no model answered: litellm made its reply up from the "
+            "call's mock_response (or mock_tool_calls) and sent nothing. true, with costUsd 0 "
+            "whatever the model's price."
         ),
     ] = UNSET
     decision: Annotated[

@@ -202,7 +202,11 @@ def result_attributes(attempt: Attempt, response: Any) -> dict[str, AttributeVal
     if not isinstance(hidden, Mapping):
         hidden = {}
     cost = hidden.get("response_cost")
-    if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+    if attempt.request.attributes.get(sc.MOCKED) is True:
+        # litellm prices its made-up reply's made-up tokens at the model's price: nothing
+        # was bought.
+        attributes.update(cost_span_attributes(0.0))
+    elif isinstance(cost, (int, float)) and not isinstance(cost, bool):
         attributes.update(cost_span_attributes(float(cost)))
     if attempt.request.routed and sc.RESPONSE_PROVIDER not in attributes:
         # Behind a Router, the deployment that answered served it: the provider litellm says

@@ -112,6 +112,8 @@ def _stream_attributes(
         attributes[sc.USAGE_ESTIMATED] = True
     if (attempt.scope.late or {}).get(sc.REPLAYED) is True:
         return unpriced(attributes)  # answered from the journal: nothing was bought
+    if attempt.request.attributes.get(sc.MOCKED) is True:
+        return attributes  # priced 0 by result_attributes: a reply litellm made up
     if sc.COST_USD not in attributes or not attributes[sc.COST_USD]:
         cost = cost_from_tokens(litellm, attempt.raw_model, attributes)
         attributes.update(cost_span_attributes(cost))

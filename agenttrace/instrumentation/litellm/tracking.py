@@ -21,6 +21,7 @@ from agenttrace.instrumentation.litellm.attempt import Attempt, Request
 from agenttrace.instrumentation.litellm.calls import LogicalCall, begin
 from agenttrace.instrumentation.litellm.utils import (
     WHERE,
+    is_mocked,
     provider_and_model,
     remember_secrets,
     routed_by_router,
@@ -89,6 +90,8 @@ def describe(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R
         messages = None
     start = request_attributes(model, provider, 0, bool(kwargs.get("stream")))
     del start[sc.ATTEMPT]  # numbered when each attempt starts
+    if is_mocked(operation, kwargs):
+        start[sc.MOCKED] = True  # on the span from its start: a failed mock says so too
     if operation != sc.OP_CHAT:
         start[sc.GEN_AI_OPERATION_NAME] = operation
         if runtime.settings.openinference:

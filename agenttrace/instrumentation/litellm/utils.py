@@ -50,6 +50,15 @@ def provider_and_model(model: str, custom_provider: Any) -> tuple[str | None, st
     return provider_name(provider if isinstance(provider, str) else None), model
 
 
+def is_mocked(operation: str, kwargs: Mapping[str, Any]) -> bool:
+    """Whether litellm answers the call itself, with no request sent: ``completion`` does when
+    ``mock_response`` or ``mock_tool_calls`` is truthy (a ``mock_timeout`` only fails the call),
+    ``embedding`` when ``mock_response`` is given (litellm's own tests, ``main.py``)."""
+    if operation == sc.OP_CHAT:
+        return bool(kwargs.get("mock_response") or kwargs.get("mock_tool_calls"))
+    return kwargs.get("mock_response") is not None
+
+
 def routed_by_router(kwargs: Mapping[str, Any]) -> bool:
     """Whether a litellm Router chose the deployment a call goes to: the Router passes the
     model group the program asked for in the call's metadata."""
