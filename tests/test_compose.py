@@ -496,6 +496,7 @@ def test_demo_trace_reaches_jaeger_through_the_collector(tmp_path: Path) -> None
         trace_id = found.group(1)
 
         check_cafe_trace(wait_for_trace(trace_id), trace_id)
+        _screenshot_jaeger(trace_id, tmp_path)
         # The same trace went to the file exporter's JSON lines too.
         traces_file = output / "traces.jsonl"
         deadline = time.monotonic() + 10
@@ -515,3 +516,27 @@ def test_demo_trace_reaches_jaeger_through_the_collector(tmp_path: Path) -> None
             text=True,
             timeout=180,
         )
+
+
+def _screenshot_jaeger(trace_id: str, tmp_path: Path) -> None:
+    """Jaeger's page of the demo's trace as a person sees it, in headless Chromium, kept in
+    tests/artifacts/jaeger-trace.png (the README's picture of a trace: copy it to
+    docs/screenshots/). Where Chromium is missing, the trace was checked; no picture is made."""
+    from .chromium import MISSING, Chromium
+
+    if MISSING:
+        return
+    browser = Chromium(tmp_path / "profile", width=1400, height=900)
+    try:
+        browser.open(f"http://localhost:16686/trace/{trace_id}")
+        # The trace page's header shows the trace id's first 7 digits once the trace is loaded.
+        browser.wait_for(
+            f"document.body.innerText.includes('{trace_id[:7]}')", "Jaeger's trace page"
+        )
+        time.sleep(1)  # its timeline lays out after the text is in
+        artifacts = ROOT / "tests" / "artifacts"
+        artifacts.mkdir(exist_ok=True)
+        shot = browser.screenshot(artifacts / "jaeger-trace.png")
+        assert shot.startswith(b"\x89PNG"), "the screenshot is not a PNG"
+    finally:
+        browser.close()
