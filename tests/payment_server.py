@@ -59,20 +59,30 @@ class PaymentServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                # A payer killed while it sent its request leaves part of it: as a real payment
+                # API does, a request that is not whole charges nothing (and its key stays
+                # unused: a retry with it is a charge of its own).
                 length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                answer = server.charge(body.get("amount"), self.headers.get("Idempotency-Key"))
-                self._send(answer)
+                data = self.rfile.read(length)
+                try:
+                    amount = json.loads(data)["amount"] if len(data) == length else None
+                except (ValueError, KeyError, TypeError):
+                    amount = None
+                if type(amount) is not int:
+                    self._send({"error": "a charge needs a whole JSON body with an amount"}, 400)
+                    return
+                key = self.headers.get("Idempotency-Key") or None  # an empty header: no key
+                self._send(server.charge(amount, key))
 
             def do_GET(self) -> None:
                 with server.lock:
                     self._send({"charges": list(server.charges)})
 
-            def _send(self, answer: Any) -> None:
+            def _send(self, answer: Any, status: int = 200) -> None:
                 data = json.dumps(answer).encode()
                 # A payer killed while it waited: the charge stands, unanswered.
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    self.send_response(200)
+                    self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
