@@ -128,6 +128,12 @@ labels = sometimes(
 )
 """Path labels (docs/path-labels.md) of small trees, now and then of deep and wide ones."""
 
+step_labels = sometimes(
+    labels, lambda rng: f"{labels(rng)}/{rng.choice((2, 3, rng.randint(2, 10**6)))}"
+)
+"""A journal step's label: a path label, now and then one a re-entry gave another request
+there (``2.1/2``; docs/journal.md, Idempotency keys)."""
+
 
 _STEM = string.ascii_letters + string.digits + "_.-"
 
@@ -181,6 +187,7 @@ _PATTERNS: dict[str, Build] = {
     schema.TRACE_ID_PATTERN: sometimes(_choice(["1" * 32, "2" * 32]), _from(_HEX, 32, 32)),
     schema.SPAN_ID_PATTERN: sometimes(_from(_HEX, 16, 16), _choice(["0" * 16, "f" * 16])),
     schema.LABEL_PATTERN: labels,
+    schema.STEP_LABEL_PATTERN: step_labels,
     schema.MESSAGE_ID_PATTERN: message_ids,
     schema.AGENT_ID_PATTERN: agent_ids,
     schema.TIMESTAMP_PATTERN: sometimes(_just("2026-01-01T00:00:00.000Z"), _timestamp),
