@@ -158,7 +158,7 @@ def find_lines(path: Path, wanted: Callable[[bytes], bool], since_ms: int) -> li
             for line in lines:
                 if wanted(line):
                     found.append(line)
-                stamp = _timestamp(line)
+                stamp = entry_timestamp(line)
                 if stamp is not None and (latest is None or stamp > latest):
                     latest = stamp
             if latest is not None and latest < cutoff:
@@ -172,9 +172,9 @@ def find_lines(path: Path, wanted: Callable[[bytes], bool], since_ms: int) -> li
     return found
 
 
-def _timestamp(line: bytes) -> int | None:
+def entry_timestamp(line: bytes) -> int | None:
     """The ``timestamp`` of a ledger line appended as its op ended (``None`` for one appended
-    late by design, or one that is not an entry)."""
+    late by design, or one that is not an entry), read without decoding the line."""
     if b'"decision":' in line or b'"providerMayHaveBilled":' in line:
         return None
     stamp = _TIMESTAMP.search(line)  # no decoding: the scan may read megabytes

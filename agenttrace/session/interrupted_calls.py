@@ -26,7 +26,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -40,7 +39,7 @@ from agenttrace.formats.ledger import (
     is_interrupted_entry,
     op_accounted,
 )
-from agenttrace.formats.ledger_file import append_lines, find_lines
+from agenttrace.formats.ledger_file import append_lines, entry_timestamp, find_lines
 from agenttrace.formats.safe_open import open_inside
 from agenttrace.formats.session.files import (
     SNAPSHOT_SUFFIX,
@@ -203,20 +202,12 @@ def lost_to_the_ledger(loaded: LoadedFile, ledger: Path) -> list[dict[str, Any]]
         return []
     stamps = {entry.get("timestamp") for entry in candidates}
     written: list[Any] = []
-    for line in find_lines(ledger, lambda line: _stamp(line) in stamps, since):
+    for line in find_lines(ledger, lambda line: entry_timestamp(line) in stamps, since):
         try:
             written.append(json.loads(line))
         except ValueError:
             continue  # a line a kill tore: the entry it was is not there
     return [entry for entry in candidates if entry not in written]
-
-
-def _stamp(line: bytes) -> int | None:
-    match = _TIMESTAMP.match(line)
-    return int(match.group(1)) if match is not None else None
-
-
-_TIMESTAMP = re.compile(rb'\{"timestamp":\s*(\d+)')
 
 
 def _last_process_start(journal: list[dict[str, Any]]) -> int | None:
