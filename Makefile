@@ -101,11 +101,15 @@ package-check: $(STAMP)
 	cd /tmp && $(STEP) -- $(CURDIR)/$(PACKAGE_VENV)/bin/python $(CURDIR)/tests/package_smoke.py litellm
 	@echo "package-check: the wheel installs and runs, without extras and with [litellm]"
 
+# import-linter checks the layers and their never-rules; tools/import_cycles.py every import
+# cycle, imports inside functions and a package's __init__ included (which acyclic_siblings
+# does not see).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python tools/import_cycles.py agenttrace
 
 # The documentation site (mkdocs.yml) into site/. --strict: a broken link, a missing page or a
 # page outside the nav fails the build; the reference pages are generated from the code then.

@@ -40,7 +40,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import figures  # benchmarks/figures.py, beside this script
 import litellm
-from bench_overhead import measure  # beside this script too
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
@@ -107,17 +106,26 @@ class Loop:
 def cpu_per_call(fn: Callable[[], None], number: int) -> float:
     """The calling thread's CPU per call, plus what agenttrace's background thread spent meanwhile
     (a final flush included). litellm's own background threads are left out: their CPU swings
-    by milliseconds a call at 1,000 messages, more than what is measured here."""
+    by milliseconds a call at 1,000 messages, more than what is measured here. (Timed here, as
+    bench_overhead's ``measure`` times: bench_overhead imports this module for its long-history
+    rows, so this one does not import it back.)"""
     worker = _worker_clock()
     before = time.clock_gettime(worker) if worker is not None else 0.0
-    caller = measure(fn, number)[1]
+    gc.collect()
+    gc.disable()
+    try:
+        caller = time.thread_time()
+        for _ in range(number):
+            fn()
+        caller = (time.thread_time() - caller) / number
+        agenttrace.force_flush()
+    finally:
+        gc.enable()
     spent = time.clock_gettime(worker) - before if worker is not None else 0.0
     return caller + spent / number
 
 
-def _alternating(
-    scratch: Path, length: int, window: bool, calls: int
-) -> tuple[float, float, float]:
+def alternating(scratch: Path, length: int, window: bool, calls: int) -> tuple[float, float, float]:
     """One round: ``calls`` untraced and traced calls in turn; (the untraced call's CPU, what
     agenttrace adds to a call, stream bytes a call adds)."""
     plain, traced_loop = Loop(length, window, seed=length), Loop(length, window, seed=length)
@@ -205,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     for window, length in cases:
         rounds: list[tuple[float, float, float]] = []
         for _ in range(repeat):  # fresh loops each round: an append-only one grows as it runs
-            rounds.append(_alternating(scratch, length, window, calls))
+            rounds.append(alternating(scratch, length, window, calls))
         plain, added, grown = (statistics.median(r[i] for r in rounds) for i in range(3))
         untraced[(window, length)] = plain
         traced[(window, length)] = (plain + added, grown)

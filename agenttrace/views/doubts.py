@@ -28,6 +28,7 @@ from agenttrace._internal.redact import cap_text, scrub_json_text
 from agenttrace._internal.times import event_ts
 from agenttrace.formats.compact_json import compact_json
 from agenttrace.formats.ledger import accounted_line, decided_entry, op_accounted
+from agenttrace.formats.ledger_file import append_lines
 from agenttrace.formats.safe_open import open_regular
 from agenttrace.formats.session.files import (
     STREAM_SUFFIX,
@@ -40,7 +41,6 @@ from agenttrace.formats.session.fullest import load_fullest, load_pair
 from agenttrace.formats.session.lease import acquire, lease_path
 from agenttrace.formats.session.schema import AccountingEntry
 from agenttrace.model.journal import Decisions, Journal, Step, decision_line
-from agenttrace.recorder.ledger import append_lines
 from agenttrace.session.interrupted_calls import cut_torn_line
 from agenttrace.session.interrupted_calls import stream_of as stream_of
 from agenttrace.views.account import Account, owner_run, session_account

@@ -30,7 +30,7 @@ from agenttrace._internal.runtime import runtime
 from .effects import listed
 from .hooks import with_hook
 from .tracker import SdkSession
-from .utils import WHERE, MessageLog, state, user_text
+from .utils import WHERE, MessageLog, resuming_owner, state, user_text
 
 _clients: weakref.WeakKeyDictionary[Any, SdkSession] = weakref.WeakKeyDictionary()
 _live: weakref.WeakSet[SdkSession] = weakref.WeakSet()
@@ -43,8 +43,6 @@ def _on() -> bool:
 
 def new_session(options: Any, owner: object = None) -> SdkSession:
     """A session for SDK ``options``, feeding the exchange log if one is configured."""
-    from .resume import resuming_owner
-
     log: MessageLog | None = None
     factory = state.settings.exchange_log
     if factory is not None:

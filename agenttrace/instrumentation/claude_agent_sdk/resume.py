@@ -12,26 +12,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from agenttrace.formats.session.optree import hosted_sessions, session_ops
 from agenttrace.session.state import AgentRecord, Session
 
-from .utils import CWD, PERMISSION_MODE, SESSION_ID
-
-_resuming: ContextVar[object | None] = ContextVar("agenttrace_claude_resuming", default=None)
+from .utils import CWD, PERMISSION_MODE, SESSION_ID, resuming, state
 
 _SESSION_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z-]{0,127}$")
 _SAFE_MODES = frozenset({"default", "acceptEdits", "plan"})
 """Permission modes taken from a session file; any other (``bypassPermissions``) is not: a
 file is no one's word for running tools unasked."""
-
-
-def resuming_owner() -> object | None:
-    """The :class:`ClaudeAgent` whose ``response()`` is running, if any (its agent goes on)."""
-    return _resuming.get()
 
 
 class ClaudeAgent:
@@ -63,7 +55,7 @@ class ClaudeAgent:
             cwd=self.cwd,
             permission_mode=self.permission_mode,  # type: ignore[arg-type]
         )
-        token = _resuming.set(self)
+        token = resuming.set(self)
         try:
             answer = ""
             async for message in query(prompt=self.prompt or "", options=options):
@@ -71,7 +63,7 @@ class ClaudeAgent:
                     answer = message.result or ""
             return answer
         finally:
-            _resuming.reset(token)
+            resuming.reset(token)
 
 
 class SubAgent:
@@ -123,8 +115,7 @@ def _sessions(runs: list[dict[str, Any]]) -> Iterator[Mapping[str, Any]]:
 
 def _instrument() -> None:
     """Trace the resumed exchange too (as it is configured, if it is already)."""
-    from agenttrace.instrumentation.claude_agent_sdk import instrument_when_imported
-    from agenttrace.instrumentation.claude_agent_sdk.utils import state
+    from .instrumentor import instrument_when_imported  # its wrappers import the SDK
 
     if not state.patches:
         instrument_when_imported()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 WHERE = "claude_agent_sdk instrumentation"
@@ -112,6 +113,15 @@ class State:
 
 
 state = State()
+
+resuming: ContextVar[object | None] = ContextVar("agenttrace_claude_resuming", default=None)
+"""The ``ClaudeAgent`` (:mod:`.resume`) whose ``response()`` is running, if any: the sessions it
+opens continue its agent."""
+
+
+def resuming_owner() -> object | None:
+    """The rebuilt agent whose exchange is running, if any (its agent goes on)."""
+    return resuming.get()
 
 
 def field(obj: Any, name: str) -> Any:

@@ -27,12 +27,14 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 from agenttrace import semconv as sc
+from agenttrace._internal.capture import Output, captures
+from agenttrace._internal.runtime import runtime
 from agenttrace._internal.times import iso_nanoseconds, ts_nanoseconds
 from agenttrace._version import __version__
 from agenttrace.formats.documents import read_any
 from agenttrace.formats.session.files import LoadedFile, SessionFileError
 from agenttrace.formats.session.optree import children, finite_number, hosted_sessions
-from agenttrace.tracing.recording import span_event_attributes
+from agenttrace.formats.session.span_events import span_event_attributes
 from agenttrace.views.public import public_view
 
 Scalar: TypeAlias = str | bool | int | float
@@ -377,24 +379,24 @@ class _Walker:
     def _span_events(self, span: Mapping[str, Any], span_id: str, start_ns: int) -> list[SpanLog]:
         """The span's events as sent: those the node recorded (logs, reasoning, exceptions)
         and its canonical events, which the node does not store since they follow from the
-        session's events (same attributes, the event's own time; see tracing/recording.py).
-        Merged by time; a log and a canonical event in the same millisecond may swap."""
+        session's events (same attributes, the event's own time; see
+        formats/session/span_events.py). Merged by time; a log and a canonical event in the
+        same millisecond may swap."""
         recorded = _recorded_events(span, start_ns)
         if any(log.name == sc.EVENT_CANONICAL for log in recorded):
             return recorded  # a file that stored them on the span
+        # As the session was recorded; a file that does not say: as this process records.
         capture = self.recording.get("captureContent")
+        if not isinstance(capture, bool):
+            capture = captures(Output.SPAN_EVENT, runtime.settings)
         limit = self.recording.get("maxPayloadBytes")
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            limit = runtime.settings.max_payload_bytes
         canonical = [
             SpanLog(
                 ts_nanoseconds(str(event.get("ts"))) or start_ns,
                 sc.EVENT_CANONICAL,
-                _span_attributes(
-                    span_event_attributes(
-                        event,
-                        capture if isinstance(capture, bool) else None,
-                        limit if isinstance(limit, int) and not isinstance(limit, bool) else None,
-                    )
-                ),
+                _span_attributes(span_event_attributes(event, capture, limit)),
             )
             for event in self.events.get(span_id, ())
         ]
