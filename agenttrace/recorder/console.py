@@ -25,7 +25,8 @@ from agenttrace._internal.config import ConsoleMode, Settings
 from agenttrace._internal.later import recorded_text
 from agenttrace._internal.redact import cap_text, scrub_json_text
 from agenttrace.model.lifecycle import Ended, Logged, Started
-from agenttrace.model.outcome import OpOutcome, op_outcome
+from agenttrace.model.outcome import OpOutcome
+from agenttrace.recorder.bare_outcome import bare_outcome
 from agenttrace.recorder.sink import Sink
 
 _QUIET_LEVELS = frozenset({"WRN", "ERR"})
@@ -176,13 +177,14 @@ def _known(count: Any) -> str:
 
 
 def _outcome_of(record: Ended, started_ns: int, started: Mapping[str, Any]) -> OpOutcome:
-    """The op's typed outcome: the one its record carries, else (an op answered from the
-    journal, which carries none: nothing was bought) read from its span's attributes."""
+    """The op's typed outcome: the one its accounting carries, else the one its record carries
+    (an op answered from the journal: nothing was bought), else, for a record made by hand,
+    what its start says of it."""
     if record.accounted is not None:
         return record.accounted.op
-    return op_outcome(
-        started, record.attributes, started_ns, record.ended_ns, record.error, call_path=None
-    )
+    if record.outcome is not None:
+        return record.outcome
+    return bare_outcome(started, started_ns, record.ended_ns, record.error)
 
 
 def _summary(op: OpOutcome, latency: str) -> str:

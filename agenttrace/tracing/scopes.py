@@ -47,13 +47,18 @@ from agenttrace._internal.times import event_ts
 from agenttrace.formats.ledger import Accounted
 from agenttrace.model.ids import new_txn_id
 from agenttrace.model.lifecycle import Ended, SpanEvent, Started
-from agenttrace.model.outcome import op_outcome
+from agenttrace.model.outcome import OpOutcome, OutcomeBuilder
 from agenttrace.model.paths import Address, format_label
 from agenttrace.model.reentry import Reentry
 from agenttrace.session.reentry_match import enters as enters_reentry
 from agenttrace.session.state import Session, current_session
 from agenttrace.tracing.agents import agent_of
-from agenttrace.tracing.op_attributes import error_span_attributes
+from agenttrace.tracing.op_attributes import (
+    end_attributes,
+    error_span_attributes,
+    route_user_attribute,
+    start_attributes,
+)
 from agenttrace.tracing.outbound import outbound_attributes, outbound_text, outbound_value
 from agenttrace.tracing.recording import emit, emit_inference_details, record_canonical_event
 from agenttrace.tracing.request_digests import MessageDigests
@@ -290,6 +295,7 @@ class OpScope(_BaseScope):
         "hosted_reply",
         "kind",
         "name",
+        "outcome",
         "owned_session",
         "payloads",
         "pieces",
@@ -335,6 +341,16 @@ class OpScope(_BaseScope):
     payloads: dict[str, Any]
     """Its request and response content for the saved state (see ``Ended.payloads``): text,
     or a ``RecordedLater``."""
+    outcome: OutcomeBuilder
+    """What it comes to, set by typed setters during the call: its span's outcome attributes,
+    and its frozen ``OpOutcome`` when it ends, are made from it."""
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        """Set an attribute on the span, and remember it for the scope's ``Ended`` record; a
+        billing value (a cost, tokens) set by name goes to the op's outcome, which the span
+        gets it from as it ends (``op_attributes.route_user_attribute``)."""
+        if not route_user_attribute(self.outcome, key, value):
+            super().set_attribute(key, value)
 
     def next_child_index(self) -> int:
         with _shared:  # sub-agents started at once in pool threads: one counter, one kind change
@@ -648,6 +664,7 @@ def start_op(
     implicit: bool = False,
     more: Callable[[SessionScope], dict[str, AttributeValue]] | None = None,
     started_ns: int | None = None,
+    outcome: OutcomeBuilder | None = None,
 ) -> OpScope:
     """Open an op span of ``kind`` (``llm``/``tool``) in the current turn.
 
@@ -655,6 +672,9 @@ def start_op(
     explicit turn) it opens the next auto turn. ``attributes`` are added to the span at start,
     and so are those ``more`` computes from the session the op turns out to run in.
     ``started_ns``: when the op began, if before now (a turn it opens begins then too).
+    ``outcome``: what is known of the op's outcome before it starts (an LLM attempt's request,
+    a tool's provider and input size), which its span starts with; it becomes the scope's
+    ``outcome``, filled in during the call.
     """
     parent = _current.get()
     owned: SessionScope | None = None
@@ -695,6 +715,7 @@ def start_op(
     scope.step = None
     scope.streamed_chars = 0
     scope.payloads = {}
+    scope.outcome = outcome = OutcomeBuilder() if outcome is None else outcome
     scope.origin = turn.origin
     # Made outbound here, part by part: the session's common attributes were when it started.
     settings = runtime.settings
@@ -706,6 +727,8 @@ def start_op(
         sc.PATH: outbound_value(sc.PATH, scope.label, cap),
     }
     if kind == sc.KIND_TOOL:
+        outcome.operation = sc.OP_EXECUTE_TOOL
+        outcome.tool_name = capped_name
         span_attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
         span_attributes[sc.GEN_AI_TOOL_NAME] = capped_name
         if settings.openinference:
@@ -718,6 +741,7 @@ def start_op(
         span_name = capped_name
     if implicit:
         span_attributes[sc.IMPLICIT] = True
+    span_attributes.update(outbound_attributes(start_attributes(outcome), cap))
     if attributes:
         span_attributes.update(outbound_attributes(attributes, cap))
     if more is not None:
@@ -796,12 +820,19 @@ def finish(
     span = scope.span
     # The span's own status and duration say how it went and how long it took: no attribute
     # repeats them (the opTree's status and latency come from the Ended record).
-    final: Attributes = {} if error is None else error_span_attributes(type(error).__qualname__)
+    op = scope if isinstance(scope, OpScope) else None
+    final: Attributes = (
+        {} if error is None or op is not None else error_span_attributes(type(error).__qualname__)
+    )
     try:
         more = attributes() if callable(attributes) else attributes
         if more:
             final.update(more)
     finally:
+        if op is not None:  # its outcome's attributes, as the call set them (once, here)
+            if error is not None and op.outcome.error_type is None:
+                op.outcome.set_error(type(error).__qualname__)
+            final.update(end_attributes(op.outcome))
         # Even if computing the attributes failed, the span ends with the call's status.
         if final:
             final = outbound_attributes(final, runtime.settings.max_payload_bytes)
@@ -824,12 +855,14 @@ def finish(
         if runtime.recorder is not None:
             late = scope.late
             ended = {**late, **final} if late else final
-            payloads = accounted = session = None
+            payloads = accounted = session = outcome = None
             if isinstance(scope, OpScope):  # an op: its content, and what it cost
                 payloads = scope.payloads or None
                 # A step answered from the journal did not run: nothing new to bill.
-                replayed = late is not None and late.get(sc.REPLAYED) is True
-                accounted = None if replayed else _accounted(scope, ended, ended_ns, description)
+                if late is not None and late.get(sc.REPLAYED) is True:
+                    outcome = _outcome(scope, ended_ns, description)
+                else:
+                    accounted = _accounted(scope, ended_ns, description)
                 session = scope.session.run.session
             emit(
                 Ended(
@@ -843,6 +876,7 @@ def finish(
                     accounted,
                     session,
                     scope.start_record,
+                    outcome,
                 )
             )
     if isinstance(scope, OpScope):
@@ -860,37 +894,39 @@ def finish(
         finish(scope.owned_session, error, passed=passed, ended_ns=ended_ns)
 
 
-def _accounted(scope: OpScope, ended: Attributes, ended_ns: int, error: str | None) -> Accounted:
+def _accounted(scope: OpScope, ended_ns: int, error: str | None) -> Accounted:
     """The op's outcome (``agenttrace.model.outcome``), with its accounting entry and
-    ``op_accounted`` event. An op that can carry a cost (an LLM attempt, a tool whose span has a
-    non-zero ``agenttrace.cost.usd``) has it made now, and the stream and the ledger get it in
-    the caller's thread, before the op's caller goes on; any other op's is made and written off
-    the caller's path (see ``formats/ledger.py``)."""
-    started = scope.start_record
-    make = functools.partial(
-        op_outcome,
-        scope.attributes,
-        ended,
-        scope.started_ns,
-        ended_ns,
-        error,
-        scope.session.call_path,
-        scope.name,
-        scope.trace_id,
-        scope.span_id,
-        started.trace_flags if started is not None else 0,
-        scope.kind,
-    )
+    ``op_accounted`` event. An op that can carry a cost (an LLM attempt, a tool whose outcome
+    has a non-zero cost) has it made now, and the stream and the ledger get it in the caller's
+    thread, before the op's caller goes on; any other op's is made and written off the caller's
+    path (see ``formats/ledger.py``): its builder is not changed once the op has ended."""
     ts = event_ts(ended_ns)
-    if scope.kind == sc.KIND_LLM or _priced(ended, scope.attributes):
-        return Accounted(make(), ts)
+    cost = scope.outcome.cost_usd
+    if scope.kind == sc.KIND_LLM or (cost is not None and cost != 0):
+        return Accounted(_outcome(scope, ended_ns, error), ts)
+    make = functools.partial(_outcome, scope, ended_ns, error)
     return Accounted(None, ts, inline=False, make=make)
 
 
-def _priced(ended: Attributes, started: Attributes) -> bool:
-    """Whether a span with these attributes carries a cost (not 0)."""
-    cost = ended.get(sc.COST_USD, started.get(sc.COST_USD))
-    return cost is not None and cost != 0
+def _outcome(scope: OpScope, ended_ns: int, error: str | None) -> OpOutcome:
+    """The op's frozen outcome: what its builder holds, with its identity and how it ended."""
+    started = scope.start_record
+    session = scope.session
+    return scope.outcome.outcome(
+        scope.kind,
+        scope.name,
+        scope.label,
+        scope.started_ns,
+        ended_ns,
+        error,
+        origin_txn_id=scope.origin,
+        txn_id=session.txn_id,
+        agent_id=session.agent_id,
+        call_path=session.call_path,
+        trace_id=scope.trace_id,
+        span_id=scope.span_id,
+        trace_flags=started.trace_flags if started is not None else 0,
+    )
 
 
 def record_error(span: Span, error: BaseException, when_ns: int) -> tuple[str, SpanEvent]:
