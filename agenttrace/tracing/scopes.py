@@ -49,8 +49,6 @@ from agenttrace.model.ids import new_txn_id
 from agenttrace.model.lifecycle import Ended, SpanEvent, Started
 from agenttrace.model.outcome import OpOutcome, OutcomeBuilder
 from agenttrace.model.paths import Address, format_label
-from agenttrace.model.reentry import Reentry
-from agenttrace.session.reentry_match import enters as enters_reentry
 from agenttrace.session.state import Session, current_session
 from agenttrace.tracing.agents import agent_of
 from agenttrace.tracing.op_attributes import (
@@ -61,9 +59,7 @@ from agenttrace.tracing.op_attributes import (
 )
 from agenttrace.tracing.outbound import outbound_attributes, outbound_text, outbound_value
 from agenttrace.tracing.recording import emit, emit_inference_details, record_canonical_event
-from agenttrace.tracing.request_digests import MessageDigests
-from agenttrace.tracing.run_arguments import root_run_fingerprint
-from agenttrace.tracing.run_journal import journal_run_end, journal_run_start
+from agenttrace.tracing.runs import Run, new_root_run, run_ended, run_started
 
 Scope = Union["SessionScope", "TurnScope", "OpScope"]
 
@@ -89,39 +85,6 @@ def current_scope() -> Scope | None:
     """The innermost agenttrace scope in this context, if any."""
     scope: Scope | None = _current.get()
     return scope
-
-
-class Run:
-    """What a root agent run shares with every sub-agent inside it."""
-
-    __slots__ = (
-        "attempt",
-        "digests",
-        "histories",
-        "journal_run",
-        "origin_txn_id",
-        "reentry",
-        "session",
-        "session_id",
-    )
-
-    def __init__(self, origin_txn_id: str, session: Session) -> None:
-        self.origin_txn_id = origin_txn_id
-        self.session = session
-        """The ``Session`` the run records its events in (ids, agents, transcripts)."""
-        self.session_id = session.session_id
-        self.histories: dict[str, tuple[int, Any]] = {}
-        """Per agent id: (message count, last message) of its previous LLM request."""
-        self.digests: dict[str, MessageDigests] = {}
-        """Per agent id: its last LLM request's messages and their digests, for the next
-        request's fingerprint (``agenttrace.tracing.request_digests``)."""
-        self.journal_run = origin_txn_id
-        """The run its steps are journaled under: its own origin, or the interrupted run's it
-        re-enters (so its steps and idempotency keys are that run's)."""
-        self.attempt = 1
-        """Which attempt at ``journal_run`` this is (2 for its first re-entry)."""
-        self.reentry: Reentry | None = None
-        """The interrupted run it re-enters, if it does (``agenttrace.model.reentry``)."""
 
 
 class _BaseScope:
@@ -493,21 +456,10 @@ def start_session(
     scope.turn_counter = itertools.count(1)
     attributes: dict[str, AttributeValue]
     links: list[Link] = []
-    run_fingerprint: str | None = None
     if parent is None:
         session = current_session()
-        # A fresh session's first run is named by it: its origin txn id is the session id.
-        first = session.run_count == 0 and not session.runs
-        scope.txn_id = session.session_id if first else new_txn_id()
-        session.run_count += 1
-        run = Run(scope.txn_id, session)
-        run_fingerprint = root_run_fingerprint(session, arguments, implicit)
-        reentry = session.reentry
-        if reentry is not None and reentry.take():
-            session.reentry = None
-            if enters_reentry(session, reentry, name, run_fingerprint, implicit):
-                run.journal_run, run.attempt = reentry.origin, reentry.attempt
-                run.reentry = reentry
+        run = new_root_run(session, name, arguments, implicit)
+        scope.txn_id = run.origin_txn_id
         scope.address = ()
         scope.label = format_label(())
         scope.prefix = ""
@@ -581,15 +533,7 @@ def start_session(
     if parent is None and scope.trace_id:  # the next run of this session links to this one
         run.session.previous_trace = (scope.trace_id, scope.span_id)
     if parent is None:
-        journal_run_start(
-            run.session,
-            run.journal_run,
-            run.attempt,
-            scope.agent_id,
-            name,
-            run_fingerprint,
-            implicit,
-        )
+        run_started(run, scope.agent_id, name, implicit)
     return scope
 
 
@@ -883,11 +827,8 @@ def finish(
         if scope.owned_session is not None:
             finish(scope.owned_session, error, passed=passed, ended_ns=ended_ns)
     elif isinstance(scope, SessionScope):
-        run = scope.run
-        # A root run ended: the journal no longer has it interrupted, unless it re-entered one
-        # and stopped at a call in doubt (the next resume re-enters it again, once decided).
-        if not scope.address and (run.reentry is None or run.reentry.stopped is None):
-            journal_run_end(run.session, run.journal_run, run.attempt, scope.agent_id, scope.name)
+        if not scope.address:  # a root run ended
+            run_ended(scope.run, scope.agent_id, scope.name)
         if scope.host_op is not None:
             finish(scope.host_op, error, passed=passed, ended_ns=ended_ns)
     elif scope.owned_session is not None:
