@@ -187,6 +187,44 @@ class SessionScope(_BaseScope):
     """What this session's turn labels start with (``paths.format_label``, built incrementally)."""
     turn_counter: itertools.count[int]
 
+    def __init__(
+        self,
+        name: str,
+        run: Run,
+        *,
+        txn_id: str,
+        agent_id: str,
+        address: Address,
+        label: str,
+        prefix: str,
+        call_path: str,
+        parent_txn_id: str | None = None,
+        model: str | None = None,
+        host_op: OpScope | None = None,
+        hosted_by: OpScope | None = None,
+        started_ns: int,
+    ) -> None:
+        self.started_ns = started_ns
+        self.name = name
+        self.model = model
+        self.run = run
+        self.origin = run.origin_txn_id
+        self.txn_id = txn_id
+        self.parent_txn_id = parent_txn_id
+        self.agent_id = agent_id
+        self.address = address
+        self.label = label
+        self.prefix = prefix
+        self.call_path = call_path
+        self.host_op = host_op
+        self.hosted_by = hosted_by
+        self.auto_turn = None
+        self.turn_counter = itertools.count(1)
+        self.common = outbound_attributes(  # once: every span inside carries it as it is
+            {sc.TXN_ID: txn_id, sc.TXN_ORIGIN: run.origin_txn_id, sc.AGENT_ID: agent_id},
+            runtime.settings.max_payload_bytes,
+        )
+
     def next_turn_index(self) -> int:
         return next(self.turn_counter)
 
@@ -216,6 +254,25 @@ class TurnScope(_BaseScope):
     pending_tool_calls: deque[tuple[str, str, str, str | None]]
     """Tool calls the turn's LLM asked for and no tool span has claimed yet:
     (id, name, arguments, message id of the assistant entry holding them)."""
+
+    def __init__(
+        self,
+        session: SessionScope,
+        index: int,
+        started_ns: int,
+        implicit: bool = False,
+        owned_session: SessionScope | None = None,
+    ) -> None:
+        self.started_ns = started_ns
+        self.session = session
+        self.index = index
+        self.implicit = implicit
+        self.owned_session = owned_session
+        self.address = (*session.address, index)
+        self.label = f"{session.prefix}{index}"
+        self.op_counter = itertools.count(1)
+        self.pending_tool_calls = deque()
+        self.origin = session.origin
 
     def next_op_index(self) -> int:
         return next(self.op_counter)
@@ -307,6 +364,39 @@ class OpScope(_BaseScope):
     outcome: OutcomeBuilder
     """What it comes to, set by typed setters during the call: its span's outcome attributes,
     and its frozen ``OpOutcome`` when it ends, are made from it."""
+
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        turn: TurnScope,
+        index: int,
+        started_ns: int,
+        outcome: OutcomeBuilder | None = None,
+        owned_session: SessionScope | None = None,
+    ) -> None:
+        self.started_ns = started_ns
+        self.kind = kind
+        self.name = name
+        self.turn = turn
+        self.session = turn.session
+        self.owned_session = owned_session
+        self.address = (*turn.address, index)
+        self.label = f"{turn.label}.{index}"
+        self.origin = turn.origin
+        self.outcome = OutcomeBuilder() if outcome is None else outcome
+        self.child_counter = None
+        self.call_id = None
+        self.call_message = None
+        self.answer = None
+        self.delivers = None
+        self.hosted_reply = None
+        self.text_arguments = ()
+        self.pieces = {}
+        self.request = None
+        self.step = None
+        self.streamed_chars = 0
+        self.payloads = {}
 
     def set_attribute(self, key: str, value: AttributeValue) -> None:
         """Set an attribute on the span, and remember it for the scope's ``Ended`` record; a
@@ -446,25 +536,18 @@ def start_session(
             started_ns=started_ns,
         )
         parent = host_op
-    scope = SessionScope()
-    scope.started_ns = time.time_ns() if started_ns is None else started_ns
-    scope.name = name
-    scope.model = model
-    scope.host_op = host_op
-    scope.hosted_by = parent if isinstance(parent, OpScope) else None
-    scope.auto_turn = None
-    scope.turn_counter = itertools.count(1)
+    started_ns = time.time_ns() if started_ns is None else started_ns
     attributes: dict[str, AttributeValue]
     links: list[Link] = []
+    parent_txn_id: str | None = None
     if parent is None:
         session = current_session()
         run = new_root_run(session, name, arguments, implicit)
-        scope.txn_id = run.origin_txn_id
-        scope.address = ()
-        scope.label = format_label(())
-        scope.prefix = ""
-        scope.parent_txn_id = None
-        scope.call_path = name
+        txn_id = run.origin_txn_id
+        address: Address = ()
+        label = format_label(())
+        prefix = ""
+        call_path = name
         attributes = _flatten_ingress(ingress if ingress is not None else default_ingress())
         previous = session.previous_trace
         if previous is not None:
@@ -472,14 +555,14 @@ def start_session(
             if session.resumed_from is not None:
                 attributes[sc.RESUMED_FROM] = format(previous[0], "032x")
     else:
-        scope.txn_id = new_txn_id()
+        txn_id = new_txn_id()
         run = parent.session.run
         child = parent.next_child_index()
-        scope.address = (*parent.address, child)
-        scope.label = f"{parent.label}:{child}"
-        scope.prefix = f"{parent.label}." if child == 1 else f"{scope.label}."
-        scope.parent_txn_id = parent.session.txn_id
-        scope.call_path = f"{parent.session.call_path}/{name}"
+        address = (*parent.address, child)
+        label = f"{parent.label}:{child}"
+        prefix = f"{parent.label}." if child == 1 else f"{label}."
+        parent_txn_id = parent.session.txn_id
+        call_path = f"{parent.session.call_path}/{name}"
         attributes = _flatten_ingress(
             ingress
             if ingress is not None
@@ -492,13 +575,21 @@ def start_session(
                 },
             }
         )
-        attributes[sc.TXN_PARENT] = scope.parent_txn_id
-    scope.run = run
-    scope.origin = run.origin_txn_id
-    scope.agent_id = agent_of(run.session, owner, name, model, agent_id)
-    scope.common = outbound_attributes(  # once: every span inside carries it as it is
-        {sc.TXN_ID: scope.txn_id, sc.TXN_ORIGIN: run.origin_txn_id, sc.AGENT_ID: scope.agent_id},
-        runtime.settings.max_payload_bytes,
+        attributes[sc.TXN_PARENT] = parent_txn_id
+    scope = SessionScope(
+        name,
+        run,
+        txn_id=txn_id,
+        agent_id=agent_of(run.session, owner, name, model, agent_id),
+        address=address,
+        label=label,
+        prefix=prefix,
+        call_path=call_path,
+        parent_txn_id=parent_txn_id,
+        model=model,
+        host_op=host_op,
+        hosted_by=parent if isinstance(parent, OpScope) else None,
+        started_ns=started_ns,
     )
     attributes.update(scope.common)
     attributes[sc.KIND] = sc.KIND_SESSION
@@ -556,17 +647,8 @@ def start_turn(
             session = parent if isinstance(parent, SessionScope) else parent.session
     if session.auto_turn is not None:
         close_auto_turn(session, started_ns)
-    scope = TurnScope()
-    scope.started_ns = time.time_ns() if started_ns is None else started_ns
-    scope.session = session
-    scope.implicit = implicit
-    scope.owned_session = owned
-    scope.index = session.next_turn_index()
-    scope.address = (*session.address, scope.index)
-    scope.label = f"{session.prefix}{scope.index}"
-    scope.op_counter = itertools.count(1)
-    scope.pending_tool_calls = deque()
-    scope.origin = session.origin
+    started_ns = time.time_ns() if started_ns is None else started_ns
+    scope = TurnScope(session, session.next_turn_index(), started_ns, implicit, owned)
     attributes: dict[str, AttributeValue] = {
         **session.common,
         sc.KIND: sc.KIND_TURN,
@@ -637,30 +719,9 @@ def start_op(
         turn = parent
     else:
         turn = parent.turn
-    scope = OpScope()
-    scope.started_ns = time.time_ns() if started_ns is None else started_ns
-    scope.kind = kind
-    scope.name = name
-    scope.turn = turn
-    scope.session = turn.session
-    scope.owned_session = owned
-    index = turn.next_op_index()
-    scope.address = (*turn.address, index)
-    scope.label = f"{turn.label}.{index}"
-    scope.child_counter = None
-    scope.call_id = None
-    scope.call_message = None
-    scope.answer = None
-    scope.delivers = None
-    scope.hosted_reply = None
-    scope.text_arguments = ()
-    scope.pieces = {}
-    scope.request = None
-    scope.step = None
-    scope.streamed_chars = 0
-    scope.payloads = {}
-    scope.outcome = outcome = OutcomeBuilder() if outcome is None else outcome
-    scope.origin = turn.origin
+    started_ns = time.time_ns() if started_ns is None else started_ns
+    scope = OpScope(kind, name, turn, turn.next_op_index(), started_ns, outcome, owned)
+    outcome = scope.outcome
     # Made outbound here, part by part: the session's common attributes were when it started.
     settings = runtime.settings
     cap = settings.max_payload_bytes
