@@ -165,3 +165,29 @@ def test_an_attempt_answered_from_the_journal_has_its_line_from_the_replayed_out
         line.endswith(", attempt 1, tokens in 3 (cache r 0 w 0) out 2, cost unknown")
         for line in lines
     ), lines
+
+
+def test_a_failed_attempt_s_line_says_its_outcome_s_error_type_and_attempt() -> None:
+    stream = io.StringIO()
+    sink = ConsoleSink("verbose", stream)
+    sink.started(Started("o1", "1.1", "op", "op", STARTED_NS, 1, 2, None, LLM_STARTED))
+    outcome = _llm_outcome(answered=False)
+    outcome.set_attempt(3)
+    outcome.set_error("rate_limit")
+    op = outcome.outcome(
+        "llm",
+        "op",
+        "1.1",
+        STARTED_NS,
+        ENDED_NS,
+        "RateLimitError: slow down",
+        origin_txn_id="o1",
+        txn_id="o1",
+        agent_id="a",
+    )
+    # The record's attributes say neither: the line is the outcome's, not the span's.
+    sink.ended(Ended("o1", "1.1", ENDED_NS, {}, op.error, accounted=Accounted(op, "ts")))
+    assert stream.getvalue() == (
+        "[txn:o1] 1.1 llm/openai:gpt-4o: WRN attempt 3 failed (rate_limit) after 1234ms: "
+        "RateLimitError: slow down\n"
+    )
