@@ -914,6 +914,9 @@ def _outcome(scope: OpScope, ended_ns: int, error: str | None) -> OpOutcome:
     """The op's frozen outcome: what its builder holds, with its identity and how it ended."""
     started = scope.start_record
     session = scope.session
+    # The ids as every output carries them: outbound (capped, scrubbed) once, as the session's
+    # spans and the ledger have always had them.
+    common = session.common
     return scope.outcome.outcome(
         scope.kind,
         scope.name,
@@ -921,9 +924,9 @@ def _outcome(scope: OpScope, ended_ns: int, error: str | None) -> OpOutcome:
         scope.started_ns,
         ended_ns,
         error,
-        origin_txn_id=scope.origin,
-        txn_id=session.txn_id,
-        agent_id=session.agent_id,
+        origin_txn_id=str(common[sc.TXN_ORIGIN]),
+        txn_id=str(common[sc.TXN_ID]),
+        agent_id=str(common[sc.AGENT_ID]),
         call_path=session.call_path,
         trace_id=scope.trace_id,
         span_id=scope.span_id,
