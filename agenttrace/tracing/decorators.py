@@ -230,7 +230,11 @@ class Handle:
 
     def set_attribute(self, key: str, value: AttributeValue) -> None:
         """Add an attribute to the span: ``key`` a non-empty string, ``value`` a str, bool,
-        int or float, or a list of them (as OpenTelemetry takes)."""
+        int or float, or a list of them (as OpenTelemetry takes). On an op, a billing value
+        set by its name (``agenttrace.cost.usd``, ``agenttrace.cost.upstream_usd``, the
+        ``gen_ai.usage.*`` token counts, ``gen_ai.response.model``) with a value of its type
+        is the op's outcome: the ledger, the metrics and the console say it, and the span gets
+        it as it ends."""
         check_text("Handle.set_attribute", "key", key, optional=False)
         check_attribute_value("Handle.set_attribute", "value", value)
         if self._scope is not None:
