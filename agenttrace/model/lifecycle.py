@@ -134,6 +134,7 @@ class Ended:
         "events",
         "label",
         "origin",
+        "outcome",
         "payloads",
         "session",
         "started",
@@ -151,6 +152,7 @@ class Ended:
         accounted: Accounting | None = None,
         session: Any = None,
         started: Started | None = None,
+        outcome: OpOutcome | None = None,
     ) -> None:
         self.origin = origin
         self.label = label
@@ -178,6 +180,9 @@ class Ended:
         """The scope's :class:`Started` record (``None`` if recording began after it started):
         what a consumer in the caller's thread needs of the start, such as the span's identity
         and start attributes, without having kept the start itself."""
+        self.outcome = outcome
+        """The outcome of an op that has no ``accounted``: one answered from the journal, which
+        bought nothing (its console line and opTree node are still made from it)."""
 
 
 class Logged:

@@ -3,21 +3,25 @@
 An op's :class:`OpOutcome` is its one record of what it used, cost and returned: its usage
 (tokens in and out, cache reads and writes, reasoning), its cost, its tool's input and output
 sizes, its status, and the identity of the op and its span. Every output that says what an op
-came to is derived from it, each in one function: its accounting entry, which is its line of the
-billing ledger and of the stream (``agenttrace.formats.ledger.accounting_entry``), its GenAI
-metrics (``agenttrace.sdk.metrics``) and its opTree node (``agenttrace.recorder.optree_builder``).
+came to is derived from it, each in one function: its span's attributes
+(``agenttrace.tracing.op_attributes``), its accounting entry, which is its line of the billing
+ledger and of the stream (``agenttrace.formats.ledger.accounting_entry``), its GenAI metrics
+(``agenttrace.sdk.metrics``), its opTree node (``agenttrace.recorder.optree_builder``) and its
+console line (``agenttrace.recorder.console``).
 
-:func:`op_outcome` is the one place these values are read from the attributes the op's span
-started and ended with (the names of ``agenttrace.semconv``). An outcome is immutable once made,
-so a sink may read it later, on another thread.
+While the op runs, what it comes to is filled in by typed setters on an :class:`OutcomeBuilder`
+(its scope's ``outcome``), as OpenTelemetry util-genai's ``InferenceInvocation`` is; when it
+ends, the builder and the op's identity make the frozen :class:`OpOutcome`. Nothing here knows
+an attribute name: the names are the wire's (``agenttrace.tracing.op_attributes``), used only by the
+projections. An outcome is immutable once made, so a sink may read it later, on another thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+import msgspec
 
-from agenttrace import semconv as sc
+KIND_LLM = "llm"
+"""The kind of an LLM attempt (the opTree's and the wire's)."""
 
 
 class Usage:
@@ -46,97 +50,62 @@ class Usage:
         return (self.input or 0) + (self.output or 0)
 
 
-class OpOutcome:
+class OpOutcome(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One op as it ended: what it was, how it went, what it used and cost.
 
-    Values are those the op's span carries, typed; the LLM fields are ``None`` on a tool call,
-    and the tool fields on an LLM attempt.
+    The LLM fields are ``None`` on a tool call, and the tool fields on an LLM attempt.
     """
 
-    __slots__ = (
-        "agent_id",
-        "attempt",
-        "call_path",
-        "chars_in",
-        "chars_out",
-        "cost_usd",
-        "ended_ns",
-        "error",
-        "error_type",
-        "kind",
-        "mcp_server",
-        "mocked",
-        "name",
-        "operation",
-        "origin_txn_id",
-        "path",
-        "provider",
-        "request_model",
-        "response_model",
-        "response_provider",
-        "span_id",
-        "started_ns",
-        "time_to_first_chunk",
-        "tool_name",
-        "tool_provider",
-        "trace_flags",
-        "trace_id",
-        "txn_id",
-        "upstream_cost_usd",
-        "usage",
-    )
-
     kind: str | None
-    """``llm`` or ``tool`` (``None`` for a span that never said)."""
+    """``llm`` or ``tool`` (``session`` for a tool that hosted a sub-agent run)."""
     name: str
     """The tool's name, or the requested model."""
-    operation: str | None
-    """``gen_ai.operation.name`` (``chat``, ``execute_tool``, ...)."""
-    error: str | None
-    """The span's ERROR status description (scrubbed); ``None``: the op succeeded."""
-    error_type: str | None
     started_ns: int
     ended_ns: int
-    origin_txn_id: str
-    """The origin txn id of the run; like the other ids, on every op's span (a record made by
-    hand without them has ``None``)."""
-    txn_id: str
-    agent_id: str
     path: str
     """The op's path label."""
-    call_path: str | None
+    origin_txn_id: str
+    """The origin txn id of the run."""
+    txn_id: str
+    agent_id: str
+    call_path: str | None = None
     """The call path of the agent run the op belongs to."""
-    provider: str | None
-    request_model: str | None
-    response_provider: str | None
+    operation: str | None = None
+    """The GenAI operation (``chat``, ``execute_tool``, ...)."""
+    error: str | None = None
+    """The span's ERROR status description (scrubbed); ``None``: the op succeeded."""
+    error_type: str | None = None
+    provider: str | None = None
+    request_model: str | None = None
+    response_provider: str | None = None
     """The provider that actually served the attempt, where the response says it."""
-    response_model: str | None
-    attempt: int | None
-    usage: Usage | None
+    response_model: str | None = None
+    attempt: int | None = None
+    usage: Usage | None = None
     """An LLM attempt's tokens (``None`` on a tool call)."""
-    time_to_first_chunk: float | None
+    time_to_first_chunk: float | None = None
     """Seconds from a streamed attempt's start to its first chunk (``None``: not streamed)."""
-    cost_usd: float | None
-    upstream_cost_usd: float | None
-    mocked: bool
+    cost_usd: float | None = None
+    upstream_cost_usd: float | None = None
+    mocked: bool = False
     """An LLM attempt no model answered (litellm's ``mock_response``): its cost is 0."""
-    tool_name: str | None
-    tool_provider: str | None
-    mcp_server: str | None
-    chars_in: int | None
+    tool_name: str | None = None
+    tool_provider: str | None = None
+    mcp_server: str | None = None
+    chars_in: int | None = None
     """Length of a tool call's arguments as JSON."""
-    chars_out: int | None
+    chars_out: int | None = None
     """Length of a tool call's result as JSON (``None`` when it failed)."""
-    trace_id: int
+    trace_id: int = 0
     """0 when the op had no span context (OpenTelemetry's no-op tracer)."""
-    span_id: int
-    trace_flags: int
+    span_id: int = 0
+    trace_flags: int = 0
     """The span's W3C trace flags (bit 0: sampled)."""
 
     @property
     def is_llm(self) -> bool:
         """Whether it is an LLM attempt (else a tool call)."""
-        return self.kind == sc.KIND_LLM
+        return self.kind == KIND_LLM
 
     @property
     def failed(self) -> bool:
@@ -149,71 +118,201 @@ class OpOutcome:
         return (self.ended_ns - self.started_ns) / 1e6
 
 
-def op_outcome(
-    started: Mapping[str, Any],
-    ended: Mapping[str, Any],
-    started_ns: int,
-    ended_ns: int,
-    error: str | None,
-    call_path: str | None,
-    name: str = "",
-    trace_id: int = 0,
-    span_id: int = 0,
-    trace_flags: int = 0,
-    kind: str | None = None,
-) -> OpOutcome:
-    """The outcome of an op whose span started with the attributes ``started`` and gained
-    ``ended`` since (a key set again counts as set last), and ended at ``ended_ns`` with
-    ``error`` (``None``: success). ``name``: the op's name when its span names neither a tool
-    nor a model; ``kind``: its kind when its span does not say."""
-    attributes = {**started, **ended}
-    get: Callable[..., Any] = attributes.get  # values as the span has them
-    outcome = OpOutcome()
-    outcome.kind = get(sc.KIND, kind)
-    named = get(sc.GEN_AI_TOOL_NAME) or get(sc.GEN_AI_REQUEST_MODEL)
-    outcome.name = str(named) if named is not None else name
-    outcome.operation = get(sc.GEN_AI_OPERATION_NAME)
-    outcome.error = error
-    outcome.error_type = get(sc.ERROR_TYPE)
-    outcome.started_ns = started_ns
-    outcome.ended_ns = ended_ns
-    outcome.origin_txn_id = get(sc.TXN_ORIGIN)
-    outcome.txn_id = get(sc.TXN_ID)
-    outcome.agent_id = get(sc.AGENT_ID)
-    outcome.path = get(sc.PATH)
-    outcome.call_path = call_path
-    outcome.trace_id = trace_id
-    outcome.span_id = span_id
-    outcome.trace_flags = trace_flags
-    if outcome.kind == sc.KIND_LLM:
-        outcome.provider = get(sc.GEN_AI_PROVIDER_NAME)
-        outcome.request_model = get(sc.GEN_AI_REQUEST_MODEL)
-        outcome.response_provider = get(sc.RESPONSE_PROVIDER)
-        outcome.response_model = get(sc.GEN_AI_RESPONSE_MODEL)
-        outcome.attempt = get(sc.ATTEMPT)
-        outcome.usage = Usage(
-            get(sc.GEN_AI_USAGE_INPUT_TOKENS),
-            get(sc.GEN_AI_USAGE_OUTPUT_TOKENS),
-            get(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, 0),
-            get(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, 0),
-            get(sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, 0),
+class OutcomeBuilder:
+    """What an op comes to, filled in by typed setters while it runs (its scope's ``outcome``).
+
+    What is known when the op starts (the requested model and provider, the attempt's number, a
+    tool's provider and input size) is set before its span starts, and goes on the span as it
+    starts; the rest (usage, price, the response's model, a tool's output size, an error's
+    type) is set during the call or as it ends. A value set again replaces the last one.
+    :meth:`outcome` makes the frozen :class:`OpOutcome` when the op has ended.
+    """
+
+    __slots__ = (
+        "attempt",
+        "chars_in",
+        "chars_out",
+        "cost_usd",
+        "error_type",
+        "mcp_server",
+        "mocked",
+        "operation",
+        "provider",
+        "request_model",
+        "response_model",
+        "response_provider",
+        "time_to_first_chunk",
+        "tool_name",
+        "tool_provider",
+        "upstream_cost_usd",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self.operation: str | None = None
+        self.provider: str | None = None
+        self.request_model: str | None = None
+        self.attempt: int | None = None
+        self.mocked = False
+        self.response_model: str | None = None
+        self.response_provider: str | None = None
+        self.usage: Usage | None = None
+        self.time_to_first_chunk: float | None = None
+        self.cost_usd: float | None = None
+        self.upstream_cost_usd: float | None = None
+        self.tool_name: str | None = None
+        self.tool_provider: str | None = None
+        self.mcp_server: str | None = None
+        self.chars_in: int | None = None
+        self.chars_out: int | None = None
+        self.error_type: str | None = None
+
+    def copy(self) -> OutcomeBuilder:
+        """A builder with the same values (the next attempt of one request starts from it)."""
+        other = OutcomeBuilder.__new__(OutcomeBuilder)
+        for name in OutcomeBuilder.__slots__:
+            setattr(other, name, getattr(self, name))
+        return other
+
+    # --- known at the start ---------------------------------------------------------------
+
+    def set_operation(self, operation: str) -> None:
+        """The GenAI operation (``chat``, ``embeddings``, ``execute_tool``)."""
+        self.operation = operation
+
+    def set_request(self, model: str, provider: str | None) -> None:
+        """The model an LLM attempt asks for, and its provider (``None``: not known)."""
+        self.request_model = model
+        self.provider = provider
+
+    def set_attempt(self, number: int) -> None:
+        """Which attempt at its request an LLM attempt is (1 for the first)."""
+        self.attempt = number
+
+    def set_mocked(self) -> None:
+        """No model answers this attempt (litellm's ``mock_response``): it costs nothing."""
+        self.mocked = True
+
+    def set_tool(self, name: str, provider: str | None = None) -> None:
+        """A tool call's tool, and who provides it (``None``: not said)."""
+        self.tool_name = name
+        if provider is not None:
+            self.tool_provider = provider
+
+    def set_mcp_server(self, server: str) -> None:
+        """The MCP server a tool call went to."""
+        self.mcp_server = server
+
+    # --- known during the call or at its end ----------------------------------------------
+
+    def set_sizes(self, chars_in: int | None = None, chars_out: int | None = None) -> None:
+        """A tool call's input and output sizes (its arguments and result as JSON, in
+        characters); ``None`` leaves a size as it was."""
+        if chars_in is not None:
+            self.chars_in = chars_in
+        if chars_out is not None:
+            self.chars_out = chars_out
+
+    def set_response(self, model: str | None = None, provider: str | None = None) -> None:
+        """The model that answered, and the provider that served it where a gateway says
+        (``None`` leaves a value as it was)."""
+        if model is not None:
+            self.response_model = model
+        if provider is not None:
+            self.response_provider = provider
+
+    def set_usage(self, usage: Usage | None) -> None:
+        """An LLM attempt's token counts (``None``: not reported)."""
+        self.usage = usage
+
+    def set_cost(self, usd: float | None) -> None:
+        """What the op cost, in USD (``None``: not known, or nothing was bought)."""
+        self.cost_usd = usd
+
+    def set_upstream_cost(self, usd: float | None) -> None:
+        """What the provider behind a gateway charged for the attempt, in USD."""
+        self.upstream_cost_usd = usd
+
+    def set_time_to_first_chunk(self, seconds: float) -> None:
+        """Seconds from a streamed attempt's start to its first chunk."""
+        self.time_to_first_chunk = seconds
+
+    def set_error(self, error_type: str) -> None:
+        """The type of the error the op failed with (its class, or a category)."""
+        self.error_type = error_type
+
+    # --- at the end -----------------------------------------------------------------------
+
+    def outcome(
+        self,
+        kind: str | None,
+        name: str,
+        path: str,
+        started_ns: int,
+        ended_ns: int,
+        error: str | None = None,
+        *,
+        origin_txn_id: str,
+        txn_id: str,
+        agent_id: str,
+        call_path: str | None = None,
+        trace_id: int = 0,
+        span_id: int = 0,
+        trace_flags: int = 0,
+    ) -> OpOutcome:
+        """The op's frozen outcome: these values, with its identity, kind (``llm`` keeps the
+        LLM fields, any other kind the tool fields) and how it ended (``error``: its status
+        description, ``None``: success). ``name``: the op's name when it has neither a tool
+        nor a requested model."""
+        named = self.tool_name or self.request_model
+        if kind == KIND_LLM:
+            return OpOutcome(
+                kind=kind,
+                name=named if named is not None else name,
+                started_ns=started_ns,
+                ended_ns=ended_ns,
+                path=path,
+                origin_txn_id=origin_txn_id,
+                txn_id=txn_id,
+                agent_id=agent_id,
+                call_path=call_path,
+                operation=self.operation,
+                error=error,
+                error_type=self.error_type,
+                provider=self.provider,
+                request_model=self.request_model,
+                response_provider=self.response_provider,
+                response_model=self.response_model,
+                attempt=self.attempt,
+                usage=self.usage if self.usage is not None else Usage(None, None),
+                time_to_first_chunk=self.time_to_first_chunk,
+                cost_usd=self.cost_usd,
+                upstream_cost_usd=self.upstream_cost_usd,
+                mocked=self.mocked,
+                trace_id=trace_id,
+                span_id=span_id,
+                trace_flags=trace_flags,
+            )
+        return OpOutcome(
+            kind=kind,
+            name=named if named is not None else name,
+            started_ns=started_ns,
+            ended_ns=ended_ns,
+            path=path,
+            origin_txn_id=origin_txn_id,
+            txn_id=txn_id,
+            agent_id=agent_id,
+            call_path=call_path,
+            operation=self.operation,
+            error=error,
+            error_type=self.error_type,
+            cost_usd=self.cost_usd,
+            tool_name=self.tool_name,
+            tool_provider=self.tool_provider,
+            mcp_server=self.mcp_server,
+            chars_in=self.chars_in,
+            chars_out=self.chars_out,
+            trace_id=trace_id,
+            span_id=span_id,
+            trace_flags=trace_flags,
         )
-        outcome.time_to_first_chunk = get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
-        outcome.cost_usd = get(sc.COST_USD)
-        outcome.upstream_cost_usd = get(sc.COST_UPSTREAM_USD)
-        outcome.mocked = get(sc.MOCKED) is True
-        outcome.tool_name = outcome.tool_provider = outcome.mcp_server = None
-        outcome.chars_in = outcome.chars_out = None
-    else:
-        outcome.provider = outcome.request_model = outcome.response_provider = None
-        outcome.response_model = outcome.attempt = outcome.usage = None
-        outcome.time_to_first_chunk = None
-        outcome.cost_usd = get(sc.COST_USD)
-        outcome.upstream_cost_usd = None
-        outcome.mocked = False
-        outcome.tool_name = get(sc.GEN_AI_TOOL_NAME)
-        outcome.tool_provider = get(sc.TOOL_PROVIDER)
-        outcome.mcp_server = get(sc.TOOL_MCP_SERVER)
-        outcome.chars_in = get(sc.TOOL_CHARS_IN)
-        outcome.chars_out = get(sc.TOOL_CHARS_OUT)
-    return outcome

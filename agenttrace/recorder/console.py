@@ -25,7 +25,8 @@ from agenttrace._internal.config import ConsoleMode, Settings
 from agenttrace._internal.later import recorded_text
 from agenttrace._internal.redact import cap_text, scrub_json_text
 from agenttrace.model.lifecycle import Ended, Logged, Started
-from agenttrace.model.outcome import OpOutcome, op_outcome
+from agenttrace.model.outcome import OpOutcome
+from agenttrace.recorder.bare_outcome import bare_outcome
 from agenttrace.recorder.sink import Sink
 
 _QUIET_LEVELS = frozenset({"WRN", "ERR"})
@@ -120,7 +121,12 @@ class ConsoleSink(Sink):
             level = (
                 "ERR" if kind == sc.KIND_SESSION and not attributes.get(sc.TXN_PARENT) else "WRN"
             )
-            failure = _failure(attributes, latency, record.error)
+            op = _carried_outcome(record)
+            if op is not None:  # an op: its outcome says how it failed
+                failure = _failure(op.error_type, op.attempt, latency, record.error)
+            else:  # a run or a turn: its span does
+                error_type, attempt = attributes.get(sc.ERROR_TYPE), attributes.get(sc.ATTEMPT)
+                failure = _failure(error_type, attempt, latency, record.error)
             self._write(format_line(attributes, f"{level} {failure}"))
         elif self.mode != "quiet" and kind in (sc.KIND_LLM, sc.KIND_TOOL, sc.KIND_SESSION):
             if kind == sc.KIND_SESSION and (
@@ -159,12 +165,10 @@ def _latency_text(latency_ms: float) -> str:
     return f"{latency_ms:.0f}ms"
 
 
-def _failure(attributes: Mapping[str, Any], latency: str, error: str) -> str:
+def _failure(error_type: Any, attempt: Any, latency: str, error: str) -> str:
     what = "failed"
-    error_type = attributes.get(sc.ERROR_TYPE)
     if error_type:
         what += f" ({error_type})"
-    attempt = attributes.get(sc.ATTEMPT)
     prefix = f"attempt {attempt} " if attempt else ""
     # One line: an exception message may carry a whole traceback (litellm's do).
     description = error.strip().split("\n", 1)[0][:_MAX_REASON]
@@ -175,14 +179,22 @@ def _known(count: Any) -> str:
     return "?" if count is None else str(count)
 
 
-def _outcome_of(record: Ended, started_ns: int, started: Mapping[str, Any]) -> OpOutcome:
-    """The op's typed outcome: the one its record carries, else (an op answered from the
-    journal, which carries none: nothing was bought) read from its span's attributes."""
+def _carried_outcome(record: Ended) -> OpOutcome | None:
+    """An op's typed outcome, as its record carries it: on its accounting, else (an op
+    answered from the journal: nothing was bought) on the record itself; ``None`` for a run, a
+    turn, or a record made by hand."""
     if record.accounted is not None:
         return record.accounted.op
-    return op_outcome(
-        started, record.attributes, started_ns, record.ended_ns, record.error, call_path=None
-    )
+    return record.outcome
+
+
+def _outcome_of(record: Ended, started_ns: int, started: Mapping[str, Any]) -> OpOutcome:
+    """The op's typed outcome (:func:`_carried_outcome`), else, for a record made by hand, what
+    its start says of it."""
+    op = _carried_outcome(record)
+    if op is not None:
+        return op
+    return bare_outcome(started, started_ns, record.ended_ns, record.error)
 
 
 def _summary(op: OpOutcome, latency: str) -> str:

@@ -38,7 +38,8 @@ from agenttrace.formats.session.schema import AccountingEntry
 from agenttrace.formats.session.spool import Piece, Spool
 from agenttrace.model.amounts import latency_written
 from agenttrace.model.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
-from agenttrace.model.outcome import OpOutcome, op_outcome
+from agenttrace.model.outcome import OpOutcome
+from agenttrace.recorder.bare_outcome import bare_outcome
 from agenttrace.recorder.sink import Sink
 
 Node = dict[str, Any]
@@ -562,11 +563,13 @@ def _complete(node: Node, record: Ended, run: RunTree) -> AccountingEntry | None
     entry: AccountingEntry
     if record.accounted is not None:
         op, entry = record.accounted.op, record.accounted.entry
+    elif record.outcome is not None:  # answered from the journal: its outcome, unbilled
+        op = record.outcome
+        entry = accounting_entry(op)
     else:  # a record made by hand (no scope made its outcome)
         session = run.session_of(record.label)
-        op = op_outcome(
+        op = bare_outcome(
             span["attributes"],
-            {},
             span["startTimeUnixNano"],
             record.ended_ns,
             error,

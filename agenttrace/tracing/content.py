@@ -18,10 +18,7 @@ from agenttrace._internal.capture import Output, captures, content_attributes
 from agenttrace._internal.later import RecordedLater, json_length
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
-from agenttrace.tracing.op_attributes import (
-    tool_input_size_attributes,
-    tool_output_size_attributes,
-)
+from agenttrace.model.outcome import OutcomeBuilder
 
 
 def recorded_content(
@@ -37,13 +34,18 @@ def recorded_content(
 
 
 def tool_payload(
-    payloads: dict[str, Any], key: str, value: Any, *, later: bool = False
+    payloads: dict[str, Any],
+    key: str,
+    value: Any,
+    outcome: OutcomeBuilder,
+    *,
+    later: bool = False,
 ) -> dict[str, AttributeValue]:
     """Record ``value`` (a tool call's arguments, ``key`` ``gen_ai.tool.call.arguments``, or
-    its result, ``gen_ai.tool.call.result``) as ``payloads[key]``, and return the span
-    attributes it gives: its size in characters (a string's length, anything else's JSON
-    length), the call's input or output size (``op_attributes``), and, where content goes on
-    spans, the recorded text under ``key``.
+    its result, ``gen_ai.tool.call.result``) as ``payloads[key]``, set its size in characters
+    (a string's length, anything else's JSON length) as the call's input or output size on
+    ``outcome``, and return the span attributes it gives: where content goes on spans, the
+    recorded text under ``key``.
 
     ``later``: nothing can change ``value`` (it is agenttrace's own, or a result that cannot
     change), so when the span does not carry the text it is recorded later, off the caller's
@@ -51,19 +53,21 @@ def tool_payload(
     """
     settings = runtime.settings
     on_span = captures(Output.SPAN, settings)
-    sizes = (
-        tool_input_size_attributes
-        if key == sc.GEN_AI_TOOL_CALL_ARGUMENTS
-        else tool_output_size_attributes
-    )
+    arguments = key == sc.GEN_AI_TOOL_CALL_ARGUMENTS
     if later and not on_span:
         length = len(value) if type(value) is str else json_length(value)
         if length is not None:
             payloads[key] = RecordedLater(value, settings.max_payload_bytes)
-            return sizes(length)
+            _sized(outcome, arguments, length)
+            return {}
     length, recorded = recorded_json(value, settings.max_payload_bytes)
     payloads[key] = recorded
-    attributes = sizes(length)
-    if on_span:
-        attributes[key] = recorded
-    return attributes
+    _sized(outcome, arguments, length)
+    return {key: recorded} if on_span else {}
+
+
+def _sized(outcome: OutcomeBuilder, arguments: bool, length: int) -> None:
+    if arguments:
+        outcome.chars_in = length
+    else:
+        outcome.chars_out = length

@@ -39,6 +39,7 @@ from agenttrace._internal.checks import (
 from agenttrace._internal.errors import report_internal_error, report_misuse
 from agenttrace._internal.runtime import runtime
 from agenttrace.model.journal import EFFECTS
+from agenttrace.model.outcome import OutcomeBuilder
 from agenttrace.tracing.agents import owner_agent_id, str_attribute
 from agenttrace.tracing.binding import BOUND, PLAIN, Binding, binding_of
 from agenttrace.tracing.content import tool_payload
@@ -48,11 +49,11 @@ from agenttrace.tracing.llm_attributes import (
     input_summary,
     request_attributes,
     request_messages,
+    request_outcome,
     response_attributes,
     split_model,
 )
 from agenttrace.tracing.llm_steps import begin_call_step, end_llm_step, keep_chunk
-from agenttrace.tracing.op_attributes import error_span_attributes, tool_output_size_attributes
 from agenttrace.tracing.scopes import (
     OpScope,
     Scope,
@@ -229,7 +230,11 @@ class Handle:
 
     def set_attribute(self, key: str, value: AttributeValue) -> None:
         """Add an attribute to the span: ``key`` a non-empty string, ``value`` a str, bool,
-        int or float, or a list of them (as OpenTelemetry takes)."""
+        int or float, or a list of them (as OpenTelemetry takes). On an op, a billing value
+        set by its name (``agenttrace.cost.usd``, ``agenttrace.cost.upstream_usd``, the
+        ``gen_ai.usage.*`` token counts, ``gen_ai.response.model``) with a value of its type
+        is the op's outcome: the ledger, the metrics and the console say it, and the span gets
+        it as it ends."""
         check_text("Handle.set_attribute", "key", key, optional=False)
         check_attribute_value("Handle.set_attribute", "value", value)
         if self._scope is not None:
@@ -568,15 +573,20 @@ class _ToolSpec(_Spec[OpScope]):
         arguments = self._arguments(args, kwargs, owner is not None)
         # A dict built here holds what the call was given and no one else changes it.
         payloads: dict[str, Any] = {}
+        outcome = OutcomeBuilder()
         attributes = tool_payload(
-            payloads, sc.GEN_AI_TOOL_CALL_ARGUMENTS, arguments, later=self.arguments is None
+            payloads,
+            sc.GEN_AI_TOOL_CALL_ARGUMENTS,
+            arguments,
+            outcome,
+            later=self.arguments is None,
         )
         if self.category is not None:
             attributes[sc.TOOL_CATEGORY] = self.category
         if self.provider is not None:
-            attributes[sc.TOOL_PROVIDER] = self.provider
+            outcome.tool_provider = self.provider
         caller = current_scope()
-        scope = start_op(sc.KIND_TOOL, name, attributes)
+        scope = start_op(sc.KIND_TOOL, name, attributes, outcome=outcome)
         scope.payloads.update(payloads)
         scope.text_arguments = tuple(arguments.values())
         call = scope.turn.claim_tool_call(name)
@@ -650,8 +660,8 @@ class _ToolSpec(_Spec[OpScope]):
         done = None if isinstance(result, Streamed) or result is NO_RESULT else result
         end_tool_step(scope, done, error)
         if isinstance(result, Streamed):  # a generator tool: its results were its items
-            sizes = tool_output_size_attributes(scope.streamed_chars)
-            finish(scope, error, sizes, passed=passed)
+            scope.outcome.set_sizes(chars_out=scope.streamed_chars)
+            finish(scope, error, passed=passed)
             return
         ok = error is None and passed is None and result is not NO_RESULT
         if ok and scope.call_id is not None:
@@ -667,8 +677,11 @@ def _tool_result_attributes(scope: OpScope, result: Any) -> dict[str, AttributeV
     """The result's span attributes; its recorded JSON goes into the saved state (recorded
     later, off the caller's path, for a result that cannot change: see ``_internal/later``)."""
     if result is None:
-        return tool_output_size_attributes(0)
-    return tool_payload(scope.payloads, sc.GEN_AI_TOOL_CALL_RESULT, result, later=True)
+        scope.outcome.set_sizes(chars_out=0)
+        return {}
+    return tool_payload(
+        scope.payloads, sc.GEN_AI_TOOL_CALL_RESULT, result, scope.outcome, later=True
+    )
 
 
 @overload
@@ -787,9 +800,10 @@ class _LLMSpec(_Spec[OpScope]):
         scope = start_op(
             sc.KIND_LLM,
             sc.SPAN_LLM.format(model=short),
-            request_attributes(short, provider, 1, bool(kwargs.get("stream"))),
+            request_attributes(bool(kwargs.get("stream"))),
             new_turn=True,
             more=summarise_input if messages else None,
+            outcome=request_outcome(short, provider, 1),
         )
         scope.payloads.update(payloads)
         scope.request = messages
@@ -803,13 +817,18 @@ class _LLMSpec(_Spec[OpScope]):
         # recorded on its handle.
         end_llm_step(scope, response=None if result is NO_RESULT else result, error=error)
         if error is not None:
-            finish(scope, error, error_span_attributes(classify_error(error)))
+            scope.outcome.set_error(classify_error(error))
+            finish(scope, error)
         elif result is None or result is NO_RESULT:
             finish(scope, None)
         else:
             # Now, not later: the tool spans that follow need the call ids and message ids.
             log_llm_exchange(scope, scope.request, result)
-            finish(scope, None, functools.partial(response_attributes, result, scope.payloads))
+            finish(
+                scope,
+                None,
+                functools.partial(response_attributes, result, scope.outcome, scope.payloads),
+            )
 
     def on_item(self, scope: OpScope, item: Any) -> None:
         keep_chunk(scope, item)  # for the journal's done line

@@ -22,9 +22,9 @@ from agenttrace import semconv as sc
 from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.runtime import runtime
 from agenttrace.model.events import alignment, same_entry
-from agenttrace.model.outcome import Usage
+from agenttrace.model.outcome import OutcomeBuilder, Usage
 from agenttrace.tracing.content import recorded_content
-from agenttrace.tracing.op_attributes import cost_span_attributes, usage_span_attributes
+from agenttrace.tracing.op_attributes import usage_span_attributes
 from agenttrace.tracing.scopes import SessionScope
 
 _MISSING = object()
@@ -146,7 +146,7 @@ def split_model(model: str, provider: str | None = None) -> tuple[str | None, st
 
 def usage_attributes(usage: Any) -> dict[str, AttributeValue]:
     """Token counts from an OpenAI-, Anthropic- or litellm-style usage block, as span
-    attributes."""
+    attributes (an agent run's: an op's usage is its outcome's, ``OutcomeBuilder.set_usage``)."""
     counts = usage_of(usage)
     return usage_span_attributes(counts) if counts is not None else {}
 
@@ -184,25 +184,23 @@ def usage_of(usage: Any) -> Usage | None:
 # --- request and response ----------------------------------------------------------------------
 
 
-def request_attributes(
-    model: str, provider: str | None, attempt: int, stream: bool = False
-) -> dict[str, AttributeValue]:
-    """Attributes an attempt has when it starts."""
-    attributes: dict[str, AttributeValue] = {
-        sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
-        sc.GEN_AI_REQUEST_MODEL: model,
-        sc.ATTEMPT: attempt,
-    }
-    openinference = runtime.settings.openinference
-    if openinference:  # OpenInference's names, for Phoenix
-        attributes[sc.LLM_MODEL_NAME] = model
-    if provider:
-        attributes[sc.GEN_AI_PROVIDER_NAME] = provider
-        if openinference:
-            attributes[sc.LLM_PROVIDER] = provider
-    if stream:
-        attributes[sc.GEN_AI_REQUEST_STREAM] = True
-    return attributes
+def request_outcome(
+    model: str, provider: str | None, attempt: int | None, operation: str = sc.OP_CHAT
+) -> OutcomeBuilder:
+    """What an attempt's outcome knows when it starts: its operation, requested model and
+    provider, and its number (``None``: numbered when each attempt starts). Its span starts with
+    them (``op_attributes.start_attributes``)."""
+    outcome = OutcomeBuilder()
+    outcome.set_operation(operation)
+    outcome.set_request(model, provider or None)
+    if attempt is not None:
+        outcome.set_attempt(attempt)
+    return outcome
+
+
+def request_attributes(stream: bool = False) -> dict[str, AttributeValue]:
+    """Attributes an attempt has when it starts beside its outcome's: whether it streams."""
+    return {sc.GEN_AI_REQUEST_STREAM: True} if stream else {}
 
 
 def request_messages(kwargs: Mapping[str, Any]) -> Any:
@@ -325,13 +323,15 @@ def _same_message(a: Any, b: Any) -> bool:
 
 
 def response_attributes(
-    response: Any, payloads: dict[str, str] | None = None
+    response: Any, outcome: OutcomeBuilder, payloads: dict[str, str] | None = None
 ) -> dict[str, AttributeValue]:
-    """Attributes from a chat completion response (OpenAI/litellm or Anthropic shape)."""
+    """What a chat completion response (OpenAI/litellm or Anthropic shape) says: its model,
+    usage and what a gateway says of the call set on ``outcome``; the rest returned as span
+    attributes."""
     attributes: dict[str, AttributeValue] = {}
     model = field(response, "model")
     if isinstance(model, str) and model:
-        attributes[sc.GEN_AI_RESPONSE_MODEL] = model
+        outcome.set_response(model=model)
     response_id = field(response, "id")
     if isinstance(response_id, str) and response_id:
         attributes[sc.GEN_AI_RESPONSE_ID] = response_id
@@ -339,8 +339,10 @@ def response_attributes(
     if reasons:
         attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
     usage = field(response, "usage")
-    attributes.update(usage_attributes(usage))
-    attributes.update(gateway_attributes(response, usage))
+    counts = usage_of(usage)
+    if counts is not None:
+        outcome.set_usage(counts)
+    gateway_outcome(outcome, response, usage)
     if payloads is not None or captures(Output.SPAN, runtime.settings):
         output = output_messages(response)
         if output:
@@ -348,14 +350,13 @@ def response_attributes(
     return attributes
 
 
-def gateway_attributes(response: Any, usage: Any) -> dict[str, AttributeValue]:
+def gateway_outcome(outcome: OutcomeBuilder, response: Any, usage: Any) -> None:
     """What a gateway's response says about the call behind it (OpenRouter's, as litellm passes
-    it on): the provider that served it (the response's ``provider``) and what that provider
-    charged (``usage.cost_details.upstream_inference_cost``). Empty when it says neither."""
-    attributes: dict[str, AttributeValue] = {}
+    it on), set on ``outcome``: the provider that served it (the response's ``provider``) and
+    what that provider charged (``usage.cost_details.upstream_inference_cost``)."""
     served_by = field(response, "provider")
     if isinstance(served_by, str) and served_by:
-        attributes[sc.RESPONSE_PROVIDER] = served_by
+        outcome.set_response(provider=served_by)
     upstream = field(field(usage, "cost_details"), "upstream_inference_cost")
     if (
         isinstance(upstream, (int, float))
@@ -363,8 +364,7 @@ def gateway_attributes(response: Any, usage: Any) -> dict[str, AttributeValue]:
         and math.isfinite(upstream)
         and upstream >= 0
     ):
-        attributes.update(cost_span_attributes(None, float(upstream)))
-    return attributes
+        outcome.set_upstream_cost(float(upstream))
 
 
 def finish_reasons(response: Any) -> list[str]:

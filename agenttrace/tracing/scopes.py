@@ -47,18 +47,19 @@ from agenttrace._internal.times import event_ts
 from agenttrace.formats.ledger import Accounted
 from agenttrace.model.ids import new_txn_id
 from agenttrace.model.lifecycle import Ended, SpanEvent, Started
-from agenttrace.model.outcome import op_outcome
+from agenttrace.model.outcome import OpOutcome, OutcomeBuilder
 from agenttrace.model.paths import Address, format_label
-from agenttrace.model.reentry import Reentry
-from agenttrace.session.reentry_match import enters as enters_reentry
 from agenttrace.session.state import Session, current_session
 from agenttrace.tracing.agents import agent_of
-from agenttrace.tracing.op_attributes import error_span_attributes
+from agenttrace.tracing.op_attributes import (
+    end_attributes,
+    error_span_attributes,
+    route_user_attribute,
+    start_attributes,
+)
 from agenttrace.tracing.outbound import outbound_attributes, outbound_text, outbound_value
 from agenttrace.tracing.recording import emit, emit_inference_details, record_canonical_event
-from agenttrace.tracing.request_digests import MessageDigests
-from agenttrace.tracing.run_arguments import root_run_fingerprint
-from agenttrace.tracing.run_journal import journal_run_end, journal_run_start
+from agenttrace.tracing.runs import Run, new_root_run, run_ended, run_started
 
 Scope = Union["SessionScope", "TurnScope", "OpScope"]
 
@@ -84,39 +85,6 @@ def current_scope() -> Scope | None:
     """The innermost agenttrace scope in this context, if any."""
     scope: Scope | None = _current.get()
     return scope
-
-
-class Run:
-    """What a root agent run shares with every sub-agent inside it."""
-
-    __slots__ = (
-        "attempt",
-        "digests",
-        "histories",
-        "journal_run",
-        "origin_txn_id",
-        "reentry",
-        "session",
-        "session_id",
-    )
-
-    def __init__(self, origin_txn_id: str, session: Session) -> None:
-        self.origin_txn_id = origin_txn_id
-        self.session = session
-        """The ``Session`` the run records its events in (ids, agents, transcripts)."""
-        self.session_id = session.session_id
-        self.histories: dict[str, tuple[int, Any]] = {}
-        """Per agent id: (message count, last message) of its previous LLM request."""
-        self.digests: dict[str, MessageDigests] = {}
-        """Per agent id: its last LLM request's messages and their digests, for the next
-        request's fingerprint (``agenttrace.tracing.request_digests``)."""
-        self.journal_run = origin_txn_id
-        """The run its steps are journaled under: its own origin, or the interrupted run's it
-        re-enters (so its steps and idempotency keys are that run's)."""
-        self.attempt = 1
-        """Which attempt at ``journal_run`` this is (2 for its first re-entry)."""
-        self.reentry: Reentry | None = None
-        """The interrupted run it re-enters, if it does (``agenttrace.model.reentry``)."""
 
 
 class _BaseScope:
@@ -219,6 +187,44 @@ class SessionScope(_BaseScope):
     """What this session's turn labels start with (``paths.format_label``, built incrementally)."""
     turn_counter: itertools.count[int]
 
+    def __init__(
+        self,
+        name: str,
+        run: Run,
+        *,
+        txn_id: str,
+        agent_id: str,
+        address: Address,
+        label: str,
+        prefix: str,
+        call_path: str,
+        parent_txn_id: str | None = None,
+        model: str | None = None,
+        host_op: OpScope | None = None,
+        hosted_by: OpScope | None = None,
+        started_ns: int,
+    ) -> None:
+        self.started_ns = started_ns
+        self.name = name
+        self.model = model
+        self.run = run
+        self.origin = run.origin_txn_id
+        self.txn_id = txn_id
+        self.parent_txn_id = parent_txn_id
+        self.agent_id = agent_id
+        self.address = address
+        self.label = label
+        self.prefix = prefix
+        self.call_path = call_path
+        self.host_op = host_op
+        self.hosted_by = hosted_by
+        self.auto_turn = None
+        self.turn_counter = itertools.count(1)
+        self.common = outbound_attributes(  # once: every span inside carries it as it is
+            {sc.TXN_ID: txn_id, sc.TXN_ORIGIN: run.origin_txn_id, sc.AGENT_ID: agent_id},
+            runtime.settings.max_payload_bytes,
+        )
+
     def next_turn_index(self) -> int:
         return next(self.turn_counter)
 
@@ -248,6 +254,25 @@ class TurnScope(_BaseScope):
     pending_tool_calls: deque[tuple[str, str, str, str | None]]
     """Tool calls the turn's LLM asked for and no tool span has claimed yet:
     (id, name, arguments, message id of the assistant entry holding them)."""
+
+    def __init__(
+        self,
+        session: SessionScope,
+        index: int,
+        started_ns: int,
+        implicit: bool = False,
+        owned_session: SessionScope | None = None,
+    ) -> None:
+        self.started_ns = started_ns
+        self.session = session
+        self.index = index
+        self.implicit = implicit
+        self.owned_session = owned_session
+        self.address = (*session.address, index)
+        self.label = f"{session.prefix}{index}"
+        self.op_counter = itertools.count(1)
+        self.pending_tool_calls = deque()
+        self.origin = session.origin
 
     def next_op_index(self) -> int:
         return next(self.op_counter)
@@ -290,6 +315,7 @@ class OpScope(_BaseScope):
         "hosted_reply",
         "kind",
         "name",
+        "outcome",
         "owned_session",
         "payloads",
         "pieces",
@@ -335,6 +361,49 @@ class OpScope(_BaseScope):
     payloads: dict[str, Any]
     """Its request and response content for the saved state (see ``Ended.payloads``): text,
     or a ``RecordedLater``."""
+    outcome: OutcomeBuilder
+    """What it comes to, set by typed setters during the call: its span's outcome attributes,
+    and its frozen ``OpOutcome`` when it ends, are made from it."""
+
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        turn: TurnScope,
+        index: int,
+        started_ns: int,
+        outcome: OutcomeBuilder | None = None,
+        owned_session: SessionScope | None = None,
+    ) -> None:
+        self.started_ns = started_ns
+        self.kind = kind
+        self.name = name
+        self.turn = turn
+        self.session = turn.session
+        self.owned_session = owned_session
+        self.address = (*turn.address, index)
+        self.label = f"{turn.label}.{index}"
+        self.origin = turn.origin
+        self.outcome = OutcomeBuilder() if outcome is None else outcome
+        self.child_counter = None
+        self.call_id = None
+        self.call_message = None
+        self.answer = None
+        self.delivers = None
+        self.hosted_reply = None
+        self.text_arguments = ()
+        self.pieces = {}
+        self.request = None
+        self.step = None
+        self.streamed_chars = 0
+        self.payloads = {}
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        """Set an attribute on the span, and remember it for the scope's ``Ended`` record; a
+        billing value (a cost, tokens) set by name goes to the op's outcome, which the span
+        gets it from as it ends (``op_attributes.route_user_attribute``)."""
+        if not route_user_attribute(self.outcome, key, value):
+            super().set_attribute(key, value)
 
     def next_child_index(self) -> int:
         with _shared:  # sub-agents started at once in pool threads: one counter, one kind change
@@ -467,36 +536,18 @@ def start_session(
             started_ns=started_ns,
         )
         parent = host_op
-    scope = SessionScope()
-    scope.started_ns = time.time_ns() if started_ns is None else started_ns
-    scope.name = name
-    scope.model = model
-    scope.host_op = host_op
-    scope.hosted_by = parent if isinstance(parent, OpScope) else None
-    scope.auto_turn = None
-    scope.turn_counter = itertools.count(1)
+    started_ns = time.time_ns() if started_ns is None else started_ns
     attributes: dict[str, AttributeValue]
     links: list[Link] = []
-    run_fingerprint: str | None = None
+    parent_txn_id: str | None = None
     if parent is None:
         session = current_session()
-        # A fresh session's first run is named by it: its origin txn id is the session id.
-        first = session.run_count == 0 and not session.runs
-        scope.txn_id = session.session_id if first else new_txn_id()
-        session.run_count += 1
-        run = Run(scope.txn_id, session)
-        run_fingerprint = root_run_fingerprint(session, arguments, implicit)
-        reentry = session.reentry
-        if reentry is not None and reentry.take():
-            session.reentry = None
-            if enters_reentry(session, reentry, name, run_fingerprint, implicit):
-                run.journal_run, run.attempt = reentry.origin, reentry.attempt
-                run.reentry = reentry
-        scope.address = ()
-        scope.label = format_label(())
-        scope.prefix = ""
-        scope.parent_txn_id = None
-        scope.call_path = name
+        run = new_root_run(session, name, arguments, implicit)
+        txn_id = run.origin_txn_id
+        address: Address = ()
+        label = format_label(())
+        prefix = ""
+        call_path = name
         attributes = _flatten_ingress(ingress if ingress is not None else default_ingress())
         previous = session.previous_trace
         if previous is not None:
@@ -504,14 +555,14 @@ def start_session(
             if session.resumed_from is not None:
                 attributes[sc.RESUMED_FROM] = format(previous[0], "032x")
     else:
-        scope.txn_id = new_txn_id()
+        txn_id = new_txn_id()
         run = parent.session.run
         child = parent.next_child_index()
-        scope.address = (*parent.address, child)
-        scope.label = f"{parent.label}:{child}"
-        scope.prefix = f"{parent.label}." if child == 1 else f"{scope.label}."
-        scope.parent_txn_id = parent.session.txn_id
-        scope.call_path = f"{parent.session.call_path}/{name}"
+        address = (*parent.address, child)
+        label = f"{parent.label}:{child}"
+        prefix = f"{parent.label}." if child == 1 else f"{label}."
+        parent_txn_id = parent.session.txn_id
+        call_path = f"{parent.session.call_path}/{name}"
         attributes = _flatten_ingress(
             ingress
             if ingress is not None
@@ -524,13 +575,21 @@ def start_session(
                 },
             }
         )
-        attributes[sc.TXN_PARENT] = scope.parent_txn_id
-    scope.run = run
-    scope.origin = run.origin_txn_id
-    scope.agent_id = agent_of(run.session, owner, name, model, agent_id)
-    scope.common = outbound_attributes(  # once: every span inside carries it as it is
-        {sc.TXN_ID: scope.txn_id, sc.TXN_ORIGIN: run.origin_txn_id, sc.AGENT_ID: scope.agent_id},
-        runtime.settings.max_payload_bytes,
+        attributes[sc.TXN_PARENT] = parent_txn_id
+    scope = SessionScope(
+        name,
+        run,
+        txn_id=txn_id,
+        agent_id=agent_of(run.session, owner, name, model, agent_id),
+        address=address,
+        label=label,
+        prefix=prefix,
+        call_path=call_path,
+        parent_txn_id=parent_txn_id,
+        model=model,
+        host_op=host_op,
+        hosted_by=parent if isinstance(parent, OpScope) else None,
+        started_ns=started_ns,
     )
     attributes.update(scope.common)
     attributes[sc.KIND] = sc.KIND_SESSION
@@ -565,15 +624,7 @@ def start_session(
     if parent is None and scope.trace_id:  # the next run of this session links to this one
         run.session.previous_trace = (scope.trace_id, scope.span_id)
     if parent is None:
-        journal_run_start(
-            run.session,
-            run.journal_run,
-            run.attempt,
-            scope.agent_id,
-            name,
-            run_fingerprint,
-            implicit,
-        )
+        run_started(run, scope.agent_id, name, implicit)
     return scope
 
 
@@ -596,17 +647,8 @@ def start_turn(
             session = parent if isinstance(parent, SessionScope) else parent.session
     if session.auto_turn is not None:
         close_auto_turn(session, started_ns)
-    scope = TurnScope()
-    scope.started_ns = time.time_ns() if started_ns is None else started_ns
-    scope.session = session
-    scope.implicit = implicit
-    scope.owned_session = owned
-    scope.index = session.next_turn_index()
-    scope.address = (*session.address, scope.index)
-    scope.label = f"{session.prefix}{scope.index}"
-    scope.op_counter = itertools.count(1)
-    scope.pending_tool_calls = deque()
-    scope.origin = session.origin
+    started_ns = time.time_ns() if started_ns is None else started_ns
+    scope = TurnScope(session, session.next_turn_index(), started_ns, implicit, owned)
     attributes: dict[str, AttributeValue] = {
         **session.common,
         sc.KIND: sc.KIND_TURN,
@@ -648,6 +690,7 @@ def start_op(
     implicit: bool = False,
     more: Callable[[SessionScope], dict[str, AttributeValue]] | None = None,
     started_ns: int | None = None,
+    outcome: OutcomeBuilder | None = None,
 ) -> OpScope:
     """Open an op span of ``kind`` (``llm``/``tool``) in the current turn.
 
@@ -655,6 +698,9 @@ def start_op(
     explicit turn) it opens the next auto turn. ``attributes`` are added to the span at start,
     and so are those ``more`` computes from the session the op turns out to run in.
     ``started_ns``: when the op began, if before now (a turn it opens begins then too).
+    ``outcome``: what is known of the op's outcome before it starts (an LLM attempt's request,
+    a tool's provider and input size), which its span starts with; it becomes the scope's
+    ``outcome``, filled in during the call.
     """
     parent = _current.get()
     owned: SessionScope | None = None
@@ -673,29 +719,9 @@ def start_op(
         turn = parent
     else:
         turn = parent.turn
-    scope = OpScope()
-    scope.started_ns = time.time_ns() if started_ns is None else started_ns
-    scope.kind = kind
-    scope.name = name
-    scope.turn = turn
-    scope.session = turn.session
-    scope.owned_session = owned
-    index = turn.next_op_index()
-    scope.address = (*turn.address, index)
-    scope.label = f"{turn.label}.{index}"
-    scope.child_counter = None
-    scope.call_id = None
-    scope.call_message = None
-    scope.answer = None
-    scope.delivers = None
-    scope.hosted_reply = None
-    scope.text_arguments = ()
-    scope.pieces = {}
-    scope.request = None
-    scope.step = None
-    scope.streamed_chars = 0
-    scope.payloads = {}
-    scope.origin = turn.origin
+    started_ns = time.time_ns() if started_ns is None else started_ns
+    scope = OpScope(kind, name, turn, turn.next_op_index(), started_ns, outcome, owned)
+    outcome = scope.outcome
     # Made outbound here, part by part: the session's common attributes were when it started.
     settings = runtime.settings
     cap = settings.max_payload_bytes
@@ -706,6 +732,8 @@ def start_op(
         sc.PATH: outbound_value(sc.PATH, scope.label, cap),
     }
     if kind == sc.KIND_TOOL:
+        outcome.operation = sc.OP_EXECUTE_TOOL
+        outcome.tool_name = capped_name
         span_attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
         span_attributes[sc.GEN_AI_TOOL_NAME] = capped_name
         if settings.openinference:
@@ -718,6 +746,7 @@ def start_op(
         span_name = capped_name
     if implicit:
         span_attributes[sc.IMPLICIT] = True
+    span_attributes.update(outbound_attributes(start_attributes(outcome), cap))
     if attributes:
         span_attributes.update(outbound_attributes(attributes, cap))
     if more is not None:
@@ -796,12 +825,19 @@ def finish(
     span = scope.span
     # The span's own status and duration say how it went and how long it took: no attribute
     # repeats them (the opTree's status and latency come from the Ended record).
-    final: Attributes = {} if error is None else error_span_attributes(type(error).__qualname__)
+    op = scope if isinstance(scope, OpScope) else None
+    final: Attributes = (
+        {} if error is None or op is not None else error_span_attributes(type(error).__qualname__)
+    )
     try:
         more = attributes() if callable(attributes) else attributes
         if more:
             final.update(more)
     finally:
+        if op is not None:  # its outcome's attributes, as the call set them (once, here)
+            if error is not None and op.outcome.error_type is None:
+                op.outcome.set_error(type(error).__qualname__)
+            final.update(end_attributes(op.outcome))
         # Even if computing the attributes failed, the span ends with the call's status.
         if final:
             final = outbound_attributes(final, runtime.settings.max_payload_bytes)
@@ -824,12 +860,14 @@ def finish(
         if runtime.recorder is not None:
             late = scope.late
             ended = {**late, **final} if late else final
-            payloads = accounted = session = None
+            payloads = accounted = session = outcome = None
             if isinstance(scope, OpScope):  # an op: its content, and what it cost
                 payloads = scope.payloads or None
                 # A step answered from the journal did not run: nothing new to bill.
-                replayed = late is not None and late.get(sc.REPLAYED) is True
-                accounted = None if replayed else _accounted(scope, ended, ended_ns, description)
+                if late is not None and late.get(sc.REPLAYED) is True:
+                    outcome = _outcome(scope, ended_ns, description)
+                else:
+                    accounted = _accounted(scope, ended_ns, description)
                 session = scope.session.run.session
             emit(
                 Ended(
@@ -843,54 +881,57 @@ def finish(
                     accounted,
                     session,
                     scope.start_record,
+                    outcome,
                 )
             )
     if isinstance(scope, OpScope):
         if scope.owned_session is not None:
             finish(scope.owned_session, error, passed=passed, ended_ns=ended_ns)
     elif isinstance(scope, SessionScope):
-        run = scope.run
-        # A root run ended: the journal no longer has it interrupted, unless it re-entered one
-        # and stopped at a call in doubt (the next resume re-enters it again, once decided).
-        if not scope.address and (run.reentry is None or run.reentry.stopped is None):
-            journal_run_end(run.session, run.journal_run, run.attempt, scope.agent_id, scope.name)
+        if not scope.address:  # a root run ended
+            run_ended(scope.run, scope.agent_id, scope.name)
         if scope.host_op is not None:
             finish(scope.host_op, error, passed=passed, ended_ns=ended_ns)
     elif scope.owned_session is not None:
         finish(scope.owned_session, error, passed=passed, ended_ns=ended_ns)
 
 
-def _accounted(scope: OpScope, ended: Attributes, ended_ns: int, error: str | None) -> Accounted:
+def _accounted(scope: OpScope, ended_ns: int, error: str | None) -> Accounted:
     """The op's outcome (``agenttrace.model.outcome``), with its accounting entry and
-    ``op_accounted`` event. An op that can carry a cost (an LLM attempt, a tool whose span has a
-    non-zero ``agenttrace.cost.usd``) has it made now, and the stream and the ledger get it in
-    the caller's thread, before the op's caller goes on; any other op's is made and written off
-    the caller's path (see ``formats/ledger.py``)."""
-    started = scope.start_record
-    make = functools.partial(
-        op_outcome,
-        scope.attributes,
-        ended,
-        scope.started_ns,
-        ended_ns,
-        error,
-        scope.session.call_path,
-        scope.name,
-        scope.trace_id,
-        scope.span_id,
-        started.trace_flags if started is not None else 0,
-        scope.kind,
-    )
+    ``op_accounted`` event. An op that can carry a cost (an LLM attempt, a tool whose outcome
+    has a non-zero cost) has it made now, and the stream and the ledger get it in the caller's
+    thread, before the op's caller goes on; any other op's is made and written off the caller's
+    path (see ``formats/ledger.py``): its builder is not changed once the op has ended."""
     ts = event_ts(ended_ns)
-    if scope.kind == sc.KIND_LLM or _priced(ended, scope.attributes):
-        return Accounted(make(), ts)
+    cost = scope.outcome.cost_usd
+    if scope.kind == sc.KIND_LLM or (cost is not None and cost != 0):
+        return Accounted(_outcome(scope, ended_ns, error), ts)
+    make = functools.partial(_outcome, scope, ended_ns, error)
     return Accounted(None, ts, inline=False, make=make)
 
 
-def _priced(ended: Attributes, started: Attributes) -> bool:
-    """Whether a span with these attributes carries a cost (not 0)."""
-    cost = ended.get(sc.COST_USD, started.get(sc.COST_USD))
-    return cost is not None and cost != 0
+def _outcome(scope: OpScope, ended_ns: int, error: str | None) -> OpOutcome:
+    """The op's frozen outcome: what its builder holds, with its identity and how it ended."""
+    started = scope.start_record
+    session = scope.session
+    # The ids as every output carries them: outbound (capped, scrubbed) once, as the session's
+    # spans and the ledger have always had them.
+    common = session.common
+    return scope.outcome.outcome(
+        scope.kind,
+        scope.name,
+        scope.label,
+        scope.started_ns,
+        ended_ns,
+        error,
+        origin_txn_id=str(common[sc.TXN_ORIGIN]),
+        txn_id=str(common[sc.TXN_ID]),
+        agent_id=str(common[sc.AGENT_ID]),
+        call_path=session.call_path,
+        trace_id=scope.trace_id,
+        span_id=scope.span_id,
+        trace_flags=started.trace_flags if started is not None else 0,
+    )
 
 
 def record_error(span: Span, error: BaseException, when_ns: int) -> tuple[str, SpanEvent]:

@@ -24,8 +24,8 @@ from typing import Any
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
+from agenttrace.model.outcome import OutcomeBuilder
 from agenttrace.tracing.content import tool_payload
-from agenttrace.tracing.op_attributes import tool_output_size_attributes
 from agenttrace.tracing.relays import piece_for
 from agenttrace.tracing.scopes import OpScope, SessionScope, finish, start_op, start_session
 from agenttrace.tracing.steps import begin_tool_step, end_tool_step
@@ -67,14 +67,17 @@ class ToolCall:
         self.done = False
         self.sub: AgentRun | None = None
         payloads: dict[str, Any] = {}
-        attributes = tool_payload(payloads, sc.GEN_AI_TOOL_CALL_ARGUMENTS, self.input)
+        outcome = OutcomeBuilder()
+        attributes = tool_payload(payloads, sc.GEN_AI_TOOL_CALL_ARGUMENTS, self.input, outcome)
         attributes[sc.GEN_AI_TOOL_CALL_ID] = self.id
         server = mcp_server_of(self.name)
         if server is not None:
-            attributes[sc.TOOL_MCP_SERVER] = server
+            outcome.set_mcp_server(server)
         # In the message's turn, a sibling of its chat span (not a child of it).
         with current(message.op.turn):
-            self.op: OpScope = start_op(sc.KIND_TOOL, self.name, attributes, started_ns=now)
+            self.op: OpScope = start_op(
+                sc.KIND_TOOL, self.name, attributes, started_ns=now, outcome=outcome
+            )
         self.op.payloads.update(payloads)
         self.op.call_id = self.id
         # The CLI runs the tool, not this process. Its PreToolUse hook (.hooks) journals the
@@ -108,7 +111,9 @@ class ToolCall:
             None if is_error else answer,
             at=self.op,
         )
-        attributes = tool_payload(self.op.payloads, sc.GEN_AI_TOOL_CALL_RESULT, text)
+        attributes = tool_payload(
+            self.op.payloads, sc.GEN_AI_TOOL_CALL_RESULT, text, self.op.outcome
+        )
         error = ToolError(text) if is_error else None
         end_tool_step(self.op, text, error)
         finish(self.op, error, attributes, ended_ns=now)
@@ -117,7 +122,8 @@ class ToolCall:
         """End the span of a call that got no result (the exchange ended without one)."""
         if not self.done:
             self.done = True
-            finish(self.op, None, tool_output_size_attributes(0), ended_ns=now)
+            self.op.outcome.set_sizes(chars_out=0)
+            finish(self.op, None, ended_ns=now)
 
 
 class AgentRun:

@@ -22,11 +22,10 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace.tracing.llm_attributes import (
     input_content,
-    request_attributes,
+    request_outcome,
     response_attributes,
 )
 from agenttrace.tracing.logs import thinking
-from agenttrace.tracing.op_attributes import error_span_attributes
 from agenttrace.tracing.scopes import (
     OpScope,
     Scope,
@@ -107,9 +106,10 @@ class Message:
             self.op: OpScope = start_op(
                 sc.KIND_LLM,
                 sc.SPAN_LLM.format(model=model),
-                request_attributes(model, PROVIDER, attempt),
+                None,
                 new_turn=attempt == 1,  # a retry stays in the turn of its failed attempt
                 started_ns=started_ns,
+                outcome=request_outcome(model, PROVIDER, attempt),
             )
 
     def add(self, block: Any, now: int) -> None:
@@ -186,7 +186,7 @@ class Message:
             response["stop_reason"] = self.stop_reason
         payloads = self.op.payloads
         attributes = input_content(self.inputs, payloads) if self.inputs else {}
-        attributes.update(response_attributes(response, payloads))
+        attributes.update(response_attributes(response, self.op.outcome, payloads))
         if not final:
             attributes[OUTPUT_FINAL] = False
         return attributes
@@ -206,8 +206,10 @@ def failed_attempt(
         op = start_op(
             sc.KIND_LLM,
             sc.SPAN_LLM.format(model=model),
-            request_attributes(model, PROVIDER, attempt),
+            None,
             new_turn=attempt == 1,
             started_ns=started_ns,
+            outcome=request_outcome(model, PROVIDER, attempt),
         )
-    finish(op, ModelError(description), error_span_attributes(category), ended_ns=ended_ns)
+    op.outcome.set_error(category)
+    finish(op, ModelError(description), ended_ns=ended_ns)

@@ -15,6 +15,7 @@ from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace.instrumentation.litellm.calls import LogicalCall
 from agenttrace.instrumentation.litellm.utils import WHERE
+from agenttrace.model.outcome import OutcomeBuilder
 from agenttrace.tracing.llm_attributes import (
     classify_error,
     field,
@@ -24,7 +25,6 @@ from agenttrace.tracing.llm_attributes import (
 )
 from agenttrace.tracing.llm_steps import end_llm_step
 from agenttrace.tracing.logs import record_reasoning
-from agenttrace.tracing.op_attributes import cost_span_attributes, error_span_attributes
 from agenttrace.tracing.scopes import OpScope, Scope, finish
 from agenttrace.tracing.transcripts import log_llm_exchange
 
@@ -40,7 +40,16 @@ class Reply(NamedTuple):
 class Request:
     """What one litellm call asks, as its attempts' spans describe it."""
 
-    __slots__ = ("attributes", "messages", "model", "name", "operation", "raw_model", "routed")
+    __slots__ = (
+        "attributes",
+        "messages",
+        "model",
+        "name",
+        "operation",
+        "outcome",
+        "raw_model",
+        "routed",
+    )
 
     def __init__(
         self,
@@ -50,11 +59,14 @@ class Request:
         model: str,
         raw_model: str,
         messages: Any,
+        outcome: OutcomeBuilder,
         routed: bool = False,
     ) -> None:
         self.operation = operation
         self.name = name  # the span name
-        self.attributes = attributes  # the span's start attributes, but the attempt number
+        self.attributes = attributes  # the span's start attributes beside its outcome's
+        self.outcome = outcome
+        """What every attempt's outcome starts from (the request), but the attempt number."""
         self.model = model
         self.raw_model = raw_model  # as the caller wrote it, provider prefix included
         self.messages = messages
@@ -127,7 +139,7 @@ class Attempt:
         try:
             # What was asked goes into the saved state even when the attempt failed.
             attributes = input_content(self.input, self.scope.payloads)
-            attributes.update(error_span_attributes(classify_error(error)))
+            self.scope.outcome.set_error(classify_error(error))
             finish(self.scope, error, attributes)
         except Exception as exc:
             report_internal_error(WHERE, exc)
@@ -197,25 +209,25 @@ def result_attributes(attempt: Attempt, response: Any) -> dict[str, AttributeVal
     price litellm put on it, if any."""
     payloads = attempt.scope.payloads
     attributes = input_content(attempt.input, payloads)
-    attributes.update(response_attributes(response, payloads))
+    outcome = attempt.scope.outcome
+    attributes.update(response_attributes(response, outcome, payloads))
     hidden = getattr(response, "_hidden_params", None)
     if not isinstance(hidden, Mapping):
         hidden = {}
     cost = hidden.get("response_cost")
-    if attempt.request.attributes.get(sc.MOCKED) is True:
+    if outcome.mocked:
         # litellm prices its made-up reply's made-up tokens at the model's price: nothing
         # was bought.
-        attributes.update(cost_span_attributes(0.0))
+        outcome.set_cost(0.0)
     elif isinstance(cost, (int, float)) and not isinstance(cost, bool):
-        attributes.update(cost_span_attributes(float(cost)))
-    if attempt.request.routed and sc.RESPONSE_PROVIDER not in attributes:
+        outcome.set_cost(float(cost))
+    if attempt.request.routed and outcome.response_provider is None:
         # Behind a Router, the deployment that answered served it: the provider litellm says
         # it used for the call, else the one the deployment's parameters name.
         used = hidden.get("custom_llm_provider")
-        deployment = attempt.request.attributes.get(sc.GEN_AI_PROVIDER_NAME)
         served_by = provider_name(used) if isinstance(used, str) else None
-        if not served_by and isinstance(deployment, str):
-            served_by = deployment
+        if not served_by:
+            served_by = outcome.provider
         if served_by:
-            attributes[sc.RESPONSE_PROVIDER] = served_by
+            outcome.set_response(provider=served_by)
     return attributes

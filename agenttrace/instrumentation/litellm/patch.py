@@ -46,7 +46,6 @@ from agenttrace.instrumentation.litellm.utils import (
 )
 from agenttrace.model.journal import Step
 from agenttrace.tracing.llm_steps import ReplayedFailure, begin_llm_step
-from agenttrace.tracing.op_attributes import cost_span_attributes, unpriced
 
 # --- the wrappers ---------------------------------------------------------------------------------
 
@@ -172,12 +171,13 @@ def _completed_attributes(
     attempt: Attempt, result: Any, price_it: bool
 ) -> dict[str, AttributeValue]:
     attributes = result_attributes(attempt, result)
+    outcome = attempt.scope.outcome
     if (attempt.scope.late or {}).get(sc.REPLAYED) is True:
-        return unpriced(attributes)  # answered from the journal: nothing was bought
-    if price_it and sc.COST_USD not in attributes:
+        outcome.set_cost(None)  # answered from the journal: nothing was bought
+    elif price_it and outcome.cost_usd is None:
         litellm = sys.modules.get("litellm")
-        cost = cost_from_tokens(litellm, attempt.raw_model, attributes) if litellm else None
-        attributes.update(cost_span_attributes(cost))
+        usage = outcome.usage
+        outcome.set_cost(cost_from_tokens(litellm, attempt.raw_model, usage) if litellm else None)
     return attributes
 
 

@@ -26,9 +26,9 @@ from agenttrace.instrumentation.litellm.attempt import (
     result_attributes,
 )
 from agenttrace.instrumentation.litellm.utils import WHERE, cost_from_tokens
+from agenttrace.model.outcome import Usage
 from agenttrace.tracing.llm_attributes import field, input_content
 from agenttrace.tracing.llm_steps import end_llm_step
-from agenttrace.tracing.op_attributes import cost_span_attributes, unpriced
 
 
 class _StreamState:
@@ -93,34 +93,35 @@ def _stream_attributes(
     state: _StreamState, built: Any, abandoned: bool, streamed_usage: bool
 ) -> dict[str, AttributeValue]:
     attempt = state.attempt
+    outcome = attempt.scope.outcome
     attributes = input_content(attempt.input, attempt.scope.payloads)
     if state.first_chunk_ns is not None:
-        attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (
-            state.first_chunk_ns - attempt.scope.started_ns
-        ) / 1e9
+        outcome.set_time_to_first_chunk((state.first_chunk_ns - attempt.scope.started_ns) / 1e9)
     if abandoned:
         attributes[sc.STREAM_ABANDONED] = True
     litellm = sys.modules.get("litellm")
     if litellm is None or built is None:
         return attributes
     attributes.update(result_attributes(attempt, built))
-    if not attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS) and not attributes.get(
-        sc.GEN_AI_USAGE_OUTPUT_TOKENS
-    ):
-        attributes.update(_estimated_usage(litellm, attempt, built))
+    usage = outcome.usage
+    if usage is None or (not usage.input and not usage.output):
+        estimated = _estimated_usage(litellm, attempt, built)
+        if estimated is not None:
+            outcome.set_usage(estimated)
+            attributes[sc.USAGE_ESTIMATED] = True
     elif not streamed_usage:  # litellm 1.110 and later count them when the provider sends none
         attributes[sc.USAGE_ESTIMATED] = True
     if (attempt.scope.late or {}).get(sc.REPLAYED) is True:
-        return unpriced(attributes)  # answered from the journal: nothing was bought
-    if attempt.request.attributes.get(sc.MOCKED) is True:
+        outcome.set_cost(None)  # answered from the journal: nothing was bought
+        return attributes
+    if outcome.mocked:
         return attributes  # priced 0 by result_attributes: a reply litellm made up
-    if sc.COST_USD not in attributes or not attributes[sc.COST_USD]:
-        cost = cost_from_tokens(litellm, attempt.raw_model, attributes)
-        attributes.update(cost_span_attributes(cost))
+    if not outcome.cost_usd:
+        outcome.set_cost(cost_from_tokens(litellm, attempt.raw_model, outcome.usage))
     return attributes
 
 
-def _estimated_usage(litellm: Any, attempt: Attempt, built: Any) -> dict[str, AttributeValue]:
+def _estimated_usage(litellm: Any, attempt: Attempt, built: Any) -> Usage | None:
     """Count tokens ourselves when the provider streamed none (no ``include_usage``)."""
     text = ""
     choices = field(built, "choices") or []
@@ -130,12 +131,8 @@ def _estimated_usage(litellm: Any, attempt: Attempt, built: Any) -> dict[str, At
         prompt = int(litellm.token_counter(model=attempt.model, messages=attempt.messages or []))
         completion = int(litellm.token_counter(model=attempt.model, text=text)) if text else 0
     except Exception:  # an unknown model for the tokenizer: leave tokens unknown
-        return {}
-    return {
-        sc.GEN_AI_USAGE_INPUT_TOKENS: int(prompt),
-        sc.GEN_AI_USAGE_OUTPUT_TOKENS: int(completion),
-        sc.USAGE_ESTIMATED: True,
-    }
+        return None
+    return Usage(int(prompt), int(completion))
 
 
 class StreamProxy(wrapt.ObjectProxy[Any]):

@@ -26,7 +26,7 @@ from agenttrace.instrumentation.litellm.utils import (
     remember_secrets,
     routed_by_router,
 )
-from agenttrace.tracing.llm_attributes import input_summary, request_attributes
+from agenttrace.tracing.llm_attributes import input_summary, request_attributes, request_outcome
 from agenttrace.tracing.scopes import (
     OpScope,
     SessionScope,
@@ -88,16 +88,21 @@ def describe(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R
     else:
         name = sc.SPAN_EMBEDDING.format(model=model)
         messages = None
-    start = request_attributes(model, provider, 0, bool(kwargs.get("stream")))
-    del start[sc.ATTEMPT]  # numbered when each attempt starts
+    start = request_attributes(bool(kwargs.get("stream")))
+    outcome = request_outcome(model, provider, None, operation)  # numbered per attempt
     if is_mocked(operation, kwargs):
-        start[sc.MOCKED] = True  # on the span from its start: a failed mock says so too
-    if operation != sc.OP_CHAT:
-        start[sc.GEN_AI_OPERATION_NAME] = operation
-        if runtime.settings.openinference:
-            start[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_EMBEDDING
+        outcome.set_mocked()  # on the span from its start: a failed mock says so too
+    if operation != sc.OP_CHAT and runtime.settings.openinference:
+        start[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_EMBEDDING
     return Request(
-        operation, name, start, model, str(raw_model), messages, routed_by_router(kwargs)
+        operation,
+        name,
+        start,
+        model,
+        str(raw_model),
+        messages,
+        outcome,
+        routed_by_router(kwargs),
     )
 
 
@@ -125,8 +130,8 @@ def open_span(request: Request, call: LogicalCall | None) -> tuple[OpScope, Any]
     turn where turns are automatic; the next ones go on in that turn."""
     number = call.next_number() if call is not None else 1
     host = call.run.session if call is not None and call.run is not None else None
-    start = dict(request.attributes)
-    start[sc.ATTEMPT] = number
+    outcome = request.outcome.copy()
+    outcome.set_attempt(number)
     messages = request.messages
     new_input: list[Any] = []
 
@@ -140,9 +145,10 @@ def open_span(request: Request, call: LogicalCall | None) -> tuple[OpScope, Any]
         scope = start_op(
             sc.KIND_LLM,
             request.name,
-            start,
+            request.attributes,
             new_turn=number == 1 and request.operation == sc.OP_CHAT,
             more=summarise_input if messages else None,
+            outcome=outcome,
         )
     finally:
         if undo is not None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace._internal.redact import is_secret_key, remember_secret
+from agenttrace.model.outcome import Usage
 from agenttrace.tracing.llm_attributes import provider_name, split_model
 
 WHERE = "litellm instrumentation"
@@ -106,11 +107,12 @@ def is_stream(result: Any) -> bool:
     return stream_type is not None and isinstance(result, stream_type)
 
 
-def cost_from_tokens(litellm: Any, model: str, attributes: Mapping[str, Any]) -> float | None:
-    """The price in USD of the tokens in ``attributes``, from litellm's price map; None if
+def cost_from_tokens(litellm: Any, model: str, usage: Usage | None) -> float | None:
+    """The price in USD of the tokens ``usage`` counts, from litellm's price map; None if
     the tokens or the price are unknown."""
-    prompt = attributes.get(sc.GEN_AI_USAGE_INPUT_TOKENS)
-    completion = attributes.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
+    if usage is None:
+        return None
+    prompt, completion = usage.input, usage.output
     if not isinstance(prompt, int) or not isinstance(completion, int):
         return None
     try:
@@ -118,9 +120,8 @@ def cost_from_tokens(litellm: Any, model: str, attributes: Mapping[str, Any]) ->
             model=model,
             prompt_tokens=prompt,
             completion_tokens=completion,
-            cache_read_input_tokens=attributes.get(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS) or 0,
-            cache_creation_input_tokens=attributes.get(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS)
-            or 0,
+            cache_read_input_tokens=usage.cache_read,
+            cache_creation_input_tokens=usage.cache_write,
         )
     except Exception:  # a model without a price in litellm's map
         return None
