@@ -21,6 +21,7 @@ import pytest
 
 import agenttrace
 from agenttrace import semconv as sc
+from agenttrace._internal.redact import remember_secret
 from agenttrace.recorder.ledger import append_lines
 from examples.cafe import SCRIPTS, run_first
 from examples.scripted_model import ScriptedModel
@@ -73,6 +74,29 @@ def test_a_failed_run_is_billed_with_its_errors(traced: Traced, tmp_path: Path) 
     assert record["status"] == "failed" and record["type"] == "tool"
     assert record["error"] == "RuntimeError: the tool broke"
     assert record["errorType"] == "RuntimeError"
+
+
+def test_the_names_a_ledger_line_carries_leave_the_process_scrubbed_as_the_span_s_do(
+    traced: Traced, tmp_path: Path
+) -> None:
+    # The outcome is filled from typed values, not read back from the span's (outbound)
+    # attributes: the names it carries must be made outbound on their own.
+    canary = "sk-ledger-canary-4f1e2d"
+    remember_secret(canary)
+
+    @agenttrace.tool(f"lookup {canary}", provider=f"tools-{canary}")
+    def lookup() -> str:
+        return "found"
+
+    @agenttrace.agent("Scrubbed")
+    def run() -> None:
+        lookup()
+
+    run()
+    traced.handle.force_flush()
+    (record,) = ledger(tmp_path)
+    assert canary not in json.dumps(record)
+    assert record["providerLabel"] == "tools-[REDACTED]"
 
 
 @contextlib.contextmanager

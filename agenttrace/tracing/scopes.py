@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from contextvars import Token
 from typing import Any, Union
 
+import msgspec
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode
@@ -917,7 +918,7 @@ def _outcome(scope: OpScope, ended_ns: int, error: str | None) -> OpOutcome:
     # The ids as every output carries them: outbound (capped, scrubbed) once, as the session's
     # spans and the ledger have always had them.
     common = session.common
-    return scope.outcome.outcome(
+    outcome = scope.outcome.outcome(
         scope.kind,
         scope.name,
         scope.label,
@@ -932,6 +933,34 @@ def _outcome(scope: OpScope, ended_ns: int, error: str | None) -> OpOutcome:
         span_id=scope.span_id,
         trace_flags=started.trace_flags if started is not None else 0,
     )
+    return _outbound_names(outcome)
+
+
+_NAMES = (
+    "name",
+    "provider",
+    "request_model",
+    "response_provider",
+    "response_model",
+    "tool_name",
+    "tool_provider",
+    "mcp_server",
+)
+"""The outcome's texts that come from the caller or a response: the ledger, the opTree and the
+console carry them, so they leave the process capped and scrubbed, as the span's copies do."""
+
+
+def _outbound_names(outcome: OpOutcome) -> OpOutcome:
+    """``outcome`` with each of its :data:`_NAMES` outbound (itself when none changes)."""
+    cap = runtime.settings.max_payload_bytes
+    changed: dict[str, str] = {}
+    for field in _NAMES:
+        value = getattr(outcome, field)
+        if value is not None:
+            clean = outbound_text(value, cap)
+            if clean != value:
+                changed[field] = clean
+    return msgspec.structs.replace(outcome, **changed) if changed else outcome
 
 
 def record_error(span: Span, error: BaseException, when_ns: int) -> tuple[str, SpanEvent]:
