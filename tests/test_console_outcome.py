@@ -54,12 +54,12 @@ def _line(started: dict[str, Any], ended: dict[str, Any], *, accounted: bool) ->
     Ended record carrying its outcome or not."""
     stream = io.StringIO()
     sink = ConsoleSink("verbose", stream)
-    sink.started(Started("o1", started[sc.PATH], "op", "op", STARTED_NS, 1, 2, None, started))
+    sink.consume([Started("o1", started[sc.PATH], "op", "op", STARTED_NS, 1, 2, None, started)])
     outcome = None
     if accounted:
         op = op_outcome(started, ended, STARTED_NS, ENDED_NS, None, None)
         outcome = Accounted(op, "2023-11-14T22:13:21.234Z")
-    sink.ended(Ended("o1", started[sc.PATH], ENDED_NS, ended, accounted=outcome))
+    sink.consume([Ended("o1", started[sc.PATH], ENDED_NS, ended, accounted=outcome)])
     return stream.getvalue()
 
 

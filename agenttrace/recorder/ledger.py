@@ -24,12 +24,13 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from agenttrace.formats.ledger_file import _append_to, _open
 from agenttrace.formats.ledger_file import append_lines as append_lines
-from agenttrace.model.lifecycle import Ended
+from agenttrace.model.lifecycle import Ended, Record
 from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, count
 from agenttrace.recorder.sink import Scheduler, Sink
 
@@ -142,10 +143,11 @@ def _quick_append(fd: int, data: bytes) -> bool:
 class LedgerSink(Sink):
     """Appends each op's accounting entry to the billing ledger as the op ends.
 
-    A paid op's line is written in the op's own thread (``op_accounted``), before its caller
-    goes on, so a run killed half-way has billed every LLM attempt that ended. Lines that
-    could not be written wait in memory (up to ``max_waiting`` bytes) and are written, in order,
-    as soon as writing works again (see ``agenttrace.recorder.outage``).
+    A durable sink: a paid op's line is written in the op's own thread (its ``Ended`` is
+    ``BEFORE_CALL_GOES_ON``), before its caller goes on, so a run killed half-way has billed
+    every LLM attempt that ended. Lines that could not be written wait in memory (up to
+    ``max_waiting`` bytes) and are written, in order, as soon as writing works again (see
+    ``agenttrace.recorder.outage``).
     """
 
     def __init__(
@@ -169,12 +171,21 @@ class LedgerSink(Sink):
     def attach(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
 
-    def op_accounted(self, record: Ended) -> None:
-        if record.accounted is not None:
-            self.bill(record.accounted.ledger_line())
+    durable = True
+    takes = frozenset({Ended})
 
-    def ops_accounted(self, records: list[Ended]) -> None:
-        lines = b"".join(r.accounted.ledger_line() for r in records if r.accounted is not None)
+    def consume(self, records: Sequence[Record]) -> None:
+        """The ops' ledger lines, in one write (a paid op's in its caller's thread)."""
+        if len(records) == 1:
+            accounted = records[0].accounted  # type: ignore[union-attr]
+            if accounted is not None:
+                self.bill(accounted.ledger_line())
+            return
+        lines = b"".join(
+            r.accounted.ledger_line()  # type: ignore[union-attr]
+            for r in records
+            if r.accounted is not None  # type: ignore[union-attr]
+        )
         if lines:
             self.bill(lines)  # one write
 

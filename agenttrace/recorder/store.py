@@ -1,7 +1,9 @@
 """The outputs that persist a session: the event stream and the gzipped session file.
 
 - :class:`EventStreamSink` writes each canonical event, the moment it is logged, as one flushed
-  JSON line of ``<sessions_dir>/<session_id>.events.jsonl`` (inline: before ``log_*`` returns).
+  JSON line of ``<sessions_dir>/<session_id>.events.jsonl`` (a durable sink: an event is
+  ``BEFORE_CALL_GOES_ON``, on disk before ``log_*`` returns), and each op's ``op_accounted``
+  line and each step-journal line, as durable as their records say.
   Its file stays open while the session object is alive, and at most ``max_open`` at a time.
 - :class:`SessionFileSink` writes ``<session_id>.json.gz`` (opTree of every run, every event,
   meta) atomically. Writes are coalesced: when a run or a sub-agent ends, the file is written at
@@ -24,6 +26,7 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +44,10 @@ from agenttrace.formats.session.files import (
 )
 from agenttrace.formats.session.leftovers import remove_leftovers
 from agenttrace.formats.session.spool import Piece, Spool, write_pieces
-from agenttrace.model.lifecycle import Ended, EventLogged, Started
+from agenttrace.model.lifecycle import Ended, EventLogged, Journaled, Record, Started
 from agenttrace.recorder.optree_builder import COMPACT_BYTES, OpTreeSink, RunTree, serialize
 from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, count
-from agenttrace.recorder.sink import Scheduler, Sink
+from agenttrace.recorder.sink import Scheduler, Sink, journal_bytes
 from agenttrace.session.leases import Taken, share, writing
 from agenttrace.session.state import Session
 
@@ -76,9 +79,11 @@ class _Waiting:
 
 
 class EventStreamSink(Sink):
-    """Appends every canonical event to its session's stream, at once."""
+    """Appends every canonical event, op accounting and step-journal line to its session's
+    stream, as durable as each record says."""
 
-    inline = True
+    durable = True
+    takes = frozenset({EventLogged, Ended, Journaled})
 
     def __init__(
         self,
@@ -116,7 +121,37 @@ class EventStreamSink(Sink):
         if session.session_id not in self._appenders:
             writing(session, self.sessions_dir)
 
-    def event_logged(self, record: EventLogged) -> None:
+    def consume(self, records: Sequence[Record]) -> None:
+        """Each canonical event's line, each op's ``op_accounted`` line (docs/events.md), each
+        step-journal line: the ``op_accounted`` lines of one session in a row in one
+        ``write``."""
+        lines: list[bytes] = []
+        session: Session | None = None
+        for record in records:
+            kind = type(record)
+            if kind is Ended:
+                accounted = record.accounted  # type: ignore[union-attr]
+                of = record.session  # type: ignore[union-attr]
+                if of is None or accounted is None:
+                    continue
+                if of is not session and lines:
+                    self._write_lines(session, lines)  # type: ignore[arg-type]
+                    lines = []
+                session = of
+                line = accounted.stream_line()
+                lines.append(scrub_json_text(line.decode()).encode() if self.redacted else line)
+                continue
+            if lines:
+                self._write_lines(session, lines)  # type: ignore[arg-type]
+                lines = []
+            if kind is EventLogged:
+                self._event_logged(record)  # type: ignore[arg-type]
+            elif kind is Journaled:
+                self._journaled(record)  # type: ignore[arg-type]
+        if lines:
+            self._write_lines(session, lines)  # type: ignore[arg-type]
+
+    def _event_logged(self, record: EventLogged) -> None:
         session: Session = record.session
         session_id = session.session_id
         line = record.line
@@ -134,34 +169,17 @@ class EventStreamSink(Sink):
                 line, events = b"".join(group), len(group)
             self._write(session, line, events)
 
-    def journaled(self, session: Session, line: bytes) -> None:
-        """A step-journal line, one ``write``, now (before the step's body runs)."""
+    def _journaled(self, record: Journaled) -> None:
+        """A step-journal line, one ``write`` (an intent: before the step's body runs)."""
+        line = journal_bytes(record)
+        if line is None:
+            return
         if self.redacted:
             line = scrub_json_text(line.decode()).encode()
+        session: Session = record.session
         self._hold_lease(session)
         with self._lock:
             self._write(session, line, 0)
-
-    def op_accounted(self, record: Ended) -> None:
-        """An op's ``op_accounted`` line (docs/events.md), one ``write``: a paid op's at once,
-        in the caller's thread, as an event's is."""
-        self.ops_accounted([record])
-
-    def ops_accounted(self, records: list[Ended]) -> None:
-        """Ops' ``op_accounted`` lines: one ``write`` for those of one session in a row."""
-        lines: list[bytes] = []
-        session: Session | None = None
-        for record in records:
-            if record.session is None or record.accounted is None:
-                continue
-            if record.session is not session and lines:
-                self._write_lines(session, lines)  # type: ignore[arg-type]
-                lines = []
-            session = record.session
-            line = record.accounted.stream_line()
-            lines.append(scrub_json_text(line.decode()).encode() if self.redacted else line)
-        if lines:
-            self._write_lines(session, lines)  # type: ignore[arg-type]
 
     def _write_lines(self, session: Session, lines: list[bytes]) -> None:
         self._hold_lease(session)
@@ -473,9 +491,8 @@ class _SessionState:
         self.event_count = 0
         for line in session.event_lines()[: session.restored_count]:
             self.add_event(line, redacted)
-        # The step journal: settled pieces (the worker's) and the lines journaled since (from
-        # any thread: a tool's intent is journaled in its caller's), under their own lock so an
-        # intent never waits for a snapshot being written.
+        # The step journal: settled pieces (the worker's) and the lines journaled since, under
+        # their own lock (a flush files them from its own thread).
         self.journal: list[Piece] = []
         self.journal_raw = 0
         self.journal_tail: list[bytes] = []
@@ -511,7 +528,8 @@ class _SessionState:
             self.events_raw = 0
 
     def add_journal(self, line: bytes, redacted: bool) -> None:
-        """A step-journal line, from any thread; :meth:`settle_journal` files it."""
+        """A step-journal line (on the worker); :meth:`settle_journal` files it (on the worker,
+        or in a thread flushing the sink)."""
         if redacted:
             line = scrub_json_text(line.decode()).encode()
         line = line.rstrip(b"\n")
@@ -546,6 +564,8 @@ class SessionFileSink(Sink):
     record to its sinks in order, and the opTree has then placed (or completed) the node a
     ``Started`` (``Ended``) record is about."""
 
+    takes = frozenset({Started, Ended, EventLogged, Journaled})
+
     def __init__(
         self,
         sessions_dir: Path,
@@ -567,9 +587,6 @@ class SessionFileSink(Sink):
         self._swept = False
         self._scheduler: Scheduler | None = None
         self._lock = threading.RLock()
-        self._creating = threading.Lock()
-        """Held while a session's state is put in place, and while a journal line from a
-        caller's thread finds it (or waits in ``_pending`` for it)."""
         self._pending: dict[str, list[bytes]] = {}
         """Journal lines of sessions whose state the worker has not made yet, by session id."""
         self._live: dict[str, RunTree] = {}
@@ -597,25 +614,38 @@ class SessionFileSink(Sink):
         if writing(session, self.sessions_dir):  # a run with no event yet: its first record
             state.lease = share(session, self.sessions_dir)
         weakref.finalize(session, state.release).atexit = False
-        with self._creating:
-            for line in self._pending.pop(session.session_id, ()):
-                state.add_journal(line, self.redacted)
-            self._states[session.session_id] = state
+        for line in self._pending.pop(session.session_id, ()):
+            state.add_journal(line, self.redacted)
+        self._states[session.session_id] = state
         return state
 
-    def journaled(self, session: Session, line: bytes) -> None:
+    def consume(self, records: Sequence[Record]) -> None:
+        for record in records:
+            kind = type(record)
+            if kind is EventLogged:
+                self._event_logged(record)  # type: ignore[arg-type]
+            elif kind is Started:
+                self._started(record)  # type: ignore[arg-type]
+            elif kind is Ended:
+                self._ended(record)  # type: ignore[arg-type]
+            elif kind is Journaled:
+                self._journaled(record)  # type: ignore[arg-type]
+
+    def _journaled(self, record: Journaled) -> None:
         """A step-journal line: kept for the next snapshot, which holds the journal too (a
-        session whose stream is lost resumes from its session file alone). In the caller's
-        thread for a tool's intent: only appended here, filed by the worker; one that comes
-        before the worker has made the session's state waits for it."""
-        with self._creating:
-            state = self._states.get(session.session_id)
-            if state is None or state.owner() is not session:
-                self._pending.setdefault(session.session_id, []).append(line)
-                return
+        session whose stream is lost resumes from its session file alone). One that comes
+        before a record has made the session's state waits for it."""
+        line = journal_bytes(record)
+        if line is None:
+            return
+        session: Session = record.session
+        state = self._states.get(session.session_id)
+        if state is None or state.owner() is not session:
+            self._pending.setdefault(session.session_id, []).append(line)
+            return
         state.add_journal(line, self.redacted)
 
-    def event_logged(self, record: EventLogged) -> None:
+    def _event_logged(self, record: EventLogged) -> None:
         state = self._state(record.session)
         if record.more:  # an agent's creation goes in a file with its first entries or not at all
             state.group.append(record.line)
@@ -627,7 +657,7 @@ class SessionFileSink(Sink):
         state.settle_journal()
         state.dirty = True
 
-    def started(self, record: Started) -> None:
+    def _started(self, record: Started) -> None:
         run = self.optree.runs.get(record.origin)
         if run is None:
             return  # a run the opTree does not build (its root started before recording)
@@ -642,7 +672,7 @@ class SessionFileSink(Sink):
             state.summaries.append(None)
             state.live += 1
 
-    def ended(self, record: Ended) -> None:
+    def _ended(self, record: Ended) -> None:
         root = record.label == "0"
         run = self._live.pop(record.origin, None) if root else self._live.get(record.origin)
         if run is None or run.session is None:
