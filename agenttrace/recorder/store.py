@@ -22,7 +22,6 @@ import collections
 import contextlib
 import json
 import logging
-import os
 import threading
 import time
 import weakref
@@ -32,17 +31,15 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace._internal.redact import scrub_json_text
-from agenttrace.formats.ledger import accounted_line, is_accounted_line
-from agenttrace.formats.safe_open import open_inside
+from agenttrace.formats.ledger import accounted_line
 from agenttrace.formats.session.files import (
     StreamAppender,
     document_pieces,
-    is_journal_line,
     snapshot_path,
     stream_path,
-    write_atomically,
 )
 from agenttrace.formats.session.leftovers import remove_leftovers
+from agenttrace.formats.session.repair import repair_stream, restored_stream
 from agenttrace.formats.session.spool import Piece, Spool, write_pieces
 from agenttrace.model.lifecycle import Ended, EventLogged, Journaled, Record, Started
 from agenttrace.recorder.optree_builder import COMPACT_BYTES, OpTreeSink, RunTree, serialize
@@ -267,7 +264,17 @@ class EventStreamSink(Sink):
             return appender
         path = stream_path(self.sessions_dir, session_id)
         if session_id not in self._repaired:
-            _repair(path, session)
+            restored = session.restored_count
+            repair_stream(
+                path,
+                restored,
+                cut_short=bool(session.cut_short),
+                restored_stream=lambda: restored_stream(
+                    session.event_lines()[:restored],
+                    map(accounted_line, session.accounted),
+                    session.restored_journal,
+                ),
+            )
             self._repaired.add(session_id)
         appender = appenders[session_id] = StreamAppender(path)
         # The file is closed when the session object goes away (it can log no more)...
@@ -332,113 +339,6 @@ class EventStreamSink(Sink):
                     appender.sync()
                 appender.close()
             self._appenders.clear()
-
-
-def _repair(path: Path, session: Session) -> None:
-    """Before appending to an existing stream, make it a whole prefix of the session.
-
-    A torn last line (a write cut off by a crash) is dropped, so the next event does not land
-    on its bytes; so is an agent's creation that a crash cut short (resume left it out: the
-    events that replace it take its ids), unless journal lines came after it (the stream is
-    then written again from the session, which keeps them). A resumed session whose stream has
-    fewer events than were restored (the stream stopped on a full disk while the session file
-    went on, or is gone: resumed from its session file alone) gets the stream written again from
-    the restored events, its accounting and its step journal, so the ids stay contiguous in both
-    files and the stream holds the whole journal again.
-
-    The file is opened as the appender opens it (a regular file inside the sessions directory,
-    else ``UnsafeFile``, an ``OSError``) and read in blocks, never whole.
-    """
-    restored = session.restored_count
-    try:
-        fd = open_inside(path, os.O_RDWR)
-    except FileNotFoundError:  # nothing yet, or a resumed session's stream is gone
-        if restored:
-            _rewrite(path, session)
-        return
-    try:
-        lines, size, keep, restored_end = _scan_lines(fd, restored)
-        if restored and lines < restored:
-            _rewrite(path, session)
-            logger.warning(
-                "agenttrace: %s had fewer events than session %s; rewritten from the restored "
-                "session before appending",
-                path,
-                session.session_id,
-            )
-        elif session.cut_short and restored_end < size:  # keep the first ``restored`` lines
-            if _journal_line_past(fd, restored_end):
-                # Journaled or accounted after the write the crash cut short (a decision
-                # ``agenttrace resolve`` appended, an interrupted LLM call's accounting a
-                # resume appended): the session restored it, so the stream is written again
-                # from the session, atomically, rather than cut back to before it.
-                _rewrite(path, session)
-            else:
-                os.ftruncate(fd, restored_end)
-        elif keep < size:
-            os.ftruncate(fd, keep)
-            logger.warning(
-                "agenttrace: %s ended in a torn line (%d bytes, a write cut off by a crash); "
-                "dropped before appending",
-                path,
-                size - keep,
-            )
-    finally:
-        os.close(fd)
-
-
-def _rewrite(path: Path, session: Session) -> None:
-    """Write ``path`` as the stream of what ``session`` restored: its events, their accounting,
-    its step journal (each line as the stream writes its lines)."""
-    restored = session.restored_count
-    accounted = [accounted_line(event) for event in session.accounted]
-    journal = [
-        json.dumps(step, ensure_ascii=False).encode("utf-8", "backslashreplace") + b"\n"
-        for step in session.restored_journal
-    ]
-    write_atomically(path, b"".join(session.event_lines()[:restored] + accounted + journal))
-
-
-def _journal_line_past(fd: int, offset: int, block: int = 1 << 20) -> bool:
-    """Whether a whole step-journal or ``op_accounted`` line (the accounting of an LLM call a
-    kill cut short, a resume appended it) lies past ``offset`` in the stream open at ``fd``
-    (read in blocks; of a long line only its start is kept, which is all that tells)."""
-    carry = b""
-    while chunk := os.pread(fd, block, offset):
-        offset += len(chunk)
-        lines = (carry + chunk).split(b"\n")
-        carry = lines.pop()[:64]
-        if any(is_journal_line(line) or is_accounted_line(line) for line in lines):
-            return True
-    return False
-
-
-def _scan_lines(fd: int, nth: int, block: int = 1 << 20) -> tuple[int, int, int, int]:
-    """(events, size, where the last whole line ends, where event ``nth`` ends) of the stream
-    open at ``fd``. ``op_accounted`` and step-journal lines are no events: they are not counted,
-    and those right after event ``nth`` belong to it (they stay when the file is cut back to
-    it). The last is the size when the file has fewer events, 0 (or past the lines that
-    belong to no event at its start) when ``nth`` is 0."""
-    events = size = keep = 0
-    nth_end = 0 if nth == 0 else -1  # event 0 ends where the file starts
-    carry = b""
-    while chunk := os.pread(fd, block, size):
-        size += len(chunk)
-        lines = (carry + chunk).split(b"\n")
-        carry = lines.pop()  # after the last newline: part of a line, or nothing
-        end = size - len(carry) - sum(len(line) + 1 for line in lines)
-        for line in lines:
-            end += len(line) + 1
-            if is_accounted_line(line) or is_journal_line(line):
-                if nth_end == end - len(line) - 1:  # right after event ``nth``
-                    nth_end = end
-                continue
-            events += 1
-            if events == nth:
-                nth_end = end
-        if lines:
-            keep = end
-    return events, size, keep, (size if nth_end < 0 else nth_end)
 
 
 class _SessionState:
