@@ -43,7 +43,7 @@ from agenttrace.formats.session.repair import repair_stream, restored_stream
 from agenttrace.formats.session.spool import Piece, Spool, write_pieces
 from agenttrace.model.lifecycle import Ended, EventLogged, Journaled, Record, Started
 from agenttrace.recorder.optree_builder import COMPACT_BYTES, OpTreeSink, RunTree, serialize
-from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, count
+from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, OutageBuffer, count
 from agenttrace.recorder.sink import Scheduler, Sink, journal_bytes
 from agenttrace.session.leases import Taken, share, writing
 from agenttrace.session.state import Session
@@ -55,24 +55,6 @@ def _compact(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
         "utf-8", "backslashreplace"
     )
-
-
-class _Waiting:
-    """A session's stream lines that could not be written yet, in order, by write."""
-
-    __slots__ = ("count", "path", "session", "units")
-
-    def __init__(self, session: Session, path: Path) -> None:
-        self.session = session
-        """Kept until the stream is written: reopening it may need the restored events."""
-        self.path = path
-        self.units: collections.deque[tuple[bytes, int]] = collections.deque()
-        """(the bytes of one write, how many events they hold)."""
-        self.count = 0
-
-    def add(self, data: bytes, events: int) -> None:
-        self.units.append((data, events))
-        self.count += events
 
 
 class EventStreamSink(Sink):
@@ -97,18 +79,15 @@ class EventStreamSink(Sink):
         self._repaired: set[str] = set()
         # Lines of a write still being logged (an agent's creation and its first entries).
         self._groups: dict[str, list[bytes]] = {}
+        self._lock = threading.Lock()
         # Sessions whose stream could not be written: their lines wait here, in order. They are
         # the session's own lines (no copy; a scrubbed one with redacted saving), which the
         # session keeps anyway, so waiting costs no memory of its own and has no bound but that.
-        self._waiting: dict[str, _Waiting] = {}
-        self._outage = Outage(retry_interval)
+        self._waiting = OutageBuffer(self._lock, self._recovered, retry_interval)
         self._affected: set[Path] = set()
-        self._caught_up = 0
-        self._scheduler: Scheduler | None = None
-        self._lock = threading.Lock()
 
     def attach(self, scheduler: Scheduler) -> None:
-        self._scheduler = scheduler
+        self._waiting.attach(scheduler)
 
     def _hold_lease(self, session: Session) -> None:
         """Before the session's first line (its stream not open yet): hold its lease
@@ -186,73 +165,46 @@ class EventStreamSink(Sink):
     def _write(self, session: Session, line: bytes, events: int) -> None:
         """Append ``line`` (``events`` lines) to the session's stream, or keep it, in order,
         behind lines that wait (under the lock)."""
-        waiting = self._waiting.get(session.session_id)
-        if waiting is not None:  # behind lines that wait: in order, after them
-            waiting.add(line, events)
-            if self._outage.due():
-                self._retry()
-            return
-        try:
-            self._appender(session).append(line)
-        except OSError as exc:
-            self._wait(session, line, events, exc)
-
-    def _wait(self, session: Session, line: bytes, events: int, exc: OSError) -> None:
-        """Keep ``line`` for a later write; say so if writes just started failing."""
         session_id = session.session_id
+        if not self._waiting.put(
+            session_id, line, events, lambda data: self._append(session, data)
+        ):
+            return
         path = stream_path(self.sessions_dir, session_id)
-        waiting = self._waiting[session_id] = _Waiting(session, path)
-        waiting.add(line, events)
-        self._close(session_id)
-        self._affected.add(path)
-        if self._outage.failed(exc):
-            logger.warning(
-                "agenttrace: cannot write %s (%s): %s of session %s %s in memory and will be "
-                "written as soon as writing works again. The agent keeps running.",
-                path,
-                self._outage.reason,
-                count(waiting.count, "event") if waiting.count else "an op's accounting",
-                session_id,
-                "waits" if waiting.count <= 1 else "wait",
-            )
-        self._outage.schedule(self._scheduler, self._on_timer)
+        waiting = self._waiting.counts[session_id]
+        logger.warning(
+            "agenttrace: cannot write %s (%s): %s of session %s %s in memory and will be "
+            "written as soon as writing works again. The agent keeps running.",
+            path,
+            self._waiting.outage.reason,
+            count(waiting, "event") if waiting else "an op's accounting",
+            session_id,
+            "waits" if waiting <= 1 else "wait",
+        )
 
-    def _retry(self) -> None:
-        """Try to write what waits (under the lock); say so once everything is written."""
-        for session_id, waiting in list(self._waiting.items()):
-            try:
-                appender = self._appender(waiting.session)
-                while waiting.units:
-                    data, events = waiting.units[0]
-                    appender.append(data)
-                    waiting.units.popleft()
-                    waiting.count -= events
-                    self._caught_up += events
-            except OSError as exc:
-                self._close(session_id)
-                self._outage.failed(exc)
-                continue
-            del self._waiting[session_id]
-        if self._waiting:
-            self._outage.schedule(self._scheduler, self._on_timer)
-        elif self._outage.ended():
-            logger.warning(
-                "agenttrace: writing works again: the %s that waited %s in %s",
-                count(self._caught_up, "event"),
-                "is" if self._caught_up == 1 else "are",
-                self._where(),
-            )
-            self._affected.clear()
-            self._caught_up = 0
+    def _append(self, session: Session, data: bytes) -> None:
+        """Append ``data`` to the session's stream; on a failure, close it (it is opened again,
+        and repaired, for the next try)."""
+        try:
+            self._appender(session).append(data)
+        except OSError:
+            self._close(session.session_id)
+            self._affected.add(stream_path(self.sessions_dir, session.session_id))
+            raise
+
+    def _recovered(self, caught_up: int) -> None:
+        logger.warning(
+            "agenttrace: writing works again: the %s that waited %s in %s",
+            count(caught_up, "event"),
+            "is" if caught_up == 1 else "are",
+            self._where(),
+        )
+        self._affected.clear()
 
     def _where(self) -> str:
         if len(self._affected) == 1:
             return str(next(iter(self._affected)))
         return f"{len(self._affected)} event streams in {self.sessions_dir}"
-
-    def _on_timer(self) -> None:
-        with self._lock:
-            self._outage.write_waiting(self._waiting, self._retry)
 
     def _appender(self, session: Session) -> StreamAppender:
         """The session's open appender (opened, after repairing the file, if need be)."""
@@ -307,19 +259,21 @@ class EventStreamSink(Sink):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         with self._lock:
-            return self._outage.write_waiting(self._waiting, self._retry)
+            return self._waiting.flush()
 
     def shutdown(self) -> None:
         with self._lock:
-            if not self._outage.write_waiting(self._waiting, self._retry):
-                lost = sum(waiting.count for waiting in self._waiting.values())
-                if len(self._waiting) == 1:
-                    [(session_id, waiting)] = self._waiting.items()
+            if not self._waiting.flush():
+                reason = self._waiting.outage.reason
+                left = self._waiting.give_up()
+                lost = sum(left.values())
+                if len(left) == 1:
+                    [(session_id, _)] = left.items()
                     logger.warning(
                         "agenttrace: could not write %s before exit (%s): %s of session %s "
                         "%s not in it",
-                        waiting.path,
-                        self._outage.reason,
+                        stream_path(self.sessions_dir, str(session_id)),
+                        reason,
                         count(lost, "event"),
                         session_id,
                         "is" if lost == 1 else "are",
@@ -328,12 +282,11 @@ class EventStreamSink(Sink):
                     logger.warning(
                         "agenttrace: could not write the event streams of %d sessions in %s "
                         "before exit (%s): %s are not in them",
-                        len(self._waiting),
+                        len(left),
                         self.sessions_dir,
-                        self._outage.reason,
+                        reason,
                         count(lost, "event"),
                     )
-                self._waiting.clear()
             for appender in self._appenders.values():
                 with contextlib.suppress(OSError):
                     appender.sync()
