@@ -377,6 +377,20 @@ def test_durable_sinks_get_soon_records_once_in_order_from_either_thread() -> No
     processor.shutdown()
 
 
+def test_a_record_waits_only_for_the_soon_records_of_its_own_type() -> None:
+    caller = threading.current_thread().name
+    durable = _Seen(durable=True)
+    processor = AgentTraceProcessor((durable,))
+    blocked = _Blocked(processor)
+    processor.record(Journaled(None, b"free\n", SOON))
+    processor.record(EventLogged(None, {}, b"event\n"))  # an event: not after accounting
+    assert durable.calls == [([b"event\n"], caller)]
+    blocked.release.set()
+    assert processor.force_flush() is True
+    assert durable.calls[1:] == [([b"free\n"], "agenttrace-worker")]
+    processor.shutdown()
+
+
 def test_an_ended_records_durability_follows_what_its_op_can_cost() -> None:
     def accounted(inline: bool) -> Any:
         return Accounted(None, "2023-11-14T22:13:21.234Z", inline=inline, make=lambda: None)  # type: ignore[arg-type,return-value]
@@ -387,12 +401,12 @@ def test_an_ended_records_durability_follows_what_its_op_can_cost() -> None:
 
 
 class _Seen(Sink):
-    takes = frozenset({Journaled})
+    takes = frozenset({Journaled, EventLogged})
 
     def __init__(self, durable: bool = False) -> None:
         self.durable = durable
         self.calls: list[tuple[list[bytes], str]] = []
 
     def consume(self, records: Any) -> None:
-        lines = [record.encoded() for record in records]
+        lines = [r.encoded() if type(r) is Journaled else r.line for r in records]
         self.calls.append((lines, threading.current_thread().name))

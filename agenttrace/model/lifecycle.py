@@ -37,12 +37,12 @@ class Durability(enum.IntEnum):
     """On the background worker, in record order (a scope's start, a run's end, a step's
     outcome: a kill may lose it, and the step then reads as in doubt, never as done)."""
     SOON = 1
-    """On the worker, or before the next ``BEFORE_CALL_GOES_ON`` record if that comes first
-    (a free op's accounting): the lines stay in the order the records were emitted."""
+    """On the worker, or before the next ``BEFORE_CALL_GOES_ON`` record of its type if that
+    comes first (a free op's accounting): the lines stay in the order the ops ended."""
     BEFORE_CALL_GOES_ON = 2
     """In the caller's thread, before ``emit`` returns, after every earlier ``SOON`` record
-    (a canonical event, a paid op's accounting, a tool's intent): a kill that comes next
-    finds it on disk."""
+    of its type (a canonical event, a paid op's accounting, a tool's intent): a kill that
+    comes next finds it on disk."""
 
 
 WHENEVER = Durability.WHENEVER

@@ -27,10 +27,11 @@ class Sink:
     at a time, in record order. A ``durable`` sink (it writes what a kill must find: the event
     stream, the ledger, the GenAI metrics of a paid attempt) gets each record when the
     record's durability says: a ``BEFORE_CALL_GOES_ON`` one in the caller's thread, before
-    ``emit`` returns, together with the ``SOON`` ones emitted before it that it has not had
-    yet; a ``SOON`` or ``WHENEVER`` one on the worker. Its records come in emission order
-    among those of one durability; a ``SOON`` record always before any
-    ``BEFORE_CALL_GOES_ON`` one emitted after it. Calls to one sink may come from two threads
+    ``emit`` returns, together with the ``SOON`` ones of its type emitted before it that it
+    has not had yet; a ``SOON`` or ``WHENEVER`` one on the worker. Its records come in
+    emission order among those of one durability; a ``SOON`` record always before any
+    ``BEFORE_CALL_GOES_ON`` one of its type emitted after it (a free op's accounting before a
+    later paid op's). Calls to one sink may come from two threads
     (the caller's, the worker's), one at a time for durable records.
     """
 

@@ -13,10 +13,12 @@ record says how durable it must be (``agenttrace.model.lifecycle.Durability``) a
 have one way in (``Sink.consume``). A ``BEFORE_CALL_GOES_ON`` record (a canonical event, a paid
 op's accounting, a tool's intent) is written to the durable sinks (the event stream, the
 ledger, the metrics) in the caller's thread, before ``record`` returns, together with every
-``SOON`` record emitted before it that they have not had yet (a free op's accounting): the
-lines stay in the order they were emitted, and a paid op's lines on disk mean every op that
-ended before it is there too. Everything else goes to the background worker, which feeds the
-durable sinks what they have not had and the other sinks everything, in order.
+``SOON`` record of its type emitted before it that they have not had yet (a paid op's end
+with the free ops' ends before it): accounting lines stay in the order the ops ended, and a
+paid op's lines on disk mean every op that ended before it is there too. (An intent or an
+event does not wait for accounting lines: their order against those was never read.)
+Everything else goes to the background worker, which feeds the durable sinks what they have
+not had and the other sinks everything, in order.
 
 Like the SDK's processors, it never lets an error reach its caller: a failing sink is reported
 once (and re-raised under the test suite) and the others go on.
@@ -74,10 +76,14 @@ class AgentTraceProcessor(SpanProcessor):
         # Per record type: the durable sinks that take it, and the others (copy-on-write).
         self._durable: dict[type, _Writers] = {kind: () for kind in _KINDS}
         self._later: dict[type, _Writers] = {kind: () for kind in _KINDS}
-        self._soon: deque[Record] = deque()
-        """``SOON`` records the durable sinks have not had yet, in the order they came."""
+        self._soon: dict[type, deque[Record]] = {kind: deque() for kind in _KINDS}
+        """Per record type, the ``SOON`` records the durable sinks have not had yet, in the
+        order they came."""
+        self._draining: set[type] = set()
+        """The record types whose ``SOON`` records are being written (taken from ``_soon``)."""
         self._durable_lock = threading.Lock()
-        """Held while durable sinks write, so ``SOON`` records are written once, in order."""
+        """Held while ``SOON`` records are written, and while a record that must follow them
+        is: so each is written once, in order."""
         if hasattr(os, "register_at_fork"):
             # A forked child's worker starts with an empty queue: the parent writes these.
             forget = weakref.WeakMethod(self._forget_soon)
@@ -125,10 +131,13 @@ class AgentTraceProcessor(SpanProcessor):
         durability = record.durability
         if self._durable[kind]:
             if durability is BEFORE_CALL_GOES_ON:
-                with self._durable_lock:
-                    self._write_durable(record)
+                if self._soon[kind] or kind in self._draining:
+                    with self._durable_lock:  # after the SOON ones of its type before it
+                        self._write_durable(kind, record)
+                else:  # none waits: no lock to take (it would wait for the worker's writes)
+                    self._write_each((record,))
             elif durability is SOON:
-                self._soon.append(record)
+                self._soon[kind].append(record)
                 self.worker.put(record)
                 return
             else:
@@ -151,22 +160,30 @@ class AgentTraceProcessor(SpanProcessor):
             self._take(Journaled(session, line, BEFORE_CALL_GOES_ON))
 
     def _forget_soon(self) -> None:
-        self._soon = deque()
+        self._soon = {kind: deque() for kind in _KINDS}
+        self._draining = set()
         self._durable_lock = threading.Lock()
 
-    def _write_durable(self, then: Record | None = None) -> None:
-        """Give the durable sinks the ``SOON`` records that wait, oldest first, and ``then``,
-        together (under the durable lock)."""
-        soon = self._soon
-        if soon:
+    def _write_durable(self, kind: type, then: Record | None = None) -> None:
+        """Give the durable sinks the ``SOON`` records of type ``kind`` that wait, oldest
+        first, and ``then``, together (under the durable lock)."""
+        soon = self._soon[kind]
+        if not soon:
+            if then is not None:
+                self._write_each((then,))
+            return
+        # Marked before any is taken, cleared once all are written: a record that must
+        # follow them and finds the queue empty meanwhile waits for the lock.
+        self._draining.add(kind)
+        try:
             records: list[Record] = []
             while soon:
                 records.append(soon.popleft())
             if then is not None:
                 records.append(then)
             self._write_each(records)
-        elif then is not None:
-            self._write_each((then,))
+        finally:
+            self._draining.discard(kind)
 
     def _write_each(self, records: Sequence[Record]) -> None:
         """Each durable sink's share of ``records`` (their types differ: a free op's end, an
@@ -189,9 +206,9 @@ class AgentTraceProcessor(SpanProcessor):
         if durable:
             durability = record.durability
             if durability is SOON:
-                if self._soon:
+                if self._soon[kind]:
                     with self._durable_lock:  # this one and those that came before it
-                        self._write_durable()
+                        self._write_durable(kind)
             elif durability is WHENEVER:
                 # Not under the lock: encoding it may take long (an LLM response), and every
                 # SOON record emitted before it was written as the worker passed it.
