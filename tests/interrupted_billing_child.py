@@ -26,6 +26,14 @@ from agenttrace.formats.session import files
 
 def main() -> None:
     sessions, ledger, api_base, mode = sys.argv[1:5]
+    if mode == "billed-killed":
+        from agenttrace.recorder.ledger import LedgerSink
+
+        def unbilled(self: LedgerSink, records: object) -> None:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        # Before init: the recorder binds each sink's ``consume`` as the sink is added.
+        LedgerSink.consume = unbilled  # type: ignore[method-assign]
     agenttrace.init(sessions_dir=Path(sessions), billing_file=Path(ledger), console="quiet")
 
     @agenttrace.agent("Asker")
@@ -40,13 +48,6 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         return str(reply.choices[0].message.content)
 
-    if mode == "billed-killed":
-        from agenttrace.recorder.ledger import LedgerSink
-
-        def unbilled(self: LedgerSink, record: object) -> None:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-        LedgerSink.op_accounted = unbilled  # type: ignore[method-assign]
     if mode == "take-over-killed":
 
         def killed(self: files.StreamAppender, line: bytes) -> None:

@@ -66,7 +66,7 @@ def _line(started: dict[str, Any], outcome: OutcomeBuilder, *, accounted: bool) 
     this outcome, on its accounting or (answered from the journal) on its Ended record."""
     stream = io.StringIO()
     sink = ConsoleSink("verbose", stream)
-    sink.started(Started("o1", started[sc.PATH], "op", "op", STARTED_NS, 1, 2, None, started))
+    sink.consume([Started("o1", started[sc.PATH], "op", "op", STARTED_NS, 1, 2, None, started)])
     op = outcome.outcome(
         started[sc.KIND],
         "op",
@@ -82,7 +82,7 @@ def _line(started: dict[str, Any], outcome: OutcomeBuilder, *, accounted: bool) 
         record = Ended("o1", op.path, ENDED_NS, ended, accounted=Accounted(op, "2023-11-14Z"))
     else:
         record = Ended("o1", op.path, ENDED_NS, ended, outcome=op)
-    sink.ended(record)
+    sink.consume([record])
     return stream.getvalue()
 
 
@@ -170,7 +170,7 @@ def test_an_attempt_answered_from_the_journal_has_its_line_from_the_replayed_out
 def test_a_failed_attempt_s_line_says_its_outcome_s_error_type_and_attempt() -> None:
     stream = io.StringIO()
     sink = ConsoleSink("verbose", stream)
-    sink.started(Started("o1", "1.1", "op", "op", STARTED_NS, 1, 2, None, LLM_STARTED))
+    sink.consume([Started("o1", "1.1", "op", "op", STARTED_NS, 1, 2, None, LLM_STARTED)])
     outcome = _llm_outcome(answered=False)
     outcome.set_attempt(3)
     outcome.set_error("rate_limit")
@@ -186,7 +186,7 @@ def test_a_failed_attempt_s_line_says_its_outcome_s_error_type_and_attempt() -> 
         agent_id="a",
     )
     # The record's attributes say neither: the line is the outcome's, not the span's.
-    sink.ended(Ended("o1", "1.1", ENDED_NS, {}, op.error, accounted=Accounted(op, "ts")))
+    sink.consume([Ended("o1", "1.1", ENDED_NS, {}, op.error, accounted=Accounted(op, "ts"))])
     assert stream.getvalue() == (
         "[txn:o1] 1.1 llm/openai:gpt-4o: WRN attempt 3 failed (rate_limit) after 1234ms: "
         "RateLimitError: slow down\n"

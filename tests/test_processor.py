@@ -17,9 +17,21 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from agenttrace._internal import errors as internal_errors
-from agenttrace.model.lifecycle import Ended, EventLogged, Logged, Started
+from agenttrace.formats.ledger import Accounted
+from agenttrace.model.lifecycle import (
+    BEFORE_CALL_GOES_ON,
+    SOON,
+    WHENEVER,
+    Ended,
+    EventLogged,
+    Journaled,
+    Logged,
+    Started,
+)
+from agenttrace.recorder.store import EventStreamSink
 from agenttrace.recorder.worker import Worker
-from agenttrace.sdk.processor import AgentTraceProcessor, Sink
+from agenttrace.sdk.processor import AgentTraceProcessor, Sink, _Deferred
+from agenttrace.session.state import Session
 
 from .conftest import Traced
 
@@ -166,22 +178,21 @@ def test_a_failing_consumer_is_raised_by_the_next_flush_under_the_suite() -> Non
 
 
 class Recording(Sink):
-    def __init__(self, inline: bool = False) -> None:
-        self.inline = inline
+    takes = frozenset({Started, Ended, EventLogged})
+
+    def __init__(self, durable: bool = False) -> None:
+        self.durable = durable
         self.seen: list[tuple[str, str, str]] = []
         self.flushed = 0
         self.shut = 0
 
-    def started(self, record: Started) -> None:
-        self.seen.append(("started", record.label, threading.current_thread().name))
-
-    def ended(self, record: Ended) -> None:
-        self.seen.append(("ended", record.label, threading.current_thread().name))
-
-    def event_logged(self, record: EventLogged) -> None:
-        self.seen.append(
-            ("event", str(record.event["message_id"]), threading.current_thread().name)
-        )
+    def consume(self, records: Any) -> None:
+        thread = threading.current_thread().name
+        for record in records:
+            if type(record) is EventLogged:
+                self.seen.append(("event", str(record.event["message_id"]), thread))
+            else:
+                self.seen.append((type(record).__name__.lower(), record.label, thread))
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         self.flushed += 1
@@ -191,13 +202,13 @@ class Recording(Sink):
         self.shut += 1
 
 
-def test_records_reach_sinks_in_order_inline_events_at_once() -> None:
-    stream, tree = Recording(inline=True), Recording()
+def test_records_reach_sinks_in_order_durable_events_at_once() -> None:
+    stream, tree = Recording(durable=True), Recording()
     processor = AgentTraceProcessor((stream, tree))
     caller = threading.current_thread().name
     processor.record(started("1"))
     processor.record(EventLogged(None, {"message_id": "msg_001"}, b"{}\n"))
-    # The inline sink has the event before record() returned, in the caller's thread.
+    # The durable sink has the event before record() returned, in the caller's thread.
     assert [e for e in stream.seen if e[0] == "event"] == [("event", "msg_001", caller)]
     processor.record(ended("1"))
     assert processor.force_flush() is True
@@ -211,13 +222,15 @@ def test_records_reach_sinks_in_order_inline_events_at_once() -> None:
     processor.shutdown()
 
 
-def test_no_op_methods_are_never_queued() -> None:
+def test_records_no_sink_takes_are_never_queued() -> None:
     class OnlyEnds(Sink):
+        takes = frozenset({Ended})
+
         def __init__(self) -> None:
             self.ends = 0
 
-        def ended(self, record: Ended) -> None:
-            self.ends += 1
+        def consume(self, records: Any) -> None:
+            self.ends += len(records)
 
     sink = OnlyEnds()
     processor = AgentTraceProcessor((sink,))
@@ -237,7 +250,9 @@ def test_a_failing_sink_is_reported_once_and_the_others_go_on(
     internal_errors.reset_reported()
 
     class Broken(Sink):
-        def ended(self, record: Ended) -> None:
+        takes = frozenset({Ended})
+
+        def consume(self, records: Any) -> None:
             raise RuntimeError("broken sink")
 
     good = Recording()
@@ -295,3 +310,103 @@ def test_the_sinks_init_assembles_come_after_those_they_read_from(traced: Traced
     for index, sink in enumerate(sinks):
         assert all(read in sinks[:index] for read in sink.reads_from()), sink
     assert any(sink.reads_from() for sink in sinks)  # the session file's, at least
+
+
+# --- durability: the record says where and when it is written ---------------------------------
+
+
+class _Blocked:
+    """Holds the processor's worker on a task until released (so nothing it would write is)."""
+
+    def __init__(self, processor: AgentTraceProcessor) -> None:
+        self.running, self.release = threading.Event(), threading.Event()
+        processor.worker.put(_Deferred(self._hold))
+        assert self.running.wait(WAIT)
+
+    def _hold(self) -> None:
+        self.running.set()
+        self.release.wait(WAIT)
+
+
+def _stream(path: Path) -> bytes:
+    return path.read_bytes() if path.exists() else b""
+
+
+def test_a_records_durability_decides_where_the_stream_writes_it(tmp_path: Path) -> None:
+    session = Session("durable")
+    stream = EventStreamSink(tmp_path)
+    processor = AgentTraceProcessor((stream,))
+    path = tmp_path / "durable.events.jsonl"
+    blocked = _Blocked(processor)
+    processor.record(Journaled(session, b'{"state":"outcome"}\n', WHENEVER))
+    processor.record(Journaled(session, b'{"state":"soon"}\n', SOON))
+    assert _stream(path) == b""  # the worker has them, and it is busy
+    processor.record(Journaled(session, b'{"state":"intent"}\n', BEFORE_CALL_GOES_ON))
+    # On disk as record() returns, with the worker still blocked: after the SOON line emitted
+    # before it (the WHENEVER one waits for the worker).
+    assert _stream(path) == b'{"state":"soon"}\n{"state":"intent"}\n'
+    blocked.release.set()
+    assert processor.force_flush() is True
+    assert _stream(path) == b'{"state":"soon"}\n{"state":"intent"}\n{"state":"outcome"}\n'
+    processor.shutdown()
+
+
+def test_durable_sinks_get_soon_records_once_in_order_from_either_thread() -> None:
+    caller = threading.current_thread().name
+    durable, later = _Seen(durable=True), _Seen()
+    processor = AgentTraceProcessor((durable, later))
+    blocked = _Blocked(processor)
+    processor.record(Journaled(None, b"free 1\n", SOON))
+    processor.record(Journaled(None, b"free 2\n", SOON))
+    processor.record(Journaled(None, b"paid\n", BEFORE_CALL_GOES_ON))
+    processor.record(Journaled(None, b"free 3\n", SOON))
+    processor.record(Journaled(None, b"done\n", WHENEVER))
+    # The two free ones went with the paid one, in one call, in the caller's thread.
+    assert durable.calls == [([b"free 1\n", b"free 2\n", b"paid\n"], caller)]
+    blocked.release.set()
+    assert processor.force_flush() is True
+    assert durable.calls[1:] == [
+        ([b"free 3\n"], "agenttrace-worker"),
+        ([b"done\n"], "agenttrace-worker"),
+    ]
+    # A sink that is not durable gets every record on the worker, one at a time, in order.
+    assert later.calls == [
+        ([line], "agenttrace-worker")
+        for line in (b"free 1\n", b"free 2\n", b"paid\n", b"free 3\n", b"done\n")
+    ]
+    processor.shutdown()
+
+
+def test_a_record_waits_only_for_the_soon_records_of_its_own_type() -> None:
+    caller = threading.current_thread().name
+    durable = _Seen(durable=True)
+    processor = AgentTraceProcessor((durable,))
+    blocked = _Blocked(processor)
+    processor.record(Journaled(None, b"free\n", SOON))
+    processor.record(EventLogged(None, {}, b"event\n"))  # an event: not after accounting
+    assert durable.calls == [([b"event\n"], caller)]
+    blocked.release.set()
+    assert processor.force_flush() is True
+    assert durable.calls[1:] == [([b"free\n"], "agenttrace-worker")]
+    processor.shutdown()
+
+
+def test_an_ended_records_durability_follows_what_its_op_can_cost() -> None:
+    def accounted(inline: bool) -> Any:
+        return Accounted(None, "2023-11-14T22:13:21.234Z", inline=inline, make=lambda: None)  # type: ignore[arg-type,return-value]
+
+    assert Ended("o", "0", 1, {}).durability is WHENEVER  # a run's end
+    assert Ended("o", "1", 1, {}, accounted=accounted(False)).durability is SOON
+    assert Ended("o", "1", 1, {}, accounted=accounted(True)).durability is BEFORE_CALL_GOES_ON
+
+
+class _Seen(Sink):
+    takes = frozenset({Journaled, EventLogged})
+
+    def __init__(self, durable: bool = False) -> None:
+        self.durable = durable
+        self.calls: list[tuple[list[bytes], str]] = []
+
+    def consume(self, records: Any) -> None:
+        lines = [r.encoded() if type(r) is Journaled else r.line for r in records]
+        self.calls.append((lines, threading.current_thread().name))

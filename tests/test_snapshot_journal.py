@@ -205,9 +205,10 @@ def test_the_fuller_journal_of_the_two_files_is_taken(tmp_path: Path) -> None:
 
 
 def test_a_stream_scan_counts_no_journal_line_as_an_event(tmp_path: Path) -> None:
-    """Repairing a resumed session's stream (``recorder.store._repair``) counts its events: a
-    journal line counted as one would cut real events off a stream a kill left cut short."""
-    from agenttrace.recorder.store import _scan_lines
+    """Repairing a resumed session's stream (``formats.session.repair.repair_stream``) counts
+    its events: a journal line counted as one would cut real events off a stream a kill left
+    cut short."""
+    from agenttrace.formats.session.repair import _scan_lines
     from agenttrace.tracing.journal_io import journal_bytes
 
     event = b'{"event_type": "transcript_entry", "message_id": "m"}\n'

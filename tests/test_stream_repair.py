@@ -1,6 +1,7 @@
-"""Repairing a resumed session's stream before its first append (``recorder.store._repair``) after
-a crash cut an agent's creation short (``formats.session.unfinished``): the creation's lines go,
-and nothing journaled after them is lost."""
+"""Repairing a resumed session's stream before its first append
+(``formats.session.repair.repair_stream``) after a crash cut an agent's creation short
+(``formats.session.unfinished``): the creation's lines go, and nothing journaled after them is
+lost."""
 
 from __future__ import annotations
 

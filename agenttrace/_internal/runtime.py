@@ -28,8 +28,9 @@ class Recorder(Protocol):
         ...
 
     def journal(self, session: Any, line: bytes | Callable[[], bytes], later: bool = False) -> None:
-        """Write one step-journal line of ``session`` now, before the caller goes on
-        (``later``: by the background worker, and ``line`` may be a callable making it)."""
+        """Emit one step-journal line of ``session`` as a record, on disk before the caller
+        goes on (``later``: whenever, by the background worker, and ``line`` may be a
+        callable making it)."""
         ...
 
 

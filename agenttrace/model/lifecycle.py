@@ -16,7 +16,8 @@ put on the span, and must not be changed by anyone after the record is built.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import enum
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from agenttrace.model.outcome import OpOutcome
@@ -27,8 +28,32 @@ SpanEvent = tuple[str, int, AttributeMap]
 """A span event as recorded: (name, time in ns since the epoch, attributes)."""
 
 
+class Durability(enum.IntEnum):
+    """How soon a record's durable outputs (the event stream, the ledger, the GenAI metrics)
+    must have it: what the record's producer promises its caller. The recorder
+    (``agenttrace.sdk.processor``) is the one place that honours it."""
+
+    WHENEVER = 0
+    """On the background worker, in record order (a scope's start, a run's end, a step's
+    outcome: a kill may lose it, and the step then reads as in doubt, never as done)."""
+    SOON = 1
+    """On the worker, or before the next ``BEFORE_CALL_GOES_ON`` record of its type if that
+    comes first (a free op's accounting): the lines stay in the order the ops ended."""
+    BEFORE_CALL_GOES_ON = 2
+    """In the caller's thread, before ``emit`` returns, after every earlier ``SOON`` record
+    of its type (a canonical event, a paid op's accounting, a tool's intent): a kill that
+    comes next finds it on disk."""
+
+
+WHENEVER = Durability.WHENEVER
+SOON = Durability.SOON
+BEFORE_CALL_GOES_ON = Durability.BEFORE_CALL_GOES_ON
+
+
 class Started:
     """A scope opened: its place (``label``) in the run ``origin``, and its span's identity."""
+
+    durability = WHENEVER
 
     __slots__ = (
         "attributes",
@@ -129,6 +154,7 @@ class Ended:
     __slots__ = (
         "accounted",
         "attributes",
+        "durability",
         "ended_ns",
         "error",
         "events",
@@ -174,6 +200,11 @@ class Ended:
         derived: for an op that can carry a cost, made in the caller's thread and written to
         the stream and the ledger there before the op's caller goes on; for a free one, made
         and written later. ``None`` for a run or a turn."""
+        self.durability = (
+            WHENEVER if accounted is None else BEFORE_CALL_GOES_ON if accounted.inline else SOON
+        )
+        """A paid op's accounting (``accounted.inline``) is on disk before its caller goes on;
+        a free op's soon after, in the order the ops ended; a run's or a turn's end whenever."""
         self.session = session
         """With ``accounted``: the ``Session`` whose stream gets it."""
         self.started = started
@@ -187,6 +218,8 @@ class Ended:
 
 class Logged:
     """A log line or reasoning chunk attached to the running scope (a span event of its own)."""
+
+    durability = WHENEVER
 
     __slots__ = ("attributes", "label", "name", "origin", "time_ns")
 
@@ -207,8 +240,11 @@ class EventLogged:
     ``line`` is the event's JSON line exactly as the stream stores it. ``origin``/``label`` name
     the scope it was logged in (``None`` outside any). The span event it became there is not
     carried: it follows from the event (``agenttrace.tracing.recording``). ``more``: how many
-    events logged with this one follow it; they are written together, in one write.
+    events logged with this one follow it; they are written together, in one write. On the
+    stream before ``log_*`` returns.
     """
+
+    durability = BEFORE_CALL_GOES_ON
 
     __slots__ = ("event", "label", "line", "more", "origin", "session")
 
@@ -230,4 +266,45 @@ class EventLogged:
         self.more = more
 
 
-Record = Started | Ended | Logged | EventLogged
+class Journaled:
+    """A step-journal line (docs/journal.md) of ``session``.
+
+    ``line`` is the line as its producer made it: its bytes (ending in a newline), a callable
+    that makes them (an LLM response turned into JSON, made off the caller's thread), or a
+    value with a ``journal_bytes()`` method (a typed journal line). The sinks that write it
+    take its bytes from :meth:`encoded`, which makes them once. ``durability``: a tool's
+    intent is ``BEFORE_CALL_GOES_ON`` (on disk before the step's body runs); an outcome
+    (``done``, ``failed``) is ``WHENEVER``.
+    """
+
+    __slots__ = ("_bytes", "durability", "line", "session")
+
+    def __init__(
+        self,
+        session: Any,
+        line: bytes | Callable[[], bytes] | Any,
+        durability: Durability = BEFORE_CALL_GOES_ON,
+    ) -> None:
+        self.session = session
+        """The ``agenttrace.session.state.Session`` whose journal it belongs to."""
+        self.line = line
+        self.durability = durability
+        self._bytes: bytes | None = line if type(line) is bytes else None
+
+    def encoded(self) -> bytes:
+        """The line's bytes, made on first use (by whichever sink takes it first). Raises
+        whatever the line's own encoding raises, once: ``b""`` (no line) after that."""
+        data = self._bytes
+        if data is None:
+            line = self.line
+            encode = getattr(line, "journal_bytes", None)
+            try:
+                data = encode() if encode is not None else line() if callable(line) else line
+            except BaseException:
+                self._bytes = b""  # a line that cannot be made is reported once, then skipped
+                raise
+            self._bytes = data
+        return data
+
+
+Record = Started | Ended | Logged | EventLogged | Journaled

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from agenttrace import semconv as sc
@@ -24,7 +24,7 @@ from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.config import ConsoleMode, Settings
 from agenttrace._internal.later import recorded_text
 from agenttrace._internal.redact import cap_text, scrub_json_text
-from agenttrace.model.lifecycle import Ended, Logged, Started
+from agenttrace.model.lifecycle import Ended, Logged, Record, Started
 from agenttrace.model.outcome import OpOutcome
 from agenttrace.recorder.bare_outcome import bare_outcome
 from agenttrace.recorder.sink import Sink
@@ -92,10 +92,22 @@ class ConsoleSink(Sink):
             stream.write(line + "\n")
             stream.flush()
 
-    def started(self, record: Started) -> None:
+    takes = frozenset({Started, Ended, Logged})
+
+    def consume(self, records: Sequence[Record]) -> None:
+        for record in records:
+            kind = type(record)
+            if kind is Started:
+                self._started(record)  # type: ignore[arg-type]
+            elif kind is Ended:
+                self._ended(record)  # type: ignore[arg-type]
+            elif kind is Logged:
+                self._logged(record)  # type: ignore[arg-type]
+
+    def _started(self, record: Started) -> None:
         self._open[(record.origin, record.label)] = (record.started_ns, record.attributes)
 
-    def logged(self, record: Logged) -> None:
+    def _logged(self, record: Logged) -> None:
         opened = self._open.get((record.origin, record.label))
         if opened is None:
             return
@@ -109,7 +121,7 @@ class ConsoleSink(Sink):
             text = str(attributes.get(sc.REASONING_TEXT, ""))
             self._write(format_line(started, f"THK {text}"))
 
-    def ended(self, record: Ended) -> None:
+    def _ended(self, record: Ended) -> None:
         opened = self._open.pop((record.origin, record.label), None)
         if opened is None or (record.error is None and self.mode == "quiet"):
             return  # quiet: only failures are printed

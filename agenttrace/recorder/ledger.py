@@ -24,13 +24,14 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from agenttrace.formats.ledger_file import _append_to, _open
 from agenttrace.formats.ledger_file import append_lines as append_lines
-from agenttrace.model.lifecycle import Ended
-from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, count
+from agenttrace.model.lifecycle import Ended, Record
+from agenttrace.recorder.outage import RETRY_INTERVAL, OutageBuffer, count
 from agenttrace.recorder.sink import Scheduler, Sink
 
 logger = logging.getLogger("agenttrace")
@@ -142,10 +143,11 @@ def _quick_append(fd: int, data: bytes) -> bool:
 class LedgerSink(Sink):
     """Appends each op's accounting entry to the billing ledger as the op ends.
 
-    A paid op's line is written in the op's own thread (``op_accounted``), before its caller
-    goes on, so a run killed half-way has billed every LLM attempt that ended. Lines that
-    could not be written wait in memory (up to ``max_waiting`` bytes) and are written, in order,
-    as soon as writing works again (see ``agenttrace.recorder.outage``).
+    A durable sink: a paid op's line is written in the op's own thread (its ``Ended`` is
+    ``BEFORE_CALL_GOES_ON``), before its caller goes on, so a run killed half-way has billed
+    every LLM attempt that ended. Lines that could not be written wait in memory (up to
+    ``max_waiting`` bytes) and are written, in order, as soon as writing works again (see
+    ``agenttrace.recorder.outage``).
     """
 
     def __init__(
@@ -155,105 +157,82 @@ class LedgerSink(Sink):
         retry_interval: float = RETRY_INTERVAL,
     ) -> None:
         self.path = path
-        self.max_waiting = max_waiting
-        """Bytes of records kept while the ledger cannot be written; past it, further records
-        are dropped (and counted in the warning at exit)."""
-        self._waiting: list[bytes] = []  # records that could not be written yet, in order
-        self._waiting_bytes = 0
-        self._dropped = 0
-        self._outage = Outage(retry_interval)
-        self._scheduler: Scheduler | None = None
         self._lock = threading.Lock()
+        self._waiting = OutageBuffer(self._lock, self._recovered, retry_interval, max_waiting)
+        """Records that could not be written yet, in order."""
         self._file = _LedgerFile(path)
 
+    @property
+    def max_waiting(self) -> int:
+        """Bytes of records kept while the ledger cannot be written; past it, further records
+        are dropped (and counted in the warning at exit)."""
+        return self._waiting.max_bytes or 0
+
+    @max_waiting.setter
+    def max_waiting(self, value: int) -> None:
+        self._waiting.max_bytes = value
+
     def attach(self, scheduler: Scheduler) -> None:
-        self._scheduler = scheduler
+        self._waiting.attach(scheduler)
 
-    def op_accounted(self, record: Ended) -> None:
-        if record.accounted is not None:
-            self.bill(record.accounted.ledger_line())
+    durable = True
+    takes = frozenset({Ended})
 
-    def ops_accounted(self, records: list[Ended]) -> None:
-        lines = b"".join(r.accounted.ledger_line() for r in records if r.accounted is not None)
+    def consume(self, records: Sequence[Record]) -> None:
+        """The ops' ledger lines, in one write (a paid op's in its caller's thread)."""
+        if len(records) == 1:
+            accounted = records[0].accounted  # type: ignore[union-attr]
+            if accounted is not None:
+                self.bill(accounted.ledger_line())
+            return
+        lines = b"".join(
+            r.accounted.ledger_line()  # type: ignore[union-attr]
+            for r in records
+            if r.accounted is not None  # type: ignore[union-attr]
+        )
         if lines:
             self.bill(lines)  # one write
 
     def bill(self, line: bytes) -> None:
         """Append one record (a whole line), or keep it until the ledger can be written."""
         with self._lock:
-            if self._waiting:  # behind records that wait: in order, after them
-                self._keep(line)
-                if self._outage.due():
-                    self._retry()
-                return
-            try:
-                self._file.append(line)
-            except OSError as exc:
-                self._keep(line)
-                if self._outage.failed(exc):
-                    waiting = self._records()
-                    logger.warning(
-                        "agenttrace: cannot write the billing ledger %s (%s): %s %s in memory "
-                        "and will be written as soon as writing works again. The agent keeps "
-                        "running.",
-                        self.path,
-                        self._outage.reason,
-                        count(waiting, "accounting record"),
-                        "waits" if waiting == 1 else "wait",
-                    )
-                self._outage.schedule(self._scheduler, self._on_timer)
+            if self._waiting.put(None, line, line.count(b"\n"), self._file.append):
+                waiting = sum(self._waiting.counts.values())
+                logger.warning(
+                    "agenttrace: cannot write the billing ledger %s (%s): %s %s in memory "
+                    "and will be written as soon as writing works again. The agent keeps "
+                    "running.",
+                    self.path,
+                    self._waiting.outage.reason,
+                    count(waiting, "accounting record"),
+                    "waits" if waiting == 1 else "wait",
+                )
 
-    def _keep(self, data: bytes) -> None:
-        """Keep records for a later write."""
-        if self._waiting_bytes + len(data) > self.max_waiting:
-            self._dropped += data.count(b"\n")
-            return
-        self._waiting.append(data)
-        self._waiting_bytes += len(data)
-
-    def _records(self) -> int:
-        return sum(data.count(b"\n") for data in self._waiting)
-
-    def _retry(self) -> None:
-        """Append what waits, in one write (under the lock)."""
-        try:
-            self._file.append(b"".join(self._waiting))
-        except OSError as exc:
-            self._outage.failed(exc)
-            self._outage.schedule(self._scheduler, self._on_timer)
-            return
-        written = self._records()
-        self._waiting.clear()
-        self._waiting_bytes = 0
-        if self._outage.ended():
-            logger.warning(
-                "agenttrace: writing works again: the %s that waited %s in the billing ledger %s",
-                count(written, "accounting record"),
-                "is" if written == 1 else "are",
-                self.path,
-            )
-
-    def _on_timer(self) -> None:
-        with self._lock:
-            self._outage.write_waiting(self._waiting, self._retry)
+    def _recovered(self, written: int) -> None:
+        logger.warning(
+            "agenttrace: writing works again: the %s that waited %s in the billing ledger %s",
+            count(written, "accounting record"),
+            "is" if written == 1 else "are",
+            self.path,
+        )
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         with self._lock:
-            return self._outage.write_waiting(self._waiting, self._retry)
+            return self._waiting.flush()
 
     def shutdown(self) -> None:
         with self._lock:
-            self._outage.write_waiting(self._waiting, self._retry)
-            lost = self._records() + self._dropped
+            self._waiting.flush()
+            reason = self._waiting.outage.reason
+            lost = sum(self._waiting.give_up().values()) + self._waiting.dropped
             if lost:
                 logger.warning(
                     "agenttrace: could not write the billing ledger %s before exit (%s): %s "
                     "%s not in it",
                     self.path,
-                    self._outage.reason,
+                    reason,
                     count(lost, "accounting record"),
                     "is" if lost == 1 else "are",
                 )
-            self._waiting.clear()
-            self._dropped = 0
+            self._waiting.dropped = 0
             self._file.close()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from agenttrace.formats.ledger import accounting_entry
 from agenttrace.formats.session.schema import AccountingEntry
 from agenttrace.formats.session.spool import Piece, Spool
 from agenttrace.model.amounts import latency_written
-from agenttrace.model.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
+from agenttrace.model.lifecycle import Ended, EventLogged, Logged, Record, SpanEvent, Started
 from agenttrace.model.outcome import OpOutcome
 from agenttrace.recorder.bare_outcome import bare_outcome
 from agenttrace.recorder.sink import Sink
@@ -195,7 +195,21 @@ class OpTreeSink(Sink):
 
     # -- the sink -----------------------------------------------------------------------------
 
-    def started(self, record: Started) -> None:
+    takes = frozenset({Started, Ended, Logged, EventLogged})
+
+    def consume(self, records: Sequence[Record]) -> None:
+        for record in records:
+            kind = type(record)
+            if kind is Started:
+                self._started(record)  # type: ignore[arg-type]
+            elif kind is Ended:
+                self._ended(record)  # type: ignore[arg-type]
+            elif kind is Logged:
+                self._logged(record)  # type: ignore[arg-type]
+            elif kind is EventLogged:
+                self._event_logged(record)  # type: ignore[arg-type]
+
+    def _started(self, record: Started) -> None:
         run = self.runs.get(record.origin)
         if run is None:
             if record.label != "0":
@@ -213,7 +227,7 @@ class OpTreeSink(Sink):
         run.place(record.label, node, record.parent, position)
         self._offer(run, final=False)
 
-    def logged(self, record: Logged) -> None:
+    def _logged(self, record: Logged) -> None:
         node = self._node(record.origin, record.label)
         if node is None:
             return
@@ -235,7 +249,7 @@ class OpTreeSink(Sink):
                 {"text": attributes.get(sc.REASONING_TEXT, ""), "ts": _ms(record.time_ns)}
             )
 
-    def event_logged(self, record: EventLogged) -> None:
+    def _event_logged(self, record: EventLogged) -> None:
         if record.origin is None or record.label is None:
             return
         run = self.runs.get(record.origin)
@@ -245,7 +259,7 @@ class OpTreeSink(Sink):
             run.session = record.session
         # Its span event is not kept: it follows from the event (see tracing/recording.py).
 
-    def ended(self, record: Ended) -> None:
+    def _ended(self, record: Ended) -> None:
         run = self.runs.get(record.origin)
         if run is None:
             return

@@ -1,12 +1,15 @@
 """What a consumer of lifecycle records implements: the processor (``agenttrace.sdk.processor``)
-hands each record to every sink it was given, and each sink derives one output from them."""
+hands each record to every sink that takes it, through one way in (:meth:`Sink.consume`), and
+each sink derives one output from them. When a sink gets a record is the processor's business
+alone, told by the record's durability (``agenttrace.model.lifecycle.Durability``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
-from agenttrace.model.lifecycle import Ended, EventLogged, Logged, Started
+from agenttrace._internal.errors import report_internal_error
+from agenttrace.model.lifecycle import Journaled, Record
 
 
 class Scheduler(Protocol):
@@ -17,16 +20,24 @@ class Scheduler(Protocol):
 
 
 class Sink:
-    """One output derived from lifecycle records. Methods must not block for long or raise.
+    """One output derived from lifecycle records. :meth:`write` must not block for long or
+    raise.
 
-    Every method runs on the background worker, in record order, except ``event_logged`` of an
-    ``inline`` sink and every sink's ``op_accounted`` for an op that can carry a cost, which run
-    in the caller's thread at once (for outputs that must be on disk before the call that logged
-    the event, or the paid op, returns); a free op's accounting (``ops_accounted``) runs on the
-    worker or in the thread of the next paid op, under a lock, in the order the ops ended.
+    A sink that is not ``durable`` gets every record it takes on the background worker, one
+    at a time, in record order. A ``durable`` sink (it writes what a kill must find: the event
+    stream, the ledger, the GenAI metrics of a paid attempt) gets each record when the
+    record's durability says: a ``BEFORE_CALL_GOES_ON`` one in the caller's thread, before
+    ``emit`` returns, together with the ``SOON`` ones of its type emitted before it that it
+    has not had yet; a ``SOON`` or ``WHENEVER`` one on the worker. Its records come in
+    emission order among those of one durability; a ``SOON`` record always before any
+    ``BEFORE_CALL_GOES_ON`` one of its type emitted after it (a free op's accounting before a
+    later paid op's). Calls to one sink may come from two threads
+    (the caller's, the worker's), one at a time for durable records.
     """
 
-    inline = False
+    durable = False
+    takes: frozenset[type] = frozenset()
+    """The record types it derives its output from (the processor hands it no others)."""
 
     def reads_from(self) -> tuple[Sink, ...]:
         """The sinks whose state this one reads as it takes a record: each must come before it
@@ -38,34 +49,10 @@ class Sink:
         """Called when the sink is added to the processor (``scheduler``: to schedule work on its
         worker)."""
 
-    def started(self, record: Started) -> None:
-        """A scope started."""
-
-    def ended(self, record: Ended) -> None:
-        """A scope ended."""
-
-    def logged(self, record: Logged) -> None:
-        """A log line or reasoning chunk was attached to a scope."""
-
-    def event_logged(self, record: EventLogged) -> None:
-        """A canonical event was logged."""
-
-    def op_accounted(self, record: Ended) -> None:
-        """An op ended and its accounting was made (``record.accounted``). For an op that can
-        carry a cost (``record.accounted.inline``), runs in the caller's thread, before the op's
-        caller goes on: what an LLM attempt cost is on disk before a kill can come. For others,
-        on the worker or in the thread of the next paid op, one at a time, in the order the ops
-        ended."""
-
-    def ops_accounted(self, records: list[Ended]) -> None:
-        """Several ops' accounting, in the order the ops ended (what waited for the worker):
-        :meth:`op_accounted` for each, unless the sink writes them together."""
-        for record in records:
-            self.op_accounted(record)
-
-    def journaled(self, session: Any, line: bytes) -> None:
-        """A step-journal line (docs/journal.md) to write now. Runs in the caller's thread,
-        before the step's body runs (a tool's ``intent``): a kill that comes next finds it."""
+    def consume(self, records: Sequence[Record]) -> None:
+        """Take ``records`` (of the types it ``takes``), oldest first: several when a durable
+        sink gets the ``SOON`` records that waited with the record that cannot wait (written
+        together where the sink can: one ``write`` for several lines)."""
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Write out anything buffered."""
@@ -73,3 +60,13 @@ class Sink:
 
     def shutdown(self) -> None:
         """Flush and release resources; later calls are ignored."""
+
+
+def journal_bytes(record: Journaled) -> bytes | None:
+    """A journal record's line as bytes, made by the first sink that asks; ``None`` if the line
+    could not be made (reported once, as an internal error)."""
+    try:
+        return record.encoded() or None
+    except Exception as exc:
+        report_internal_error("journal line", exc)
+        return None

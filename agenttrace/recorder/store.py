@@ -1,7 +1,9 @@
 """The outputs that persist a session: the event stream and the gzipped session file.
 
 - :class:`EventStreamSink` writes each canonical event, the moment it is logged, as one flushed
-  JSON line of ``<sessions_dir>/<session_id>.events.jsonl`` (inline: before ``log_*`` returns).
+  JSON line of ``<sessions_dir>/<session_id>.events.jsonl`` (a durable sink: an event is
+  ``BEFORE_CALL_GOES_ON``, on disk before ``log_*`` returns), and each op's ``op_accounted``
+  line and each step-journal line, as durable as their records say.
   Its file stays open while the session object is alive, and at most ``max_open`` at a time.
 - :class:`SessionFileSink` writes ``<session_id>.json.gz`` (opTree of every run, every event,
   meta) atomically. Writes are coalesced: when a run or a sub-agent ends, the file is written at
@@ -20,31 +22,29 @@ import collections
 import contextlib
 import json
 import logging
-import os
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace._internal.redact import scrub_json_text
-from agenttrace.formats.ledger import accounted_line, is_accounted_line
-from agenttrace.formats.safe_open import open_inside
+from agenttrace.formats.ledger import accounted_line
 from agenttrace.formats.session.files import (
     StreamAppender,
     document_pieces,
-    is_journal_line,
     snapshot_path,
     stream_path,
-    write_atomically,
 )
 from agenttrace.formats.session.leftovers import remove_leftovers
+from agenttrace.formats.session.repair import repair_stream, restored_stream
 from agenttrace.formats.session.spool import Piece, Spool, write_pieces
-from agenttrace.model.lifecycle import Ended, EventLogged, Started
+from agenttrace.model.lifecycle import Ended, EventLogged, Journaled, Record, Started
 from agenttrace.recorder.optree_builder import COMPACT_BYTES, OpTreeSink, RunTree, serialize
-from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, count
-from agenttrace.recorder.sink import Scheduler, Sink
+from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, OutageBuffer, count
+from agenttrace.recorder.sink import Scheduler, Sink, journal_bytes
 from agenttrace.session.leases import Taken, share, writing
 from agenttrace.session.state import Session
 
@@ -57,28 +57,12 @@ def _compact(value: Any) -> bytes:
     )
 
 
-class _Waiting:
-    """A session's stream lines that could not be written yet, in order, by write."""
-
-    __slots__ = ("count", "path", "session", "units")
-
-    def __init__(self, session: Session, path: Path) -> None:
-        self.session = session
-        """Kept until the stream is written: reopening it may need the restored events."""
-        self.path = path
-        self.units: collections.deque[tuple[bytes, int]] = collections.deque()
-        """(the bytes of one write, how many events they hold)."""
-        self.count = 0
-
-    def add(self, data: bytes, events: int) -> None:
-        self.units.append((data, events))
-        self.count += events
-
-
 class EventStreamSink(Sink):
-    """Appends every canonical event to its session's stream, at once."""
+    """Appends every canonical event, op accounting and step-journal line to its session's
+    stream, as durable as each record says."""
 
-    inline = True
+    durable = True
+    takes = frozenset({EventLogged, Ended, Journaled})
 
     def __init__(
         self,
@@ -95,18 +79,15 @@ class EventStreamSink(Sink):
         self._repaired: set[str] = set()
         # Lines of a write still being logged (an agent's creation and its first entries).
         self._groups: dict[str, list[bytes]] = {}
+        self._lock = threading.Lock()
         # Sessions whose stream could not be written: their lines wait here, in order. They are
         # the session's own lines (no copy; a scrubbed one with redacted saving), which the
         # session keeps anyway, so waiting costs no memory of its own and has no bound but that.
-        self._waiting: dict[str, _Waiting] = {}
-        self._outage = Outage(retry_interval)
+        self._waiting = OutageBuffer(self._lock, self._recovered, retry_interval)
         self._affected: set[Path] = set()
-        self._caught_up = 0
-        self._scheduler: Scheduler | None = None
-        self._lock = threading.Lock()
 
     def attach(self, scheduler: Scheduler) -> None:
-        self._scheduler = scheduler
+        self._waiting.attach(scheduler)
 
     def _hold_lease(self, session: Session) -> None:
         """Before the session's first line (its stream not open yet): hold its lease
@@ -116,7 +97,37 @@ class EventStreamSink(Sink):
         if session.session_id not in self._appenders:
             writing(session, self.sessions_dir)
 
-    def event_logged(self, record: EventLogged) -> None:
+    def consume(self, records: Sequence[Record]) -> None:
+        """Each canonical event's line, each op's ``op_accounted`` line (docs/events.md), each
+        step-journal line: the ``op_accounted`` lines of one session in a row in one
+        ``write``."""
+        lines: list[bytes] = []
+        session: Session | None = None
+        for record in records:
+            kind = type(record)
+            if kind is Ended:
+                accounted = record.accounted  # type: ignore[union-attr]
+                of = record.session  # type: ignore[union-attr]
+                if of is None or accounted is None:
+                    continue
+                if of is not session and lines:
+                    self._write_lines(session, lines)  # type: ignore[arg-type]
+                    lines = []
+                session = of
+                line = accounted.stream_line()
+                lines.append(scrub_json_text(line.decode()).encode() if self.redacted else line)
+                continue
+            if lines:
+                self._write_lines(session, lines)  # type: ignore[arg-type]
+                lines = []
+            if kind is EventLogged:
+                self._event_logged(record)  # type: ignore[arg-type]
+            elif kind is Journaled:
+                self._journaled(record)  # type: ignore[arg-type]
+        if lines:
+            self._write_lines(session, lines)  # type: ignore[arg-type]
+
+    def _event_logged(self, record: EventLogged) -> None:
         session: Session = record.session
         session_id = session.session_id
         line = record.line
@@ -134,34 +145,17 @@ class EventStreamSink(Sink):
                 line, events = b"".join(group), len(group)
             self._write(session, line, events)
 
-    def journaled(self, session: Session, line: bytes) -> None:
-        """A step-journal line, one ``write``, now (before the step's body runs)."""
+    def _journaled(self, record: Journaled) -> None:
+        """A step-journal line, one ``write`` (an intent: before the step's body runs)."""
+        line = journal_bytes(record)
+        if line is None:
+            return
         if self.redacted:
             line = scrub_json_text(line.decode()).encode()
+        session: Session = record.session
         self._hold_lease(session)
         with self._lock:
             self._write(session, line, 0)
-
-    def op_accounted(self, record: Ended) -> None:
-        """An op's ``op_accounted`` line (docs/events.md), one ``write``: a paid op's at once,
-        in the caller's thread, as an event's is."""
-        self.ops_accounted([record])
-
-    def ops_accounted(self, records: list[Ended]) -> None:
-        """Ops' ``op_accounted`` lines: one ``write`` for those of one session in a row."""
-        lines: list[bytes] = []
-        session: Session | None = None
-        for record in records:
-            if record.session is None or record.accounted is None:
-                continue
-            if record.session is not session and lines:
-                self._write_lines(session, lines)  # type: ignore[arg-type]
-                lines = []
-            session = record.session
-            line = record.accounted.stream_line()
-            lines.append(scrub_json_text(line.decode()).encode() if self.redacted else line)
-        if lines:
-            self._write_lines(session, lines)  # type: ignore[arg-type]
 
     def _write_lines(self, session: Session, lines: list[bytes]) -> None:
         self._hold_lease(session)
@@ -171,73 +165,46 @@ class EventStreamSink(Sink):
     def _write(self, session: Session, line: bytes, events: int) -> None:
         """Append ``line`` (``events`` lines) to the session's stream, or keep it, in order,
         behind lines that wait (under the lock)."""
-        waiting = self._waiting.get(session.session_id)
-        if waiting is not None:  # behind lines that wait: in order, after them
-            waiting.add(line, events)
-            if self._outage.due():
-                self._retry()
-            return
-        try:
-            self._appender(session).append(line)
-        except OSError as exc:
-            self._wait(session, line, events, exc)
-
-    def _wait(self, session: Session, line: bytes, events: int, exc: OSError) -> None:
-        """Keep ``line`` for a later write; say so if writes just started failing."""
         session_id = session.session_id
+        if not self._waiting.put(
+            session_id, line, events, lambda data: self._append(session, data)
+        ):
+            return
         path = stream_path(self.sessions_dir, session_id)
-        waiting = self._waiting[session_id] = _Waiting(session, path)
-        waiting.add(line, events)
-        self._close(session_id)
-        self._affected.add(path)
-        if self._outage.failed(exc):
-            logger.warning(
-                "agenttrace: cannot write %s (%s): %s of session %s %s in memory and will be "
-                "written as soon as writing works again. The agent keeps running.",
-                path,
-                self._outage.reason,
-                count(waiting.count, "event") if waiting.count else "an op's accounting",
-                session_id,
-                "waits" if waiting.count <= 1 else "wait",
-            )
-        self._outage.schedule(self._scheduler, self._on_timer)
+        waiting = self._waiting.counts[session_id]
+        logger.warning(
+            "agenttrace: cannot write %s (%s): %s of session %s %s in memory and will be "
+            "written as soon as writing works again. The agent keeps running.",
+            path,
+            self._waiting.outage.reason,
+            count(waiting, "event") if waiting else "an op's accounting",
+            session_id,
+            "waits" if waiting <= 1 else "wait",
+        )
 
-    def _retry(self) -> None:
-        """Try to write what waits (under the lock); say so once everything is written."""
-        for session_id, waiting in list(self._waiting.items()):
-            try:
-                appender = self._appender(waiting.session)
-                while waiting.units:
-                    data, events = waiting.units[0]
-                    appender.append(data)
-                    waiting.units.popleft()
-                    waiting.count -= events
-                    self._caught_up += events
-            except OSError as exc:
-                self._close(session_id)
-                self._outage.failed(exc)
-                continue
-            del self._waiting[session_id]
-        if self._waiting:
-            self._outage.schedule(self._scheduler, self._on_timer)
-        elif self._outage.ended():
-            logger.warning(
-                "agenttrace: writing works again: the %s that waited %s in %s",
-                count(self._caught_up, "event"),
-                "is" if self._caught_up == 1 else "are",
-                self._where(),
-            )
-            self._affected.clear()
-            self._caught_up = 0
+    def _append(self, session: Session, data: bytes) -> None:
+        """Append ``data`` to the session's stream; on a failure, close it (it is opened again,
+        and repaired, for the next try)."""
+        try:
+            self._appender(session).append(data)
+        except OSError:
+            self._close(session.session_id)
+            self._affected.add(stream_path(self.sessions_dir, session.session_id))
+            raise
+
+    def _recovered(self, caught_up: int) -> None:
+        logger.warning(
+            "agenttrace: writing works again: the %s that waited %s in %s",
+            count(caught_up, "event"),
+            "is" if caught_up == 1 else "are",
+            self._where(),
+        )
+        self._affected.clear()
 
     def _where(self) -> str:
         if len(self._affected) == 1:
             return str(next(iter(self._affected)))
         return f"{len(self._affected)} event streams in {self.sessions_dir}"
-
-    def _on_timer(self) -> None:
-        with self._lock:
-            self._outage.write_waiting(self._waiting, self._retry)
 
     def _appender(self, session: Session) -> StreamAppender:
         """The session's open appender (opened, after repairing the file, if need be)."""
@@ -249,7 +216,17 @@ class EventStreamSink(Sink):
             return appender
         path = stream_path(self.sessions_dir, session_id)
         if session_id not in self._repaired:
-            _repair(path, session)
+            restored = session.restored_count
+            repair_stream(
+                path,
+                restored,
+                cut_short=bool(session.cut_short),
+                restored_stream=lambda: restored_stream(
+                    session.event_lines()[:restored],
+                    map(accounted_line, session.accounted),
+                    session.restored_journal,
+                ),
+            )
             self._repaired.add(session_id)
         appender = appenders[session_id] = StreamAppender(path)
         # The file is closed when the session object goes away (it can log no more)...
@@ -282,19 +259,21 @@ class EventStreamSink(Sink):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         with self._lock:
-            return self._outage.write_waiting(self._waiting, self._retry)
+            return self._waiting.flush()
 
     def shutdown(self) -> None:
         with self._lock:
-            if not self._outage.write_waiting(self._waiting, self._retry):
-                lost = sum(waiting.count for waiting in self._waiting.values())
-                if len(self._waiting) == 1:
-                    [(session_id, waiting)] = self._waiting.items()
+            if not self._waiting.flush():
+                reason = self._waiting.outage.reason
+                left = self._waiting.give_up()
+                lost = sum(left.values())
+                if len(left) == 1:
+                    [(session_id, _)] = left.items()
                     logger.warning(
                         "agenttrace: could not write %s before exit (%s): %s of session %s "
                         "%s not in it",
-                        waiting.path,
-                        self._outage.reason,
+                        stream_path(self.sessions_dir, str(session_id)),
+                        reason,
                         count(lost, "event"),
                         session_id,
                         "is" if lost == 1 else "are",
@@ -303,124 +282,16 @@ class EventStreamSink(Sink):
                     logger.warning(
                         "agenttrace: could not write the event streams of %d sessions in %s "
                         "before exit (%s): %s are not in them",
-                        len(self._waiting),
+                        len(left),
                         self.sessions_dir,
-                        self._outage.reason,
+                        reason,
                         count(lost, "event"),
                     )
-                self._waiting.clear()
             for appender in self._appenders.values():
                 with contextlib.suppress(OSError):
                     appender.sync()
                 appender.close()
             self._appenders.clear()
-
-
-def _repair(path: Path, session: Session) -> None:
-    """Before appending to an existing stream, make it a whole prefix of the session.
-
-    A torn last line (a write cut off by a crash) is dropped, so the next event does not land
-    on its bytes; so is an agent's creation that a crash cut short (resume left it out: the
-    events that replace it take its ids), unless journal lines came after it (the stream is
-    then written again from the session, which keeps them). A resumed session whose stream has
-    fewer events than were restored (the stream stopped on a full disk while the session file
-    went on, or is gone: resumed from its session file alone) gets the stream written again from
-    the restored events, its accounting and its step journal, so the ids stay contiguous in both
-    files and the stream holds the whole journal again.
-
-    The file is opened as the appender opens it (a regular file inside the sessions directory,
-    else ``UnsafeFile``, an ``OSError``) and read in blocks, never whole.
-    """
-    restored = session.restored_count
-    try:
-        fd = open_inside(path, os.O_RDWR)
-    except FileNotFoundError:  # nothing yet, or a resumed session's stream is gone
-        if restored:
-            _rewrite(path, session)
-        return
-    try:
-        lines, size, keep, restored_end = _scan_lines(fd, restored)
-        if restored and lines < restored:
-            _rewrite(path, session)
-            logger.warning(
-                "agenttrace: %s had fewer events than session %s; rewritten from the restored "
-                "session before appending",
-                path,
-                session.session_id,
-            )
-        elif session.cut_short and restored_end < size:  # keep the first ``restored`` lines
-            if _journal_line_past(fd, restored_end):
-                # Journaled or accounted after the write the crash cut short (a decision
-                # ``agenttrace resolve`` appended, an interrupted LLM call's accounting a
-                # resume appended): the session restored it, so the stream is written again
-                # from the session, atomically, rather than cut back to before it.
-                _rewrite(path, session)
-            else:
-                os.ftruncate(fd, restored_end)
-        elif keep < size:
-            os.ftruncate(fd, keep)
-            logger.warning(
-                "agenttrace: %s ended in a torn line (%d bytes, a write cut off by a crash); "
-                "dropped before appending",
-                path,
-                size - keep,
-            )
-    finally:
-        os.close(fd)
-
-
-def _rewrite(path: Path, session: Session) -> None:
-    """Write ``path`` as the stream of what ``session`` restored: its events, their accounting,
-    its step journal (each line as the stream writes its lines)."""
-    restored = session.restored_count
-    accounted = [accounted_line(event) for event in session.accounted]
-    journal = [
-        json.dumps(step, ensure_ascii=False).encode("utf-8", "backslashreplace") + b"\n"
-        for step in session.restored_journal
-    ]
-    write_atomically(path, b"".join(session.event_lines()[:restored] + accounted + journal))
-
-
-def _journal_line_past(fd: int, offset: int, block: int = 1 << 20) -> bool:
-    """Whether a whole step-journal or ``op_accounted`` line (the accounting of an LLM call a
-    kill cut short, a resume appended it) lies past ``offset`` in the stream open at ``fd``
-    (read in blocks; of a long line only its start is kept, which is all that tells)."""
-    carry = b""
-    while chunk := os.pread(fd, block, offset):
-        offset += len(chunk)
-        lines = (carry + chunk).split(b"\n")
-        carry = lines.pop()[:64]
-        if any(is_journal_line(line) or is_accounted_line(line) for line in lines):
-            return True
-    return False
-
-
-def _scan_lines(fd: int, nth: int, block: int = 1 << 20) -> tuple[int, int, int, int]:
-    """(events, size, where the last whole line ends, where event ``nth`` ends) of the stream
-    open at ``fd``. ``op_accounted`` and step-journal lines are no events: they are not counted,
-    and those right after event ``nth`` belong to it (they stay when the file is cut back to
-    it). The last is the size when the file has fewer events, 0 (or past the lines that
-    belong to no event at its start) when ``nth`` is 0."""
-    events = size = keep = 0
-    nth_end = 0 if nth == 0 else -1  # event 0 ends where the file starts
-    carry = b""
-    while chunk := os.pread(fd, block, size):
-        size += len(chunk)
-        lines = (carry + chunk).split(b"\n")
-        carry = lines.pop()  # after the last newline: part of a line, or nothing
-        end = size - len(carry) - sum(len(line) + 1 for line in lines)
-        for line in lines:
-            end += len(line) + 1
-            if is_accounted_line(line) or is_journal_line(line):
-                if nth_end == end - len(line) - 1:  # right after event ``nth``
-                    nth_end = end
-                continue
-            events += 1
-            if events == nth:
-                nth_end = end
-        if lines:
-            keep = end
-    return events, size, keep, (size if nth_end < 0 else nth_end)
 
 
 class _SessionState:
@@ -473,9 +344,8 @@ class _SessionState:
         self.event_count = 0
         for line in session.event_lines()[: session.restored_count]:
             self.add_event(line, redacted)
-        # The step journal: settled pieces (the worker's) and the lines journaled since (from
-        # any thread: a tool's intent is journaled in its caller's), under their own lock so an
-        # intent never waits for a snapshot being written.
+        # The step journal: settled pieces (the worker's) and the lines journaled since, under
+        # their own lock (a flush files them from its own thread).
         self.journal: list[Piece] = []
         self.journal_raw = 0
         self.journal_tail: list[bytes] = []
@@ -511,7 +381,8 @@ class _SessionState:
             self.events_raw = 0
 
     def add_journal(self, line: bytes, redacted: bool) -> None:
-        """A step-journal line, from any thread; :meth:`settle_journal` files it."""
+        """A step-journal line (on the worker); :meth:`settle_journal` files it (on the worker,
+        or in a thread flushing the sink)."""
         if redacted:
             line = scrub_json_text(line.decode()).encode()
         line = line.rstrip(b"\n")
@@ -546,6 +417,8 @@ class SessionFileSink(Sink):
     record to its sinks in order, and the opTree has then placed (or completed) the node a
     ``Started`` (``Ended``) record is about."""
 
+    takes = frozenset({Started, Ended, EventLogged, Journaled})
+
     def __init__(
         self,
         sessions_dir: Path,
@@ -567,9 +440,6 @@ class SessionFileSink(Sink):
         self._swept = False
         self._scheduler: Scheduler | None = None
         self._lock = threading.RLock()
-        self._creating = threading.Lock()
-        """Held while a session's state is put in place, and while a journal line from a
-        caller's thread finds it (or waits in ``_pending`` for it)."""
         self._pending: dict[str, list[bytes]] = {}
         """Journal lines of sessions whose state the worker has not made yet, by session id."""
         self._live: dict[str, RunTree] = {}
@@ -597,25 +467,38 @@ class SessionFileSink(Sink):
         if writing(session, self.sessions_dir):  # a run with no event yet: its first record
             state.lease = share(session, self.sessions_dir)
         weakref.finalize(session, state.release).atexit = False
-        with self._creating:
-            for line in self._pending.pop(session.session_id, ()):
-                state.add_journal(line, self.redacted)
-            self._states[session.session_id] = state
+        for line in self._pending.pop(session.session_id, ()):
+            state.add_journal(line, self.redacted)
+        self._states[session.session_id] = state
         return state
 
-    def journaled(self, session: Session, line: bytes) -> None:
+    def consume(self, records: Sequence[Record]) -> None:
+        for record in records:
+            kind = type(record)
+            if kind is EventLogged:
+                self._event_logged(record)  # type: ignore[arg-type]
+            elif kind is Started:
+                self._started(record)  # type: ignore[arg-type]
+            elif kind is Ended:
+                self._ended(record)  # type: ignore[arg-type]
+            elif kind is Journaled:
+                self._journaled(record)  # type: ignore[arg-type]
+
+    def _journaled(self, record: Journaled) -> None:
         """A step-journal line: kept for the next snapshot, which holds the journal too (a
-        session whose stream is lost resumes from its session file alone). In the caller's
-        thread for a tool's intent: only appended here, filed by the worker; one that comes
-        before the worker has made the session's state waits for it."""
-        with self._creating:
-            state = self._states.get(session.session_id)
-            if state is None or state.owner() is not session:
-                self._pending.setdefault(session.session_id, []).append(line)
-                return
+        session whose stream is lost resumes from its session file alone). One that comes
+        before a record has made the session's state waits for it."""
+        line = journal_bytes(record)
+        if line is None:
+            return
+        session: Session = record.session
+        state = self._states.get(session.session_id)
+        if state is None or state.owner() is not session:
+            self._pending.setdefault(session.session_id, []).append(line)
+            return
         state.add_journal(line, self.redacted)
 
-    def event_logged(self, record: EventLogged) -> None:
+    def _event_logged(self, record: EventLogged) -> None:
         state = self._state(record.session)
         if record.more:  # an agent's creation goes in a file with its first entries or not at all
             state.group.append(record.line)
@@ -627,7 +510,7 @@ class SessionFileSink(Sink):
         state.settle_journal()
         state.dirty = True
 
-    def started(self, record: Started) -> None:
+    def _started(self, record: Started) -> None:
         run = self.optree.runs.get(record.origin)
         if run is None:
             return  # a run the opTree does not build (its root started before recording)
@@ -642,7 +525,7 @@ class SessionFileSink(Sink):
             state.summaries.append(None)
             state.live += 1
 
-    def ended(self, record: Ended) -> None:
+    def _ended(self, record: Ended) -> None:
         root = record.label == "0"
         run = self._live.pop(record.origin, None) if root else self._live.get(record.origin)
         if run is None or run.session is None:

@@ -21,13 +21,15 @@ span (a streamed reply ends where it is consumed) or none.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace.model.lifecycle import Ended
+from agenttrace.model.lifecycle import Ended, Record
 from agenttrace.model.outcome import OpOutcome
 from agenttrace.recorder.sink import Sink
 
@@ -44,8 +46,8 @@ DURATION_BUCKETS = (
 
 class MetricsSink(Sink):
     """Records each LLM attempt's tokens and duration on the GenAI client histograms, from its
-    outcome, in the caller's thread as the attempt ends (``op_accounted``), with its span as
-    the context."""
+    outcome, in the caller's thread as the attempt ends (a durable sink: an attempt's
+    ``Ended`` is ``BEFORE_CALL_GOES_ON``), with its span as the context."""
 
     def __init__(self, meter_provider: MeterProvider, version: str) -> None:
         meter = meter_provider.get_meter("agenttrace", version)
@@ -62,9 +64,16 @@ class MetricsSink(Sink):
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
 
-    def op_accounted(self, record: Ended) -> None:
-        if record.accounted is not None and record.started is not None:
-            self.measure(record.accounted.op)
+    durable = True
+    takes = frozenset({Ended})
+
+    def consume(self, records: Sequence[Record]) -> None:
+        """An LLM attempt's points, as durable as its accounting: a paid attempt's in its
+        caller's thread, in its span's context."""
+        for record in records:
+            accounted = record.accounted  # type: ignore[union-attr]
+            if accounted is not None and record.started is not None:  # type: ignore[union-attr]
+                self.measure(accounted.op)
 
     def measure(self, op: OpOutcome) -> None:
         """Record an LLM attempt's duration and tokens from its outcome, in its span's

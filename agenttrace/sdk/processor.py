@@ -7,14 +7,18 @@ OpenTelemetry promises. This processor therefore does nothing with spans. It is 
 so that the application's own ``provider.force_flush()`` and ``provider.shutdown()`` also flush and
 close agenttrace's outputs (the session files, the ledger), whatever order processors were added.
 
-Records reach :meth:`AgentTraceProcessor.record` in the caller's thread. Canonical events go at
-once to the *inline* sinks (the event stream: on disk before ``log_*`` returns), and the
-accounting of an op that can carry a cost to the sinks that take it (the stream's
-``op_accounted`` line, the ledger line, an LLM attempt's GenAI metrics); everything else is
-queued for the background worker, which feeds the other sinks in order. The accounting of a
-free tool call is written by the worker, or before the lines of the next paid op if that comes
-first: the lines stay in the order the ops ended, and a paid op's lines on disk mean every op
-that ended before it is there too.
+Records reach :meth:`AgentTraceProcessor.record` in the caller's thread, and this processor is
+the one scheduler of the sinks, as OpenTelemetry's ``BatchProcessor`` is of its exporter: each
+record says how durable it must be (``agenttrace.model.lifecycle.Durability``) and the sinks
+have one way in (``Sink.consume``). A ``BEFORE_CALL_GOES_ON`` record (a canonical event, a paid
+op's accounting, a tool's intent) is written to the durable sinks (the event stream, the
+ledger, the metrics) in the caller's thread, before ``record`` returns, together with every
+``SOON`` record of its type emitted before it that they have not had yet (a paid op's end
+with the free ops' ends before it): accounting lines stay in the order the ops ended, and a
+paid op's lines on disk mean every op that ended before it is there too. (An intent or an
+event does not wait for accounting lines: their order against those was never read.)
+Everything else goes to the background worker, which feeds the durable sinks what they have
+not had and the other sinks everything, in order.
 
 Like the SDK's processors, it never lets an error reach its caller: a failing sink is reported
 once (and re-raised under the test suite) and the others go on.
@@ -26,7 +30,7 @@ import os
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.context import Context
@@ -34,11 +38,24 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
-from agenttrace.model.lifecycle import Ended, EventLogged, Logged, Record, Started
+from agenttrace.model.lifecycle import (
+    BEFORE_CALL_GOES_ON,
+    SOON,
+    WHENEVER,
+    Ended,
+    EventLogged,
+    Journaled,
+    Logged,
+    Record,
+    Started,
+)
 from agenttrace.recorder.sink import Sink
 from agenttrace.recorder.worker import Worker
 
-_METHODS = {Started: "started", Ended: "ended", Logged: "logged", EventLogged: "event_logged"}
+_KINDS = (Started, Ended, Logged, EventLogged, Journaled)
+
+_Writers = tuple[tuple[Callable[[Any], None], str], ...]
+"""Sinks' ``write``, bound, with the name each failure is reported under."""
 
 
 class _Deferred:
@@ -56,21 +73,20 @@ class AgentTraceProcessor(SpanProcessor):
 
     def __init__(self, sinks: tuple[Sink, ...] = ()) -> None:
         self._sinks: tuple[Sink, ...] = ()
-        # Per record type, the sinks that implement its method (copy-on-write tuples), and
-        # those methods bound, with the name each failure is reported under.
-        self._deferred: dict[type, tuple[Sink, ...]] = {kind: () for kind in _METHODS}
-        self._handlers: dict[type, tuple[tuple[Callable[[Any], None], str], ...]] = {
-            kind: () for kind in _METHODS
-        }
-        self._inline_events: tuple[Sink, ...] = ()
-        self._accounting: tuple[Sink, ...] = ()
-        self._journals: tuple[Sink, ...] = ()
-        self._unwritten: deque[Ended] = deque()
-        """Ended ops whose accounting (made later) is not written yet, in the order they ended."""
-        self._accounting_lock = threading.Lock()
+        # Per record type: the durable sinks that take it, and the others (copy-on-write).
+        self._durable: dict[type, _Writers] = {kind: () for kind in _KINDS}
+        self._later: dict[type, _Writers] = {kind: () for kind in _KINDS}
+        self._soon: dict[type, deque[Record]] = {kind: deque() for kind in _KINDS}
+        """Per record type, the ``SOON`` records the durable sinks have not had yet, in the
+        order they came."""
+        self._draining: set[type] = set()
+        """The record types whose ``SOON`` records are being written (taken from ``_soon``)."""
+        self._durable_lock = threading.Lock()
+        """Held while ``SOON`` records are written, and while a record that must follow them
+        is: so each is written once, in order."""
         if hasattr(os, "register_at_fork"):
             # A forked child's worker starts with an empty queue: the parent writes these.
-            forget = weakref.WeakMethod(self._forget_unwritten)
+            forget = weakref.WeakMethod(self._forget_soon)
             os.register_at_fork(after_in_child=lambda: (method := forget()) and method())
         self._lock = threading.Lock()
         self._shut_down = False
@@ -94,121 +110,114 @@ class AgentTraceProcessor(SpanProcessor):
                     "add that sink to the processor before it"
                 )
             self._sinks = (*self._sinks, sink)
-            deferred = dict(self._deferred)
-            for kind, method in _METHODS.items():
-                if getattr(type(sink), method) is getattr(Sink, method):
-                    continue  # a no-op: never queue calls to it
-                if kind is EventLogged and sink.inline:
-                    self._inline_events = (*self._inline_events, sink)
-                else:
-                    deferred[kind] = (*deferred[kind], sink)
-            self._deferred = deferred
-            if type(sink).journaled is not Sink.journaled:
-                self._journals = (*self._journals, sink)
-            if type(sink).op_accounted is not Sink.op_accounted:
-                self._accounting = (*self._accounting, sink)
-            self._handlers = {
-                kind: tuple(
-                    (getattr(s, method), f"{type(s).__name__}.{method}") for s in deferred[kind]
-                )
-                for kind, method in _METHODS.items()
-            }
+            writer = (sink.consume, f"{type(sink).__name__}.consume")
+            table = self._durable if sink.durable else self._later
+            table.update({kind: (*table[kind], writer) for kind in _KINDS if kind in sink.takes})
         sink.attach(self)
 
     def schedule(self, delay: float, fn: Callable[[], None]) -> None:
         """Run ``fn()`` on the worker after ``delay`` seconds (dropped at shutdown)."""
         self.worker.schedule(delay, _Deferred(fn))
 
-    # -- records ------------------------------------------------------------------------------
+    # -- records: the one scheduler -----------------------------------------------------------
 
     def record(self, record: Record) -> None:
         """Take one record, in the caller's thread (see the module docstring)."""
-        if self._shut_down:
-            return
-        if type(record) is EventLogged:
-            for sink in self._inline_events:
-                try:
-                    sink.event_logged(record)
-                except Exception as exc:
-                    report_internal_error(f"{type(sink).__name__}.event_logged", exc)
-        elif type(record) is Ended and record.accounted is not None and self._accounting:
-            if not record.accounted.inline:
-                self._unwritten.append(record)
+        if not self._shut_down:
+            self._take(record)
+
+    def _take(self, record: Record) -> None:
+        kind = type(record)
+        durability = record.durability
+        if self._durable[kind]:
+            if durability is BEFORE_CALL_GOES_ON:
+                if self._soon[kind] or kind in self._draining:
+                    with self._durable_lock:  # after the SOON ones of its type before it
+                        self._write_durable(kind, record)
+                else:  # none waits: no lock to take (it would wait for the worker's writes)
+                    self._write_each((record,))
+            elif durability is SOON:
+                self._soon[kind].append(record)
                 self.worker.put(record)
                 return
-            with self._accounting_lock:
-                if self._unwritten:  # the free ops that ended before it come first
-                    self._write_unwritten(record)
-                else:
-                    self._write_accounting(record)
-        if self._deferred[type(record)]:
+            else:
+                self.worker.put(record)
+                return
+        if self._later[kind]:
             self.worker.put(record)
 
     def journal(self, session: Any, line: bytes | Callable[[], bytes], later: bool = False) -> None:
-        """Write one step-journal line now, in the caller's thread (see ``Sink.journaled``);
-        ``later``: by the background worker, in order with the records before it (an outcome,
-        which a kill may lose: its step then reads as in doubt, never as done), and ``line``
-        may then be a callable that makes it there (an LLM response turned into JSON)."""
-        if self._shut_down:
-            return
+        """Emit a step-journal line (a :class:`Journaled` record): by default
+        ``BEFORE_CALL_GOES_ON`` (on disk before the step's body runs); ``later``: ``WHENEVER``
+        (an outcome, which a kill may lose: its step then reads as in doubt, never as done),
+        and ``line`` may then be a callable that makes it on the worker (an LLM response
+        turned into JSON). What ``tracing``'s journal steps call."""
         if later:
-            # Written by the worker even once shutdown began: it drains its queue then, and an
-            # outcome dropped there would leave a call that ended read as in doubt.
-            self.worker.put(_Deferred(lambda: self._write_journal(session, line)))
+            # Taken even once shutdown began: the worker drains its queue then, and an outcome
+            # dropped there would leave a call that ended read as in doubt.
+            self._take(Journaled(session, line, WHENEVER))
+        elif not self._shut_down:
+            self._take(Journaled(session, line, BEFORE_CALL_GOES_ON))
+
+    def _forget_soon(self) -> None:
+        self._soon = {kind: deque() for kind in _KINDS}
+        self._draining = set()
+        self._durable_lock = threading.Lock()
+
+    def _write_durable(self, kind: type, then: Record | None = None) -> None:
+        """Give the durable sinks the ``SOON`` records of type ``kind`` that wait, oldest
+        first, and ``then``, together (under the durable lock)."""
+        soon = self._soon[kind]
+        if not soon:
+            if then is not None:
+                self._write_each((then,))
             return
-        self._write_journal(session, line)
+        # Marked before any is taken, cleared once all are written: a record that must
+        # follow them and finds the queue empty meanwhile waits for the lock.
+        self._draining.add(kind)
+        try:
+            records: list[Record] = []
+            while soon:
+                records.append(soon.popleft())
+            if then is not None:
+                records.append(then)
+            self._write_each(records)
+        finally:
+            self._draining.discard(kind)
 
-    def _write_journal(self, session: Any, line: bytes | Callable[[], bytes]) -> None:
-        if callable(line):
-            try:
-                line = line()
-            except Exception as exc:
-                report_internal_error("journal line", exc)
-                return
-        for sink in self._journals:
-            try:
-                sink.journaled(session, line)
-            except Exception as exc:
-                report_internal_error(f"{type(sink).__name__}.journaled", exc)
-
-    def _forget_unwritten(self) -> None:
-        self._unwritten = deque()
-        self._accounting_lock = threading.Lock()
-
-    def _write_accounting(self, record: Ended) -> None:
-        for sink in self._accounting:
-            try:
-                sink.op_accounted(record)
-            except Exception as exc:
-                report_internal_error(f"{type(sink).__name__}.op_accounted", exc)
-
-    def _write_unwritten(self, then: Ended | None = None) -> None:
-        """Write the accounting that waits, oldest first, and ``then``'s, together (under the
-        accounting lock)."""
-        unwritten = self._unwritten
-        records = []
-        while unwritten:
-            records.append(unwritten.popleft())
-        if then is not None:
-            records.append(then)
-        for sink in self._accounting:
-            try:
-                sink.ops_accounted(records)
-            except Exception as exc:
-                report_internal_error(f"{type(sink).__name__}.ops_accounted", exc)
+    def _write_each(self, records: Sequence[Record]) -> None:
+        """Each durable sink's share of ``records`` (their types differ: a free op's end, an
+        intent), in one call per sink."""
+        durable = self._durable
+        writers = durable[type(records[0])]
+        if len(records) > 1 and any(durable[type(r)] != writers for r in records):
+            for write, where in dict.fromkeys(w for r in records for w in durable[type(r)]):
+                _write(write, where, [r for r in records if (write, where) in durable[type(r)]])
+            return
+        for write, where in writers:
+            _write(write, where, records)
 
     def _consume(self, record: Any) -> None:
-        if type(record) is _Deferred:
+        kind = type(record)
+        if kind is _Deferred:
             record.fn()
             return
-        if type(record) is Ended and self._unwritten:
-            with self._accounting_lock:  # this op's and those that ended before it
-                self._write_unwritten()
-        for handle, where in self._handlers[type(record)]:
-            try:
-                handle(record)
-            except Exception as exc:
-                report_internal_error(where, exc)
+        durable = self._durable[kind]
+        if durable:
+            durability = record.durability
+            if durability is SOON:
+                if self._soon[kind]:
+                    with self._durable_lock:  # this one and those that came before it
+                        self._write_durable(kind)
+            elif durability is WHENEVER:
+                # Not under the lock: encoding it may take long (an LLM response), and every
+                # SOON record emitted before it was written as the worker passed it.
+                self._write_each((record,))
+        later = self._later[kind]
+        if later:
+            records = (record,)
+            for write, where in later:
+                _write(write, where, records)
 
     # -- the span processor -------------------------------------------------------------------
 
@@ -250,3 +259,10 @@ class AgentTraceProcessor(SpanProcessor):
                 sink.shutdown()
             except Exception as exc:
                 report_internal_error(f"{type(sink).__name__}.shutdown", exc)
+
+
+def _write(write: Callable[[Any], None], where: str, records: Sequence[Record]) -> None:
+    try:
+        write(records)
+    except Exception as exc:
+        report_internal_error(where, exc)

@@ -34,7 +34,7 @@ CONTINUED = b" \n"
 """How a line that is not the last of its write ends."""
 
 _BLOCK = 64 << 10
-_ACCOUNTED = b'{"event_type": "op_accounted"'
+ACCOUNTED_PREFIX = b'{"event_type": "op_accounted"'
 """How an ``op_accounted`` line starts (``agenttrace.formats.ledger.ACCOUNTED_PREFIX``): after a
 write a kill cut short, one comes from ``agenttrace resolve``, never from the killed process."""
 
@@ -79,7 +79,7 @@ def _unfinished(tail: bytes, whole_file: bool) -> list[bytes] | None:
         lines = lines[1:]  # the first piece may be the end of a longer line
     found: list[bytes] = []
     for line in reversed(lines):
-        if not found and (is_journal_line(line) or line.startswith(_ACCOUNTED)):
+        if not found and (is_journal_line(line) or line.startswith(ACCOUNTED_PREFIX)):
             continue  # appended after the last write (a decision), by another process
         if not line.endswith(b" "):  # the end of a write that finished
             return found[::-1]
