@@ -50,7 +50,8 @@ from agenttrace.formats.session.files import (
 from agenttrace.formats.session.inflight import process_last
 from agenttrace.formats.session.optree import hosted_sessions, owner_run, session_ops
 from agenttrace.formats.session.rebuilt import with_rebuilt_runs
-from agenttrace.model.journal import STEP, Journal, StepKey
+from agenttrace.model.journal import Journal
+from agenttrace.model.journal_lines import STEP, StepKey
 
 logger = logging.getLogger("agenttrace")
 

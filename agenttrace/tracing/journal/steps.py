@@ -23,11 +23,12 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import cap_text
 from agenttrace._internal.runtime import runtime
 from agenttrace.model import journal as j
+from agenttrace.model import journal_lines as jl
+from agenttrace.model.journal_lines import JOURNAL_RESULT_BYTES, journal_bytes
 from agenttrace.model.reentry import AbandonedToolCall, Plan, Reentry, Verdict
 from agenttrace.session.leases import token as lease_token
-from agenttrace.tracing.journal_io import journal_bytes
+from agenttrace.tracing.journal.tool_results import NotRebuilt, Returns, gives_back
 from agenttrace.tracing.scopes import OpScope, current_scope
-from agenttrace.tracing.tool_results import NotRebuilt, Returns, gives_back
 
 Effect = Literal["pure", "read", "idempotent", "effect"]
 WHERE = "step journal"
@@ -69,7 +70,7 @@ def check_effect(effect: str) -> Effect:
 class Step:
     """A tool call's step, while it runs."""
 
-    key: j.StepKey
+    key: jl.StepKey
     effect: str
     returns: Returns | None = None
     """What the tool's function returns, as its annotation says (a decorated function's)."""
@@ -119,7 +120,7 @@ def begin_tool_step(
 
 def _intent(
     scope: OpScope,
-    key: j.StepKey,
+    key: jl.StepKey,
     effect: str,
     request_fingerprint: str,
     arguments: Any,
@@ -128,7 +129,7 @@ def _intent(
     recorder = runtime.recorder
     if recorder is None:
         return
-    line = j.intent_line(
+    line = jl.intent_line(
         key,
         agent_id=scope.session.agent_id,
         name=scope.name,
@@ -235,7 +236,7 @@ def verified(pending: Pending, verdict: Any, returns: Returns | None = None) -> 
     if verdict.outcome == "done" and isinstance(scope, OpScope):
         recorder = runtime.recorder
         if recorder is not None and plan.step is not None:
-            line = j.decision_line(
+            line = jl.decision_line(
                 plan.step.key,
                 "done",
                 result=journal_json(verdict.result),
@@ -284,14 +285,14 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
         lease = lease_token(scope.session.run.session)
         if type(step) is Pending:
             if step.served and error is None and step.plan.step is not None:
-                line = j.replayed_line(
+                line = jl.replayed_line(
                     step.plan.step.key, agent_id=agent_id, kind="tool", name=scope.name
                 )
                 recorder.journal(scope.session.run.session, journal_bytes(line), later=True)
             return
         if error is None:
             text, capped = kept_json(result)
-            line = j.done_line(
+            line = jl.done_line(
                 step.key,
                 agent_id=agent_id,
                 kind="tool",
@@ -302,7 +303,7 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
                 replayable=capped or gives_back(step.returns, result, text),
             )
         else:
-            line = j.failed_line(
+            line = jl.failed_line(
                 step.key,
                 agent_id=agent_id,
                 kind="tool",
@@ -335,11 +336,6 @@ def journal_json(value: Any) -> str:
     except (TypeError, ValueError, OverflowError, UnicodeDecodeError):
         text = json.dumps(value, ensure_ascii=False, default=_jsonable)
     return text if len(text) <= _cap() // 4 else cap_text(text, _cap(), _as_is)
-
-
-JOURNAL_RESULT_BYTES = 1 << 20
-"""The most of a step's result (a tool's JSON, an LLM response) the journal keeps: a longer one
-is cut and marked ``capped``, and a re-entry does not answer from it."""
 
 
 def kept_json(value: Any) -> tuple[str, bool]:
