@@ -96,3 +96,30 @@ def test_an_llm_response_is_turned_into_data_and_capped_by_the_thread_that_encod
     assert capped["capped"] is True and capped["result"] is None
     chunks = jl.done_line(key, agent_id="a", kind="llm", name="m", chunks=[Reply("x")])
     assert json.loads(jl.response_bytes(chunks))["chunks"] == [{"text": "x"}]
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {},
+        {"amount": 5, "currency": "eur"},
+        {"b": [1, 2.5, None, True], "a": {"z": "é", "y": ["x" * 3000]}},
+        {"when": __import__("datetime").date(2026, 1, 2)},  # data msgspec encodes in C
+        {"model": object()},  # not data: counted as its str by the fingerprint
+        {"note": "\ud800"},  # text with no UTF-8: msgspec refuses it
+    ],
+)
+def test_a_tool_calls_arguments_are_serialised_once_for_its_fingerprint_and_its_intent(
+    arguments: dict[str, object],
+) -> None:
+    from agenttrace.model import journal as j
+    from agenttrace.tracing.journal.steps import journal_json, tool_request_json
+
+    fingerprint, text = tool_request_json("charge", arguments)
+    assert fingerprint == j.tool_fingerprint("charge", arguments)
+    shared = j.tool_call_request("charge", arguments)[1]
+    if "model" in arguments or "note" in arguments:  # each form made as before
+        assert shared is None and text == journal_json(arguments)
+    else:
+        assert shared is not None and text == shared.decode("utf-8", "surrogatepass")
+        assert json.loads(text) == json.loads(journal_json(arguments))

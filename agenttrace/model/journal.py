@@ -164,6 +164,21 @@ def tool_fingerprint(name: str, arguments: Mapping[str, Any]) -> str:
     return fingerprint(tool_request(name, arguments), frozenset())
 
 
+def tool_call_request(name: str, arguments: Mapping[str, Any]) -> tuple[str, bytes | None]:
+    """A tool call's :func:`tool_fingerprint` and, when its arguments are plain data, their
+    canonical JSON, serialised once for both: the fingerprint hashes the canonical JSON of
+    ``{"arguments": ..., "tool": name}``, which is these bytes between two fixed pieces, so the
+    same bytes serve the journal's ``arguments`` too. ``None`` for arguments that are not plain
+    data (the fingerprint counts such an object as its ``str``, the journal as its JSON dump:
+    the two forms differ, and each is made as before)."""
+    try:
+        data = _PLAIN_CANONICAL.encode(arguments)
+    except (TypeError, ValueError, OverflowError):
+        return tool_fingerprint(name, arguments), None
+    hashed = _sha256(b'{"arguments":', data, b',"tool":', _CANONICAL.encode(name), b"}")
+    return "sha256:" + hashed.hexdigest(), data
+
+
 _CANONICAL = msgspec.json.Encoder(order="sorted", enc_hook=str)
 """Canonical JSON in C: keys sorted, no spaces, anything else as its ``str``."""
 

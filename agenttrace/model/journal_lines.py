@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -346,14 +347,24 @@ def _given(value: Any) -> Any:
 
 
 def journal_bytes(line: JournalLine, now_ns: int | None = None) -> bytes:
-    """``line`` stamped with the time (now, or ``now_ns``) and encoded as the stream's lines
-    are (the same encoder's spacing), with its newline."""
-    line.ts = event_ts(time.time_ns() if now_ns is None else now_ns)
+    """``line`` encoded as the stream's lines are (the same encoder's spacing), with its
+    newline; stamped with the time (``now_ns``, else now) unless it has one
+    (:func:`encoded_later`)."""
+    if now_ns is not None or line.ts is UNSET:
+        line.ts = event_ts(time.time_ns() if now_ns is None else now_ns)
     data = msgspec.to_builtins(line)  # its fields in order, the absent ones left out
     return (_LINE.encode(data) + "\n").encode("utf-8", "backslashreplace")
 
 
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
+
+
+def encoded_later(line: JournalLine) -> Callable[[], bytes]:
+    """``line``, stamped with the time now, as what encodes it: handed to the recorder's
+    background thread (``recorder.journal(session, encoded_later(line), later=True)``), which
+    encodes it there, off the caller's path. The line is the caller's no longer."""
+    line.ts = event_ts(time.time_ns())
+    return functools.partial(journal_bytes, line)
 
 
 def response_bytes(line: Step) -> bytes:

@@ -67,6 +67,6 @@ def journal_run_end(session: Any, run: str, attempt: int, agent_id: str, name: s
         return
     try:
         line = jl.done_line((run, jl.RUN_LABEL, attempt), agent_id=agent_id, kind="run", name=name)
-        recorder.journal(session, journal_bytes(line), later=True)
+        recorder.journal(session, jl.encoded_later(line), later=True)
     except Exception as exc:
         report_internal_error(WHERE, exc)

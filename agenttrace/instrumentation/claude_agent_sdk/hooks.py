@@ -43,7 +43,7 @@ from agenttrace.model import journal_lines as jl
 from agenttrace.model.journal_lines import journal_bytes
 from agenttrace.model.reentry import Reentry
 from agenttrace.session.leases import token as lease_token
-from agenttrace.tracing.journal.steps import Pending, Step, journal_json
+from agenttrace.tracing.journal.steps import Pending, Step, tool_request_json
 
 from . import claims
 from .agents import AgentRun, ToolCall
@@ -131,7 +131,7 @@ class PreToolUse:
         if label is None:
             unplaced("its place in the agent's run could not be told before its message came")
             return {}
-        fingerprint = j.tool_fingerprint(name, arguments)
+        fingerprint, arguments_json = tool_request_json(name, arguments)
         attempt = 1
         reentry = run.reentry
         if reentry is not None:
@@ -147,7 +147,7 @@ class PreToolUse:
             name=name,
             effect=effect,
             request_fingerprint=fingerprint,
-            arguments=journal_json(arguments),
+            arguments=arguments_json,
             call_id=call_id,
             lease=lease_token(run.session),
         )
@@ -185,7 +185,7 @@ def _received(call: ToolCall) -> dict[str, Any]:
             name=op.name,
             effect=pending.effect,
             request_fingerprint=pending.fingerprint,
-            arguments=journal_json(pending.arguments),
+            arguments=pending.arguments_json,
             call_id=call.id,
             lease=lease_token(run.session),
         )

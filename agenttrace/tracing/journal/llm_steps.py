@@ -179,7 +179,7 @@ def end_llm_step(
         if step.replayed:
             if error is None or type(error) is ReplayedFailure:
                 line = jl.replayed_line(step.key, agent_id=agent_id, kind="llm", name=model)
-                recorder.journal(session, journal_bytes(line), later=True)
+                recorder.journal(session, jl.encoded_later(line), later=True)
             return
         if error is not None:
             failed = jl.failed_line(
@@ -190,7 +190,7 @@ def end_llm_step(
                 error=cap_text(f"{type(error).__name__}: {error}", _cap()),
                 applied="no",
             )
-            recorder.journal(session, journal_bytes(failed), later=True)
+            recorder.journal(session, jl.encoded_later(failed), later=True)
             return
         if chunks is None:
             chunks = step.chunks  # an @agenttrace.llm function's stream (keep_chunk)

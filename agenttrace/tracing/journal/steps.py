@@ -86,6 +86,8 @@ class Pending:
     effect: str
     fingerprint: str
     arguments: Any
+    arguments_json: str
+    """The arguments as the journal keeps them (:func:`tool_request_json`)."""
     verifier: Callable[..., Any] | None
     served: bool = False
     """It was answered (from the journal, or by its verifier): the body did not run."""
@@ -102,18 +104,18 @@ def begin_tool_step(
         return
     try:
         run = scope.session.run
-        request_fingerprint = j.tool_fingerprint(scope.name, _plain(arguments))
+        request_fingerprint, text = tool_request_json(scope.name, arguments)
         label, attempt = scope.label, 1
         reentry = run.reentry
         if reentry is not None:
             plan = reentry.plan(scope.label, scope.name, request_fingerprint, scope.call_id)
             if plan.what != "run":
                 scope.step = Pending(
-                    plan, reentry, effect, request_fingerprint, arguments, verifier
+                    plan, reentry, effect, request_fingerprint, arguments, text, verifier
                 )
                 return
             label, attempt = plan.label or scope.label, plan.attempt
-        _intent(scope, (run.journal_run, label, attempt), effect, request_fingerprint, arguments)
+        _intent(scope, (run.journal_run, label, attempt), effect, request_fingerprint, text)
     except Exception as exc:
         report_internal_error(WHERE, exc)
 
@@ -123,7 +125,7 @@ def _intent(
     key: jl.StepKey,
     effect: str,
     request_fingerprint: str,
-    arguments: Any,
+    arguments_json: str,
     returns: Returns | None = None,
 ) -> None:
     recorder = runtime.recorder
@@ -135,7 +137,7 @@ def _intent(
         name=scope.name,
         effect=effect,
         request_fingerprint=request_fingerprint,
-        arguments=journal_json(arguments),
+        arguments=arguments_json,
         call_id=scope.call_id,
         lease=lease_token(scope.session.run.session),
         path=scope.label,
@@ -205,7 +207,7 @@ def _run_again(scope: OpScope, pending: Pending, returns: Returns | None = None)
     effect = step.effect if step is not None else pending.effect
     attempt = step.key[2] + 1 if step is not None else plan.attempt
     key = (scope.session.run.journal_run, plan.label or scope.label, attempt)
-    _intent(scope, key, effect, pending.fingerprint, pending.arguments, returns)
+    _intent(scope, key, effect, pending.fingerprint, pending.arguments_json, returns)
 
 
 def settle(pending: Pending) -> Any:
@@ -247,7 +249,7 @@ def verified(pending: Pending, verdict: Any, returns: Returns | None = None) -> 
     if verdict.outcome == "not_applied" and isinstance(scope, OpScope):
         run = scope.session.run
         key = (run.journal_run, plan.label or scope.label, plan.attempt)
-        _intent(scope, key, pending.effect, pending.fingerprint, pending.arguments, returns)
+        _intent(scope, key, pending.effect, pending.fingerprint, pending.arguments_json, returns)
         return False, None
     raise pending.reentry.stopped or pending.reentry.stop(plan.step)
 
@@ -288,7 +290,7 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
                 line = jl.replayed_line(
                     step.plan.step.key, agent_id=agent_id, kind="tool", name=scope.name
                 )
-                recorder.journal(scope.session.run.session, journal_bytes(line), later=True)
+                recorder.journal(scope.session.run.session, jl.encoded_later(line), later=True)
             return
         if error is None:
             text, capped = kept_json(result)
@@ -315,7 +317,7 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
         # Written in the background: what must be on disk before the body runs is the intent.
         # A kill before this line is written leaves a call that ended in doubt: resumed with
         # care, never run again as if it had not happened.
-        recorder.journal(scope.session.run.session, journal_bytes(line), later=True)
+        recorder.journal(scope.session.run.session, jl.encoded_later(line), later=True)
     except Exception as exc:
         report_internal_error(WHERE, exc)
 
@@ -335,6 +337,30 @@ def journal_json(value: Any) -> str:
         text = _ENCODE(value).decode("utf-8", "surrogatepass")
     except (TypeError, ValueError, OverflowError, UnicodeDecodeError):
         text = json.dumps(value, ensure_ascii=False, default=_jsonable)
+    return _capped(text)
+
+
+def tool_request_json(name: str, arguments: Any) -> tuple[str, str]:
+    """A tool call's request fingerprint and its arguments as the journal's ``intent`` keeps
+    them, from one serialisation of the arguments on the caller's thread: their canonical JSON
+    (sorted keys) is hashed for the fingerprint and is the ``arguments`` text. Arguments that
+    are not plain data (a pydantic model) are serialised twice, as the fingerprint (their
+    ``str``) and the journal (their JSON dump) count them differently.
+
+    The span's payload is not this text: it is the arguments as the call gave them (in their
+    order), redacted and capped, made off the caller's thread unless the span carries it
+    (``tracing/content.py``)."""
+    plain = _plain(arguments)
+    request_fingerprint, data = j.tool_call_request(name, plain)
+    if data is None:
+        return request_fingerprint, journal_json(arguments)
+    try:
+        return request_fingerprint, _capped(data.decode("utf-8", "surrogatepass"))
+    except UnicodeDecodeError:
+        return request_fingerprint, journal_json(arguments)
+
+
+def _capped(text: str) -> str:
     return text if len(text) <= _cap() // 4 else cap_text(text, _cap(), _as_is)
 
 
