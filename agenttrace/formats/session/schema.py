@@ -49,6 +49,8 @@ from agenttrace.model.constrained import (
     whole,
     without_surrogates,
 )
+from agenttrace.model.constrained import FINGERPRINT_PATTERN as FINGERPRINT_PATTERN
+from agenttrace.model.constrained import StepLabel as StepLabel
 from agenttrace.model.journal_lines import JournalLine, Step, StepDecision
 from agenttrace.model.resets import MAX_PIECES
 
