@@ -350,7 +350,7 @@ def tool_request_json(name: str, arguments: Any) -> tuple[str, str]:
     The span's payload is not this text: it is the arguments as the call gave them (in their
     order), redacted and capped, made off the caller's thread unless the span carries it
     (``tracing/content.py``)."""
-    plain = _plain(arguments)
+    plain = arguments if type(arguments) is dict else _plain(arguments)
     request_fingerprint, data = j.tool_call_request(name, plain)
     if data is None:
         return request_fingerprint, journal_json(arguments)
