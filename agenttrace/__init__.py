@@ -39,9 +39,9 @@ from agenttrace.tracing.instrument import (
     uninstrument_agent,
     uninstrument_tool,
 )
+from agenttrace.tracing.journal.steps import idempotency_key
 from agenttrace.tracing.logs import log, thinking
 from agenttrace.tracing.propagation import ContextThreadPoolExecutor, bind_context
-from agenttrace.tracing.steps import idempotency_key
 from agenttrace.tracing.transcripts import agent_class, hears, piece_of_text
 from agenttrace.views.viewer import SessionViewer
 

@@ -1147,7 +1147,7 @@ def resolve_(
     sessions_dir: Path | None,
 ) -> None:
     from agenttrace.formats.session.lease import LeaseError
-    from agenttrace.model.journal import Decisions
+    from agenttrace.model.journal_lines import Decisions
     from agenttrace.views.doubts import ResolveError
     from agenttrace.views.doubts import resolve as journal_decision
 

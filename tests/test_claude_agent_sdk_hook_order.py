@@ -22,6 +22,7 @@ from claude_agent_sdk import (
     ToolUseBlock,
     UserMessage,
 )
+from msgspec import to_builtins
 
 import agenttrace
 from agenttrace.formats.session.files import stream_path
@@ -29,6 +30,7 @@ from agenttrace.instrumentation.claude_agent_sdk import utils
 from agenttrace.instrumentation.claude_agent_sdk.hooks import PreToolUse, with_hook
 from agenttrace.instrumentation.claude_agent_sdk.tracker import SdkSession
 from agenttrace.model import journal as j
+from agenttrace.model import journal_lines as jl
 from agenttrace.model.journal import Journal
 from agenttrace.model.reentry import DEFAULT_POLICY, Reentry
 
@@ -202,20 +204,24 @@ def origin() -> str:
 def reenter(*tool_lines: dict[str, Any]) -> None:
     """Arm the current session to re-enter run :func:`origin`, whose journal holds ``tool_lines``
     (the tool steps of ``call_a``'s request at 1.2)."""
-    lines = [j.run_line(origin(), 1, agent_id="agent_001", name="claude-code", messages=0)]
+    lines = [
+        to_builtins(jl.run_line(origin(), 1, agent_id="agent_001", name="claude-code", messages=0))
+    ]
     journal = Journal([*lines, *tool_lines])
     agenttrace.current_session().reentry = Reentry(origin(), 2, journal, DEFAULT_POLICY)
 
 
 def intent_of_call_a() -> dict[str, Any]:
     request = j.tool_fingerprint("Bash", {"command": "echo call_a"})
-    return j.intent_line(
-        (origin(), "1.2", 1),
-        agent_id="agent_001",
-        name="Bash",
-        effect="effect",
-        request_fingerprint=request,
-        call_id="call_old",
+    return to_builtins(
+        jl.intent_line(
+            (origin(), "1.2", 1),
+            agent_id="agent_001",
+            name="Bash",
+            effect="effect",
+            request_fingerprint=request,
+            call_id="call_old",
+        )
     )
 
 
@@ -248,7 +254,7 @@ def test_a_reentered_runs_abandoned_call_is_denied_as_abandoned(
     traced: Traced, hooked: tuple[SdkSession, PreToolUse]
 ) -> None:
     session, hook = hooked
-    reenter(intent_of_call_a(), j.decision_line((origin(), "1.2", 1), "abandon"))
+    reenter(intent_of_call_a(), to_builtins(jl.decision_line((origin(), "1.2", 1), "abandon")))
     session.observe(init())
     assert "abandoned" in denial(ask(hook, "call_a"))
 
@@ -259,7 +265,9 @@ def test_a_reentered_runs_call_done_before_runs_as_its_next_attempt(
     """The resumed CLI's transcript gave the model the result already: the same call asked
     again is the model's new request, run and journaled as the step's attempt 2."""
     session, hook = hooked
-    done = j.done_line((origin(), "1.2", 1), agent_id="agent_001", kind="tool", name="Bash")
+    done = to_builtins(
+        jl.done_line((origin(), "1.2", 1), agent_id="agent_001", kind="tool", name="Bash")
+    )
     reenter(intent_of_call_a(), done)
     session.observe(init())
     assert ask(hook, "call_a") == {}

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec import to_builtins
 from starlette.testclient import TestClient
 
 import agenttrace
 from agenttrace._internal.times import event_ts
-from agenttrace.model import journal as j
+from agenttrace.model import journal_lines as jl
 from agenttrace.views import listing
 from agenttrace.views.account import IN_DOUBT
 from agenttrace.views.live import read_live, session_document
@@ -281,15 +282,19 @@ def test_list_reads_a_session_again_only_when_its_files_change(
         run = "0123456789abcdef"
         started = event_ts(time.time_ns())  # after the child started: the run is its
         created = {"message_id": "msg_001", "event_type": "agent_created", "agent_id": "agent_001"}
-        begun = j.run_line(
-            run, 1, agent_id="agent_001", name="shop", messages=1, process="p1", pid=child.pid
+        begun = to_builtins(
+            jl.run_line(
+                run, 1, agent_id="agent_001", name="shop", messages=1, process="p1", pid=child.pid
+            )
         )
-        charge = j.intent_line(
-            (run, "1.1", 1),
-            agent_id="agent_001",
-            name="charge",
-            effect="effect",
-            request_fingerprint="sha256:" + "0" * 64,
+        charge = to_builtins(
+            jl.intent_line(
+                (run, "1.1", 1),
+                agent_id="agent_001",
+                name="charge",
+                effect="effect",
+                request_fingerprint="sha256:" + "0" * 64,
+            )
         )
         lines = [created, {**begun, "ts": started}, {**charge, "ts": started}]
         stream = sessions / f"{run}.events.jsonl"

@@ -8,12 +8,14 @@ import signal
 from pathlib import Path
 
 import pytest
+from msgspec import to_builtins
 
 from agenttrace.formats.session.files import read_session_file, snapshot_bytes
 from agenttrace.formats.session.fullest import load_fullest
 from agenttrace.formats.session.journal_union import journal_union
 from agenttrace.formats.session.lease import lease_path
 from agenttrace.model import journal as j
+from agenttrace.model import journal_lines as jl
 
 from .test_cli import agenttrace, ok, one_error_line
 from .test_journal import hold_in_child
@@ -30,24 +32,30 @@ def session_with_a_doubt(directory: Path) -> Path:
     created = {"message_id": "msg_001", "event_type": "agent_created", "agent_id": "agent_001"}
     lines = [
         created,
-        j.intent_line(
-            (RUN, "1.1", 1),
-            agent_id="agent_001",
-            name="search",
-            effect="read",
-            request_fingerprint=FP,
-            arguments='{"q": "tea"}',
+        to_builtins(
+            jl.intent_line(
+                (RUN, "1.1", 1),
+                agent_id="agent_001",
+                name="search",
+                effect="read",
+                request_fingerprint=FP,
+                arguments='{"q": "tea"}',
+            )
         ),
-        j.done_line(
-            (RUN, "1.1", 1), agent_id="agent_001", kind="tool", name="search", result='"tea"'
+        to_builtins(
+            jl.done_line(
+                (RUN, "1.1", 1), agent_id="agent_001", kind="tool", name="search", result='"tea"'
+            )
         ),
-        j.intent_line(
-            (RUN, "2.1", 1),
-            agent_id="agent_001",
-            name="charge",
-            effect="effect",
-            request_fingerprint=FP,
-            arguments='{"amount": 5, "password": "hunter2-canary"}',
+        to_builtins(
+            jl.intent_line(
+                (RUN, "2.1", 1),
+                agent_id="agent_001",
+                name="charge",
+                effect="effect",
+                request_fingerprint=FP,
+                arguments='{"amount": 5, "password": "hunter2-canary"}',
+            )
         ),
     ]
     stream.write_text("".join(json.dumps(line) + "\n" for line in lines))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import agenttrace
-from agenttrace.tracing.effects import annotated_effect
+from agenttrace.tracing.journal.effects import annotated_effect
 
 from .anthropic_server import AnthropicServer, Reply, text, tool_use
 from .conftest import Traced

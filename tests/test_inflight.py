@@ -23,6 +23,7 @@ from typing import Any
 
 import litellm
 import pytest
+from msgspec import to_builtins
 from starlette.testclient import TestClient
 
 import agenttrace
@@ -31,6 +32,7 @@ from agenttrace._internal.times import event_ts
 from agenttrace.formats.session.files import LoadedFile
 from agenttrace.formats.session.inflight import PROCESS_GONE, running_steps, with_running_steps
 from agenttrace.model import journal as j
+from agenttrace.model import journal_lines as jl
 from agenttrace.tracing.scopes import OpScope, current_scope
 from agenttrace.views.live import read_live
 from agenttrace.views.serve.app import create_app
@@ -61,13 +63,15 @@ def _intent(
 ) -> dict[str, Any]:
     """An intent line as the journal writes it (``journal.intent_line``; ``kind`` ``llm`` as an
     LLM attempt's intent is)."""
-    line = j.intent_line(
-        (run, label, attempt),
-        agent_id=agent,
-        name=name,
-        effect="effect",
-        request_fingerprint=j.fingerprint({"x": 1}),
-        arguments=json.dumps({"amount": 5}) if kind == "tool" else None,
+    line = to_builtins(
+        jl.intent_line(
+            (run, label, attempt),
+            agent_id=agent,
+            name=name,
+            effect="effect",
+            request_fingerprint=j.fingerprint({"x": 1}),
+            arguments=json.dumps({"amount": 5}) if kind == "tool" else None,
+        )
     )
     line["kind"] = kind
     if ts is not None:
@@ -105,11 +109,15 @@ def _loaded(journal: list[dict[str, Any]], runs: list[dict[str, Any]] | None = N
 
 def test_a_step_runs_from_its_intent_until_its_outcome_or_a_decision() -> None:
     key = ("run-1", "1.1", 1)
-    done = j.done_line(key, agent_id="agent_001", kind="tool", name="charge", result="{}")
-    failed = j.failed_line(
-        ("run-1", "1.2", 1), agent_id="a", kind="tool", name="x", error="E", applied="unknown"
+    done = to_builtins(
+        jl.done_line(key, agent_id="agent_001", kind="tool", name="charge", result="{}")
     )
-    decided = j.decision_line(("run-1", "1.3", 1), "not_applied")
+    failed = to_builtins(
+        jl.failed_line(
+            ("run-1", "1.2", 1), agent_id="a", kind="tool", name="x", error="E", applied="unknown"
+        )
+    )
+    decided = to_builtins(jl.decision_line(("run-1", "1.3", 1), "not_applied"))
     lines = [
         _intent("1.1"),
         done,
@@ -140,7 +148,9 @@ def test_a_step_runs_from_its_intent_until_its_outcome_or_a_decision() -> None:
         "startedAt": T0_MS,
         "arguments": None,
     }
-    retried = j.done_line(("run-1", "1.4", 2), agent_id="a", kind="tool", name="x", result="{}")
+    retried = to_builtins(
+        jl.done_line(("run-1", "1.4", 2), agent_id="a", kind="tool", name="x", result="{}")
+    )
     assert [step.path for step in running_steps([*lines, retried])] == ["2.1"]
 
 
@@ -253,7 +263,9 @@ def test_a_step_too_deep_for_any_file_is_left_out(monkeypatch: pytest.MonkeyPatc
 
 
 def _run_line(run: str, process: str | None, attempt: int = 1) -> dict[str, Any]:
-    line = j.run_line(run, attempt, agent_id="agent_001", name="Boss", messages=0, process=process)
+    line = to_builtins(
+        jl.run_line(run, attempt, agent_id="agent_001", name="Boss", messages=0, process=process)
+    )
     line["ts"] = T0
     return line
 
@@ -316,10 +328,10 @@ def test_a_re_entered_runs_call_is_shown_in_the_run_that_re_enters() -> None:
         "originTxnId": "run-2",
         "attributes": {"ingress": {}, "agenttrace.reenters": "run-1"},
     }
-    failed = j.failed_line(
+    failed = to_builtins(jl.failed_line(
         ("run-1", "1.1", 1), agent_id="agent_001", kind="tool", name="charge", error="E",
         applied="no",
-    )  # fmt: skip
+    ))  # fmt: skip
     journal = [
         _run_line("run-1", "p1"),
         _intent("1.1"),

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec import to_builtins
 
 import agenttrace
 from agenttrace.formats.session.files import SessionFileError, read_session_file
 from agenttrace.formats.session.lease import LeaseHeld, acquire, lease_path, read_holder
 from agenttrace.model import journal as j
+from agenttrace.model import journal_lines as jl
 
 from .helpers import ROOT
 from .payment_server import PaymentServer
@@ -62,40 +64,48 @@ def test_an_idempotency_key_names_one_logical_call() -> None:
 
 
 def test_the_journal_says_what_became_of_each_step() -> None:
-    charge = j.intent_line(
-        KEY,
-        agent_id="agent_001",
-        name="charge",
-        effect="effect",
-        request_fingerprint=j.fingerprint(j.tool_request("charge", {"amount": 5})),
-        arguments='{"amount": 5}',
-        call_id="call_1",
+    charge = to_builtins(
+        jl.intent_line(
+            KEY,
+            agent_id="agent_001",
+            name="charge",
+            effect="effect",
+            request_fingerprint=j.fingerprint(j.tool_request("charge", {"amount": 5})),
+            arguments='{"amount": 5}',
+            call_id="call_1",
+        )
     )
-    search = j.intent_line(
-        ("run-1", "2.2", 1),
-        agent_id="agent_001",
-        name="search",
-        effect="read",
-        request_fingerprint=j.fingerprint(j.tool_request("search", {})),
+    search = to_builtins(
+        jl.intent_line(
+            ("run-1", "2.2", 1),
+            agent_id="agent_001",
+            name="search",
+            effect="read",
+            request_fingerprint=j.fingerprint(j.tool_request("search", {})),
+        )
     )
     journal = j.Journal(
         [
             charge,
             search,
-            j.done_line(
-                ("run-1", "2.2", 1),
-                agent_id="agent_001",
-                kind="tool",
-                name="search",
-                result='"tea"',
+            to_builtins(
+                jl.done_line(
+                    ("run-1", "2.2", 1),
+                    agent_id="agent_001",
+                    kind="tool",
+                    name="search",
+                    result='"tea"',
+                )
             ),
-            j.failed_line(
-                ("run-1", "3.1", 1),
-                agent_id="agent_001",
-                kind="llm",
-                name="gpt",
-                error="Timeout",
-                applied="no",
+            to_builtins(
+                jl.failed_line(
+                    ("run-1", "3.1", 1),
+                    agent_id="agent_001",
+                    kind="llm",
+                    name="gpt",
+                    error="Timeout",
+                    applied="no",
+                )
             ),
             {"event_type": "transcript_entry", "message_id": "msg_001"},  # not the journal's
         ]
@@ -108,7 +118,11 @@ def test_the_journal_says_what_became_of_each_step() -> None:
     failed = journal.step("run-1", "3.1")
     assert failed is not None and (failed.outcome, failed.applied) == ("failed", "no")
     # A user's decision settles it.
-    journal.add(j.decision_line(KEY, "done", result='{"charge": "ch_1"}', evidence="dashboard"))
+    journal.add(
+        to_builtins(
+            jl.decision_line(KEY, "done", result='{"charge": "ch_1"}', evidence="dashboard")
+        )
+    )
     assert journal.in_doubt() == []
     settled = journal.step(*KEY)
     assert settled is not None and settled.outcome == "decided: done"
@@ -124,10 +138,12 @@ def write_stream(path: Path, lines: list[dict[str, Any]]) -> Path:
 def test_journal_lines_are_read_beside_the_events(tmp_path: Path) -> None:
     fp = j.fingerprint(j.tool_request("charge", {"amount": 5}))
     lines = [
-        j.intent_line(
-            KEY, agent_id="agent_001", name="charge", effect="effect", request_fingerprint=fp
+        to_builtins(
+            jl.intent_line(
+                KEY, agent_id="agent_001", name="charge", effect="effect", request_fingerprint=fp
+            )
         ),
-        j.decision_line(KEY, "not_applied"),
+        to_builtins(jl.decision_line(KEY, "not_applied")),
     ]
     loaded = read_session_file(write_stream(tmp_path / "s.events.jsonl", lines))
     assert [e["event_type"] for e in loaded.events] == ["agent_created"]
@@ -148,12 +164,14 @@ def test_journal_lines_are_read_beside_the_events(tmp_path: Path) -> None:
 )
 def test_a_malformed_journal_line_is_refused(tmp_path: Path, bad: dict[str, Any]) -> None:
     line = {
-        **j.intent_line(
-            KEY,
-            agent_id="agent_001",
-            name="charge",
-            effect="effect",
-            request_fingerprint="sha256:" + "0" * 64,
+        **to_builtins(
+            jl.intent_line(
+                KEY,
+                agent_id="agent_001",
+                name="charge",
+                effect="effect",
+                request_fingerprint="sha256:" + "0" * 64,
+            )
         ),
         **bad,
     }

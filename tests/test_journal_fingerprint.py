@@ -1,5 +1,5 @@
 """An LLM request's fingerprint hashes each message on its own, and an agent's memory of the
-messages its last request sent (``agenttrace.tracing.request_digests``) spares hashing them
+messages its last request sent (``agenttrace.model.request_digests``) spares hashing them
 again: the fingerprint must be the one a computation from scratch gives, whatever the loop
 does with its history, and a message edited in place must change it."""
 
@@ -15,11 +15,13 @@ from typing import Any
 
 import litellm
 import pytest
+from msgspec import to_builtins
 
 import agenttrace
 from agenttrace.model import journal as j
+from agenttrace.model import journal_lines as jl
 from agenttrace.model.reentry import Reentry, check_policy
-from agenttrace.tracing.request_digests import (
+from agenttrace.model.request_digests import (
     REACH,
     MessageDigests,
     llm_request_fingerprint,
@@ -258,10 +260,10 @@ def test_a_journal_written_under_the_old_definition_is_read_and_its_llm_step_ask
     old = "sha256:" + hashlib.sha256(j.canonical(asked)).hexdigest()  # the whole request's JSON
     key = ("run-1", "1.1", 1)
     lines = [
-        j.intent_line(key, agent_id="agent_001", name="gpt-4o-mini", effect=None,
-                      request_fingerprint=old, kind="llm"),
-        j.done_line(key, agent_id="agent_001", kind="llm", name="gpt-4o-mini",
-                    result={"choices": []}),
+        to_builtins(jl.intent_line(key, agent_id="agent_001", name="gpt-4o-mini", effect=None,
+                      request_fingerprint=old, kind="llm")),
+        to_builtins(jl.done_line(key, agent_id="agent_001", kind="llm", name="gpt-4o-mini",
+                    result={"choices": []})),
     ]  # fmt: skip
     journal = j.Journal(lines)
     step = journal.step("run-1", "1.1")

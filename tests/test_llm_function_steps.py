@@ -17,7 +17,7 @@ import pytest
 
 import agenttrace
 from agenttrace import semconv as sc
-from agenttrace.tracing import llm_steps
+from agenttrace.model import journal_lines
 
 from .conftest import Traced, attrs
 from .test_llm_steps import llm_lines, rearm
@@ -144,7 +144,7 @@ async def aiter_chunks(*texts: str) -> AsyncIterator[Any]:
 def test_a_stream_past_the_chunk_cap_is_capped_and_asked_again(
     traced: Traced, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(llm_steps, "JOURNAL_CHUNKS", 3)
+    monkeypatch.setattr(journal_lines, "JOURNAL_CHUNKS", 3)
     bodies: list[str] = []
 
     @agenttrace.llm(model="house/model-1")

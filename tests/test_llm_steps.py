@@ -211,7 +211,7 @@ def test_a_call_s_request_is_built_once_keeping_its_data_as_it_is() -> None:
     would, and what is not data counts by its kind (an address differs per process)."""
     from pydantic import BaseModel
 
-    from agenttrace.tracing.llm_steps import call_request
+    from agenttrace.tracing.journal.llm_steps import call_request
 
     class Message(BaseModel):
         role: str

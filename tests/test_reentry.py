@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec import to_builtins
 
 import agenttrace
 from agenttrace.formats.session.fullest import load_fullest
 from agenttrace.model import journal as j
+from agenttrace.model import journal_lines as jl
 from agenttrace.model.reentry import Reentry, check_policy
 from agenttrace.model.rewind import rewind_transcripts, undo_rewind
 from agenttrace.model.unanswered import INTERRUPTED_RESULT
@@ -150,16 +152,20 @@ def reentry(*lines: dict[str, Any], policy: dict[str, str] | None = None) -> Ree
 
 
 def intent(label: str, effect: str, attempt: int = 1, fp: str = FP) -> dict[str, Any]:
-    return j.intent_line(
+    return to_builtins(jl.intent_line(
         (RUN, label, attempt), agent_id="agent_001", name="pay", effect=effect,
         request_fingerprint=fp, arguments='{"n": 1}',
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def test_the_plan_for_each_state_and_class() -> None:
-    done = j.done_line((RUN, "1.1", 1), agent_id="agent_001", kind="tool", name="pay", result="7")
-    failed_no = j.failed_line(
-        (RUN, "1.1", 1), agent_id="agent_001", kind="tool", name="pay", error="x", applied="no"
+    done = to_builtins(
+        jl.done_line((RUN, "1.1", 1), agent_id="agent_001", kind="tool", name="pay", result="7")
+    )
+    failed_no = to_builtins(
+        jl.failed_line(
+            (RUN, "1.1", 1), agent_id="agent_001", kind="tool", name="pay", error="x", applied="no"
+        )
     )
     failed_unknown = {**failed_no, "applied": "unknown"}
     assert reentry(intent("1.1", "effect"), done).plan("1.1", "pay", FP).result == 7
@@ -184,7 +190,9 @@ def test_the_plan_for_each_state_and_class() -> None:
     assert reentry(intent("1.1", "effect"), done).plan("1.1", "pay", OTHER_FP).what == "run"
     assert reentry(intent("1.1", "effect")).plan("1.1", "pay", OTHER_FP).what == "stop"
     # The latest attempt counts: a re-entry that ran it again and saw it done.
-    again = j.done_line((RUN, "1.1", 2), agent_id="agent_001", kind="tool", name="pay", result="8")
+    again = to_builtins(
+        jl.done_line((RUN, "1.1", 2), agent_id="agent_001", kind="tool", name="pay", result="8")
+    )
     assert (
         reentry(intent("1.1", "idempotent"), intent("1.1", "idempotent", 2), again)
         .plan("1.1", "pay", FP)
@@ -195,7 +203,9 @@ def test_the_plan_for_each_state_and_class() -> None:
 
 def test_parallel_calls_that_start_in_another_order_find_their_own_steps() -> None:
     five, six = j.tool_fingerprint("pay", {"n": 5}), j.tool_fingerprint("pay", {"n": 6})
-    done = j.done_line((RUN, "1.1", 1), agent_id="agent_001", kind="tool", name="pay", result="1")
+    done = to_builtins(
+        jl.done_line((RUN, "1.1", 1), agent_id="agent_001", kind="tool", name="pay", result="1")
+    )
     lines = (intent("1.1", "effect", fp=five), done, intent("1.2", "effect", fp=six))
     again = reentry(*lines)
     six_first = again.plan("1.1", "pay", six)  # the call in doubt, now started first
@@ -212,11 +222,13 @@ def test_decisions_are_applied() -> None:
     for decision, what in (
         ("done", "replay"), ("not_applied", "run"), ("retry", "run"), ("abandon", "abandon")
     ):  # fmt: skip
-        line = j.decision_line((RUN, "1.1", 1), decision, result='{"ok": true}')  # type: ignore[arg-type]
+        line = to_builtins(jl.decision_line((RUN, "1.1", 1), decision, result='{"ok": true}'))  # type: ignore[arg-type]
         plan = reentry(intent("1.1", "effect"), line).plan("1.1", "pay", FP)
         assert plan.what == what, decision
     assert plan.result is None
-    line = j.decision_line((RUN, "1.1", 1), "done", result="not json: the text itself")
+    line = to_builtins(
+        jl.decision_line((RUN, "1.1", 1), "done", result="not json: the text itself")
+    )
     assert reentry(intent("1.1", "effect"), line).plan("1.1", "pay", FP).result == (
         "not json: the text itself"
     )

@@ -14,7 +14,7 @@ import agenttrace
 from agenttrace.model import events as ev
 from agenttrace.model import journal as j
 from agenttrace.model.message_copies import ALIGNMENT, DIGESTS, vouched_copies
-from agenttrace.tracing.request_digests import MessageDigests, llm_request_fingerprint
+from agenttrace.model.request_digests import MessageDigests, llm_request_fingerprint
 
 from .conftest import Traced
 from .llm_server import LLMServer

@@ -209,10 +209,12 @@ def test_a_stream_scan_counts_no_journal_line_as_an_event(tmp_path: Path) -> Non
     its events: a journal line counted as one would cut real events off a stream a kill left
     cut short."""
     from agenttrace.formats.session.repair import _scan_lines
-    from agenttrace.tracing.journal_io import journal_bytes
+    from agenttrace.model.journal_lines import decode_line, journal_bytes
 
     event = b'{"event_type": "transcript_entry", "message_id": "m"}\n'
-    step = journal_bytes(journal_line("intent", effect="effect"))
+    typed = decode_line(journal_line("intent", effect="effect"))
+    assert typed is not None
+    step = journal_bytes(typed)
     decision = json.dumps({"event_type": "step_decision", "run": "r"}).encode() + b"\n"
     data = event + step + event + decision + step + event
     path = tmp_path / "s.events.jsonl"

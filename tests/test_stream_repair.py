@@ -9,10 +9,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from msgspec import to_builtins
+
 import agenttrace
 from agenttrace.formats.session.files import read_session_file
 from agenttrace.formats.session.unfinished import unfinished_tail
 from agenttrace.model import journal as j
+from agenttrace.model import journal_lines as jl
 from agenttrace.views.doubts import doubts, resolve
 
 from .conftest import Traced
@@ -46,13 +49,15 @@ def test_a_decision_journaled_after_a_creation_cut_short_is_kept(
     # killed in the middle of that write, before Jill's first user message.
     stream = tmp_path / "sessions" / "cut1.events.jsonl"
     stream.parent.mkdir()
-    intent = j.intent_line(
-        (RUN, "1.1", 1),
-        agent_id="agent_001",
-        name="charge",
-        effect="effect",
-        request_fingerprint="sha256:" + "0" * 64,
-        arguments='{"amount": 5}',
+    intent = to_builtins(
+        jl.intent_line(
+            (RUN, "1.1", 1),
+            agent_id="agent_001",
+            name="charge",
+            effect="effect",
+            request_fingerprint="sha256:" + "0" * 64,
+            arguments='{"amount": 5}',
+        )
     )
     stream.write_bytes(
         created("msg_001", "agent_001", "Boss")

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from msgspec import to_builtins
+
 import agenttrace
 from agenttrace.model import journal as j
+from agenttrace.model import journal_lines as jl
 from agenttrace.model.rewind import rewind_transcripts, undo_rewind
 from agenttrace.model.skipped_bodies import skipped_bodies
 
@@ -43,21 +46,27 @@ class Story:
         return agent
 
     def run_starts(self, attempt: int) -> None:
-        line = j.run_line(
-            RUN, attempt, agent_id=self.root, name="response", messages=self.counter()
+        line = to_builtins(
+            jl.run_line(RUN, attempt, agent_id=self.root, name="response", messages=self.counter())
         )
         self.journal.append(line)
 
     def tool(self, label: str, done: bool, attempt: int = 1) -> None:
         key = (RUN, label, attempt)
         self.journal.append(
-            j.intent_line(
-                key, agent_id=self.root, name="consult", effect="effect", request_fingerprint=FP
+            to_builtins(
+                jl.intent_line(
+                    key, agent_id=self.root, name="consult", effect="effect", request_fingerprint=FP
+                )
             )
         )
         if done:
             self.journal.append(
-                j.done_line(key, agent_id=self.root, kind="tool", name="consult", result='"ok"')
+                to_builtins(
+                    jl.done_line(
+                        key, agent_id=self.root, kind="tool", name="consult", result='"ok"'
+                    )
+                )
             )
 
     def counter(self) -> int:
@@ -147,12 +156,14 @@ def test_a_nested_sub_agent_of_a_call_that_runs_again_is_absent_too() -> None:
     story.tool("1.2", done=False)
     expert = story.create("Expert", "1.2")
     story.journal.append(
-        j.intent_line(
-            (RUN, "1.2.1.2", 1),
-            agent_id=expert,
-            name="lookup",
-            effect="read",
-            request_fingerprint=FP,
+        to_builtins(
+            jl.intent_line(
+                (RUN, "1.2.1.2", 1),
+                agent_id=expert,
+                name="lookup",
+                effect="read",
+                request_fingerprint=FP,
+            )
         )
     )
     specialist = story.create("Specialist", "1.2.1.2")

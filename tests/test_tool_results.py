@@ -13,9 +13,11 @@ from typing import Any, TypedDict
 
 import pydantic
 import pytest
+from msgspec import to_builtins
 
 import agenttrace
 from agenttrace.model import journal as j
+from agenttrace.model import journal_lines as jl
 from agenttrace.model.reentry import Reentry, check_policy
 
 from .conftest import Traced
@@ -211,7 +213,9 @@ def rearm_with_decision(tmp_path: Path, result: str) -> None:
     its user with ``result`` (as ``agenttrace resolve --done`` writes it)."""
     lines = [line for line in journal_lines(tmp_path, runs=True) if line["state"] != "done"]
     (tool,) = [line for line in lines if line.get("kind") == "tool"]
-    decision = j.decision_line((tool["run"], tool["step"], tool["attempt"]), "done", result=result)
+    decision = to_builtins(
+        jl.decision_line((tool["run"], tool["step"], tool["attempt"]), "done", result=result)
+    )
     session = agenttrace.current_session()
     session.reentry = Reentry(tool["run"], 2, j.Journal([*lines, decision]), check_policy(None))
 

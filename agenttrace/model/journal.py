@@ -17,8 +17,9 @@ beside the canonical events, say what became of it:
 A user's decision about an in-doubt call (``agenttrace resolve``) is a ``step_decision`` line.
 Which step a new run's call is, and what to do with it, are decided by :class:`Journal`.
 
-This module is the format: the lines, the fingerprint, the idempotency key and the reader. It
-writes nothing itself (the event stream's sink does).
+This module is the fingerprint, the idempotency key and the reader; the lines themselves are
+typed in :mod:`agenttrace.model.journal_lines`. It writes nothing itself (the event stream's
+sink does).
 """
 
 from __future__ import annotations
@@ -28,14 +29,21 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
-STEP = "step"
-"""The ``event_type`` of a journal line."""
-STEP_DECISION = "step_decision"
-"""The ``event_type`` of a user's decision about an in-doubt step."""
+from agenttrace.model.journal_lines import (
+    RUN_LABEL,
+    Decisions,
+    JournalLine,
+    States,
+    StepDecision,
+    StepKey,
+    decode_line,
+    journal_lines,
+)
+from agenttrace.model.journal_lines import Step as StepLine
 
 EFFECTS = ("pure", "read", "idempotent", "effect")
 """A tool's effect class, from none to an effect outside the process that may not be repeated:
@@ -43,9 +51,6 @@ EFFECTS = ("pure", "read", "idempotent", "effect")
 ``idempotent`` (changes the world; doing it twice with the same idempotency key is doing it
 once), ``effect`` (changes the world; the default: nothing is known)."""
 
-States = Literal["intent", "done", "failed", "replayed"]
-Kinds = Literal["tool", "llm", "run"]
-Decisions = Literal["done", "not_applied", "retry", "abandon"]
 DECISIONS: tuple[Decisions, ...] = ("done", "not_applied", "retry", "abandon")
 
 VOLATILE_KEYS = frozenset(
@@ -74,12 +79,6 @@ VOLATILE_KEYS = frozenset(
 """Keys a request's fingerprint leaves out at any depth: ids, times, where it was sent, with
 which credentials and how often it may be retried (litellm's retry loop asks again with its
 retries set to 0); none changes what was asked."""
-
-StepKey = tuple[str, str, int]
-"""(run origin, path label, attempt)."""
-
-RUN_LABEL = "0"
-"""The label of a run's own line (its root's path label)."""
 
 
 def fingerprint(request: Any, volatile: frozenset[str] = VOLATILE_KEYS) -> str:
@@ -163,6 +162,22 @@ def llm_fingerprint(
 def tool_fingerprint(name: str, arguments: Mapping[str, Any]) -> str:
     """The fingerprint of a tool call: its name and its arguments, every key of them."""
     return fingerprint(tool_request(name, arguments), frozenset())
+
+
+def tool_call_request(name: str, arguments: Mapping[str, Any]) -> tuple[str, bytes | None]:
+    """A tool call's :func:`tool_fingerprint` and, when its arguments are plain data, their
+    canonical JSON, serialised once for both: the fingerprint hashes the canonical JSON of
+    ``{"arguments": ..., "tool": name}``, which is these bytes between two fixed pieces, so the
+    same bytes serve the journal's ``arguments`` too. ``None`` for arguments that are not plain
+    data (the fingerprint counts such an object as its ``str``, the journal as its JSON dump:
+    the two forms differ, and each is made as before)."""
+    try:
+        data = _PLAIN_CANONICAL.encode(arguments)
+    except (TypeError, ValueError, OverflowError):
+        return tool_fingerprint(name, arguments), None
+    request = b"".join((b'{"arguments":', data, b',"tool":', _CANONICAL.encode(name), b"}"))
+    hashed = _sha256(request)  # one piece: the bytes are copied once, not hashed in five calls
+    return "sha256:" + hashed.hexdigest(), data
 
 
 _CANONICAL = msgspec.json.Encoder(order="sorted", enc_hook=str)
@@ -282,171 +297,6 @@ def idempotency_key(session_id: str, run: str, label: str, tool: str) -> str:
     return "at-" + hashlib.sha256(seed.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-# --- the lines --------------------------------------------------------------------------------
-
-
-def intent_line(
-    key: StepKey,
-    *,
-    agent_id: str,
-    name: str,
-    effect: str | None,
-    request_fingerprint: str,
-    arguments: str | None = None,
-    call_id: str | None = None,
-    lease: str | None = None,
-    kind: Kinds = "tool",
-    path: str | None = None,
-) -> dict[str, Any]:
-    """A step starts: a tool call is about to run (the line is on disk before its body runs),
-    or an LLM attempt (``kind="llm"``, named by its model; no effect class) is being sent.
-    ``path``: the path label of the op making it, where that is not the step's label (a
-    re-entry's call matched to a step at another place, or given a label of its own)."""
-    line = _line(key, agent_id, kind, name, "intent")
-    if path is not None and path != key[1]:
-        line["path"] = path
-    if effect is not None:
-        line["effect"] = effect
-    line["fingerprint"] = request_fingerprint
-    if arguments is not None:
-        line["arguments"] = arguments
-    if call_id is not None:
-        line["call_id"] = call_id
-    if lease is not None:
-        line["lease"] = lease
-    return line
-
-
-def done_line(
-    key: StepKey,
-    *,
-    agent_id: str,
-    kind: Kinds,
-    name: str,
-    result: Any = None,
-    request_fingerprint: str | None = None,
-    chunks: list[Any] | None = None,
-    lease: str | None = None,
-    capped: bool = False,
-    replayable: bool = True,
-) -> dict[str, Any]:
-    """A step returned: a tool's ``result`` (JSON text), an LLM attempt's response (``result``,
-    as JSON) or its stream's ``chunks`` in order. ``capped``: the result was cut to the payload
-    cap, so it cannot stand for the call on a re-entry. ``replayable`` false: the JSON does not
-    give back what the tool returned (an object of a class no annotation rebuilds), so it
-    cannot stand for the call either."""
-    line = _line(key, agent_id, kind, name, "done")
-    if capped:
-        line["capped"] = True
-    if not replayable:
-        line["replayable"] = False
-    if request_fingerprint is not None:
-        line["fingerprint"] = request_fingerprint
-    if chunks is not None:
-        line["chunks"] = chunks
-    else:
-        line["result"] = result
-    if lease is not None:
-        line["lease"] = lease
-    return line
-
-
-def failed_line(
-    key: StepKey,
-    *,
-    agent_id: str,
-    kind: Kinds,
-    name: str,
-    error: str,
-    applied: Literal["no", "unknown"],
-    lease: str | None = None,
-) -> dict[str, Any]:
-    """A step raised ``error``; ``applied``: whether its effect happened (``no`` when the tool
-    said so, or for a step with no effect; else ``unknown``)."""
-    line = _line(key, agent_id, kind, name, "failed")
-    line["error"] = error
-    line["applied"] = applied
-    if lease is not None:
-        line["lease"] = lease
-    return line
-
-
-def decision_line(
-    key: StepKey, decision: Decisions, *, result: str | None = None, evidence: str | None = None
-) -> dict[str, Any]:
-    """A user's decision about an in-doubt step (``agenttrace resolve``): ``done`` (with the
-    ``result`` the tool would have returned), ``not_applied``, ``retry`` or ``abandon``."""
-    run, label, attempt = key
-    line: dict[str, Any] = {
-        "event_type": STEP_DECISION,
-        "run": run,
-        "step": label,
-        "attempt": attempt,
-        "decision": decision,
-    }
-    if result is not None:
-        line["result"] = result
-    if evidence is not None:
-        line["evidence"] = evidence
-    return line
-
-
-def run_line(
-    run: str,
-    attempt: int,
-    *,
-    agent_id: str,
-    name: str,
-    messages: int,
-    arguments_fingerprint: str | None = None,
-    implicit: bool = False,
-    process: str | None = None,
-    pid: int | None = None,
-) -> dict[str, Any]:
-    """A root run started (kind ``run``, at the root label): ``messages`` events of the session
-    were logged before it, so a re-entry knows each agent's transcript as the run found it. Its
-    ``done`` line says the run ended; a run line without one is an interrupted run.
-
-    ``arguments_fingerprint`` (its ``fingerprint``): of the arguments its entry point ``name``
-    was called with, so that a resume re-enters it only for a call with the same ones (the
-    arguments themselves are not kept). ``implicit``: a run ``init()`` made around LLM calls
-    outside any decorated run, which no resume re-enters. ``process``: a random token of the
-    process running it, so that a live view knows a later process's runs from this one's: the
-    calls this one left in flight did not end, they were interrupted. ``pid``: that process's
-    id, so that a view knows, before any session file says so, whether it still runs."""
-    line = _line((run, RUN_LABEL, attempt), agent_id, "run", name, "intent")
-    line["messages"] = messages
-    if arguments_fingerprint is not None:
-        line["fingerprint"] = arguments_fingerprint
-    if implicit:
-        line["implicit"] = True
-    if process is not None:
-        line["process"] = process
-    if pid is not None:
-        line["pid"] = pid
-    return line
-
-
-def replayed_line(key: StepKey, *, agent_id: str, kind: str, name: str) -> dict[str, Any]:
-    """A re-entered run reached the step at ``key`` and was answered from the journal: the
-    step was not run again (the stream says so; the step stays as it was)."""
-    return _line(key, agent_id, kind, name, "replayed")
-
-
-def _line(key: StepKey, agent_id: str, kind: str, name: str, state: str) -> dict[str, Any]:
-    run, label, attempt = key
-    return {
-        "event_type": STEP,
-        "run": run,
-        "step": label,
-        "attempt": attempt,
-        "agent_id": agent_id,
-        "kind": kind,
-        "name": name,
-        "state": state,
-    }
-
-
 # --- reading ------------------------------------------------------------------------------------
 
 
@@ -495,57 +345,54 @@ class Step:
 class Journal:
     """The steps a session's journal lines record, by key (later lines update earlier ones)."""
 
-    def __init__(self, lines: Iterable[Mapping[str, Any]] = ()) -> None:
+    def __init__(self, lines: Iterable[Mapping[str, Any] | JournalLine] = ()) -> None:
         self.steps: dict[StepKey, Step] = {}
-        for line in lines:
+        for line in journal_lines(lines):
             self.add(line)
 
-    def add(self, line: Mapping[str, Any]) -> None:
-        """Take one journal line (anything else is ignored)."""
-        kind = line.get("event_type")
-        key = _key(line)
-        if key is None:
-            return
-        if kind == STEP:
+    def add(self, line: Mapping[str, Any] | JournalLine) -> None:
+        """Take one journal line, typed or as decoded JSON (anything else is ignored)."""
+        if not isinstance(line, (StepLine, StepDecision)):
+            typed = decode_line(line)
+            if typed is None:
+                return
+            line = typed
+        key = (line.run, line.step, line.attempt)
+        if type(line) is StepLine:
             self._step(key, line)
-        elif kind == STEP_DECISION:
-            step = self.steps.get(key)
-            decision = line.get("decision")
-            if step is not None and decision in DECISIONS:
-                step.decision = decision
-                step.evidence = _text(line.get("evidence"))
-                if decision == "done":
-                    step.result = line.get("result")
+            return
+        step = self.steps.get(key)
+        if step is not None and type(line) is StepDecision:
+            step.decision = line.decision
+            step.evidence = _text(line.evidence)
+            if line.decision == "done":
+                step.result = _given(line.result)
 
-    def _step(self, key: StepKey, line: Mapping[str, Any]) -> None:
-        state = line.get("state")
+    def _step(self, key: StepKey, line: StepLine) -> None:
+        state = line.state
         step = self.steps.get(key)
         if step is None:
-            step = self.steps[key] = Step(
-                key, str(line.get("kind") or "tool"), str(line.get("name") or "")
-            )
-        step.agent_id = _text(line.get("agent_id")) or step.agent_id
+            step = self.steps[key] = Step(key, line.kind, line.name)
+        step.agent_id = line.agent_id or step.agent_id
         if state == "intent":
-            messages = line.get("messages")
-            step.messages = messages if type(messages) is int and messages >= 0 else None
-            step.implicit = line.get("implicit") is True
-            step.effect = str(line.get("effect") or "effect")
-            step.fingerprint = _text(line.get("fingerprint"))
-            step.arguments = _text(line.get("arguments"))
-            step.call_id = _text(line.get("call_id"))
+            step.messages = _given(line.messages)
+            step.implicit = line.implicit is True
+            step.effect = _text(line.effect) or "effect"
+            step.fingerprint = _text(line.fingerprint)
+            step.arguments = _text(line.arguments)
+            step.call_id = _text(line.call_id)
         elif state == "done":
             step.state = "done"
-            step.result = line.get("result")
-            chunks = line.get("chunks")
-            step.chunks = chunks if isinstance(chunks, list) else None
-            step.fingerprint = _text(line.get("fingerprint")) or step.fingerprint
-            step.capped = line.get("capped") is True
-            step.replayable = line.get("replayable") is not False
+            step.result = _given(line.result)
+            step.chunks = _given(line.chunks)
+            step.fingerprint = _text(line.fingerprint) or step.fingerprint
+            step.capped = line.capped is True
+            step.replayable = line.replayable is not False
             step.decision = None
         elif state == "failed":
             step.state = "failed"
-            step.error = _text(line.get("error"))
-            step.applied = _text(line.get("applied")) or "unknown"
+            step.error = _text(line.error)
+            step.applied = _text(line.applied) or "unknown"
             step.decision = None
 
     def in_doubt(self) -> list[Step]:
@@ -588,11 +435,9 @@ class Journal:
         return [step for step in self.in_doubt() if step.key[0] == run]
 
 
-def _key(line: Mapping[str, Any]) -> StepKey | None:
-    run, label, attempt = line.get("run"), line.get("step"), line.get("attempt")
-    if isinstance(run, str) and isinstance(label, str) and type(attempt) is int and attempt > 0:
-        return run, label, attempt
-    return None
+def _given(value: Any) -> Any:
+    """A line's field as the reader keeps it: ``None`` when the line has none."""
+    return None if value is msgspec.UNSET else value
 
 
 def _text(value: Any) -> str | None:

@@ -3,7 +3,7 @@ for: shared by the memories that keep them, so a request is compared with them o
 
 Two memories of an agent keep copies of the messages its requests sent: the alignment with its
 transcript (:class:`~agenttrace.model.events.Alignment`) and the digests of its fingerprint
-(``agenttrace.tracing.request_digests``). A message of the next request that equals a kept copy
+(``agenttrace.model.request_digests``). A message of the next request that equals a kept copy
 is, unchanged, the message sent then; one edited in place since (its dict, or a list in it) no
 longer equals its copy. A copy is deep and holds only what ``==`` tells apart exactly
 (dicts with string keys, lists, strings and ``None``): a message holding anything else (a

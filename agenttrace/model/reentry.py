@@ -8,7 +8,7 @@ says: run it (as which attempt), answer it from the journal (``replay``), ask th
 (``verify``), stop the resume (``stop``: :class:`InDoubtToolCall`) or refuse it (``abandon``:
 :class:`AbandonedToolCall`, the user's decision).
 
-This module decides; it writes nothing and runs nothing (``agenttrace.tracing.steps`` does).
+This module decides; it writes nothing and runs nothing (``agenttrace.tracing.journal.steps`` does).
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agenttrace.model import events as ev
-from agenttrace.model.journal import RUN_LABEL, Journal
+from agenttrace.model.journal import Journal
+from agenttrace.model.journal_lines import RUN_LABEL
 
 
 @dataclass(frozen=True)

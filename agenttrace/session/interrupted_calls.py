@@ -31,6 +31,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from msgspec import UNSET
+
 from agenttrace._internal.times import event_ts, ts_ms
 from agenttrace.formats.compact_json import compact_json
 from agenttrace.formats.ledger import (
@@ -50,7 +52,8 @@ from agenttrace.formats.session.files import (
 from agenttrace.formats.session.inflight import process_last
 from agenttrace.formats.session.optree import hosted_sessions, owner_run, session_ops
 from agenttrace.formats.session.rebuilt import with_rebuilt_runs
-from agenttrace.model.journal import STEP, Journal, StepKey
+from agenttrace.model.journal import Journal
+from agenttrace.model.journal_lines import Step, StepKey, journal_lines
 
 logger = logging.getLogger("agenttrace")
 
@@ -127,15 +130,10 @@ def ended(journal: list[dict[str, Any]], accounted_lines: list[dict[str, Any]]) 
     end of the last attempt of its agent at its path label that started before it ended and has
     no line yet."""
     starts: dict[tuple[Any, Any], list[tuple[int, StepKey]]] = {}
-    for line in journal:
-        if line.get("event_type") != STEP or line.get("kind") != "llm":
-            continue
-        run, label, attempt = line.get("run"), line.get("step"), line.get("attempt")
-        ms = ts_ms(line.get("ts"))
-        if line.get("state") != "intent" or ms is None:
-            continue
-        if isinstance(run, str) and isinstance(label, str) and type(attempt) is int:
-            starts.setdefault((line.get("agent_id"), label), []).append((ms, (run, label, attempt)))
+    for step in _llm_intents(journal):
+        ms = ts_ms(step.ts)
+        if ms is not None:
+            starts.setdefault((step.agent_id, step.step), []).append((ms, step.key))
     ends: dict[tuple[Any, Any], list[int]] = {}
     for line in accounted_lines:
         entry = line.get("accounting")
@@ -168,16 +166,20 @@ def _tree_entries(runs: list[dict[str, Any]]) -> Iterator[Any]:
 def _intent_times(lines: list[dict[str, Any]]) -> dict[StepKey, int]:
     """When each LLM attempt's intent was written (ms)."""
     found: dict[StepKey, int] = {}
-    for line in lines:
-        if line.get("event_type") != STEP or line.get("kind") != "llm":
-            continue
-        if line.get("state") != "intent":
-            continue
-        run, label, attempt = line.get("run"), line.get("step"), line.get("attempt")
-        ms = ts_ms(line.get("ts"))
-        if isinstance(run, str) and isinstance(label, str) and type(attempt) is int and ms:
-            found[run, label, attempt] = ms
+    for step in _llm_intents(lines):
+        ms = ts_ms(step.ts)
+        if ms:
+            found[step.key] = ms
     return found
+
+
+def _llm_intents(lines: list[dict[str, Any]]) -> list[Step]:
+    """The intent lines of LLM attempts among a journal's ``lines``."""
+    return [
+        line
+        for line in journal_lines(lines)
+        if type(line) is Step and line.kind == "llm" and line.state == "intent"
+    ]
 
 
 def lost_to_the_ledger(loaded: LoadedFile, ledger: Path) -> list[dict[str, Any]]:
@@ -214,17 +216,15 @@ def _last_process_start(journal: list[dict[str, Any]]) -> int | None:
     """When the process of the journal's last run line started its first run (ms)."""
     runs = [
         line
-        for line in journal
-        if line.get("event_type") == STEP
-        and line.get("kind") == "run"
-        and line.get("state") == "intent"
+        for line in journal_lines(journal)
+        if type(line) is Step and line.kind == "run" and line.state == "intent"
     ]
     if not runs:
         return None
-    process = runs[-1].get("process")
-    if process is None:  # an earlier release's journal: its last run alone
-        return ts_ms(runs[-1].get("ts"))
-    return next(ts_ms(line.get("ts")) for line in runs if line.get("process") == process)
+    process = runs[-1].process
+    if process is UNSET:  # an earlier release's journal: its last run alone
+        return ts_ms(runs[-1].ts)
+    return next(ts_ms(line.ts) for line in runs if line.process == process)
 
 
 def account_interrupted(path: Path, loaded: LoadedFile, ledger: Path) -> LoadedFile:

@@ -43,6 +43,14 @@ from agenttrace.model.outcome import OutcomeBuilder
 from agenttrace.tracing.agents import owner_agent_id, str_attribute
 from agenttrace.tracing.binding import BOUND, PLAIN, Binding, binding_of
 from agenttrace.tracing.content import tool_payload
+from agenttrace.tracing.journal.llm_steps import begin_call_step, end_llm_step, keep_chunk
+from agenttrace.tracing.journal.step_guard import answered, guard
+from agenttrace.tracing.journal.steps import (
+    begin_tool_step,
+    block_step,
+    check_effect,
+    end_tool_step,
+)
 from agenttrace.tracing.llm_attributes import (
     classify_error,
     input_content,
@@ -53,7 +61,6 @@ from agenttrace.tracing.llm_attributes import (
     response_attributes,
     split_model,
 )
-from agenttrace.tracing.llm_steps import begin_call_step, end_llm_step, keep_chunk
 from agenttrace.tracing.scopes import (
     OpScope,
     Scope,
@@ -67,8 +74,6 @@ from agenttrace.tracing.scopes import (
     start_session,
     start_turn,
 )
-from agenttrace.tracing.step_guard import answered, guard
-from agenttrace.tracing.steps import begin_tool_step, block_step, check_effect, end_tool_step
 from agenttrace.tracing.transcripts import log_llm_exchange, log_tool_result
 from agenttrace.tracing.wrapping import Streamed, wrap
 

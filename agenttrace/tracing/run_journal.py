@@ -11,8 +11,8 @@ from typing import Any
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
-from agenttrace.model import journal as j
-from agenttrace.tracing.journal_io import journal_bytes
+from agenttrace.model import journal_lines as jl
+from agenttrace.model.journal_lines import journal_bytes
 
 WHERE = "step journal"
 
@@ -44,7 +44,7 @@ def journal_run_start(
     if recorder is None or not runtime.settings.journal:
         return
     try:
-        line = j.run_line(
+        line = jl.run_line(
             run,
             attempt,
             agent_id=agent_id,
@@ -66,7 +66,7 @@ def journal_run_end(session: Any, run: str, attempt: int, agent_id: str, name: s
     if recorder is None or not runtime.settings.journal:
         return
     try:
-        line = j.done_line((run, j.RUN_LABEL, attempt), agent_id=agent_id, kind="run", name=name)
-        recorder.journal(session, journal_bytes(line), later=True)
+        line = jl.done_line((run, jl.RUN_LABEL, attempt), agent_id=agent_id, kind="run", name=name)
+        recorder.journal(session, jl.encoded_later(line), later=True)
     except Exception as exc:
         report_internal_error(WHERE, exc)

@@ -10,9 +10,9 @@ from typing import Any
 
 from agenttrace.model.ids import new_txn_id
 from agenttrace.model.reentry import Reentry
+from agenttrace.model.request_digests import MessageDigests
 from agenttrace.session.reentry_match import enters as enters_reentry
 from agenttrace.session.state import Session
-from agenttrace.tracing.request_digests import MessageDigests
 from agenttrace.tracing.run_arguments import root_run_fingerprint
 from agenttrace.tracing.run_journal import journal_run_end, journal_run_start
 
@@ -41,7 +41,7 @@ class Run:
         """Per agent id: (message count, last message) of its previous LLM request."""
         self.digests: dict[str, MessageDigests] = {}
         """Per agent id: its last LLM request's messages and their digests, for the next
-        request's fingerprint (``agenttrace.tracing.request_digests``)."""
+        request's fingerprint (``agenttrace.model.request_digests``)."""
         self.journal_run = origin_txn_id
         """The run its steps are journaled under: its own origin, or the interrupted run's it
         re-enters (so its steps and idempotency keys are that run's)."""

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msgspec import UNSET
+
 from agenttrace._internal.processes import process_alive
 from agenttrace._internal.times import ts_ms
 from agenttrace.formats.session.files import LoadedFile, Progress, sibling_path
@@ -49,7 +51,8 @@ from agenttrace.formats.session.optree import hosted_sessions
 from agenttrace.formats.session.optree import owner_run as owner_run
 from agenttrace.formats.session.rebuilt import INTERRUPTED, with_started_nodes
 from agenttrace.formats.session.totals import session_stats
-from agenttrace.model.journal import RUN_LABEL, STEP, Journal
+from agenttrace.model.journal import Journal
+from agenttrace.model.journal_lines import RUN_LABEL, Step, journal_lines
 
 ENDED = "ended"
 FAILED = "failed"
@@ -230,10 +233,10 @@ def _process(loaded: LoadedFile, last: Mapping[str, Any] | None) -> tuple[object
         cli = ingress.get("cli") if isinstance(ingress, Mapping) else None
         if isinstance(cli, Mapping) and "pid" in cli:
             return cli.get("pid"), last.get("startedAt")
-    for line in reversed(loaded.journal):
-        run_line = line.get("event_type") == STEP and line.get("kind") == "run"
-        if run_line and line.get("step") == RUN_LABEL and line.get("state") == "intent":
-            return line.get("pid"), ts_ms(line.get("ts"))
+    for line in reversed(journal_lines(loaded.journal)):
+        run_line = type(line) is Step and line.kind == "run" and line.step == RUN_LABEL
+        if run_line and line.state == "intent":  # type: ignore[union-attr]
+            return (None if line.pid is UNSET else line.pid), ts_ms(line.ts)  # type: ignore[union-attr]
     return None, None
 
 
@@ -272,12 +275,13 @@ def _cut_short(
 ) -> list[CutShort]:
     """The calls ``steps`` (each started, never ended, its process gone), each marked on its op
     in the tree with the time it ran and, for one in doubt, its effect class."""
-    doubts = {(step.key[0], step.key[1]): step.effect for step in Journal(journal).in_doubt()}
+    lines = journal_lines(journal)
+    doubts = {(step.key[0], step.key[1]): step.effect for step in Journal(lines).in_doubt()}
     found = []
     for step in steps:
         owner = owner_run(runs, step.run, step.path) or {}
         last = _later(
-            process_last(journal, step.run, step.step, step.attempt),
+            process_last(lines, step.run, step.step, step.attempt),
             traces.get(str(owner.get("traceId"))),
         )
         ran = float(max(0, (last or step.started_at) - step.started_at))

@@ -40,7 +40,8 @@ from agenttrace.formats.session.files import (
 from agenttrace.formats.session.fullest import load_fullest, load_pair
 from agenttrace.formats.session.lease import acquire, lease_path
 from agenttrace.formats.session.schema import AccountingEntry
-from agenttrace.model.journal import Decisions, Journal, Step, decision_line
+from agenttrace.model.journal import Journal, Step
+from agenttrace.model.journal_lines import Decisions, decision_line, journal_bytes
 from agenttrace.session.interrupted_calls import cut_torn_line
 from agenttrace.session.interrupted_calls import stream_of as stream_of
 from agenttrace.views.account import Account, owner_run, session_account
@@ -137,12 +138,12 @@ def resolve(
         step = matching[-1]
         now_ns = time.time_ns()
         line = decision_line(step.key, decision, result=result, evidence=evidence)
-        line["ts"] = event_ts(now_ns)
+        decided_line = journal_bytes(line, now_ns)
         # What the call came to, as decided: its op's accounting line in the stream (every view
         # shows the call so, under its op) and its line in the billing ledger, the same entry.
         account = session_account(loaded, up_to_date=up_to_date, updated_ns=0, now=now_ns / 1e9)
-        entry, accounted = _decided(account, step, decision, result, evidence, line["ts"])
-        decided = json.dumps(line, ensure_ascii=False).encode() + b"\n" + accounted
+        entry, accounted = _decided(account, step, decision, result, evidence, event_ts(now_ns))
+        decided = decided_line + accounted
         if lost:
             write_atomically(stream, _stream_bytes(loaded, decided))
         else:

@@ -45,7 +45,7 @@ from agenttrace.formats.session import schema
 from agenttrace.formats.session.schema import FORMAT, OP_ACCOUNTED, VERSION
 from agenttrace.formats.session.spool import Piece, atomic_file, gzip_member
 from agenttrace.model.events import infer_causes, normalize
-from agenttrace.model.journal import STEP, STEP_DECISION
+from agenttrace.model.journal_lines import STEP, STEP_DECISION
 
 STREAM_SUFFIX = ".events.jsonl"
 SNAPSHOT_SUFFIX = ".json.gz"

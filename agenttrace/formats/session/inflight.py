@@ -34,7 +34,7 @@ interrupted only by a re-entry of its run.)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,7 @@ from agenttrace._internal.times import ts_ms
 from agenttrace.formats.session.files import LoadedFile
 from agenttrace.formats.session.optree import hosted_sessions
 from agenttrace.formats.session.rebuilt import INTERRUPTED, Node, running_op
-from agenttrace.model.journal import RUN_LABEL, STEP, STEP_DECISION
+from agenttrace.model.journal_lines import RUN_LABEL, JournalLine, Step, journal_lines
 from agenttrace.model.paths import parse_label
 
 PROCESS_GONE = "agenttrace.process_gone"
@@ -104,7 +104,7 @@ class _Intent:
     """A step's intent line where it is in the journal, and the run line it came after."""
 
     attempt: int
-    line: Mapping[str, Any] | None
+    line: Step | None
     """``None`` once the step ended (or a person decided it did not run)."""
     index: int = 0
     run_attempt: int = 1
@@ -140,47 +140,45 @@ class _RunLines:
         return any(at > index and attempt > run_attempt for at, attempt in self.by_run.get(run, ()))
 
 
-def running_steps(journal: Iterable[Mapping[str, Any]]) -> list[RunningStep]:
-    """The steps of ``journal`` (a stream's journal lines, in order) that started and have no
-    outcome, in the order they started, each ``interrupted`` if its process is gone (see the
-    module docstring). Of the attempts at one place only the last counts: an earlier one
-    ended, or its process died, before the next began. An intent without a ``ts`` (none
-    agenttrace writes) says nothing of when it started, and is left out."""
+def running_steps(journal: Iterable[Mapping[str, Any] | JournalLine]) -> list[RunningStep]:
+    """The steps of ``journal`` (a stream's journal lines, in order, decoded or typed) that started
+    and have no outcome, in the order they started, each ``interrupted`` if its process is gone (see
+    the module docstring). Of the attempts at one place only the last counts: an earlier one ended,
+    or its process died, before the next began. An intent without a ``ts`` (none agenttrace writes)
+    says nothing of when it started, and is left out."""
     last: dict[tuple[str, str], _Intent] = {}
     runs = _RunLines()
-    for index, line in enumerate(journal):
-        run, label, attempt = line.get("run"), line.get("step"), line.get("attempt")
-        if not isinstance(run, str) or not isinstance(label, str) or type(attempt) is not int:
-            continue
-        kind = line.get("event_type")
-        if kind == STEP and line.get("kind") == "run":  # a run's own line: not a call
-            if line.get("state") == "intent" and label == RUN_LABEL:
-                runs.add(index, run, attempt, line.get("process"))
+    for index, line in enumerate(journal_lines(journal)):
+        run, label, attempt = line.run, line.step, line.attempt
+        step = line if type(line) is Step else None
+        if step is not None and step.kind == "run":  # a run's own line: not a call
+            if step.state == "intent" and label == RUN_LABEL:
+                runs.add(index, run, attempt, step.process)
             continue
         known = last.get((run, label))
-        if kind == STEP and line.get("state") == "intent":
+        if step is not None and step.state == "intent":
             if known is None or attempt >= known.attempt:
                 run_attempt, process = runs.current.get(run, (1, None))
-                last[(run, label)] = _Intent(attempt, line, index, run_attempt, process)
-        elif kind in (STEP, STEP_DECISION) and known is not None and known.attempt == attempt:
+                last[(run, label)] = _Intent(attempt, step, index, run_attempt, process)
+        elif known is not None and known.attempt == attempt:
             known.line = None  # it ended, or a person decided it did not run
     steps = []
     for (run, label), found in last.items():
         intent = found.line
-        started = ts_ms(intent.get("ts")) if intent is not None else None
+        started = ts_ms(intent.ts) if intent is not None else None
         if intent is None or started is None:
             continue
-        arguments = intent.get("arguments")
-        path = intent.get("path")
+        arguments = intent.arguments
+        path = intent.path
         steps.append(
             RunningStep(
                 run=run,
                 path=path if isinstance(path, str) and path != label else label,
                 label=label if isinstance(path, str) and path != label else "",
                 attempt=found.attempt,
-                kind=str(intent.get("kind") or "tool"),
-                name=str(intent.get("name") or ""),
-                agent_id=str(intent.get("agent_id") or ""),
+                kind=intent.kind,
+                name=intent.name,
+                agent_id=intent.agent_id,
                 started_at=started,
                 arguments=arguments if isinstance(arguments, str) else None,
                 interrupted=runs.gone(found.index, run, found.run_attempt, found.process),
@@ -368,7 +366,7 @@ def _unnamed(run: Node) -> bool:
 
 
 def process_last(
-    journal: Sequence[Mapping[str, Any]], run: str, path: str, attempt: int
+    journal: Iterable[Mapping[str, Any] | JournalLine], run: str, path: str, attempt: int
 ) -> int | None:
     """The last journal record (ms) of the process that started the step ``(run, path,
     attempt)``: the lines from its intent up to the first run line of another process (a
@@ -376,24 +374,19 @@ def process_last(
     latest: int | None = None
     started = False
     process: Any = None
-    for line in journal:
-        same = (line.get("run"), line.get("step"), line.get("attempt"))
+    for line in journal_lines(journal):
+        if type(line) is not Step:
+            continue  # a person's decision: no record of the process
+        run_line = line.kind == "run" and line.step == RUN_LABEL
         if not started:
-            if line.get("kind") == "run" and line.get("step") == RUN_LABEL:
-                process = line.get("process")
-            started = same == (run, path, attempt) and line.get("state") == "intent"
+            if run_line:
+                process = line.process
+            started = line.key == (run, path, attempt) and line.state == "intent"
             if not started:
                 continue
-        elif (
-            line.get("kind") == "run"
-            and line.get("step") == RUN_LABEL
-            and line.get("state") == "intent"
-            and line.get("process") != process
-        ):
+        elif run_line and line.state == "intent" and line.process != process:
             break  # another process: this one was gone
-        if line.get("event_type") == "step_decision":
-            continue
-        ms = ts_ms(line.get("ts"))
+        ms = ts_ms(line.ts)
         if ms is not None and (latest is None or ms > latest):
             latest = ms
     return latest

@@ -38,6 +38,20 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
 from agenttrace._internal.times import MAX_EPOCH_NS
+from agenttrace.model.constrained import (
+    AGENT_ID_PATTERN,
+    LABEL_PATTERN,
+    STEP_LABEL_PATTERN,
+    TIMESTAMP_PATTERN,
+    AgentId,
+    Label,
+    Timestamp,
+    whole,
+    without_surrogates,
+)
+from agenttrace.model.constrained import FINGERPRINT_PATTERN as FINGERPRINT_PATTERN
+from agenttrace.model.constrained import StepLabel as StepLabel
+from agenttrace.model.journal_lines import JournalLine, Step, StepDecision
 from agenttrace.model.resets import MAX_PIECES
 
 FORMAT = "agenttrace.session"
@@ -51,18 +65,10 @@ SCHEMA_RESOURCE = f"{FORMAT}.v{VERSION}.schema.json"
 # --- constrained values -------------------------------------------------------------------------
 
 
-def _whole(body: str) -> str:
-    """A pattern matching the whole string. Python's ``$`` also matches before a final newline;
-    ``(?!\\n)`` refuses that (and is a no-op in JSON Schema's ECMA-262 dialect)."""
-    return f"^{body}$(?!\\n)"
-
+_whole = whole
 
 _NAME = "[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
 SESSION_ID_PATTERN = _whole(f"(?!.*\\.\\.){_NAME}")
-LABEL_PATTERN = _whole(
-    "(0|[1-9][0-9]*(\\.[1-9][0-9]*(:([2-9]|[1-9][0-9]+))?\\.[1-9][0-9]*)*"
-    "(\\.[1-9][0-9]*(:[1-9][0-9]*)?)?)"
-)
 """The latest time OTLP can carry (a signed 64-bit count of nanoseconds: the year 2262)."""
 
 SessionId = Annotated[
@@ -85,25 +91,6 @@ TRACE_ID_PATTERN = _whole("[0-9a-f]{32}")
 SPAN_ID_PATTERN = _whole("[0-9a-f]{16}")
 TraceId = Annotated[str, Meta(pattern=TRACE_ID_PATTERN, description="32 hex digits.")]
 SpanId = Annotated[str, Meta(pattern=SPAN_ID_PATTERN, description="16 hex digits.")]
-Label = Annotated[
-    str,
-    Meta(
-        pattern=LABEL_PATTERN,
-        max_length=1024,
-        description="A path label (docs/path-labels.md): 0 for a run's root, k for a turn, k.j "
-        "for an op, k.j:n for the n-th sub-agent run hosted by op k.j, and so on to any depth.",
-    ),
-]
-STEP_LABEL_PATTERN = LABEL_PATTERN.replace(")$", ")(/([2-9]|[1-9][0-9]+))?$", 1)
-StepLabel = Annotated[
-    str,
-    Meta(
-        pattern=STEP_LABEL_PATTERN,
-        max_length=1024,
-        description="A step's place in the journal (docs/journal.md): its op's path label, and "
-        "/n (n from 2) for the n-th request a re-entry made there that was not the journal's.",
-    ),
-]
 MESSAGE_ID_PATTERN = _whole("[A-Za-z0-9_.:-]{1,128}")
 MessageId = Annotated[
     str,
@@ -112,33 +99,12 @@ MessageId = Annotated[
         description="msg_001, msg_002, ...: one counter for every event of the session.",
     ),
 ]
-AGENT_ID_PATTERN = _whole("[^\\x00-\\x1f\\x7f-\\x9f]{1,256}")
-AgentId = Annotated[
-    str,
-    Meta(
-        # Chosen by agenttrace (agent_001) or by the application: any printable text.
-        pattern=AGENT_ID_PATTERN,
-        description="agent_001, agent_002, ... (or an id the application gave): printable, at "
-        "most 256 characters.",
-    ),
-]
 EpochMs = Annotated[
     int,
     Meta(ge=0, le=MAX_EPOCH_NS // 1_000_000, description="Milliseconds since the Unix epoch."),
 ]
 EpochNs = Annotated[
     int, Meta(ge=0, le=MAX_EPOCH_NS, description="Nanoseconds since the Unix epoch.")
-]
-TIMESTAMP_PATTERN = _whole(
-    "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
-    "T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\\.[0-9]{3}Z"
-)
-Timestamp = Annotated[
-    str,
-    Meta(
-        pattern=TIMESTAMP_PATTERN,
-        description="When it was logged: ISO-8601 UTC with milliseconds.",
-    ),
 ]
 Milliseconds = Annotated[float, Meta(description="A duration in milliseconds.")]
 Scalar = str | bool | int | float
@@ -943,106 +909,6 @@ class OpAccounted(_Object, kw_only=True, tag_field="event_type", tag=OP_ACCOUNTE
     path: Label
 
 
-FINGERPRINT_PATTERN = "^sha256:[0-9a-f]{64}$"
-"""A step's fingerprint: ``sha256:`` and the hex digest of its request (docs/journal.md)."""
-
-_Run = Annotated[str, Meta(min_length=1, max_length=256, description="The run's origin id.")]
-_Attempt = Annotated[int, Meta(ge=1, le=1_000_000, description="1 for the first attempt.")]
-
-
-class Step(_Object, kw_only=True, tag_field="event_type", tag="step"):
-    """A line of the step journal (docs/journal.md): an LLM attempt or a tool call started
-    (``intent``: on disk before a tool's body runs), returned (``done``), raised (``failed``)
-    or, reached again by a re-entered run, was answered from the journal (``replayed``); a root
-    run started (kind ``run``) or ended. A line of the stream only, no canonical event."""
-
-    run: _Run
-    step: StepLabel
-    attempt: _Attempt
-    agent_id: AgentId
-    kind: Literal["llm", "tool", "run"]
-    name: Annotated[str, Meta(max_length=4096)]
-    state: Literal["intent", "done", "failed", "replayed"]
-    path: (
-        Annotated[
-            Label,
-            Meta(description="The op's path label, where it is not the step's (docs/journal.md)."),
-        ]
-        | UnsetType
-    ) = UNSET
-    effect: Literal["pure", "read", "idempotent", "effect"] | UnsetType = UNSET
-    fingerprint: (
-        Annotated[
-            str,
-            Meta(
-                pattern=FINGERPRINT_PATTERN,
-                description="Of the request (a run's line: of its entry point's arguments).",
-            ),
-        ]
-        | UnsetType
-    ) = UNSET
-    arguments: Annotated[str, Meta(description="A tool's arguments, as JSON.")] | UnsetType = UNSET
-    call_id: str | UnsetType = UNSET
-    result: Any = UNSET
-    chunks: list[Any] | UnsetType = UNSET
-    error: str | UnsetType = UNSET
-    applied: Literal["no", "unknown"] | UnsetType = UNSET
-    lease: Annotated[str, Meta(max_length=64)] | UnsetType = UNSET
-    capped: (
-        Annotated[bool, Meta(description="The result was cut to the payload cap.")] | UnsetType
-    ) = UNSET
-    replayable: (
-        Annotated[
-            bool,
-            Meta(
-                description="False: a tool's result JSON does not give back what it returned "
-                "(a re-entry does not answer from it)."
-            ),
-        ]
-        | UnsetType
-    ) = UNSET
-    messages: (
-        Annotated[
-            int,
-            Meta(ge=0, description="A run's line: the events logged before the run started."),
-        ]
-        | UnsetType
-    ) = UNSET
-    implicit: (
-        Annotated[
-            bool,
-            Meta(description="A run's line: a run made around LLM calls outside a decorated run."),
-        ]
-        | UnsetType
-    ) = UNSET
-    process: (
-        Annotated[
-            str,
-            Meta(max_length=64, description="A run's line: a random token of its process."),
-        ]
-        | UnsetType
-    ) = UNSET
-    pid: (
-        Annotated[int, Meta(ge=0, description="A run's line: the id of its process.")] | UnsetType
-    ) = UNSET
-    ts: Timestamp | UnsetType = UNSET
-
-
-class StepDecision(_Object, kw_only=True, tag_field="event_type", tag="step_decision"):
-    """A user's decision about an in-doubt step (``agenttrace resolve``)."""
-
-    run: _Run
-    step: StepLabel
-    attempt: _Attempt
-    decision: Literal["done", "not_applied", "retry", "abandon"]
-    result: Any = UNSET
-    evidence: Annotated[str, Meta(max_length=65536)] | UnsetType = UNSET
-    ts: Timestamp | UnsetType = UNSET
-
-
-JournalLine = Step | StepDecision
-"""One line of the step journal (docs/journal.md)."""
-
 StreamLine = Event | OpAccounted | Step | StepDecision
 """One line of an event stream: a canonical event, an op's accounting, or the step journal."""
 
@@ -1245,20 +1111,7 @@ def _convert(value: Any, type_: Any) -> None:
     try:
         msgspec.convert(value, type_)
     except UnicodeEncodeError:
-        msgspec.convert(_without_surrogates(value), type_)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _without_surrogates(value: Any) -> Any:
-    if type(value) is str:
-        return _SURROGATE.sub("\ufffd", value)
-    if type(value) is list:
-        return [_without_surrogates(item) for item in value]
-    if type(value) is dict:
-        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
-    return value
+        msgspec.convert(without_surrogates(value), type_)
 
 
 def check_events(events: list[Any], max_depth: int) -> None:

@@ -20,6 +20,7 @@ import msgspec
 
 from agenttrace.formats.session import schema
 from agenttrace.formats.session.schema import FORMAT, SCHEMA_ID, SCHEMA_RESOURCE, VERSION
+from agenttrace.model import constrained
 
 DOCS_COPY = "session-file.schema.json"
 """The copy in the repository's docs/ directory, beside docs/session-file.md."""
@@ -43,12 +44,12 @@ _NAMED_VALUES: dict[str, Any] = {
     "TxnId": schema.TxnId,
     "TraceId": schema.TraceId,
     "SpanId": schema.SpanId,
-    "Label": schema.Label,
+    "Label": constrained.Label,
     "MessageId": schema.MessageId,
-    "AgentId": schema.AgentId,
+    "AgentId": constrained.AgentId,
     "EpochMs": schema.EpochMs,
     "EpochNs": schema.EpochNs,
-    "Timestamp": schema.Timestamp,
+    "Timestamp": constrained.Timestamp,
     "AttributeValue": schema.AttributeValue,
     "Ingress": schema.Ingress,
 }

@@ -26,9 +26,9 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace.model.outcome import OutcomeBuilder
 from agenttrace.tracing.content import tool_payload
+from agenttrace.tracing.journal.steps import begin_tool_step, end_tool_step
 from agenttrace.tracing.relays import piece_for
 from agenttrace.tracing.scopes import OpScope, SessionScope, finish, start_op, start_session
-from agenttrace.tracing.steps import begin_tool_step, end_tool_step
 
 from . import claims
 from .effects import tool_effect

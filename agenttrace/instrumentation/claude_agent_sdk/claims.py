@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from agenttrace.tracing.steps import Step
+from agenttrace.tracing.journal.steps import Step
 
 MAX_CLAIMS = 10_000
 """Claims kept for calls the program has not received yet (the oldest go first: a call the

@@ -1,6 +1,6 @@
 """The effect class of a Claude Agent SDK tool call (docs/journal.md, "Effect classes"), by
-``agenttrace.tracing.effects``' rules: the application's ``init(tool_effects=...)`` by the name
-the CLI gives the tool (``Bash``, ``mcp__calculator__add``), else a trusted MCP server's tool
+``agenttrace.tracing.journal.effects``' rules: the application's ``init(tool_effects=...)`` by the
+name the CLI gives the tool (``Bash``, ``mcp__calculator__add``), else a trusted MCP server's tool
 annotations, else ``effect``.
 
 The annotations are those of the program's own in-process MCP servers
@@ -16,7 +16,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from agenttrace.tracing.effects import framework_effect
+from agenttrace.tracing.journal.effects import framework_effect
 
 from .utils import MCP_PREFIX, mcp_server_of
 

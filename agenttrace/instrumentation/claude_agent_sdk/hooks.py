@@ -39,10 +39,11 @@ from typing import Any
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
 from agenttrace.model import journal as j
+from agenttrace.model import journal_lines as jl
+from agenttrace.model.journal_lines import journal_bytes
 from agenttrace.model.reentry import Reentry
 from agenttrace.session.leases import token as lease_token
-from agenttrace.tracing.journal_io import journal_bytes
-from agenttrace.tracing.steps import Pending, Step, journal_json
+from agenttrace.tracing.journal.steps import Pending, Step, tool_request_json
 
 from . import claims
 from .agents import AgentRun, ToolCall
@@ -130,7 +131,7 @@ class PreToolUse:
         if label is None:
             unplaced("its place in the agent's run could not be told before its message came")
             return {}
-        fingerprint = j.tool_fingerprint(name, arguments)
+        fingerprint, arguments_json = tool_request_json(name, arguments)
         attempt = 1
         reentry = run.reentry
         if reentry is not None:
@@ -140,13 +141,13 @@ class PreToolUse:
                 return _deny(_refusal(reentry, plan.what, plan.step, name))
             label = plan.label or label
             attempt = plan.step.key[2] + 1 if plan.what == "replay" and plan.step else plan.attempt
-        line = j.intent_line(
+        line = jl.intent_line(
             (run.journal_run, label, attempt),
             agent_id=agent.scope.agent_id,
             name=name,
             effect=effect,
             request_fingerprint=fingerprint,
-            arguments=journal_json(arguments),
+            arguments=arguments_json,
             call_id=call_id,
             lease=lease_token(run.session),
         )
@@ -178,13 +179,13 @@ def _received(call: ToolCall) -> dict[str, Any]:
     if plan.what == "replay" and plan.step is not None:
         run = op.session.run
         key = (run.journal_run, plan.label or op.label, plan.step.key[2] + 1)
-        line = j.intent_line(
+        line = jl.intent_line(
             key,
             agent_id=op.session.agent_id,
             name=op.name,
             effect=pending.effect,
             request_fingerprint=pending.fingerprint,
-            arguments=journal_json(pending.arguments),
+            arguments=pending.arguments_json,
             call_id=call.id,
             lease=lease_token(run.session),
         )

@@ -16,6 +16,7 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace.instrumentation.litellm.calls import LogicalCall
 from agenttrace.instrumentation.litellm.utils import WHERE
 from agenttrace.model.outcome import OutcomeBuilder
+from agenttrace.tracing.journal.llm_steps import end_llm_step
 from agenttrace.tracing.llm_attributes import (
     classify_error,
     field,
@@ -23,7 +24,6 @@ from agenttrace.tracing.llm_attributes import (
     provider_name,
     response_attributes,
 )
-from agenttrace.tracing.llm_steps import end_llm_step
 from agenttrace.tracing.logs import record_reasoning
 from agenttrace.tracing.scopes import OpScope, Scope, finish
 from agenttrace.tracing.transcripts import log_llm_exchange

@@ -45,7 +45,7 @@ from agenttrace.instrumentation.litellm.utils import (
     state,
 )
 from agenttrace.model.journal import Step
-from agenttrace.tracing.llm_steps import ReplayedFailure, begin_llm_step
+from agenttrace.tracing.journal.llm_steps import ReplayedFailure, begin_llm_step
 
 # --- the wrappers ---------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from agenttrace._internal.runtime import runtime
 from agenttrace.instrumentation.litellm.attempt import Attempt
 from agenttrace.instrumentation.litellm.tracking import live_var, open_span, restore_parent
 from agenttrace.instrumentation.litellm.utils import WHERE, state
-from agenttrace.tracing.llm_steps import begin_llm_retry, step_fingerprint
+from agenttrace.tracing.journal.llm_steps import begin_llm_retry, step_fingerprint
 
 __all__ = ["RETRY_METHOD", "retry_wrapper"]
 

@@ -27,8 +27,8 @@ from agenttrace.instrumentation.litellm.attempt import (
 )
 from agenttrace.instrumentation.litellm.utils import WHERE, cost_from_tokens
 from agenttrace.model.outcome import Usage
+from agenttrace.tracing.journal.llm_steps import end_llm_step
 from agenttrace.tracing.llm_attributes import field, input_content
-from agenttrace.tracing.llm_steps import end_llm_step
 
 
 class _StreamState:

@@ -16,7 +16,7 @@ from agenttrace.model.events import AGENT_CREATED
 from agenttrace.session.state import Session
 from agenttrace.tracing.agents import session_for_new_agent, str_attribute
 from agenttrace.tracing.decorators import _ToolSpec
-from agenttrace.tracing.effects import framework_effect
+from agenttrace.tracing.journal.effects import framework_effect
 from agenttrace.tracing.scopes import OpScope, current_scope
 
 __all__ = [
@@ -58,7 +58,7 @@ def tool_arguments(tool: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
 def tool_effect(tool: Any, name: str) -> str:
     """The effect class of a call of ``tool`` (a ``Tool``, a managed agent, a code executor):
     ``init(tool_effects=...)`` by its name, else its ``agenttrace_effect`` attribute, else
-    ``effect`` (``agenttrace.tracing.effects``)."""
+    ``effect`` (``agenttrace.tracing.journal.effects``)."""
     return framework_effect(name, tool)
 
 

@@ -25,7 +25,7 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace.session.state import Session
 from agenttrace.tracing.agents import str_attribute
 from agenttrace.tracing.decorators import _ToolSpec
-from agenttrace.tracing.effects import framework_effect
+from agenttrace.tracing.journal.effects import framework_effect
 from agenttrace.tracing.scopes import OpScope, SessionScope, close_auto_turn, current_scope
 
 __all__ = ["CODE_TOOL", "CodeStep", "state", "step_ended"]

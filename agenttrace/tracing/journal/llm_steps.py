@@ -6,7 +6,7 @@ running at once (one write: not flushed to the disk first, since a request sent 
 money, not a second effect). Its ``done`` line keeps the exact response (a stream's chunks in
 order), built and written by the background thread: the caller pays for the fingerprint and
 one write. The fingerprint hashes only the messages the agent's last request did not send
-(``agenttrace.tracing.request_digests``). In a re-entered run, an attempt the journal holds as
+(``agenttrace.model.request_digests``). In a re-entered run, an attempt the journal holds as
 done with the same request is answered from it: the model is not called.
 
 The callers: litellm's attempts (:func:`begin_llm_step`; the OpenAI SDK's retries inside one
@@ -17,33 +17,28 @@ chunk (:func:`keep_chunk`).
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import msgspec
 
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import cap_text
 from agenttrace._internal.runtime import runtime
 from agenttrace.model import journal as j
-from agenttrace.tracing.journal_io import journal_bytes
-from agenttrace.tracing.request_digests import llm_request_fingerprint, memory_of
+from agenttrace.model import journal_lines as jl
+from agenttrace.model.journal_lines import journal_bytes
+from agenttrace.model.request_digests import llm_request_fingerprint, memory_of
+from agenttrace.tracing.journal.steps import WHERE
 from agenttrace.tracing.scopes import OpScope, current_scope
-from agenttrace.tracing.steps import JOURNAL_RESULT_BYTES, WHERE
-
-JOURNAL_CHUNKS = 100_000
-"""The most chunks of a stream the journal keeps (past it the response is marked capped)."""
 
 
 @dataclass(slots=True)
 class LLMStep:
     """An LLM attempt's step, while it runs."""
 
-    key: j.StepKey
+    key: jl.StepKey
     replayed: bool = False
     """It was answered from the journal: its outcome is journaled as ``replayed``."""
     model: str = ""
@@ -53,7 +48,7 @@ class LLMStep:
     """Its request's: the next attempt of the same call (a retry) is journaled under it."""
     chunks: list[Any] | None = None
     """The items an ``@agenttrace.llm`` function's stream yielded so far (one past
-    :data:`JOURNAL_CHUNKS` at most: then the response is capped)."""
+    :data:`~agenttrace.model.journal_lines.JOURNAL_CHUNKS` at most: then the response is capped)."""
 
 
 class ReplayedFailure(Exception):
@@ -149,7 +144,7 @@ def _begin(
         else:
             attempt = plan.attempt
     key = (run.journal_run, scope.label, attempt)
-    line = j.intent_line(
+    line = jl.intent_line(
         key,
         agent_id=scope.session.agent_id,
         name=model,
@@ -183,11 +178,11 @@ def end_llm_step(
         session = scope.session.run.session
         if step.replayed:
             if error is None or type(error) is ReplayedFailure:
-                line = j.replayed_line(step.key, agent_id=agent_id, kind="llm", name=model)
-                recorder.journal(session, journal_bytes(line), later=True)
+                line = jl.replayed_line(step.key, agent_id=agent_id, kind="llm", name=model)
+                recorder.journal(session, jl.encoded_later(line), later=True)
             return
         if error is not None:
-            failed = j.failed_line(
+            failed = jl.failed_line(
                 step.key,
                 agent_id=agent_id,
                 kind="llm",
@@ -195,65 +190,18 @@ def end_llm_step(
                 error=cap_text(f"{type(error).__name__}: {error}", _cap()),
                 applied="no",
             )
-            recorder.journal(session, journal_bytes(failed), later=True)
+            recorder.journal(session, jl.encoded_later(failed), later=True)
             return
-        key = step.key
         if chunks is None:
             chunks = step.chunks  # an @agenttrace.llm function's stream (keep_chunk)
-        recorder.journal(session, lambda: _done(key, agent_id, model, response, chunks), later=True)
+        # The line is typed here, with the response as it came; the background thread turns
+        # the response into JSON and encodes the line once the response is complete.
+        line = jl.done_line(
+            step.key, agent_id=agent_id, kind="llm", name=model, result=response, chunks=chunks
+        )
+        recorder.journal(session, functools.partial(jl.response_bytes, line), later=True)
     except Exception as exc:
         report_internal_error(WHERE, exc)
-
-
-def _done(key: j.StepKey, agent_id: str, model: str, response: Any, chunks: Any) -> bytes:
-    """The ``done`` line (in the background: the response is read once it is complete). A
-    response past :data:`JOURNAL_RESULT_BYTES` is marked ``capped`` and not kept."""
-    if chunks is not None:
-        kept = [_plain(chunk) for chunk in chunks[:JOURNAL_CHUNKS]]
-        line = j.done_line(key, agent_id=agent_id, kind="llm", name=model, chunks=kept)
-    else:
-        line = j.done_line(key, agent_id=agent_id, kind="llm", name=model, result=_plain(response))
-    try:
-        data = journal_bytes(line)
-    except (TypeError, ValueError):  # a response that is not data: kept in no file, capped
-        data = None
-    if (
-        data is not None
-        and len(data) <= JOURNAL_RESULT_BYTES
-        and (chunks is None or len(chunks) <= JOURNAL_CHUNKS)
-    ):
-        return data
-    capped = j.done_line(key, agent_id=agent_id, kind="llm", name=model, capped=True)
-    return journal_bytes(capped)
-
-
-def _plain(value: Any) -> Any:
-    """A response or chunk as JSON-ready data (a pydantic model, litellm's, as its dump; a
-    dataclass as its fields, which its function's return annotation rebuilds on a replay),
-    without the signatures of thinking blocks: opaque, kept in no file (a replayed reply's
-    thinking blocks have none)."""
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            value = dump(mode="json")
-        except Exception:
-            value = dump()
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        with contextlib.suppress(TypeError, ValueError):  # a field that is not data: capped
-            value = msgspec.to_builtins(value)
-    return _unsigned(value)
-
-
-def _unsigned(value: Any, depth: int = 0) -> Any:
-    if depth > 32:
-        return value
-    if isinstance(value, dict):
-        return {
-            key: _unsigned(item, depth + 1) for key, item in value.items() if key != "signature"
-        }
-    if isinstance(value, list):
-        return [_unsigned(item, depth + 1) for item in value]
-    return value
 
 
 def _cap() -> int:
@@ -277,13 +225,14 @@ def call_request(model: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
 
 def keep_chunk(scope: OpScope, chunk: Any) -> None:
     """An ``@agenttrace.llm`` function's stream yielded ``chunk``: kept for the attempt's
-    ``done`` line (up to one past :data:`JOURNAL_CHUNKS`, which marks it capped)."""
+    ``done`` line (up to one past :data:`~agenttrace.model.journal_lines.JOURNAL_CHUNKS`,
+    which marks it capped)."""
     step = scope.step
     if type(step) is not LLMStep or step.replayed:
         return
     if step.chunks is None:
         step.chunks = [chunk]
-    elif len(step.chunks) <= JOURNAL_CHUNKS:
+    elif len(step.chunks) <= jl.JOURNAL_CHUNKS:
         step.chunks.append(chunk)
 
 
@@ -316,7 +265,7 @@ def ask_again() -> None:
         scope.step = LLMStep(key, model=step.model, fingerprint=step.fingerprint)
         scope.set_attribute(sc.REPLAYED, False)
         if recorder is not None:
-            line = j.intent_line(
+            line = jl.intent_line(
                 key,
                 agent_id=scope.session.agent_id,
                 name=step.model,

@@ -23,11 +23,12 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import cap_text
 from agenttrace._internal.runtime import runtime
 from agenttrace.model import journal as j
+from agenttrace.model import journal_lines as jl
+from agenttrace.model.journal_lines import JOURNAL_RESULT_BYTES, journal_bytes
 from agenttrace.model.reentry import AbandonedToolCall, Plan, Reentry, Verdict
 from agenttrace.session.leases import token as lease_token
-from agenttrace.tracing.journal_io import journal_bytes
+from agenttrace.tracing.journal.tool_results import NotRebuilt, Returns, gives_back
 from agenttrace.tracing.scopes import OpScope, current_scope
-from agenttrace.tracing.tool_results import NotRebuilt, Returns, gives_back
 
 Effect = Literal["pure", "read", "idempotent", "effect"]
 WHERE = "step journal"
@@ -69,7 +70,7 @@ def check_effect(effect: str) -> Effect:
 class Step:
     """A tool call's step, while it runs."""
 
-    key: j.StepKey
+    key: jl.StepKey
     effect: str
     returns: Returns | None = None
     """What the tool's function returns, as its annotation says (a decorated function's)."""
@@ -85,6 +86,8 @@ class Pending:
     effect: str
     fingerprint: str
     arguments: Any
+    arguments_json: str
+    """The arguments as the journal keeps them (:func:`tool_request_json`)."""
     verifier: Callable[..., Any] | None
     served: bool = False
     """It was answered (from the journal, or by its verifier): the body did not run."""
@@ -101,40 +104,40 @@ def begin_tool_step(
         return
     try:
         run = scope.session.run
-        request_fingerprint = j.tool_fingerprint(scope.name, _plain(arguments))
+        request_fingerprint, text = tool_request_json(scope.name, arguments)
         label, attempt = scope.label, 1
         reentry = run.reentry
         if reentry is not None:
             plan = reentry.plan(scope.label, scope.name, request_fingerprint, scope.call_id)
             if plan.what != "run":
                 scope.step = Pending(
-                    plan, reentry, effect, request_fingerprint, arguments, verifier
+                    plan, reentry, effect, request_fingerprint, arguments, text, verifier
                 )
                 return
             label, attempt = plan.label or scope.label, plan.attempt
-        _intent(scope, (run.journal_run, label, attempt), effect, request_fingerprint, arguments)
+        _intent(scope, (run.journal_run, label, attempt), effect, request_fingerprint, text)
     except Exception as exc:
         report_internal_error(WHERE, exc)
 
 
 def _intent(
     scope: OpScope,
-    key: j.StepKey,
+    key: jl.StepKey,
     effect: str,
     request_fingerprint: str,
-    arguments: Any,
+    arguments_json: str,
     returns: Returns | None = None,
 ) -> None:
     recorder = runtime.recorder
     if recorder is None:
         return
-    line = j.intent_line(
+    line = jl.intent_line(
         key,
         agent_id=scope.session.agent_id,
         name=scope.name,
         effect=effect,
         request_fingerprint=request_fingerprint,
-        arguments=journal_json(arguments),
+        arguments=arguments_json,
         call_id=scope.call_id,
         lease=lease_token(scope.session.run.session),
         path=scope.label,
@@ -204,7 +207,7 @@ def _run_again(scope: OpScope, pending: Pending, returns: Returns | None = None)
     effect = step.effect if step is not None else pending.effect
     attempt = step.key[2] + 1 if step is not None else plan.attempt
     key = (scope.session.run.journal_run, plan.label or scope.label, attempt)
-    _intent(scope, key, effect, pending.fingerprint, pending.arguments, returns)
+    _intent(scope, key, effect, pending.fingerprint, pending.arguments_json, returns)
 
 
 def settle(pending: Pending) -> Any:
@@ -235,7 +238,7 @@ def verified(pending: Pending, verdict: Any, returns: Returns | None = None) -> 
     if verdict.outcome == "done" and isinstance(scope, OpScope):
         recorder = runtime.recorder
         if recorder is not None and plan.step is not None:
-            line = j.decision_line(
+            line = jl.decision_line(
                 plan.step.key,
                 "done",
                 result=journal_json(verdict.result),
@@ -246,7 +249,7 @@ def verified(pending: Pending, verdict: Any, returns: Returns | None = None) -> 
     if verdict.outcome == "not_applied" and isinstance(scope, OpScope):
         run = scope.session.run
         key = (run.journal_run, plan.label or scope.label, plan.attempt)
-        _intent(scope, key, pending.effect, pending.fingerprint, pending.arguments, returns)
+        _intent(scope, key, pending.effect, pending.fingerprint, pending.arguments_json, returns)
         return False, None
     raise pending.reentry.stopped or pending.reentry.stop(plan.step)
 
@@ -284,14 +287,14 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
         lease = lease_token(scope.session.run.session)
         if type(step) is Pending:
             if step.served and error is None and step.plan.step is not None:
-                line = j.replayed_line(
+                line = jl.replayed_line(
                     step.plan.step.key, agent_id=agent_id, kind="tool", name=scope.name
                 )
-                recorder.journal(scope.session.run.session, journal_bytes(line), later=True)
+                recorder.journal(scope.session.run.session, jl.encoded_later(line), later=True)
             return
         if error is None:
             text, capped = kept_json(result)
-            line = j.done_line(
+            line = jl.done_line(
                 step.key,
                 agent_id=agent_id,
                 kind="tool",
@@ -302,7 +305,7 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
                 replayable=capped or gives_back(step.returns, result, text),
             )
         else:
-            line = j.failed_line(
+            line = jl.failed_line(
                 step.key,
                 agent_id=agent_id,
                 kind="tool",
@@ -314,7 +317,7 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
         # Written in the background: what must be on disk before the body runs is the intent.
         # A kill before this line is written leaves a call that ended in doubt: resumed with
         # care, never run again as if it had not happened.
-        recorder.journal(scope.session.run.session, journal_bytes(line), later=True)
+        recorder.journal(scope.session.run.session, jl.encoded_later(line), later=True)
     except Exception as exc:
         report_internal_error(WHERE, exc)
 
@@ -334,12 +337,31 @@ def journal_json(value: Any) -> str:
         text = _ENCODE(value).decode("utf-8", "surrogatepass")
     except (TypeError, ValueError, OverflowError, UnicodeDecodeError):
         text = json.dumps(value, ensure_ascii=False, default=_jsonable)
+    return _capped(text)
+
+
+def tool_request_json(name: str, arguments: Any) -> tuple[str, str]:
+    """A tool call's request fingerprint and its arguments as the journal's ``intent`` keeps
+    them, from one serialisation of the arguments on the caller's thread: their canonical JSON
+    (sorted keys) is hashed for the fingerprint and is the ``arguments`` text. Arguments that
+    are not plain data (a pydantic model) are serialised twice, as the fingerprint (their
+    ``str``) and the journal (their JSON dump) count them differently.
+
+    The span's payload is not this text: it is the arguments as the call gave them (in their
+    order), redacted and capped, made off the caller's thread unless the span carries it
+    (``tracing/content.py``)."""
+    plain = arguments if type(arguments) is dict else _plain(arguments)
+    request_fingerprint, data = j.tool_call_request(name, plain)
+    if data is None:
+        return request_fingerprint, journal_json(arguments)
+    try:
+        return request_fingerprint, _capped(data.decode("utf-8", "surrogatepass"))
+    except UnicodeDecodeError:
+        return request_fingerprint, journal_json(arguments)
+
+
+def _capped(text: str) -> str:
     return text if len(text) <= _cap() // 4 else cap_text(text, _cap(), _as_is)
-
-
-JOURNAL_RESULT_BYTES = 1 << 20
-"""The most of a step's result (a tool's JSON, an LLM response) the journal keeps: a longer one
-is cut and marked ``capped``, and a re-entry does not answer from it."""
 
 
 def kept_json(value: Any) -> tuple[str, bool]:

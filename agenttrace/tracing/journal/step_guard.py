@@ -20,10 +20,10 @@ import inspect
 from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
-from agenttrace.tracing.llm_steps import ask_again, replayed_step
-from agenttrace.tracing.steps import Pending, pending_step, settle, verified
-from agenttrace.tracing.steps import answered as tool_answer
-from agenttrace.tracing.tool_results import NotRebuilt, Returns
+from agenttrace.tracing.journal.llm_steps import ask_again, replayed_step
+from agenttrace.tracing.journal.steps import Pending, pending_step, settle, verified
+from agenttrace.tracing.journal.steps import answered as tool_answer
+from agenttrace.tracing.journal.tool_results import NotRebuilt, Returns
 
 Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
 
