@@ -123,3 +123,34 @@ def test_a_tool_calls_arguments_are_serialised_once_for_its_fingerprint_and_its_
     else:
         assert shared is not None and text == shared.decode("utf-8", "surrogatepass")
         assert json.loads(text) == json.loads(journal_json(arguments))
+
+
+_TEXTS = [
+    "".join(chr(code) for code in range(0x20)),  # every control character
+    'quote " backslash \\ slash / del \x7f',
+    "accents é, CJK 中文, emoji 😀, line and paragraph separators \u2028\u2029",
+    "a lone surrogate \udc80 in it",
+    "",
+]
+
+
+@pytest.mark.parametrize("text", _TEXTS, ids=range(len(_TEXTS)))
+def test_a_line_is_encoded_as_the_streams_encoder_writes_it_whatever_its_text(text: str) -> None:
+    line = jl.failed_line(
+        ("run-1", "1.2", 3),
+        agent_id="agent",
+        kind="tool",
+        name=text,
+        error=text,
+        applied="unknown",
+        lease=None,
+    )
+    plain = msgspec.structs.replace(line)
+    line.result = {"nested": [text, 1.5, 1 << 70, None, True]}  # spaced inside as well
+    line.pid = 1 << 70  # past what msgspec encodes
+    for each in (plain, line):
+        data = jl.journal_bytes(each, 1_700_000_000_123_000_000)  # stamps its ts
+        expected = json.dumps(
+            msgspec.to_builtins(each), ensure_ascii=False, separators=(", ", ": ")
+        )
+        assert data == (expected + "\n").encode("utf-8", "backslashreplace")

@@ -334,23 +334,28 @@ def accounted_line(event: Mapping[str, Any], entry_json: bytes | None = None) ->
     ``accounting`` the compact JSON of the ledger line (``entry_json``, if encoded already)."""
     if entry_json is None:
         entry_json = _compact(event["accounting"])
-    fields = [_field(key, event[key]) for key in _HEAD if key in event]
+    fields = [_field(prefix, event[key]) for key, prefix in _HEAD if key in event]
     fields.append(b'"accounting": ' + entry_json)
-    fields += [_field(key, event[key]) for key in _TAIL if key in event]
+    fields += [_field(prefix, event[key]) for key, prefix in _TAIL if key in event]
     return b"{" + b", ".join(fields) + b"}\n"
 
 
-_HEAD = ("event_type", "agent_id", "kind", "name")
-_TAIL = ("ts", "trace_id", "span_id", "path")
+def _keyed(*keys: str) -> tuple[tuple[str, bytes], ...]:
+    """Each key, and how a line writes it with the separator after it (made once)."""
+    return tuple((key, b'"' + key.encode() + b'": ') for key in keys)
 
 
-def _field(key: str, value: Any) -> bytes:
+_HEAD = _keyed("event_type", "agent_id", "kind", "name")
+_TAIL = _keyed("ts", "trace_id", "span_id", "path")
+
+
+def _field(prefix: bytes, value: Any) -> bytes:
     # Text and null have no separators inside: compact JSON writes them as the stream does.
     if value is None or type(value) is str:
         encoded = compact_json(value)
     else:
         encoded = _LINE.encode(value).encode("utf-8", "backslashreplace")
-    return b'"' + key.encode() + b'": ' + encoded
+    return prefix + encoded
 
 
 def is_accounted_line(line: bytes) -> bool:

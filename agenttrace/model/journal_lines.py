@@ -353,10 +353,37 @@ def journal_bytes(line: JournalLine, now_ns: int | None = None) -> bytes:
     if now_ns is not None or line.ts is UNSET:
         line.ts = event_ts(time.time_ns() if now_ns is None else now_ns)
     data = msgspec.to_builtins(line)  # its fields in order, the absent ones left out
-    return (_LINE.encode(data) + "\n").encode("utf-8", "backslashreplace")
+    # Field by field: text, whole numbers, booleans and null are written by msgspec (in C) as
+    # the stream's encoder writes them, and have no separators inside to space out; anything
+    # else (a result, chunks) by that encoder. A lone surrogate, which msgspec refuses, takes
+    # the encoder's way for the whole line (its escape).
+    parts: list[bytes] = []
+    try:
+        for key, value in data.items():
+            prefix = _KEYS.get(key)
+            if prefix is None:
+                prefix = _KEYS[key] = b'"' + key.encode() + b'": '
+            kind = type(value)
+            if (
+                kind is str
+                or kind is bool
+                or value is None
+                or (kind is int and _INT_MIN <= value < _INT_END)
+            ):
+                parts.append(prefix + _ENCODE(value))
+            else:
+                parts.append(prefix + _LINE.encode(value).encode("utf-8", "backslashreplace"))
+    except UnicodeEncodeError:
+        return (_LINE.encode(data) + "\n").encode("utf-8", "backslashreplace")
+    return b"{" + b", ".join(parts) + b"}\n"
 
 
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
+_ENCODE = msgspec.json.encode
+_KEYS: dict[str, bytes] = {}
+"""Per field name: its key as a line writes it, with the separator after it (few names)."""
+_INT_MIN, _INT_END = -(1 << 63), 1 << 64
+"""The integers msgspec encodes (an attempt, a pid); others take the encoder's way."""
 
 
 def encoded_later(line: JournalLine) -> Callable[[], bytes]:
