@@ -16,18 +16,18 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TextIO
 
 from agenttrace import semconv as sc
 from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.config import ConsoleMode, Settings
 from agenttrace._internal.later import recorded_text
 from agenttrace._internal.redact import cap_text, scrub_json_text
-from agenttrace.model.lifecycle import Ended, Logged, Record, Started
+from agenttrace.model.lifecycle import Ended, Logged, Started
 from agenttrace.model.outcome import OpOutcome
 from agenttrace.recorder.bare_outcome import bare_outcome
-from agenttrace.recorder.sink import Sink
+from agenttrace.recorder.sink import RecordwiseSink
 
 _QUIET_LEVELS = frozenset({"WRN", "ERR"})
 _VERBOSE_LEVELS = _QUIET_LEVELS | {"VRB", "THK", "FIN"}
@@ -56,7 +56,7 @@ def format_line(attributes: Mapping[str, Any], message: str) -> str:
     )
 
 
-class ConsoleSink(Sink):
+class ConsoleSink(RecordwiseSink):
     """Writes console lines for agenttrace's scopes and logs to a stream (stderr by default)."""
 
     def __init__(
@@ -92,17 +92,7 @@ class ConsoleSink(Sink):
             stream.write(line + "\n")
             stream.flush()
 
-    takes = frozenset({Started, Ended, Logged})
-
-    def consume(self, records: Sequence[Record]) -> None:
-        for record in records:
-            kind = type(record)
-            if kind is Started:
-                self._started(record)  # type: ignore[arg-type]
-            elif kind is Ended:
-                self._ended(record)  # type: ignore[arg-type]
-            elif kind is Logged:
-                self._logged(record)  # type: ignore[arg-type]
+    handlers: ClassVar[dict[type, str]] = {Started: "_started", Ended: "_ended", Logged: "_logged"}
 
     def _started(self, record: Started) -> None:
         self._open[(record.origin, record.label)] = (record.started_ns, record.attributes)

@@ -23,9 +23,9 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -37,10 +37,10 @@ from agenttrace.formats.ledger import accounting_entry
 from agenttrace.formats.session.schema import AccountingEntry
 from agenttrace.formats.session.spool import Piece, Spool
 from agenttrace.model.amounts import latency_written
-from agenttrace.model.lifecycle import Ended, EventLogged, Logged, Record, SpanEvent, Started
+from agenttrace.model.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
 from agenttrace.model.outcome import OpOutcome
 from agenttrace.recorder.bare_outcome import bare_outcome
-from agenttrace.recorder.sink import Sink
+from agenttrace.recorder.sink import RecordwiseSink
 
 Node = dict[str, Any]
 
@@ -153,7 +153,7 @@ def _host(op: Node, run: Node) -> None:
         op["childSession"] = run
 
 
-class OpTreeSink(Sink):
+class OpTreeSink(RecordwiseSink):
     """Builds every live run's opTree and tells ``on_optree`` subscribers when it changes."""
 
     def __init__(
@@ -195,19 +195,12 @@ class OpTreeSink(Sink):
 
     # -- the sink -----------------------------------------------------------------------------
 
-    takes = frozenset({Started, Ended, Logged, EventLogged})
-
-    def consume(self, records: Sequence[Record]) -> None:
-        for record in records:
-            kind = type(record)
-            if kind is Started:
-                self._started(record)  # type: ignore[arg-type]
-            elif kind is Ended:
-                self._ended(record)  # type: ignore[arg-type]
-            elif kind is Logged:
-                self._logged(record)  # type: ignore[arg-type]
-            elif kind is EventLogged:
-                self._event_logged(record)  # type: ignore[arg-type]
+    handlers: ClassVar[dict[type, str]] = {
+        Started: "_started",
+        Ended: "_ended",
+        Logged: "_logged",
+        EventLogged: "_event_logged",
+    }
 
     def _started(self, record: Started) -> None:
         run = self.runs.get(record.origin)

@@ -6,7 +6,7 @@ alone, told by the record's durability (``agenttrace.model.lifecycle.Durability`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace.model.lifecycle import Journaled, Record
@@ -20,7 +20,7 @@ class Scheduler(Protocol):
 
 
 class Sink:
-    """One output derived from lifecycle records. :meth:`write` must not block for long or
+    """One output derived from lifecycle records. :meth:`consume` must not block for long or
     raise.
 
     A sink that is not ``durable`` gets every record it takes on the background worker, one
@@ -60,6 +60,23 @@ class Sink:
 
     def shutdown(self) -> None:
         """Flush and release resources; later calls are ignored."""
+
+
+class RecordwiseSink(Sink):
+    """A sink that takes its records one at a time, each by the method its ``handlers`` name
+    for the record's type; what it ``takes`` is those types."""
+
+    handlers: ClassVar[dict[type, str]] = {}
+    """Per record type, the name of the method that takes one record of it."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.takes = frozenset(cls.handlers)
+
+    def consume(self, records: Sequence[Record]) -> None:
+        handlers = self.handlers
+        for record in records:
+            getattr(self, handlers[type(record)])(record)
 
 
 def journal_bytes(record: Journaled) -> bytes | None:

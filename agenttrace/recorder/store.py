@@ -27,7 +27,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from agenttrace import semconv as sc
 from agenttrace._internal.redact import scrub_json_text
@@ -44,7 +44,7 @@ from agenttrace.formats.session.spool import Piece, Spool, write_pieces
 from agenttrace.model.lifecycle import Ended, EventLogged, Journaled, Record, Started
 from agenttrace.recorder.optree_builder import COMPACT_BYTES, OpTreeSink, RunTree, serialize
 from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, OutageBuffer, count
-from agenttrace.recorder.sink import Scheduler, Sink, journal_bytes
+from agenttrace.recorder.sink import RecordwiseSink, Scheduler, Sink, journal_bytes
 from agenttrace.session.leases import Taken, share, writing
 from agenttrace.session.state import Session
 
@@ -409,7 +409,7 @@ class _SessionState:
         self.released = True
 
 
-class SessionFileSink(Sink):
+class SessionFileSink(RecordwiseSink):
     """Writes the gzipped session file, coalesced, when runs and sub-agents end, and at exit.
 
     It reads the runs ``optree`` builds, so it must come after that sink among the
@@ -417,7 +417,12 @@ class SessionFileSink(Sink):
     record to its sinks in order, and the opTree has then placed (or completed) the node a
     ``Started`` (``Ended``) record is about."""
 
-    takes = frozenset({Started, Ended, EventLogged, Journaled})
+    handlers: ClassVar[dict[type, str]] = {
+        EventLogged: "_event_logged",
+        Started: "_started",
+        Ended: "_ended",
+        Journaled: "_journaled",
+    }
 
     def __init__(
         self,
@@ -471,18 +476,6 @@ class SessionFileSink(Sink):
             state.add_journal(line, self.redacted)
         self._states[session.session_id] = state
         return state
-
-    def consume(self, records: Sequence[Record]) -> None:
-        for record in records:
-            kind = type(record)
-            if kind is EventLogged:
-                self._event_logged(record)  # type: ignore[arg-type]
-            elif kind is Started:
-                self._started(record)  # type: ignore[arg-type]
-            elif kind is Ended:
-                self._ended(record)  # type: ignore[arg-type]
-            elif kind is Journaled:
-                self._journaled(record)  # type: ignore[arg-type]
 
     def _journaled(self, record: Journaled) -> None:
         """A step-journal line: kept for the next snapshot, which holds the journal too (a
