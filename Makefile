@@ -120,8 +120,8 @@ docs: $(STAMP)
 # Per-call overhead against a bare span, the scale figures (each in a child process with a time
 # cap), then the event stream and resume, and 1,000 random kills of a multi-agent run, each
 # resumed to its end (benchmarks/bench_kills.py, the longest: see its row for the time). A full
-# run saves its tables in benchmarks/results/ and writes them into docs/performance.md
-# (benchmarks/figures.py); `make bench BENCH_ARGS=--quick`: a smoke run, which saves nothing.
+# run saves its tables in benchmarks/results/ and writes them into docs/performance.md and the
+# pages that quote them (benchmarks/figures.py); `make bench BENCH_ARGS=--quick`: a smoke run, which saves nothing.
 BENCH_ARGS ?=
 QUICK_BENCH = $(filter --quick,$(BENCH_ARGS))
 save_as = $(if $(QUICK_BENCH),,--save benchmarks/results/$(1).json)
@@ -131,6 +131,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sessions.py $(if $(QUICK_BENCH),--events 10000) \
 		$(call save_as,bench_sessions)
 	$(BIN)/python benchmarks/bench_history.py $(BENCH_ARGS) $(call save_as,bench_history)
+	$(BIN)/python benchmarks/bench_full_request.py $(BENCH_ARGS) $(call save_as,bench_full_request)
 	$(BIN)/python benchmarks/bench_kills.py $(BENCH_ARGS) $(call save_as,bench_kills)
 	$(if $(QUICK_BENCH),,$(BIN)/python benchmarks/figures.py)
 

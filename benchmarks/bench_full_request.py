@@ -10,7 +10,8 @@ oldest exchange dropped each call) at 10 and 1,000 messages. Per call:
 the   file: indexing the events once, then one request; beside it, the time a replay of the same
   events takes (``Session.restore``: what a reader had to do before).
 
-Timings are printed, never asserted in tests.
+Timings are printed, never asserted in tests; with ``--save`` (``make bench``) the table is saved
+for docs/session-file.md (benchmarks/figures.py writes it there).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import figures  # beside this script
 import litellm
 from bench_history import MODEL, Loop  # beside this script
 
@@ -53,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="an LLM op's whole request in the session file")
     parser.add_argument("--calls", type=int, help="calls measured per case (default 100)")
     parser.add_argument("--quick", action="store_true", help="a smoke run")
+    parser.add_argument("--save", type=Path, help="also save the table for docs/session-file.md")
     args = parser.parse_args(argv)
     calls = args.calls or (10 if args.quick else 100)
     litellm.suppress_debug_info = True
@@ -65,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         endpoint=None,
     )
     print(f"model {MODEL}, sliding window, {calls} calls measured per case")
+    rows: list[list[str]] = []
     for length in LENGTHS:
         session = agenttrace.new_session()
         path = snapshot_path(scratch, session.session_id)
@@ -82,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             from agenttrace.formats.session.requests import RequestIndex
         except ImportError:  # the release before full_request
             print(line)
+            rows.append([f"{length:,} messages", f"+{gz:,.0f} B (+{raw:,.0f} B)", "", "", ""])
             continue
         loaded = read_session_file(path)
         ops = [op for turn in loaded.runs[0]["turns"] for op in turn["ops"]]
@@ -98,8 +103,27 @@ def main(argv: list[str] | None = None) -> int:
             f"{line}; {len(loaded.events):,} events: index {indexed * 1e3:.1f} ms, last request "
             f"({len(request):,} messages) {read * 1e3:.2f} ms; a replay {replayed * 1e3:.0f} ms"
         )
+        rows.append(
+            [
+                f"{length:,} messages",
+                f"+{gz:,.0f} B (+{raw:,.0f} B)",
+                f"{len(loaded.events):,} events, {indexed * 1e3:.1f} ms",
+                f"{len(request):,} messages, {read * 1e3:.2f} ms",
+                f"{replayed * 1e3:.0f} ms",
+            ]
+        )
     tracing.shutdown()
     shutil.rmtree(scratch, ignore_errors=True)
+    if args.save:
+        headers = [
+            f"sliding window, {calls:,} calls each",
+            "session file per call, gzipped (decompressed)",
+            "indexing its events",
+            "reading the last request",
+            "a replay of the events",
+        ]
+        table = {"headers": headers, "rows": rows}
+        figures.save(args.save, "bench_full_request", {"full_request": table}, calls=calls)
     return 0
 
 

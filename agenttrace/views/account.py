@@ -52,7 +52,7 @@ from agenttrace.formats.session.optree import owner_run as owner_run
 from agenttrace.formats.session.rebuilt import INTERRUPTED, with_started_nodes
 from agenttrace.formats.session.totals import session_stats
 from agenttrace.model.journal import Journal
-from agenttrace.model.journal_lines import RUN_LABEL, Step, journal_lines
+from agenttrace.model.journal_lines import RUN_LABEL, JournalLine, Step, journal_lines
 
 ENDED = "ended"
 FAILED = "failed"
@@ -194,11 +194,13 @@ def session_account(
         # Nodes known from events alone: only a release that journals its calls and accounts
         # its ops says which of them ended (an earlier release's stream would be all running).
         loaded = with_started_nodes(loaded)
-    loaded, in_flight = with_running_steps(loaded)
-    steps = running_steps(loaded.journal)
+    # The journal decoded once, for every reading below (each would decode it again).
+    lines = journal_lines(loaded.journal)
+    steps = running_steps(lines)
+    loaded, in_flight = with_running_steps(loaded, steps=steps)
     runs = loaded.runs
     last = runs[-1] if runs else None
-    pid, since = _process(loaded, last)
+    pid, since = _process(lines, last)
     liveness = Liveness(
         runs=len(runs),
         last_ended=last is None or last.get("endedAt") is not None,
@@ -217,13 +219,13 @@ def session_account(
         in_flight = []
     cut = [step for step in steps if gone or step.interrupted]
     traces = _trace_records(loaded)
-    cut_short = _cut_short(runs, cut, loaded.journal, traces)
+    cut_short = _cut_short(runs, cut, lines, traces)
     for run in runs:
         _settle(run, traces.get(str(run.get("traceId"))))
     return Account(state, loaded, liveness, in_flight, cut_short, last_record)
 
 
-def _process(loaded: LoadedFile, last: Mapping[str, Any] | None) -> tuple[object, object]:
+def _process(lines: Sequence[JournalLine], last: Mapping[str, Any] | None) -> tuple[object, object]:
     """The pid of the process of the last run, and when that run started: its ingress's (the
     session file's), else the journal's last run line's (written as the run starts, so known
     before any session file is)."""
@@ -233,7 +235,7 @@ def _process(loaded: LoadedFile, last: Mapping[str, Any] | None) -> tuple[object
         cli = ingress.get("cli") if isinstance(ingress, Mapping) else None
         if isinstance(cli, Mapping) and "pid" in cli:
             return cli.get("pid"), last.get("startedAt")
-    for line in reversed(journal_lines(loaded.journal)):
+    for line in reversed(lines):
         run_line = type(line) is Step and line.kind == "run" and line.step == RUN_LABEL
         if run_line and line.state == "intent":  # type: ignore[union-attr]
             return (None if line.pid is UNSET else line.pid), ts_ms(line.ts)  # type: ignore[union-attr]
@@ -270,12 +272,14 @@ def _trace_records(loaded: LoadedFile) -> dict[str, int]:
 def _cut_short(
     runs: Sequence[dict[str, Any]],
     steps: Sequence[RunningStep],
-    journal: Sequence[Mapping[str, Any]],
+    lines: list[JournalLine],
     traces: Mapping[str, int],
 ) -> list[CutShort]:
     """The calls ``steps`` (each started, never ended, its process gone), each marked on its op
-    in the tree with the time it ran and, for one in doubt, its effect class."""
-    lines = journal_lines(journal)
+    in the tree with the time it ran and, for one in doubt, its effect class; ``lines``: the
+    session's journal, decoded."""
+    if not steps:
+        return []
     doubts = {(step.key[0], step.key[1]): step.effect for step in Journal(lines).in_doubt()}
     found = []
     for step in steps:

@@ -189,7 +189,9 @@ def running_steps(journal: Iterable[Mapping[str, Any] | JournalLine]) -> list[Ru
 
 
 def with_running_steps(
-    loaded: LoadedFile, max_depth: int | None = None
+    loaded: LoadedFile,
+    max_depth: int | None = None,
+    steps: list[RunningStep] | None = None,
 ) -> tuple[LoadedFile, list[RunningStep]]:
     """``loaded`` with a running op for each step of its journal that has not ended (see the
     module docstring), and those steps; ``loaded`` itself and ``[]`` when there is none. Apply
@@ -198,8 +200,11 @@ def with_running_steps(
     and so is every unfinished node of its run.
 
     An op whose place would nest the tree deeper than ``max_depth`` levels
-    (``AGENTTRACE_MAX_NESTING_DEPTH``) is left out, as a file that deep would be refused."""
-    steps = running_steps(loaded.journal)
+    (``AGENTTRACE_MAX_NESTING_DEPTH``) is left out, as a file that deep would be refused.
+    ``steps``: :func:`running_steps` of ``loaded``'s journal, for a caller that has them
+    already (decoding the journal is most of what this costs on a long one)."""
+    if steps is None:
+        steps = running_steps(loaded.journal)
     if not steps:
         return loaded, []
     if max_depth is None:
