@@ -63,7 +63,10 @@ class Fragment:
 
     def __init__(self, pieces: list[Piece]) -> None:
         self.pieces = pieces
-        self.raw = sum(len(p) for p in pieces if isinstance(p, bytes))
+        if len(pieces) == 1 and type(pieces[0]) is bytes:  # a folded op (see serialize)
+            self.raw = len(pieces[0])
+        else:
+            self.raw = sum(len(p) for p in pieces if isinstance(p, bytes))
         """Bytes of it not yet compressed."""
 
 
@@ -345,9 +348,8 @@ def serialize(node: Node, accounting: bytes | None = None, folded: bool = False)
     if accounting is not None and len(node.get("accounting", ())) == 1:
         if folded and _CHILD_KEYS.isdisjoint(node):  # an op that hosted no run: a leaf
             del node["accounting"]
-            head = _json(node)
-        else:
-            head = _json({k: v for k, v in node.items() if k not in _CHILD_KEYS_AND_ACCOUNTING})
+            return [_json(node)[:-1] + b',"accounting":[' + accounting + b"]}"]  # one piece
+        head = _json({k: v for k, v in node.items() if k not in _CHILD_KEYS_AND_ACCOUNTING})
         pieces: list[Piece] = [head[:-1] + b',"accounting":[' + accounting + b"]"]
     else:
         head = _json({k: v for k, v in node.items() if k not in _CHILD_KEYS})
