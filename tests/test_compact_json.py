@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
 from agenttrace.formats.compact_json import compact_json
+from agenttrace.formats.session.schema import AccountingEntry
 
 _BEFORE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 
@@ -34,3 +36,26 @@ def test_a_lone_surrogate_nan_and_other_objects() -> None:
     assert compact_json({"t": "a\udc80"}) == b'{"t":"a\\udc80"}'
     assert compact_json([float("nan"), float("inf")]) == b"[null,null]"
     assert compact_json({"when": object}) == b'{"when":"<class \'object\'>"}'
+
+
+def test_a_struct_inside_a_value_is_written_as_its_fields_on_either_path() -> None:
+    # An opTree node holds its accounting entry as a struct until it is folded.
+    entry = AccountingEntry(
+        timestamp=1,
+        status="ok",
+        latency=0.5,
+        type="tool",
+        originTxnId="0123456789abcdef",
+        txnId="0123456789abcdef",
+        agentId="agent_001",
+        path="1.1",
+        providerLabel="search",
+        charactersIn=2,
+        charactersOut=None,
+    )
+    fields = msgspec.to_builtins(entry)
+    assert compact_json({"accounting": [entry]}) == compact_json({"accounting": [fields]})
+    assert compact_json({"t": "a\udc80", "accounting": [entry]}) == compact_json(
+        {"t": "a\udc80", "accounting": [fields]}
+    )
+    assert b'"charactersOut":null' in compact_json({"t": "a\udc80", "accounting": [entry]})

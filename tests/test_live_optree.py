@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import agenttrace
+from agenttrace.model.lifecycle import Ended, Started
+from agenttrace.recorder.optree_builder import OpTreeSink
+from agenttrace.recorder.sink import RecordwiseSink
 
 from .conftest import Traced
 
@@ -91,3 +95,65 @@ def test_a_running_sub_agent_subtree_is_delivered_before_it_ends(traced: Traced)
     done = child_run(final)
     assert done is not None and done["success"] is True and "endedAt" in done
     assert [op["name"] for turn in done["turns"] for op in turn["ops"]] == ["read", "write"]
+
+
+class _Kept(RecordwiseSink):
+    """Keeps the scopes' starts and ends, to replay them in another order."""
+
+    handlers: ClassVar[dict[type, str]] = {Started: "_keep", Ended: "_keep"}
+
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+
+    def _keep(self, record: Any) -> None:
+        self.records.append(record)
+
+
+def test_an_op_that_ends_before_the_run_it_hosts_stays_json_in_the_live_tree(
+    traced: Traced, tmp_path: Path
+) -> None:
+    # A node folded as it ends keeps its accounting entry as the struct the ledger line was
+    # encoded from; one that stays in the tree (a sub-agent it hosted still runs) has it as
+    # JSON values, as the tree gives subscribers and the session file writes it.
+    kept = _Kept()
+    traced.handle.processor.add_sink(kept)
+    records = kept.records
+
+    @agenttrace.tool
+    def read() -> str:
+        return "page 1"
+
+    @agenttrace.agent("Worker")
+    def worker() -> str:
+        return read()
+
+    @agenttrace.tool
+    def delegate() -> str:
+        return worker()
+
+    @agenttrace.agent("Boss")
+    def boss() -> str:
+        return delegate()
+
+    assert boss() == "page 1"
+    traced.handle.force_flush()
+    ends = {r.label: r for r in records if isinstance(r, Ended)}
+    starts = [r for r in records if isinstance(r, Started)]
+    delegating = next(r.label for r in starts if r.name == "execute_tool delegate")
+    under = (delegating + ":", delegating + ".")
+    hosted = [r for r in records if isinstance(r, Ended) and r.label.startswith(under)]
+    assert len(hosted) == 3  # the Worker's run, its turn and its op, under the delegate op
+    # Replayed with the delegate op ending first (as when the Worker runs in a thread).
+    sink = OpTreeSink(spool_dir=tmp_path)
+    for record in starts:
+        sink.consume([record])
+    sink.consume([ends[delegating]])
+    (run,) = sink.runs.values()
+    node = run.nodes[delegating]
+    assert "endedAt" in node  # ended, waiting for the run it hosts
+    (entry,) = node["accounting"]
+    assert entry == json.loads(ends[delegating].accounted.entry_json)
+    assert json.loads(json.dumps(run.root))  # the live tree is plain JSON values
+    for record in hosted:
+        sink.consume([record])
+    assert delegating not in run.nodes  # folded once the Worker's run ended

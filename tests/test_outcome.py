@@ -15,7 +15,7 @@ import pytest
 from agenttrace import model
 from agenttrace import semconv as sc
 from agenttrace.formats.compact_json import compact_json
-from agenttrace.formats.ledger import Accounted, accounting_entry
+from agenttrace.formats.ledger import ACCOUNTED_PREFIX, Accounted, accounted_line, accounting_entry
 from agenttrace.formats.session.schema import AccountingEntry
 from agenttrace.model.outcome import KIND_LLM, OpOutcome, OutcomeBuilder, Usage
 from agenttrace.tracing.op_attributes import (
@@ -224,3 +224,26 @@ def test_the_domain_imports_no_wire_names() -> None:
                 importing.append(path.name)
     assert importing == []
     assert KIND_LLM == sc.KIND_LLM
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["search", 'a "quoted" name\\ with \n controls', "café ☕", "a lone surrogate \udc80"],
+)
+@pytest.mark.parametrize("trace_id", [0, 0x0123456789ABCDEF0123456789ABCDEF])
+def test_a_stream_line_made_from_the_outcome_is_the_line_the_event_writes(
+    name: str, trace_id: int
+) -> None:
+    # The worker writes an op's op_accounted line in one format from its outcome; the event's
+    # writer (field by field, the stream's separators) is what every other line goes through.
+    outcome = _tool()
+    outcome.set_tool(name)
+    made = outcome.outcome(
+        "tool", name, "1.2", 0, 2_000_000, agent_id="agent_001", call_path="main", **IDENTITY
+    )
+    op = msgspec.structs.replace(made, trace_id=trace_id, span_id=0xFEDCBA9876543210)
+    accounted = Accounted(op, "1970-01-01T00:00:00.002Z")
+    line = accounted.stream_line()
+    assert line == accounted_line(accounted.event, accounted.entry_json)
+    assert line.startswith(ACCOUNTED_PREFIX) and line.endswith(b"}\n")
+    assert ("trace_id" in json.loads(line.decode("utf-8", "surrogatepass"))) is bool(trace_id)

@@ -5,8 +5,8 @@ details that do not change what a reader gets: an exponent is written without ``
 and a NaN or an infinity, which JSON has no number for, as ``null`` (``json.dumps`` wrote
 ``NaN``, which no strict reader takes). What msgspec refuses (text holding a lone surrogate,
 which UTF-8 cannot encode) is written as ``json.dumps`` writes it, the surrogate as its
-backslash escape; objects of other types as their ``str``. A struct (an accounting entry) is
-written as its fields, in order, those left unset out.
+backslash escape; objects of other types as their ``str``. A struct (an accounting entry), alone
+or inside a value, is written as its fields, in order, those left unset out.
 """
 
 from __future__ import annotations
@@ -16,7 +16,16 @@ from typing import Any
 
 import msgspec
 
-_FALLBACK = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+def _default(value: Any) -> Any:
+    # A struct inside a value (an accounting entry in an opTree node) as its fields, as msgspec
+    # writes it; anything else as its ``str``.
+    if isinstance(value, msgspec.Struct):
+        return msgspec.to_builtins(value, enc_hook=str)
+    return str(value)
+
+
+_FALLBACK = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_default)
 
 
 def compact_json(value: Any) -> bytes:

@@ -20,6 +20,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+import msgspec
 from msgspec import UNSET
 
 from agenttrace import semconv as sc
@@ -244,18 +245,6 @@ def op_accounted(
     return event
 
 
-def accounted_event(op: OpOutcome, ts: str) -> dict[str, Any]:
-    """The ``op_accounted`` event of the op that came to ``op`` and ended at ``ts``."""
-    return op_accounted(
-        accounting_entry(op),
-        str(op.kind),
-        op.name,
-        ts,
-        format(op.trace_id, "032x") if op.trace_id else None,
-        format(op.span_id, "016x") if op.trace_id else None,
-    )
-
-
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
 
 
@@ -270,7 +259,7 @@ class Accounted:
     ``op``), from values that never change, and written off the caller's path.
     """
 
-    __slots__ = ("_entry_json", "_event", "_make", "_op", "inline", "ts")
+    __slots__ = ("_entry", "_entry_json", "_event", "_make", "_op", "inline", "ts")
 
     def __init__(
         self,
@@ -282,6 +271,7 @@ class Accounted:
         self._op = op
         self._make = make
         self._event: dict[str, Any] | None = None
+        self._entry: AccountingEntry | None = None
         self._entry_json: bytes | None = None
         self.ts = ts
         """When the op ended, as an event's ``ts``."""
@@ -300,13 +290,18 @@ class Accounted:
         """The ``op_accounted`` event (a dict: treat it as read-only)."""
         event = self._event
         if event is None:
-            event = self._event = accounted_event(self.op, self.ts)
+            op = self.op
+            event = self._event = op_accounted(
+                self.entry, str(op.kind), op.name, self.ts, *_linkage(op)
+            )
         return event
 
     @property
     def entry(self) -> AccountingEntry:
-        """The accounting entry."""
-        entry: AccountingEntry = self.event["accounting"]
+        """The accounting entry, made once."""
+        entry = self._entry
+        if entry is None:
+            entry = self._entry = accounting_entry(self.op)
         return entry
 
     @property
@@ -322,8 +317,60 @@ class Accounted:
         return self.entry_json + b"\n"
 
     def stream_line(self) -> bytes:
-        """The event as its line of the stream."""
-        return accounted_line(self.event, self.entry_json)
+        """The event as its line of the stream: the bytes :func:`accounted_line` writes of
+        :attr:`event`, in one format from the outcome (this runs once per op on the worker)."""
+        op = self.op
+        entry = self.entry
+        trace_id, span_id = _linkage(op)
+        linkage = (
+            b', "trace_id": "%b", "span_id": "%b"'
+            % (
+                trace_id.encode(),
+                span_id.encode(),  # type: ignore[union-attr]  # set with the trace id
+            )
+            if trace_id is not None
+            else b""
+        )
+        try:
+            fields = (
+                _text(entry.agentId),
+                _text(str(op.kind)),
+                _text(op.name),
+                self.entry_json,
+                _text(self.ts),
+                linkage,
+                _text(entry.path),
+            )
+        except (UnicodeEncodeError, TypeError):  # not text, or a lone surrogate: the long way
+            return accounted_line(self.event, self.entry_json)
+        return _STREAM_LINE % fields
+
+
+def _linkage(op: OpOutcome) -> tuple[str | None, str | None]:
+    """The op's span's ``trace_id`` and ``span_id`` as an event writes them (none without a
+    span context)."""
+    if not op.trace_id:
+        return None, None
+    return format(op.trace_id, "032x"), format(op.span_id, "016x")
+
+
+_STREAM_LINE = (
+    b'{"event_type": "op_accounted", "agent_id": %b, "kind": %b, "name": %b, '
+    b'"accounting": %b, "ts": %b%b, "path": %b}\n'
+)
+"""An ``op_accounted`` line as :func:`accounted_line` writes it, its values to fill in."""
+_encode_text = msgspec.json.Encoder().encode
+
+
+def _text(value: str | None) -> bytes:
+    """A text field of an ``op_accounted`` line, as :func:`_field` writes it; a ``TypeError``
+    for anything else (which the long way writes), a ``UnicodeEncodeError`` for a lone
+    surrogate."""
+    if type(value) is str:
+        return _encode_text(value)
+    if value is None:
+        return b"null"
+    raise TypeError(type(value))
 
 
 _compact = compact_json

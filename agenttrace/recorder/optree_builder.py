@@ -63,7 +63,10 @@ class Fragment:
 
     def __init__(self, pieces: list[Piece]) -> None:
         self.pieces = pieces
-        self.raw = sum(len(p) for p in pieces if isinstance(p, bytes))
+        if len(pieces) == 1 and type(pieces[0]) is bytes:  # a folded op (see serialize)
+            self.raw = len(pieces[0])
+        else:
+            self.raw = sum(len(p) for p in pieces if isinstance(p, bytes))
         """Bytes of it not yet compressed."""
 
 
@@ -259,7 +262,9 @@ class OpTreeSink(RecordwiseSink):
         node = run.nodes.get(record.label)
         if node is None:
             return
-        entry = _complete(node, record, run)
+        subscribers = self._subscribers  # one list for the whole end (it is replaced, not changed)
+        keep = bool(subscribers)  # a subscriber is handed whole trees
+        entry = _complete(node, record, run, keep)
         if node.get("kind") == sc.KIND_LLM:
             parent = run.parents.get(record.label)
             if parent is not None and run.positions.get(parent) == "turn":
@@ -271,10 +276,9 @@ class OpTreeSink(RecordwiseSink):
             accounted = record.accounted
             run.encoded[record.label] = accounted.entry_json if accounted else _json(entry)
         root = record.label == "0"
-        keep = bool(self._subscribers)  # a subscriber is handed whole trees
         if root:
             run.fragment = _compress(run, serialize(node))
-        self._offer(run, final=root)
+        self._offer(run, final=root, subscribers=subscribers)
         if root:
             # Released: the session-file sink, after this one, kept the run since its start.
             del self.runs[record.origin]
@@ -287,11 +291,13 @@ class OpTreeSink(RecordwiseSink):
         run = self.runs.get(origin)
         return run.nodes.get(label) if run is not None else None
 
-    def _offer(self, run: RunTree, final: bool) -> None:
+    def _offer(
+        self, run: RunTree, final: bool, subscribers: list[_Subscriber] | None = None
+    ) -> None:
         """Hand the run's tree to the ``on_optree`` subscribers (``final``: its root ended)."""
         if run.root is None:
             return
-        for subscriber in self._subscribers:
+        for subscriber in self._subscribers if subscribers is None else subscribers:
             subscriber.offer(run.root, final)
 
     def spool_for(self, session: Any) -> Spool:
@@ -330,14 +336,19 @@ _CHILD_KEYS_AND_ACCOUNTING = _CHILD_KEYS | {"accounting"}
 _json = compact_json
 
 
-def serialize(node: Node, accounting: bytes | None = None) -> list[Piece]:
+def serialize(node: Node, accounting: bytes | None = None, folded: bool = False) -> list[Piece]:
     """``node`` as JSON pieces; finished children are their :class:`Fragment`'s pieces.
 
     The node's own fields go through :func:`compact_json` (in C); its children lists come
     last.
     ``accounting``: the node's (one) accounting entry, already encoded.
+    ``folded``: the node is being folded (:func:`_fold`), so nothing reads it after: its
+    accounting is taken out of it rather than the node copied without it.
     """
     if accounting is not None and len(node.get("accounting", ())) == 1:
+        if folded and _CHILD_KEYS.isdisjoint(node):  # an op that hosted no run: a leaf
+            del node["accounting"]
+            return [_json(node)[:-1] + b',"accounting":[' + accounting + b"]}"]  # one piece
         head = _json({k: v for k, v in node.items() if k not in _CHILD_KEYS_AND_ACCOUNTING})
         pieces: list[Piece] = [head[:-1] + b',"accounting":[' + accounting + b"]"]
     else:
@@ -378,6 +389,7 @@ def _settle(run: RunTree, label: str, keep: bool) -> None:
     that is still running) still finds it open, and its end is recorded in it."""
     if run.open_children.get(label):
         run.waiting.add(label)
+        _builtin_accounting(run.nodes.get(label))  # it stays in the tree as a node
         return
     run.open_children.pop(label, None)
     parent_label = run.parents.get(label)
@@ -390,6 +402,16 @@ def _settle(run: RunTree, label: str, keep: bool) -> None:
     if parent_label in run.waiting and not run.open_children[parent_label]:
         run.waiting.discard(parent_label)
         _settle(run, parent_label, keep)
+
+
+def _builtin_accounting(node: Node | None) -> None:
+    """An ended op node that stays in the tree: its accounting entry as plain JSON values, as
+    the tree has them (:func:`_complete` leaves the struct to a node folded at once)."""
+    accounting = node.get("accounting") if node is not None else None
+    if accounting:
+        accounting[:] = [
+            msgspec.to_builtins(e) if isinstance(e, msgspec.Struct) else e for e in accounting
+        ]
 
 
 def _fold(run: RunTree, label: str, node: Node) -> None:
@@ -409,7 +431,7 @@ def _fold(run: RunTree, label: str, node: Node) -> None:
     siblings: list[Any] = parent.get(key) or []
     if not alone and not siblings:
         return
-    fragment = Fragment(serialize(node, accounting))
+    fragment = Fragment(serialize(node, accounting, folded=True))
     if hosting and run.spool is not None and fragment.raw > SMALL_BYTES:
         fragment = Fragment(list(run.spool.compress(fragment.pieces)))  # a whole sub-agent run
     if alone:
@@ -544,9 +566,13 @@ def _new_node(record: Started, position: str) -> Node:
     }
 
 
-def _complete(node: Node, record: Ended, run: RunTree) -> AccountingEntry | None:
+def _complete(node: Node, record: Ended, run: RunTree, keep: bool) -> AccountingEntry | None:
     """Finish ``node`` with its ``Ended`` record; an op's new accounting entry is returned (the
-    one its ``op_accounted`` event carries: the stream and the ledger have the same)."""
+    one its ``op_accounted`` event carries: the stream and the ledger have the same).
+
+    The node gets the entry as plain JSON values if it is ``keep`` (handed to subscribers);
+    otherwise the struct, which the node's fold writes as the bytes the ledger has (an
+    op's node that outlives its end gets the values then, :func:`_settle`)."""
     span = node["span"]
     ended = record.attributes
     # As the SDK keeps them: a key set again moves to the end.
@@ -589,7 +615,7 @@ def _complete(node: Node, record: Ended, run: RunTree) -> AccountingEntry | None
         # Answered from the journal: nothing was bought or done again, so it has no accounting
         # entry (as it has no ledger line), and totals do not count the recorded call twice.
         return None
-    node["accounting"].append(msgspec.to_builtins(entry))
+    node["accounting"].append(msgspec.to_builtins(entry) if keep else entry)
     return entry
 
 
@@ -605,14 +631,23 @@ def _complete_op(node: Node, op: OpOutcome, latency_ms: float) -> None:
         node["attributes"]["errorType"] = op.error_type
 
 
+_PAYLOADS = (
+    (sc.GEN_AI_INPUT_MESSAGES, "request", "llm"),
+    (sc.GEN_AI_TOOL_CALL_ARGUMENTS, "request", "tool"),
+    (sc.GEN_AI_OUTPUT_MESSAGES, "response", None),
+    (sc.GEN_AI_TOOL_CALL_RESULT, "response", None),
+)
+"""Where an op's content is (its payloads' or its span's attribute), the node's side for it,
+and the ``kind`` that side says."""
+
+
 def _payloads(node: Node, attributes: Mapping[str, Any]) -> None:
-    for key, side, kind in (
-        (sc.GEN_AI_INPUT_MESSAGES, "request", "llm"),
-        (sc.GEN_AI_TOOL_CALL_ARGUMENTS, "request", "tool"),
-        (sc.GEN_AI_OUTPUT_MESSAGES, "response", None),
-        (sc.GEN_AI_TOOL_CALL_RESULT, "response", None),
-    ):
-        value = recorded_text(attributes.get(key))
+    get = attributes.get
+    for key, side, kind in _PAYLOADS:
+        payload = get(key)
+        if payload is None:
+            continue  # an op has two of the four
+        value = recorded_text(payload)
         if value is not None:
             # The payload as recorded (capped, redacted JSON text), on the span or not.
             entry: Node = {"payload": value, "size": len(value)}

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
@@ -372,6 +373,14 @@ class AccountingEntry(_Object, kw_only=True):
         True: _TOOL_ONLY + _TOOL_OPTIONAL,
         False: _LLM_ONLY[1:] + _LLM_OPTIONAL,
     }
+    _GETTERS: ClassVar = {
+        True: (attrgetter(*_LLM_ONLY), attrgetter(*_REFUSED[True])),
+        False: (attrgetter(*_TOOL_ONLY), attrgetter(*_REFUSED[False])),
+    }
+    _ALL_UNSET: ClassVar = {
+        True: (UNSET,) * len(_REFUSED[True]),
+        False: (UNSET,) * len(_REFUSED[False]),
+    }
 
     timestamp: Annotated[EpochMs, Meta(description="When the op ended.")]
     status: AccountingStatus
@@ -474,12 +483,16 @@ class AccountingEntry(_Object, kw_only=True):
         if (self.error is UNSET) is not (self.errorType is UNSET):
             _check_rules(self)  # says which one lacks the other
         llm = self.type == "llm"
-        for key in self._NEEDED[llm]:
-            if getattr(self, key) is UNSET:
-                raise ValueError(f"Object missing required field `{key}` (a {self.type} entry)")
-        for key in self._REFUSED[llm]:
-            if getattr(self, key) is not UNSET:
-                raise ValueError(f"Object contains field `{key}`, not for a {self.type} entry")
+        # All at once (one attrgetter each); key by key only to say which one is wrong.
+        needed, refused = self._GETTERS[llm]
+        if UNSET in needed(self):
+            for key in self._NEEDED[llm]:
+                if getattr(self, key) is UNSET:
+                    raise ValueError(f"Object missing required field `{key}` (a {self.type} entry)")
+        if refused(self) != self._ALL_UNSET[llm]:
+            for key in self._REFUSED[llm]:
+                if getattr(self, key) is not UNSET:
+                    raise ValueError(f"Object contains field `{key}`, not for a {self.type} entry")
 
     json_schema_extra: ClassVar = {
         "if": {"properties": {"type": {"const": "llm"}}},
