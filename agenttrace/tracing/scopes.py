@@ -703,55 +703,40 @@ def start_op(
     a tool's provider and input size), which its span starts with; it becomes the scope's
     ``outcome``, filled in during the call.
     """
-    parent = _current.get()
-    owned: SessionScope | None = None
-    parent_span: Span | None = None
-    if parent is None:
-        owned = start_session(_default_agent_name(), implicit=True, started_ns=started_ns)
-        turn = start_turn(implicit=True, session=owned, started_ns=started_ns)
-        parent_span = turn.span
-    elif isinstance(parent, SessionScope):
-        with _shared:  # ops started at once in pool threads join one auto turn, as inline
-            turn = parent.auto_turn  # type: ignore[assignment]
-            if turn is None or new_turn:
-                turn = start_turn(implicit=True, session=parent, started_ns=started_ns)
-        parent_span = turn.span
-    elif isinstance(parent, TurnScope):
-        turn = parent
-    else:
-        turn = parent.turn
+    turn, owned, parent_span = _turn_for_op(new_turn, started_ns)
     started_ns = time.time_ns() if started_ns is None else started_ns
     scope = OpScope(kind, name, turn, turn.next_op_index(), started_ns, outcome, owned)
     outcome = scope.outcome
-    # Made outbound here, part by part: the session's common attributes were when it started.
+    # Made outbound here, part by part: the session's common attributes were when it started,
+    # the op's name and what a tool's span starts with of it once per name (``_op_names``).
     settings = runtime.settings
     cap = settings.max_payload_bytes
-    capped_name, tool_span_name = _op_names(name, cap)
+    names = _op_names(name, cap, settings.openinference)
+    label = scope.label  # counters: only a cap below 4 bytes a character could cut it
     span_attributes: dict[str, AttributeValue] = {
         **turn.session.common,
         sc.KIND: kind,
-        sc.PATH: outbound_value(sc.PATH, scope.label, cap),
+        sc.PATH: label if len(label) * 4 <= cap else outbound_value(sc.PATH, label, cap),
     }
     if kind == sc.KIND_TOOL:
         outcome.operation = sc.OP_EXECUTE_TOOL
-        outcome.tool_name = capped_name
-        span_attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
-        span_attributes[sc.GEN_AI_TOOL_NAME] = capped_name
-        if settings.openinference:
-            span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_TOOL
-            span_attributes[sc.TOOL_NAME] = capped_name
-        span_name = tool_span_name
+        outcome.tool_name = names.name
+        span_attributes.update(names.tool_attributes)
+        span_name = names.tool_span
     else:
         if settings.openinference:
             span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_LLM
-        span_name = capped_name
+        span_name = names.name
     if implicit:
         span_attributes[sc.IMPLICIT] = True
-    span_attributes.update(outbound_attributes(start_attributes(outcome), cap))
+    # One pass over what is not made once per name: the outcome's, the caller's, ``more``'s.
+    given = start_attributes(outcome)
     if attributes:
-        span_attributes.update(outbound_attributes(attributes, cap))
+        given.update(attributes)
     if more is not None:
-        span_attributes.update(outbound_attributes(more(scope.session), cap))
+        given.update(more(scope.session))
+    if given:
+        span_attributes.update(outbound_attributes(given, cap))
     # GenAI conventions: a call to a model is a CLIENT span; agents and tools run in-process.
     span_kind = SpanKind.CLIENT if kind == sc.KIND_LLM else SpanKind.INTERNAL
     _start(
@@ -767,25 +752,71 @@ def start_op(
     return scope
 
 
-_names: dict[tuple[str, int], tuple[int, str, str]] = {}
-"""Per op name and cap: the secrets' generation, the name outbound, and a tool span's name
-outbound (few names recur)."""
+def _turn_for_op(
+    new_turn: bool, started_ns: int | None
+) -> tuple[TurnScope, SessionScope | None, Span | None]:
+    """The turn an op starting now goes into (see the module docstring), the implicit session
+    opened for it if it had none, and the span to parent it under when that is not the current
+    one (a turn opened here is not current)."""
+    parent = _current.get()
+    if parent is None:
+        owned = start_session(_default_agent_name(), implicit=True, started_ns=started_ns)
+        turn = start_turn(implicit=True, session=owned, started_ns=started_ns)
+        return turn, owned, turn.span
+    if isinstance(parent, SessionScope):
+        with _shared:  # ops started at once in pool threads join one auto turn, as inline
+            turn = parent.auto_turn  # type: ignore[assignment]
+            if turn is None or new_turn:
+                turn = start_turn(implicit=True, session=parent, started_ns=started_ns)
+        return turn, None, turn.span
+    if isinstance(parent, TurnScope):
+        return parent, None, None
+    return parent.turn, None, None
 
 
-def _op_names(name: str, cap: int) -> tuple[str, str]:
-    """``name`` outbound, and the span name of a tool of that name, outbound; made once each
-    (again once a new secret is known)."""
+class _OpNames:
+    """An op name's outbound forms, made once per name (``_op_names``)."""
+
+    __slots__ = ("cap", "generation", "name", "openinference", "tool_attributes", "tool_span")
+
+    def __init__(self, name: str, cap: int, generation: int, openinference: bool) -> None:
+        self.generation = generation
+        self.cap = cap
+        self.openinference = openinference
+        self.name = outbound_text(name, cap)
+        """The name as it leaves the process (an LLM op's span name)."""
+        self.tool_span = outbound_text(sc.SPAN_TOOL.format(name=name), cap)
+        """The span name of a tool of that name."""
+        tool_attributes: dict[str, AttributeValue] = {
+            sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+            sc.GEN_AI_TOOL_NAME: self.name,
+        }
+        if openinference:
+            tool_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_TOOL
+            tool_attributes[sc.TOOL_NAME] = self.name
+        self.tool_attributes = tool_attributes
+        """What a tool span of that name starts with of it (never changed: copied from)."""
+
+
+_names: dict[str, _OpNames] = {}
+"""Per op name: its outbound forms (few names recur)."""
+
+
+def _op_names(name: str, cap: int, openinference: bool) -> _OpNames:
+    """``name``'s outbound forms for this cap and setting; made once (again once a new secret
+    is known)."""
     generation = secret_values.generation
-    names = _names.get((name, cap))
-    if names is None or names[0] != generation:
+    names = _names.get(name)
+    if (
+        names is None
+        or names.generation != generation
+        or names.cap != cap
+        or names.openinference is not openinference
+    ):
         if len(_names) >= 1024:  # names made up per call: keep only recent ones
             _names.clear()
-        names = _names[name, cap] = (
-            generation,
-            outbound_text(name, cap),
-            outbound_text(sc.SPAN_TOOL.format(name=name), cap),
-        )
-    return names[1], names[2]
+        names = _names[name] = _OpNames(name, cap, generation, openinference)
+    return names
 
 
 # --- finishing scopes ------------------------------------------------------------------------
@@ -953,14 +984,30 @@ console carry them, so they leave the process capped and scrubbed, as the span's
 def _outbound_names(outcome: OpOutcome) -> OpOutcome:
     """``outcome`` with each of its :data:`_NAMES` outbound (itself when none changes)."""
     cap = runtime.settings.max_payload_bytes
-    changed: dict[str, str] = {}
+    generation = secret_values.generation  # read first: a scrub may see newer secrets only
+    changed: dict[str, str] | None = None
     for field in _NAMES:
         value = getattr(outcome, field)
-        if value is not None:
+        if value is None:
+            continue
+        # A tool's names are the same few texts on every call: each made outbound once.
+        known = _outbound.get(value)
+        if known is not None and known[0] == generation and known[1] == cap:
+            clean = known[2]
+        else:
             clean = outbound_text(value, cap)
-            if clean != value:
-                changed[field] = clean
+            if len(_outbound) >= 1024:  # names made up per call: keep only recent ones
+                _outbound.clear()
+            _outbound[value] = (generation, cap, clean)
+        if clean is not value and clean != value:
+            if changed is None:
+                changed = {}
+            changed[field] = clean
     return msgspec.structs.replace(outcome, **changed) if changed else outcome
+
+
+_outbound: dict[str, tuple[int, int, str]] = {}
+"""An outcome's names outbound, by name: (the secrets' generation, the cap, the text)."""
 
 
 def record_error(span: Span, error: BaseException, when_ns: int) -> tuple[str, SpanEvent]:
