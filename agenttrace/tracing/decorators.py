@@ -564,7 +564,9 @@ class _ToolSpec(_Spec[OpScope]):
         )
 
     def body(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        return guard(fn)
+        """``fn`` guarded for a re-entered run, which may answer its calls from the journal;
+        a tool declared pure is never journaled, so nothing can answer it: ``fn`` itself."""
+        return fn if self.effect == "pure" else guard(fn)
 
     def refused(self, scope: OpScope) -> BaseException | None:
         return block_step(scope)
@@ -592,7 +594,7 @@ class _ToolSpec(_Spec[OpScope]):
             outcome.tool_provider = self.provider
         caller = current_scope()
         scope = start_op(sc.KIND_TOOL, name, attributes, outcome=outcome)
-        scope.payloads.update(payloads)
+        scope.payloads = payloads  # its own: made for this call above
         scope.text_arguments = tuple(arguments.values())
         call = scope.turn.claim_tool_call(name)
         if call is not None:

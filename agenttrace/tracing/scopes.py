@@ -852,12 +852,11 @@ def finish(
     """
     if ended_ns is None:
         ended_ns = time.time_ns()
-    if isinstance(scope, SessionScope) and scope.auto_turn is not None:
+    op = scope if isinstance(scope, OpScope) else None
+    if op is None and isinstance(scope, SessionScope) and scope.auto_turn is not None:
         close_auto_turn(scope, ended_ns)
-    span = scope.span
     # The span's own status and duration say how it went and how long it took: no attribute
     # repeats them (the opTree's status and latency come from the Ended record).
-    op = scope if isinstance(scope, OpScope) else None
     final: Attributes = (
         {} if error is None or op is not None else error_span_attributes(type(error).__qualname__)
     )
@@ -866,56 +865,97 @@ def finish(
         if more:
             final.update(more)
     finally:
-        if op is not None:  # its outcome's attributes, as the call set them (once, here)
-            if error is not None and op.outcome.error_type is None:
-                op.outcome.set_error(type(error).__qualname__)
-            final.update(end_attributes(op.outcome))
         # Even if computing the attributes failed, the span ends with the call's status.
-        if final:
-            final = outbound_attributes(final, runtime.settings.max_payload_bytes)
-            span.set_attributes(final)
-        description: str | None = None
-        events: tuple[SpanEvent, ...] = ()
-        if error is not None:
-            description, event = record_error(span, error, ended_ns)
-            events = (event,)
-        elif passed is not None:
-            events = (record_exception(span, passed, ended_ns),)
-        span.end(ended_ns)
-        if (
-            captures(Output.LOG, runtime.settings)
-            and isinstance(scope, OpScope)
-            and scope.kind == sc.KIND_LLM
-            and span.get_span_context().trace_flags.sampled
-        ):
-            emit_inference_details(span, {**scope.attributes, **final}, scope.payloads, ended_ns)
-        if runtime.recorder is not None:
-            late = scope.late
-            ended = {**late, **final} if late else final
-            payloads = accounted = session = outcome = None
-            if isinstance(scope, OpScope):  # an op: its content, and what it cost
-                payloads = scope.payloads or None
-                # A step answered from the journal did not run: nothing new to bill.
-                if late is not None and late.get(sc.REPLAYED) is True:
-                    outcome = _outcome(scope, ended_ns, description)
-                else:
-                    accounted = _accounted(scope, ended_ns, description)
-                session = scope.session.run.session
-            emit(
-                Ended(
-                    scope.origin,
-                    scope.label,
-                    ended_ns,
-                    ended,
-                    description,
-                    events,
-                    payloads,
-                    accounted,
-                    session,
-                    scope.start_record,
-                    outcome,
-                )
-            )
+        _end(scope, op, final, error, passed, ended_ns)
+    _finish_owned(scope, error, passed, ended_ns)
+
+
+def _end(
+    scope: Scope,
+    op: OpScope | None,
+    final: Attributes,
+    error: BaseException | None,
+    passed: BaseException | None,
+    ended_ns: int,
+) -> None:
+    """End ``scope``'s span with ``final`` (and an op's outcome attributes) and its status,
+    and record the end."""
+    if op is not None:  # its outcome's attributes, as the call set them (once, here)
+        if error is not None and op.outcome.error_type is None:
+            op.outcome.set_error(type(error).__qualname__)
+        final.update(end_attributes(op.outcome))
+    span = scope.span
+    settings = runtime.settings
+    if final:
+        final = outbound_attributes(final, settings.max_payload_bytes)
+        span.set_attributes(final)
+    description: str | None = None
+    events: tuple[SpanEvent, ...] = ()
+    if error is not None:
+        description, event = record_error(span, error, ended_ns)
+        events = (event,)
+    elif passed is not None:
+        events = (record_exception(span, passed, ended_ns),)
+    span.end(ended_ns)
+    if (
+        op is not None
+        and op.kind == sc.KIND_LLM
+        and captures(Output.LOG, settings)
+        and span.get_span_context().trace_flags.sampled
+    ):
+        emit_inference_details(span, {**op.attributes, **final}, op.payloads, ended_ns)
+    if runtime.recorder is not None:
+        emit(_ended(scope, op, final, description, events, ended_ns))
+
+
+def _ended(
+    scope: Scope,
+    op: OpScope | None,
+    final: Attributes,
+    description: str | None,
+    events: tuple[SpanEvent, ...],
+    ended_ns: int,
+) -> Ended:
+    """The record of ``scope``'s end: what its span gained since it started and, for an op,
+    its content and what it came to."""
+    late = scope.late
+    ended = {**late, **final} if late else final
+    if op is None:
+        return Ended(
+            scope.origin,
+            scope.label,
+            ended_ns,
+            ended,
+            description,
+            events,
+            started=scope.start_record,
+        )
+    accounted = outcome = None
+    # A step answered from the journal did not run: nothing new to bill.
+    if late is not None and late.get(sc.REPLAYED) is True:
+        outcome = _outcome(op, ended_ns, description)
+    else:
+        accounted = _accounted(op, ended_ns, description)
+    return Ended(
+        op.origin,
+        op.label,
+        ended_ns,
+        ended,
+        description,
+        events,
+        op.payloads or None,
+        accounted,
+        op.session.run.session,
+        op.start_record,
+        outcome,
+    )
+
+
+def _finish_owned(
+    scope: Scope, error: BaseException | None, passed: BaseException | None, ended_ns: int
+) -> None:
+    """Finish what ``scope`` owned (an implicit session, a hosting op) now that it ended; a
+    root run's end is told to the run's bookkeeping."""
     if isinstance(scope, OpScope):
         if scope.owned_session is not None:
             finish(scope.owned_session, error, passed=passed, ended_ns=ended_ns)
