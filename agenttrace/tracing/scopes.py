@@ -31,7 +31,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
 from contextvars import Token
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 import msgspec
 from opentelemetry import context as otel_context
@@ -538,76 +538,28 @@ def start_session(
         )
         parent = host_op
     started_ns = time.time_ns() if started_ns is None else started_ns
-    attributes: dict[str, AttributeValue]
-    links: list[Link] = []
-    parent_txn_id: str | None = None
     if parent is None:
-        session = current_session()
-        run = new_root_run(session, name, arguments, implicit)
-        txn_id = run.origin_txn_id
-        address: Address = ()
-        label = format_label(())
-        prefix = ""
-        call_path = name
-        attributes = _flatten_ingress(ingress if ingress is not None else default_ingress())
-        previous = session.previous_trace
-        if previous is not None:
-            links.append(Link(SpanContext(previous[0], previous[1], is_remote=True)))
-            if session.resumed_from is not None:
-                attributes[sc.RESUMED_FROM] = format(previous[0], "032x")
+        place = _root_place(name, ingress, arguments, implicit)
     else:
-        txn_id = new_txn_id()
-        run = parent.session.run
-        child = parent.next_child_index()
-        address = (*parent.address, child)
-        label = f"{parent.label}:{child}"
-        prefix = f"{parent.label}." if child == 1 else f"{label}."
-        parent_txn_id = parent.session.txn_id
-        call_path = f"{parent.session.call_path}/{name}"
-        attributes = _flatten_ingress(
-            ingress
-            if ingress is not None
-            else {
-                "source": "sub-agent",
-                "sub_agent": {
-                    "parent_trace_id": format(parent.span.get_span_context().trace_id, "032x"),
-                    "parent_call_path": parent.session.call_path,
-                    "tool_name": parent.name,
-                },
-            }
-        )
-        attributes[sc.TXN_PARENT] = parent_txn_id
+        place = _child_place(parent, name, ingress)
+    run = place.run
     scope = SessionScope(
         name,
         run,
-        txn_id=txn_id,
+        txn_id=place.txn_id,
         agent_id=agent_of(run.session, owner, name, model, agent_id),
-        address=address,
-        label=label,
-        prefix=prefix,
-        call_path=call_path,
-        parent_txn_id=parent_txn_id,
+        address=place.address,
+        label=place.label,
+        prefix=place.prefix,
+        call_path=place.call_path,
+        parent_txn_id=place.parent_txn_id,
         model=model,
         host_op=host_op,
-        hosted_by=parent if isinstance(parent, OpScope) else None,
+        hosted_by=parent,
         started_ns=started_ns,
     )
-    attributes.update(scope.common)
-    attributes[sc.KIND] = sc.KIND_SESSION
-    openinference = runtime.settings.openinference
-    if openinference:
-        attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_AGENT
-    attributes[sc.PATH] = scope.label
-    attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
-    attributes[sc.GEN_AI_AGENT_NAME] = name
-    attributes[sc.GEN_AI_AGENT_ID] = scope.agent_id
-    attributes[sc.GEN_AI_CONVERSATION_ID] = run.session_id
-    attributes[sc.SESSION_ID] = run.session_id
-    attributes[sc.CALL_PATH] = scope.call_path
-    if model:
-        attributes[sc.AGENT_MODEL] = model
-    if implicit:
-        attributes[sc.IMPLICIT] = True
+    attributes = place.attributes
+    _add_session_attributes(attributes, scope, model, implicit)
     if parent is None and run.reentry is not None:  # at its start: its tree node says so too
         attributes[sc.REENTERS] = run.journal_run
     # A hosting op agenttrace opened itself is not current in the context: parent explicitly.
@@ -618,7 +570,7 @@ def start_session(
         sc.SPAN_SESSION.format(name=name),
         attributes,
         parent_span,
-        links,
+        place.links,
         run.session if parent is None else None,
         parent.label if parent is not None else None,
     )
@@ -627,6 +579,94 @@ def start_session(
     if parent is None:
         run_started(run, scope.agent_id, name, implicit)
     return scope
+
+
+class _Place(NamedTuple):
+    """Where a starting agent run goes: its run, identity and place in the opTree, and what
+    its span starts with of them (its ingress, a root run's link to the session's last run)."""
+
+    run: Run
+    txn_id: str
+    parent_txn_id: str | None
+    address: Address
+    label: str
+    prefix: str
+    call_path: str
+    attributes: dict[str, AttributeValue]
+    links: list[Link]
+
+
+def _root_place(
+    name: str,
+    ingress: Mapping[str, Any] | None,
+    arguments: tuple[tuple[Any, ...], Mapping[str, Any]] | None,
+    implicit: bool,
+) -> _Place:
+    """A root run's place: a new run of the current session, linked to its last one."""
+    session = current_session()
+    run = new_root_run(session, name, arguments, implicit)
+    attributes = _flatten_ingress(ingress if ingress is not None else default_ingress())
+    links: list[Link] = []
+    previous = session.previous_trace
+    if previous is not None:
+        links.append(Link(SpanContext(previous[0], previous[1], is_remote=True)))
+        if session.resumed_from is not None:
+            attributes[sc.RESUMED_FROM] = format(previous[0], "032x")
+    return _Place(run, run.origin_txn_id, None, (), format_label(()), "", name, attributes, links)
+
+
+def _child_place(parent: OpScope, name: str, ingress: Mapping[str, Any] | None) -> _Place:
+    """A sub-agent run's place: the next child session of the op ``parent``."""
+    run = parent.session.run
+    child = parent.next_child_index()
+    label = f"{parent.label}:{child}"
+    parent_txn_id = parent.session.txn_id
+    attributes = _flatten_ingress(
+        ingress
+        if ingress is not None
+        else {
+            "source": "sub-agent",
+            "sub_agent": {
+                "parent_trace_id": format(parent.span.get_span_context().trace_id, "032x"),
+                "parent_call_path": parent.session.call_path,
+                "tool_name": parent.name,
+            },
+        }
+    )
+    attributes[sc.TXN_PARENT] = parent_txn_id
+    return _Place(
+        run,
+        new_txn_id(),
+        parent_txn_id,
+        (*parent.address, child),
+        label,
+        f"{parent.label}." if child == 1 else f"{label}.",
+        f"{parent.session.call_path}/{name}",
+        attributes,
+        [],
+    )
+
+
+def _add_session_attributes(
+    attributes: dict[str, AttributeValue], scope: SessionScope, model: str | None, implicit: bool
+) -> None:
+    """What a session span starts with of its run, after its ingress."""
+    run = scope.run
+    attributes.update(scope.common)
+    attributes[sc.KIND] = sc.KIND_SESSION
+    if runtime.settings.openinference:
+        attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_AGENT
+    attributes[sc.PATH] = scope.label
+    attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
+    attributes[sc.GEN_AI_AGENT_NAME] = scope.name
+    attributes[sc.GEN_AI_AGENT_ID] = scope.agent_id
+    attributes[sc.GEN_AI_CONVERSATION_ID] = run.session_id
+    attributes[sc.SESSION_ID] = run.session_id
+    attributes[sc.CALL_PATH] = scope.call_path
+    if model:
+        attributes[sc.AGENT_MODEL] = model
+    if implicit:
+        attributes[sc.IMPLICIT] = True
 
 
 def start_turn(
