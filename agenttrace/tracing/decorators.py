@@ -545,6 +545,19 @@ class _ToolSpec(_Spec[OpScope]):
         self.default_name = default_name
         self.named_by_instance = named_by_instance
         """Without ``name``, the tool is named by the instance (``name`` attribute, class)."""
+        # Made once here when no call can change them: most tools have one name and class.
+        self.fixed_name = self._fixed_name()
+        """Every call's name, when it does not depend on the instance (else ``None``)."""
+        self.fixed_effect = None if callable(self.effect) else self.effect
+        """Every call's effect class, unless a callable says each call's."""
+
+    def _fixed_name(self) -> str | None:
+        name = self.name
+        if isinstance(name, str) and name:
+            return name
+        if name is None or name == "":
+            return None if self.named_by_instance else self.default_name or "tool"
+        return None  # a callable of the instance
 
     def _for_function(self, fn: Callable[..., Any]) -> _ToolSpec:
         params, rest = positional_parameters(fn)
@@ -573,10 +586,7 @@ class _ToolSpec(_Spec[OpScope]):
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
         owner = self.binding.owner(args)
-        name = _resolve(self.name, owner, self.where)
-        if name is None and self.named_by_instance and owner is not None:
-            name = str_attribute(owner, "name") or _class_of(owner).__name__
-        name = name or self.default_name or "tool"
+        name = self.fixed_name or self._name(owner)
         arguments = self._arguments(args, kwargs, owner is not None)
         # A dict built here holds what the call was given and no one else changes it.
         payloads: dict[str, Any] = {}
@@ -605,8 +615,17 @@ class _ToolSpec(_Spec[OpScope]):
             # the same reply, so what it creates (a sub-agent, a piece of text) is caused by it.
             scope.call_message = caller.call_message
         # On disk before the body:
-        begin_tool_step(scope, self._effect(owner, name), arguments, self.verify)
+        effect = self.fixed_effect or self._effect(owner, name)
+        begin_tool_step(scope, effect, arguments, self.verify)
         return scope
+
+    def _name(self, owner: Any) -> str:
+        """A call's name: the ``name`` given (a callable's for this instance), else the
+        instance's where the tool is named by it, else the function's."""
+        name = _resolve(self.name, owner, self.where)
+        if name is None and self.named_by_instance and owner is not None:
+            name = str_attribute(owner, "name") or _class_of(owner).__name__
+        return name or self.default_name or "tool"
 
     def _effect(self, owner: Any, name: str) -> str:
         effect = self.effect

@@ -492,7 +492,7 @@ def _start(
                 if parent_context is not None and parent_context.is_valid
                 else None,
                 attributes,
-                span_kind=span_kind.name,
+                span_kind=_SPAN_KIND_NAMES[span_kind],
                 links=[_link(link) for link in links] if links else (),
                 session=session,
                 parent=parent_label,
@@ -500,6 +500,10 @@ def _start(
             )
         )
         scope.start_record = started
+
+
+_SPAN_KIND_NAMES = {kind: kind.name for kind in SpanKind}
+"""Each span kind's name, as a ``Started`` record says it (an enum's ``name`` is a property)."""
 
 
 def start_session(
