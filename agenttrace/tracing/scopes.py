@@ -59,7 +59,7 @@ from agenttrace.tracing.op_attributes import (
     start_attributes,
 )
 from agenttrace.tracing.outbound import outbound_attributes, outbound_text, outbound_value
-from agenttrace.tracing.recording import emit, emit_inference_details, record_canonical_event
+from agenttrace.tracing.recording import emit_inference_details, record_canonical_event
 from agenttrace.tracing.runs import Run, new_root_run, run_ended, run_started
 
 Scope = Union["SessionScope", "TurnScope", "OpScope"]
@@ -478,8 +478,9 @@ def _start(
     scope.trace_id = context.trace_id
     scope.span_id = context.span_id
     scope.start_record = None
-    if runtime.recorder is not None:
-        emit(
+    recorder = runtime.recorder  # read once: emit() would read it again
+    if recorder is not None:
+        recorder.record(
             started := Started(
                 scope.origin,
                 scope.label,
@@ -948,8 +949,9 @@ def _end(
         and span.get_span_context().trace_flags.sampled
     ):
         emit_inference_details(span, {**op.attributes, **final}, op.payloads, ended_ns)
-    if runtime.recorder is not None:
-        emit(_ended(scope, op, final, description, events, ended_ns))
+    recorder = runtime.recorder  # read once: emit() would read it again
+    if recorder is not None:
+        recorder.record(_ended(scope, op, final, description, events, ended_ns))
 
 
 def _ended(
