@@ -616,7 +616,8 @@ class _ToolSpec(_Spec[OpScope]):
             scope.call_message = caller.call_message
         # On disk before the body:
         effect = self.fixed_effect or self._effect(owner, name)
-        begin_tool_step(scope, effect, arguments, self.verify)
+        if effect != "pure":  # a pure call is never journaled (docs/journal.md)
+            begin_tool_step(scope, effect, arguments, self.verify)
         return scope
 
     def _name(self, owner: Any) -> str:
@@ -684,7 +685,8 @@ class _ToolSpec(_Spec[OpScope]):
         error, passed = self._outcome(error)
         # The journal's outcome: an exception the tool ends with without failing is done.
         done = None if isinstance(result, Streamed) or result is NO_RESULT else result
-        end_tool_step(scope, done, error)
+        if scope.step is not None:  # its intent was journaled, or the journal answers it
+            end_tool_step(scope, done, error)
         if isinstance(result, Streamed):  # a generator tool: its results were its items
             scope.outcome.set_sizes(chars_out=scope.streamed_chars)
             finish(scope, error, passed=passed)
