@@ -18,6 +18,8 @@ projections. An outcome is immutable once made, so a sink may read it later, on 
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 KIND_LLM = "llm"
@@ -265,34 +267,6 @@ class OutcomeBuilder:
         description, ``None``: success). ``name``: the op's name when it has neither a tool
         nor a requested model."""
         named = self.tool_name or self.request_model
-        if kind == KIND_LLM:
-            return OpOutcome(
-                kind=kind,
-                name=named if named is not None else name,
-                started_ns=started_ns,
-                ended_ns=ended_ns,
-                path=path,
-                origin_txn_id=origin_txn_id,
-                txn_id=txn_id,
-                agent_id=agent_id,
-                call_path=call_path,
-                operation=self.operation,
-                error=error,
-                error_type=self.error_type,
-                provider=self.provider,
-                request_model=self.request_model,
-                response_provider=self.response_provider,
-                response_model=self.response_model,
-                attempt=self.attempt,
-                usage=self.usage if self.usage is not None else Usage(None, None),
-                time_to_first_chunk=self.time_to_first_chunk,
-                cost_usd=self.cost_usd,
-                upstream_cost_usd=self.upstream_cost_usd,
-                mocked=self.mocked,
-                trace_id=trace_id,
-                span_id=span_id,
-                trace_flags=trace_flags,
-            )
         return OpOutcome(
             kind=kind,
             name=named if named is not None else name,
@@ -307,12 +281,32 @@ class OutcomeBuilder:
             error=error,
             error_type=self.error_type,
             cost_usd=self.cost_usd,
-            tool_name=self.tool_name,
-            tool_provider=self.tool_provider,
-            mcp_server=self.mcp_server,
-            chars_in=self.chars_in,
-            chars_out=self.chars_out,
             trace_id=trace_id,
             span_id=span_id,
             trace_flags=trace_flags,
+            **(self._llm_fields() if kind == KIND_LLM else self._tool_fields()),
         )
+
+    def _llm_fields(self) -> dict[str, Any]:
+        """What only an LLM attempt's outcome holds."""
+        return {
+            "provider": self.provider,
+            "request_model": self.request_model,
+            "response_provider": self.response_provider,
+            "response_model": self.response_model,
+            "attempt": self.attempt,
+            "usage": self.usage if self.usage is not None else Usage(None, None),
+            "time_to_first_chunk": self.time_to_first_chunk,
+            "upstream_cost_usd": self.upstream_cost_usd,
+            "mocked": self.mocked,
+        }
+
+    def _tool_fields(self) -> dict[str, Any]:
+        """What only a tool call's outcome holds."""
+        return {
+            "tool_name": self.tool_name,
+            "tool_provider": self.tool_provider,
+            "mcp_server": self.mcp_server,
+            "chars_in": self.chars_in,
+            "chars_out": self.chars_out,
+        }

@@ -545,6 +545,19 @@ class _ToolSpec(_Spec[OpScope]):
         self.default_name = default_name
         self.named_by_instance = named_by_instance
         """Without ``name``, the tool is named by the instance (``name`` attribute, class)."""
+        # Made once here when no call can change them: most tools have one name and class.
+        self.fixed_name = self._fixed_name()
+        """Every call's name, when it does not depend on the instance (else ``None``)."""
+        self.fixed_effect = None if callable(self.effect) else self.effect
+        """Every call's effect class, unless a callable says each call's."""
+
+    def _fixed_name(self) -> str | None:
+        name = self.name
+        if isinstance(name, str) and name:
+            return name
+        if name is None or name == "":
+            return None if self.named_by_instance else self.default_name or "tool"
+        return None  # a callable of the instance
 
     def _for_function(self, fn: Callable[..., Any]) -> _ToolSpec:
         params, rest = positional_parameters(fn)
@@ -564,17 +577,16 @@ class _ToolSpec(_Spec[OpScope]):
         )
 
     def body(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        return guard(fn)
+        """``fn`` guarded for a re-entered run, which may answer its calls from the journal;
+        a tool declared pure is never journaled, so nothing can answer it: ``fn`` itself."""
+        return fn if self.effect == "pure" else guard(fn)
 
     def refused(self, scope: OpScope) -> BaseException | None:
         return block_step(scope)
 
     def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
         owner = self.binding.owner(args)
-        name = _resolve(self.name, owner, self.where)
-        if name is None and self.named_by_instance and owner is not None:
-            name = str_attribute(owner, "name") or _class_of(owner).__name__
-        name = name or self.default_name or "tool"
+        name = self.fixed_name or self._name(owner)
         arguments = self._arguments(args, kwargs, owner is not None)
         # A dict built here holds what the call was given and no one else changes it.
         payloads: dict[str, Any] = {}
@@ -592,7 +604,7 @@ class _ToolSpec(_Spec[OpScope]):
             outcome.tool_provider = self.provider
         caller = current_scope()
         scope = start_op(sc.KIND_TOOL, name, attributes, outcome=outcome)
-        scope.payloads.update(payloads)
+        scope.payloads = payloads  # its own: made for this call above
         scope.text_arguments = tuple(arguments.values())
         call = scope.turn.claim_tool_call(name)
         if call is not None:
@@ -603,8 +615,18 @@ class _ToolSpec(_Spec[OpScope]):
             # the same reply, so what it creates (a sub-agent, a piece of text) is caused by it.
             scope.call_message = caller.call_message
         # On disk before the body:
-        begin_tool_step(scope, self._effect(owner, name), arguments, self.verify)
+        effect = self.fixed_effect or self._effect(owner, name)
+        if effect != "pure":  # a pure call is never journaled (docs/journal.md)
+            begin_tool_step(scope, effect, arguments, self.verify)
         return scope
+
+    def _name(self, owner: Any) -> str:
+        """A call's name: the ``name`` given (a callable's for this instance), else the
+        instance's where the tool is named by it, else the function's."""
+        name = _resolve(self.name, owner, self.where)
+        if name is None and self.named_by_instance and owner is not None:
+            name = str_attribute(owner, "name") or _class_of(owner).__name__
+        return name or self.default_name or "tool"
 
     def _effect(self, owner: Any, name: str) -> str:
         effect = self.effect
@@ -663,7 +685,8 @@ class _ToolSpec(_Spec[OpScope]):
         error, passed = self._outcome(error)
         # The journal's outcome: an exception the tool ends with without failing is done.
         done = None if isinstance(result, Streamed) or result is NO_RESULT else result
-        end_tool_step(scope, done, error)
+        if scope.step is not None:  # its intent was journaled, or the journal answers it
+            end_tool_step(scope, done, error)
         if isinstance(result, Streamed):  # a generator tool: its results were its items
             scope.outcome.set_sizes(chars_out=scope.streamed_chars)
             finish(scope, error, passed=passed)

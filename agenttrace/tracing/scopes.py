@@ -31,7 +31,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
 from contextvars import Token
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 import msgspec
 from opentelemetry import context as otel_context
@@ -59,7 +59,7 @@ from agenttrace.tracing.op_attributes import (
     start_attributes,
 )
 from agenttrace.tracing.outbound import outbound_attributes, outbound_text, outbound_value
-from agenttrace.tracing.recording import emit, emit_inference_details, record_canonical_event
+from agenttrace.tracing.recording import emit_inference_details, record_canonical_event
 from agenttrace.tracing.runs import Run, new_root_run, run_ended, run_started
 
 Scope = Union["SessionScope", "TurnScope", "OpScope"]
@@ -478,8 +478,9 @@ def _start(
     scope.trace_id = context.trace_id
     scope.span_id = context.span_id
     scope.start_record = None
-    if runtime.recorder is not None:
-        emit(
+    recorder = runtime.recorder  # read once: emit() would read it again
+    if recorder is not None:
+        recorder.record(
             started := Started(
                 scope.origin,
                 scope.label,
@@ -492,7 +493,7 @@ def _start(
                 if parent_context is not None and parent_context.is_valid
                 else None,
                 attributes,
-                span_kind=span_kind.name,
+                span_kind=_SPAN_KIND_NAMES[span_kind],
                 links=[_link(link) for link in links] if links else (),
                 session=session,
                 parent=parent_label,
@@ -500,6 +501,10 @@ def _start(
             )
         )
         scope.start_record = started
+
+
+_SPAN_KIND_NAMES = {kind: kind.name for kind in SpanKind}
+"""Each span kind's name, as a ``Started`` record says it (an enum's ``name`` is a property)."""
 
 
 def start_session(
@@ -538,76 +543,28 @@ def start_session(
         )
         parent = host_op
     started_ns = time.time_ns() if started_ns is None else started_ns
-    attributes: dict[str, AttributeValue]
-    links: list[Link] = []
-    parent_txn_id: str | None = None
     if parent is None:
-        session = current_session()
-        run = new_root_run(session, name, arguments, implicit)
-        txn_id = run.origin_txn_id
-        address: Address = ()
-        label = format_label(())
-        prefix = ""
-        call_path = name
-        attributes = _flatten_ingress(ingress if ingress is not None else default_ingress())
-        previous = session.previous_trace
-        if previous is not None:
-            links.append(Link(SpanContext(previous[0], previous[1], is_remote=True)))
-            if session.resumed_from is not None:
-                attributes[sc.RESUMED_FROM] = format(previous[0], "032x")
+        place = _root_place(name, ingress, arguments, implicit)
     else:
-        txn_id = new_txn_id()
-        run = parent.session.run
-        child = parent.next_child_index()
-        address = (*parent.address, child)
-        label = f"{parent.label}:{child}"
-        prefix = f"{parent.label}." if child == 1 else f"{label}."
-        parent_txn_id = parent.session.txn_id
-        call_path = f"{parent.session.call_path}/{name}"
-        attributes = _flatten_ingress(
-            ingress
-            if ingress is not None
-            else {
-                "source": "sub-agent",
-                "sub_agent": {
-                    "parent_trace_id": format(parent.span.get_span_context().trace_id, "032x"),
-                    "parent_call_path": parent.session.call_path,
-                    "tool_name": parent.name,
-                },
-            }
-        )
-        attributes[sc.TXN_PARENT] = parent_txn_id
+        place = _child_place(parent, name, ingress)
+    run = place.run
     scope = SessionScope(
         name,
         run,
-        txn_id=txn_id,
+        txn_id=place.txn_id,
         agent_id=agent_of(run.session, owner, name, model, agent_id),
-        address=address,
-        label=label,
-        prefix=prefix,
-        call_path=call_path,
-        parent_txn_id=parent_txn_id,
+        address=place.address,
+        label=place.label,
+        prefix=place.prefix,
+        call_path=place.call_path,
+        parent_txn_id=place.parent_txn_id,
         model=model,
         host_op=host_op,
-        hosted_by=parent if isinstance(parent, OpScope) else None,
+        hosted_by=parent,
         started_ns=started_ns,
     )
-    attributes.update(scope.common)
-    attributes[sc.KIND] = sc.KIND_SESSION
-    openinference = runtime.settings.openinference
-    if openinference:
-        attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_AGENT
-    attributes[sc.PATH] = scope.label
-    attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
-    attributes[sc.GEN_AI_AGENT_NAME] = name
-    attributes[sc.GEN_AI_AGENT_ID] = scope.agent_id
-    attributes[sc.GEN_AI_CONVERSATION_ID] = run.session_id
-    attributes[sc.SESSION_ID] = run.session_id
-    attributes[sc.CALL_PATH] = scope.call_path
-    if model:
-        attributes[sc.AGENT_MODEL] = model
-    if implicit:
-        attributes[sc.IMPLICIT] = True
+    attributes = place.attributes
+    _add_session_attributes(attributes, scope, model, implicit)
     if parent is None and run.reentry is not None:  # at its start: its tree node says so too
         attributes[sc.REENTERS] = run.journal_run
     # A hosting op agenttrace opened itself is not current in the context: parent explicitly.
@@ -618,7 +575,7 @@ def start_session(
         sc.SPAN_SESSION.format(name=name),
         attributes,
         parent_span,
-        links,
+        place.links,
         run.session if parent is None else None,
         parent.label if parent is not None else None,
     )
@@ -627,6 +584,94 @@ def start_session(
     if parent is None:
         run_started(run, scope.agent_id, name, implicit)
     return scope
+
+
+class _Place(NamedTuple):
+    """Where a starting agent run goes: its run, identity and place in the opTree, and what
+    its span starts with of them (its ingress, a root run's link to the session's last run)."""
+
+    run: Run
+    txn_id: str
+    parent_txn_id: str | None
+    address: Address
+    label: str
+    prefix: str
+    call_path: str
+    attributes: dict[str, AttributeValue]
+    links: list[Link]
+
+
+def _root_place(
+    name: str,
+    ingress: Mapping[str, Any] | None,
+    arguments: tuple[tuple[Any, ...], Mapping[str, Any]] | None,
+    implicit: bool,
+) -> _Place:
+    """A root run's place: a new run of the current session, linked to its last one."""
+    session = current_session()
+    run = new_root_run(session, name, arguments, implicit)
+    attributes = _flatten_ingress(ingress if ingress is not None else default_ingress())
+    links: list[Link] = []
+    previous = session.previous_trace
+    if previous is not None:
+        links.append(Link(SpanContext(previous[0], previous[1], is_remote=True)))
+        if session.resumed_from is not None:
+            attributes[sc.RESUMED_FROM] = format(previous[0], "032x")
+    return _Place(run, run.origin_txn_id, None, (), format_label(()), "", name, attributes, links)
+
+
+def _child_place(parent: OpScope, name: str, ingress: Mapping[str, Any] | None) -> _Place:
+    """A sub-agent run's place: the next child session of the op ``parent``."""
+    run = parent.session.run
+    child = parent.next_child_index()
+    label = f"{parent.label}:{child}"
+    parent_txn_id = parent.session.txn_id
+    attributes = _flatten_ingress(
+        ingress
+        if ingress is not None
+        else {
+            "source": "sub-agent",
+            "sub_agent": {
+                "parent_trace_id": format(parent.span.get_span_context().trace_id, "032x"),
+                "parent_call_path": parent.session.call_path,
+                "tool_name": parent.name,
+            },
+        }
+    )
+    attributes[sc.TXN_PARENT] = parent_txn_id
+    return _Place(
+        run,
+        new_txn_id(),
+        parent_txn_id,
+        (*parent.address, child),
+        label,
+        f"{parent.label}." if child == 1 else f"{label}.",
+        f"{parent.session.call_path}/{name}",
+        attributes,
+        [],
+    )
+
+
+def _add_session_attributes(
+    attributes: dict[str, AttributeValue], scope: SessionScope, model: str | None, implicit: bool
+) -> None:
+    """What a session span starts with of its run, after its ingress."""
+    run = scope.run
+    attributes.update(scope.common)
+    attributes[sc.KIND] = sc.KIND_SESSION
+    if runtime.settings.openinference:
+        attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_AGENT
+    attributes[sc.PATH] = scope.label
+    attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
+    attributes[sc.GEN_AI_AGENT_NAME] = scope.name
+    attributes[sc.GEN_AI_AGENT_ID] = scope.agent_id
+    attributes[sc.GEN_AI_CONVERSATION_ID] = run.session_id
+    attributes[sc.SESSION_ID] = run.session_id
+    attributes[sc.CALL_PATH] = scope.call_path
+    if model:
+        attributes[sc.AGENT_MODEL] = model
+    if implicit:
+        attributes[sc.IMPLICIT] = True
 
 
 def start_turn(
@@ -703,55 +748,40 @@ def start_op(
     a tool's provider and input size), which its span starts with; it becomes the scope's
     ``outcome``, filled in during the call.
     """
-    parent = _current.get()
-    owned: SessionScope | None = None
-    parent_span: Span | None = None
-    if parent is None:
-        owned = start_session(_default_agent_name(), implicit=True, started_ns=started_ns)
-        turn = start_turn(implicit=True, session=owned, started_ns=started_ns)
-        parent_span = turn.span
-    elif isinstance(parent, SessionScope):
-        with _shared:  # ops started at once in pool threads join one auto turn, as inline
-            turn = parent.auto_turn  # type: ignore[assignment]
-            if turn is None or new_turn:
-                turn = start_turn(implicit=True, session=parent, started_ns=started_ns)
-        parent_span = turn.span
-    elif isinstance(parent, TurnScope):
-        turn = parent
-    else:
-        turn = parent.turn
+    turn, owned, parent_span = _turn_for_op(new_turn, started_ns)
     started_ns = time.time_ns() if started_ns is None else started_ns
     scope = OpScope(kind, name, turn, turn.next_op_index(), started_ns, outcome, owned)
     outcome = scope.outcome
-    # Made outbound here, part by part: the session's common attributes were when it started.
+    # Made outbound here, part by part: the session's common attributes were when it started,
+    # the op's name and what a tool's span starts with of it once per name (``_op_names``).
     settings = runtime.settings
     cap = settings.max_payload_bytes
-    capped_name, tool_span_name = _op_names(name, cap)
+    names = _op_names(name, cap, settings.openinference)
+    label = scope.label  # counters: only a cap below 4 bytes a character could cut it
     span_attributes: dict[str, AttributeValue] = {
         **turn.session.common,
         sc.KIND: kind,
-        sc.PATH: outbound_value(sc.PATH, scope.label, cap),
+        sc.PATH: label if len(label) * 4 <= cap else outbound_value(sc.PATH, label, cap),
     }
     if kind == sc.KIND_TOOL:
         outcome.operation = sc.OP_EXECUTE_TOOL
-        outcome.tool_name = capped_name
-        span_attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_EXECUTE_TOOL
-        span_attributes[sc.GEN_AI_TOOL_NAME] = capped_name
-        if settings.openinference:
-            span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_TOOL
-            span_attributes[sc.TOOL_NAME] = capped_name
-        span_name = tool_span_name
+        outcome.tool_name = names.name
+        span_attributes.update(names.tool_attributes)
+        span_name = names.tool_span
     else:
         if settings.openinference:
             span_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_LLM
-        span_name = capped_name
+        span_name = names.name
     if implicit:
         span_attributes[sc.IMPLICIT] = True
-    span_attributes.update(outbound_attributes(start_attributes(outcome), cap))
+    # One pass over what is not made once per name: the outcome's, the caller's, ``more``'s.
+    given = start_attributes(outcome)
     if attributes:
-        span_attributes.update(outbound_attributes(attributes, cap))
+        given.update(attributes)
     if more is not None:
-        span_attributes.update(outbound_attributes(more(scope.session), cap))
+        given.update(more(scope.session))
+    if given:
+        span_attributes.update(outbound_attributes(given, cap))
     # GenAI conventions: a call to a model is a CLIENT span; agents and tools run in-process.
     span_kind = SpanKind.CLIENT if kind == sc.KIND_LLM else SpanKind.INTERNAL
     _start(
@@ -767,25 +797,71 @@ def start_op(
     return scope
 
 
-_names: dict[tuple[str, int], tuple[int, str, str]] = {}
-"""Per op name and cap: the secrets' generation, the name outbound, and a tool span's name
-outbound (few names recur)."""
+def _turn_for_op(
+    new_turn: bool, started_ns: int | None
+) -> tuple[TurnScope, SessionScope | None, Span | None]:
+    """The turn an op starting now goes into (see the module docstring), the implicit session
+    opened for it if it had none, and the span to parent it under when that is not the current
+    one (a turn opened here is not current)."""
+    parent = _current.get()
+    if parent is None:
+        owned = start_session(_default_agent_name(), implicit=True, started_ns=started_ns)
+        turn = start_turn(implicit=True, session=owned, started_ns=started_ns)
+        return turn, owned, turn.span
+    if isinstance(parent, SessionScope):
+        with _shared:  # ops started at once in pool threads join one auto turn, as inline
+            turn = parent.auto_turn  # type: ignore[assignment]
+            if turn is None or new_turn:
+                turn = start_turn(implicit=True, session=parent, started_ns=started_ns)
+        return turn, None, turn.span
+    if isinstance(parent, TurnScope):
+        return parent, None, None
+    return parent.turn, None, None
 
 
-def _op_names(name: str, cap: int) -> tuple[str, str]:
-    """``name`` outbound, and the span name of a tool of that name, outbound; made once each
-    (again once a new secret is known)."""
+class _OpNames:
+    """An op name's outbound forms, made once per name (``_op_names``)."""
+
+    __slots__ = ("cap", "generation", "name", "openinference", "tool_attributes", "tool_span")
+
+    def __init__(self, name: str, cap: int, generation: int, openinference: bool) -> None:
+        self.generation = generation
+        self.cap = cap
+        self.openinference = openinference
+        self.name = outbound_text(name, cap)
+        """The name as it leaves the process (an LLM op's span name)."""
+        self.tool_span = outbound_text(sc.SPAN_TOOL.format(name=name), cap)
+        """The span name of a tool of that name."""
+        tool_attributes: dict[str, AttributeValue] = {
+            sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+            sc.GEN_AI_TOOL_NAME: self.name,
+        }
+        if openinference:
+            tool_attributes[sc.OPENINFERENCE_SPAN_KIND] = sc.OI_TOOL
+            tool_attributes[sc.TOOL_NAME] = self.name
+        self.tool_attributes = tool_attributes
+        """What a tool span of that name starts with of it (never changed: copied from)."""
+
+
+_names: dict[str, _OpNames] = {}
+"""Per op name: its outbound forms (few names recur)."""
+
+
+def _op_names(name: str, cap: int, openinference: bool) -> _OpNames:
+    """``name``'s outbound forms for this cap and setting; made once (again once a new secret
+    is known)."""
     generation = secret_values.generation
-    names = _names.get((name, cap))
-    if names is None or names[0] != generation:
+    names = _names.get(name)
+    if (
+        names is None
+        or names.generation != generation
+        or names.cap != cap
+        or names.openinference is not openinference
+    ):
         if len(_names) >= 1024:  # names made up per call: keep only recent ones
             _names.clear()
-        names = _names[name, cap] = (
-            generation,
-            outbound_text(name, cap),
-            outbound_text(sc.SPAN_TOOL.format(name=name), cap),
-        )
-    return names[1], names[2]
+        names = _names[name] = _OpNames(name, cap, generation, openinference)
+    return names
 
 
 # --- finishing scopes ------------------------------------------------------------------------
@@ -821,12 +897,11 @@ def finish(
     """
     if ended_ns is None:
         ended_ns = time.time_ns()
-    if isinstance(scope, SessionScope) and scope.auto_turn is not None:
+    op = scope if isinstance(scope, OpScope) else None
+    if op is None and isinstance(scope, SessionScope) and scope.auto_turn is not None:
         close_auto_turn(scope, ended_ns)
-    span = scope.span
     # The span's own status and duration say how it went and how long it took: no attribute
     # repeats them (the opTree's status and latency come from the Ended record).
-    op = scope if isinstance(scope, OpScope) else None
     final: Attributes = (
         {} if error is None or op is not None else error_span_attributes(type(error).__qualname__)
     )
@@ -835,56 +910,98 @@ def finish(
         if more:
             final.update(more)
     finally:
-        if op is not None:  # its outcome's attributes, as the call set them (once, here)
-            if error is not None and op.outcome.error_type is None:
-                op.outcome.set_error(type(error).__qualname__)
-            final.update(end_attributes(op.outcome))
         # Even if computing the attributes failed, the span ends with the call's status.
-        if final:
-            final = outbound_attributes(final, runtime.settings.max_payload_bytes)
-            span.set_attributes(final)
-        description: str | None = None
-        events: tuple[SpanEvent, ...] = ()
-        if error is not None:
-            description, event = record_error(span, error, ended_ns)
-            events = (event,)
-        elif passed is not None:
-            events = (record_exception(span, passed, ended_ns),)
-        span.end(ended_ns)
-        if (
-            captures(Output.LOG, runtime.settings)
-            and isinstance(scope, OpScope)
-            and scope.kind == sc.KIND_LLM
-            and span.get_span_context().trace_flags.sampled
-        ):
-            emit_inference_details(span, {**scope.attributes, **final}, scope.payloads, ended_ns)
-        if runtime.recorder is not None:
-            late = scope.late
-            ended = {**late, **final} if late else final
-            payloads = accounted = session = outcome = None
-            if isinstance(scope, OpScope):  # an op: its content, and what it cost
-                payloads = scope.payloads or None
-                # A step answered from the journal did not run: nothing new to bill.
-                if late is not None and late.get(sc.REPLAYED) is True:
-                    outcome = _outcome(scope, ended_ns, description)
-                else:
-                    accounted = _accounted(scope, ended_ns, description)
-                session = scope.session.run.session
-            emit(
-                Ended(
-                    scope.origin,
-                    scope.label,
-                    ended_ns,
-                    ended,
-                    description,
-                    events,
-                    payloads,
-                    accounted,
-                    session,
-                    scope.start_record,
-                    outcome,
-                )
-            )
+        _end(scope, op, final, error, passed, ended_ns)
+    _finish_owned(scope, error, passed, ended_ns)
+
+
+def _end(
+    scope: Scope,
+    op: OpScope | None,
+    final: Attributes,
+    error: BaseException | None,
+    passed: BaseException | None,
+    ended_ns: int,
+) -> None:
+    """End ``scope``'s span with ``final`` (and an op's outcome attributes) and its status,
+    and record the end."""
+    if op is not None:  # its outcome's attributes, as the call set them (once, here)
+        if error is not None and op.outcome.error_type is None:
+            op.outcome.set_error(type(error).__qualname__)
+        final.update(end_attributes(op.outcome))
+    span = scope.span
+    settings = runtime.settings
+    if final:
+        final = outbound_attributes(final, settings.max_payload_bytes)
+        span.set_attributes(final)
+    description: str | None = None
+    events: tuple[SpanEvent, ...] = ()
+    if error is not None:
+        description, event = record_error(span, error, ended_ns)
+        events = (event,)
+    elif passed is not None:
+        events = (record_exception(span, passed, ended_ns),)
+    span.end(ended_ns)
+    if (
+        op is not None
+        and op.kind == sc.KIND_LLM
+        and captures(Output.LOG, settings)
+        and span.get_span_context().trace_flags.sampled
+    ):
+        emit_inference_details(span, {**op.attributes, **final}, op.payloads, ended_ns)
+    recorder = runtime.recorder  # read once: emit() would read it again
+    if recorder is not None:
+        recorder.record(_ended(scope, op, final, description, events, ended_ns))
+
+
+def _ended(
+    scope: Scope,
+    op: OpScope | None,
+    final: Attributes,
+    description: str | None,
+    events: tuple[SpanEvent, ...],
+    ended_ns: int,
+) -> Ended:
+    """The record of ``scope``'s end: what its span gained since it started and, for an op,
+    its content and what it came to."""
+    late = scope.late
+    ended = {**late, **final} if late else final
+    if op is None:
+        return Ended(
+            scope.origin,
+            scope.label,
+            ended_ns,
+            ended,
+            description,
+            events,
+            started=scope.start_record,
+        )
+    accounted = outcome = None
+    # A step answered from the journal did not run: nothing new to bill.
+    if late is not None and late.get(sc.REPLAYED) is True:
+        outcome = _outcome(op, ended_ns, description)
+    else:
+        accounted = _accounted(op, ended_ns, description)
+    return Ended(
+        op.origin,
+        op.label,
+        ended_ns,
+        ended,
+        description,
+        events,
+        op.payloads or None,
+        accounted,
+        op.session.run.session,
+        op.start_record,
+        outcome,
+    )
+
+
+def _finish_owned(
+    scope: Scope, error: BaseException | None, passed: BaseException | None, ended_ns: int
+) -> None:
+    """Finish what ``scope`` owned (an implicit session, a hosting op) now that it ended; a
+    root run's end is told to the run's bookkeeping."""
     if isinstance(scope, OpScope):
         if scope.owned_session is not None:
             finish(scope.owned_session, error, passed=passed, ended_ns=ended_ns)
@@ -953,14 +1070,30 @@ console carry them, so they leave the process capped and scrubbed, as the span's
 def _outbound_names(outcome: OpOutcome) -> OpOutcome:
     """``outcome`` with each of its :data:`_NAMES` outbound (itself when none changes)."""
     cap = runtime.settings.max_payload_bytes
-    changed: dict[str, str] = {}
+    generation = secret_values.generation  # read first: a scrub may see newer secrets only
+    changed: dict[str, str] | None = None
     for field in _NAMES:
         value = getattr(outcome, field)
-        if value is not None:
+        if value is None:
+            continue
+        # A tool's names are the same few texts on every call: each made outbound once.
+        known = _outbound.get(value)
+        if known is not None and known[0] == generation and known[1] == cap:
+            clean = known[2]
+        else:
             clean = outbound_text(value, cap)
-            if clean != value:
-                changed[field] = clean
+            if len(_outbound) >= 1024:  # names made up per call: keep only recent ones
+                _outbound.clear()
+            _outbound[value] = (generation, cap, clean)
+        if clean is not value and clean != value:
+            if changed is None:
+                changed = {}
+            changed[field] = clean
     return msgspec.structs.replace(outcome, **changed) if changed else outcome
+
+
+_outbound: dict[str, tuple[int, int, str]] = {}
+"""An outcome's names outbound, by name: (the secrets' generation, the cap, the text)."""
 
 
 def record_error(span: Span, error: BaseException, when_ns: int) -> tuple[str, SpanEvent]:

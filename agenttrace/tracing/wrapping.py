@@ -157,7 +157,10 @@ def _wrap_function(fn: F, opener: Opener) -> F:
                 report_internal_error(opener.where, internal)
             raise
         if tokens is not None:
-            _deactivate(opener, tokens)
+            try:
+                deactivate(tokens)
+            except Exception as internal:  # the span still ends below
+                report_internal_error(opener.where, internal)
         if type(result) is GeneratorType or type(result) is AsyncGeneratorType:
             return _stream(opener, scope, result)
         try:
