@@ -287,3 +287,59 @@ def test_init_can_leave_the_sdk_alone(traced: Traced, llm: LLMServer) -> None:
     assert not OpenAIInstrumentor().is_instrumented
     client(llm).chat.completions.create(model="gpt-4o-mini", messages=HI)
     assert llm_spans(traced) == []
+
+
+# --- the SDK's own retries ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_each_request_the_sdk_retries_is_an_attempt_of_one_call(
+    traced: Traced, llm: LLMServer, status: int
+) -> None:
+    fast = {"retry-after-ms": "10"}
+    llm.reset(Reply(status=status, headers=fast), Reply(status=status, headers=fast))
+    sdk = openai.OpenAI(base_url=llm.api_base, api_key=KEY, max_retries=2)
+    reply = sdk.chat.completions.create(model="gpt-4o-mini", messages=HI)
+
+    async def again() -> Any:
+        llm.reset(Reply(status=status, headers=fast))
+        asdk = openai.AsyncOpenAI(base_url=llm.api_base, api_key=KEY, max_retries=1)
+        return await asdk.chat.completions.create(model="gpt-4o-mini", messages=HI)
+
+    answer = asyncio.run(again())
+    assert reply.choices[0].message.content == answer.choices[0].message.content == "Hello!"
+    assert len(llm.requests) == 2
+    spans = llm_spans(traced)
+    assert [(attrs(s)[sc.ATTEMPT], outcome(s)) for s in spans] == [
+        (1, "failed"),
+        (2, "failed"),
+        (3, "ok"),
+        (1, "failed"),
+        (2, "ok"),
+    ]
+    # One call, one turn: its attempts are siblings.
+    assert len({s.parent.span_id for s in spans[:3] if s.parent}) == 1
+
+
+@pytest.mark.init(capture_content=True)
+def test_the_stream_helper_is_one_span_sync_and_async(traced: Traced, llm: LLMServer) -> None:
+    with client(llm).chat.completions.stream(model="gpt-4o-mini", messages=HI) as stream:
+        for _ in stream:
+            pass
+        final = stream.get_final_completion()
+
+    async def again() -> Any:
+        async with aclient(llm).chat.completions.stream(
+            model="gpt-4o-mini", messages=HI
+        ) as astream:
+            async for _ in astream:
+                pass
+            return await astream.get_final_completion()
+
+    answer = asyncio.run(again())
+    assert final.choices[0].message.content == answer.choices[0].message.content == "Hello!"
+    spans = llm_spans(traced)
+    assert len(spans) == 2
+    for span in spans:
+        assert attrs(span)[sc.GEN_AI_REQUEST_STREAM] is True
+        assert json.loads(attrs(span)[sc.GEN_AI_OUTPUT_MESSAGES])[0]["content"] == "Hello!"

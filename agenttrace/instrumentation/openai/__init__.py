@@ -3,8 +3,9 @@
 ``Completions.create`` and ``AsyncCompletions.create`` (``client.chat.completions.create``,
 on any client: ``OpenAI``, ``AsyncOpenAI``, ``AzureOpenAI``, any ``base_url``) are wrapped on
 their classes, so every client, made before the patch or after, is traced; plain replies and
-streams (``stream=True``), as litellm's attempts are (:mod:`.chat`, :mod:`.streaming`), and
-answered from the journal in a re-entered run (:mod:`.replay`). The attempts, logical calls
+streams (``stream=True``), as litellm's attempts are (:mod:`.chat`, :mod:`.streaming`),
+answered from the journal in a re-entered run (:mod:`.replay`), and the SDK's own retries are
+attempts of one call (:mod:`.retries`). The attempts, logical calls
 and transcript entries are the litellm instrumentation's own (its :mod:`tracking
 <agenttrace.instrumentation.litellm.tracking>`, :mod:`calls
 <agenttrace.instrumentation.litellm.calls>` and :mod:`attempt
@@ -13,7 +14,8 @@ litellm call, which reaches the SDK from inside its own attempt, stays one span.
 
 The modules, each importing only those before it: :mod:`.request` (what a call asks, its
 provider and price, the shared state), :mod:`.streaming` (the stream proxy), :mod:`.replay`
-(replies from the journal), :mod:`.chat` (the wrappers) and this package (the instrumentor).
+(replies from the journal), :mod:`.chat` (the wrappers), :mod:`.retries` (the SDK's retries)
+and this package (the instrumentor).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from agenttrace.instrumentation.litellm.utils import state as litellm_state
 from agenttrace.instrumentation.on_import import instrument_on_import
 from agenttrace.instrumentation.openai.chat import acreate_wrapper, create_wrapper
 from agenttrace.instrumentation.openai.request import WHERE, state
+from agenttrace.instrumentation.openai.retries import RETRY_METHOD, retry_wrapper
 from agenttrace.tracing.implicit import end_runs
 
 __all__ = ["OpenAIInstrumentor", "instrument_when_imported"]
@@ -37,6 +40,8 @@ __all__ = ["OpenAIInstrumentor", "instrument_when_imported"]
 _TARGETS = (
     ("openai.resources.chat", "Completions", "create", create_wrapper),
     ("openai.resources.chat", "AsyncCompletions", "create", acreate_wrapper),
+    ("openai._base_client", "SyncAPIClient", RETRY_METHOD, retry_wrapper),
+    ("openai._base_client", "AsyncAPIClient", RETRY_METHOD, retry_wrapper),
 )
 """(module, class, method, wrapper) patched: on the class that defines the method, which
 ``openai.resources.chat`` exports in every 1.x and 2.x layout (one module, later a package)."""
@@ -52,7 +57,12 @@ class OpenAIInstrumentor(LibraryInstrumentor):
     """
 
     instruments = ("openai >= 1.40",)
-    init_options: ClassVar[dict[str, Any] | None] = {"instrument_openai": False}
+    # Setting agenttrace up instruments no other library: each has its own instrumentor, which
+    # zero-code loads too.
+    init_options: ClassVar[dict[str, Any] | None] = {
+        "instrument_litellm": False,
+        "instrument_openai": False,
+    }
 
     def patch(self, **options: Any) -> None:
         """Patch the SDK's chat completions (imports it)."""
@@ -60,6 +70,8 @@ class OpenAIInstrumentor(LibraryInstrumentor):
             return
         for module_name, class_name, method, wrapper in _TARGETS:
             owner = getattr(importlib.import_module(module_name), class_name)
+            if method not in vars(owner):  # an SDK without it: its retries stay one attempt
+                continue
             wrapt.wrap_function_wrapper(owner, method, wrapper)
             state.patches.append((owner, method, own_attribute(owner, method)))
         state.enabled = True
