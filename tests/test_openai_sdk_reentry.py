@@ -10,8 +10,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import openai
+import pydantic
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
@@ -174,3 +176,42 @@ def test_after_a_kill_a_resumed_run_does_not_ask_for_a_recorded_reply_again(
     (stream,) = (tmp_path / "sessions").glob("*.events.jsonl")
     tree = ok(run_cli(tmp_path, "tree", str(stream)))
     assert "1.1 llm gpt-4o-mini ok" in tree and "replayed" in tree
+
+
+class Answer(pydantic.BaseModel):
+    """What the ``parse`` tests ask for."""
+
+    city: str
+
+
+def test_parse_is_traced_and_its_parsed_reply_comes_back_on_re_entry(
+    traced: Traced, tmp_path: Path, llm: LLMServer
+) -> None:
+    @agenttrace.agent("Parser")
+    async def ask() -> tuple[Any, Any]:
+        sync = client(llm).chat.completions.parse(
+            model="gpt-4o-mini", messages=HI, response_format=Answer
+        )
+        later = await aclient(llm).chat.completions.parse(
+            model="gpt-4o-mini",
+            messages=[*HI, {"role": "user", "content": "again"}],
+            response_format=Answer,
+        )
+        return sync, later
+
+    llm.reset(Reply(content='{"city": "Paris"}'), Reply(content='{"city": "Rome"}'))
+    first = asyncio.run(ask())
+    assert [reply.choices[0].message.parsed for reply in first] == [
+        Answer(city="Paris"),
+        Answer(city="Rome"),
+    ]
+    assert len(llm_spans(traced)) == 2
+    traced.handle.force_flush()
+    rearm(tmp_path)
+    llm.reset(Reply(content="not asked"))
+    again = asyncio.run(ask())
+    assert llm.requests == []
+    for was, now in zip(first, again, strict=True):
+        assert type(now) is type(was)  # the SDK's ParsedChatCompletion[Answer]
+        assert now.choices[0].message.parsed == was.choices[0].message.parsed
+    assert len([s for s in llm_spans(traced) if attrs(s).get(sc.REPLAYED)]) == 2

@@ -1,14 +1,14 @@
 """The OpenAI Python SDK, patched with wrapt: one ``chat {model}`` span per LLM attempt.
 
-``Completions.create`` and ``AsyncCompletions.create`` (``client.chat.completions.create``,
-on any client: ``OpenAI``, ``AsyncOpenAI``, ``AzureOpenAI``, any ``base_url``) are wrapped on
-their classes, so every client, made before the patch or after, is traced; plain replies and
-streams (``stream=True``), as litellm's attempts are (:mod:`.chat`, :mod:`.streaming`),
-answered from the journal in a re-entered run (:mod:`.replay`), and the SDK's own retries are
-attempts of one call (:mod:`.retries`). The attempts, logical calls
-and transcript entries are the litellm instrumentation's own (its :mod:`tracking
-<agenttrace.instrumentation.litellm.tracking>`, :mod:`calls
-<agenttrace.instrumentation.litellm.calls>` and :mod:`attempt
+``Completions.create`` and ``AsyncCompletions.create`` (``client.chat.completions.create``, on
+any client: ``OpenAI``, ``AsyncOpenAI``, ``AzureOpenAI``, any ``base_url``) and their ``parse``
+are wrapped on their classes, so every client, made before the patch or after, is traced: plain
+replies and streams (``stream=True``, and the ``stream()`` helper, which calls ``create``), as
+litellm's attempts are (:mod:`.chat`, :mod:`.streaming`), answered from the journal in a
+re-entered run (:mod:`.replay`), with the SDK's own retries as attempts of one call
+(:mod:`.retries`). The attempts, logical calls and transcript entries are the litellm
+instrumentation's own (its :mod:`tracking <agenttrace.instrumentation.litellm.tracking>`,
+:mod:`calls <agenttrace.instrumentation.litellm.calls>` and :mod:`attempt
 <agenttrace.instrumentation.litellm.attempt>`), so the two record a call the same way, and a
 litellm call, which reaches the SDK from inside its own attempt, stays one span.
 
@@ -40,6 +40,9 @@ __all__ = ["OpenAIInstrumentor", "instrument_when_imported"]
 _TARGETS = (
     ("openai.resources.chat", "Completions", "create", create_wrapper),
     ("openai.resources.chat", "AsyncCompletions", "create", acreate_wrapper),
+    # parse sends its request itself (not through create): its reply is a ParsedChatCompletion.
+    ("openai.resources.chat", "Completions", "parse", create_wrapper),
+    ("openai.resources.chat", "AsyncCompletions", "parse", acreate_wrapper),
     ("openai._base_client", "SyncAPIClient", RETRY_METHOD, retry_wrapper),
     ("openai._base_client", "AsyncAPIClient", RETRY_METHOD, retry_wrapper),
 )

@@ -67,7 +67,7 @@ def create_wrapper(
         else:
             recorded = _recorded(attempt, kwargs)
             if recorded is not None:
-                result = _replayed(recorded, attempt, instance, False)
+                result = _replayed(recorded, attempt, instance, False, _parse_of(wrapped, kwargs))
             else:
                 result = _run(wrapped, args, kwargs, attempt)
         raised = False
@@ -79,8 +79,8 @@ def create_wrapper(
 async def acreate_wrapper(
     wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    """For ``AsyncCompletions.create``: the call runs in the caller's task, whose context the
-    attempt's scope is current in while it is awaited."""
+    """For ``AsyncCompletions.create`` and ``.parse``: the call runs in the caller's task, whose
+    context the attempt's scope is current in while it is awaited."""
     if _untraced(kwargs):
         return await wrapped(*args, **kwargs)
     call_token = enter_call(args, kwargs, True)
@@ -92,7 +92,7 @@ async def acreate_wrapper(
         else:
             recorded = _recorded(attempt, kwargs)
             if recorded is not None:
-                result = _replayed(recorded, attempt, instance, True)
+                result = _replayed(recorded, attempt, instance, True, _parse_of(wrapped, kwargs))
             else:
                 result = await _arun(wrapped, args, kwargs, attempt)
         raised = False
@@ -166,11 +166,23 @@ async def _arun(
     return _finish(result, attempt)
 
 
-def _replayed(recorded: Step, attempt: Attempt, resource: Any, is_async: bool) -> Any:
+def _parse_of(wrapped: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The arguments of a ``parse`` call (its reply is parsed by the SDK), else None."""
+    return kwargs if getattr(wrapped, "__name__", None) == "parse" else None
+
+
+def _replayed(
+    recorded: Step,
+    attempt: Attempt,
+    resource: Any,
+    is_async: bool,
+    parse: dict[str, Any] | None = None,
+) -> Any:
     """The reply the journal recorded for this attempt, ended as a reply from the model is (the
     model is not called)."""
+    client = getattr(resource, "_client", None)
     try:
-        result = replayed_response(recorded, attempt, getattr(resource, "_client", None), is_async)
+        result = replayed_response(recorded, attempt, client, is_async, parse)
     except Exception as exc:  # a journal this SDK cannot read back: a failure of ours
         report_internal_error(WHERE, exc)
         raise
@@ -194,9 +206,21 @@ def _finish(result: Any, attempt: Attempt) -> Any:
         try:
             report_internal_error(WHERE, exc)
         finally:  # ends the span even when the test suite re-raises the report
-            attempt.succeed(completed, Reply(response=result))
+            attempt.succeed(completed, Reply(response=_journaled(result)))
         return result
-    attempt.succeed(completed, Reply(response=result))  # billed, then journaled done
+    attempt.succeed(completed, Reply(response=_journaled(result)))  # billed, then journaled
+    return result
+
+
+def _journaled(result: Any) -> Any:
+    """What the journal keeps of a reply: the reply, or a ``parse`` call's
+    ``ParsedChatCompletion`` as its data, dumped here without pydantic's warnings (its generic
+    type warns that ``parsed`` is not ``None``, in the program's output); a replay parses the
+    content again."""
+    from openai.types.chat import ParsedChatCompletion
+
+    if isinstance(result, ParsedChatCompletion):
+        return result.model_dump(mode="json", warnings=False)
     return result
 
 

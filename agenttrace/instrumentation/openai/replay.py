@@ -17,13 +17,32 @@ from agenttrace.instrumentation.openai.streaming import StreamProxy
 from agenttrace.model.journal import Step
 
 
-def replayed_response(step: Step, attempt: Attempt, client: Any, is_async: bool) -> Any:
-    """What ``step`` recorded, as the SDK's types: a ``ChatCompletion``, or a stream."""
+def replayed_response(
+    step: Step,
+    attempt: Attempt,
+    client: Any,
+    is_async: bool,
+    parse: Mapping[str, Any] | None = None,
+) -> Any:
+    """What ``step`` recorded, as the SDK's types: a ``ChatCompletion``, or a stream.
+    ``parse``: the arguments of a ``chat.completions.parse`` call, whose reply is a
+    ``ParsedChatCompletion``, parsed again from the recorded reply as the SDK parses it."""
     from openai.types.chat import ChatCompletion
 
     if step.chunks is None:
         result = step.result
-        return ChatCompletion.construct(**result) if isinstance(result, Mapping) else result
+        if not isinstance(result, Mapping):
+            return result
+        completion = ChatCompletion.construct(**result)
+        if parse is None:
+            return completion
+        from openai.lib._parsing._completions import parse_chat_completion
+
+        return parse_chat_completion(
+            response_format=parse.get("response_format", _not_given()),
+            input_tools=parse.get("tools") or [],
+            chat_completion=completion,
+        )
     try:
         stream = _sdk_stream(step.chunks, client, is_async)
     except Exception as exc:  # an SDK whose stream cannot be built so: the chunks as they are
@@ -51,3 +70,10 @@ def _sdk_stream(chunks: list[Any], client: Any, is_async: bool) -> Any:
     )
     kind = AsyncStream if is_async else Stream
     return kind(cast_to=ChatCompletionChunk, response=response, client=client)
+
+
+def _not_given() -> Any:
+    """The SDK's "not given" (``omit`` in 2.x, ``NOT_GIVEN`` before)."""
+    import openai
+
+    return getattr(openai, "omit", None) or openai.NOT_GIVEN
