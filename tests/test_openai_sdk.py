@@ -343,3 +343,19 @@ def test_the_stream_helper_is_one_span_sync_and_async(traced: Traced, llm: LLMSe
     for span in spans:
         assert attrs(span)[sc.GEN_AI_REQUEST_STREAM] is True
         assert json.loads(attrs(span)[sc.GEN_AI_OUTPUT_MESSAGES])[0]["content"] == "Hello!"
+
+
+def test_an_async_stream_closed_early_is_awaited_as_the_sdk_s_and_ends_its_span(
+    traced: Traced, llm: LLMServer
+) -> None:
+    async def main() -> None:
+        stream = await aclient(llm).chat.completions.create(
+            model="gpt-4o-mini", messages=HI, stream=True
+        )
+        await stream.__anext__()
+        await stream.close()  # AsyncStream.close is a coroutine
+        assert stream.response.is_closed
+
+    asyncio.run(main())
+    chat = attrs(traced.one("chat gpt-4o-mini"))
+    assert chat[sc.STREAM_ABANDONED] is True

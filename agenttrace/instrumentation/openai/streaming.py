@@ -201,11 +201,12 @@ class StreamProxy(wrapt.ObjectProxy[Any]):
         state.chunk(chunk)
         return chunk
 
-    def close(self) -> None:
-        """Stop reading: the span ends now, with what was received."""
+    def close(self) -> Any:
+        """Stop reading: the span ends now, with what was received. What the SDK's ``close``
+        returns is returned: an ``AsyncStream``'s is a coroutine, which the caller awaits."""
         self._self_finalizer.detach()
         self._self_state.complete(abandoned=True)
-        self.__wrapped__.close()
+        return self.__wrapped__.close()
 
     async def aclose(self) -> None:
         """Async :meth:`close`."""
