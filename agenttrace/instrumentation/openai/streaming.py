@@ -12,6 +12,7 @@ chunks as the reader got them.
 from __future__ import annotations
 
 import functools
+import sys
 import time
 import weakref
 from typing import Any
@@ -28,6 +29,7 @@ from agenttrace.instrumentation.litellm.attempt import (
     result_attributes,
 )
 from agenttrace.instrumentation.openai.request import WHERE, price
+from agenttrace.model.outcome import Usage
 from agenttrace.tracing.journal.llm_steps import end_llm_step
 from agenttrace.tracing.llm_attributes import field, input_content
 
@@ -148,11 +150,34 @@ def _stream_attributes(
     if built is None:
         return attributes
     attributes.update(result_attributes(attempt, built))
+    usage = outcome.usage
+    if usage is None or (not usage.input and not usage.output):
+        estimated = _estimated_usage(attempt, built)
+        if estimated is not None:  # as the litellm path counts them, and says so
+            outcome.set_usage(estimated)
+            attributes[sc.USAGE_ESTIMATED] = True
     if (attempt.scope.late or {}).get(sc.REPLAYED) is True:
         outcome.set_cost(None)  # answered from the journal: nothing was bought
     elif not outcome.cost_usd:
         outcome.set_cost(price(attempt.raw_model, outcome.usage))
     return attributes
+
+
+def _estimated_usage(attempt: Attempt, built: Any) -> Usage | None:
+    """The tokens of a stream the server sent none for (no ``include_usage``), counted with
+    litellm's tokenizer when litellm is loaded (it is not imported for this), as the litellm
+    path counts them; else unknown."""
+    litellm = sys.modules.get("litellm")
+    if litellm is None:
+        return None
+    choices = field(built, "choices") or []
+    text = field(field(choices[0], "message"), "content") if choices else None
+    try:
+        prompt = int(litellm.token_counter(model=attempt.model, messages=attempt.messages or []))
+        completion = int(litellm.token_counter(model=attempt.model, text=text)) if text else 0
+    except Exception:  # an unknown model for the tokenizer: leave tokens unknown
+        return None
+    return Usage(prompt, completion)
 
 
 class StreamProxy(wrapt.ObjectProxy[Any]):
