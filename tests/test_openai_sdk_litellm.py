@@ -82,3 +82,20 @@ def test_a_raw_response_call_passes_through_as_the_sdk_gives_it(
     assert isinstance(raw, openai._legacy_response.LegacyAPIResponse)
     assert raw.parse().choices[0].message.content == "Hello!"
     assert llm_spans(traced) == []
+
+
+def test_a_call_inside_an_llm_function_is_that_function_s_span(
+    traced: Traced, llm: LLMServer
+) -> None:
+    """An ``@agenttrace.llm`` function is the program's own span of the call it makes."""
+    sdk = client(llm)
+
+    @agenttrace.llm(model="gpt-4o-mini")
+    def ask() -> openai.types.chat.ChatCompletion:
+        return sdk.chat.completions.create(model="gpt-4o-mini", messages=HI)
+
+    ask()
+    with agenttrace.llm(model="gpt-4o-mini") as call:
+        call.record_response(sdk.chat.completions.create(model="gpt-4o-mini", messages=HI))
+    assert len(llm.requests) == 2
+    assert len(llm_spans(traced)) == 2

@@ -5,8 +5,9 @@ attempts, one turn, the re-request rule) and its attempt a ``chat {model}`` span
 litellm's are (:func:`~agenttrace.instrumentation.litellm.tracking.open_span`), ended once with
 what the response says, its reply logged to the agent's transcript and journaled. A call made
 while a litellm attempt runs is litellm's own request to the model: that attempt is its span,
-so it passes through (one span, never two). A call asking for the raw HTTP response
-(``with_raw_response``, ``with_streaming_response``) passes through untraced.
+so it passes through (one span, never two), as does a call inside an ``@agenttrace.llm``
+function or block, whose span is the program's own record of it. A call asking for the raw
+HTTP response (``with_raw_response``, ``with_streaming_response``) passes through untraced.
 """
 
 from __future__ import annotations
@@ -39,14 +40,20 @@ from agenttrace.instrumentation.openai.request import WHERE, describe, price, st
 from agenttrace.instrumentation.openai.streaming import StreamProxy
 from agenttrace.model.journal import Step
 from agenttrace.tracing.journal.llm_steps import ReplayedFailure, begin_llm_step
-from agenttrace.tracing.scopes import current_scope
+from agenttrace.tracing.scopes import OpScope, current_scope
 
 _RAW = "X-Stainless-Raw-Response"
 """The header the SDK's ``with_raw_response``/``with_streaming_response`` add to the call."""
 
 
 def _untraced(kwargs: dict[str, Any]) -> bool:
+    """Whether a call passes through: tracing off, a litellm attempt's own request, a call
+    inside an ``@agenttrace.llm`` function or block (the program's own span of this call
+    records it: one span, never two), or a raw-response call."""
     if runtime.disabled or not state.enabled or attempt_var.get() is not None:
+        return True
+    scope = current_scope()
+    if isinstance(scope, OpScope) and scope.kind == sc.KIND_LLM:
         return True
     headers = kwargs.get("extra_headers")
     return isinstance(headers, dict) and _RAW in headers
