@@ -681,12 +681,12 @@ def test_parallel_tool_calls_are_ops_of_one_turn(traced: Traced, llm: LLMServer)
     assert len({s.context.trace_id for s in traced.spans()}) == 1
 
 
-@SMOL
+@pytest.mark.init(instrument=["smolagents"], capture_content=True, instrument_openai=False)
 def test_steps_are_turns_with_a_model_agenttrace_does_not_see(
     traced: Traced, llm: LLMServer
 ) -> None:
-    # OpenAIServerModel calls the OpenAI SDK, not litellm: no LLM span, but each step's ops
-    # are still a turn of their own.
+    # OpenAIServerModel calls the OpenAI SDK, here left alone: no LLM span, but each step's ops
+    # are still a turn of their own (tests/test_openai_sdk_smolagents.py: the SDK traced).
     llm.reset(*RESEARCH)
     unseen = smolagents.OpenAIServerModel(
         model_id="gpt-4o-mini", api_base=llm.api_base, api_key=KEY
@@ -829,7 +829,7 @@ def test_uninstrument_restores_everything(
 def test_init_instrument_and_instrument_smolagents(tmp_path: Any, pristine: dict[str, Any]) -> None:
     with pytest.raises(
         ValueError,
-        match="cannot instrument 'crewai': it knows claude_agent_sdk, litellm, smolagents",
+        match="cannot instrument 'crewai': it knows claude_agent_sdk, litellm, openai, smolagents",
     ):
         agenttrace.init(instrument=["crewai"])
     handle = agenttrace.init(

@@ -36,6 +36,7 @@ FLAGS = (
     "openinference",
     "disabled",
     "instrument_litellm",
+    "instrument_openai",
     "propagate_threads",
     "input_deltas",
     "journal",
@@ -79,7 +80,9 @@ def check_init_arguments(
     check_path(API, "billing_file", billing_file)
     check_number(API, "shutdown_timeout", shutdown_timeout, least=0)
     for name, value in flags.items():
-        check_flag(API, name, value, optional=name != "instrument_litellm")
+        check_flag(
+            API, name, value, optional=name not in ("instrument_litellm", "instrument_openai")
+        )
     if tool_effects is not None:
         checked_effects(tool_effects)
     if trusted_mcp_servers is not None:

@@ -13,6 +13,7 @@ from typing import Any
 INSTRUMENTORS = {
     "claude_agent_sdk": "agenttrace.instrumentation.claude_agent_sdk",
     "litellm": "agenttrace.instrumentation.litellm",
+    "openai": "agenttrace.instrumentation.openai",
     "smolagents": "agenttrace.instrumentation.smolagents",
 }
 """Name (as ``init(instrument=...)`` takes it; ``-`` works for ``_``) -> subpackage."""

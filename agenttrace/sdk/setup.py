@@ -189,6 +189,7 @@ def init(
     openinference: bool | None = None,
     disabled: bool | None = None,
     instrument_litellm: bool = True,
+    instrument_openai: bool = True,
     shutdown_timeout: float | None = None,
     propagate_threads: bool | None = None,
     instrument: Iterable[str] = (),
@@ -206,7 +207,7 @@ def init(
     since an application with its own provider has configured its own export.
     ``console_stream``: where console lines go (default: standard error; a text stream, or a
     callable that returns one). ``instrument_litellm``: patch litellm now, or as soon as it is
-    imported.
+    imported; ``instrument_openai``: the same for the OpenAI SDK (docs/how-to/openai.md).
     ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
     see ``agenttrace.sdk.instrumentors.INSTRUMENTORS``), now if imported, else as soon as they
     are; an unknown name is a ``ValueError``.
@@ -254,6 +255,7 @@ def init(
             "openinference": openinference,
             "disabled": disabled,
             "instrument_litellm": instrument_litellm,
+            "instrument_openai": instrument_openai,
             "propagate_threads": propagate_threads,
             "input_deltas": input_deltas,
             "journal": journal,
@@ -301,7 +303,7 @@ def init(
         runtime.recorder = processor
         runtime.tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
         handle = Tracing(settings, provider, processor, owns, owned_meters, export)
-        _instrument_libraries(handle, names, instrument_litellm)
+        _instrument_libraries(handle, names, instrument_litellm, instrument_openai)
         atexit.register(handle.shutdown)
         _active = handle
         return handle
@@ -352,17 +354,24 @@ def _export(
     return export
 
 
-def _instrument_libraries(handle: Tracing, names: list[str], instrument_litellm: bool) -> None:
-    """litellm (unless told not to), threads (unless ``propagate_threads`` is off), and the
-    libraries ``instrument`` names, each now or as soon as it is imported."""
+def _instrument_libraries(
+    handle: Tracing, names: list[str], instrument_litellm: bool, instrument_openai: bool = True
+) -> None:
+    """litellm and the OpenAI SDK (unless told not to), threads (unless ``propagate_threads``
+    is off), and the libraries ``instrument`` names, each now or as soon as it is imported."""
     if instrument_litellm:
         from agenttrace.instrumentation.litellm import instrument_when_imported
 
         handle._undo.append(instrument_when_imported())
+    if instrument_openai:
+        from agenttrace.instrumentation import openai as openai_instrumentation
+
+        handle._undo.append(openai_instrumentation.instrument_when_imported())
     if handle.settings.propagate_threads:
         handle._undo.append(instrument_threads())
     for name in names:
-        if library_name(name) != "litellm" or not instrument_litellm:
+        defaults = {"litellm": instrument_litellm, "openai": instrument_openai}
+        if not defaults.get(library_name(name), False):
             handle.instrument(name)
 
 

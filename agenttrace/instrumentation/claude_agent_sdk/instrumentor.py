@@ -37,7 +37,10 @@ class ClaudeAgentSDKInstrumentor(LibraryInstrumentor):
     """
 
     instruments = ("claude-agent-sdk >= 0.2.180",)
-    init_options: ClassVar[dict[str, Any] | None] = {"instrument_litellm": False}
+    init_options: ClassVar[dict[str, Any] | None] = {
+        "instrument_litellm": False,
+        "instrument_openai": False,
+    }
 
     def patch(self, **options: Any) -> None:
         """Patch the SDK; ``options`` name the runs and the exchange log (:func:`configure`)."""

@@ -63,7 +63,10 @@ class LiteLLMInstrumentor(LibraryInstrumentor):
     """
 
     instruments = ("litellm >= 1.75",)
-    init_options: ClassVar[dict[str, Any] | None] = {"instrument_litellm": False}
+    init_options: ClassVar[dict[str, Any] | None] = {
+        "instrument_litellm": False,
+        "instrument_openai": False,
+    }
 
     def patch(self, **options: Any) -> None:
         """Patch litellm (``look_for_early_imports``: see :func:`_patch`)."""

@@ -27,7 +27,7 @@ from agenttrace.instrumentation.litellm.tracking import live_var, open_span, res
 from agenttrace.instrumentation.litellm.utils import WHERE, state
 from agenttrace.tracing.journal.llm_steps import begin_llm_retry, step_fingerprint
 
-__all__ = ["RETRY_METHOD", "retry_wrapper"]
+__all__ = ["RETRY_METHOD", "retry", "retry_wrapper"]
 
 RETRY_METHOD = "_sleep_for_retry"
 """The method of ``openai._base_client.SyncAPIClient`` / ``AsyncAPIClient`` that is wrapped."""
@@ -45,6 +45,14 @@ def retry_wrapper(
     attempt = live_var.get()
     if attempt is None or attempt.done or runtime.disabled or not state.enabled:
         return wrapped(*args, **kwargs)
+    return retry(attempt, wrapped, instance, args, kwargs)
+
+
+def retry(
+    attempt: Attempt, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """What :func:`retry_wrapper` does for the ``attempt`` in flight (also the OpenAI SDK
+    instrumentation's, for its own attempts)."""
     fingerprint = step_fingerprint(attempt.scope)  # the next attempt asks the same
     try:
         attempt.fail(_failure(instance, kwargs.get("response")))

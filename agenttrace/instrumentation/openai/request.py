@@ -1,0 +1,91 @@
+"""What one ``chat.completions.create`` call asks, as its attempt's span describes it.
+
+The model is the request's; the provider is read from the client: its class (Azure) or the host
+of its base URL (api.openai.com, OpenRouter, DeepSeek, ...). Any other host speaks the OpenAI
+API (vLLM, a local server): its provider is ``openai``, as litellm reports an ``openai/`` model
+sent to a custom ``api_base``. The price comes from litellm's price map when litellm is loaded
+(the same table the litellm path prices with), for the model as that map names it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from agenttrace import semconv as sc
+from agenttrace._internal.redact import remember_secret
+from agenttrace.instrumentation.litellm.attempt import Request
+from agenttrace.instrumentation.litellm.utils import cost_from_tokens
+from agenttrace.model.outcome import Usage
+from agenttrace.tracing.llm_attributes import provider_name, request_attributes, request_outcome
+
+WHERE = "openai instrumentation"
+
+_HOSTS = {
+    "api.openai.com": "openai",
+    "openrouter.ai": "openrouter",
+    "api.deepseek.com": "deepseek",
+    "api.groq.com": "groq",
+    "api.mistral.ai": "mistral",
+    "api.x.ai": "xai",
+    "api.together.xyz": "together_ai",
+    "api.fireworks.ai": "fireworks_ai",
+    "generativelanguage.googleapis.com": "gemini",
+}
+"""Hosts whose provider is not ``openai``, by litellm's provider names (``provider_name`` turns
+them into the GenAI conventions' names, as on the litellm path)."""
+
+
+class State:
+    """Whether the OpenAI SDK is patched, and what was patched: one instance, :data:`state`."""
+
+    __slots__ = ("enabled", "patches")
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.patches: list[tuple[Any, str, Any]] = []  # (owner, attribute, our FunctionWrapper)
+
+
+state = State()
+
+
+def litellm_provider(client: Any) -> str:
+    """The provider ``client`` (the SDK's ``OpenAI``/``AsyncOpenAI``/Azure client) sends to,
+    as litellm names providers."""
+    if "Azure" in type(client).__name__:
+        return "azure"
+    host = getattr(getattr(client, "base_url", None), "host", None)
+    if isinstance(host, str):
+        if host in _HOSTS:
+            return _HOSTS[host]
+        if host.endswith(".openai.azure.com"):
+            return "azure"
+    return "openai"
+
+
+def describe(client: Any, kwargs: Mapping[str, Any]) -> Request:
+    """What a ``create`` call on ``client`` asks (the SDK takes keyword arguments only)."""
+    model = str(kwargs.get("model") or "unknown")
+    provider = litellm_provider(client)
+    key = getattr(client, "api_key", None)
+    if isinstance(key, str) and key:
+        remember_secret(key)  # never recorded, wherever it would show up
+    # The name litellm's price map knows the model by: OpenAI's bare, the others prefixed.
+    priced_as = model if provider == "openai" else f"{provider}/{model}"
+    return Request(
+        sc.OP_CHAT,
+        sc.SPAN_LLM.format(model=model),
+        request_attributes(bool(kwargs.get("stream"))),
+        model,
+        priced_as,
+        kwargs.get("messages"),
+        request_outcome(model, provider_name(provider), None),
+    )
+
+
+def price(priced_as: str, usage: Usage | None) -> float | None:
+    """The price of ``usage`` from litellm's map, if litellm is loaded (it is not imported
+    for this: importing it takes seconds)."""
+    litellm = sys.modules.get("litellm")
+    return cost_from_tokens(litellm, priced_as, usage) if litellm is not None else None
