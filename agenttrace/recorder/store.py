@@ -379,13 +379,15 @@ class _SessionState:
         self.event_count = 0
         for line in session.event_lines()[: session.restored_count]:
             self.add_event(line, redacted)
-        # The step journal: settled pieces (the worker's) and the lines journaled since, under
-        # their own lock (a flush files them from its own thread).
+        # The step journal: settled pieces (the worker's) and the lines journaled since (a
+        # deque: appended in the caller's thread, taken from its other end by the worker or a
+        # thread flushing, without a lock).
         self.journal: list[Piece] = []
         self.journal_raw = 0
-        self.journal_tail: list[bytes] = []
+        self.journal_tail: collections.deque[bytes] = collections.deque()
         self.journal_count = 0
         self.journal_lock = threading.Lock()
+        """Held while the tail is settled (the worker and a flushing thread may both)."""
         for step in session.restored_journal:
             self.add_journal(_compact(step))
         self.settle_journal()
@@ -419,8 +421,7 @@ class _SessionState:
         """A step-journal line, as written to the stream (on the worker, or an intent in the
         caller's thread: so nothing but an append here); :meth:`settle_journal` files it (on
         the worker, or in a thread flushing the sink)."""
-        with self.journal_lock:
-            self.journal_tail.append(line)
+        self.journal_tail.append(line)
         self.dirty = True
 
     def settle_journal(self) -> None:
@@ -428,23 +429,24 @@ class _SessionState:
         saving), compressing them once they add up to ``COMPACT_BYTES`` (as events are; on the
         worker only: the spool is its own): an LLM attempt's ``done`` line holds its whole
         response."""
-        if not self.journal_tail:
+        tail = self.journal_tail
+        if not tail:
             return
         with self.journal_lock:
-            tail, self.journal_tail = self.journal_tail, []
-        count = self.journal_count
-        for line in tail:
-            if self.redacted:
-                line = scrub_json_text(line.decode()).encode()
-            line = line.rstrip(b"\n")
-            piece = b"," + line if count else line
-            count += 1
-            self.journal.append(piece)
-            self.journal_raw += len(piece)
-        self.journal_count = count
-        if self.journal_raw >= COMPACT_BYTES:
-            self.journal = list(self.spool.compress(self.journal))
-            self.journal_raw = 0
+            count = self.journal_count
+            while tail:
+                line = tail.popleft()
+                if self.redacted:
+                    line = scrub_json_text(line.decode()).encode()
+                line = line.rstrip(b"\n")
+                piece = b"," + line if count else line
+                count += 1
+                self.journal.append(piece)
+                self.journal_raw += len(piece)
+            self.journal_count = count
+            if self.journal_raw >= COMPACT_BYTES:
+                self.journal = list(self.spool.compress(self.journal))
+                self.journal_raw = 0
 
     def release(self) -> None:
         self.released = True
@@ -533,12 +535,16 @@ class SessionFileSink(RecordwiseSink):
         """A step-journal line (a tool's intent comes this way in the caller's thread, not as
         a record on the worker: a queue item less per call). One that comes before a record
         has made the session's state waits for it."""
-        with self._journal_lock:
-            state = self._states.get(session.session_id)
-            if state is None or state.owner() is not session:
-                self._pending.setdefault(session.session_id, []).append(line)
-                return
-        state.add_journal(line)
+        state = self._states.get(session.session_id)
+        if state is None or state.owner() is not session:
+            with self._journal_lock:  # its state may be being made: see again under the lock
+                state = self._states.get(session.session_id)
+                if state is None or state.owner() is not session:
+                    self._pending.setdefault(session.session_id, []).append(line)
+                    return
+        # (A state is in _states only once the lines that waited for it are in it.)
+        state.journal_tail.append(line)
+        state.dirty = True
 
     def _event_logged(self, record: EventLogged) -> None:
         state = self._state(record.session)
