@@ -177,6 +177,64 @@ def test_a_full_disk_loses_no_event_once_space_comes_back(
     print("disk full, then freed: 501 events logged, 0 lost from the stream or the session file")
 
 
+def test_an_intent_refused_on_an_open_stream_waits_and_is_written_in_its_place(
+    small_disk: Disk, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An undeclared tool's intent goes straight to its session's open stream, in the
+    caller's thread. The disk fills after the stream opened: the intent's own write is
+    refused, the tool runs on, one warning says a line waits; what comes after waits behind it.
+    Space comes back: the next force_flush writes every step line, each intent before its
+    outcome, and the session file has every step too."""
+    caplog.set_level(logging.WARNING, logger="agenttrace")
+    sessions = small_disk.path / "sessions"
+    provider = TracerProvider()
+    handle = agenttrace.init(
+        tracer_provider=provider,
+        console="quiet",
+        sessions_dir=sessions,
+        billing_file=small_disk.path / "accounting.jsonl",
+        instrument_litellm=False,
+    )
+
+    @agenttrace.tool
+    def look_up(query: str) -> str:
+        return query.upper()
+
+    try:
+        agenttrace.new_session("refused")
+        with agenttrace.agent("Boss"):
+            assert look_up("open") == "OPEN"
+            handle.force_flush()  # the stream is open, its lines on disk
+            stream = stream_path(sessions, "refused")
+            before = stream.read_bytes()
+            small_disk.fill()
+            # Longer than a page: the stream's last page has no room left for it.
+            assert look_up("full" * 2000) == "FULL" * 2000
+            assert look_up("still full") == "STILL FULL"
+            handle.force_flush()
+            assert stream.read_bytes() == before
+            [warning] = [r.getMessage() for r in caplog.records if str(stream) in r.getMessage()]
+            assert "(No space left on device)" in warning, warning
+            small_disk.free()
+            assert handle.force_flush()
+        handle.force_flush()
+        steps = [
+            (line["name"], line["step"], line["state"])
+            for line in (json.loads(raw) for raw in stream.read_bytes().splitlines())
+            if line["event_type"] == "step" and line["kind"] == "tool"
+        ]
+        for step in ("1.1", "1.2", "1.3"):
+            states = [state for _, at, state in steps if at == step]
+            assert states == ["intent", "done"], (step, steps)
+        assert [at for _, at, state in steps if state == "intent"] == ["1.1", "1.2", "1.3"]
+        saved = read_session_file(snapshot_path(sessions, "refused"))
+        saved_steps = {(s["step"], s["state"]) for s in saved.journal if s["kind"] == "tool"}
+        assert saved_steps == {(at, state) for _, at, state in steps}
+    finally:
+        handle.shutdown()
+        provider.shutdown()
+
+
 @pytest.mark.e2e
 def test_a_process_on_a_full_disk_catches_up_by_itself_and_exits_clean(small_disk: Disk) -> None:
     """A process runs 25 agent runs on a full disk and pauses; the disk is freed. Without logging

@@ -141,11 +141,25 @@ class OutageBuffer:
         try:
             write(data)
         except OSError as exc:
-            self._keep(target, data, items, write)
-            started = self.outage.failed(exc)
-            self.outage.schedule(self._scheduler, self._on_timer)
-            return started
+            return self.refused(target, data, items, write, exc)
         return False
+
+    def refused(
+        self,
+        target: Hashable,
+        data: bytes,
+        items: int,
+        write: Callable[[bytes], None],
+        exc: OSError,
+    ) -> bool:
+        """Keep ``data``, whose write to ``target`` (nothing of it waiting) just failed with
+        ``exc``, to be written again with ``write``; True if it starts an outage (under the
+        lock). :meth:`put` ends so; a sink that writes without it on its success path (the
+        stream's intent line) calls it on the failure path."""
+        self._keep(target, data, items, write)
+        started = self.outage.failed(exc)
+        self.outage.schedule(self._scheduler, self._on_timer)
+        return started
 
     def _keep(
         self, target: Hashable, data: bytes, items: int, write: Callable[[bytes], None]

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Protocol
 
 from agenttrace._internal.errors import report_internal_error
-from agenttrace.model.lifecycle import Journaled, Record
+from agenttrace.model.lifecycle import BEFORE_CALL_GOES_ON, Journaled, Record
 
 
 class Scheduler(Protocol):
@@ -53,6 +53,18 @@ class Sink:
         """Take ``records`` (of the types it ``takes``), oldest first: several when a durable
         sink gets the ``SOON`` records that waited with the record that cannot wait (written
         together where the sink can: one ``write`` for several lines)."""
+
+    def journal_now(self, session: Any, line: bytes) -> None:
+        """Take a ``BEFORE_CALL_GOES_ON`` step-journal line of ``session`` (a tool's intent),
+        its bytes made, in the caller's thread, before the step's body runs: the processor's
+        direct way for the one record that is on every undeclared tool call's path (no
+        record made, no scheduling).
+
+        A durable sink takes it as it would take its record (this default). A sink that is
+        not durable gets it this way only if it overrides this method (it must then be safe
+        to call from any thread, beside its worker-side ``consume``); while one that takes
+        journal lines does not, every sink gets the line as a :class:`Journaled` record."""
+        self.consume((Journaled(session, line, BEFORE_CALL_GOES_ON),))
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Write out anything buffered."""

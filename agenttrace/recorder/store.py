@@ -157,6 +157,33 @@ class EventStreamSink(Sink):
         with self._lock:
             self._write(session, line, 0)
 
+    def journal_now(self, session: Session, line: bytes) -> None:
+        """A tool's intent line, in the caller's thread before its body runs: one lock and one
+        ``write`` to the session's open stream. The general way (:meth:`_write`: the outage
+        buffer, opening and repairing the stream) only when the stream is not open, when lines
+        wait, or when this write fails (the line then waits, as any refused line does)."""
+        if self.redacted:
+            line = scrub_json_text(line.decode()).encode()
+        session_id = session.session_id
+        appenders = self._appenders
+        if session_id not in appenders:
+            self._hold_lease(session)
+        with self._lock:
+            appender = appenders.get(session_id)
+            if appender is None or self._waiting.waits(session_id):
+                self._write(session, line, 0)
+                return
+            try:
+                appender.append(line)
+            except OSError as exc:
+                self._refused(session)
+                if self._waiting.refused(
+                    session_id, line, 0, lambda data: self._append(session, data), exc
+                ):
+                    self._warn(session_id)
+                return
+            appenders.move_to_end(session_id)
+
     def _write_lines(self, session: Session, lines: list[bytes]) -> None:
         self._hold_lease(session)
         with self._lock:
@@ -166,10 +193,11 @@ class EventStreamSink(Sink):
         """Append ``line`` (``events`` lines) to the session's stream, or keep it, in order,
         behind lines that wait (under the lock)."""
         session_id = session.session_id
-        if not self._waiting.put(
-            session_id, line, events, lambda data: self._append(session, data)
-        ):
-            return
+        if self._waiting.put(session_id, line, events, lambda data: self._append(session, data)):
+            self._warn(session_id)
+
+    def _warn(self, session_id: str) -> None:
+        """Say, once, that the session's stream cannot be written (an outage starts)."""
         path = stream_path(self.sessions_dir, session_id)
         waiting = self._waiting.counts[session_id]
         logger.warning(
@@ -188,9 +216,14 @@ class EventStreamSink(Sink):
         try:
             self._appender(session).append(data)
         except OSError:
-            self._close(session.session_id)
-            self._affected.add(stream_path(self.sessions_dir, session.session_id))
+            self._refused(session)
             raise
+
+    def _refused(self, session: Session) -> None:
+        """A write to the session's stream failed: close it (it is opened again, and
+        repaired, for the next try)."""
+        self._close(session.session_id)
+        self._affected.add(stream_path(self.sessions_dir, session.session_id))
 
     def _recovered(self, caught_up: int) -> None:
         logger.warning(
@@ -318,6 +351,7 @@ class _SessionState:
         "meta",
         "next_allowed",
         "owner",
+        "redacted",
         "released",
         "runs",
         "saved",
@@ -329,6 +363,7 @@ class _SessionState:
 
     def __init__(self, session: Session, spool: Spool, redacted: bool) -> None:
         self.session_id = session.session_id
+        self.redacted = redacted
         self.owner: weakref.ref[Session] = weakref.ref(session)
         self.meta = dict(session.meta)
         self.spool = spool
@@ -344,15 +379,17 @@ class _SessionState:
         self.event_count = 0
         for line in session.event_lines()[: session.restored_count]:
             self.add_event(line, redacted)
-        # The step journal: settled pieces (the worker's) and the lines journaled since, under
-        # their own lock (a flush files them from its own thread).
+        # The step journal: settled pieces (the worker's) and the lines journaled since (a
+        # deque: appended in the caller's thread, taken from its other end by the worker or a
+        # thread flushing, without a lock).
         self.journal: list[Piece] = []
         self.journal_raw = 0
-        self.journal_tail: list[bytes] = []
+        self.journal_tail: collections.deque[bytes] = collections.deque()
         self.journal_count = 0
         self.journal_lock = threading.Lock()
+        """Held while the tail is settled (the worker and a flushing thread may both)."""
         for step in session.restored_journal:
-            self.add_journal(_compact(step), redacted)
+            self.add_journal(_compact(step))
         self.settle_journal()
         self.group: list[bytes] = []
         """Lines of a write still being logged (an agent's creation and its first entries)."""
@@ -380,30 +417,36 @@ class _SessionState:
             self.events = list(self.spool.compress(self.events))
             self.events_raw = 0
 
-    def add_journal(self, line: bytes, redacted: bool) -> None:
-        """A step-journal line (on the worker); :meth:`settle_journal` files it (on the worker,
-        or in a thread flushing the sink)."""
-        if redacted:
-            line = scrub_json_text(line.decode()).encode()
-        line = line.rstrip(b"\n")
-        with self.journal_lock:
-            self.journal_tail.append(b"," + line if self.journal_count else line)
-            self.journal_count += 1
+    def add_journal(self, line: bytes) -> None:
+        """A step-journal line, as written to the stream (on the worker, or an intent in the
+        caller's thread: so nothing but an append here); :meth:`settle_journal` files it (on
+        the worker, or in a thread flushing the sink)."""
+        self.journal_tail.append(line)
         self.dirty = True
 
     def settle_journal(self) -> None:
-        """Move the lines journaled since into the journal's pieces, compressing them once they
-        add up to ``COMPACT_BYTES`` (as events are; on the worker only: the spool is its own):
-        an LLM attempt's ``done`` line holds its whole response."""
-        if not self.journal_tail:
+        """Move the lines journaled since into the journal's pieces (scrubbed with redacted
+        saving), compressing them once they add up to ``COMPACT_BYTES`` (as events are; on the
+        worker only: the spool is its own): an LLM attempt's ``done`` line holds its whole
+        response."""
+        tail = self.journal_tail
+        if not tail:
             return
         with self.journal_lock:
-            tail, self.journal_tail = self.journal_tail, []
-        self.journal.extend(tail)
-        self.journal_raw += sum(len(piece) for piece in tail)
-        if self.journal_raw >= COMPACT_BYTES:
-            self.journal = list(self.spool.compress(self.journal))
-            self.journal_raw = 0
+            count = self.journal_count
+            while tail:
+                line = tail.popleft()
+                if self.redacted:
+                    line = scrub_json_text(line.decode()).encode()
+                line = line.rstrip(b"\n")
+                piece = b"," + line if count else line
+                count += 1
+                self.journal.append(piece)
+                self.journal_raw += len(piece)
+            self.journal_count = count
+            if self.journal_raw >= COMPACT_BYTES:
+                self.journal = list(self.spool.compress(self.journal))
+                self.journal_raw = 0
 
     def release(self) -> None:
         self.released = True
@@ -447,6 +490,9 @@ class SessionFileSink(RecordwiseSink):
         self._lock = threading.RLock()
         self._pending: dict[str, list[bytes]] = {}
         """Journal lines of sessions whose state the worker has not made yet, by session id."""
+        self._journal_lock = threading.Lock()
+        """Held while an intent (in the caller's thread) finds its session's state or waits in
+        ``_pending``, and while the worker makes a state and takes what waits."""
         self._live: dict[str, RunTree] = {}
         """Per origin txn id: the opTree's run, from its root's start to its end."""
 
@@ -472,24 +518,33 @@ class SessionFileSink(RecordwiseSink):
         if writing(session, self.sessions_dir):  # a run with no event yet: its first record
             state.lease = share(session, self.sessions_dir)
         weakref.finalize(session, state.release).atexit = False
-        for line in self._pending.pop(session.session_id, ()):
-            state.add_journal(line, self.redacted)
-        self._states[session.session_id] = state
+        with self._journal_lock:  # no intent between the lines that waited and the state
+            for line in self._pending.pop(session.session_id, ()):
+                state.add_journal(line)
+            self._states[session.session_id] = state
         return state
 
     def _journaled(self, record: Journaled) -> None:
         """A step-journal line: kept for the next snapshot, which holds the journal too (a
-        session whose stream is lost resumes from its session file alone). One that comes
-        before a record has made the session's state waits for it."""
+        session whose stream is lost resumes from its session file alone)."""
         line = journal_bytes(record)
-        if line is None:
-            return
-        session: Session = record.session
+        if line is not None:
+            self.journal_now(record.session, line)
+
+    def journal_now(self, session: Session, line: bytes) -> None:
+        """A step-journal line (a tool's intent comes this way in the caller's thread, not as
+        a record on the worker: a queue item less per call). One that comes before a record
+        has made the session's state waits for it."""
         state = self._states.get(session.session_id)
         if state is None or state.owner() is not session:
-            self._pending.setdefault(session.session_id, []).append(line)
-            return
-        state.add_journal(line, self.redacted)
+            with self._journal_lock:  # its state may be being made: see again under the lock
+                state = self._states.get(session.session_id)
+                if state is None or state.owner() is not session:
+                    self._pending.setdefault(session.session_id, []).append(line)
+                    return
+        # (A state is in _states only once the lines that waited for it are in it.)
+        state.journal_tail.append(line)
+        state.dirty = True
 
     def _event_logged(self, record: EventLogged) -> None:
         state = self._state(record.session)

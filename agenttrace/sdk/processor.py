@@ -18,7 +18,10 @@ with the free ops' ends before it): accounting lines stay in the order the ops e
 paid op's lines on disk mean every op that ended before it is there too. (An intent or an
 event does not wait for accounting lines: their order against those was never read.)
 Everything else goes to the background worker, which feeds the durable sinks what they have
-not had and the other sinks everything, in order.
+not had and the other sinks everything, in order. A tool's intent (:meth:`journal`), on every
+undeclared call's path, takes a direct way: no record, each sink that takes journal lines
+takes its bytes in the caller's thread (``Sink.journal_now``: the stream with one lock and
+one ``write``, the session file an append to its memory, not a queue item).
 
 Like the SDK's processors, it never lets an error reach its caller: a failing sink is reported
 once (and re-raised under the test suite) and the others go on.
@@ -49,13 +52,16 @@ from agenttrace.model.lifecycle import (
     Record,
     Started,
 )
-from agenttrace.recorder.sink import Sink
+from agenttrace.recorder.sink import Sink, journal_bytes
 from agenttrace.recorder.worker import Worker
 
 _KINDS = (Started, Ended, Logged, EventLogged, Journaled)
 
 _Writers = tuple[tuple[Callable[[Any], None], str], ...]
 """Sinks' ``write``, bound, with the name each failure is reported under."""
+
+_JournalWriters = tuple[tuple[Callable[[Any, bytes], None], str], ...]
+"""Sinks' ``journal_now``, bound, with the name each failure is reported under."""
 
 
 class _Deferred:
@@ -88,6 +94,10 @@ class AgentTraceProcessor(SpanProcessor):
             # A forked child's worker starts with an empty queue: the parent writes these.
             forget = weakref.WeakMethod(self._forget_soon)
             os.register_at_fork(after_in_child=lambda: (method := forget()) and method())
+        self._journal_now: _JournalWriters | None = ()
+        """Each sink that takes journal lines, by its direct way for an intent
+        (:meth:`Sink.journal_now`), durable ones first; ``None`` while one has none (every
+        intent is then a :class:`Journaled` record)."""
         self._lock = threading.Lock()
         self._shut_down = False
         self.worker = Worker(self._consume)
@@ -113,7 +123,16 @@ class AgentTraceProcessor(SpanProcessor):
             writer = (sink.consume, f"{type(sink).__name__}.consume")
             table = self._durable if sink.durable else self._later
             table.update({kind: (*table[kind], writer) for kind in _KINDS if kind in sink.takes})
+            self._journal_now = self._direct_journal()
         sink.attach(self)
+
+    def _direct_journal(self) -> _JournalWriters | None:
+        """What :attr:`_journal_now` is for the sinks added so far."""
+        takers = [s for s in self._sinks if Journaled in s.takes and s.durable]
+        takers += [s for s in self._sinks if Journaled in s.takes and not s.durable]
+        if any(not s.durable and type(s).journal_now is Sink.journal_now for s in takers):
+            return None
+        return tuple((s.journal_now, f"{type(s).__name__}.journal_now") for s in takers)
 
     def schedule(self, delay: float, fn: Callable[[], None]) -> None:
         """Run ``fn()`` on the worker after ``delay`` seconds (dropped at shutdown)."""
@@ -157,7 +176,23 @@ class AgentTraceProcessor(SpanProcessor):
             # dropped there would leave a call that ended read as in doubt.
             self._take(Journaled(session, line, WHENEVER))
         elif not self._shut_down:
-            self._take(Journaled(session, line, BEFORE_CALL_GOES_ON))
+            direct = self._journal_now
+            # (No journal line is SOON today; one that were would be written first, in order.)
+            if direct is None or self._soon[Journaled] or Journaled in self._draining:
+                self._take(Journaled(session, line, BEFORE_CALL_GOES_ON))
+                return
+            # The one record on every undeclared tool call's path, so no record and no
+            # scheduling: each sink that takes it takes its bytes, the stream with one write.
+            if type(line) is not bytes:
+                made = journal_bytes(Journaled(session, line))
+                if made is None:
+                    return
+                line = made
+            for take, where in direct:
+                try:
+                    take(session, line)
+                except Exception as exc:
+                    report_internal_error(where, exc)
 
     def _forget_soon(self) -> None:
         self._soon = {kind: deque() for kind in _KINDS}
