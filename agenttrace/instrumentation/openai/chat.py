@@ -6,8 +6,8 @@ litellm's are (:func:`~agenttrace.instrumentation.litellm.tracking.open_span`), 
 what the response says, its reply logged to the agent's transcript and journaled. A call made
 while a litellm attempt runs is litellm's own request to the model: that attempt is its span,
 so it passes through (one span, never two), as does a call inside an ``@agenttrace.llm``
-function or block, whose span is the program's own record of it. A call asking for the raw
-HTTP response (``with_raw_response``, ``with_streaming_response``) passes through untraced.
+function or block, whose span is the program's own record of it. A ``with_raw_response`` call
+is traced (:mod:`.raw`); a ``with_streaming_response`` one passes through untraced.
 """
 
 from __future__ import annotations
@@ -36,6 +36,12 @@ from agenttrace.instrumentation.litellm.tracking import (
     leave_call,
     open_span,
 )
+from agenttrace.instrumentation.openai.raw import (
+    finish_raw,
+    made_by_litellm,
+    raw_kind,
+    replayed_raw,
+)
 from agenttrace.instrumentation.openai.replay import replayed_response
 from agenttrace.instrumentation.openai.request import WHERE, describe, price, state
 from agenttrace.instrumentation.openai.streaming import StreamProxy
@@ -43,21 +49,20 @@ from agenttrace.model.journal import Step
 from agenttrace.tracing.journal.llm_steps import ReplayedFailure, begin_llm_step
 from agenttrace.tracing.scopes import OpScope, current_scope
 
-_RAW = "X-Stainless-Raw-Response"
-"""The header the SDK's ``with_raw_response``/``with_streaming_response`` add to the call."""
-
 
 def untraced(kwargs: dict[str, Any]) -> bool:
     """Whether a call passes through: tracing off, a litellm attempt's own request, a call
     inside an ``@agenttrace.llm`` function or block (the program's own span of this call
-    records it: one span, never two), or a raw-response call."""
+    records it: one span, never two), a ``with_streaming_response`` call, or litellm's raw call
+    (:mod:`.raw`)."""
     if runtime.disabled or not state.enabled or attempt_var.get() is not None:
         return True
     scope = current_scope()
     if isinstance(scope, OpScope) and scope.kind == sc.KIND_LLM:
         return True
-    headers = kwargs.get("extra_headers")
-    return isinstance(headers, dict) and _RAW in headers
+    raw = raw_kind(kwargs)
+    # with_streaming_response leaves the body to the caller; litellm's raw calls are litellm's.
+    return raw is not None and (raw != "true" or made_by_litellm())
 
 
 def create_wrapper(
@@ -76,6 +81,8 @@ def create_wrapper(
             recorded = recorded_step(attempt, kwargs)
             if recorded is not None:
                 result = _replayed(recorded, attempt, instance, False, _parse_of(wrapped, kwargs))
+                if raw_kind(kwargs) is not None:
+                    result = replayed_raw(result, getattr(instance, "_client", None), False)
             else:
                 result = run(wrapped, args, kwargs, attempt, _finish)
         raised = False
@@ -101,6 +108,8 @@ async def acreate_wrapper(
             recorded = recorded_step(attempt, kwargs)
             if recorded is not None:
                 result = _replayed(recorded, attempt, instance, True, _parse_of(wrapped, kwargs))
+                if raw_kind(kwargs) is not None:
+                    result = replayed_raw(result, getattr(instance, "_client", None), True)
             else:
                 result = await arun(wrapped, args, kwargs, attempt, _finish)
         raised = False
@@ -217,7 +226,10 @@ def _finish(result: Any, attempt: Attempt) -> Any:
     enters the agent's transcript first (its tool calls offered to the turn), then the span
     ends with what the response says. A failure of ours is reported, never raised."""
     from openai import AsyncStream, Stream
+    from openai._legacy_response import LegacyAPIResponse
 
+    if isinstance(result, LegacyAPIResponse):  # with_raw_response: the reply it holds
+        return finish_raw(result, attempt, _finish)
     completed = functools.partial(completed_attributes, attempt, result)
     try:
         if isinstance(result, (Stream, AsyncStream)):

@@ -27,6 +27,7 @@ from agenttrace.instrumentation.openai.chat import (
     start_attempt,
     untraced,
 )
+from agenttrace.instrumentation.openai.raw import raw_kind
 from agenttrace.instrumentation.openai.replay import sdk_stream
 from agenttrace.instrumentation.openai.request import WHERE
 from agenttrace.instrumentation.openai.streaming import StreamProxy
@@ -41,7 +42,7 @@ def create_wrapper(
     wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """For ``Responses.create``."""
-    if untraced(kwargs):
+    if untraced(kwargs) or raw_kind(kwargs) is not None:  # raw calls: chat completions' only
         return wrapped(*args, **kwargs)
     call_token = enter_call(args, kwargs, True)
     raised = True
@@ -65,7 +66,7 @@ async def acreate_wrapper(
     wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """For ``AsyncResponses.create``."""
-    if untraced(kwargs):
+    if untraced(kwargs) or raw_kind(kwargs) is not None:
         return await wrapped(*args, **kwargs)
     call_token = enter_call(args, kwargs, True)
     raised = True
