@@ -153,13 +153,14 @@ class LLMServer(LoopbackServer):
                     server.handled += 1
 
             def _answer(self, body: dict[str, Any], reply: Reply) -> None:
+                path = self.path.partition("?")[0]  # Azure's ?api-version=...
                 if reply.status != 200:
                     self._json(reply.status, _error_body(reply))
-                elif self.path.endswith("/messages"):
+                elif path.endswith("/messages"):
                     self._json(200, _anthropic_body(body, reply))
-                elif self.path.endswith("/embeddings"):
+                elif path.endswith("/embeddings"):
                     self._json(200, _embeddings_body(body))
-                elif self.path.endswith("/responses"):
+                elif path.endswith("/responses"):
                     if body.get("stream"):
                         self._events(_response_events(body, reply), reply.chunk_delay)
                     else:
