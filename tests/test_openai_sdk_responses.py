@@ -100,16 +100,27 @@ def test_function_calls_are_tool_calls_and_the_exchange_is_the_chat_transcript(
 
 
 @pytest.mark.init(capture_content=True)
-@pytest.mark.parametrize("helper", [False, True])
+@pytest.mark.parametrize("how", ["create", "stream", "async stream"])
 def test_a_stream_is_one_span_with_its_usage_and_its_reply_in_the_transcript(
-    traced: Traced, llm: LLMServer, tmp_path: Path, helper: bool
+    traced: Traced, llm: LLMServer, tmp_path: Path, how: str
 ) -> None:
     llm.reset(Reply(content="Hello there", usage=USAGE))
     sdk = client(llm)
-    if helper:
+
+    async def astream() -> str:
+        async with aclient(llm).responses.stream(model="gpt-4o-mini", input="hi") as events:
+            said = "".join(
+                [e.delta async for e in events if e.type == "response.output_text.delta"]
+            )
+            assert (await events.get_final_response()).output_text == "Hello there"
+        return said
+
+    if how == "stream":
         with sdk.responses.stream(model="gpt-4o-mini", input="hi") as stream:
             said = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
             assert stream.get_final_response().output_text == "Hello there"
+    elif how == "async stream":
+        said = asyncio.run(astream())
     else:
         events = sdk.responses.create(model="gpt-4o-mini", input="hi", stream=True)
         assert isinstance(events, openai.Stream)
@@ -195,3 +206,17 @@ def test_a_re_entered_run_gets_the_sdk_s_objects_without_asking_sync_and_async(
     assert all(sc.COST_USD not in attrs(s) for s in replayed)
     states = [line["state"] for line in llm_lines(tmp_path)]
     assert states.count("replayed") == 2 and states.count("done") == 2
+
+
+def test_a_stream_closed_early_ends_its_span_as_abandoned_and_journals_no_reply(
+    traced: Traced, llm: LLMServer, tmp_path: Path
+) -> None:
+    llm.reset(Reply(content="Hello there, and more"))
+    events = client(llm).responses.create(model="gpt-4o-mini", input="hi", stream=True)
+    first = next(iter(events))
+    assert first.type == "response.created"
+    events.close()
+    (span,) = llm_spans(traced)
+    assert attrs(span)[sc.STREAM_ABANDONED] is True
+    traced.handle.force_flush()
+    assert [line["state"] for line in llm_lines(tmp_path)] == ["intent", "failed"]
