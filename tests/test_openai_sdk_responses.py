@@ -11,6 +11,7 @@ from typing import Any
 
 import litellm
 import openai
+import pydantic
 import pytest
 from openai.types.responses import Response
 
@@ -220,3 +221,35 @@ def test_a_stream_closed_early_ends_its_span_as_abandoned_and_journals_no_reply(
     assert attrs(span)[sc.STREAM_ABANDONED] is True
     traced.handle.force_flush()
     assert [line["state"] for line in llm_lines(tmp_path)] == ["intent", "failed"]
+
+
+class Answer(pydantic.BaseModel):
+    """What the ``parse`` test asks for."""
+
+    city: str
+
+
+def test_parse_is_traced_and_its_parsed_reply_comes_back_on_re_entry(
+    traced: Traced, tmp_path: Path, llm: LLMServer
+) -> None:
+    @agenttrace.agent("Parser")
+    async def ask() -> tuple[Any, Any]:
+        sync = client(llm).responses.parse(model="gpt-4o-mini", input="hi", text_format=Answer)
+        later = await aclient(llm).responses.parse(
+            model="gpt-4o-mini", input="again", text_format=Answer
+        )
+        return sync, later
+
+    llm.reset(Reply(content='{"city": "Paris"}'), Reply(content='{"city": "Rome"}'))
+    first = asyncio.run(ask())
+    assert [reply.output_parsed for reply in first] == [Answer(city="Paris"), Answer(city="Rome")]
+    assert len(llm_spans(traced)) == 2
+    traced.handle.force_flush()
+    rearm(tmp_path)
+    llm.reset(Reply(content="not asked"))
+    again = asyncio.run(ask())
+    assert llm.requests == []
+    for was, now in zip(first, again, strict=True):
+        assert type(now) is type(was)  # the SDK's ParsedResponse[Answer]
+        assert now.output_parsed == was.output_parsed
+    assert len([s for s in llm_spans(traced) if attrs(s).get(sc.REPLAYED)]) == 2

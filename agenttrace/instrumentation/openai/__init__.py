@@ -6,7 +6,7 @@ are wrapped on their classes, so every client, made before the patch or after, i
 replies and streams (``stream=True``, and the ``stream()`` helper, which calls ``create``), as
 litellm's attempts are (:mod:`.chat`, :mod:`.streaming`), answered from the journal in a
 re-entered run (:mod:`.replay`), with the SDK's own retries as attempts of one call
-(:mod:`.retries`); ``responses.create`` (``Responses``, ``AsyncResponses``) likewise
+(:mod:`.retries`); ``responses.create`` and ``.parse`` (``Responses``, ``AsyncResponses``) likewise
 (:mod:`.responses`). The attempts, logical calls and transcript entries are the litellm
 instrumentation's own (its :mod:`tracking <agenttrace.instrumentation.litellm.tracking>`,
 :mod:`calls <agenttrace.instrumentation.litellm.calls>` and :mod:`attempt
@@ -50,6 +50,8 @@ _TARGETS = (
     # The Responses API (openai >= 1.66; its stream() helper calls create).
     ("openai.resources.responses", "Responses", "create", responses_wrapper),
     ("openai.resources.responses", "AsyncResponses", "create", aresponses_wrapper),
+    ("openai.resources.responses", "Responses", "parse", responses_wrapper),
+    ("openai.resources.responses", "AsyncResponses", "parse", aresponses_wrapper),
     ("openai._base_client", "SyncAPIClient", RETRY_METHOD, retry_wrapper),
     ("openai._base_client", "AsyncAPIClient", RETRY_METHOD, retry_wrapper),
 )

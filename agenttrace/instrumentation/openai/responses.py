@@ -41,7 +41,7 @@ _ENDED = ("response.completed", "response.incomplete", "response.failed")
 def create_wrapper(
     wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    """For ``Responses.create``."""
+    """For ``Responses.create`` and ``.parse``."""
     if untraced(kwargs) or raw_kind(kwargs) is not None:  # raw calls: chat completions' only
         return wrapped(*args, **kwargs)
     call_token = enter_call(args, kwargs, True)
@@ -53,7 +53,7 @@ def create_wrapper(
         else:
             recorded = recorded_step(attempt, kwargs)
             if recorded is not None:
-                result = _replayed(recorded, attempt, instance, False)
+                result = _replayed(recorded, attempt, instance, False, _parse_of(wrapped, kwargs))
             else:
                 result = run(wrapped, args, kwargs, attempt, _finish)
         raised = False
@@ -65,7 +65,7 @@ def create_wrapper(
 async def acreate_wrapper(
     wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    """For ``AsyncResponses.create``."""
+    """For ``AsyncResponses.create`` and ``.parse``."""
     if untraced(kwargs) or raw_kind(kwargs) is not None:
         return await wrapped(*args, **kwargs)
     call_token = enter_call(args, kwargs, True)
@@ -77,13 +77,18 @@ async def acreate_wrapper(
         else:
             recorded = recorded_step(attempt, kwargs)
             if recorded is not None:
-                result = _replayed(recorded, attempt, instance, True)
+                result = _replayed(recorded, attempt, instance, True, _parse_of(wrapped, kwargs))
             else:
                 result = await arun(wrapped, args, kwargs, attempt, _finish)
         raised = False
         return result
     finally:
         leave_call(call_token, raised)
+
+
+def _parse_of(wrapped: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The arguments of a ``parse`` call (its reply is parsed by the SDK), else None."""
+    return kwargs if getattr(wrapped, "__name__", None) == "parse" else None
 
 
 def _as_chat_request(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -248,14 +253,32 @@ def _finish(result: Any, attempt: Attempt) -> Any:
         report_internal_error(WHERE, exc)
     attempt.succeed(
         lambda: completed_attributes(attempt, view) if view is not None else {},
-        Reply(response=result),  # the Response itself: what a re-entry gets back
+        Reply(response=_journaled(result)),  # the Response itself: what a re-entry gets back
     )
     return result
 
 
-def _replayed(recorded: Step, attempt: Attempt, resource: Any, is_async: bool) -> Any:
+def _journaled(result: Any) -> Any:
+    """What the journal keeps of a reply: the ``Response``, or a ``parse`` call's
+    ``ParsedResponse`` as its data, dumped without pydantic's warnings (its generic type warns
+    of ``parsed``, in the program's output); a replay parses the text again."""
+    from openai.types.responses import ParsedResponse
+
+    if isinstance(result, ParsedResponse):
+        return result.model_dump(mode="json", warnings=False)
+    return result
+
+
+def _replayed(
+    recorded: Step,
+    attempt: Attempt,
+    resource: Any,
+    is_async: bool,
+    parse: dict[str, Any] | None = None,
+) -> Any:
     """The ``Response`` (or the stream of events) the journal recorded for this attempt, ended
-    as a reply from the model is (the model is not called)."""
+    as a reply from the model is (the model is not called). ``parse``: the arguments of a
+    ``responses.parse`` call, whose ``ParsedResponse`` is parsed again as the SDK parses it."""
     from openai.types.responses import Response, ResponseStreamEvent
 
     client = getattr(resource, "_client", None)
@@ -268,7 +291,23 @@ def _replayed(recorded: Step, attempt: Attempt, resource: Any, is_async: bool) -
         result = recorded.result
         if isinstance(result, Mapping):
             result = Response.construct(**result)
+            if parse is not None:
+                result = _parsed(result, parse)
     except Exception as exc:  # a journal this SDK cannot read back: a failure of ours
         report_internal_error(WHERE, exc)
         raise
     return _finish(result, attempt)
+
+
+def _parsed(response: Any, parse: Mapping[str, Any]) -> Any:
+    """``response`` parsed as ``responses.parse`` parses the reply it asked for."""
+    import openai
+    from openai.lib._parsing._responses import parse_response
+    from openai.resources.responses.responses import _make_tools
+
+    omit = getattr(openai, "omit", None) or openai.NOT_GIVEN
+    return parse_response(
+        text_format=parse.get("text_format", omit),
+        input_tools=_make_tools(parse.get("tools", omit)),
+        response=response,
+    )
