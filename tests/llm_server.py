@@ -1,6 +1,7 @@
 """A small OpenAI- and Anthropic-compatible HTTP server on 127.0.0.1, for the LLM path in tests.
 
-Speaks ``POST /v1/chat/completions`` (plain JSON and SSE streaming), ``POST /v1/messages``
+Speaks ``POST /v1/chat/completions`` and ``POST /v1/responses`` (OpenAI's Responses API) (plain
+JSON and SSE streaming), ``POST /v1/messages``
 (Anthropic) and ``POST /v1/embeddings``. Each request takes the next scripted :class:`Reply`
 (or the default): a status code for failures (401, 429, 500, ...), a delay for timeouts, the
 content, tool calls and usage to answer with, extra headers for a failure (``retry-after-ms``).
@@ -152,12 +153,18 @@ class LLMServer(LoopbackServer):
                     server.handled += 1
 
             def _answer(self, body: dict[str, Any], reply: Reply) -> None:
+                path = self.path.partition("?")[0]  # Azure's ?api-version=...
                 if reply.status != 200:
                     self._json(reply.status, _error_body(reply))
-                elif self.path.endswith("/messages"):
+                elif path.endswith("/messages"):
                     self._json(200, _anthropic_body(body, reply))
-                elif self.path.endswith("/embeddings"):
+                elif path.endswith("/embeddings"):
                     self._json(200, _embeddings_body(body))
+                elif path.endswith("/responses"):
+                    if body.get("stream"):
+                        self._events(_response_events(body, reply), reply.chunk_delay)
+                    else:
+                        self._json(200, _response_body(body, reply))
                 elif body.get("stream"):
                     self._stream(body, reply)
                 else:
@@ -175,6 +182,21 @@ class LLMServer(LoopbackServer):
                         time.sleep(reply.chunk_delay)
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
+                self.close_connection = True
+
+            def _events(self, events: list[dict[str, Any]], delay: float) -> None:
+                """Server-sent events as the Responses API sends them (``event:`` then
+                ``data:``, no ``[DONE]``)."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for event in events:
+                    self.wfile.write(f"event: {event['type']}\n".encode())
+                    self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+                    self.wfile.flush()
+                    if delay:
+                        time.sleep(delay)
                 self.close_connection = True
 
         super().__init__(Handler)
@@ -270,6 +292,103 @@ def _chat_chunks(body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
     if (body.get("stream_options") or {}).get("include_usage"):
         chunks.append({**base, "choices": [], "usage": reply.openai_usage()})
     return chunks
+
+
+def _response_body(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    """A Responses API ``Response``: reasoning, the text and the function calls as output items,
+    the usage in the Responses shape (``input_tokens``, ``output_tokens``, their details)."""
+    output: list[dict[str, Any]] = []
+    if reply.reasoning is not None:
+        output.append(
+            {
+                "type": "reasoning",
+                "id": "rs_test",
+                "summary": [{"type": "summary_text", "text": reply.reasoning}],
+            }
+        )
+    if reply.content:
+        output.append(
+            {
+                "type": "message",
+                "id": "msg_test",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": reply.content, "annotations": []}],
+            }
+        )
+    for call in reply.tool_calls or ():
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{call['id']}",
+                "call_id": call["id"],
+                "name": call["function"]["name"],
+                "arguments": call["function"]["arguments"],
+                "status": "completed",
+            }
+        )
+    chat = reply.openai_usage()
+    usage = reply.usage if reply.usage and "input_tokens" in reply.usage else None
+    return {
+        "id": "resp_test",
+        "object": "response",
+        "created_at": int(time.time()),
+        "model": body.get("model"),
+        "status": "completed",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": usage
+        or {
+            "input_tokens": chat["prompt_tokens"],
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": chat["completion_tokens"],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": chat["prompt_tokens"] + chat["completion_tokens"],
+        },
+    }
+
+
+def _response_events(body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
+    """A streamed ``Response``: created, the text's deltas, the items done, completed (the
+    whole response, its usage included, as the Responses API always sends it)."""
+    done = _response_body(body, reply)
+    started = {**done, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": started}]
+    for index, item in enumerate(done["output"]):
+        empty = {**item, "content": []} if item["type"] == "message" else item
+        events.append({"type": "response.output_item.added", "output_index": index, "item": empty})
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            part = {"item_id": item["id"], "output_index": index, "content_index": 0}
+            events.append(
+                {
+                    "type": "response.content_part.added",
+                    **part,
+                    "part": {"type": "output_text", "text": "", "annotations": []},
+                }
+            )
+            for i in range(0, len(text), 4):
+                events.append(
+                    {
+                        "type": "response.output_text.delta",
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "content_index": 0,
+                        "delta": text[i : i + 4],
+                        "logprobs": [],
+                    }
+                )
+            events.append(
+                {"type": "response.output_text.done", **part, "text": text, "logprobs": []}
+            )
+            events.append(
+                {"type": "response.content_part.done", **part, "part": item["content"][0]}
+            )
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append({"type": "response.completed", "response": done})
+    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
 
 
 def _anthropic_body(body: dict[str, Any], reply: Reply) -> dict[str, Any]:

@@ -4,7 +4,8 @@ through the payment server with an ``idempotent`` tool, killing
 itself with SIGKILL inside the payment; ``resume`` as the mode resumes and re-enters the run.
 
 ``tool`` asks the model for a tool call and pays what it asked; ``stream`` streams the model's
-words first and then pays. Prints the answer (and what the stream said) as one JSON line."""
+words first and then pays; ``responses`` is ``tool`` through the Responses API. Prints the
+answer (and what the stream said) as one JSON line."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ TOOLS = [
         },
     }
 ]
+FUNCTIONS = [{"type": "function", "name": "charge", **TOOLS[0]["function"]}]
 
 
 def main() -> None:
@@ -57,6 +59,14 @@ def main() -> None:
     @agenttrace.agent("Shop")
     def shop() -> str:
         messages: list[dict[str, Any]] = [{"role": "user", "content": "Pay 5 for the tea."}]
+        if shape == "responses":
+            asked: list[Any] = list(messages)
+            first = sdk.responses.create(input=asked, tools=FUNCTIONS, **model)
+            (called,) = [item for item in first.output if item.type == "function_call"]
+            paid = charge(**json.loads(called.arguments))
+            asked += [called, {"type": "function_call_output", "call_id": called.call_id}]
+            asked[-1]["output"] = paid
+            return sdk.responses.create(input=asked, **model).output_text
         if shape == "stream":
             chunks = list(sdk.chat.completions.create(messages=messages, stream=True, **model))
             said = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)

@@ -131,14 +131,14 @@ def test_a_failed_call_is_journaled_as_failed_and_asked_again_on_re_entry(
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("shape", ["tool", "stream"])
+@pytest.mark.parametrize("shape", ["tool", "stream", "responses"])
 def test_after_a_kill_a_resumed_run_does_not_ask_for_a_recorded_reply_again(
     tmp_path: Path, llm_server: LLMServer, shape: str
 ) -> None:
     """tests/test_reentry.py's litellm case, through the SDK: killed (SIGKILL) inside the tool
     that follows the model's reply, resumed: the reply comes from the journal."""
     pay = {**CALL, "function": {"name": "charge", "arguments": '{"amount": 5}'}}
-    first = Reply(content="", tool_calls=[pay]) if shape == "tool" else Reply(content="On it!")
+    first = Reply(content="On it!") if shape == "stream" else Reply(content="", tool_calls=[pay])
     llm_server.reset(first, Reply(content="never sent: the kill comes first"))
     payments = PaymentServer().start()
     sessions = str(tmp_path / "sessions")
@@ -166,6 +166,10 @@ def test_after_a_kill_a_resumed_run_does_not_ask_for_a_recorded_reply_again(
     assert len(llm_server.requests) == 1  # only the reply the killed run never got
     if shape == "stream":
         assert report["said"] == "On it!" and report["chunks"] >= 2  # replayed chunk by chunk
+    elif shape == "responses":  # the function call, from the journal, and its output
+        asked = llm_server.requests[0].body["input"]
+        assert asked[-1] == {"type": "function_call_output", "call_id": "call_1", "output": "ch_1"}
+        assert asked[-2]["call_id"] == "call_1"
     else:  # the model's tool call, from the journal, has the same id and arguments
         sent = llm_server.requests[0].body["messages"]
         assert sent[-1] == {"role": "tool", "tool_call_id": "call_1", "content": "ch_1"}

@@ -6,7 +6,8 @@ are wrapped on their classes, so every client, made before the patch or after, i
 replies and streams (``stream=True``, and the ``stream()`` helper, which calls ``create``), as
 litellm's attempts are (:mod:`.chat`, :mod:`.streaming`), answered from the journal in a
 re-entered run (:mod:`.replay`), with the SDK's own retries as attempts of one call
-(:mod:`.retries`). The attempts, logical calls and transcript entries are the litellm
+(:mod:`.retries`); ``responses.create`` and ``.parse`` (``Responses``, ``AsyncResponses``) likewise
+(:mod:`.responses`). The attempts, logical calls and transcript entries are the litellm
 instrumentation's own (its :mod:`tracking <agenttrace.instrumentation.litellm.tracking>`,
 :mod:`calls <agenttrace.instrumentation.litellm.calls>` and :mod:`attempt
 <agenttrace.instrumentation.litellm.attempt>`), so the two record a call the same way, and a
@@ -14,7 +15,8 @@ litellm call, which reaches the SDK from inside its own attempt, stays one span.
 
 The modules, each importing only those before it: :mod:`.request` (what a call asks, its
 provider and price, the shared state), :mod:`.streaming` (the stream proxy), :mod:`.replay`
-(replies from the journal), :mod:`.chat` (the wrappers), :mod:`.retries` (the SDK's retries)
+(replies from the journal), :mod:`.chat` (the wrappers), :mod:`.responses` (the Responses
+API's), :mod:`.retries` (the SDK's retries)
 and this package (the instrumentor).
 """
 
@@ -32,6 +34,8 @@ from agenttrace.instrumentation.litellm.utils import state as litellm_state
 from agenttrace.instrumentation.on_import import instrument_on_import
 from agenttrace.instrumentation.openai.chat import acreate_wrapper, create_wrapper
 from agenttrace.instrumentation.openai.request import WHERE, state
+from agenttrace.instrumentation.openai.responses import acreate_wrapper as aresponses_wrapper
+from agenttrace.instrumentation.openai.responses import create_wrapper as responses_wrapper
 from agenttrace.instrumentation.openai.retries import RETRY_METHOD, retry_wrapper
 from agenttrace.tracing.implicit import end_runs
 
@@ -43,6 +47,11 @@ _TARGETS = (
     # parse sends its request itself (not through create): its reply is a ParsedChatCompletion.
     ("openai.resources.chat", "Completions", "parse", create_wrapper),
     ("openai.resources.chat", "AsyncCompletions", "parse", acreate_wrapper),
+    # The Responses API (openai >= 1.66; its stream() helper calls create).
+    ("openai.resources.responses", "Responses", "create", responses_wrapper),
+    ("openai.resources.responses", "AsyncResponses", "create", aresponses_wrapper),
+    ("openai.resources.responses", "Responses", "parse", responses_wrapper),
+    ("openai.resources.responses", "AsyncResponses", "parse", aresponses_wrapper),
     ("openai._base_client", "SyncAPIClient", RETRY_METHOD, retry_wrapper),
     ("openai._base_client", "AsyncAPIClient", RETRY_METHOD, retry_wrapper),
 )
@@ -72,7 +81,10 @@ class OpenAIInstrumentor(LibraryInstrumentor):
         if state.patches:
             return
         for module_name, class_name, method, wrapper in _TARGETS:
-            owner = getattr(importlib.import_module(module_name), class_name)
+            try:
+                owner = getattr(importlib.import_module(module_name), class_name)
+            except (ImportError, AttributeError):  # an SDK older than that API
+                continue
             if method not in vars(owner):  # an SDK without it: its retries stay one attempt
                 continue
             wrapt.wrap_function_wrapper(owner, method, wrapper)

@@ -6,13 +6,14 @@ litellm's are (:func:`~agenttrace.instrumentation.litellm.tracking.open_span`), 
 what the response says, its reply logged to the agent's transcript and journaled. A call made
 while a litellm attempt runs is litellm's own request to the model: that attempt is its span,
 so it passes through (one span, never two), as does a call inside an ``@agenttrace.llm``
-function or block, whose span is the program's own record of it. A call asking for the raw
-HTTP response (``with_raw_response``, ``with_streaming_response``) passes through untraced.
+function or block, whose span is the program's own record of it. A ``with_raw_response`` call
+is traced (:mod:`.raw`); a ``with_streaming_response`` one passes through untraced.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry.util.types import AttributeValue
@@ -35,6 +36,12 @@ from agenttrace.instrumentation.litellm.tracking import (
     leave_call,
     open_span,
 )
+from agenttrace.instrumentation.openai.raw import (
+    finish_raw,
+    made_by_litellm,
+    raw_kind,
+    replayed_raw,
+)
 from agenttrace.instrumentation.openai.replay import replayed_response
 from agenttrace.instrumentation.openai.request import WHERE, describe, price, state
 from agenttrace.instrumentation.openai.streaming import StreamProxy
@@ -42,41 +49,42 @@ from agenttrace.model.journal import Step
 from agenttrace.tracing.journal.llm_steps import ReplayedFailure, begin_llm_step
 from agenttrace.tracing.scopes import OpScope, current_scope
 
-_RAW = "X-Stainless-Raw-Response"
-"""The header the SDK's ``with_raw_response``/``with_streaming_response`` add to the call."""
 
-
-def _untraced(kwargs: dict[str, Any]) -> bool:
+def untraced(kwargs: dict[str, Any]) -> bool:
     """Whether a call passes through: tracing off, a litellm attempt's own request, a call
     inside an ``@agenttrace.llm`` function or block (the program's own span of this call
-    records it: one span, never two), or a raw-response call."""
+    records it: one span, never two), a ``with_streaming_response`` call, or litellm's raw call
+    (:mod:`.raw`)."""
     if runtime.disabled or not state.enabled or attempt_var.get() is not None:
         return True
     scope = current_scope()
     if isinstance(scope, OpScope) and scope.kind == sc.KIND_LLM:
         return True
-    headers = kwargs.get("extra_headers")
-    return isinstance(headers, dict) and _RAW in headers
+    raw = raw_kind(kwargs)
+    # with_streaming_response leaves the body to the caller; litellm's raw calls are litellm's.
+    return raw is not None and (raw != "true" or made_by_litellm())
 
 
 def create_wrapper(
     wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """For ``Completions.create``."""
-    if _untraced(kwargs):
+    if untraced(kwargs):
         return wrapped(*args, **kwargs)
     call_token = enter_call(args, kwargs, True)
     raised = True
     try:
-        attempt = _start(instance, kwargs)
+        attempt = start_attempt(instance, kwargs)
         if attempt is None:
             result = wrapped(*args, **kwargs)
         else:
-            recorded = _recorded(attempt, kwargs)
+            recorded = recorded_step(attempt, kwargs)
             if recorded is not None:
                 result = _replayed(recorded, attempt, instance, False, _parse_of(wrapped, kwargs))
+                if raw_kind(kwargs) is not None:
+                    result = replayed_raw(result, getattr(instance, "_client", None), False)
             else:
-                result = _run(wrapped, args, kwargs, attempt)
+                result = run(wrapped, args, kwargs, attempt, _finish)
         raised = False
         return result
     finally:
@@ -88,27 +96,29 @@ async def acreate_wrapper(
 ) -> Any:
     """For ``AsyncCompletions.create`` and ``.parse``: the call runs in the caller's task, whose
     context the attempt's scope is current in while it is awaited."""
-    if _untraced(kwargs):
+    if untraced(kwargs):
         return await wrapped(*args, **kwargs)
     call_token = enter_call(args, kwargs, True)
     raised = True
     try:
-        attempt = _start(instance, kwargs)
+        attempt = start_attempt(instance, kwargs)
         if attempt is None:
             result = await wrapped(*args, **kwargs)
         else:
-            recorded = _recorded(attempt, kwargs)
+            recorded = recorded_step(attempt, kwargs)
             if recorded is not None:
                 result = _replayed(recorded, attempt, instance, True, _parse_of(wrapped, kwargs))
+                if raw_kind(kwargs) is not None:
+                    result = replayed_raw(result, getattr(instance, "_client", None), True)
             else:
-                result = await _arun(wrapped, args, kwargs, attempt)
+                result = await arun(wrapped, args, kwargs, attempt, _finish)
         raised = False
         return result
     finally:
         leave_call(call_token, raised)
 
 
-def _start(resource: Any, kwargs: dict[str, Any]) -> Attempt | None:
+def start_attempt(resource: Any, kwargs: dict[str, Any]) -> Attempt | None:
     """The attempt's span, started (None: a failure of ours, reported; the call runs
     untraced)."""
     try:
@@ -126,7 +136,7 @@ def _start(resource: Any, kwargs: dict[str, Any]) -> Attempt | None:
         return None
 
 
-def _recorded(attempt: Attempt, kwargs: dict[str, Any]) -> Step | None:
+def recorded_step(attempt: Attempt, kwargs: Any) -> Step | None:
     """Journal the attempt's step; in a re-entered run, the journal's step that answers it
     (failures it recorded end their attempts here, as ``ReplayedFailure``, and the next
     attempt is answered in turn)."""
@@ -141,7 +151,15 @@ def _recorded(attempt: Attempt, kwargs: dict[str, Any]) -> Step | None:
     return recorded
 
 
-def _run(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], attempt: Attempt) -> Any:
+def run(
+    wrapped: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    attempt: Attempt,
+    finish: Callable[[Any, Attempt], Any],
+) -> Any:
+    """Send the call as ``attempt`` (its scope current; the SDK's retries see it); a failure
+    ends it failed and passes through, a result is given to ``finish``."""
     token = attempt_var.set(attempt)
     activation = activate(attempt)
     try:
@@ -153,12 +171,17 @@ def _run(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], attempt: A
         raise
     deactivate_attempt(attempt, activation)
     attempt_var.reset(token)
-    return _finish(result, attempt)
+    return finish(result, attempt)
 
 
-async def _arun(
-    wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], attempt: Attempt
+async def arun(
+    wrapped: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    attempt: Attempt,
+    finish: Callable[[Any, Attempt], Any],
 ) -> Any:
+    """Async :func:`run`."""
     token = attempt_var.set(attempt)
     activation = activate(attempt)
     try:
@@ -170,7 +193,7 @@ async def _arun(
         raise
     deactivate_attempt(attempt, activation)
     attempt_var.reset(token)
-    return _finish(result, attempt)
+    return finish(result, attempt)
 
 
 def _parse_of(wrapped: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
@@ -203,8 +226,11 @@ def _finish(result: Any, attempt: Attempt) -> Any:
     enters the agent's transcript first (its tool calls offered to the turn), then the span
     ends with what the response says. A failure of ours is reported, never raised."""
     from openai import AsyncStream, Stream
+    from openai._legacy_response import LegacyAPIResponse
 
-    completed = functools.partial(_completed_attributes, attempt, result)
+    if isinstance(result, LegacyAPIResponse):  # with_raw_response: the reply it holds
+        return finish_raw(result, attempt, _finish)
+    completed = functools.partial(completed_attributes, attempt, result)
     try:
         if isinstance(result, (Stream, AsyncStream)):
             return StreamProxy(result, attempt)
@@ -231,7 +257,8 @@ def _journaled(result: Any) -> Any:
     return result
 
 
-def _completed_attributes(attempt: Attempt, result: Any) -> dict[str, AttributeValue]:
+def completed_attributes(attempt: Attempt, result: Any) -> dict[str, AttributeValue]:
+    """What a chat completion `result` records on the attempt's span, its price included."""
     attributes = result_attributes(attempt, result)
     outcome = attempt.scope.outcome
     if (attempt.scope.late or {}).get(sc.REPLAYED) is True:

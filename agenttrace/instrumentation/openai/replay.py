@@ -44,14 +44,20 @@ def replayed_response(
             chat_completion=completion,
         )
     try:
-        stream = _sdk_stream(step.chunks, client, is_async)
+        stream = sdk_stream(step.chunks, client, is_async)
     except Exception as exc:  # an SDK whose stream cannot be built so: the chunks as they are
         report_internal_error(WHERE, exc)
         raise
     return StreamProxy(stream, attempt)
 
 
-def _sdk_stream(chunks: list[Any], client: Any, is_async: bool) -> Any:
+def sdk_stream(
+    chunks: list[Any],
+    client: Any,
+    is_async: bool,
+    cast_to: Any = None,
+    path: str = "/chat/completions",
+) -> Any:
     """The SDK's stream over the recorded chunks: an HTTP response made here, whose body is
     the chunks as the server sent them (``data:`` lines, then ``[DONE]``)."""
     import httpx
@@ -61,7 +67,7 @@ def _sdk_stream(chunks: list[Any], client: Any, is_async: bool) -> Any:
     body = b"".join(
         b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n" for chunk in chunks
     )
-    url = str(getattr(client, "base_url", "http://replayed/")).rstrip("/") + "/chat/completions"
+    url = str(getattr(client, "base_url", "http://replayed/")).rstrip("/") + path
     response = httpx.Response(
         200,
         headers={"content-type": "text/event-stream"},
@@ -69,7 +75,7 @@ def _sdk_stream(chunks: list[Any], client: Any, is_async: bool) -> Any:
         request=httpx.Request("POST", url),
     )
     kind = AsyncStream if is_async else Stream
-    return kind(cast_to=ChatCompletionChunk, response=response, client=client)
+    return kind(cast_to=cast_to or ChatCompletionChunk, response=response, client=client)
 
 
 def _not_given() -> Any:

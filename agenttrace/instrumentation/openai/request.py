@@ -1,10 +1,11 @@
 """What one ``chat.completions.create`` call asks, as its attempt's span describes it.
 
 The model is the request's; the provider is read from the client: its class (Azure) or the host
-of its base URL (api.openai.com, OpenRouter, DeepSeek, ...). Any other host speaks the OpenAI
-API (vLLM, a local server): its provider is ``openai``, as litellm reports an ``openai/`` model
-sent to a custom ``api_base``. The price comes from litellm's price map when litellm is loaded
-(the same table the litellm path prices with), for the model as that map names it.
+of its base URL (api.openai.com, OpenRouter, DeepSeek, ...), or Ollama's port. Any other host
+speaks the OpenAI API (vLLM, a local server): its provider is ``openai``, as litellm reports an
+``openai/`` model sent to a custom ``api_base``. The price comes from litellm's price map when
+litellm is loaded (the same table the litellm path prices with), for the model as that map
+names it.
 """
 
 from __future__ import annotations
@@ -50,17 +51,30 @@ class State:
 state = State()
 
 
+_AZURE_HOSTS = (".openai.azure.com", ".cognitiveservices.azure.com")
+"""The hosts of Azure OpenAI resources (an ``OpenAI`` client on Azure's ``/openai/v1`` API)."""
+
+_OLLAMA_PORT = 11434
+"""Ollama's port: its OpenAI-compatible API is ``http://localhost:11434/v1``. Other local
+servers (vLLM on 8000, LM Studio, llama.cpp) have no port or path of their own to tell them by:
+they are ``openai``, as litellm reports an ``openai/`` model sent to a custom ``api_base``."""
+
+
 def litellm_provider(client: Any) -> str:
     """The provider ``client`` (the SDK's ``OpenAI``/``AsyncOpenAI``/Azure client) sends to,
-    as litellm names providers."""
+    as litellm names providers: Azure by the client's class or its host, the hosted providers
+    by their hosts, Ollama by its port, else ``openai``."""
     if "Azure" in type(client).__name__:
         return "azure"
-    host = getattr(getattr(client, "base_url", None), "host", None)
+    url = getattr(client, "base_url", None)
+    host = getattr(url, "host", None)
     if isinstance(host, str):
         if host in _HOSTS:
             return _HOSTS[host]
-        if host.endswith(".openai.azure.com"):
+        if host.endswith(_AZURE_HOSTS):
             return "azure"
+        if getattr(url, "port", None) == _OLLAMA_PORT:
+            return "ollama"
     return "openai"
 
 

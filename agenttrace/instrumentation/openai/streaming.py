@@ -15,6 +15,7 @@ import functools
 import sys
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import wrapt
@@ -103,10 +104,11 @@ def _add_delta(message: dict[str, Any], delta: Any) -> None:
 class _StreamState:
     """What a stream proxy needs to end its span; held apart so the proxy can be collected."""
 
-    __slots__ = ("attempt", "first_chunk_ns", "given")
+    __slots__ = ("assemble", "attempt", "first_chunk_ns", "given")
 
-    def __init__(self, attempt: Attempt) -> None:
+    def __init__(self, attempt: Attempt, assemble: Callable[[list[Any]], Any]) -> None:
         self.attempt = attempt
+        self.assemble = assemble  # the reply the chunks make, as a ChatCompletion
         self.first_chunk_ns: int | None = None
         self.given: list[Any] = []  # the chunks, as the reader got them: what the journal keeps
 
@@ -123,7 +125,7 @@ class _StreamState:
             end_llm_step(attempt.scope, attempt.model, error=_ABANDONED)
         built = None
         try:
-            built = assemble(self.given)
+            built = self.assemble(self.given)
             if built is not None and not abandoned:
                 offer_tool_calls(attempt, built)  # the streamed reply enters the transcript
         except Exception as exc:
@@ -181,11 +183,15 @@ def _estimated_usage(attempt: Attempt, built: Any) -> Usage | None:
 
 
 class StreamProxy(wrapt.ObjectProxy[Any]):
-    """The SDK's stream, as its own type, ending the attempt's span exactly once."""
+    """The SDK's stream, as its own type, ending the attempt's span exactly once.
+    ``assemble``: what its chunks make, as a ``ChatCompletion`` (a Responses stream's events
+    make one too, :func:`agenttrace.instrumentation.openai.responses.assemble_events`)."""
 
-    def __init__(self, stream: Any, attempt: Attempt) -> None:
+    def __init__(
+        self, stream: Any, attempt: Attempt, assemble: Callable[[list[Any]], Any] = assemble
+    ) -> None:
         super().__init__(stream)
-        state = _StreamState(attempt)
+        state = _StreamState(attempt, assemble)
         self._self_state = state
         # Abandoned without being exhausted or closed: end the span when the proxy is collected.
         self._self_finalizer = weakref.finalize(self, state.complete, True)
