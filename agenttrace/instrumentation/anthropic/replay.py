@@ -35,7 +35,7 @@ def _sdk_stream(events: list[Any], client: Any, is_async: bool) -> Any:
     from anthropic.types import RawMessageStreamEvent
 
     # The HTTP library the SDK's streams read (httpx, or httpx2 in newer releases).
-    namespace = vars(importlib.import_module(Stream.__module__))
+    namespace = vars(importlib.import_module("anthropic._streaming"))
     http = namespace.get("httpx2") or namespace["httpx"]
     body = b"".join(
         b"event: "
