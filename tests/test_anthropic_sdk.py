@@ -180,7 +180,7 @@ def test_thinking_is_reasoning_and_tool_use_a_tool_call_in_the_transcript(
             "tool_calls": [
                 {
                     "id": "toolu_1",
-                    "function": {"name": "charge", "arguments": '{"a":5}'},
+                    "function": {"name": "charge", "arguments": '{"a": 5}'},
                 }
             ],
         },
@@ -254,7 +254,7 @@ def test_the_stream_helper_is_one_span_sync_and_async(
         chat = attrs(span)
         assert chat[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_use",)
         (message,) = json.loads(chat[sc.GEN_AI_OUTPUT_MESSAGES])
-        assert message["tool_calls"][0]["function"] == {"name": "charge", "arguments": '{"a":5}'}
+        assert message["tool_calls"][0]["function"] == {"name": "charge", "arguments": '{"a": 5}'}
 
 
 def test_a_stream_closed_early_ends_its_span_once(traced: Traced, claude: AnthropicServer) -> None:
@@ -352,3 +352,50 @@ def test_each_request_the_sdk_retries_is_an_attempt_of_one_call(
         (2, "ok"),
     ]
     assert len({s.parent.span_id for s in spans[:3] if s.parent}) == 1
+
+
+def test_the_same_conversation_makes_the_same_transcript_as_through_litellm(
+    traced: Traced, claude: AnthropicServer, tmp_path: Path
+) -> None:
+    """A system prompt, a tool call and its answer, asked of the same server through the SDK and
+    through litellm's ``anthropic/`` model: the same transcript entries."""
+    sdk = client(claude)
+
+    @agenttrace.agent("ViaSDK")
+    def via_sdk() -> None:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "Pay 5."}]
+        reply = sdk.messages.create(
+            model=MODEL, max_tokens=64, system="Be brief.", messages=messages
+        )
+        messages.append({"role": "assistant", "content": [b.model_dump() for b in reply.content]})
+        result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "paid"}
+        messages.append({"role": "user", "content": [result]})
+        sdk.messages.create(model=MODEL, max_tokens=64, system="Be brief.", messages=messages)
+
+    @agenttrace.agent("ViaLiteLLM")
+    def via_litellm() -> None:
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Pay 5."},
+        ]
+        ask = {"model": f"anthropic/{MODEL}", "api_base": claude.base_url, "api_key": KEY}
+        reply = litellm.completion(messages=messages, max_tokens=64, **ask)
+        messages.append(reply.choices[0].message.model_dump(exclude_none=True))
+        messages.append({"role": "tool", "tool_call_id": "toolu_1", "content": "paid"})
+        litellm.completion(messages=messages, max_tokens=64, **ask)
+
+    for run in (via_sdk, via_litellm):
+        claude.reset(
+            Reply(blocks=[tool_use("charge", {"a": 5}, id="toolu_1")]),
+            Reply(blocks=[text("Done.")]),
+        )
+        run()
+    first, second = transcripts(traced, tmp_path).values()
+    assert first == second
+    assert [entry["role"] for entry in first] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]

@@ -145,7 +145,8 @@ def assistant_message(blocks: Sequence[Any]) -> dict[str, Any]:
 def _arguments(value: Any) -> str:
     if hasattr(value, "model_dump"):
         value = value.model_dump()
-    return json.dumps(value if value is not None else {}, separators=(",", ":"))
+    # json.dumps as litellm calls it: the same arguments text on both paths
+    return json.dumps(value if value is not None else {})
 
 
 def _user(role: str, content: Any) -> list[dict[str, Any]]:
