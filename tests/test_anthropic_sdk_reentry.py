@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import pydantic
 import pytest
 from anthropic.types import Message
 
@@ -207,3 +208,42 @@ def test_after_a_kill_a_resumed_run_does_not_ask_for_a_recorded_reply_again(
     assert made["key"].startswith("at-")
     ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
     assert sum(1 for entry in ledger if entry.get("type") == "llm") == 2  # none for the replay
+
+
+class Answer(pydantic.BaseModel):
+    """What the ``parse`` test asks for."""
+
+    city: str
+
+
+def test_parse_is_traced_and_its_parsed_reply_comes_back_on_re_entry(
+    traced: Traced, tmp_path: Path, claude: AnthropicServer
+) -> None:
+    @agenttrace.agent("Parser")
+    async def ask() -> tuple[Any, Any]:
+        sync = client(claude).messages.parse(
+            model=MODEL, max_tokens=64, messages=HI, output_format=Answer
+        )
+        later = await aclient(claude).messages.parse(
+            model=MODEL,
+            max_tokens=64,
+            messages=[*HI, {"role": "user", "content": "again"}],
+            output_format=Answer,
+        )
+        return sync, later
+
+    claude.reset(
+        Reply(blocks=[text('{"city": "Paris"}')]), Reply(blocks=[text('{"city": "Rome"}')])
+    )
+    first = asyncio.run(ask())
+    assert [reply.parsed_output for reply in first] == [Answer(city="Paris"), Answer(city="Rome")]
+    assert len(llm_spans(traced)) == 2
+    traced.handle.force_flush()
+    rearm(tmp_path)
+    claude.reset(Reply(blocks=[text("not asked")]))
+    again = asyncio.run(ask())
+    assert claude.message_requests() == []
+    for was, now in zip(first, again, strict=True):
+        assert type(now) is type(was)  # the SDK's ParsedMessage[Answer]
+        assert now.parsed_output == was.parsed_output
+    assert len([s for s in llm_spans(traced) if attrs(s).get(sc.REPLAYED)]) == 2

@@ -1,14 +1,14 @@
 """The Anthropic Python SDK, patched with wrapt: one ``chat {model}`` span per LLM attempt.
 
 ``Messages.create`` and ``AsyncMessages.create`` (``client.messages.create`` on any client:
-``Anthropic``, ``AsyncAnthropic``, Bedrock and Vertex clients, any ``base_url``) and
-``messages.stream`` are wrapped on their classes, so every client, made before the patch or
-after, is traced: plain replies and streams (``stream=True``, and the ``stream()`` helper's
-``MessageStream``), as litellm's attempts are (:mod:`.messages`, :mod:`.streaming`), answered
-from the journal in a re-entered run (:mod:`.replay`), with the SDK's own retries as attempts
-of one call (:mod:`.retries`). The attempts, logical calls and transcript entries are the
-litellm instrumentation's own, read through :mod:`.request`'s view of Anthropic's messages as
-litellm's, so the two record a conversation the same way.
+``Anthropic``, ``AsyncAnthropic``, Bedrock and Vertex clients, any ``base_url``), their
+``parse`` and ``messages.stream`` are wrapped on their classes, so every client, made before
+the patch or after, is traced: plain replies and streams (``stream=True``, and the
+``stream()`` helper's ``MessageStream``), as litellm's attempts are (:mod:`.messages`,
+:mod:`.streaming`), answered from the journal in a re-entered run (:mod:`.replay`), with the
+SDK's own retries as attempts of one call (:mod:`.retries`). The attempts, logical calls and
+transcript entries are the litellm instrumentation's own, read through :mod:`.request`'s view
+of Anthropic's messages as litellm's, so the two record a conversation the same way.
 
 The modules, each importing only those before it: :mod:`.request` (what a call asks, its
 provider and price, the reply as litellm's, the shared state), :mod:`.streaming` (the stream
@@ -42,6 +42,9 @@ __all__ = ["AnthropicInstrumentor", "instrument_when_imported"]
 _TARGETS = (
     ("anthropic.resources.messages", "Messages", "create", create_wrapper),
     ("anthropic.resources.messages", "AsyncMessages", "create", acreate_wrapper),
+    # parse sends its request itself (not through create): its reply is a ParsedMessage.
+    ("anthropic.resources.messages", "Messages", "parse", create_wrapper),
+    ("anthropic.resources.messages", "AsyncMessages", "parse", acreate_wrapper),
     ("anthropic.resources.messages", "Messages", "stream", stream_wrapper),
     ("anthropic.resources.messages", "AsyncMessages", "stream", stream_wrapper),
     ("anthropic._base_client", "SyncAPIClient", RETRY_METHOD, retry_wrapper),

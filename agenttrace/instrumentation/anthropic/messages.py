@@ -1,4 +1,4 @@
-"""The wrappers of ``messages.create`` and ``messages.stream``, sync and async: one attempt per
+"""The wrappers of ``messages.create``, ``.parse`` and ``.stream``, sync and async: one attempt per
 call.
 
 Each call is a logical call (:mod:`agenttrace.instrumentation.litellm.calls`: numbered
@@ -80,7 +80,8 @@ def create_wrapper(
         else:
             recorded = _recorded(attempt, kwargs)
             if recorded is not None:
-                result = _replayed(recorded, attempt, instance, False)
+                parse = _parse_of(wrapped, kwargs)
+                result = _replayed(recorded, attempt, instance, False, parse)
             else:
                 result = _run(wrapped, args, kwargs, attempt)
         raised = False
@@ -105,7 +106,8 @@ async def acreate_wrapper(
         else:
             recorded = _recorded(attempt, kwargs)
             if recorded is not None:
-                result = _replayed(recorded, attempt, instance, True)
+                parse = _parse_of(wrapped, kwargs)
+                result = _replayed(recorded, attempt, instance, True, parse)
             else:
                 result = await _arun(wrapped, args, kwargs, attempt)
         raised = False
@@ -222,12 +224,23 @@ async def _arun(
     return _finish(result, attempt)
 
 
-def _replayed(recorded: Step, attempt: Attempt, resource: Any, is_async: bool) -> Any:
+def _parse_of(wrapped: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The arguments of a ``parse`` call (its reply is parsed by the SDK), else None."""
+    return kwargs if getattr(wrapped, "__name__", None) == "parse" else None
+
+
+def _replayed(
+    recorded: Step,
+    attempt: Attempt,
+    resource: Any,
+    is_async: bool,
+    parse: dict[str, Any] | None = None,
+) -> Any:
     """The reply the journal recorded for this attempt, ended as a reply from the model is (the
     model is not called)."""
     client = getattr(resource, "_client", None)
     try:
-        result = replayed_response(recorded, attempt, client, is_async)
+        result = replayed_response(recorded, attempt, client, is_async, parse)
     except Exception as exc:  # a journal this SDK cannot read back: a failure of ours
         report_internal_error(WHERE, exc)
         raise

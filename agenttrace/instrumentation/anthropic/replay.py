@@ -16,15 +16,30 @@ from agenttrace.instrumentation.litellm.attempt import Attempt
 from agenttrace.model.journal import Step
 
 
-def replayed_response(step: Step, attempt: Attempt, client: Any, is_async: bool) -> Any:
-    """What ``step`` recorded, as the SDK's types: a ``Message``, or a stream."""
+def replayed_response(
+    step: Step,
+    attempt: Attempt,
+    client: Any,
+    is_async: bool,
+    parse: Mapping[str, Any] | None = None,
+) -> Any:
+    """What ``step`` recorded, as the SDK's types: a ``Message``, or a stream. ``parse``: the
+    arguments of a ``messages.parse`` call, whose reply is a ``ParsedMessage``, parsed again
+    from the recorded reply as the SDK parses it."""
     from anthropic.types import Message
 
     if step.chunks is None:
         result = step.result
         if not isinstance(result, Mapping):
             return result
-        return Message.construct(**result)
+        message = Message.construct(**result)
+        if parse is None:
+            return message
+        import anthropic
+        from anthropic.lib._parse._response import parse_response
+
+        output_format = parse.get("output_format", anthropic.NOT_GIVEN)
+        return parse_response(output_format=output_format, response=message)
     return StreamProxy(_sdk_stream(step.chunks, client, is_async), attempt)
 
 
