@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from agenttrace.instrumentation.anthropic.request import litellm_provider
 
 from .anthropic_server import AnthropicServer, Reply, text, thinking, tool_use
 from .conftest import Traced, attrs, outcome
+from .helpers import child_env
+from .test_zero_code import run_instrumented
 
 KEY = "sk-ant-agenttrace-test-0001"
 MODEL = "claude-sonnet-4-5"
@@ -399,3 +402,48 @@ def test_the_same_conversation_makes_the_same_transcript_as_through_litellm(
         "tool",
         "assistant",
     ]
+
+
+ZERO_CODE = """\
+import sys
+
+import anthropic
+
+client = anthropic.Anthropic(base_url=sys.argv[1], api_key="sk-ant-zero-code", max_retries=0)
+reply = client.messages.create(
+    model="claude-sonnet-4-5", max_tokens=64, messages=[{"role": "user", "content": "Say hi"}]
+)
+print(reply.content[0].text)
+"""
+
+
+@pytest.mark.e2e  # runs a whole program as a user does: make test, not make check
+def test_opentelemetry_instrument_traces_a_plain_anthropic_script(
+    tmp_path: Path, claude: AnthropicServer
+) -> None:
+    (entry,) = [
+        e
+        for e in metadata.entry_points(group="opentelemetry_instrumentor")
+        if e.name == "agenttrace_anthropic"
+    ]
+    assert entry.load() is AnthropicInstrumentor
+    claude.default = Reply(blocks=[text("hi")])
+    script = tmp_path / "app.py"
+    script.write_text(ZERO_CODE)
+    env = child_env(
+        OTEL_SERVICE_NAME="zero-code-app",
+        OTEL_TRACES_EXPORTER="otlp",
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER="none",
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+        AGENTTRACE_SESSIONS_DIR=str(tmp_path / "sessions"),
+        AGENTTRACE_BILLING_FILE=str(tmp_path / "ledger.jsonl"),
+        AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
+    )
+    _, spans = run_instrumented([str(script), claude.base_url], env)
+    by_name = {span.name: span for span in spans}
+    chat = by_name[f"chat {MODEL}"]
+    assert chat.attributes[sc.KIND] == sc.KIND_LLM
+    assert chat.attributes[sc.GEN_AI_PROVIDER_NAME] == "anthropic"
+    assert {"invoke_agent zero-code-app", "turn 1"} <= set(by_name)
+    assert len(claude.message_requests()) == 1
