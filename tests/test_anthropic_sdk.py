@@ -447,3 +447,29 @@ def test_opentelemetry_instrument_traces_a_plain_anthropic_script(
     assert chat.attributes[sc.GEN_AI_PROVIDER_NAME] == "anthropic"
     assert {"invoke_agent zero-code-app", "turn 1"} <= set(by_name)
     assert len(claude.message_requests()) == 1
+
+
+def test_a_raw_response_call_passes_through_untraced(
+    traced: Traced, claude: AnthropicServer
+) -> None:
+    raw = client(claude).messages.with_raw_response.create(model=MODEL, max_tokens=64, messages=HI)
+    assert raw.parse().content[0].text == "Hello!"
+    assert llm_spans(traced) == []
+
+
+def test_a_call_inside_an_llm_function_is_that_function_s_span(
+    traced: Traced, claude: AnthropicServer
+) -> None:
+    """An ``@agenttrace.llm`` function or block is the program's own span of the call it
+    makes: one span, never two."""
+    sdk = client(claude)
+
+    @agenttrace.llm(model=MODEL)
+    def ask() -> anthropic.types.Message:
+        return sdk.messages.create(model=MODEL, max_tokens=64, messages=HI)
+
+    ask()
+    with agenttrace.llm(model=MODEL) as call:
+        call.record_response(sdk.messages.create(model=MODEL, max_tokens=64, messages=HI))
+    assert len(claude.message_requests()) == 2
+    assert len(llm_spans(traced)) == 2
