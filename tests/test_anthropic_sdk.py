@@ -473,3 +473,27 @@ def test_a_call_inside_an_llm_function_is_that_function_s_span(
         call.record_response(sdk.messages.create(model=MODEL, max_tokens=64, messages=HI))
     assert len(claude.message_requests()) == 2
     assert len(llm_spans(traced)) == 2
+
+
+def test_an_async_stream_closed_early_is_awaited_as_the_sdk_s_and_ends_its_span(
+    traced: Traced, claude: AnthropicServer
+) -> None:
+    async def main() -> None:
+        stream = await aclient(claude).messages.create(
+            model=MODEL, max_tokens=64, messages=HI, stream=True
+        )
+        await stream.__anext__()
+        await stream.close()  # AsyncStream.close is a coroutine
+        assert stream.response.is_closed
+
+    asyncio.run(main())
+    chat = attrs(traced.one(f"chat {MODEL}"))
+    assert chat[sc.STREAM_ABANDONED] is True
+
+
+def test_a_stream_dropped_unread_ends_its_span(traced: Traced, claude: AnthropicServer) -> None:
+    stream = client(claude).messages.create(model=MODEL, max_tokens=64, messages=HI, stream=True)
+    next(iter(stream))
+    del stream  # collected: its span ends, as abandoned
+    chat = attrs(traced.one(f"chat {MODEL}"))
+    assert chat[sc.STREAM_ABANDONED] is True
