@@ -56,7 +56,9 @@ def test_init_instruments_the_sdk_by_name_and_shutdown_puts_it_back(traced: Trac
 
 def test_an_unknown_library_name_is_refused_before_anything_is_set_up() -> None:
     before = originals()
-    with pytest.raises(ValueError, match="cannot instrument 'claude_sdk': it knows claude_agent"):
+    with pytest.raises(
+        ValueError, match="cannot instrument 'claude_sdk': it knows anthropic, claude_agent"
+    ):
         agenttrace.init(instrument=["claude_sdk"])
     assert originals() == before
 

@@ -37,11 +37,16 @@ FLAGS = (
     "disabled",
     "instrument_litellm",
     "instrument_openai",
+    "instrument_anthropic",
     "propagate_threads",
     "input_deltas",
     "journal",
 )
 """``init``'s arguments that are True or False (``None``: from the environment)."""
+
+
+_ALWAYS_GIVEN = ("instrument_litellm", "instrument_openai", "instrument_anthropic")
+"""The flags whose default is True, not ``None``."""
 
 
 def check_init_arguments(
@@ -80,9 +85,7 @@ def check_init_arguments(
     check_path(API, "billing_file", billing_file)
     check_number(API, "shutdown_timeout", shutdown_timeout, least=0)
     for name, value in flags.items():
-        check_flag(
-            API, name, value, optional=name not in ("instrument_litellm", "instrument_openai")
-        )
+        check_flag(API, name, value, optional=name not in _ALWAYS_GIVEN)
     if tool_effects is not None:
         checked_effects(tool_effects)
     if trusted_mcp_servers is not None:

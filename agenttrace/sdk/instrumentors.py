@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 INSTRUMENTORS = {
+    "anthropic": "agenttrace.instrumentation.anthropic",
     "claude_agent_sdk": "agenttrace.instrumentation.claude_agent_sdk",
     "litellm": "agenttrace.instrumentation.litellm",
     "openai": "agenttrace.instrumentation.openai",

@@ -190,6 +190,7 @@ def init(
     disabled: bool | None = None,
     instrument_litellm: bool = True,
     instrument_openai: bool = True,
+    instrument_anthropic: bool = True,
     shutdown_timeout: float | None = None,
     propagate_threads: bool | None = None,
     instrument: Iterable[str] = (),
@@ -207,7 +208,8 @@ def init(
     since an application with its own provider has configured its own export.
     ``console_stream``: where console lines go (default: standard error; a text stream, or a
     callable that returns one). ``instrument_litellm``: patch litellm now, or as soon as it is
-    imported; ``instrument_openai``: the same for the OpenAI SDK (docs/how-to/openai.md).
+    imported; ``instrument_openai``: the same for the OpenAI SDK (docs/how-to/openai.md);
+    ``instrument_anthropic``: for the Anthropic SDK (docs/how-to/anthropic.md).
     ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
     see ``agenttrace.sdk.instrumentors.INSTRUMENTORS``), now if imported, else as soon as they
     are; an unknown name is a ``ValueError``.
@@ -256,6 +258,7 @@ def init(
             "disabled": disabled,
             "instrument_litellm": instrument_litellm,
             "instrument_openai": instrument_openai,
+            "instrument_anthropic": instrument_anthropic,
             "propagate_threads": propagate_threads,
             "input_deltas": input_deltas,
             "journal": journal,
@@ -303,7 +306,9 @@ def init(
         runtime.recorder = processor
         runtime.tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
         handle = Tracing(settings, provider, processor, owns, owned_meters, export)
-        _instrument_libraries(handle, names, instrument_litellm, instrument_openai)
+        _instrument_libraries(
+            handle, names, instrument_litellm, instrument_openai, instrument_anthropic
+        )
         atexit.register(handle.shutdown)
         _active = handle
         return handle
@@ -355,7 +360,11 @@ def _export(
 
 
 def _instrument_libraries(
-    handle: Tracing, names: list[str], instrument_litellm: bool, instrument_openai: bool = True
+    handle: Tracing,
+    names: list[str],
+    instrument_litellm: bool,
+    instrument_openai: bool = True,
+    instrument_anthropic: bool = True,
 ) -> None:
     """litellm and the OpenAI SDK (unless told not to), threads (unless ``propagate_threads``
     is off), and the libraries ``instrument`` names, each now or as soon as it is imported."""
@@ -367,10 +376,18 @@ def _instrument_libraries(
         from agenttrace.instrumentation import openai as openai_instrumentation
 
         handle._undo.append(openai_instrumentation.instrument_when_imported())
+    if instrument_anthropic:
+        from agenttrace.instrumentation import anthropic as anthropic_instrumentation
+
+        handle._undo.append(anthropic_instrumentation.instrument_when_imported())
     if handle.settings.propagate_threads:
         handle._undo.append(instrument_threads())
     for name in names:
-        defaults = {"litellm": instrument_litellm, "openai": instrument_openai}
+        defaults = {
+            "litellm": instrument_litellm,
+            "openai": instrument_openai,
+            "anthropic": instrument_anthropic,
+        }
         if not defaults.get(library_name(name), False):
             handle.instrument(name)
 

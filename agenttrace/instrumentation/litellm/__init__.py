@@ -66,6 +66,7 @@ class LiteLLMInstrumentor(LibraryInstrumentor):
     init_options: ClassVar[dict[str, Any] | None] = {
         "instrument_litellm": False,
         "instrument_openai": False,
+        "instrument_anthropic": False,
     }
 
     def patch(self, **options: Any) -> None:

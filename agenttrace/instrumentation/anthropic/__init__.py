@@ -1,0 +1,105 @@
+"""The Anthropic Python SDK, patched with wrapt: one ``chat {model}`` span per LLM attempt.
+
+``Messages.create`` and ``AsyncMessages.create`` (``client.messages.create`` on any client:
+``Anthropic``, ``AsyncAnthropic``, Bedrock and Vertex clients, any ``base_url``), their
+``parse`` and ``messages.stream`` are wrapped on their classes, so every client, made before
+the patch or after, is traced: plain replies and streams (``stream=True``, and the
+``stream()`` helper's ``MessageStream``), as litellm's attempts are (:mod:`.messages`,
+:mod:`.streaming`), answered from the journal in a re-entered run (:mod:`.replay`), with the
+SDK's own retries as attempts of one call (:mod:`.retries`). The attempts, logical calls and
+transcript entries are the litellm instrumentation's own, read through :mod:`.request`'s view
+of Anthropic's messages as litellm's, so the two record a conversation the same way.
+
+The modules, each importing only those before it: :mod:`.request` (what a call asks, its
+provider and price, the reply as litellm's, the shared state), :mod:`.streaming` (the stream
+proxy), :mod:`.replay` (replies from the journal), :mod:`.messages` (the wrappers),
+:mod:`.retries` (the SDK's retries) and this package (the instrumentor).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import wrapt
+
+from agenttrace.instrumentation.anthropic.messages import (
+    acreate_wrapper,
+    create_wrapper,
+    stream_wrapper,
+)
+from agenttrace.instrumentation.anthropic.request import WHERE, state
+from agenttrace.instrumentation.anthropic.retries import RETRY_METHOD, retry_wrapper
+from agenttrace.instrumentation.base import LibraryInstrumentor, own_attribute
+from agenttrace.instrumentation.litellm.calls import forget_pending_calls
+from agenttrace.instrumentation.litellm.utils import state as litellm_state
+from agenttrace.instrumentation.on_import import instrument_on_import
+from agenttrace.tracing.implicit import end_runs
+
+__all__ = ["AnthropicInstrumentor", "instrument_when_imported"]
+
+_TARGETS = (
+    ("anthropic.resources.messages", "Messages", "create", create_wrapper),
+    ("anthropic.resources.messages", "AsyncMessages", "create", acreate_wrapper),
+    # parse sends its request itself (not through create): its reply is a ParsedMessage.
+    ("anthropic.resources.messages", "Messages", "parse", create_wrapper),
+    ("anthropic.resources.messages", "AsyncMessages", "parse", acreate_wrapper),
+    ("anthropic.resources.messages", "Messages", "stream", stream_wrapper),
+    ("anthropic.resources.messages", "AsyncMessages", "stream", stream_wrapper),
+    ("anthropic._base_client", "SyncAPIClient", RETRY_METHOD, retry_wrapper),
+    ("anthropic._base_client", "AsyncAPIClient", RETRY_METHOD, retry_wrapper),
+)
+"""(module, class, method, wrapper) patched, on the class that defines the method."""
+
+
+class AnthropicInstrumentor(LibraryInstrumentor):
+    """OpenTelemetry's instrumentor for the Anthropic SDK: every ``messages.create`` attempt
+    becomes a ``chat {model}`` span (CLIENT) in agenttrace's agent/turn/op tree.
+
+    ``instrument(tracer_provider=...)`` patches the SDK and, if agenttrace is not set up yet
+    (zero-code: ``opentelemetry-instrument`` loads this class from its entry point), sets it up
+    on that provider first. ``uninstrument()`` puts the SDK back exactly as it was.
+    """
+
+    instruments = ("anthropic >= 2.0",)
+    # Setting agenttrace up instruments no other library: each has its own instrumentor, which
+    # zero-code loads too.
+    init_options: ClassVar[dict[str, Any] | None] = {
+        "instrument_litellm": False,
+        "instrument_openai": False,
+        "instrument_anthropic": False,
+    }
+
+    def patch(self, **options: Any) -> None:
+        """Patch the SDK's messages (imports it)."""
+        if state.patches:
+            return
+        for module_name, class_name, method, wrapper in _TARGETS:
+            owner = getattr(importlib.import_module(module_name), class_name)
+            if method not in vars(owner):  # an SDK without it: that path stays untraced
+                continue
+            wrapt.wrap_function_wrapper(owner, method, wrapper)
+            state.patches.append((owner, method, own_attribute(owner, method)))
+        state.enabled = True
+
+    def unpatch(self) -> None:
+        """Put the SDK back as it was. If another instrumentation wrapped it on top of ours,
+        our layer stays inside theirs but passes calls straight through."""
+        state.enabled = False
+        if not litellm_state.patches:  # else litellm's calls still run in them
+            end_runs()  # the implicit runs of bare calls: no more calls will join them
+            forget_pending_calls()
+        for owner, name, ours in reversed(state.patches):
+            if ours is not None and own_attribute(owner, name) is ours:
+                setattr(owner, name, ours.__wrapped__)
+        state.patches.clear()
+
+    def patched(self) -> bool:
+        """Whether the SDK is patched."""
+        return bool(state.patches)
+
+
+def instrument_when_imported() -> Callable[[], None]:
+    """Instrument the Anthropic SDK now if it is imported, else as soon as it is; the undo."""
+    return instrument_on_import(AnthropicInstrumentor(), "anthropic", WHERE)

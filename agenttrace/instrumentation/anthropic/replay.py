@@ -1,0 +1,71 @@
+"""A ``messages.create`` reply served from the step journal (a re-entered run, docs/journal.md),
+as the SDK's own types: a ``Message``, or the SDK's own ``Stream`` / ``AsyncStream`` of message
+events, read by the SDK from the recorded events as server-sent events (no request is sent),
+behind the proxy that ends the attempt's span.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Mapping
+from typing import Any, cast
+
+from agenttrace.instrumentation.anthropic.streaming import StreamProxy
+from agenttrace.instrumentation.litellm.attempt import Attempt
+from agenttrace.model.journal import Step
+
+
+def replayed_response(
+    step: Step,
+    attempt: Attempt,
+    client: Any,
+    is_async: bool,
+    parse: Mapping[str, Any] | None = None,
+) -> Any:
+    """What ``step`` recorded, as the SDK's types: a ``Message``, or a stream. ``parse``: the
+    arguments of a ``messages.parse`` call, whose reply is a ``ParsedMessage``, parsed again
+    from the recorded reply as the SDK parses it."""
+    from anthropic.types import Message
+
+    if step.chunks is None:
+        result = step.result
+        if not isinstance(result, Mapping):
+            return result
+        message = Message.construct(**result)
+        if parse is None:
+            return message
+        import anthropic
+        from anthropic.lib._parse._response import parse_response
+
+        output_format = parse.get("output_format", anthropic.NOT_GIVEN)
+        return parse_response(output_format=output_format, response=message)
+    return StreamProxy(_sdk_stream(step.chunks, client, is_async), attempt)
+
+
+def _sdk_stream(events: list[Any], client: Any, is_async: bool) -> Any:
+    """The SDK's stream over the recorded events: an HTTP response made here, whose body is the
+    events as the server sent them (``event:`` and ``data:`` lines)."""
+    from anthropic import AsyncStream, Stream
+    from anthropic.types import RawMessageStreamEvent
+
+    # The HTTP library the SDK's streams read (httpx, or httpx2 in newer releases).
+    namespace = vars(importlib.import_module("anthropic._streaming"))
+    http = namespace.get("httpx2") or namespace["httpx"]
+    body = b"".join(
+        b"event: "
+        + str(event.get("type", "")).encode()
+        + b"\ndata: "
+        + json.dumps(event, separators=(",", ":")).encode()
+        + b"\n\n"
+        for event in events
+    )
+    url = str(getattr(client, "base_url", "http://replayed/")).rstrip("/") + "/v1/messages"
+    response = http.Response(
+        200,
+        headers={"content-type": "text/event-stream"},
+        content=body,
+        request=http.Request("POST", url),
+    )
+    kind = AsyncStream if is_async else Stream
+    return kind(cast_to=cast(Any, RawMessageStreamEvent), response=response, client=client)

@@ -1,0 +1,220 @@
+"""What one ``messages.create`` call asks, and its reply as the litellm path records replies.
+
+The attempts, transcripts and span attributes are the litellm instrumentation's, which read
+OpenAI-shaped messages (what a litellm caller sends, and litellm's ``ModelResponse``): a
+request's ``system`` and Anthropic content blocks are read as the messages litellm would have
+been given for the same conversation (:func:`chat_messages`), and a ``Message`` as the reply
+litellm makes of it (:func:`chat_view`: text, ``tool_use`` blocks as tool calls, thinking
+blocks as reasoning without their signatures, the stop reason, Anthropic's usage as it came).
+The provider is read from the client's class (Bedrock, Vertex) and the price comes from
+litellm's price map when litellm is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agenttrace import semconv as sc
+from agenttrace._internal.redact import remember_secret
+from agenttrace.instrumentation.litellm.attempt import Request
+from agenttrace.instrumentation.litellm.utils import cost_from_tokens
+from agenttrace.model.outcome import Usage
+from agenttrace.tracing.llm_attributes import (
+    field,
+    provider_name,
+    request_attributes,
+    request_outcome,
+)
+
+WHERE = "anthropic instrumentation"
+
+
+class State:
+    """Whether the Anthropic SDK is patched, and what was patched: one instance, :data:`state`."""
+
+    __slots__ = ("enabled", "patches")
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.patches: list[tuple[Any, str, Any]] = []  # (owner, attribute, our FunctionWrapper)
+
+
+state = State()
+
+
+def litellm_provider(client: Any) -> str:
+    """The provider ``client`` sends to, as litellm names providers."""
+    name = type(client).__name__
+    if "Bedrock" in name:
+        return "bedrock"
+    if "Vertex" in name:
+        return "vertex_ai"
+    return "anthropic"
+
+
+def describe(client: Any, kwargs: Mapping[str, Any]) -> Request:
+    """What a ``create`` call on ``client`` asks (the SDK takes keyword arguments only)."""
+    model = str(kwargs.get("model") or "unknown")
+    provider = litellm_provider(client)
+    key = getattr(client, "api_key", None)
+    if isinstance(key, str) and key:
+        remember_secret(key)  # never recorded, wherever it would show up
+    priced_as = model if provider == "anthropic" else f"{provider}/{model}"
+    return Request(
+        sc.OP_CHAT,
+        sc.SPAN_LLM.format(model=model),
+        request_attributes(bool(kwargs.get("stream"))),
+        model,
+        priced_as,
+        chat_messages(kwargs),
+        request_outcome(model, provider_name(provider), None),
+    )
+
+
+def price(priced_as: str, usage: Usage | None) -> float | None:
+    """The price of ``usage`` from litellm's map, if litellm is loaded (it is not imported
+    for this: importing it takes seconds)."""
+    litellm = sys.modules.get("litellm")
+    return cost_from_tokens(litellm, priced_as, usage) if litellm is not None else None
+
+
+# --- requests -----------------------------------------------------------------------------------
+
+
+def chat_messages(kwargs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The request's ``system`` and ``messages`` as the OpenAI-shaped messages a litellm caller
+    sends for the same conversation: a system message first, an assistant message's text and
+    ``tool_use`` blocks as its content and tool calls, a user message's ``tool_result`` blocks
+    as tool messages. Thinking blocks sent back are left out (they are the reply's reasoning)."""
+    messages = kwargs.get("messages")
+    if not isinstance(messages, Sequence) or isinstance(messages, str):
+        return None
+    converted: list[dict[str, Any]] = []
+    system = kwargs.get("system")
+    if isinstance(system, str) and system:
+        converted.append({"role": "system", "content": system})
+    elif isinstance(system, Sequence) and system:
+        converted.append({"role": "system", "content": _text_of(system)})
+    for message in messages:
+        role = field(message, "role") or "user"
+        content = field(message, "content")
+        if role == "assistant":
+            converted.append(_assistant(content))
+        else:
+            converted.extend(_user(role, content))
+    return converted
+
+
+def _text_of(blocks: Sequence[Any]) -> str:
+    return "".join(
+        str(field(block, "text") or "") for block in blocks if field(block, "type") == "text"
+    )
+
+
+def _assistant(content: Any) -> dict[str, Any]:
+    if isinstance(content, str):
+        return {"role": "assistant", "content": content}
+    return assistant_message(content or ())
+
+
+def assistant_message(blocks: Sequence[Any]) -> dict[str, Any]:
+    """An assistant message (a request's or a reply's) as litellm gives it: its text, or
+    ``None`` when it has none, and its ``tool_use`` blocks as tool calls."""
+    texts = [field(b, "text") for b in blocks if field(b, "type") == "text"]
+    calls = [
+        {
+            "id": field(b, "id"),
+            "type": "function",
+            "function": {"name": field(b, "name"), "arguments": _arguments(field(b, "input"))},
+        }
+        for b in blocks
+        if field(b, "type") in ("tool_use", "server_tool_use")
+    ]
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": "".join(t for t in texts if isinstance(t, str)) if texts else None,
+    }
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _arguments(value: Any) -> str:
+    if hasattr(value, "model_dump"):
+        value = value.model_dump()
+    # json.dumps as litellm calls it: the same arguments text on both paths
+    return json.dumps(value if value is not None else {})
+
+
+def _user(role: str, content: Any) -> list[dict[str, Any]]:
+    """A user message: its ``tool_result`` blocks as tool messages, the rest as the user's."""
+    if isinstance(content, str) or not isinstance(content, Sequence):
+        return [{"role": role, "content": content}]
+    results = [b for b in content if field(b, "type") == "tool_result"]
+    rest = [b for b in content if field(b, "type") != "tool_result"]
+    messages = [
+        {
+            "role": "tool",
+            "tool_call_id": field(b, "tool_use_id"),
+            "content": _result_content(field(b, "content")),
+        }
+        for b in results
+    ]
+    if rest:
+        if all(field(b, "type") == "text" for b in rest) and len(rest) == 1:
+            messages.append({"role": role, "content": field(rest[0], "text")})
+        else:
+            messages.append({"role": role, "content": [_plain(b) for b in rest]})
+    return messages
+
+
+def _result_content(content: Any) -> Any:
+    if isinstance(content, Sequence) and not isinstance(content, str):
+        return _text_of(content)
+    return content if content is not None else ""
+
+
+def _plain(block: Any) -> Any:
+    return block.model_dump() if hasattr(block, "model_dump") else block
+
+
+# --- replies ------------------------------------------------------------------------------------
+
+
+class _Message:
+    """A reply's message as litellm's ``Message`` reads: the transcript takes its role, content
+    and tool calls; its thinking blocks (texts only, no signatures) are the reasoning."""
+
+    __slots__ = ("content", "role", "thinking_blocks", "tool_calls")
+
+    def __init__(self, plain: dict[str, Any], thinking: list[dict[str, str]]) -> None:
+        self.role = "assistant"
+        self.content = plain["content"]
+        self.tool_calls = plain.get("tool_calls")
+        self.thinking_blocks = thinking or None
+
+
+def chat_view(message: Any) -> dict[str, Any]:
+    """A ``Message`` (or its dict) as the chat completion litellm makes of it: one choice, its
+    stop reason as the finish reason, and Anthropic's usage as it came (cache reads and writes
+    beside ``input_tokens``)."""
+    blocks = field(message, "content") or ()
+    thinking = [
+        {"type": "thinking", "thinking": text}
+        for text in (field(b, "thinking") for b in blocks if field(b, "type") == "thinking")
+        if isinstance(text, str) and text
+    ]
+    choice = {
+        "index": 0,
+        "message": _Message(assistant_message(blocks), thinking),
+        "finish_reason": field(message, "stop_reason"),
+    }
+    return {
+        "id": field(message, "id"),
+        "model": field(message, "model"),
+        "choices": [choice],
+        "usage": field(message, "usage"),
+    }
