@@ -19,6 +19,15 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 
 from agenttrace._internal.runtime import runtime
 
+NO_OTHER_LIBRARY: dict[str, Any] = {
+    "instrument_litellm": False,
+    "instrument_openai": False,
+    "instrument_anthropic": False,
+}
+"""``init`` options that instrument none of the LLM client libraries ``init`` turns on by
+default: an LLM client's instrumentor, setting agenttrace up (zero-code), instruments only its
+own library; ``opentelemetry-instrument`` loads each of the others from its own entry point."""
+
 
 class LibraryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """An instrumentor of one library (see the module docstring)."""

@@ -31,7 +31,7 @@ from agenttrace.instrumentation.anthropic.messages import (
 )
 from agenttrace.instrumentation.anthropic.request import WHERE, state
 from agenttrace.instrumentation.anthropic.retries import RETRY_METHOD, retry_wrapper
-from agenttrace.instrumentation.base import LibraryInstrumentor, own_attribute
+from agenttrace.instrumentation.base import NO_OTHER_LIBRARY, LibraryInstrumentor, own_attribute
 from agenttrace.instrumentation.litellm.calls import forget_pending_calls
 from agenttrace.instrumentation.litellm.utils import state as litellm_state
 from agenttrace.instrumentation.on_import import instrument_on_import
@@ -65,11 +65,7 @@ class AnthropicInstrumentor(LibraryInstrumentor):
     instruments = ("anthropic >= 2.0",)
     # Setting agenttrace up instruments no other library: each has its own instrumentor, which
     # zero-code loads too.
-    init_options: ClassVar[dict[str, Any] | None] = {
-        "instrument_litellm": False,
-        "instrument_openai": False,
-        "instrument_anthropic": False,
-    }
+    init_options: ClassVar[dict[str, Any] | None] = NO_OTHER_LIBRARY
 
     def patch(self, **options: Any) -> None:
         """Patch the SDK's messages (imports it)."""

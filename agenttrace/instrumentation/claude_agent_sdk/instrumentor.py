@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import wrapt
 
 from agenttrace._internal.runtime import runtime
-from agenttrace.instrumentation.base import LibraryInstrumentor, own_attribute
+from agenttrace.instrumentation.base import NO_OTHER_LIBRARY, LibraryInstrumentor, own_attribute
 from agenttrace.instrumentation.claude_agent_sdk.utils import (
     DEFAULT_AGENT_NAME,
     WHERE,
@@ -37,10 +37,7 @@ class ClaudeAgentSDKInstrumentor(LibraryInstrumentor):
     """
 
     instruments = ("claude-agent-sdk >= 0.2.180",)
-    init_options: ClassVar[dict[str, Any] | None] = {
-        "instrument_litellm": False,
-        "instrument_openai": False,
-    }
+    init_options: ClassVar[dict[str, Any] | None] = NO_OTHER_LIBRARY
 
     def patch(self, **options: Any) -> None:
         """Patch the SDK; ``options`` name the runs and the exchange log (:func:`configure`)."""

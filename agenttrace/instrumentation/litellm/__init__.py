@@ -40,7 +40,7 @@ import wrapt
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import is_secret_key
-from agenttrace.instrumentation.base import LibraryInstrumentor, own_attribute
+from agenttrace.instrumentation.base import NO_OTHER_LIBRARY, LibraryInstrumentor, own_attribute
 from agenttrace.instrumentation.litellm import early_imports
 from agenttrace.instrumentation.litellm.calls import forget_pending_calls
 from agenttrace.instrumentation.litellm.patch import patch_targets
@@ -63,11 +63,7 @@ class LiteLLMInstrumentor(LibraryInstrumentor):
     """
 
     instruments = ("litellm >= 1.75",)
-    init_options: ClassVar[dict[str, Any] | None] = {
-        "instrument_litellm": False,
-        "instrument_openai": False,
-        "instrument_anthropic": False,
-    }
+    init_options: ClassVar[dict[str, Any] | None] = NO_OTHER_LIBRARY
 
     def patch(self, **options: Any) -> None:
         """Patch litellm (``look_for_early_imports``: see :func:`_patch`)."""

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import wrapt
 
-from agenttrace.instrumentation.base import LibraryInstrumentor, own_attribute
+from agenttrace.instrumentation.base import NO_OTHER_LIBRARY, LibraryInstrumentor, own_attribute
 from agenttrace.instrumentation.litellm.calls import forget_pending_calls
 from agenttrace.instrumentation.litellm.utils import state as litellm_state
 from agenttrace.instrumentation.on_import import instrument_on_import
@@ -71,10 +71,7 @@ class OpenAIInstrumentor(LibraryInstrumentor):
     instruments = ("openai >= 1.40",)
     # Setting agenttrace up instruments no other library: each has its own instrumentor, which
     # zero-code loads too.
-    init_options: ClassVar[dict[str, Any] | None] = {
-        "instrument_litellm": False,
-        "instrument_openai": False,
-    }
+    init_options: ClassVar[dict[str, Any] | None] = NO_OTHER_LIBRARY
 
     def patch(self, **options: Any) -> None:
         """Patch the SDK's chat completions (imports it)."""
