@@ -12,7 +12,9 @@ reads the payment server's charges (``balance``, a ``read`` tool) and then pays 
 - ``never``: not killed.
 
 The two points inside agenttrace are reached by wrapping the journal's two functions where the
-tool decorator calls them, in this process only: the kill lands exactly there, every time.
+tool decorator calls them, in this process only: the kill lands exactly there, every time. A
+``pure`` tool never calls them (it journals nothing): its points are the same moments of the
+call, reached through the functions it does call there (its op started, its op about to end).
 
     python -m tests.journal_child SESSIONS_DIR PAYMENTS_URL EFFECT KILL_POINT [run|resume|verify]
 
@@ -57,6 +59,19 @@ def kill_before(name: str) -> None:
     setattr(decorators, name, killing)
 
 
+def kill_after(name: str) -> None:
+    """SIGKILL once the tool decorator's call of ``name`` has returned ``charge``'s scope."""
+    original = getattr(decorators, name)
+
+    def killing(*args: Any, **kwargs: Any) -> Any:
+        scope = original(*args, **kwargs)
+        if scope.name == "charge":
+            die()
+        return scope
+
+    setattr(decorators, name, killing)
+
+
 def main() -> None:
     sessions, payments_url, effect, point = sys.argv[1:5]
     mode = sys.argv[5] if len(sys.argv) > 5 else "run"
@@ -68,9 +83,9 @@ def main() -> None:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     agenttrace.init(sessions_dir=Path(sessions), console="quiet", tracer_provider=provider)
     if kill == "before_intent":
-        kill_before("begin_tool_step")
+        kill_after("start_op") if effect == "pure" else kill_before("begin_tool_step")
     elif kill == "after_body":
-        kill_before("end_tool_step")
+        kill_before("finish" if effect == "pure" else "end_tool_step")
     bodies: list[str] = []
 
     def charges() -> list[dict[str, Any]]:
