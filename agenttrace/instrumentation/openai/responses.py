@@ -303,7 +303,11 @@ def _parsed(response: Any, parse: Mapping[str, Any]) -> Any:
     """``response`` parsed as ``responses.parse`` parses the reply it asked for."""
     import openai
     from openai.lib._parsing._responses import parse_response
-    from openai.resources.responses.responses import _make_tools
+
+    try:  # openai 3 moved the helper that turns parse()'s tools into the request's
+        from openai.lib._response_resources import _make_tools  # type: ignore[import-not-found]
+    except ImportError:  # openai 1 and 2
+        from openai.resources.responses.responses import _make_tools
 
     omit = getattr(openai, "omit", None) or openai.NOT_GIVEN
     return parse_response(
