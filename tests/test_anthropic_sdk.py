@@ -157,7 +157,7 @@ def test_thinking_is_reasoning_and_tool_use_a_tool_call_in_the_transcript(
 ) -> None:
     """The transcript the SDK path writes for a tool call and its answer is the one the litellm
     path writes for the same conversation; thinking is the reply's reasoning, its signature
-    recorded nowhere in the event stream."""
+    kept in the journal's lines only (a re-entered run sends it back), in no other event."""
     claude.reset(
         Reply(blocks=[thinking("I should pay."), tool_use("charge", {"a": 5}, id="toolu_1")]),
         Reply(blocks=[text("Done.")]),
@@ -197,9 +197,16 @@ def test_thinking_is_reasoning_and_tool_use_a_tool_call_in_the_transcript(
     ]
     first = attrs(llm_spans(traced)[0])
     assert first[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_use",)
-    events = "".join(p.read_text() for p in (tmp_path / "sessions").glob("*.events.jsonl"))
-    assert "I should pay." in events  # the reasoning
-    assert "c2lnbmF0dXJl" not in events  # the signature
+    lines = [
+        line
+        for p in (tmp_path / "sessions").glob("*.events.jsonl")
+        for line in p.read_text().splitlines()
+    ]
+    journal = [line for line in lines if '"event_type":"step"' in line.replace(" ", "")]
+    events = "\n".join(line for line in lines if line not in journal)
+    assert "I should pay." in "\n".join(lines)  # the reasoning
+    assert "c2lnbmF0dXJl" not in events  # the signature: in no event but the journal's
+    assert any("c2lnbmF0dXJl" in line for line in journal)
 
 
 # --- streams ----------------------------------------------------------------------------------

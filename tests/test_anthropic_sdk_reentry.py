@@ -1,6 +1,6 @@
 """The Anthropic SDK's replies in the step journal (issue 34 item 3): each attempt's exact
-response (a stream's events in order; thinking blocks' signatures are kept in no file, as
-for litellm's replies) is journaled, and a
+response (a stream's events in order, thinking blocks' signatures included: Anthropic refuses a
+thinking block sent back without one) is journaled, and a
 re-entered run gets the SDK's own objects back, a ``Message``, the SDK's ``Stream`` /
 ``AsyncStream`` or the ``messages.stream`` helper's final message, without calling the model."""
 
@@ -98,7 +98,7 @@ def test_a_re_entered_run_gets_the_sdk_s_objects_without_asking_sync_and_async(
     assert states.count("replayed") == 2 and states.count("done") == 2
 
 
-def test_the_journal_keeps_the_exact_response_but_signatures(
+def test_the_journal_keeps_the_exact_response_signatures_included(
     traced: Traced, tmp_path: Path, claude: AnthropicServer
 ) -> None:
     claude.reset(Reply(blocks=[thinking("hmm"), text("abcdefgh" * 4)]))
@@ -108,9 +108,7 @@ def test_the_journal_keeps_the_exact_response_but_signatures(
     )
     traced.handle.force_flush()
     done = [line for line in llm_lines(tmp_path) if line["state"] == "done"]
-    # As for litellm's replies: a thinking block's signature is opaque, kept in no file.
     exact = plain.model_dump(mode="json")
-    del exact["content"][0]["signature"]
     assert done[0]["result"] == exact
     assert [e["type"] for e in done[1]["chunks"]] == [e.type for e in events]
 
@@ -139,7 +137,8 @@ def test_the_stream_helper_s_final_message_comes_back_on_re_entry(
     assert claude.message_requests() == []
     for was, now in zip(first, again, strict=True):
         assert type(now) is type(was)
-        assert now.content[-1].model_dump() == was.content[-1].model_dump()
+        # Thinking blocks come back with their signatures, which Anthropic needs to be sent back.
+        assert now.model_dump() == was.model_dump()
     assert len([s for s in llm_spans(traced) if attrs(s).get(sc.REPLAYED)]) == 2
 
 

@@ -90,7 +90,10 @@ def test_an_llm_response_is_turned_into_data_and_capped_by_the_thread_that_encod
     key = ("run-1", "1.1", 1)
     line = jl.done_line(key, agent_id="a", kind="llm", name="m", result=Dumps())
     kept = json.loads(jl.response_bytes(line))
-    assert kept["result"] == {"content": [{"type": "thinking", "thinking": "t"}]}
+    # A thinking block's signature is kept: Anthropic refuses the block sent back without it.
+    assert kept["result"] == {
+        "content": [{"type": "thinking", "thinking": "t", "signature": "opaque"}]
+    }
     not_data = jl.done_line(key, agent_id="a", kind="llm", name="m", result=object())
     capped = json.loads(jl.response_bytes(not_data))
     assert capped["capped"] is True and capped["result"] is None

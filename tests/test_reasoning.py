@@ -1,11 +1,12 @@
 """Reasoning returned through litellm is recorded (issue 21, item 4): ``reasoning_content``
 (non-streamed and streamed) and Anthropic thinking blocks become the attempt's reasoning chunks,
 a ``THK`` console line and span events, capped and redacted like content; a thinking block's
-signature is opaque and recorded nowhere."""
+signature is opaque and recorded in the journal's lines only (a re-entered run gives it back)."""
 
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +66,25 @@ def test_reasoning_is_recorded_on_the_attempt(
     (snapshot,) = (tmp_path / "sessions").glob("*.json.gz")
     saved = gzip.decompress(snapshot.read_bytes()).decode()
     assert '"reasoning"' in saved and "Paris it is." in saved
-    # An Anthropic block's signature is opaque: on no span, console line or file.
+    # An Anthropic block's signature is opaque: on no span, console line or event; only the
+    # journal's lines keep it (a re-entered run gives the block back whole, as the API needs).
+    document = json.loads(saved)
+    journal = json.dumps(document.pop("journal", []))
     everywhere = (
-        saved + traced.console.getvalue() + str([dict(s.attributes or {}) for s in traced.spans()])
+        json.dumps(document)
+        + traced.console.getvalue()
+        + str([dict(s.attributes or {}) for s in traced.spans()])
     )
     for path in (tmp_path / "sessions").iterdir():
-        everywhere += path.read_bytes().decode("utf-8", "replace") if path.suffix != ".gz" else ""
+        if path.suffix == ".gz":
+            continue
+        for line in path.read_bytes().decode("utf-8", "replace").splitlines():
+            if '"event_type":"step"' in line.replace(" ", ""):
+                journal += line
+            else:
+                everywhere += line
     assert "sig-opaque-canary" not in everywhere
+    assert ("sig-opaque-canary" in journal) is (model == "anthropic/claude-x")
 
 
 @pytest.mark.init(max_payload_bytes=256)

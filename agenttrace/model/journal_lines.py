@@ -397,8 +397,9 @@ def encoded_later(line: JournalLine) -> Callable[[], bytes]:
 def response_bytes(line: Step) -> bytes:
     """An LLM attempt's ``done`` line (``result``: its response as it came, a pydantic model or
     a dataclass; or ``chunks``: its stream's, in order), encoded: by agenttrace's background
-    thread, once the response is complete. The response is kept as its JSON data without the
-    signatures of thinking blocks (opaque, kept in no file); one past
+    thread, once the response is complete. The response is kept as its JSON data, thinking
+    blocks' signatures included (a re-entered run gives them back: Anthropic refuses a thinking
+    block sent back without its signature; the journal is the only place they are kept); one past
     :data:`JOURNAL_RESULT_BYTES` encoded, or of more than :data:`JOURNAL_CHUNKS` chunks, or
     that is not data, is marked ``capped`` and not kept."""
     chunks = line.chunks
@@ -423,8 +424,7 @@ def response_bytes(line: Step) -> bytes:
 
 def response_data(value: Any) -> Any:
     """A response or chunk as JSON-ready data (a pydantic model, litellm's, as its dump; a
-    dataclass as its fields, which its function's return annotation rebuilds on a replay),
-    without the signatures of thinking blocks."""
+    dataclass as its fields, which its function's return annotation rebuilds on a replay)."""
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         try:
@@ -434,18 +434,6 @@ def response_data(value: Any) -> Any:
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         with contextlib.suppress(TypeError, ValueError):  # a field that is not data: capped
             value = msgspec.to_builtins(value)
-    return _unsigned(value)
-
-
-def _unsigned(value: Any, depth: int = 0) -> Any:
-    if depth > 32:
-        return value
-    if isinstance(value, dict):
-        return {
-            key: _unsigned(item, depth + 1) for key, item in value.items() if key != "signature"
-        }
-    if isinstance(value, list):
-        return [_unsigned(item, depth + 1) for item in value]
     return value
 
 
