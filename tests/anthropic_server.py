@@ -6,7 +6,9 @@ output count of 1, as the API sends it), then per content block ``content_block_
 deltas (``text_delta``; ``thinking_delta`` and ``signature_delta``; ``input_json_delta`` in
 pieces) and ``content_block_stop``, then ``message_delta`` with the stop reason and the *final*
 usage, and ``message_stop``. Without ``stream`` it answers the whole message as JSON;
-``/v1/messages/count_tokens`` gets a count. A failure (``status`` 400, 401, 429, 500, ...) is
+``/v1/messages/count_tokens`` gets a count. The same messages answer the clouds' paths:
+Vertex's ``.../models/M:rawPredict`` and ``:streamRawPredict`` and Bedrock's
+``/model/M/invoke`` (the model is in the path there). A failure (``status`` 400, 401, 429, 500, ...) is
 answered with the API's error body.
 
 Each ``/v1/messages`` request takes the next scripted :class:`Reply` (or the default, a short
@@ -24,6 +26,7 @@ import dataclasses
 import itertools
 import json
 import threading
+import urllib.parse
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -166,7 +169,9 @@ class AnthropicServer(LoopbackServer):
                     if path.endswith("/count_tokens"):
                         server._record(request)
                         self._json(200, {"input_tokens": 10})
-                    elif path.endswith("/messages"):
+                    elif (model := _cloud_model(path)) is not None or path.endswith("/messages"):
+                        # Vertex and Bedrock name the model in the path, not the body.
+                        body = {**body, "model": model} if model else body
                         reply, sent = server._take(request)
                         if reply.delay:
                             time.sleep(reply.delay)
@@ -253,6 +258,17 @@ class AnthropicServer(LoopbackServer):
             sent = Sent(message_id, tool_ids, reply, request)
             self.sent.append(sent)
             return reply, sent
+
+
+def _cloud_model(path: str) -> str | None:
+    """The model a Vertex (``.../models/M:rawPredict``, ``:streamRawPredict``) or Bedrock
+    (``/model/M/invoke``) request names in its path; ``None`` for any other path. Bedrock's
+    ``invoke-with-response-stream`` (AWS's binary event stream) is not spoken here."""
+    if path.endswith((":rawPredict", ":streamRawPredict")) and "/models/" in path:
+        return urllib.parse.unquote(path.rsplit("/models/", 1)[1].split(":", 1)[0])
+    if path.startswith("/model/") and path.endswith("/invoke"):
+        return urllib.parse.unquote(path[len("/model/") : -len("/invoke")])
+    return None
 
 
 def _error_body(reply: Reply) -> dict[str, Any]:
