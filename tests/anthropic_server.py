@@ -8,8 +8,8 @@ pieces) and ``content_block_stop``, then ``message_delta`` with the stop reason 
 usage, and ``message_stop``. Without ``stream`` it answers the whole message as JSON;
 ``/v1/messages/count_tokens`` gets a count. The same messages answer the clouds' paths:
 Vertex's ``.../models/M:rawPredict`` and ``:streamRawPredict`` and Bedrock's
-``/model/M/invoke`` (the model is in the path there). A failure (``status`` 400, 401, 429, 500, ...) is
-answered with the API's error body.
+``/model/M/invoke`` (the model is in the path there). A failure (``status`` 400, 401, 429,
+500, ...) is answered with the API's error body.
 
 Each ``/v1/messages`` request takes the next scripted :class:`Reply` (or the default, a short
 text), so a test scripts the model's turns in order: the main agent's and, while an ``Agent``
@@ -26,8 +26,8 @@ import dataclasses
 import itertools
 import json
 import threading
-import urllib.parse
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
