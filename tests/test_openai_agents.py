@@ -1,0 +1,132 @@
+"""The OpenAI Agents SDK through its tracing processor: a real ``agents.Agent`` and ``Runner``
+over real HTTP to the local scripted server (tests/llm_server.py), with the Chat Completions
+model and the Responses model; its model calls are the OpenAI SDK instrumentation's spans."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import litellm  # noqa: F401  (loaded: its price map prices the OpenAI SDK's calls)
+import openai
+import pytest
+
+agents = pytest.importorskip("agents")
+
+from agents import (  # noqa: E402
+    Agent,
+    GuardrailFunctionOutput,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    Runner,
+    function_tool,
+    input_guardrail,
+)
+
+from agenttrace import semconv as sc  # noqa: E402
+from agenttrace.instrumentation.openai_agents import tracing_processor  # noqa: E402
+
+from .conftest import Traced, attrs, outcome  # noqa: E402
+from .llm_server import LLMServer, Reply  # noqa: E402
+
+KEY = "sk-agenttrace-agents-test-0001"
+
+
+@pytest.fixture(autouse=True)
+def no_export_to_openai(traced: Traced) -> None:
+    """Only agenttrace's processor: the SDK's exporter to OpenAI's backend is dropped (no
+    network). ``set_tracing_disabled`` would silence every processor, agenttrace's too."""
+    assert tracing_processor() is not None  # init() added it, agents being imported
+    agents.set_trace_processors([tracing_processor()])
+
+
+def call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+
+
+@function_tool
+def refund(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded {order_id}"
+
+
+@input_guardrail
+def polite(context: Any, agent: Any, user_input: Any) -> GuardrailFunctionOutput:
+    """Never trips."""
+    return GuardrailFunctionOutput(output_info={"polite": True}, tripwire_triggered=False)
+
+
+def chat_model(llm: LLMServer) -> OpenAIChatCompletionsModel:
+    client = openai.AsyncOpenAI(base_url=llm.api_base, api_key=KEY, max_retries=0)
+    return OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client)
+
+
+def responses_model(llm: LLMServer) -> OpenAIResponsesModel:
+    client = openai.AsyncOpenAI(base_url=llm.api_base, api_key=KEY, max_retries=0)
+    return OpenAIResponsesModel(model="gpt-4o-mini", openai_client=client)
+
+
+def desk(model: Any) -> Agent[Any]:
+    """A triage agent that hands off to a billing agent with a refund tool."""
+    billing = Agent(name="billing", instructions="Refund orders.", tools=[refund], model=model)
+    return Agent(
+        name="triage",
+        instructions="Route the customer.",
+        handoffs=[billing],
+        input_guardrails=[polite],
+        model=model,
+    )
+
+
+SCRIPT = (
+    Reply(content="", tool_calls=[call("call_h", "transfer_to_billing", {})]),
+    Reply(content="", tool_calls=[call("call_r", "refund", {"order_id": "A1"})]),
+    Reply(content="Refunded A1."),
+)
+
+TREE = [
+    "invoke_agent triage [0]",
+    # The SDK runs an input guardrail next to the first model call; here it starts first.
+    "  turn 1 [1]",
+    "    execute_tool polite [1.1]",
+    "  turn 2 [2]",
+    "    chat gpt-4o-mini [2.1]",
+    "    execute_tool transfer_to_billing [2.2]",
+    "      invoke_agent billing [2.2:1]",
+    "        turn 1 [2.2.1]",
+    "          chat gpt-4o-mini [2.2.1.1]",
+    "          execute_tool refund [2.2.1.2]",
+    "        turn 2 [2.2.2]",
+    "          chat gpt-4o-mini [2.2.2.1]",
+]
+
+
+def llm_spans(traced: Traced) -> list[Any]:
+    return [s for s in traced.spans() if attrs(s).get(sc.KIND) == "llm"]
+
+
+@pytest.mark.init(tool_effects={"refund": "idempotent"}, capture_content=True)
+def test_a_run_with_a_handoff_and_a_tool_is_one_tree(traced: Traced, llm: LLMServer) -> None:
+    llm.reset(*SCRIPT)
+    result = Runner.run_sync(desk(chat_model(llm)), "Refund order A1, please.")
+    assert result.final_output == "Refunded A1."
+
+    assert traced.tree() == TREE
+    # One LLM span per request the model server got: the SDK's generation spans make none.
+    assert len(llm_spans(traced)) == len(llm.requests) == 3
+    for span in llm_spans(traced):
+        assert attrs(span)[sc.GEN_AI_USAGE_INPUT_TOKENS] == 11
+        assert attrs(span)[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 7
+        assert attrs(span)[sc.COST_USD] > 0
+    tool = attrs(traced.one("execute_tool refund"))
+    assert json.loads(tool[sc.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"order_id": "A1"}
+    assert tool[sc.GEN_AI_TOOL_CALL_ID] == "call_r"
+    handoff = attrs(traced.one("execute_tool transfer_to_billing"))
+    assert handoff[sc.GEN_AI_TOOL_CALL_ID] == "call_h"
+    guard = traced.one("execute_tool polite")
+    assert attrs(guard)[sc.TOOL_CATEGORY] == "guardrail"
+    assert outcome(guard) == "ok"
