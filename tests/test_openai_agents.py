@@ -130,3 +130,118 @@ def test_a_run_with_a_handoff_and_a_tool_is_one_tree(traced: Traced, llm: LLMSer
     guard = traced.one("execute_tool polite")
     assert attrs(guard)[sc.TOOL_CATEGORY] == "guardrail"
     assert outcome(guard) == "ok"
+
+
+def stream_lines(traced: Traced) -> list[dict[str, Any]]:
+    traced.handle.force_flush()
+    (stream,) = traced.handle.settings.sessions_dir.glob("*.events.jsonl")
+    return [json.loads(line) for line in stream.read_text().splitlines()]
+
+
+@pytest.mark.init(tool_effects={"refund": "idempotent"})
+def test_the_journal_and_the_transcripts_come_from_the_run(traced: Traced, llm: LLMServer) -> None:
+    llm.reset(*SCRIPT)
+    Runner.run_sync(desk(chat_model(llm)), "Refund order A1, please.")
+
+    lines = stream_lines(traced)
+    steps = [line for line in lines if line["event_type"] == "step" and line["kind"] == "tool"]
+    # The refund's class is the application's init(tool_effects=...); a handoff and a guardrail
+    # are pure: never journaled.
+    assert [(s["name"], s.get("effect"), s["state"], s.get("call_id")) for s in steps] == [
+        ("refund", "idempotent", "intent", "call_r"),
+        ("refund", None, "done", None),
+    ]
+    assert json.loads(steps[0]["arguments"]) == {"order_id": "A1"}
+    assert json.loads(steps[1]["result"]) == "refunded A1"
+    created = {line["name"]: line for line in lines if line["event_type"] == "agent_created"}
+    assert set(created) == {"triage", "billing"}
+    entries = [line for line in lines if line["event_type"] == "transcript_entry"]
+    by_agent: dict[str, list[str]] = {}
+    for entry in entries:
+        by_agent.setdefault(entry["agent_id"], []).append(entry["role"])
+    triage, billing = created["triage"]["agent_id"], created["billing"]["agent_id"]
+    assert "user" in by_agent[triage] and "assistant" in by_agent[triage]
+    assert by_agent[billing][-1] == "assistant"
+    assert "tool" in by_agent[billing]  # the refund's result, in the agent that called it
+    said = [e for e in entries if e["agent_id"] == billing and e["role"] == "assistant"]
+    assert said[-1]["content"] == "Refunded A1."
+
+
+@pytest.mark.parametrize(
+    ("make", "streamed"),
+    [
+        pytest.param(responses_model, False, id="responses"),
+        pytest.param(chat_model, True, id="chat-streamed"),
+        pytest.param(
+            responses_model,
+            True,
+            id="responses-streamed",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the Agents SDK streams Responses through with_streaming_response, "
+                "which the OpenAI SDK instrumentation passes through untraced",
+            ),
+        ),
+    ],
+)
+async def test_an_async_run_each_model_and_streamed(
+    traced: Traced, llm: LLMServer, make: Any, streamed: bool
+) -> None:
+    llm.reset(
+        Reply(content="", tool_calls=[call("call_r", "refund", {"order_id": "B2"})]),
+        Reply(content="Refunded B2."),
+    )
+    billing = Agent(name="billing", tools=[refund], model=make(llm))
+    if streamed:
+        result: Any = Runner.run_streamed(billing, "Refund B2.")
+        async for _ in result.stream_events():
+            pass
+    else:
+        result = await Runner.run(billing, "Refund B2.")
+    assert result.final_output == "Refunded B2."
+
+    assert [line.strip() for line in traced.tree()] == [
+        "invoke_agent billing [0]",
+        "turn 1 [1]",
+        "chat gpt-4o-mini [1.1]",
+        "execute_tool refund [1.2]",
+        "turn 2 [2]",
+        "chat gpt-4o-mini [2.1]",
+    ]
+    assert len(llm_spans(traced)) == len(llm.requests) == 2
+    assert attrs(traced.one("execute_tool refund"))[sc.GEN_AI_TOOL_CALL_ID] == "call_r"
+
+
+@input_guardrail
+def rude(context: Any, agent: Any, user_input: Any) -> GuardrailFunctionOutput:
+    """Always trips."""
+    return GuardrailFunctionOutput(output_info={"rude": True}, tripwire_triggered=True)
+
+
+@pytest.mark.init(capture_content=True)
+def test_a_tripped_guardrail_is_recorded_and_its_exception_passes_through(
+    traced: Traced, llm: LLMServer
+) -> None:
+    llm.reset(Reply(content="never used"))
+    guarded = Agent(
+        name="guarded", input_guardrails=[rude], model=chat_model(llm), instructions="Help."
+    )
+    with pytest.raises(agents.InputGuardrailTripwireTriggered):
+        Runner.run_sync(guarded, "hello")
+
+    guard = traced.one("execute_tool rude")
+    assert json.loads(attrs(guard)[sc.GEN_AI_TOOL_CALL_RESULT]) == {"triggered": True}
+    assert outcome(traced.one("invoke_agent guarded")) == "failed"
+
+
+def test_the_entry_point_names_the_instrumentor() -> None:
+    from importlib import metadata
+
+    from agenttrace.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    (entry,) = [
+        e
+        for e in metadata.entry_points(group="opentelemetry_instrumentor")
+        if e.name == "agenttrace_openai_agents"
+    ]
+    assert entry.load() is OpenAIAgentsInstrumentor

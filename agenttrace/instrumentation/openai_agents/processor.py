@@ -66,6 +66,9 @@ class _Open:
     """An agent that handed off: it ends with the trace, after the agents under it."""
     result: Any = None
     """What a kept scope's op came to (a handoff's: the SDK's transfer message)."""
+    error: BaseException | None = None
+    """An agent's failure that the SDK set on its turn, not on the agent (a tripped
+    guardrail)."""
 
 
 @dataclass
@@ -117,8 +120,13 @@ class AgentTraceTracingProcessor(TracingProcessor):
         """Make the span's scope current no longer, and end it (or keep it, for a handoff)."""
         with self._lock:
             entry = self._open.pop(span.span_id, None)
-        if entry is None:
-            return
+            if entry is None:
+                if span.error and span.span_data.type == "turn":
+                    # The SDK's turn span is no scope: its failure is the agent's.
+                    agent = self._open.get(span.parent_id or "")
+                    if agent is not None and agent.kind == "agent":
+                        agent.error = _error(span)
+                return
         try:
             self._end(span, entry)
         except Exception as exc:
@@ -170,7 +178,7 @@ class AgentTraceTracingProcessor(TracingProcessor):
             deactivate(entry.tokens)  # in the context that activated it: the SDK's span's
             entry.tokens = None
         data = span.span_data
-        error = _error(span)
+        error = _error(span) or entry.error
         if entry.kind == "handoff":
             target = getattr(data, "to_agent", None)
             if error is None and target:
