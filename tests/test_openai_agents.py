@@ -245,3 +245,46 @@ def test_the_entry_point_names_the_instrumentor() -> None:
         if e.name == "agenttrace_openai_agents"
     ]
     assert entry.load() is OpenAIAgentsInstrumentor
+
+
+def test_an_agent_called_as_a_tool_is_a_sub_agent_of_that_call(
+    traced: Traced, llm: LLMServer
+) -> None:
+    llm.reset(
+        Reply(content="", tool_calls=[call("call_b", "ask_billing", {"input": "refund A1"})]),
+        Reply(content="", tool_calls=[call("call_r", "refund", {"order_id": "A1"})]),
+        Reply(content="Refunded A1."),
+        Reply(content="All done."),
+    )
+    billing = Agent(name="billing", tools=[refund], model=chat_model(llm))
+    asks = billing.as_tool(tool_name="ask_billing", tool_description="Ask billing.")
+    boss = Agent(name="boss", tools=[asks], model=chat_model(llm))
+    assert Runner.run_sync(boss, "Refund A1.").final_output == "All done."
+
+    assert traced.tree() == [
+        "invoke_agent boss [0]",
+        "  turn 1 [1]",
+        "    chat gpt-4o-mini [1.1]",
+        "    execute_tool ask_billing [1.2]",
+        "      invoke_agent billing [1.2:1]",
+        "        turn 1 [1.2.1]",
+        "          chat gpt-4o-mini [1.2.1.1]",
+        "          execute_tool refund [1.2.1.2]",
+        "        turn 2 [1.2.2]",
+        "          chat gpt-4o-mini [1.2.2.1]",
+        "  turn 2 [2]",
+        "    chat gpt-4o-mini [2.1]",
+    ]
+
+
+def test_two_runs_in_one_sdk_trace_are_two_runs(traced: Traced, llm: LLMServer) -> None:
+    """What a handoff keeps open ends when the trace's next run starts, not under it."""
+    llm.reset(*SCRIPT, Reply(content="Anything else?"))
+    model = chat_model(llm)
+    with agents.trace("support"):
+        Runner.run_sync(desk(model), "Refund order A1, please.")
+        Runner.run_sync(Agent(name="closer", model=model), "Bye.")
+
+    roots = [line for line in traced.tree() if not line.startswith(" ")]
+    assert roots == ["invoke_agent triage [0]", "invoke_agent closer [0]"]
+    assert len(traced.tree()) == len(TREE) + 3
