@@ -288,3 +288,13 @@ def test_two_runs_in_one_sdk_trace_are_two_runs(traced: Traced, llm: LLMServer) 
     roots = [line for line in traced.tree() if not line.startswith(" ")]
     assert roots == ["invoke_agent triage [0]", "invoke_agent closer [0]"]
     assert len(traced.tree()) == len(TREE) + 3
+
+
+def test_after_shutdown_the_processor_stays_added_but_inert(traced: Traced, llm: LLMServer) -> None:
+    from agenttrace.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    traced.handle.shutdown()
+    assert not OpenAIAgentsInstrumentor().is_instrumented
+    llm.reset(Reply(content="Hi."))
+    assert Runner.run_sync(Agent(name="quiet", model=chat_model(llm)), "Hi.").final_output == "Hi."
+    assert traced.exporter.get_finished_spans() == ()

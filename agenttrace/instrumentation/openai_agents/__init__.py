@@ -61,7 +61,12 @@ class OpenAIAgentsInstrumentor(LibraryInstrumentor):
     def patch(self, **options: Any) -> None:
         """Add the processor to the SDK (imports it), or make it active again."""
         if _state.processor is None:
-            from agents.tracing import add_trace_processor
+            try:
+                from agents.tracing import add_trace_processor
+            except ImportError:
+                # Another package named ``agents`` (the import hook is by module name): not
+                # the Agents SDK, nothing to trace.
+                return
 
             from agenttrace.instrumentation.openai_agents.processor import (
                 AgentTraceTracingProcessor,
