@@ -29,10 +29,9 @@ from typing import Any
 
 from agenttrace.instrumentation.base import LibraryInstrumentor
 from agenttrace.instrumentation.on_import import instrument_on_import
+from agenttrace.instrumentation.openai_agents.ops import WHERE
 
 __all__ = ["OpenAIAgentsInstrumentor", "instrument_when_imported", "tracing_processor"]
-
-WHERE = "OpenAI Agents SDK instrumentation"
 
 
 class _State:

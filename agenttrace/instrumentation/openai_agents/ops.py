@@ -28,7 +28,19 @@ from agenttrace.tracing.decorators import _AgentSpec, _ToolSpec
 from agenttrace.tracing.journal.effects import framework_effect
 from agenttrace.tracing.scopes import OpScope, SessionScope, TurnScope, current_scope
 
-__all__ = ["GUARDRAIL", "HANDOFF_PREFIX", "agent_opener", "guardrail_opener", "tool_opener"]
+__all__ = [
+    "GUARDRAIL",
+    "HANDOFF_PREFIX",
+    "WHERE",
+    "agent_opener",
+    "guardrail_opener",
+    "guardrail_result",
+    "handoff_opener",
+    "tool_opener",
+]
+
+WHERE = "OpenAI Agents SDK instrumentation"
+"""How an internal error of this instrumentation is reported."""
 
 GUARDRAIL = "guardrail"
 """The category of a guardrail's op (``agenttrace.tool.category``)."""

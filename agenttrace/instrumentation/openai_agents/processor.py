@@ -30,6 +30,7 @@ from agents.tracing import Span, Trace, TracingProcessor
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
 from agenttrace.instrumentation.openai_agents.ops import (
+    WHERE,
     agent_opener,
     guardrail_opener,
     guardrail_result,
@@ -39,9 +40,7 @@ from agenttrace.instrumentation.openai_agents.ops import (
 from agenttrace.tracing.scopes import Tokens, deactivate, make_current
 from agenttrace.tracing.wrapping import Opener
 
-__all__ = ["WHERE", "AgentTraceTracingProcessor"]
-
-WHERE = "OpenAI Agents SDK instrumentation"
+__all__ = ["AgentTraceTracingProcessor", "AgentsSpanError"]
 
 _OPENERS = {
     "agent": agent_opener,
