@@ -298,3 +298,37 @@ def test_after_shutdown_the_processor_stays_added_but_inert(traced: Traced, llm:
     llm.reset(Reply(content="Hi."))
     assert Runner.run_sync(Agent(name="quiet", model=chat_model(llm)), "Hi.").final_output == "Hi."
     assert traced.exporter.get_finished_spans() == ()
+
+
+@function_tool
+def charge(order_id: str) -> str:
+    """Charge an order; B2's card is refused."""
+    if order_id == "B2":
+        raise ValueError("card refused")
+    return f"charged {order_id}"
+
+
+@pytest.mark.init(capture_content=True)
+def test_parallel_calls_get_their_own_arguments_and_a_failing_tool_fails_its_op(
+    traced: Traced, llm: LLMServer
+) -> None:
+    llm.reset(
+        Reply(
+            content="",
+            tool_calls=[
+                call("call_1", "charge", {"order_id": "A1"}),
+                call("call_2", "charge", {"order_id": "B2"}),
+            ],
+        ),
+        Reply(content="One charged."),
+    )
+    cashier = Agent(name="cashier", tools=[charge], model=chat_model(llm))
+    assert Runner.run_sync(cashier, "Charge A1 and B2.").final_output == "One charged."
+
+    ops = {
+        attrs(span)[sc.GEN_AI_TOOL_CALL_ID]: span for span in traced.by_name("execute_tool charge")
+    }
+    assert json.loads(attrs(ops["call_1"])[sc.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"order_id": "A1"}
+    assert json.loads(attrs(ops["call_2"])[sc.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"order_id": "B2"}
+    assert outcome(ops["call_1"]) == "ok"
+    assert outcome(ops["call_2"]) == "failed"  # the SDK told the model; the op says it failed
