@@ -208,7 +208,8 @@ def init(
     since an application with its own provider has configured its own export.
     ``console_stream``: where console lines go (default: standard error; a text stream, or a
     callable that returns one). ``instrument_litellm``: patch litellm now, or as soon as it is
-    imported; ``instrument_openai``: the same for the OpenAI SDK (docs/how-to/openai.md);
+    imported; ``instrument_openai``: the same for the OpenAI SDK (docs/how-to/openai.md) and
+    the OpenAI Agents SDK on it (docs/how-to/openai-agents.md);
     ``instrument_anthropic``: for the Anthropic SDK (docs/how-to/anthropic.md).
     ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
     see ``agenttrace.sdk.instrumentors.INSTRUMENTORS``), now if imported, else as soon as they
@@ -225,7 +226,8 @@ def init(
     ``journal``: tool calls that are not ``pure`` write their intent before their body runs and
     their outcome after, in the event stream (docs/journal.md; default on; ``False`` or
     ``AGENTTRACE_JOURNAL=false``: not).
-    ``tool_effects``: the effect class of smolagents and Claude Agent SDK tools by name
+    ``tool_effects``: the effect class of smolagents, Claude Agent SDK and OpenAI Agents SDK
+    tools by name
     (``{"web_search": "read"}``), over what the tool itself declares; ``trusted_mcp_servers``:
     the MCP servers whose tool annotations are believed (docs/how-to/effects.md, "Effect classes
     of framework
@@ -376,6 +378,10 @@ def _instrument_libraries(
         from agenttrace.instrumentation import openai as openai_instrumentation
 
         handle._undo.append(openai_instrumentation.instrument_when_imported())
+        # The Agents SDK's runs, agents and tools: its model calls are the OpenAI SDK's.
+        from agenttrace.instrumentation import openai_agents
+
+        handle._undo.append(openai_agents.instrument_when_imported())
     if instrument_anthropic:
         from agenttrace.instrumentation import anthropic as anthropic_instrumentation
 
@@ -386,6 +392,7 @@ def _instrument_libraries(
         defaults = {
             "litellm": instrument_litellm,
             "openai": instrument_openai,
+            "openai_agents": instrument_openai,
             "anthropic": instrument_anthropic,
         }
         if not defaults.get(library_name(name), False):
