@@ -15,6 +15,7 @@ INSTRUMENTORS = {
     "claude_agent_sdk": "agenttrace.instrumentation.claude_agent_sdk",
     "litellm": "agenttrace.instrumentation.litellm",
     "openai": "agenttrace.instrumentation.openai",
+    "pydantic_ai": "agenttrace.instrumentation.pydantic_ai",
     "smolagents": "agenttrace.instrumentation.smolagents",
 }
 """Name (as ``init(instrument=...)`` takes it; ``-`` works for ``_``) -> subpackage."""
