@@ -296,3 +296,56 @@ def test_init_can_leave_pydantic_ai_alone(traced: Traced, llm: LLMServer) -> Non
     assert Agent(model(llm), name="plain").run_sync("hi").output == "plain"
     assert not traced.by_name("invoke_agent plain")
     assert len(llm_spans(traced)) == 1  # the SDK's call is still traced
+
+
+@pytest.mark.init(capture_content=True)
+def test_parallel_calls_of_one_tool_each_answer_their_own_tool_call(
+    traced: Traced, llm: LLMServer
+) -> None:
+    both = call("add", {"a": 1, "b": 2}, "call_a")
+    assert both.tool_calls is not None
+    both.tool_calls += call("add", {"a": 3, "b": 4}, "call_b").tool_calls or []
+    llm.script.extend([both, Reply(content="3 and 7")])
+    assert adder(llm).run_sync("1 + 2 and 3 + 4?").output == "3 and 7"
+    answered = {
+        attrs(s)[sc.GEN_AI_TOOL_CALL_ID]: attrs(s)[sc.GEN_AI_TOOL_CALL_RESULT]
+        for s in traced.by_name("execute_tool add")
+    }
+    assert answered == {"call_a": "3", "call_b": "7"}
+
+
+def test_run_stream_sync_is_one_run(traced: Traced, llm: LLMServer) -> None:
+    llm.script.extend([call("add", {"a": 2, "b": 3}, "call_1"), Reply(content="It is five")])
+    with adder(llm).run_stream_sync("What is 2 + 3?") as response:
+        # pydantic-ai drives the run on a loop of its own; the reply is read here.
+        assert "".join(response.stream_text(delta=True)) == "It is five"
+    assert tree(traced) == ADDER_TREE
+
+
+@pytest.mark.init(tool_effects={"add": "pure"})
+def test_a_tool_s_effect_class_is_init_s_else_its_function_s(
+    traced: Traced, llm: LLMServer, tmp_path: Path
+) -> None:
+    agent = adder(llm)
+
+    def lookup(key: str) -> str:
+        return key.upper()
+
+    lookup.agenttrace_effect = "read"  # type: ignore[attr-defined]
+    agent.tool_plain(lookup)
+    reply = call("add", {"a": 2, "b": 3}, "call_add")
+    assert reply.tool_calls is not None
+    reply.tool_calls += call("lookup", {"key": "k"}, "call_lookup").tool_calls or []
+    llm.script.extend([reply, Reply(content="done")])
+    assert agent.run_sync("go").output == "done"
+
+    traced.handle.force_flush()
+    intents = [
+        (event["name"], event["effect"])
+        for stream in (tmp_path / "sessions").glob("*.events.jsonl")
+        for event in map(json.loads, stream.read_text().splitlines())
+        if event.get("event_type") == "step"
+        and event.get("kind") == "tool"
+        and event.get("state") == "intent"
+    ]
+    assert intents == [("lookup", "read")]  # a pure tool is never journaled
