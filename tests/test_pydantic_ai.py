@@ -161,6 +161,7 @@ def test_async_run_and_a_run_driven_node_by_node_through_iter(
     assert len({run.context.trace_id for run in runs}) == 2, "one trace per run"
     assert tree(traced) == ADDER_TREE * 2
     assert [outcome(run) for run in runs] == ["ok", "ok"]
+    assert attrs(runs[0])[sc.GEN_AI_AGENT_ID] == attrs(runs[1])[sc.GEN_AI_AGENT_ID]
 
 
 def test_run_stream_ends_its_run_when_the_caller_leaves_the_block(
@@ -183,8 +184,9 @@ def test_run_stream_ends_its_run_when_the_caller_leaves_the_block(
     assert (run.end_time or 0) >= (streamed.end_time or 0)
 
 
+@pytest.mark.init(capture_content=True)
 def test_a_delegated_agent_is_a_sub_agent_of_the_tool_that_ran_it_at_any_depth(
-    traced: Traced, llm: LLMServer
+    traced: Traced, llm: LLMServer, tmp_path: Path
 ) -> None:
     leaf = adder(llm)
     helper = Agent(model(llm), name="helper")
@@ -232,6 +234,24 @@ def test_a_delegated_agent_is_a_sub_agent_of_the_tool_that_ran_it_at_any_depth(
     assert len({s.context.trace_id for s in traced.spans()}) == 1
     helper_run = attrs(traced.one("invoke_agent helper"))
     assert helper_run[sc.TXN_PARENT] == attrs(traced.one("invoke_agent boss"))[sc.TXN_ID]
+    # In the event stream each sub-agent is caused by the reply that called its tool.
+    events = [
+        json.loads(line)
+        for stream in (tmp_path / "sessions").glob("*.events.jsonl")
+        for line in stream.read_text().splitlines()
+    ]
+    calls = {
+        call["id"]: event["message_id"]
+        for event in events
+        if event.get("event_type") == "transcript_entry"
+        for call in event.get("tool_calls") or ()
+    }
+    causes = {
+        event["name"]: event.get("cause")
+        for event in events
+        if event.get("event_type") == "agent_created"
+    }
+    assert causes == {"boss": None, "helper": calls["call_boss"], "adder": calls["call_helper"]}
 
 
 def test_with_pydantic_ai_s_own_instrumentation_each_request_is_still_one_llm_span(
