@@ -10,6 +10,7 @@ import ipaddress
 import json
 import socket
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ from agenttrace import semconv as sc
 from agenttrace.instrumentation.pydantic_ai import PydanticAIInstrumentor
 
 from .conftest import Traced, attrs, outcome
+from .helpers import child_env
 from .llm_server import LLMServer, Reply
+from .test_zero_code import run_instrumented
 
 KEY = "sk-agenttrace-pydantic-ai-test-0001"
 
@@ -369,3 +372,50 @@ def test_a_tool_s_effect_class_is_init_s_else_its_function_s(
         and event.get("state") == "intent"
     ]
     assert intents == [("lookup", "read")]  # a pure tool is never journaled
+
+
+ZERO_CODE = """\
+import sys
+
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+provider = OpenAIProvider(base_url=sys.argv[1], api_key="sk-zero-code")
+assistant = Agent(OpenAIChatModel("gpt-4o-mini", provider=provider), name="assistant")
+print(assistant.run_sync("Say hi").output)
+"""
+
+
+@pytest.mark.e2e  # runs a whole program as a user does: make test, not make check
+def test_opentelemetry_instrument_traces_a_plain_pydantic_ai_script(
+    tmp_path: Path, llm: LLMServer
+) -> None:
+    (entry,) = [
+        e
+        for e in metadata.entry_points(group="opentelemetry_instrumentor")
+        if e.name == "agenttrace_pydantic_ai"
+    ]
+    assert entry.load() is PydanticAIInstrumentor
+    llm.default = Reply(content="hi")
+    script = tmp_path / "app.py"
+    script.write_text(ZERO_CODE)
+    env = child_env(
+        OTEL_SERVICE_NAME="zero-code-app",
+        OTEL_TRACES_EXPORTER="otlp",
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER="none",
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+        AGENTTRACE_SESSIONS_DIR=str(tmp_path / "sessions"),
+        AGENTTRACE_BILLING_FILE=str(tmp_path / "ledger.jsonl"),
+        AGENTTRACE_RAISE_INTERNAL_ERRORS="1",
+    )
+    _, spans = run_instrumented([str(script), llm.api_base], env)
+    # Ours (the dev venv also has other OpenAI instrumentations, whose spans come too).
+    ours = sorted((s.attributes[sc.PATH], s.name) for s in spans if sc.KIND in s.attributes)
+    assert ours == [
+        ("0", "invoke_agent assistant"),
+        ("1", "turn 1"),
+        ("1.1", "chat gpt-4o-mini"),
+    ]
+    assert len(llm.requests) == 1
