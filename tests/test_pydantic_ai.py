@@ -18,7 +18,7 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.agent import Agent as AgentClass
 from pydantic_ai.models.instrumented import InstrumentationSettings
-from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.toolsets.function import FunctionToolset
 
@@ -378,7 +378,7 @@ ZERO_CODE = """\
 import sys
 
 from pydantic_ai import Agent
-from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 provider = OpenAIProvider(base_url=sys.argv[1], api_key="sk-zero-code")
@@ -419,3 +419,17 @@ def test_opentelemetry_instrument_traces_a_plain_pydantic_ai_script(
         ("1.1", "chat gpt-4o-mini"),
     ]
     assert len(llm.requests) == 1
+
+
+def test_the_responses_api_model_is_traced_the_same_way(traced: Traced, llm: LLMServer) -> None:
+    provider = OpenAIProvider(base_url=llm.api_base, api_key=KEY)
+    agent = Agent(OpenAIResponsesModel("gpt-4o-mini", provider=provider), name="responder")
+    llm.script.append(Reply(content="Hello from responses"))
+    assert agent.run_sync("hi").output == "Hello from responses"
+    assert tree(traced) == [
+        ("0", "session", "invoke_agent responder"),
+        ("1", "turn", "turn 1"),
+        ("1.1", "llm", "chat gpt-4o-mini"),
+    ]
+    assert llm.requests[0].path.endswith("/responses")
+    assert attrs(llm_spans(traced)[0])[sc.GEN_AI_USAGE_OUTPUT_TOKENS] > 0
