@@ -22,7 +22,9 @@ from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.toolsets.function import FunctionToolset
 
+import agenttrace
 from agenttrace import semconv as sc
+from agenttrace.formats.session.files import snapshot_path
 from agenttrace.instrumentation.pydantic_ai import PydanticAIInstrumentor
 
 from .conftest import Traced, attrs, outcome
@@ -433,3 +435,41 @@ def test_the_responses_api_model_is_traced_the_same_way(traced: Traced, llm: LLM
     ]
     assert llm.requests[0].path.endswith("/responses")
     assert attrs(llm_spans(traced)[0])[sc.GEN_AI_USAGE_OUTPUT_TOKENS] > 0
+
+
+def test_a_resumed_session_goes_on_with_the_same_agents_by_name(
+    traced: Traced, llm: LLMServer
+) -> None:
+    def delegating() -> Agent[None, str]:
+        helper = Agent(model(llm), name="helper")
+        boss = Agent(model(llm), name="boss")
+
+        @boss.tool_plain
+        async def ask_helper(question: str) -> str:
+            return (await helper.run(question)).output
+
+        return boss
+
+    script = [
+        call("ask_helper", {"question": "q"}, "call_1"),
+        Reply(content="a"),
+        Reply(content="done"),
+    ]
+    llm.script.extend(script)
+    assert delegating().run_sync("go").output == "done"
+    traced.handle.force_flush()
+    first = agenttrace.current_session()
+
+    # A new program: the session read back from its file, the agents built again.
+    agenttrace.use_session(None)
+    session = agenttrace.resume(
+        snapshot_path(traced.handle.settings.sessions_dir, first.session_id)
+    )
+    llm.script.extend(script)
+    assert delegating().run_sync("again").output == "done"
+    traced.handle.force_flush()
+
+    assert session.session_id == first.session_id
+    assert sorted(session.agents) == ["agent_001", "agent_002"] and session.agent_counter == 2
+    ids = [attrs(s)[sc.AGENT_ID] for s in traced.spans() if s.name.startswith("invoke_agent ")]
+    assert ids == ["agent_001", "agent_002"] * 2

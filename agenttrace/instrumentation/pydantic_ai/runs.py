@@ -23,6 +23,7 @@ from typing import Any
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
+from agenttrace.instrumentation.smolagents.agents import agent_id
 from agenttrace.tracing.agents import str_attribute
 from agenttrace.tracing.decorators import _AgentSpec
 from agenttrace.tracing.scopes import SessionScope, Tokens, deactivate
@@ -64,10 +65,12 @@ def agent_model(agent: Any) -> str | None:
 
 
 _SPEC = _AgentSpec(
-    agent_name, None, agent_model, None, method=True, api="agenttrace.instrument_pydantic_ai"
+    agent_name, agent_id, agent_model, None, method=True, api="agenttrace.instrument_pydantic_ai"
 )
-"""The agent run of an ``Agent.iter`` call (``self`` first); ids and the dedupe of a run inside
-a run of the same agent are :class:`~agenttrace.tracing.decorators._AgentSpec`'s."""
+"""The agent run of an ``Agent.iter`` call (``self`` first). An agent's id is the one it got at
+its first run; in a session resumed from a file, an agent built again takes the id of the agent
+of the same name that session recorded (smolagents' rule, by duck typing: pydantic-ai agents
+have no identity that outlives the process either)."""
 
 
 class TracedRun:
