@@ -65,7 +65,12 @@ def agent_model(agent: Any) -> str | None:
 
 
 _SPEC = _AgentSpec(
-    agent_name, agent_id, agent_model, None, method=True, api="agenttrace.instrument_pydantic_ai"
+    agent_name,
+    agent_id,
+    agent_model,
+    None,
+    method=True,
+    api="agenttrace.instrumentation.pydantic_ai",
 )
 """The agent run of an ``Agent.iter`` call (``self`` first). An agent's id is the one it got at
 its first run; in a session resumed from a file, an agent built again takes the id of the agent
