@@ -30,6 +30,7 @@ from agenttrace.instrumentation.pydantic_ai import PydanticAIInstrumentor
 from .conftest import Traced, attrs, outcome
 from .helpers import child_env
 from .llm_server import LLMServer, Reply
+from .test_llm_steps import rearm
 from .test_zero_code import run_instrumented
 
 KEY = "sk-agenttrace-pydantic-ai-test-0001"
@@ -473,3 +474,32 @@ def test_a_resumed_session_goes_on_with_the_same_agents_by_name(
     assert sorted(session.agents) == ["agent_001", "agent_002"] and session.agent_counter == 2
     ids = [attrs(s)[sc.AGENT_ID] for s in traced.spans() if s.name.startswith("invoke_agent ")]
     assert ids == ["agent_001", "agent_002"] * 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_re_entered_run_is_answered_from_the_journal_without_the_model_or_the_tool(
+    traced: Traced, llm: LLMServer, tmp_path: Path, stream: bool
+) -> None:
+    added: list[int] = []
+    agent = Agent(model(llm), name="adder")
+
+    @agent.tool_plain
+    def add(a: int, b: int) -> int:
+        added.append(a + b)
+        return a + b
+
+    async def streamed() -> str:
+        async with agent.run_stream("What is 2 + 3?") as response:
+            return await response.get_output()
+
+    def run() -> str:
+        return asyncio.run(streamed()) if stream else agent.run_sync("What is 2 + 3?").output
+
+    llm.script.extend([call("add", {"a": 2, "b": 3}, "call_1"), Reply(content="It is 5")])
+    assert run() == "It is 5"
+    traced.handle.force_flush()
+    rearm(tmp_path)  # as a resume of this run, killed, would
+    llm.reset()
+    llm.default = Reply(content="not asked")
+    assert run() == "It is 5"
+    assert llm.requests == [] and added == [5]  # neither the model nor the tool again
