@@ -830,7 +830,7 @@ def test_init_instrument_and_instrument_smolagents(tmp_path: Any, pristine: dict
     with pytest.raises(
         ValueError,
         match="cannot instrument 'crewai': it knows anthropic, claude_agent_sdk, litellm, openai, "
-        "openai_agents, smolagents",
+        "openai_agents, pydantic_ai, smolagents",
     ):
         agenttrace.init(instrument=["crewai"])
     handle = agenttrace.init(

@@ -23,6 +23,7 @@ NO_OTHER_LIBRARY: dict[str, Any] = {
     "instrument_litellm": False,
     "instrument_openai": False,
     "instrument_anthropic": False,
+    "instrument_pydantic_ai": False,
 }
 """``init`` options that instrument none of the LLM client libraries ``init`` turns on by
 default: an LLM client's instrumentor, setting agenttrace up (zero-code), instruments only its

@@ -38,6 +38,7 @@ FLAGS = (
     "instrument_litellm",
     "instrument_openai",
     "instrument_anthropic",
+    "instrument_pydantic_ai",
     "propagate_threads",
     "input_deltas",
     "journal",
@@ -45,7 +46,12 @@ FLAGS = (
 """``init``'s arguments that are True or False (``None``: from the environment)."""
 
 
-_ALWAYS_GIVEN = ("instrument_litellm", "instrument_openai", "instrument_anthropic")
+_ALWAYS_GIVEN = (
+    "instrument_litellm",
+    "instrument_openai",
+    "instrument_anthropic",
+    "instrument_pydantic_ai",
+)
 """The flags whose default is True, not ``None``."""
 
 

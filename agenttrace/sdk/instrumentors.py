@@ -16,6 +16,7 @@ INSTRUMENTORS = {
     "litellm": "agenttrace.instrumentation.litellm",
     "openai": "agenttrace.instrumentation.openai",
     "openai_agents": "agenttrace.instrumentation.openai_agents",
+    "pydantic_ai": "agenttrace.instrumentation.pydantic_ai",
     "smolagents": "agenttrace.instrumentation.smolagents",
 }
 """Name (as ``init(instrument=...)`` takes it; ``-`` works for ``_``) -> subpackage."""

@@ -191,6 +191,7 @@ def init(
     instrument_litellm: bool = True,
     instrument_openai: bool = True,
     instrument_anthropic: bool = True,
+    instrument_pydantic_ai: bool = True,
     shutdown_timeout: float | None = None,
     propagate_threads: bool | None = None,
     instrument: Iterable[str] = (),
@@ -210,7 +211,8 @@ def init(
     callable that returns one). ``instrument_litellm``: patch litellm now, or as soon as it is
     imported; ``instrument_openai``: the same for the OpenAI SDK (docs/how-to/openai.md) and
     the OpenAI Agents SDK on it (docs/how-to/openai-agents.md);
-    ``instrument_anthropic``: for the Anthropic SDK (docs/how-to/anthropic.md).
+    ``instrument_anthropic``: for the Anthropic SDK (docs/how-to/anthropic.md);
+    ``instrument_pydantic_ai``: for pydantic-ai's agents (docs/how-to/pydantic-ai.md).
     ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
     see ``agenttrace.sdk.instrumentors.INSTRUMENTORS``), now if imported, else as soon as they
     are; an unknown name is a ``ValueError``.
@@ -261,6 +263,7 @@ def init(
             "instrument_litellm": instrument_litellm,
             "instrument_openai": instrument_openai,
             "instrument_anthropic": instrument_anthropic,
+            "instrument_pydantic_ai": instrument_pydantic_ai,
             "propagate_threads": propagate_threads,
             "input_deltas": input_deltas,
             "journal": journal,
@@ -309,7 +312,12 @@ def init(
         runtime.tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
         handle = Tracing(settings, provider, processor, owns, owned_meters, export)
         _instrument_libraries(
-            handle, names, instrument_litellm, instrument_openai, instrument_anthropic
+            handle,
+            names,
+            instrument_litellm,
+            instrument_openai,
+            instrument_anthropic,
+            instrument_pydantic_ai,
         )
         atexit.register(handle.shutdown)
         _active = handle
@@ -367,6 +375,7 @@ def _instrument_libraries(
     instrument_litellm: bool,
     instrument_openai: bool = True,
     instrument_anthropic: bool = True,
+    instrument_pydantic_ai: bool = True,
 ) -> None:
     """litellm and the OpenAI SDK (unless told not to), threads (unless ``propagate_threads``
     is off), and the libraries ``instrument`` names, each now or as soon as it is imported."""
@@ -386,6 +395,10 @@ def _instrument_libraries(
         from agenttrace.instrumentation import anthropic as anthropic_instrumentation
 
         handle._undo.append(anthropic_instrumentation.instrument_when_imported())
+    if instrument_pydantic_ai:
+        from agenttrace.instrumentation import pydantic_ai as pydantic_ai_instrumentation
+
+        handle._undo.append(pydantic_ai_instrumentation.instrument_when_imported())
     if handle.settings.propagate_threads:
         handle._undo.append(instrument_threads())
     for name in names:
@@ -394,6 +407,7 @@ def _instrument_libraries(
             "openai": instrument_openai,
             "openai_agents": instrument_openai,
             "anthropic": instrument_anthropic,
+            "pydantic_ai": instrument_pydantic_ai,
         }
         if not defaults.get(library_name(name), False):
             handle.instrument(name)
