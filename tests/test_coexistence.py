@@ -13,6 +13,7 @@ says what the user sees."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import anthropic
 import litellm
 import openai
 import pytest
+import wrapt
 from opentelemetry import trace
 from opentelemetry.instrumentation.anthropic import AnthropicInstrumentor as LLMetryAnthropic
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
@@ -30,9 +32,11 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 import agenttrace
 from agenttrace import semconv as sc
+from agenttrace.instrumentation.anthropic import _TARGETS as anthropic_targets
 from agenttrace.instrumentation.anthropic import AnthropicInstrumentor
 from agenttrace.instrumentation.anthropic.request import state as anthropic_state
 from agenttrace.instrumentation.litellm import LiteLLMInstrumentor
+from agenttrace.instrumentation.openai import _TARGETS as openai_targets
 from agenttrace.instrumentation.openai import OpenAIInstrumentor
 from agenttrace.instrumentation.openai.request import state as openai_state
 
@@ -111,17 +115,28 @@ class Both:
         return self.name != "openllmetry-anthropic"
 
 
+def _sdk_methods() -> list[tuple[type, str]]:
+    """The SDK methods agenttrace wraps, which the others wrap too (on their classes)."""
+    found = []
+    for module, owner_name, name, _ in (*openai_targets, *anthropic_targets):
+        owner = getattr(importlib.import_module(module), owner_name, None)
+        if owner is not None and name in vars(owner):
+            found.append((owner, name))
+    return found
+
+
 @pytest.fixture(autouse=True)
 def sdk_methods_put_back() -> Iterator[None]:
-    """Each SDK method ours wraps is put back as it was before the test: OpenLLMetry's OpenAI
-    ``uninstrument()`` (0.62.4) leaves its wrapper of ``chat.completions.create`` in place on
-    openai 2.x, which would make spans in every test after this module's."""
-    patched = [
-        (owner, name) for owner, name, _ in [*openai_state.patches, *anthropic_state.patches]
-    ]
-    kept = [(owner, name, vars(owner)[name]) for owner, name in patched]
+    """After each test (and agenttrace's shutdown, which takes its own wrappers off), each SDK
+    method is the SDK's own again, whatever wrapper another instrumentation left on it:
+    OpenLLMetry's OpenAI ``uninstrument()`` (0.62.4) leaves its wrapper of
+    ``chat.completions.create`` on openai 2.x, which would make spans in later tests."""
     yield
-    for owner, name, method in kept:
+    assert not openai_state.patches and not anthropic_state.patches
+    for owner, name in _sdk_methods():
+        method = vars(owner)[name]
+        while isinstance(method, wrapt.FunctionWrapper):
+            method = method.__wrapped__
         setattr(owner, name, method)
 
 
@@ -349,3 +364,4 @@ def test_with_litellm_s_instrumentation_off_contrib_outside_ours_does_not_make_i
     assert len(llm.requests) == 1
     assert llm_spans(traced) == []
     assert len(their_spans(traced)) == 1
+
