@@ -364,4 +364,3 @@ def test_with_litellm_s_instrumentation_off_contrib_outside_ours_does_not_make_i
     assert len(llm.requests) == 1
     assert llm_spans(traced) == []
     assert len(their_spans(traced)) == 1
-
