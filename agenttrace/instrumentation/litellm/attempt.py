@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
@@ -171,11 +173,32 @@ class Attempt:
 
     def _ended(self, error: BaseException | None) -> None:
         """Tell the logical call (and so its implicit run) that this attempt's span ended."""
+        _put_back_leaked_context(self)
         if self.call is not None:
             try:
                 self.call.attempt_ended(self.scope, error)
             except Exception as exc:
                 report_internal_error(WHERE, exc)
+
+
+def _put_back_leaked_context(attempt: Attempt) -> None:
+    """Make the attempt's parent current again if its ended span is current outside it.
+
+    Another instrumentation of the same SDK, wrapped inside ours, may make its span current
+    when a stream starts (while our attempt's scope is current) and detach it when the stream
+    ends (OpenTelemetry contrib's openai-v2 does), after our wrapper had put the caller's
+    context back: that detach restores the context it saw, ours, in the caller's context, where
+    our ended span would parent every span after it. Only that case is touched: our span
+    current while the attempt is not active."""
+    try:
+        span = attempt.scope.span
+        if attempt.active or trace.get_current_span() is not span:
+            return
+        parent = attempt.parent.span if attempt.parent is not None else None
+        # No token to detach: the context is set back, as the caller had it before the call.
+        otel_context.attach(trace.set_span_in_context(parent or trace.INVALID_SPAN))
+    except Exception as exc:
+        report_internal_error(WHERE, exc)
 
 
 def offer_tool_calls(attempt: Attempt, response: Any) -> None:

@@ -232,7 +232,9 @@ def _finish(result: Any, attempt: Attempt) -> Any:
         return finish_raw(result, attempt, _finish)
     completed = functools.partial(completed_attributes, attempt, result)
     try:
-        if isinstance(result, (Stream, AsyncStream)):
+        # Another instrumentation inside ours may hand back its own wrapper of the SDK's
+        # stream, no Stream (contrib's openai-v2 does): an iterator is a stream all the same.
+        if isinstance(result, (Stream, AsyncStream)) or _iterates(result):
             return StreamProxy(result, attempt)
         offer_tool_calls(attempt, result)
     except Exception as exc:
@@ -243,6 +245,13 @@ def _finish(result: Any, attempt: Attempt) -> Any:
         return result
     attempt.succeed(completed, Reply(response=_journaled(result)))  # billed, then journaled
     return result
+
+
+def _iterates(result: Any) -> bool:
+    """Whether ``result`` is an iterator (a reply is a pydantic model, iterable but no
+    iterator)."""
+    kind = type(result)
+    return hasattr(kind, "__next__") or hasattr(kind, "__anext__")
 
 
 def _journaled(result: Any) -> Any:

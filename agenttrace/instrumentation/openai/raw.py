@@ -23,7 +23,15 @@ RAW_HEADER = "X-Stainless-Raw-Response"
 """The header the SDK's ``with_raw_response`` (``"true"``) and ``with_streaming_response``
 (``"stream"``) add to the call."""
 
-_OURS = ("openai", "agenttrace.instrumentation.")
+_OURS = (
+    "openai",
+    "agenttrace.instrumentation.",
+    # Another instrumentation's wrapper of the SDK outside ours (contrib's openai-v2,
+    # OpenLLMetry's): its frames are between litellm's and ours.
+    "opentelemetry.instrumentation.",
+    "opentelemetry.util.genai.",
+    "wrapt",
+)
 
 
 def raw_kind(kwargs: Mapping[str, Any]) -> str | None:
@@ -37,8 +45,8 @@ def raw_kind(kwargs: Mapping[str, Any]) -> str | None:
 
 
 def made_by_litellm() -> bool:
-    """Whether the code that called the SDK (the first caller outside the SDK and this
-    instrumentation) is litellm's."""
+    """Whether the code that called the SDK (the first caller outside the SDK, this
+    instrumentation and another's wrapping the SDK) is litellm's."""
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_globals.get("__name__")
