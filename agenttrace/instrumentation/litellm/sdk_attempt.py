@@ -1,0 +1,193 @@
+"""One call of an LLM client SDK traced as a litellm attempt: the wrappers' steps, once.
+
+The OpenAI SDK's chat completions and Responses API and the Anthropic SDK's messages wrap
+their calls alike: each call is a logical call (:mod:`.calls`: numbered attempts, one turn, the
+re-request rule) and its attempt a ``chat {model}`` span opened as litellm's are
+(:func:`~.tracking.open_span`), answered from the journal in a re-entered run, else sent with
+the attempt current (the SDK's retries see it) and ended once with what the reply says. What
+differs, each API gives as an :class:`SDKCalls`: whether a call passes through, what it asks,
+how a reply (or the journal's) ends its attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from agenttrace import semconv as sc
+from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.runtime import runtime
+from agenttrace.instrumentation.litellm.attempt import Attempt, Request
+from agenttrace.instrumentation.litellm.tracking import (
+    activate,
+    attempt_var,
+    call_var,
+    deactivate_attempt,
+    enter_call,
+    leave_call,
+    open_span,
+)
+from agenttrace.model.journal import Step
+from agenttrace.tracing.journal.llm_steps import ReplayedFailure, begin_llm_step
+from agenttrace.tracing.scopes import OpScope, current_scope
+
+
+class SDKCalls(NamedTuple):
+    """What one SDK API's calls do their own way."""
+
+    where: str
+    """The instrumentation a failure of ours is reported under."""
+    untraced: Callable[[dict[str, Any]], bool]
+    """Whether a call with these arguments passes through untraced."""
+    describe: Callable[[Any, dict[str, Any]], Request]
+    """What a call on this client, with these arguments, asks."""
+    replayed: Callable[[Step, Attempt, Any, bool, dict[str, Any], dict[str, Any] | None], Any]
+    """The reply the journal recorded for the attempt, its attempt ended: given the step, the
+    attempt, the resource called, whether the call is async, its arguments and, for a
+    ``parse`` call, the arguments its reply is parsed with (else None)."""
+    finish: Callable[[Any, Attempt], Any]
+    """End the attempt with the reply the SDK gave; what the caller gets."""
+
+
+def passes_through(enabled: bool) -> bool:
+    """Whether any SDK call passes through: tracing off (or the instrumentation not
+    ``enabled``), a litellm attempt's own request, or a call inside an ``@agenttrace.llm``
+    function or block (the program's own span of this call records it: one span, never two)."""
+    if runtime.disabled or not enabled or attempt_var.get() is not None:
+        return True
+    scope = current_scope()
+    return isinstance(scope, OpScope) and scope.kind == sc.KIND_LLM
+
+
+def traced_call(
+    api: SDKCalls, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """A sync call of ``api``, as its attempt (see the module docstring)."""
+    if api.untraced(kwargs):
+        return wrapped(*args, **kwargs)
+    call_token = enter_call(args, kwargs, True)
+    raised = True
+    try:
+        attempt = start_attempt(api, instance, kwargs)
+        if attempt is None:
+            result = wrapped(*args, **kwargs)
+        else:
+            recorded = recorded_step(attempt, kwargs)
+            if recorded is not None:
+                parse = parse_of(wrapped, kwargs)
+                result = api.replayed(recorded, attempt, instance, False, kwargs, parse)
+            else:
+                result = run(wrapped, args, kwargs, attempt, api.finish)
+        raised = False
+        return result
+    finally:
+        leave_call(call_token, raised)
+
+
+async def atraced_call(
+    api: SDKCalls, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """An async call of ``api``, as its attempt: the call runs in the caller's task, whose
+    context the attempt's scope is current in while it is awaited."""
+    if api.untraced(kwargs):
+        return await wrapped(*args, **kwargs)
+    call_token = enter_call(args, kwargs, True)
+    raised = True
+    try:
+        attempt = start_attempt(api, instance, kwargs)
+        if attempt is None:
+            result = await wrapped(*args, **kwargs)
+        else:
+            recorded = recorded_step(attempt, kwargs)
+            if recorded is not None:
+                parse = parse_of(wrapped, kwargs)
+                result = api.replayed(recorded, attempt, instance, True, kwargs, parse)
+            else:
+                result = await arun(wrapped, args, kwargs, attempt, api.finish)
+        raised = False
+        return result
+    finally:
+        leave_call(call_token, raised)
+
+
+def start_attempt(api: SDKCalls, resource: Any, kwargs: dict[str, Any]) -> Attempt | None:
+    """The attempt's span, started (None: a failure of ours, reported; the call runs
+    untraced)."""
+    try:
+        request = api.describe(getattr(resource, "_client", None), kwargs)
+        call = call_var.get()
+        parent = current_scope()
+        opened = open_span(request, call)
+        if opened is None:
+            return None
+        attempt = Attempt(opened[0], request, parent, call)
+        attempt.input = opened[1]
+        return attempt
+    except Exception as exc:
+        report_internal_error(api.where, exc)
+        return None
+
+
+def recorded_step(attempt: Attempt, kwargs: Any) -> Step | None:
+    """Journal the attempt's step; in a re-entered run, the journal's step that answers it
+    (failures it recorded end their attempts here, as ``ReplayedFailure``, and the next
+    attempt is answered in turn)."""
+    recorded = begin_llm_step(attempt.scope, attempt.model, kwargs, failures=True)
+    while recorded is not None and recorded.state == "failed":
+        attempt.fail(ReplayedFailure(recorded.error or "failed"))
+        opened = open_span(attempt.request, attempt.call)
+        if opened is None:  # a failure of ours, reported: the call goes on in the failed span
+            return None
+        attempt.restart(*opened)
+        recorded = begin_llm_step(attempt.scope, attempt.model, kwargs, failures=True)
+    return recorded
+
+
+def run(
+    wrapped: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    attempt: Attempt,
+    finish: Callable[[Any, Attempt], Any],
+) -> Any:
+    """Send the call as ``attempt`` (its scope current; the SDK's retries see it); a failure
+    ends it failed and passes through, a result is given to ``finish``."""
+    token = attempt_var.set(attempt)
+    activation = activate(attempt)
+    try:
+        result = wrapped(*args, **kwargs)
+    except BaseException as error:
+        deactivate_attempt(attempt, activation)
+        attempt_var.reset(token)
+        attempt.fail(error)
+        raise
+    deactivate_attempt(attempt, activation)
+    attempt_var.reset(token)
+    return finish(result, attempt)
+
+
+async def arun(
+    wrapped: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    attempt: Attempt,
+    finish: Callable[[Any, Attempt], Any],
+) -> Any:
+    """Async :func:`run`."""
+    token = attempt_var.set(attempt)
+    activation = activate(attempt)
+    try:
+        result = await wrapped(*args, **kwargs)
+    except BaseException as error:
+        deactivate_attempt(attempt, activation)
+        attempt_var.reset(token)
+        attempt.fail(error)
+        raise
+    deactivate_attempt(attempt, activation)
+    attempt_var.reset(token)
+    return finish(result, attempt)
+
+
+def parse_of(wrapped: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The arguments of a ``parse`` call (its reply is parsed by the SDK), else None."""
+    return kwargs if getattr(wrapped, "__name__", None) == "parse" else None
