@@ -63,6 +63,7 @@ def describe(client: Any, kwargs: Mapping[str, Any]) -> Request:
         priced_as,
         chat_messages(kwargs),
         request_outcome(model, provider_name(provider), None),
+        where=WHERE,
     )
 
 

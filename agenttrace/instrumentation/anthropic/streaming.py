@@ -17,7 +17,7 @@ from typing import Any
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace.instrumentation.anthropic.request import WHERE, chat_view, price
+from agenttrace.instrumentation.anthropic.request import chat_view, price
 from agenttrace.instrumentation.litellm.attempt import Attempt
 from agenttrace.instrumentation.litellm.stream_proxy import ChunkProxy, StreamEnd
 from agenttrace.tracing.llm_attributes import field
@@ -83,7 +83,7 @@ class _StreamState(StreamEnd):
     __slots__ = ()
 
     def __init__(self, attempt: Attempt) -> None:
-        super().__init__(attempt, WHERE)
+        super().__init__(attempt)
 
     def assembled(self) -> Any:
         built = assemble(self.given)

@@ -38,7 +38,7 @@ class Reply(NamedTuple):
 
 
 class Request:
-    """What one litellm call asks, as its attempts' spans describe it."""
+    """What one litellm call (or SDK call) asks, as its attempts' spans describe it."""
 
     __slots__ = (
         "attributes",
@@ -49,6 +49,7 @@ class Request:
         "outcome",
         "raw_model",
         "routed",
+        "where",
     )
 
     def __init__(
@@ -61,6 +62,7 @@ class Request:
         messages: Any,
         outcome: OutcomeBuilder,
         routed: bool = False,
+        where: str = WHERE,
     ) -> None:
         self.operation = operation
         self.name = name  # the span name
@@ -73,6 +75,9 @@ class Request:
         self.routed = routed
         """A litellm Router chose the deployment this call goes to (its model and provider are
         the deployment's)."""
+        self.where = where
+        """The instrumentation its attempts report a failure of ours under (an SDK's own, when
+        the call was made to the SDK)."""
 
 
 class Attempt:
@@ -142,7 +147,7 @@ class Attempt:
             self.scope.outcome.set_error(classify_error(error))
             finish(self.scope, error, attributes)
         except Exception as exc:
-            report_internal_error(WHERE, exc)
+            report_internal_error(self.request.where, exc)
         self._ended(error)
 
     def succeed(
@@ -164,7 +169,7 @@ class Attempt:
         try:
             finish(self.scope, None, attributes)
         except Exception as exc:
-            report_internal_error(WHERE, exc)
+            report_internal_error(self.request.where, exc)
         if reply is not None:
             end_llm_step(self.scope, self.model, response=reply.response, chunks=reply.chunks)
         self._ended(None)
@@ -175,7 +180,7 @@ class Attempt:
             try:
                 self.call.attempt_ended(self.scope, error)
             except Exception as exc:
-                report_internal_error(WHERE, exc)
+                report_internal_error(self.request.where, exc)
 
 
 def offer_tool_calls(attempt: Attempt, response: Any) -> None:

@@ -24,7 +24,7 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
 from agenttrace.instrumentation.litellm.attempt import Attempt
 from agenttrace.instrumentation.litellm.tracking import live_var, open_span, restore_parent
-from agenttrace.instrumentation.litellm.utils import WHERE, state
+from agenttrace.instrumentation.litellm.utils import state
 from agenttrace.tracing.journal.llm_steps import begin_llm_retry, step_fingerprint
 
 __all__ = ["RETRY_METHOD", "retry", "retry_wrapper"]
@@ -57,7 +57,7 @@ def retry(
     try:
         attempt.fail(_failure(instance, kwargs.get("response")))
     except Exception as exc:
-        report_internal_error(WHERE, exc)
+        report_internal_error(attempt.request.where, exc)
     result = wrapped(*args, **kwargs)
     if inspect.isawaitable(result):
         return _then_next(result, attempt, fingerprint)
@@ -110,4 +110,4 @@ def _next(attempt: Attempt, fingerprint: str | None) -> None:
         # Dropped on purpose: the call's own undo of its first activation resets these too.
         attempt.scope.activate()
     except Exception as exc:
-        report_internal_error(WHERE, exc)
+        report_internal_error(attempt.request.where, exc)

@@ -40,11 +40,10 @@ class StreamEnd:
     """How a stream's attempt ends; a subclass assembles the reply (:meth:`assembled`) and
     prices it (:meth:`settle`)."""
 
-    __slots__ = ("attempt", "first_chunk_ns", "given", "where")
+    __slots__ = ("attempt", "first_chunk_ns", "given")
 
-    def __init__(self, attempt: Attempt, where: str) -> None:
+    def __init__(self, attempt: Attempt) -> None:
         self.attempt = attempt
-        self.where = where  # the instrumentation a failure of ours is reported under
         self.first_chunk_ns: int | None = None
         self.given: list[Any] = []  # the chunks, as the reader got them: what the journal keeps
 
@@ -74,7 +73,7 @@ class StreamEnd:
             if built is not None and not abandoned:
                 offer_tool_calls(attempt, built)  # the streamed reply enters the transcript
         except Exception as exc:
-            report_internal_error(self.where, exc)
+            report_internal_error(self.attempt.request.where, exc)
         attempt.succeed(  # billed, then journaled done
             functools.partial(self._attributes, built, abandoned),
             None if abandoned else Reply(chunks=self.given),

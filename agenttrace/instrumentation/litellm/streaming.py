@@ -16,7 +16,7 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace.instrumentation.litellm.attempt import Attempt
 from agenttrace.instrumentation.litellm.stream_proxy import ChunkProxy, StreamEnd, estimated_usage
-from agenttrace.instrumentation.litellm.utils import WHERE, cost_from_tokens
+from agenttrace.instrumentation.litellm.utils import cost_from_tokens
 from agenttrace.tracing.llm_attributes import field
 
 
@@ -26,7 +26,7 @@ class _StreamState(StreamEnd):
     __slots__ = ("stream", "streamed_usage")
 
     def __init__(self, attempt: Attempt, stream: Any) -> None:
-        super().__init__(attempt, WHERE)
+        super().__init__(attempt)
         self.stream = stream
         self.streamed_usage = False
         """Whether the provider streamed usage. litellm's own ``chunks`` may differ from the

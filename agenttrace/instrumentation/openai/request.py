@@ -87,6 +87,7 @@ def describe(client: Any, kwargs: Mapping[str, Any]) -> Request:
         priced_as,
         kwargs.get("messages"),
         request_outcome(model, provider_name(provider), None),
+        where=WHERE,
     )
 
 

@@ -21,7 +21,7 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace.instrumentation.litellm.attempt import Attempt
 from agenttrace.instrumentation.litellm.stream_proxy import ChunkProxy, StreamEnd, estimated_usage
-from agenttrace.instrumentation.openai.request import WHERE, price
+from agenttrace.instrumentation.openai.request import price
 from agenttrace.tracing.llm_attributes import field
 
 
@@ -93,7 +93,7 @@ class _StreamState(StreamEnd):
     __slots__ = ("assemble",)
 
     def __init__(self, attempt: Attempt, assemble: Callable[[list[Any]], Any]) -> None:
-        super().__init__(attempt, WHERE)
+        super().__init__(attempt)
         self.assemble = assemble  # the reply the chunks make, as a ChatCompletion
 
     def assembled(self) -> Any:
