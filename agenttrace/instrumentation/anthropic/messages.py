@@ -37,7 +37,6 @@ from agenttrace.instrumentation.litellm.sdk_attempt import (
     passes_through,
     traced_call,
 )
-from agenttrace.model.journal import Step
 
 _RAW = "X-Stainless-Raw-Response"
 """The header the SDK's ``with_raw_response``/``with_streaming_response`` add to the call."""
@@ -114,27 +113,6 @@ async def _asend(request: Awaitable[Any], resource: Any, kwargs: dict[str, Any])
             close()
 
 
-def _replayed(
-    recorded: Step,
-    attempt: Attempt,
-    resource: Any,
-    is_async: bool,
-    kwargs: dict[str, Any],
-    parse: dict[str, Any] | None,
-) -> Any:
-    """The reply the journal recorded for this attempt, ended as a reply from the model is (the
-    model is not called)."""
-    client = getattr(resource, "_client", None)
-    try:
-        result = replayed_response(recorded, attempt, client, is_async, parse)
-    except Exception as exc:  # a journal this SDK cannot read back: a failure of ours
-        report_internal_error(WHERE, exc)
-        raise
-    if isinstance(result, StreamProxy):  # its span ends when it is read to its end
-        return result
-    return _finish(result, attempt)
-
-
 def _finish(result: Any, attempt: Attempt) -> Any:
     """End the attempt with ``result``; a stream gets a proxy that ends it later. The reply
     enters the agent's transcript first (its tool calls offered to the turn), then the span
@@ -174,5 +152,5 @@ def _completed_attributes(attempt: Attempt, view: Any) -> dict[str, AttributeVal
     return attributes
 
 
-_MESSAGES = SDKCalls(WHERE, _untraced, describe, _replayed, _finish)
+_MESSAGES = SDKCalls(WHERE, _untraced, describe, replayed_response, _finish)
 """What a ``messages`` call does its own way."""

@@ -18,6 +18,7 @@ from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
 from agenttrace.instrumentation.litellm.attempt import Attempt, Request
+from agenttrace.instrumentation.litellm.stream_proxy import ChunkProxy
 from agenttrace.instrumentation.litellm.tracking import (
     activate,
     attempt_var,
@@ -41,12 +42,15 @@ class SDKCalls(NamedTuple):
     """Whether a call with these arguments passes through untraced."""
     describe: Callable[[Any, dict[str, Any]], Request]
     """What a call on this client, with these arguments, asks."""
-    replayed: Callable[[Step, Attempt, Any, bool, dict[str, Any], dict[str, Any] | None], Any]
-    """The reply the journal recorded for the attempt, its attempt ended: given the step, the
-    attempt, the resource called, whether the call is async, its arguments and, for a
-    ``parse`` call, the arguments its reply is parsed with (else None)."""
+    replay: Callable[[Step, Attempt, Any, bool, dict[str, Any] | None], Any]
+    """The reply the journal recorded for the attempt (a stream: behind its proxy), as the SDK
+    gives it: given the step, the attempt, the client called, whether the call is async and,
+    for a ``parse`` call, the arguments its reply is parsed with (else None)."""
     finish: Callable[[Any, Attempt], Any]
     """End the attempt with the reply the SDK gave; what the caller gets."""
+    as_called: Callable[[Any, Any, bool, dict[str, Any]], Any] | None = None
+    """A replayed reply as the call asked for it (given the reply, the client, whether the
+    call is async and its arguments: OpenAI's raw responses), if that can differ."""
 
 
 def passes_through(enabled: bool) -> bool:
@@ -74,8 +78,7 @@ def traced_call(
         else:
             recorded = recorded_step(attempt, kwargs)
             if recorded is not None:
-                parse = parse_of(wrapped, kwargs)
-                result = api.replayed(recorded, attempt, instance, False, kwargs, parse)
+                result = replayed(api, recorded, attempt, instance, False, wrapped, kwargs)
             else:
                 result = run(wrapped, args, kwargs, attempt, api.finish)
         raised = False
@@ -100,8 +103,7 @@ async def atraced_call(
         else:
             recorded = recorded_step(attempt, kwargs)
             if recorded is not None:
-                parse = parse_of(wrapped, kwargs)
-                result = api.replayed(recorded, attempt, instance, True, kwargs, parse)
+                result = replayed(api, recorded, attempt, instance, True, wrapped, kwargs)
             else:
                 result = await arun(wrapped, args, kwargs, attempt, api.finish)
         raised = False
@@ -141,6 +143,30 @@ def recorded_step(attempt: Attempt, kwargs: Any) -> Step | None:
         attempt.restart(*opened)
         recorded = begin_llm_step(attempt.scope, attempt.model, kwargs, failures=True)
     return recorded
+
+
+def replayed(
+    api: SDKCalls,
+    recorded: Step,
+    attempt: Attempt,
+    resource: Any,
+    is_async: bool,
+    wrapped: Any,
+    kwargs: dict[str, Any],
+) -> Any:
+    """The reply the journal recorded for this attempt, ended as a reply from the model is (the
+    model is not called; a stream's span ends when it is read to its end)."""
+    client = getattr(resource, "_client", None)
+    try:
+        result = api.replay(recorded, attempt, client, is_async, parse_of(wrapped, kwargs))
+    except Exception as exc:  # a journal this SDK cannot read back: a failure of ours
+        report_internal_error(api.where, exc)
+        raise
+    if not isinstance(result, ChunkProxy):
+        result = api.finish(result, attempt)
+    if api.as_called is not None:
+        result = api.as_called(result, client, is_async, kwargs)
+    return result
 
 
 def run(

@@ -40,7 +40,6 @@ from agenttrace.instrumentation.openai.raw import (
 from agenttrace.instrumentation.openai.replay import replayed_response
 from agenttrace.instrumentation.openai.request import WHERE, describe, price, state
 from agenttrace.instrumentation.openai.streaming import StreamProxy
-from agenttrace.model.journal import Step
 
 
 def untraced(kwargs: dict[str, Any]) -> bool:
@@ -69,39 +68,9 @@ async def acreate_wrapper(
     return await atraced_call(_CHAT, wrapped, instance, args, kwargs)
 
 
-def _replayed_call(
-    recorded: Step,
-    attempt: Attempt,
-    resource: Any,
-    is_async: bool,
-    kwargs: dict[str, Any],
-    parse: dict[str, Any] | None,
-) -> Any:
-    """The journal's reply, as the raw response a ``with_raw_response`` call gets."""
-    result = _replayed(recorded, attempt, resource, is_async, parse)
-    if raw_kind(kwargs) is not None:
-        result = replayed_raw(result, getattr(resource, "_client", None), is_async)
-    return result
-
-
-def _replayed(
-    recorded: Step,
-    attempt: Attempt,
-    resource: Any,
-    is_async: bool,
-    parse: dict[str, Any] | None = None,
-) -> Any:
-    """The reply the journal recorded for this attempt, ended as a reply from the model is (the
-    model is not called)."""
-    client = getattr(resource, "_client", None)
-    try:
-        result = replayed_response(recorded, attempt, client, is_async, parse)
-    except Exception as exc:  # a journal this SDK cannot read back: a failure of ours
-        report_internal_error(WHERE, exc)
-        raise
-    if isinstance(result, StreamProxy):  # its span ends when it is read to its end
-        return result
-    return _finish(result, attempt)
+def _as_raw(reply: Any, client: Any, is_async: bool, kwargs: dict[str, Any]) -> Any:
+    """A replayed reply as the raw response a ``with_raw_response`` call gets."""
+    return replayed_raw(reply, client, is_async) if raw_kind(kwargs) is not None else reply
 
 
 def _finish(result: Any, attempt: Attempt) -> Any:
@@ -151,5 +120,5 @@ def completed_attributes(attempt: Attempt, result: Any) -> dict[str, AttributeVa
     return attributes
 
 
-_CHAT = SDKCalls(WHERE, untraced, describe, _replayed_call, _finish)
+_CHAT = SDKCalls(WHERE, untraced, describe, replayed_response, _finish, _as_raw)
 """What a chat completions call does its own way."""

@@ -233,35 +233,23 @@ def _journaled(result: Any) -> Any:
     return result
 
 
-def _replayed(
-    recorded: Step,
-    attempt: Attempt,
-    resource: Any,
-    is_async: bool,
-    kwargs: dict[str, Any],
-    parse: dict[str, Any] | None,
+def _replay(
+    recorded: Step, attempt: Attempt, client: Any, is_async: bool, parse: dict[str, Any] | None
 ) -> Any:
-    """The ``Response`` (or the stream of events) the journal recorded for this attempt, ended
-    as a reply from the model is (the model is not called). ``parse``: the arguments of a
-    ``responses.parse`` call, whose ``ParsedResponse`` is parsed again as the SDK parses it."""
+    """The ``Response`` (or the stream of events, behind its proxy) the journal recorded for
+    this attempt. ``parse``: the arguments of a ``responses.parse`` call, whose
+    ``ParsedResponse`` is parsed again as the SDK parses it."""
     from openai.types.responses import Response, ResponseStreamEvent
 
-    client = getattr(resource, "_client", None)
-    try:
-        if recorded.chunks is not None:
-            stream = sdk_stream(
-                recorded.chunks, client, is_async, ResponseStreamEvent, "/responses"
-            )
-            return StreamProxy(stream, attempt, assemble_events)
-        result = recorded.result
-        if isinstance(result, Mapping):
-            result = Response.construct(**result)
-            if parse is not None:
-                result = _parsed(result, parse)
-    except Exception as exc:  # a journal this SDK cannot read back: a failure of ours
-        report_internal_error(WHERE, exc)
-        raise
-    return _finish(result, attempt)
+    if recorded.chunks is not None:
+        stream = sdk_stream(recorded.chunks, client, is_async, ResponseStreamEvent, "/responses")
+        return StreamProxy(stream, attempt, assemble_events)
+    result = recorded.result
+    if isinstance(result, Mapping):
+        result = Response.construct(**result)
+        if parse is not None:
+            result = _parsed(result, parse)
+    return result
 
 
 def _parsed(response: Any, parse: Mapping[str, Any]) -> Any:
@@ -282,5 +270,5 @@ def _parsed(response: Any, parse: Mapping[str, Any]) -> Any:
     )
 
 
-_RESPONSES = SDKCalls(WHERE, _untraced, _describe, _replayed, _finish)
+_RESPONSES = SDKCalls(WHERE, _untraced, _describe, _replay, _finish)
 """What a Responses API call does its own way."""
