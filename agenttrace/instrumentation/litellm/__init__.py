@@ -24,8 +24,11 @@ span ends exactly once: exhausted, closed, failed or garbage-collected.
 The modules, each importing only those before it: :mod:`.utils` (the shared state, names,
 secrets, prices), :mod:`.calls` (logical calls, and where failed ones wait for a re-request),
 :mod:`.attempt` (one attempt's span and what its response records), :mod:`.tracking` (the call
-and attempt the running code belongs to), :mod:`.streaming` (the stream proxy),
-:mod:`.sdk_retries` (the OpenAI SDK's retries), :mod:`.patch` (the wrappers),
+and attempt the running code belongs to), :mod:`.stream_proxy` (a stream's proxy and its end,
+which the SDKs' streams share too), :mod:`.streaming` (litellm's stream proxy),
+:mod:`.sdk_attempt` (an SDK call as an attempt: the OpenAI and Anthropic SDKs' wrappers),
+:mod:`.sdk_retries` (the OpenAI SDK's retries, and the Anthropic SDK's),
+:mod:`.sdk_patch` (the SDK instrumentors' patch table), :mod:`.patch` (the wrappers),
 :mod:`.early_imports` (names bound to litellm's functions before the patch) and this package
 (the instrumentor).
 """
