@@ -20,13 +20,13 @@ from agenttrace._internal.runtime import runtime
 from agenttrace.instrumentation.litellm.attempt import Attempt, Request
 from agenttrace.instrumentation.litellm.stream_proxy import ChunkProxy
 from agenttrace.instrumentation.litellm.tracking import (
-    activate,
+    arun_attempt,
     attempt_var,
-    call_var,
-    deactivate_attempt,
+    begin_attempt,
     enter_call,
     leave_call,
     open_span,
+    run_attempt,
 )
 from agenttrace.model.journal import Step
 from agenttrace.tracing.journal.llm_steps import ReplayedFailure, begin_llm_step
@@ -80,7 +80,7 @@ def traced_call(
             if recorded is not None:
                 result = replayed(api, recorded, attempt, instance, False, wrapped, kwargs)
             else:
-                result = run(wrapped, args, kwargs, attempt, api.finish)
+                result = run_attempt(wrapped, args, kwargs, attempt, api.finish)
         raised = False
         return result
     finally:
@@ -105,7 +105,7 @@ async def atraced_call(
             if recorded is not None:
                 result = replayed(api, recorded, attempt, instance, True, wrapped, kwargs)
             else:
-                result = await arun(wrapped, args, kwargs, attempt, api.finish)
+                result = await arun_attempt(wrapped, args, kwargs, attempt, api.finish)
         raised = False
         return result
     finally:
@@ -115,19 +115,9 @@ async def atraced_call(
 def start_attempt(api: SDKCalls, resource: Any, kwargs: dict[str, Any]) -> Attempt | None:
     """The attempt's span, started (None: a failure of ours, reported; the call runs
     untraced)."""
-    try:
-        request = api.describe(getattr(resource, "_client", None), kwargs)
-        call = call_var.get()
-        parent = current_scope()
-        opened = open_span(request, call)
-        if opened is None:
-            return None
-        attempt = Attempt(opened[0], request, parent, call)
-        attempt.input = opened[1]
-        return attempt
-    except Exception as exc:
-        report_internal_error(api.where, exc)
-        return None
+    return begin_attempt(
+        lambda: api.describe(getattr(resource, "_client", None), kwargs), api.where
+    )
 
 
 def recorded_step(attempt: Attempt, kwargs: Any) -> Step | None:
@@ -167,51 +157,6 @@ def replayed(
     if api.as_called is not None:
         result = api.as_called(result, client, is_async, kwargs)
     return result
-
-
-def run(
-    wrapped: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    attempt: Attempt,
-    finish: Callable[[Any, Attempt], Any],
-) -> Any:
-    """Send the call as ``attempt`` (its scope current; the SDK's retries see it); a failure
-    ends it failed and passes through, a result is given to ``finish``."""
-    token = attempt_var.set(attempt)
-    activation = activate(attempt)
-    try:
-        result = wrapped(*args, **kwargs)
-    except BaseException as error:
-        deactivate_attempt(attempt, activation)
-        attempt_var.reset(token)
-        attempt.fail(error)
-        raise
-    deactivate_attempt(attempt, activation)
-    attempt_var.reset(token)
-    return finish(result, attempt)
-
-
-async def arun(
-    wrapped: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    attempt: Attempt,
-    finish: Callable[[Any, Attempt], Any],
-) -> Any:
-    """Async :func:`run`."""
-    token = attempt_var.set(attempt)
-    activation = activate(attempt)
-    try:
-        result = await wrapped(*args, **kwargs)
-    except BaseException as error:
-        deactivate_attempt(attempt, activation)
-        attempt_var.reset(token)
-        attempt.fail(error)
-        raise
-    deactivate_attempt(attempt, activation)
-    attempt_var.reset(token)
-    return finish(result, attempt)
 
 
 def parse_of(wrapped: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
