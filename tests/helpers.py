@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,52 @@ def run_journal_child(
         text=True,
         timeout=120,
     )
+
+
+def killed_then_resumed_shop(
+    child: str,
+    tmp_path: Path,
+    model_url: str,
+    shape: str,
+    asked: Callable[[], int],
+    answer_next: Callable[[], None],
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run the shop agent of ``tests/{child}.py`` (tests/shop_child.py's: it asks the model at
+    ``model_url`` for the ``shape`` of exchange and pays through a payment server started here)
+    until it kills itself inside the payment, having asked the model once (``asked()``: the
+    requests the model server got); then ``answer_next()`` scripts the model's next reply and
+    the agent resumes and re-enters its run. Its session goes to ``tmp_path/sessions``, its
+    ledger to ``tmp_path/ledger.jsonl``. The resumed process's report, and the charges made."""
+    from .payment_server import PaymentServer
+
+    payments = PaymentServer().start()
+    sessions = str(tmp_path / "sessions")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env["AGENTTRACE_BILLING_FILE"] = str(tmp_path / "ledger.jsonl")
+
+    def agent(mode: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", f"tests.{child}", sessions, model_url, payments.url, shape,
+             mode],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    try:
+        killed = agent("run")
+        assert killed.returncode == -9, killed.stderr
+        assert asked() == 1
+        answer_next()
+        resumed = agent("resume")
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        payments.stop()
+    return json.loads(resumed.stdout.splitlines()[-1]), payments.charges
+
+
+def llm_entries(tmp_path: Path) -> int:
+    """How many LLM attempts the ledger at ``tmp_path/ledger.jsonl`` bills."""
+    ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    return sum(1 for entry in ledger if entry.get("type") == "llm")
 
 
 def subtrees(node: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -1,6 +1,5 @@
-"""A process for the re-entry tests of LLM steps: an agent that asks the model (the test's
-tests/llm_server.py) and pays through the payment server with an ``idempotent`` tool, killing
-itself with SIGKILL inside the payment; ``resume`` as the mode resumes and re-enters the run.
+"""A process for the re-entry tests of LLM steps (tests/shop_child.py's shop agent) asking the
+model (the test's tests/llm_server.py) through litellm.
 
 ``tool`` asks the model for a tool call and pays what it asked; ``stream`` streams the model's
 words first and then pays. Prints the answer (and what the stream said) as one JSON line."""
@@ -8,77 +7,35 @@ words first and then pays. Prints the answer (and what the stream said) as one J
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sys
-import urllib.request
-from pathlib import Path
 from typing import Any
 
 import litellm
 
-import agenttrace
-
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "charge",
-            "parameters": {"type": "object", "properties": {"amount": {"type": "integer"}}},
-        },
-    }
-]
+from tests.shop_child import ASK, TOOLS, Shop, main, thanked_for
 
 
-def main() -> None:
-    sessions, api_base, payments_url, shape, mode = sys.argv[1:6]
-    agenttrace.init(sessions_dir=Path(sessions), console="quiet")
-    model = {"model": "openai/gpt-4o-mini", "api_base": api_base, "api_key": "sk-test"}
+def connect(api_base: str) -> dict[str, Any]:
+    return {"model": "openai/gpt-4o-mini", "api_base": api_base, "api_key": "sk-test"}
 
-    @agenttrace.tool(effect="idempotent")
-    def charge(amount: int) -> str:
-        request = urllib.request.Request(
-            payments_url + "/charge", data=json.dumps({"amount": amount}).encode(), method="POST"
-        )
-        request.add_header("Idempotency-Key", agenttrace.idempotency_key() or "")
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            charged = json.loads(answer.read())
-        if mode == "run":
-            # The model's reply is on disk (written by the background, which a kill may beat:
-            # the reply would then be asked for again, as a reply never recorded is).
-            agenttrace.force_flush()
-            os.kill(os.getpid(), signal.SIGKILL)
-        return str(charged["charge"])
 
-    out: dict[str, Any] = {}
-
-    @agenttrace.agent("Shop")
-    def shop() -> str:
-        messages: list[dict[str, Any]] = [{"role": "user", "content": "Pay 5 for the tea."}]
-        if shape == "stream":
-            chunks = list(litellm.completion(messages=messages, stream=True, **model))
-            said = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-            out["said"], out["chunks"] = said, len(chunks)
-            messages.append({"role": "assistant", "content": said})
-            paid = charge(5)
-            messages.append({"role": "user", "content": f"Paid: {paid}. Thank the customer."})
-        else:
-            reply = litellm.completion(messages=messages, tools=TOOLS, **model)
-            message = reply.choices[0].message
-            (call,) = message.tool_calls
-            messages.append(message.model_dump(exclude_none=True))
-            paid = charge(**json.loads(call.function.arguments))
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": paid})
-        final = litellm.completion(messages=messages, **model)
-        return str(final.choices[0].message.content)
-
-    if mode == "resume":
-        (stream,) = Path(sessions).glob("*.events.jsonl")
-        agenttrace.resume(stream)
-    out["answer"] = shop()
-    print(json.dumps(out))
-    agenttrace.shutdown()
+def ask(shop: Shop) -> str:
+    model = shop.client
+    messages: list[dict[str, Any]] = [{"role": "user", "content": ASK}]
+    if shop.shape == "stream":
+        chunks = list(litellm.completion(messages=messages, stream=True, **model))
+        said = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        shop.out["said"], shop.out["chunks"] = said, len(chunks)
+        thanked_for(shop, messages, said)
+    else:
+        reply = litellm.completion(messages=messages, tools=TOOLS, **model)
+        message = reply.choices[0].message
+        (call,) = message.tool_calls
+        messages.append(message.model_dump(exclude_none=True))
+        paid = shop.charge(**json.loads(call.function.arguments))
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": paid})
+    final = litellm.completion(messages=messages, **model)
+    return str(final.choices[0].message.content)
 
 
 if __name__ == "__main__":
-    main()
+    main(connect, ask)

@@ -113,6 +113,32 @@ def check_genai_attributes(span: Any, stream: bool) -> None:
 # --- plain calls ------------------------------------------------------------------------------
 
 
+def test_an_internal_failure_is_reported_under_the_anthropic_instrumentation(
+    traced: Traced,
+    claude: AnthropicServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A failure of ours where an SDK call's attempt ends is named as the Anthropic SDK's
+    instrumentation's, not litellm's; the call still returns and its span still ends."""
+    from agenttrace._internal import errors as internal_errors
+    from agenttrace.instrumentation.litellm.calls import LogicalCall
+
+    def broken(*args: Any) -> None:
+        raise RuntimeError("call bookkeeping broke")
+
+    monkeypatch.setattr(internal_errors, "raise_internal_errors", False)
+    internal_errors.reset_reported()
+    monkeypatch.setattr(LogicalCall, "attempt_ended", broken)
+    claude.reset(Reply(blocks=[text("Hello there")]))
+    with caplog.at_level("WARNING", logger="agenttrace"):
+        response = client(claude).messages.create(model=MODEL, max_tokens=64, messages=HI)
+    assert response.content[0].text == "Hello there"
+    assert traced.one(f"chat {MODEL}").end_time is not None
+    (report,) = [r for r in caplog.records if "call bookkeeping broke" in r.getMessage()]
+    assert "in anthropic instrumentation" in report.getMessage()
+
+
 @pytest.mark.init(capture_content=True)
 def test_create_is_one_llm_span_with_the_genai_attributes(
     traced: Traced, claude: AnthropicServer

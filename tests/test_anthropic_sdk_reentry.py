@@ -7,10 +7,6 @@ re-entered run gets the SDK's own objects back, a ``Message``, the SDK's ``Strea
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +20,7 @@ from agenttrace import semconv as sc
 
 from .anthropic_server import AnthropicServer, Reply, text, thinking, tool_use
 from .conftest import Traced, attrs
-from .helpers import ROOT
-from .payment_server import PaymentServer
+from .helpers import killed_then_resumed_shop, llm_entries
 from .test_anthropic_sdk import HI, MODEL, aclient, claude, client, llm_spans, server
 from .test_llm_steps import llm_lines, rearm
 
@@ -175,38 +170,23 @@ def test_after_a_kill_a_resumed_run_does_not_ask_for_a_recorded_reply_again(
     pay = tool_use("charge", {"amount": 5}, id="toolu_1")
     first = Reply(blocks=[pay]) if shape == "tool" else Reply(blocks=[text("On it!")])
     server.reset(first, Reply(blocks=[text("never sent: the kill comes first")]))
-    payments = PaymentServer().start()
-    sessions = str(tmp_path / "sessions")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    env["AGENTTRACE_BILLING_FILE"] = str(tmp_path / "ledger.jsonl")
-
-    def agent(mode: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tests.anthropic_reentry_child", sessions, server.base_url,
-             payments.url, shape, mode],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-
-    try:
-        killed = agent("run")
-        assert killed.returncode == -9, killed.stderr
-        assert len(server.message_requests()) == 1
-        server.reset(Reply(blocks=[text("Thank you!")]))
-        resumed = agent("resume")
-        assert resumed.returncode == 0, resumed.stderr
-    finally:
-        payments.stop()
-    report = json.loads(resumed.stdout.splitlines()[-1])
+    report, charges = killed_then_resumed_shop(
+        "anthropic_reentry_child",
+        tmp_path,
+        server.base_url,
+        shape,
+        lambda: len(server.message_requests()),
+        lambda: server.reset(Reply(blocks=[text("Thank you!")])),
+    )
     assert report["answer"] == "Thank you!"
     (asked,) = server.message_requests()  # only the reply the killed run never got
     if shape == "stream":
         assert report["said"] == "On it!"
     else:  # the model's tool call, from the journal, has the same id
         assert asked.body["messages"][-1]["content"][0]["tool_use_id"] == "toolu_1"
-    (made,) = payments.charges  # the idempotent charge, sent again with its key, made once
+    (made,) = charges  # the idempotent charge, sent again with its key, made once
     assert made["key"].startswith("at-")
-    ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
-    assert sum(1 for entry in ledger if entry.get("type") == "llm") == 2  # none for the replay
+    assert llm_entries(tmp_path) == 2  # none for the replay
 
 
 class Answer(pydantic.BaseModel):

@@ -102,6 +102,32 @@ def test_create_is_one_llm_span_with_the_genai_attributes(traced: Traced, llm: L
     assert KEY not in json.dumps(chat)
 
 
+def test_an_internal_failure_is_reported_under_the_openai_instrumentation(
+    traced: Traced,
+    llm: LLMServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A failure of ours where an SDK call's attempt ends is named as the OpenAI SDK's
+    instrumentation's, not litellm's; the call still returns and its span still ends."""
+    from agenttrace._internal import errors as internal_errors
+    from agenttrace.instrumentation.litellm.calls import LogicalCall
+
+    def broken(*args: Any) -> None:
+        raise RuntimeError("call bookkeeping broke")
+
+    monkeypatch.setattr(internal_errors, "raise_internal_errors", False)
+    internal_errors.reset_reported()
+    monkeypatch.setattr(LogicalCall, "attempt_ended", broken)
+    llm.reset(Reply(content="Hello there"))
+    with caplog.at_level("WARNING", logger="agenttrace"):
+        response = client(llm).chat.completions.create(model="gpt-4o-mini", messages=HI)
+    assert response.choices[0].message.content == "Hello there"
+    assert traced.one("chat gpt-4o-mini").end_time is not None
+    (report,) = [r for r in caplog.records if "call bookkeeping broke" in r.getMessage()]
+    assert "in openai instrumentation" in report.getMessage()
+
+
 def test_the_provider_is_read_from_the_client() -> None:
     azure = openai.AzureOpenAI(
         azure_endpoint="https://x.openai.azure.com", api_key=KEY, api_version="2024-06-01"

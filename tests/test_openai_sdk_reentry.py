@@ -5,10 +5,6 @@ a ``ChatCompletion`` or the SDK's ``Stream``/``AsyncStream``, without calling th
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +17,8 @@ import agenttrace
 from agenttrace import semconv as sc
 
 from .conftest import Traced, attrs
-from .helpers import ROOT
+from .helpers import killed_then_resumed_shop, llm_entries
 from .llm_server import LLMServer, Reply
-from .payment_server import PaymentServer
 from .test_cli import agenttrace as run_cli
 from .test_cli import ok
 from .test_llm_steps import llm_lines, rearm
@@ -140,28 +135,14 @@ def test_after_a_kill_a_resumed_run_does_not_ask_for_a_recorded_reply_again(
     pay = {**CALL, "function": {"name": "charge", "arguments": '{"amount": 5}'}}
     first = Reply(content="On it!") if shape == "stream" else Reply(content="", tool_calls=[pay])
     llm_server.reset(first, Reply(content="never sent: the kill comes first"))
-    payments = PaymentServer().start()
-    sessions = str(tmp_path / "sessions")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    env["AGENTTRACE_BILLING_FILE"] = str(tmp_path / "ledger.jsonl")
-
-    def agent(mode: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tests.openai_reentry_child", sessions, llm_server.api_base,
-             payments.url, shape, mode],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-
-    try:
-        killed = agent("run")
-        assert killed.returncode == -9, killed.stderr
-        assert len(llm_server.requests) == 1
-        llm_server.reset(Reply(content="Thank you!"))
-        resumed = agent("resume")
-        assert resumed.returncode == 0, resumed.stderr
-    finally:
-        payments.stop()
-    report = json.loads(resumed.stdout.splitlines()[-1])
+    report, charges = killed_then_resumed_shop(
+        "openai_reentry_child",
+        tmp_path,
+        llm_server.api_base,
+        shape,
+        lambda: len(llm_server.requests),
+        lambda: llm_server.reset(Reply(content="Thank you!")),
+    )
     assert report["answer"] == "Thank you!"
     assert len(llm_server.requests) == 1  # only the reply the killed run never got
     if shape == "stream":
@@ -173,10 +154,9 @@ def test_after_a_kill_a_resumed_run_does_not_ask_for_a_recorded_reply_again(
     else:  # the model's tool call, from the journal, has the same id and arguments
         sent = llm_server.requests[0].body["messages"]
         assert sent[-1] == {"role": "tool", "tool_call_id": "call_1", "content": "ch_1"}
-    (made,) = payments.charges  # the idempotent charge, sent again with its key, made once
+    (made,) = charges  # the idempotent charge, sent again with its key, made once
     assert made["key"].startswith("at-")
-    ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
-    assert sum(1 for entry in ledger if entry.get("type") == "llm") == 2  # none for the replay
+    assert llm_entries(tmp_path) == 2  # none for the replay
     (stream,) = (tmp_path / "sessions").glob("*.events.jsonl")
     tree = ok(run_cli(tmp_path, "tree", str(stream)))
     assert "1.1 llm gpt-4o-mini ok" in tree and "replayed" in tree

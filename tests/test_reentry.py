@@ -27,7 +27,7 @@ from agenttrace.session.reentry_match import why_not
 from agenttrace.tracing.run_arguments import arguments_fingerprint
 
 from .conftest import Traced
-from .helpers import ROOT, run_journal_child
+from .helpers import ROOT, killed_then_resumed_shop, llm_entries, run_journal_child
 from .llm_server import LLMServer, Reply
 from .payment_server import PaymentServer
 from .test_cli import agenttrace as run_cli
@@ -256,28 +256,14 @@ def test_a_recorded_reply_is_not_asked_for_again(
     }
     first = Reply(content="", tool_calls=[call]) if shape == "tool" else Reply(content="On it!")
     llm_server.reset(first, Reply(content="never sent: the kill comes first"))
-    payments = PaymentServer().start()
-    sessions = str(tmp_path / "sessions")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    env["AGENTTRACE_BILLING_FILE"] = str(tmp_path / "ledger.jsonl")
-
-    def agent(mode: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tests.llm_reentry_child", sessions, llm_server.api_base,
-             payments.url, shape, mode],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-
-    try:
-        killed = agent("run")
-        assert killed.returncode == -9, killed.stderr
-        assert len(llm_server.requests) == 1
-        llm_server.reset(Reply(content="Thank you!"))
-        resumed = agent("resume")
-        assert resumed.returncode == 0, resumed.stderr
-    finally:
-        payments.stop()
-    report = json.loads(resumed.stdout.splitlines()[-1])
+    report, charges = killed_then_resumed_shop(
+        "llm_reentry_child",
+        tmp_path,
+        llm_server.api_base,
+        shape,
+        lambda: len(llm_server.requests),
+        lambda: llm_server.reset(Reply(content="Thank you!")),
+    )
     assert report["answer"] == "Thank you!"
     assert len(llm_server.requests) == 1  # only the reply the killed run never got
     if shape == "stream":
@@ -285,10 +271,9 @@ def test_a_recorded_reply_is_not_asked_for_again(
     else:  # the model's tool call, from the journal, has the same id and arguments
         sent = llm_server.requests[0].body["messages"]
         assert sent[-1] == {"role": "tool", "tool_call_id": "call_1", "content": "ch_1"}
-    (made,) = payments.charges  # the idempotent charge, sent again with its key, made once
+    (made,) = charges  # the idempotent charge, sent again with its key, made once
     assert made["key"].startswith("at-")
-    ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
-    assert sum(1 for entry in ledger if entry.get("type") == "llm") == 2  # none for the replay
+    assert llm_entries(tmp_path) == 2  # none for the replay
     # The views count what was bought, as the ledger does: the replayed reply is not a third
     # attempt of unknown price, and the tree says it was answered from the journal.
     (stream,) = (tmp_path / "sessions").glob("*.events.jsonl")

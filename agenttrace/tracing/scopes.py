@@ -42,6 +42,7 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.context import current_scope_var
+from agenttrace._internal.memo import BoundedMemo
 from agenttrace._internal.redact import secret_values
 from agenttrace._internal.runtime import runtime
 from agenttrace._internal.times import event_ts
@@ -843,7 +844,7 @@ class _OpNames:
         """What a tool span of that name starts with of it (never changed: copied from)."""
 
 
-_names: dict[str, _OpNames] = {}
+_names: BoundedMemo[str, _OpNames] = BoundedMemo()
 """Per op name: its outbound forms (few names recur)."""
 
 
@@ -858,9 +859,7 @@ def _op_names(name: str, cap: int, openinference: bool) -> _OpNames:
         or names.cap != cap
         or names.openinference is not openinference
     ):
-        if len(_names) >= 1024:  # names made up per call: keep only recent ones
-            _names.clear()
-        names = _names[name] = _OpNames(name, cap, generation, openinference)
+        names = _names.keep(name, _OpNames(name, cap, generation, openinference))
     return names
 
 
@@ -1081,10 +1080,7 @@ def _outbound_names(outcome: OpOutcome) -> OpOutcome:
         if known is not None and known[0] == generation and known[1] == cap:
             clean = known[2]
         else:
-            clean = outbound_text(value, cap)
-            if len(_outbound) >= 1024:  # names made up per call: keep only recent ones
-                _outbound.clear()
-            _outbound[value] = (generation, cap, clean)
+            clean = _outbound.keep(value, (generation, cap, outbound_text(value, cap)))[2]
         if clean is not value and clean != value:
             if changed is None:
                 changed = {}
@@ -1092,7 +1088,7 @@ def _outbound_names(outcome: OpOutcome) -> OpOutcome:
     return msgspec.structs.replace(outcome, **changed) if changed else outcome
 
 
-_outbound: dict[str, tuple[int, int, str]] = {}
+_outbound: BoundedMemo[str, tuple[int, int, str]] = BoundedMemo()
 """An outcome's names outbound, by name: (the secrets' generation, the cap, the text)."""
 
 

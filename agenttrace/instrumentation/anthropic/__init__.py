@@ -18,11 +18,7 @@ proxy), :mod:`.replay` (replies from the journal), :mod:`.messages` (the wrapper
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from typing import Any, ClassVar
-
-import wrapt
 
 from agenttrace.instrumentation.anthropic.messages import (
     acreate_wrapper,
@@ -31,11 +27,8 @@ from agenttrace.instrumentation.anthropic.messages import (
 )
 from agenttrace.instrumentation.anthropic.request import WHERE, state
 from agenttrace.instrumentation.anthropic.retries import RETRY_METHOD, retry_wrapper
-from agenttrace.instrumentation.base import NO_OTHER_LIBRARY, LibraryInstrumentor, own_attribute
-from agenttrace.instrumentation.litellm.calls import forget_pending_calls
-from agenttrace.instrumentation.litellm.utils import state as litellm_state
+from agenttrace.instrumentation.litellm.sdk_patch import SDKInstrumentor
 from agenttrace.instrumentation.on_import import instrument_on_import
-from agenttrace.tracing.implicit import end_runs
 
 __all__ = ["AnthropicInstrumentor", "instrument_when_imported"]
 
@@ -53,7 +46,7 @@ _TARGETS = (
 """(module, class, method, wrapper) patched, on the class that defines the method."""
 
 
-class AnthropicInstrumentor(LibraryInstrumentor):
+class AnthropicInstrumentor(SDKInstrumentor):
     """OpenTelemetry's instrumentor for the Anthropic SDK: every ``messages.create`` attempt
     becomes a ``chat {model}`` span (CLIENT) in agenttrace's agent/turn/op tree.
 
@@ -63,37 +56,8 @@ class AnthropicInstrumentor(LibraryInstrumentor):
     """
 
     instruments = ("anthropic >= 2.0",)
-    # Setting agenttrace up instruments no other library: each has its own instrumentor, which
-    # zero-code loads too.
-    init_options: ClassVar[dict[str, Any] | None] = NO_OTHER_LIBRARY
-
-    def patch(self, **options: Any) -> None:
-        """Patch the SDK's messages (imports it)."""
-        if state.patches:
-            return
-        for module_name, class_name, method, wrapper in _TARGETS:
-            owner = getattr(importlib.import_module(module_name), class_name)
-            if method not in vars(owner):  # an SDK without it: that path stays untraced
-                continue
-            wrapt.wrap_function_wrapper(owner, method, wrapper)
-            state.patches.append((owner, method, own_attribute(owner, method)))
-        state.enabled = True
-
-    def unpatch(self) -> None:
-        """Put the SDK back as it was. If another instrumentation wrapped it on top of ours,
-        our layer stays inside theirs but passes calls straight through."""
-        state.enabled = False
-        if not litellm_state.patches:  # else litellm's calls still run in them
-            end_runs()  # the implicit runs of bare calls: no more calls will join them
-            forget_pending_calls()
-        for owner, name, ours in reversed(state.patches):
-            if ours is not None and own_attribute(owner, name) is ours:
-                setattr(owner, name, ours.__wrapped__)
-        state.patches.clear()
-
-    def patched(self) -> bool:
-        """Whether the SDK is patched."""
-        return bool(state.patches)
+    targets = _TARGETS
+    patch_state = state
 
 
 def instrument_when_imported() -> Callable[[], None]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace._internal.redact import remember_secret
+from agenttrace.instrumentation.base import PatchState
 from agenttrace.instrumentation.litellm.attempt import Request
 from agenttrace.instrumentation.litellm.utils import cost_from_tokens
 from agenttrace.model.outcome import Usage
@@ -32,17 +33,8 @@ from agenttrace.tracing.llm_attributes import (
 WHERE = "anthropic instrumentation"
 
 
-class State:
-    """Whether the Anthropic SDK is patched, and what was patched: one instance, :data:`state`."""
-
-    __slots__ = ("enabled", "patches")
-
-    def __init__(self) -> None:
-        self.enabled = False
-        self.patches: list[tuple[Any, str, Any]] = []  # (owner, attribute, our FunctionWrapper)
-
-
-state = State()
+state = PatchState()
+"""Whether the Anthropic SDK is patched, and what was patched."""
 
 
 def litellm_provider(client: Any) -> str:
@@ -71,6 +63,7 @@ def describe(client: Any, kwargs: Mapping[str, Any]) -> Request:
         priced_as,
         chat_messages(kwargs),
         request_outcome(model, provider_name(provider), None),
+        where=WHERE,
     )
 
 

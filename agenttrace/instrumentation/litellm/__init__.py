@@ -24,8 +24,11 @@ span ends exactly once: exhausted, closed, failed or garbage-collected.
 The modules, each importing only those before it: :mod:`.utils` (the shared state, names,
 secrets, prices), :mod:`.calls` (logical calls, and where failed ones wait for a re-request),
 :mod:`.attempt` (one attempt's span and what its response records), :mod:`.tracking` (the call
-and attempt the running code belongs to), :mod:`.streaming` (the stream proxy),
-:mod:`.sdk_retries` (the OpenAI SDK's retries), :mod:`.patch` (the wrappers),
+and attempt the running code belongs to), :mod:`.stream_proxy` (a stream's proxy and its end,
+which the SDKs' streams share too), :mod:`.streaming` (litellm's stream proxy),
+:mod:`.sdk_attempt` (an SDK call as an attempt: the OpenAI and Anthropic SDKs' wrappers),
+:mod:`.sdk_retries` (the OpenAI SDK's retries, and the Anthropic SDK's),
+:mod:`.sdk_patch` (the SDK instrumentors' patch table), :mod:`.patch` (the wrappers),
 :mod:`.early_imports` (names bound to litellm's functions before the patch) and this package
 (the instrumentor).
 """
@@ -36,11 +39,14 @@ import sys
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-import wrapt
-
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import is_secret_key
-from agenttrace.instrumentation.base import NO_OTHER_LIBRARY, LibraryInstrumentor, own_attribute
+from agenttrace.instrumentation.base import (
+    NO_OTHER_LIBRARY,
+    LibraryInstrumentor,
+    unwrap_attributes,
+    wrap_attributes,
+)
 from agenttrace.instrumentation.litellm import early_imports
 from agenttrace.instrumentation.litellm.calls import forget_pending_calls
 from agenttrace.instrumentation.litellm.patch import patch_targets
@@ -97,10 +103,7 @@ def _patch(look_for_early_imports: bool = True) -> None:
         and (is_secret_key(name) or name.endswith("_key"))
         and isinstance(getattr(litellm, name, None), (str, type(None)))
     )
-    for owner, name, wrapper in patch_targets(litellm):  # each owner holds its attribute itself
-        wrapt.wrap_function_wrapper(owner, name, wrapper)
-        state.patches.append((owner, name, own_attribute(owner, name)))
-    state.enabled = True
+    wrap_attributes(state, patch_targets(litellm))  # each owner holds its attribute itself
     if unpatched:
         try:
             early_imports.warn_about(early_imports.holders(unpatched))
@@ -114,10 +117,7 @@ def _unpatch() -> None:
     state.enabled = False
     end_runs()  # the implicit runs of bare calls: no more calls will join them
     forget_pending_calls()
-    for owner, name, ours in reversed(state.patches):
-        if ours is not None and own_attribute(owner, name) is ours:
-            setattr(owner, name, ours.__wrapped__)
-    state.patches.clear()
+    unwrap_attributes(state)
 
 
 def instrument_when_imported() -> Callable[[], None]:

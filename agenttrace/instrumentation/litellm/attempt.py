@@ -40,7 +40,7 @@ class Reply(NamedTuple):
 
 
 class Request:
-    """What one litellm call asks, as its attempts' spans describe it."""
+    """What one litellm call (or SDK call) asks, as its attempts' spans describe it."""
 
     __slots__ = (
         "attributes",
@@ -51,6 +51,7 @@ class Request:
         "outcome",
         "raw_model",
         "routed",
+        "where",
     )
 
     def __init__(
@@ -63,6 +64,7 @@ class Request:
         messages: Any,
         outcome: OutcomeBuilder,
         routed: bool = False,
+        where: str = WHERE,
     ) -> None:
         self.operation = operation
         self.name = name  # the span name
@@ -75,6 +77,9 @@ class Request:
         self.routed = routed
         """A litellm Router chose the deployment this call goes to (its model and provider are
         the deployment's)."""
+        self.where = where
+        """The instrumentation its attempts report a failure of ours under (an SDK's own, when
+        the call was made to the SDK)."""
 
 
 class Attempt:
@@ -144,7 +149,7 @@ class Attempt:
             self.scope.outcome.set_error(classify_error(error))
             finish(self.scope, error, attributes)
         except Exception as exc:
-            report_internal_error(WHERE, exc)
+            report_internal_error(self.request.where, exc)
         self._ended(error)
 
     def succeed(
@@ -166,7 +171,7 @@ class Attempt:
         try:
             finish(self.scope, None, attributes)
         except Exception as exc:
-            report_internal_error(WHERE, exc)
+            report_internal_error(self.request.where, exc)
         if reply is not None:
             end_llm_step(self.scope, self.model, response=reply.response, chunks=reply.chunks)
         self._ended(None)
@@ -178,7 +183,7 @@ class Attempt:
             try:
                 self.call.attempt_ended(self.scope, error)
             except Exception as exc:
-                report_internal_error(WHERE, exc)
+                report_internal_error(self.request.where, exc)
 
 
 def _put_back_leaked_context(attempt: Attempt) -> None:

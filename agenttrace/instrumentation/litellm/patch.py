@@ -35,6 +35,7 @@ from agenttrace.instrumentation.litellm.tracking import (
     live_var,
     open_span,
     restore_parent,
+    run_attempt,
     start_attempt,
 )
 from agenttrace.instrumentation.litellm.utils import (
@@ -89,18 +90,14 @@ def _attempt(
             recorded = _replayed_failure(recorded, attempt, kwargs)
         if recorded is not None:  # a re-entered run: the journal holds this reply
             return _replayed(recorded, attempt, bool(kwargs.get(async_flag)))
-    token = attempt_var.set(attempt)
-    activation = activate(attempt)
-    try:
-        result = wrapped(*args, **kwargs)
-    except BaseException as error:
-        deactivate_attempt(attempt, activation)
-        attempt_var.reset(token)
-        attempt.fail(error)
-        raise
-    deactivate_attempt(attempt, activation)
-    attempt_var.reset(token)
-    if kwargs.get(async_flag) and inspect.isawaitable(result):
+    finish = _finish_async if kwargs.get(async_flag) else _finish
+    return run_attempt(wrapped, args, kwargs, attempt, finish)
+
+
+def _finish_async(result: Any, attempt: Attempt) -> Any:
+    """End the attempt with the result of a call made with litellm's async flag: a coroutine
+    (``acompletion``'s), ended when it is awaited."""
+    if inspect.isawaitable(result):
         return _finish_awaited(result, attempt)
     return _finish(result, attempt)
 

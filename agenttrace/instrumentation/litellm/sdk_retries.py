@@ -17,17 +17,18 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
+from agenttrace.instrumentation.base import PatchState
 from agenttrace.instrumentation.litellm.attempt import Attempt
 from agenttrace.instrumentation.litellm.tracking import live_var, open_span, restore_parent
-from agenttrace.instrumentation.litellm.utils import WHERE, state
+from agenttrace.instrumentation.litellm.utils import state
 from agenttrace.tracing.journal.llm_steps import begin_llm_retry, step_fingerprint
 
-__all__ = ["RETRY_METHOD", "retry", "retry_wrapper"]
+__all__ = ["RETRY_METHOD", "retry", "retry_wrapper", "retry_wrapper_for"]
 
 RETRY_METHOD = "_sleep_for_retry"
 """The method of ``openai._base_client.SyncAPIClient`` / ``AsyncAPIClient`` that is wrapped."""
@@ -37,27 +38,36 @@ class SDKRetryError(Exception):
     """A failed request the OpenAI SDK retried, when it cannot say what it would have raised."""
 
 
-def retry_wrapper(
-    wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    """For ``_sleep_for_retry`` (sync and async): end the attempt in flight, then (after the
-    back-off) start the next one."""
-    attempt = live_var.get()
-    if attempt is None or attempt.done or runtime.disabled or not state.enabled:
-        return wrapped(*args, **kwargs)
-    return retry(attempt, wrapped, instance, args, kwargs)
+def retry_wrapper_for(instrumentation: PatchState) -> Callable[..., Any]:
+    """The wrapper of ``_sleep_for_retry`` (sync and async) for an instrumentation whose
+    attempts run in the SDK (litellm's, the OpenAI and Anthropic SDKs'): end the attempt in
+    flight, then (after the back-off) start the next one; while ``instrumentation`` is not
+    enabled, the SDK only sleeps."""
+
+    def retry_wrapper(
+        wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        attempt = live_var.get()
+        if attempt is None or attempt.done or runtime.disabled or not instrumentation.enabled:
+            return wrapped(*args, **kwargs)
+        return retry(attempt, wrapped, instance, args, kwargs)
+
+    return retry_wrapper
+
+
+retry_wrapper = retry_wrapper_for(state)
+"""For ``_sleep_for_retry`` inside litellm's calls."""
 
 
 def retry(
     attempt: Attempt, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    """What :func:`retry_wrapper` does for the ``attempt`` in flight (also the OpenAI SDK
-    instrumentation's, for its own attempts)."""
+    """What the retry wrapper does for the ``attempt`` in flight."""
     fingerprint = step_fingerprint(attempt.scope)  # the next attempt asks the same
     try:
         attempt.fail(_failure(instance, kwargs.get("response")))
     except Exception as exc:
-        report_internal_error(WHERE, exc)
+        report_internal_error(attempt.request.where, exc)
     result = wrapped(*args, **kwargs)
     if inspect.isawaitable(result):
         return _then_next(result, attempt, fingerprint)
@@ -110,4 +120,4 @@ def _next(attempt: Attempt, fingerprint: str | None) -> None:
         # Dropped on purpose: the call's own undo of its first activation resets these too.
         attempt.scope.activate()
     except Exception as exc:
-        report_internal_error(WHERE, exc)
+        report_internal_error(attempt.request.where, exc)

@@ -109,19 +109,71 @@ def describe(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R
 def start_attempt(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Attempt | None:
     """Start the span of an attempt of the current logical call (None: a failure of ours,
     reported; the call then runs untraced)."""
+    return begin_attempt(lambda: describe(operation, args, kwargs), WHERE)
+
+
+def begin_attempt(request: Callable[[], Request], where: str) -> Attempt | None:
+    """Start the span of an attempt of the current logical call asking what ``request()``
+    describes (None: a failure of ours, reported under ``where``; the call then runs
+    untraced)."""
     try:
-        request = describe(operation, args, kwargs)
+        asked = request()
         call = call_var.get()
         parent = current_scope()
-        opened = open_span(request, call)
+        opened = open_span(asked, call)
         if opened is None:
             return None
-        attempt = Attempt(opened[0], request, parent, call)
+        attempt = Attempt(opened[0], asked, parent, call)
         attempt.input = opened[1]
         return attempt
     except Exception as exc:
-        report_internal_error(WHERE, exc)
+        report_internal_error(where, exc)
         return None
+
+
+def run_attempt(
+    wrapped: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    attempt: Attempt,
+    finish: Callable[[Any, Attempt], Any],
+) -> Any:
+    """Send the call as ``attempt`` (its scope current; the SDK's retries see it); a failure
+    ends it failed and passes through, a result is given to ``finish``."""
+    token = attempt_var.set(attempt)
+    activation = activate(attempt)
+    try:
+        result = wrapped(*args, **kwargs)
+    except BaseException as error:
+        deactivate_attempt(attempt, activation)
+        attempt_var.reset(token)
+        attempt.fail(error)
+        raise
+    deactivate_attempt(attempt, activation)
+    attempt_var.reset(token)
+    return finish(result, attempt)
+
+
+async def arun_attempt(
+    wrapped: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    attempt: Attempt,
+    finish: Callable[[Any, Attempt], Any],
+) -> Any:
+    """Async :func:`run_attempt` (an SDK's coroutine, awaited with the attempt current)."""
+    token = attempt_var.set(attempt)
+    activation = activate(attempt)
+    try:
+        result = await wrapped(*args, **kwargs)
+    except BaseException as error:
+        deactivate_attempt(attempt, activation)
+        attempt_var.reset(token)
+        attempt.fail(error)
+        raise
+    deactivate_attempt(attempt, activation)
+    attempt_var.reset(token)
+    return finish(result, attempt)
 
 
 def open_span(request: Request, call: LogicalCall | None) -> tuple[OpScope, Any] | None:

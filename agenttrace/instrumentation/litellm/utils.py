@@ -16,20 +16,20 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace._internal.redact import is_secret_key, remember_secret
+from agenttrace.instrumentation.base import PatchState
 from agenttrace.model.outcome import Usage
 from agenttrace.tracing.llm_attributes import provider_name, split_model
 
 WHERE = "litellm instrumentation"
 
 
-class State:
+class State(PatchState):
     """What the modules of the instrumentation share: one instance, :data:`state`."""
 
-    __slots__ = ("config_secrets", "enabled", "patches", "stream_type")
+    __slots__ = ("config_secrets", "stream_type")
 
     def __init__(self) -> None:
-        self.enabled = False
-        self.patches: list[tuple[Any, str, Any]] = []  # (owner, attribute, our FunctionWrapper)
+        super().__init__()
         self.stream_type: type | None = None
         self.config_secrets: tuple[str, ...] = ()
         """litellm module settings whose names say they hold a credential (``api_key``...)."""

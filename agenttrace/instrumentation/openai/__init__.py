@@ -22,22 +22,15 @@ and this package (the instrumentor).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from typing import Any, ClassVar
 
-import wrapt
-
-from agenttrace.instrumentation.base import NO_OTHER_LIBRARY, LibraryInstrumentor, own_attribute
-from agenttrace.instrumentation.litellm.calls import forget_pending_calls
-from agenttrace.instrumentation.litellm.utils import state as litellm_state
+from agenttrace.instrumentation.litellm.sdk_patch import SDKInstrumentor
 from agenttrace.instrumentation.on_import import instrument_on_import
 from agenttrace.instrumentation.openai.chat import acreate_wrapper, create_wrapper
 from agenttrace.instrumentation.openai.request import WHERE, state
 from agenttrace.instrumentation.openai.responses import acreate_wrapper as aresponses_wrapper
 from agenttrace.instrumentation.openai.responses import create_wrapper as responses_wrapper
 from agenttrace.instrumentation.openai.retries import RETRY_METHOD, retry_wrapper
-from agenttrace.tracing.implicit import end_runs
 
 __all__ = ["OpenAIInstrumentor", "instrument_when_imported"]
 
@@ -59,7 +52,7 @@ _TARGETS = (
 ``openai.resources.chat`` exports in every 1.x and 2.x layout (one module, later a package)."""
 
 
-class OpenAIInstrumentor(LibraryInstrumentor):
+class OpenAIInstrumentor(SDKInstrumentor):
     """OpenTelemetry's instrumentor for the OpenAI SDK: every ``chat.completions.create``
     attempt becomes a ``chat {model}`` span (CLIENT) in agenttrace's agent/turn/op tree.
 
@@ -69,40 +62,9 @@ class OpenAIInstrumentor(LibraryInstrumentor):
     """
 
     instruments = ("openai >= 1.40",)
-    # Setting agenttrace up instruments no other library: each has its own instrumentor, which
-    # zero-code loads too.
-    init_options: ClassVar[dict[str, Any] | None] = NO_OTHER_LIBRARY
-
-    def patch(self, **options: Any) -> None:
-        """Patch the SDK's chat completions (imports it)."""
-        if state.patches:
-            return
-        for module_name, class_name, method, wrapper in _TARGETS:
-            try:
-                owner = getattr(importlib.import_module(module_name), class_name)
-            except (ImportError, AttributeError):  # an SDK older than that API
-                continue
-            if method not in vars(owner):  # an SDK without it: its retries stay one attempt
-                continue
-            wrapt.wrap_function_wrapper(owner, method, wrapper)
-            state.patches.append((owner, method, own_attribute(owner, method)))
-        state.enabled = True
-
-    def unpatch(self) -> None:
-        """Put the SDK back as it was. If another instrumentation wrapped it on top of ours,
-        our layer stays inside theirs but passes calls straight through."""
-        state.enabled = False
-        if not litellm_state.patches:  # else litellm's calls still run in them
-            end_runs()  # the implicit runs of bare calls: no more calls will join them
-            forget_pending_calls()
-        for owner, name, ours in reversed(state.patches):
-            if ours is not None and own_attribute(owner, name) is ours:
-                setattr(owner, name, ours.__wrapped__)
-        state.patches.clear()
-
-    def patched(self) -> bool:
-        """Whether the SDK is patched."""
-        return bool(state.patches)
+    targets = _TARGETS
+    targets_missing_ok = True  # an SDK older than the Responses API lacks its module
+    patch_state = state
 
 
 def instrument_when_imported() -> Callable[[], None]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace._internal.redact import remember_secret
+from agenttrace.instrumentation.base import PatchState
 from agenttrace.instrumentation.litellm.attempt import Request
 from agenttrace.instrumentation.litellm.utils import cost_from_tokens
 from agenttrace.model.outcome import Usage
@@ -38,17 +39,8 @@ _HOSTS = {
 them into the GenAI conventions' names, as on the litellm path)."""
 
 
-class State:
-    """Whether the OpenAI SDK is patched, and what was patched: one instance, :data:`state`."""
-
-    __slots__ = ("enabled", "patches")
-
-    def __init__(self) -> None:
-        self.enabled = False
-        self.patches: list[tuple[Any, str, Any]] = []  # (owner, attribute, our FunctionWrapper)
-
-
-state = State()
+state = PatchState()
+"""Whether the OpenAI SDK is patched, and what was patched."""
 
 
 _AZURE_HOSTS = (".openai.azure.com", ".cognitiveservices.azure.com")
@@ -95,6 +87,7 @@ def describe(client: Any, kwargs: Mapping[str, Any]) -> Request:
         priced_as,
         kwargs.get("messages"),
         request_outcome(model, provider_name(provider), None),
+        where=WHERE,
     )
 
 

@@ -17,19 +17,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agenttrace._internal.errors import report_internal_error
-from agenttrace.instrumentation.litellm.attempt import Attempt, Reply, offer_tool_calls
-from agenttrace.instrumentation.litellm.tracking import enter_call, leave_call
-from agenttrace.instrumentation.openai.chat import (
-    arun,
-    completed_attributes,
-    recorded_step,
-    run,
-    start_attempt,
-    untraced,
-)
+from agenttrace.instrumentation.litellm.attempt import Attempt, Reply, Request, offer_tool_calls
+from agenttrace.instrumentation.litellm.sdk_attempt import SDKCalls, atraced_call, traced_call
+from agenttrace.instrumentation.openai.chat import completed_attributes, untraced
 from agenttrace.instrumentation.openai.raw import raw_kind
 from agenttrace.instrumentation.openai.replay import sdk_stream
-from agenttrace.instrumentation.openai.request import WHERE
+from agenttrace.instrumentation.openai.request import WHERE, describe
 from agenttrace.instrumentation.openai.streaming import StreamProxy
 from agenttrace.model.journal import Step
 from agenttrace.tracing.llm_attributes import field
@@ -42,53 +35,24 @@ def create_wrapper(
     wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """For ``Responses.create`` and ``.parse``."""
-    if untraced(kwargs) or raw_kind(kwargs) is not None:  # raw calls: chat completions' only
-        return wrapped(*args, **kwargs)
-    call_token = enter_call(args, kwargs, True)
-    raised = True
-    try:
-        attempt = start_attempt(instance, _as_chat_request(kwargs))
-        if attempt is None:
-            result = wrapped(*args, **kwargs)
-        else:
-            recorded = recorded_step(attempt, kwargs)
-            if recorded is not None:
-                result = _replayed(recorded, attempt, instance, False, _parse_of(wrapped, kwargs))
-            else:
-                result = run(wrapped, args, kwargs, attempt, _finish)
-        raised = False
-        return result
-    finally:
-        leave_call(call_token, raised)
+    return traced_call(_RESPONSES, wrapped, instance, args, kwargs)
 
 
 async def acreate_wrapper(
     wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """For ``AsyncResponses.create`` and ``.parse``."""
-    if untraced(kwargs) or raw_kind(kwargs) is not None:
-        return await wrapped(*args, **kwargs)
-    call_token = enter_call(args, kwargs, True)
-    raised = True
-    try:
-        attempt = start_attempt(instance, _as_chat_request(kwargs))
-        if attempt is None:
-            result = await wrapped(*args, **kwargs)
-        else:
-            recorded = recorded_step(attempt, kwargs)
-            if recorded is not None:
-                result = _replayed(recorded, attempt, instance, True, _parse_of(wrapped, kwargs))
-            else:
-                result = await arun(wrapped, args, kwargs, attempt, _finish)
-        raised = False
-        return result
-    finally:
-        leave_call(call_token, raised)
+    return await atraced_call(_RESPONSES, wrapped, instance, args, kwargs)
 
 
-def _parse_of(wrapped: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
-    """The arguments of a ``parse`` call (its reply is parsed by the SDK), else None."""
-    return kwargs if getattr(wrapped, "__name__", None) == "parse" else None
+def _untraced(kwargs: dict[str, Any]) -> bool:
+    """As a chat completions call; and raw calls, which are chat completions' only."""
+    return untraced(kwargs) or raw_kind(kwargs) is not None
+
+
+def _describe(client: Any, kwargs: dict[str, Any]) -> Request:
+    """What the call asks, its input seen as chat messages."""
+    return describe(client, _as_chat_request(kwargs))
 
 
 def _as_chat_request(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -269,34 +233,23 @@ def _journaled(result: Any) -> Any:
     return result
 
 
-def _replayed(
-    recorded: Step,
-    attempt: Attempt,
-    resource: Any,
-    is_async: bool,
-    parse: dict[str, Any] | None = None,
+def _replay(
+    recorded: Step, attempt: Attempt, client: Any, is_async: bool, parse: dict[str, Any] | None
 ) -> Any:
-    """The ``Response`` (or the stream of events) the journal recorded for this attempt, ended
-    as a reply from the model is (the model is not called). ``parse``: the arguments of a
-    ``responses.parse`` call, whose ``ParsedResponse`` is parsed again as the SDK parses it."""
+    """The ``Response`` (or the stream of events, behind its proxy) the journal recorded for
+    this attempt. ``parse``: the arguments of a ``responses.parse`` call, whose
+    ``ParsedResponse`` is parsed again as the SDK parses it."""
     from openai.types.responses import Response, ResponseStreamEvent
 
-    client = getattr(resource, "_client", None)
-    try:
-        if recorded.chunks is not None:
-            stream = sdk_stream(
-                recorded.chunks, client, is_async, ResponseStreamEvent, "/responses"
-            )
-            return StreamProxy(stream, attempt, assemble_events)
-        result = recorded.result
-        if isinstance(result, Mapping):
-            result = Response.construct(**result)
-            if parse is not None:
-                result = _parsed(result, parse)
-    except Exception as exc:  # a journal this SDK cannot read back: a failure of ours
-        report_internal_error(WHERE, exc)
-        raise
-    return _finish(result, attempt)
+    if recorded.chunks is not None:
+        stream = sdk_stream(recorded.chunks, client, is_async, ResponseStreamEvent, "/responses")
+        return StreamProxy(stream, attempt, assemble_events)
+    result = recorded.result
+    if isinstance(result, Mapping):
+        result = Response.construct(**result)
+        if parse is not None:
+            result = _parsed(result, parse)
+    return result
 
 
 def _parsed(response: Any, parse: Mapping[str, Any]) -> Any:
@@ -315,3 +268,7 @@ def _parsed(response: Any, parse: Mapping[str, Any]) -> Any:
         input_tools=_make_tools(parse.get("tools", omit)),
         response=response,
     )
+
+
+_RESPONSES = SDKCalls(WHERE, _untraced, _describe, _replay, _finish)
+"""What a Responses API call does its own way."""

@@ -11,21 +11,10 @@ other then finds it ended and only sleeps.
 
 from __future__ import annotations
 
-from typing import Any
-
-from agenttrace._internal.runtime import runtime
-from agenttrace.instrumentation.litellm.sdk_retries import RETRY_METHOD, retry
-from agenttrace.instrumentation.litellm.tracking import live_var
+from agenttrace.instrumentation.litellm.sdk_retries import RETRY_METHOD, retry_wrapper_for
 from agenttrace.instrumentation.openai.request import state
 
 __all__ = ["RETRY_METHOD", "retry_wrapper"]
 
-
-def retry_wrapper(
-    wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    """For ``_sleep_for_retry`` (sync and async)."""
-    attempt = live_var.get()
-    if attempt is None or attempt.done or runtime.disabled or not state.enabled:
-        return wrapped(*args, **kwargs)
-    return retry(attempt, wrapped, instance, args, kwargs)
+retry_wrapper = retry_wrapper_for(state)
+"""For ``_sleep_for_retry`` (sync and async)."""

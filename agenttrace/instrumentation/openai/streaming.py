@@ -6,37 +6,23 @@ holds, ``.response`` is the SDK's). The chunks are assembled into the ``ChatComp
 make (content, reasoning, tool calls by index, finish reasons, and the usage the last chunk
 carries when the request asked for it with ``stream_options.include_usage``: never asked for
 here), which enters the transcript and the span as a plain reply does; the journal keeps the
-chunks as the reader got them.
+chunks as the reader got them (:mod:`~agenttrace.instrumentation.litellm.stream_proxy`, which
+litellm's streams share).
 """
 
 from __future__ import annotations
 
-import functools
 import sys
-import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
-import wrapt
 from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
-from agenttrace._internal.errors import report_internal_error
-from agenttrace.instrumentation.litellm.attempt import (
-    Attempt,
-    Reply,
-    offer_tool_calls,
-    result_attributes,
-)
-from agenttrace.instrumentation.openai.request import WHERE, price
-from agenttrace.model.outcome import Usage
-from agenttrace.tracing.journal.llm_steps import end_llm_step
-from agenttrace.tracing.llm_attributes import field, input_content
-
-_ABANDONED = RuntimeError("the stream was closed before its end")
-"""How a stream its reader stopped reading ends in the journal: not done (a re-entry asks the
-model again)."""
+from agenttrace.instrumentation.litellm.attempt import Attempt
+from agenttrace.instrumentation.litellm.stream_proxy import ChunkProxy, StreamEnd, estimated_usage
+from agenttrace.instrumentation.openai.request import price
+from agenttrace.tracing.llm_attributes import field
 
 
 def assemble(chunks: list[Any]) -> Any:
@@ -101,88 +87,35 @@ def _add_delta(message: dict[str, Any], delta: Any) -> None:
             built["function"]["arguments"] += field(function, "arguments") or ""
 
 
-class _StreamState:
-    """What a stream proxy needs to end its span; held apart so the proxy can be collected."""
+class _StreamState(StreamEnd):
+    """An SDK stream's end: its chunks make the reply (``assemble``)."""
 
-    __slots__ = ("assemble", "attempt", "first_chunk_ns", "given")
+    __slots__ = ("assemble",)
 
     def __init__(self, attempt: Attempt, assemble: Callable[[list[Any]], Any]) -> None:
-        self.attempt = attempt
+        super().__init__(attempt)
         self.assemble = assemble  # the reply the chunks make, as a ChatCompletion
-        self.first_chunk_ns: int | None = None
-        self.given: list[Any] = []  # the chunks, as the reader got them: what the journal keeps
 
-    def chunk(self, chunk: Any) -> None:
-        if self.first_chunk_ns is None:
-            self.first_chunk_ns = time.time_ns()
-        self.given.append(chunk)
+    def assembled(self) -> Any:
+        return self.assemble(self.given)
 
-    def complete(self, abandoned: bool = False) -> None:
+    def settle(self, built: Any, attributes: dict[str, AttributeValue]) -> None:
         attempt = self.attempt
-        if attempt.done:
-            return
-        if abandoned:
-            end_llm_step(attempt.scope, attempt.model, error=_ABANDONED)
-        built = None
-        try:
-            built = self.assemble(self.given)
-            if built is not None and not abandoned:
-                offer_tool_calls(attempt, built)  # the streamed reply enters the transcript
-        except Exception as exc:
-            report_internal_error(WHERE, exc)
-        attempt.succeed(  # billed, then journaled done
-            functools.partial(_stream_attributes, self, built, abandoned),
-            None if abandoned else Reply(chunks=self.given),
-        )
-
-    def fail(self, error: BaseException) -> None:
-        self.attempt.fail(error)
+        outcome = attempt.scope.outcome
+        usage = outcome.usage
+        litellm = sys.modules.get("litellm")  # its tokenizer, when loaded (not imported for this)
+        if litellm is not None and (usage is None or (not usage.input and not usage.output)):
+            estimated = estimated_usage(litellm, attempt, built)
+            if estimated is not None:  # as the litellm path counts them, and says so
+                outcome.set_usage(estimated)
+                attributes[sc.USAGE_ESTIMATED] = True
+        if (attempt.scope.late or {}).get(sc.REPLAYED) is True:
+            outcome.set_cost(None)  # answered from the journal: nothing was bought
+        elif not outcome.cost_usd:
+            outcome.set_cost(price(attempt.raw_model, outcome.usage))
 
 
-def _stream_attributes(
-    state: _StreamState, built: Any, abandoned: bool
-) -> dict[str, AttributeValue]:
-    attempt = state.attempt
-    outcome = attempt.scope.outcome
-    attributes = input_content(attempt.input, attempt.scope.payloads)
-    if state.first_chunk_ns is not None:
-        outcome.set_time_to_first_chunk((state.first_chunk_ns - attempt.scope.started_ns) / 1e9)
-    if abandoned:
-        attributes[sc.STREAM_ABANDONED] = True
-    if built is None:
-        return attributes
-    attributes.update(result_attributes(attempt, built))
-    usage = outcome.usage
-    if usage is None or (not usage.input and not usage.output):
-        estimated = _estimated_usage(attempt, built)
-        if estimated is not None:  # as the litellm path counts them, and says so
-            outcome.set_usage(estimated)
-            attributes[sc.USAGE_ESTIMATED] = True
-    if (attempt.scope.late or {}).get(sc.REPLAYED) is True:
-        outcome.set_cost(None)  # answered from the journal: nothing was bought
-    elif not outcome.cost_usd:
-        outcome.set_cost(price(attempt.raw_model, outcome.usage))
-    return attributes
-
-
-def _estimated_usage(attempt: Attempt, built: Any) -> Usage | None:
-    """The tokens of a stream the server sent none for (no ``include_usage``), counted with
-    litellm's tokenizer when litellm is loaded (it is not imported for this), as the litellm
-    path counts them; else unknown."""
-    litellm = sys.modules.get("litellm")
-    if litellm is None:
-        return None
-    choices = field(built, "choices") or []
-    text = field(field(choices[0], "message"), "content") if choices else None
-    try:
-        prompt = int(litellm.token_counter(model=attempt.model, messages=attempt.messages or []))
-        completion = int(litellm.token_counter(model=attempt.model, text=text)) if text else 0
-    except Exception:  # an unknown model for the tokenizer: leave tokens unknown
-        return None
-    return Usage(prompt, completion)
-
-
-class StreamProxy(wrapt.ObjectProxy[Any]):
+class StreamProxy(ChunkProxy):
     """The SDK's stream, as its own type, ending the attempt's span exactly once.
     ``assemble``: what its chunks make, as a ``ChatCompletion`` (a Responses stream's events
     make one too, :func:`agenttrace.instrumentation.openai.responses.assemble_events`)."""
@@ -190,66 +123,18 @@ class StreamProxy(wrapt.ObjectProxy[Any]):
     def __init__(
         self, stream: Any, attempt: Attempt, assemble: Callable[[list[Any]], Any] = assemble
     ) -> None:
-        super().__init__(stream)
-        state = _StreamState(attempt, assemble)
-        self._self_state = state
-        # Abandoned without being exhausted or closed: end the span when the proxy is collected.
-        self._self_finalizer = weakref.finalize(self, state.complete, True)
-
-    def __iter__(self) -> StreamProxy:
-        return self
-
-    def __next__(self) -> Any:
-        state = self._self_state
-        try:
-            chunk = self.__wrapped__.__next__()
-        except StopIteration:
-            self._self_finalizer.detach()
-            state.complete()
-            raise
-        except BaseException as error:
-            self._self_finalizer.detach()
-            state.fail(error)
-            raise
-        state.chunk(chunk)
-        return chunk
-
-    def __aiter__(self) -> StreamProxy:
-        return self
-
-    async def __anext__(self) -> Any:
-        state = self._self_state
-        try:
-            chunk = await self.__wrapped__.__anext__()
-        except StopAsyncIteration:
-            self._self_finalizer.detach()
-            state.complete()
-            raise
-        except BaseException as error:
-            self._self_finalizer.detach()
-            state.fail(error)
-            raise
-        state.chunk(chunk)
-        return chunk
+        super().__init__(stream, _StreamState(attempt, assemble))
 
     def close(self) -> Any:
         """Stop reading: the span ends now, with what was received. What the SDK's ``close``
         returns is returned: an ``AsyncStream``'s is a coroutine, which the caller awaits."""
-        self._self_finalizer.detach()
-        self._self_state.complete(abandoned=True)
+        self._abandon()
         return self.__wrapped__.close()
 
     async def aclose(self) -> None:
         """Async :meth:`close`."""
-        self._self_finalizer.detach()
-        self._self_state.complete(abandoned=True)
+        self._abandon()
         await self.__wrapped__.close()
-
-    def __enter__(self) -> StreamProxy:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     async def __aenter__(self) -> StreamProxy:
         return self

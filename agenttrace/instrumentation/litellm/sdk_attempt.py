@@ -1,0 +1,164 @@
+"""One call of an LLM client SDK traced as a litellm attempt: the wrappers' steps, once.
+
+The OpenAI SDK's chat completions and Responses API and the Anthropic SDK's messages wrap
+their calls alike: each call is a logical call (:mod:`.calls`: numbered attempts, one turn, the
+re-request rule) and its attempt a ``chat {model}`` span opened as litellm's are
+(:func:`~.tracking.open_span`), answered from the journal in a re-entered run, else sent with
+the attempt current (the SDK's retries see it) and ended once with what the reply says. What
+differs, each API gives as an :class:`SDKCalls`: whether a call passes through, what it asks,
+how a reply (or the journal's) ends its attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from agenttrace import semconv as sc
+from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.runtime import runtime
+from agenttrace.instrumentation.litellm.attempt import Attempt, Request
+from agenttrace.instrumentation.litellm.stream_proxy import ChunkProxy
+from agenttrace.instrumentation.litellm.tracking import (
+    arun_attempt,
+    attempt_var,
+    begin_attempt,
+    enter_call,
+    leave_call,
+    open_span,
+    run_attempt,
+)
+from agenttrace.model.journal import Step
+from agenttrace.tracing.journal.llm_steps import ReplayedFailure, begin_llm_step
+from agenttrace.tracing.scopes import OpScope, current_scope
+
+
+class SDKCalls(NamedTuple):
+    """What one SDK API's calls do their own way."""
+
+    where: str
+    """The instrumentation a failure of ours is reported under."""
+    untraced: Callable[[dict[str, Any]], bool]
+    """Whether a call with these arguments passes through untraced."""
+    describe: Callable[[Any, dict[str, Any]], Request]
+    """What a call on this client, with these arguments, asks."""
+    replay: Callable[[Step, Attempt, Any, bool, dict[str, Any] | None], Any]
+    """The reply the journal recorded for the attempt (a stream: behind its proxy), as the SDK
+    gives it: given the step, the attempt, the client called, whether the call is async and,
+    for a ``parse`` call, the arguments its reply is parsed with (else None)."""
+    finish: Callable[[Any, Attempt], Any]
+    """End the attempt with the reply the SDK gave; what the caller gets."""
+    as_called: Callable[[Any, Any, bool, dict[str, Any]], Any] | None = None
+    """A replayed reply as the call asked for it (given the reply, the client, whether the
+    call is async and its arguments: OpenAI's raw responses), if that can differ."""
+
+
+def passes_through(enabled: bool) -> bool:
+    """Whether any SDK call passes through: tracing off (or the instrumentation not
+    ``enabled``), a litellm attempt's own request, or a call inside an ``@agenttrace.llm``
+    function or block (the program's own span of this call records it: one span, never two)."""
+    if runtime.disabled or not enabled or attempt_var.get() is not None:
+        return True
+    scope = current_scope()
+    return isinstance(scope, OpScope) and scope.kind == sc.KIND_LLM
+
+
+def traced_call(
+    api: SDKCalls, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """A sync call of ``api``, as its attempt (see the module docstring)."""
+    if api.untraced(kwargs):
+        return wrapped(*args, **kwargs)
+    call_token = enter_call(args, kwargs, True)
+    raised = True
+    try:
+        attempt = start_attempt(api, instance, kwargs)
+        if attempt is None:
+            result = wrapped(*args, **kwargs)
+        else:
+            recorded = recorded_step(attempt, kwargs)
+            if recorded is not None:
+                result = replayed(api, recorded, attempt, instance, False, wrapped, kwargs)
+            else:
+                result = run_attempt(wrapped, args, kwargs, attempt, api.finish)
+        raised = False
+        return result
+    finally:
+        leave_call(call_token, raised)
+
+
+async def atraced_call(
+    api: SDKCalls, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """An async call of ``api``, as its attempt: the call runs in the caller's task, whose
+    context the attempt's scope is current in while it is awaited."""
+    if api.untraced(kwargs):
+        return await wrapped(*args, **kwargs)
+    call_token = enter_call(args, kwargs, True)
+    raised = True
+    try:
+        attempt = start_attempt(api, instance, kwargs)
+        if attempt is None:
+            result = await wrapped(*args, **kwargs)
+        else:
+            recorded = recorded_step(attempt, kwargs)
+            if recorded is not None:
+                result = replayed(api, recorded, attempt, instance, True, wrapped, kwargs)
+            else:
+                result = await arun_attempt(wrapped, args, kwargs, attempt, api.finish)
+        raised = False
+        return result
+    finally:
+        leave_call(call_token, raised)
+
+
+def start_attempt(api: SDKCalls, resource: Any, kwargs: dict[str, Any]) -> Attempt | None:
+    """The attempt's span, started (None: a failure of ours, reported; the call runs
+    untraced)."""
+    return begin_attempt(
+        lambda: api.describe(getattr(resource, "_client", None), kwargs), api.where
+    )
+
+
+def recorded_step(attempt: Attempt, kwargs: Any) -> Step | None:
+    """Journal the attempt's step; in a re-entered run, the journal's step that answers it
+    (failures it recorded end their attempts here, as ``ReplayedFailure``, and the next
+    attempt is answered in turn)."""
+    recorded = begin_llm_step(attempt.scope, attempt.model, kwargs, failures=True)
+    while recorded is not None and recorded.state == "failed":
+        attempt.fail(ReplayedFailure(recorded.error or "failed"))
+        opened = open_span(attempt.request, attempt.call)
+        if opened is None:  # a failure of ours, reported: the call goes on in the failed span
+            return None
+        attempt.restart(*opened)
+        recorded = begin_llm_step(attempt.scope, attempt.model, kwargs, failures=True)
+    return recorded
+
+
+def replayed(
+    api: SDKCalls,
+    recorded: Step,
+    attempt: Attempt,
+    resource: Any,
+    is_async: bool,
+    wrapped: Any,
+    kwargs: dict[str, Any],
+) -> Any:
+    """The reply the journal recorded for this attempt, ended as a reply from the model is (the
+    model is not called; a stream's span ends when it is read to its end)."""
+    client = getattr(resource, "_client", None)
+    try:
+        result = api.replay(recorded, attempt, client, is_async, parse_of(wrapped, kwargs))
+    except Exception as exc:  # a journal this SDK cannot read back: a failure of ours
+        report_internal_error(api.where, exc)
+        raise
+    if not isinstance(result, ChunkProxy):
+        result = api.finish(result, attempt)
+    if api.as_called is not None:
+        result = api.as_called(result, client, is_async, kwargs)
+    return result
+
+
+def parse_of(wrapped: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The arguments of a ``parse`` call (its reply is parsed by the SDK), else None."""
+    return kwargs if getattr(wrapped, "__name__", None) == "parse" else None

@@ -1,0 +1,179 @@
+"""A stream behind a proxy that ends its attempt's span exactly once: what litellm's stream and
+the OpenAI and Anthropic SDKs' streams share.
+
+The proxy (:class:`ChunkProxy`) keeps the stream's own type (a ``wrapt.ObjectProxy``) and hands
+each chunk to a :class:`StreamEnd`, held apart so the proxy can be collected, which ends the
+span when the stream is exhausted, closed, fails or is garbage-collected: the reply the chunks
+make (each library assembles it its own way, as the chat response litellm records) enters the
+transcript, the span ends with what it says and the time to the first chunk, and the journal
+keeps the chunks as the reader got them.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import weakref
+from typing import Any, TypeVar
+
+import wrapt
+from opentelemetry.util.types import AttributeValue
+
+from agenttrace import semconv as sc
+from agenttrace._internal.errors import report_internal_error
+from agenttrace.instrumentation.litellm.attempt import (
+    Attempt,
+    Reply,
+    offer_tool_calls,
+    result_attributes,
+)
+from agenttrace.model.outcome import Usage
+from agenttrace.tracing.journal.llm_steps import end_llm_step
+from agenttrace.tracing.llm_attributes import field, input_content
+
+_ABANDONED = RuntimeError("the stream was closed before its end")
+"""How a stream its reader stopped reading ends in the journal: not done (a re-entry asks the
+model again)."""
+
+
+class StreamEnd:
+    """How a stream's attempt ends; a subclass assembles the reply (:meth:`assembled`) and
+    prices it (:meth:`settle`)."""
+
+    __slots__ = ("attempt", "first_chunk_ns", "given")
+
+    def __init__(self, attempt: Attempt) -> None:
+        self.attempt = attempt
+        self.first_chunk_ns: int | None = None
+        self.given: list[Any] = []  # the chunks, as the reader got them: what the journal keeps
+
+    def assembled(self) -> Any:
+        """The reply the stream delivered, as the chat response litellm records (None: none)."""
+        raise NotImplementedError
+
+    def settle(self, built: Any, attributes: dict[str, AttributeValue]) -> None:
+        """Price the assembled reply ``built`` (and count its tokens when the stream gave
+        none), after ``attributes`` took what it says."""
+        raise NotImplementedError
+
+    def chunk(self, chunk: Any) -> None:
+        if self.first_chunk_ns is None:
+            self.first_chunk_ns = time.time_ns()
+        self.given.append(chunk)
+
+    def complete(self, abandoned: bool = False) -> None:
+        attempt = self.attempt
+        if attempt.done:
+            return
+        if abandoned:
+            end_llm_step(attempt.scope, attempt.model, error=_ABANDONED)
+        built = None
+        try:
+            built = self.assembled()
+            if built is not None and not abandoned:
+                offer_tool_calls(attempt, built)  # the streamed reply enters the transcript
+        except Exception as exc:
+            report_internal_error(self.attempt.request.where, exc)
+        attempt.succeed(  # billed, then journaled done
+            functools.partial(self._attributes, built, abandoned),
+            None if abandoned else Reply(chunks=self.given),
+        )
+
+    def fail(self, error: BaseException) -> None:
+        self.attempt.fail(error)
+
+    def _attributes(self, built: Any, abandoned: bool) -> dict[str, AttributeValue]:
+        attempt = self.attempt
+        outcome = attempt.scope.outcome
+        attributes = input_content(attempt.input, attempt.scope.payloads)
+        if self.first_chunk_ns is not None:
+            outcome.set_time_to_first_chunk((self.first_chunk_ns - attempt.scope.started_ns) / 1e9)
+        if abandoned:
+            attributes[sc.STREAM_ABANDONED] = True
+        if built is None:
+            return attributes
+        attributes.update(result_attributes(attempt, built))
+        self.settle(built, attributes)
+        return attributes
+
+
+def estimated_usage(litellm: Any, attempt: Attempt, built: Any) -> Usage | None:
+    """The tokens of a stream the provider sent none for (no ``include_usage``), counted with
+    litellm's tokenizer (None: a model it does not know)."""
+    choices = field(built, "choices") or []
+    text = field(field(choices[0], "message"), "content") if choices else None
+    try:
+        prompt = int(litellm.token_counter(model=attempt.model, messages=attempt.messages or []))
+        completion = int(litellm.token_counter(model=attempt.model, text=text)) if text else 0
+    except Exception:  # an unknown model for the tokenizer: leave tokens unknown
+        return None
+    return Usage(prompt, completion)
+
+
+_Proxy = TypeVar("_Proxy", bound="ChunkProxy")
+
+
+class ChunkProxy(wrapt.ObjectProxy[Any]):
+    """A stream, as its own type, handing its chunks to a :class:`StreamEnd` that ends the
+    attempt's span exactly once. A subclass closes the stream as its library does."""
+
+    def __init__(self, stream: Any, end: StreamEnd) -> None:
+        super().__init__(stream)
+        self._self_state = end
+        # Abandoned without being exhausted or closed: end the span when the proxy is collected.
+        self._self_finalizer = weakref.finalize(self, end.complete, True)
+
+    def __iter__(self: _Proxy) -> _Proxy:
+        return self
+
+    def __next__(self) -> Any:
+        state = self._self_state
+        try:
+            chunk = self._pull()
+        except StopIteration:
+            self._self_finalizer.detach()
+            state.complete()
+            raise
+        except BaseException as error:
+            self._self_finalizer.detach()
+            state.fail(error)
+            raise
+        state.chunk(chunk)
+        return chunk
+
+    def __aiter__(self: _Proxy) -> _Proxy:
+        return self
+
+    async def __anext__(self) -> Any:
+        state = self._self_state
+        try:
+            chunk = await self._apull()
+        except StopAsyncIteration:
+            self._self_finalizer.detach()
+            state.complete()
+            raise
+        except BaseException as error:
+            self._self_finalizer.detach()
+            state.fail(error)
+            raise
+        state.chunk(chunk)
+        return chunk
+
+    def _pull(self) -> Any:
+        """The stream's next chunk (``StopIteration`` at its end)."""
+        return self.__wrapped__.__next__()
+
+    async def _apull(self) -> Any:
+        """The stream's next chunk, async (``StopAsyncIteration`` at its end)."""
+        return await self.__wrapped__.__anext__()
+
+    def _abandon(self) -> None:
+        """The reader stops reading: the span ends now, with what was received."""
+        self._self_finalizer.detach()
+        self._self_state.complete(abandoned=True)
+
+    def __enter__(self: _Proxy) -> _Proxy:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
