@@ -253,3 +253,37 @@ def test_parse_is_traced_and_its_parsed_reply_comes_back_on_re_entry(
         assert type(now) is type(was)  # the SDK's ParsedResponse[Answer]
         assert now.output_parsed == was.output_parsed
     assert len([s for s in llm_spans(traced) if attrs(s).get(sc.REPLAYED)]) == 2
+
+
+@pytest.mark.init(capture_content=True)
+def test_a_conversation_the_server_keeps_continues_the_transcript(
+    traced: Traced, llm: LLMServer, tmp_path: Path
+) -> None:
+    """A request with ``previous_response_id`` sends only what is new: the transcript goes on
+    from the earlier turns (the server's), it is not reset to the new input."""
+    llm.reset(Reply(content="Hello there"), Reply(content="Second."))
+    sdk = client(llm)
+
+    @agenttrace.agent("Chatter")
+    def chat() -> str:
+        first = sdk.responses.create(model="gpt-4o-mini", instructions="Be brief.", input="hi")
+        again = sdk.responses.create(
+            model="gpt-4o-mini",
+            instructions="Be brief.",
+            input=[{"role": "user", "content": "and again"}],
+            previous_response_id=first.id,
+        )
+        return str(again.output_text)
+
+    assert chat() == "Second."
+    # The span says what was sent: this request's own instructions and input.
+    second = json.loads(attrs(llm_spans(traced)[1])[sc.GEN_AI_INPUT_MESSAGES])
+    assert [m["content"] for m in second] == ["Be brief.", "and again"]
+    (entries,) = transcripts(traced, tmp_path).values()
+    assert [(e["event_type"], e["role"], e["content"]) for e in entries] == [
+        ("transcript_entry", "system", "Be brief."),
+        ("transcript_entry", "user", "hi"),
+        ("transcript_entry", "assistant", "Hello there"),
+        ("transcript_entry", "user", "and again"),
+        ("transcript_entry", "assistant", "Second."),
+    ]

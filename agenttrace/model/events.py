@@ -211,6 +211,14 @@ def tool_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
 MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
 
+class ContinuedMessages(list):  # type: ignore[type-arg]
+    """A request's messages that continue a conversation its server keeps (the Responses
+    API's ``previous_response_id``): only what is new is sent, so they follow the agent's
+    logged transcript rather than restate it, and are never read as a rewrite of it."""
+
+    __slots__ = ()
+
+
 def message_fields(message: Any) -> dict[str, Any]:
     """A chat message (a dict, or an object such as litellm's ``Message``) as a plain dict of
     the fields a transcript entry keeps."""

@@ -33,9 +33,11 @@ from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
 from agenttrace.model.events import (
     MESSAGE_FIELDS,
+    ContinuedMessages,
     LoggedString,
     alignment,
     message_fields,
+    same_entry,
     substance_of,
 )
 from agenttrace.model.message_copies import DIGESTS, vouched_copies
@@ -251,6 +253,21 @@ def _heard_reply(session: Session, agent_id: str, entry: dict[str, Any]) -> str 
     return substance_of(content) or session.reply_saying(content, agent_id)
 
 
+def _log_continued(
+    session: Session, agent_id: str, messages: ContinuedMessages, scope: OpScope
+) -> None:
+    """Log what a request that continues a conversation its server keeps adds to the agent's
+    transcript: each message, but for system messages the transcript already holds (the
+    instructions such a request sends again each time)."""
+    said = [e for e in session.agents[agent_id].transcript if e.get("role") == "system"]
+    for message in messages:
+        entry = message_fields(message)
+        if entry.get("role") == "system" and any(same_entry(message, e) for e in said):
+            continue
+        substance = _heard_reply(session, agent_id, entry)
+        session.log_transcript_entry(agent_id, entry, substance, at=scope)
+
+
 def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) -> int | None:
     """Make the agent's logged transcript what its request sent.
 
@@ -272,6 +289,9 @@ def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) 
     if record is None or not isinstance(messages, Sequence) or isinstance(messages, str):
         return None
     transcript = record.transcript
+    if isinstance(messages, ContinuedMessages):
+        _log_continued(session, agent_id, messages, scope)
+        return None
     offset, kept = alignment(messages, transcript, record.aligned)
     run = scope.session
 

@@ -24,6 +24,7 @@ from agenttrace.instrumentation.openai.raw import raw_kind
 from agenttrace.instrumentation.openai.replay import sdk_stream
 from agenttrace.instrumentation.openai.request import WHERE, describe
 from agenttrace.instrumentation.openai.streaming import StreamProxy
+from agenttrace.model.events import ContinuedMessages
 from agenttrace.model.journal import Step
 from agenttrace.tracing.llm_attributes import field
 
@@ -64,8 +65,11 @@ def request_messages(kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A Responses request's ``instructions`` and ``input`` as chat messages: the instructions a
     system message, a string input a user message, message items by their role, function calls
     an assistant message's tool calls, their outputs tool messages (reasoning items are the
-    model's own, already recorded with the reply that made them)."""
-    messages: list[dict[str, Any]] = []
+    model's own, already recorded with the reply that made them). A request that continues a
+    conversation the server keeps (``previous_response_id``) sends only what is new: its
+    messages are :class:`ContinuedMessages`, which the transcript appends."""
+    continues = isinstance(kwargs.get("previous_response_id"), str)
+    messages: list[dict[str, Any]] = ContinuedMessages() if continues else []
     instructions = kwargs.get("instructions")
     if isinstance(instructions, str) and instructions:
         messages.append({"role": "system", "content": instructions})
