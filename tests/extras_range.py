@@ -153,12 +153,14 @@ def compile_end(extra: Extra, end: str, work: Path) -> Path:
     )
     target = end_file(extra, end)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Relative paths, so the `# via` notes uv writes name no temporary directory.
+    # Relative paths, so the `# via` notes uv writes name no temporary directory; a new output
+    # file, since uv prefers the versions of the one it overwrites (a lowered floor would keep
+    # the old lowest release).
     command = [
         str(UV), "pip", "compile", source.name, "--constraints", constraints.name,
         "--generate-hashes", "--universal", "--python-version", "3.10", "--no-header",
         "--resolution", "lowest-direct" if end == "lowest" else "highest",
-        "--quiet", "-o", str(target),
+        "--quiet", "-o", target.name,
     ]  # fmt: skip
     _run(f"compiling {target.name}", command, cwd=work)
     header = (
@@ -166,7 +168,7 @@ def compile_end(extra: Extra, end: str, work: Path) -> Path:
         f"lock-range\n# from {source.read_text().strip().replace(chr(10), ', ')}, every other "
         f"package constrained to requirements.lock.\n"
     )
-    target.write_text(header + target.read_text())
+    target.write_text(header + (work / target.name).read_text())
     return target
 
 
