@@ -13,7 +13,7 @@ UV := $(BIN)/uv
 # Offline always: litellm uses the cost map bundled with it instead of fetching one.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test check fuzz lint docs bench lock lock-phoenix lock-check clean chromium package-check
+.PHONY: demo test check fuzz lint docs bench lock lock-phoenix lock-check lock-range extras-range clean chromium package-check
 
 # The lock is the whole install: whatever the index publishes later, a fresh clone gets exactly
 # the locked files. uv compiled the lock as the complete closure of every extra and the dev
@@ -45,6 +45,16 @@ $(PHOENIX_STAMP): requirements-phoenix.lock | $(STAMP)
 # tests/lock_check.py says which interpreters it used and fails on any install error.
 lock-check: $(STAMP)
 	$(BIN)/python tests/lock_check.py requirements.lock --install-args "$(LOCKED_INSTALL)"
+
+# Each SDK's tests on the lowest and the newest release its extra allows (the lock pins one in
+# between): a venv per end, made with the lock's uv from requirements.lock and the end's own
+# hash-pinned file (tests/extras-range/, from make lock-range) installed over it.
+# tests/extras_range.py prints the package, version and test counts of each end, and fails on a
+# failed test or install. CI runs the SDKs' ends; `make extras-range EXTRAS_RANGE=litellm` (or
+# smolagents) runs the others, whose lowest ends do not pass yet.
+EXTRAS_RANGE ?= openai anthropic
+extras-range: $(STAMP)
+	$(BIN)/python tests/extras_range.py $(EXTRAS_RANGE)
 
 demo: $(STAMP)
 	$(BIN)/python examples/cafe.py
@@ -146,6 +156,11 @@ lock: $(STAMP)
 lock-phoenix: $(STAMP)
 	$(UV) pip compile phoenix-requirements.in --generate-hashes --python-version 3.11 \
 		-o requirements-phoenix.lock
+
+# Regenerate the end files of make extras-range: each extra's package at the lowest and the
+# newest release its extra allows, everything else at the lock's versions, with hashes.
+lock-range: $(STAMP)
+	$(BIN)/python tests/extras_range.py --compile
 
 clean:
 	rm -rf $(VENV) $(PHOENIX_VENV) $(PACKAGE_VENV) dist site .pytest_cache .mypy_cache .ruff_cache
