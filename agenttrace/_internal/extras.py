@@ -14,7 +14,7 @@ __all__ = ["EXTRA_PACKAGES", "EXTRA_PACKAGE_SETS", "install_hint"]
 EXTRA_PACKAGES = {
     "cli": "rich>=13,<16",
     "grpc": "opentelemetry-exporter-otlp-proto-grpc>=1.30,<2",
-    "smolagents": "smolagents>=1.20,<2",
+    "smolagents": "smolagents>=1.25,<2",
     "atif": "atif>=1.7,<2",
 }
 """Each extra a message points to, as the requirement pyproject.toml declares for it."""
