@@ -253,19 +253,17 @@ def _heard_reply(session: Session, agent_id: str, entry: dict[str, Any]) -> str 
     return substance_of(content) or session.reply_saying(content, agent_id)
 
 
-def _log_continued(
-    session: Session, agent_id: str, messages: ContinuedMessages, scope: OpScope
-) -> None:
-    """Log what a request that continues a conversation its server keeps adds to the agent's
+def _unsaid(messages: ContinuedMessages, transcript: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """What a request that continues a conversation its server keeps adds to the agent's
     transcript: each message, but for system messages the transcript already holds (the
     instructions such a request sends again each time)."""
-    said = [e for e in session.agents[agent_id].transcript if e.get("role") == "system"]
-    for message in messages:
-        entry = message_fields(message)
-        if entry.get("role") == "system" and any(same_entry(message, e) for e in said):
-            continue
-        substance = _heard_reply(session, agent_id, entry)
-        session.log_transcript_entry(agent_id, entry, substance, at=scope)
+    said = [e for e in transcript if e.get("role") == "system"]
+    return [
+        message
+        for message in messages
+        if message_fields(message).get("role") != "system"
+        or not any(same_entry(message, e) for e in said)
+    ]
 
 
 def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) -> int | None:
@@ -281,41 +279,51 @@ def log_request(session: Session, agent_id: str, messages: Any, scope: OpScope) 
     ``transcript_reset`` keeps the entries the request still starts with and logs the rest of
     it, so the transcript is exactly what was sent. One comparison per message.
 
+    A request that continues a conversation its server keeps (:class:`ContinuedMessages`)
+    sends only what is new: that is logged after the transcript, as an extension is.
+
     Returns how many messages the request sent ahead of the transcript (the ``offset`` of
     :func:`~agenttrace.model.events.alignment`): the transcript is now the rest of the
-    request. ``None`` when there was nothing to log (no such agent, no messages).
+    request. ``None`` when there was nothing to log (no such agent, no messages) or the request
+    continues a conversation its server keeps.
     """
     record = session.agents.get(agent_id)
     if record is None or not isinstance(messages, Sequence) or isinstance(messages, str):
         return None
     transcript = record.transcript
-    if isinstance(messages, ContinuedMessages):
-        _log_continued(session, agent_id, messages, scope)
-        return None
-    offset, kept = alignment(messages, transcript, record.aligned)
     run = scope.session
 
     def by_id(entry: Mapping[str, Any]) -> str | None:
         return delivered(session, run, entry) if run.hosted_by is not None else None
 
-    if kept < len(transcript):
-        # What the fingerprint's comparison of this request found, if it made one: the reset's
-        # runs are then checked against the same copies, by identity.
-        vouched = vouched_copies(record.aligned.vouched, messages, DIGESTS)
-        session.log_transcript_reset(
-            agent_id,
-            kept,
-            messages[offset + kept :],
-            at=scope,
-            heard=by_id,
-            vouched=vouched[offset + kept :] if vouched is not None else None,
-        )
-        return offset
-    new = messages[offset + kept :]
+    offset: int | None
+    new: Sequence[Any]
+    if isinstance(messages, ContinuedMessages):
+        # Only what is new was sent: it follows the transcript, it never rewrites it.
+        offset, new = None, _unsaid(messages, transcript)
+    else:
+        offset, kept = alignment(messages, transcript, record.aligned)
+        if kept < len(transcript):
+            # What the fingerprint's comparison of this request found, if it made one: the
+            # reset's runs are then checked against the same copies, by identity.
+            vouched = vouched_copies(record.aligned.vouched, messages, DIGESTS)
+            session.log_transcript_reset(
+                agent_id,
+                kept,
+                messages[offset + kept :],
+                at=scope,
+                heard=by_id,
+                vouched=vouched[offset + kept :] if vouched is not None else None,
+            )
+            return offset
+        new = messages[offset + kept :]
     for message in new:
         entry = message_fields(message)
         substance = by_id(entry) or _heard_reply(session, agent_id, entry)
         session.log_transcript_entry(agent_id, entry, substance, at=scope)
-    if new:  # what was just logged is known too: the next request compares only what follows
+    if new and offset is not None:
+        # What was just logged is known too: the next request compares only what follows. (A
+        # continued request's messages are not where a later request sends them: the replies
+        # before them are the server's.)
         record.aligned.extend(new, transcript[len(transcript) - len(new) :])
     return offset
