@@ -127,37 +127,34 @@ class ChunkProxy(wrapt.ObjectProxy[Any]):
         return self
 
     def __next__(self) -> Any:
-        state = self._self_state
         try:
             chunk = self._pull()
-        except StopIteration:
-            self._self_finalizer.detach()
-            state.complete()
-            raise
         except BaseException as error:
-            self._self_finalizer.detach()
-            state.fail(error)
+            self._ended(error, StopIteration)
             raise
-        state.chunk(chunk)
+        self._self_state.chunk(chunk)
         return chunk
 
     def __aiter__(self: _Proxy) -> _Proxy:
         return self
 
     async def __anext__(self) -> Any:
-        state = self._self_state
         try:
             chunk = await self._apull()
-        except StopAsyncIteration:
-            self._self_finalizer.detach()
-            state.complete()
-            raise
         except BaseException as error:
-            self._self_finalizer.detach()
-            state.fail(error)
+            self._ended(error, StopAsyncIteration)
             raise
-        state.chunk(chunk)
+        self._self_state.chunk(chunk)
         return chunk
+
+    def _ended(self, error: BaseException, end: type[BaseException]) -> None:
+        """The stream stopped with ``error``: complete at its ``end`` (``StopIteration`` or
+        ``StopAsyncIteration``), else failed; the span ends once, here."""
+        self._self_finalizer.detach()
+        if isinstance(error, end):
+            self._self_state.complete()
+        else:
+            self._self_state.fail(error)
 
     def _pull(self) -> Any:
         """The stream's next chunk (``StopIteration`` at its end)."""
