@@ -4,6 +4,7 @@ model and the Responses model; its model calls are the OpenAI SDK instrumentatio
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -350,27 +351,46 @@ def pay(order_id: str) -> str:
     return f"paid {order_id} (payment {len(paid)})"
 
 
-@pytest.mark.parametrize("sensitive", [True, False], ids=["span-output", "no-span-output"])
+@pytest.mark.parametrize(
+    ("sensitive", "streamed"),
+    [
+        pytest.param(True, False, id="run"),
+        # Without the SDK's sensitive data its span has no output: the op and the journal
+        # still get the tool's, from its body.
+        pytest.param(False, False, id="no-span-output"),
+        pytest.param(True, True, id="streamed"),
+    ],
+)
 @pytest.mark.init(tool_effects={"pay": "effect"})
 def test_a_re_entered_run_is_answered_from_the_journal_without_the_model_or_the_tool(
-    traced: Traced, llm: LLMServer, tmp_path: Path, sensitive: bool
+    traced: Traced, llm: LLMServer, tmp_path: Path, sensitive: bool, streamed: bool
 ) -> None:
-    # Without the SDK's sensitive data its span has no output: the op and the journal still
-    # get the tool's, from its body.
     config = RunConfig(trace_include_sensitive_data=sensitive)
+    cashier = Agent(name="cashier", tools=[pay], model=chat_model(llm))
+
+    async def stream() -> Any:
+        result = Runner.run_streamed(cashier, "Pay A1.", run_config=config)
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    def run() -> Any:
+        if streamed:
+            return asyncio.run(stream())
+        return Runner.run_sync(cashier, "Pay A1.", run_config=config)
+
     paid.clear()
     llm.reset(
         Reply(content="", tool_calls=[call("call_p", "pay", {"order_id": "A1"})]),
         Reply(content="Paid A1."),
     )
-    cashier = Agent(name="cashier", tools=[pay], model=chat_model(llm))
-    assert Runner.run_sync(cashier, "Pay A1.", run_config=config).final_output == "Paid A1."
+    assert run().final_output == "Paid A1."
     traced.handle.force_flush()
     rearm(tmp_path)  # as a resume of this run, killed, would
     llm.reset()
     llm.default = Reply(content="not asked")
 
-    again = Runner.run_sync(cashier, "Pay A1.", run_config=config)
+    again = run()
 
     assert again.final_output == "Paid A1."
     assert llm.requests == [] and paid == ["A1"]  # neither the model nor the tool again
