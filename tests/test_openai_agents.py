@@ -4,7 +4,9 @@ model and the Responses model; its model calls are the OpenAI SDK instrumentatio
 
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import litellm  # noqa: F401  (loaded: its price map prices the OpenAI SDK's calls)
@@ -18,16 +20,20 @@ from agents import (  # noqa: E402
     GuardrailFunctionOutput,
     OpenAIChatCompletionsModel,
     OpenAIResponsesModel,
+    RunConfig,
     Runner,
+    ToolCallOutputItem,
     function_tool,
     input_guardrail,
 )
 
+from agenttrace import InDoubtToolCall  # noqa: E402
 from agenttrace import semconv as sc  # noqa: E402
 from agenttrace.instrumentation.openai_agents import tracing_processor  # noqa: E402
 
 from .conftest import Traced, attrs, outcome  # noqa: E402
 from .llm_server import LLMServer, Reply  # noqa: E402
+from .test_llm_steps import rearm  # noqa: E402
 
 KEY = "sk-agenttrace-agents-test-0001"
 
@@ -332,3 +338,99 @@ def test_parallel_calls_get_their_own_arguments_and_a_failing_tool_fails_its_op(
     assert json.loads(attrs(ops["call_2"])[sc.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"order_id": "B2"}
     assert outcome(ops["call_1"]) == "ok"
     assert outcome(ops["call_2"]) == "failed"  # the SDK told the model; the op says it failed
+
+
+paid: list[str] = []
+"""The orders ``pay`` paid, in order: its side effect."""
+
+
+@function_tool
+def pay(order_id: str) -> str:
+    """Pay an order: an effect, and a result that says which payment it was."""
+    paid.append(order_id)
+    return f"paid {order_id} (payment {len(paid)})"
+
+
+@pytest.mark.parametrize(
+    ("sensitive", "streamed"),
+    [
+        pytest.param(True, False, id="run"),
+        # Without the SDK's sensitive data its span has no output: the op and the journal
+        # still get the tool's, from its body.
+        pytest.param(False, False, id="no-span-output"),
+        pytest.param(True, True, id="streamed"),
+    ],
+)
+@pytest.mark.init(tool_effects={"pay": "effect"})
+def test_a_re_entered_run_is_answered_from_the_journal_without_the_model_or_the_tool(
+    traced: Traced, llm: LLMServer, tmp_path: Path, sensitive: bool, streamed: bool
+) -> None:
+    config = RunConfig(trace_include_sensitive_data=sensitive)
+    cashier = Agent(name="cashier", tools=[pay], model=chat_model(llm))
+
+    async def stream() -> Any:
+        result = Runner.run_streamed(cashier, "Pay A1.", run_config=config)
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    def run() -> Any:
+        if streamed:
+            return asyncio.run(stream())
+        return Runner.run_sync(cashier, "Pay A1.", run_config=config)
+
+    paid.clear()
+    llm.reset(
+        Reply(content="", tool_calls=[call("call_p", "pay", {"order_id": "A1"})]),
+        Reply(content="Paid A1."),
+    )
+    assert run().final_output == "Paid A1."
+    traced.handle.force_flush()
+    rearm(tmp_path)  # as a resume of this run, killed, would
+    llm.reset()
+    llm.default = Reply(content="not asked")
+
+    again = run()
+
+    assert again.final_output == "Paid A1."
+    assert llm.requests == [] and paid == ["A1"]  # neither the model nor the tool again
+    (output,) = [item.output for item in again.new_items if isinstance(item, ToolCallOutputItem)]
+    assert output == "paid A1 (payment 1)"  # the recorded result, as the agent saw it
+    first, second = traced.by_name("execute_tool pay")  # one op per call
+    assert sc.REPLAYED not in attrs(first) and attrs(second)[sc.REPLAYED] is True
+    assert outcome(second) == "ok"
+    steps = [
+        (line["state"], line.get("result"))
+        for line in stream_lines(traced)
+        if line["event_type"] == "step" and line["kind"] == "tool"
+    ]
+    assert steps == [
+        ("intent", None),
+        ("done", json.dumps("paid A1 (payment 1)")),
+        ("replayed", None),
+    ]
+
+
+@pytest.mark.init(tool_effects={"pay": "effect"})
+def test_a_re_entry_stops_at_an_effect_in_doubt_without_running_it(
+    traced: Traced, llm: LLMServer, tmp_path: Path
+) -> None:
+    paid.clear()
+    llm.reset(
+        Reply(content="", tool_calls=[call("call_p", "pay", {"order_id": "A1"})]),
+        Reply(content="Paid A1."),
+    )
+    cashier = Agent(name="cashier", tools=[pay], model=chat_model(llm))
+    Runner.run_sync(cashier, "Pay A1.")
+    traced.handle.force_flush()
+    # Killed after the payment's intent, before its outcome: nothing says whether it happened.
+    rearm(tmp_path, keep=lambda line: not (line["kind"] == "tool" and line["state"] == "done"))
+    llm.reset()
+    llm.default = Reply(content="not asked")
+
+    # The SDK raises its UserError from agenttrace's, which names the call in doubt.
+    with pytest.raises(agents.UserError) as raised:
+        Runner.run_sync(cashier, "Pay A1.")
+
+    assert isinstance(raised.value.__cause__, InDoubtToolCall)
+    assert paid == ["A1"] and llm.requests == []

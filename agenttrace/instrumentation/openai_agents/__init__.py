@@ -1,5 +1,6 @@
 """The OpenAI Agents SDK (``openai-agents``, imported as ``agents``), traced through its
-tracing-processor interface (:mod:`.processor`, :mod:`.ops`).
+tracing-processor interface (:mod:`.processor`, :mod:`.ops`), its function tools' bodies
+guarded for re-entry (:mod:`.tools`).
 
 What a program that runs Agents SDK agents gets, with no change to its code:
 
@@ -9,7 +10,8 @@ What a program that runs Agents SDK agents gets, with no change to its code:
   Completions or Responses), in the agent's turn, with tokens, cost and the transcript; the
   SDK's own generation and response spans make no second one;
 - each function tool call is ``execute_tool {name}``, linked to the model's tool call, its effect
-  class from ``init(tool_effects={name: ...})`` (else ``effect``);
+  class from ``init(tool_effects={name: ...})`` (else ``effect``); in a re-entered run a call
+  the journal answers does not run its function (:mod:`.tools`);
 - a handoff is the tool call that made it (``execute_tool transfer_to_...``), hosting the next
   agent's run as a sub-agent, under the agent that handed off;
 - a guardrail is an op ``execute_tool {name}`` (category ``guardrail``) whose result says
@@ -74,12 +76,18 @@ class OpenAIAgentsInstrumentor(LibraryInstrumentor):
             processor = AgentTraceTracingProcessor()
             add_trace_processor(processor)
             _state.processor = processor
+        from agenttrace.instrumentation.openai_agents import tools
+
+        tools.patch()
         _state.processor.enabled = True
 
     def unpatch(self) -> None:
         """Make the processor inert."""
         if _state.processor is not None:
             _state.processor.enabled = False
+            from agenttrace.instrumentation.openai_agents import tools
+
+            tools.state.enabled = False
 
     def patched(self) -> bool:
         """Whether the processor is active."""

@@ -29,6 +29,7 @@ from agents.tracing import Span, Trace, TracingProcessor
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
+from agenttrace.instrumentation.openai_agents import tools
 from agenttrace.instrumentation.openai_agents.ops import (
     WHERE,
     agent_opener,
@@ -152,6 +153,8 @@ class AgentTraceTracingProcessor(TracingProcessor):
                 undo()
         if scope is None:
             return
+        if kind == "function":
+            tools.opened(scope)  # its body is guarded for a re-entered run (.tools)
         tokens = scope.activate()
         with self._lock:
             self._open[span.span_id] = _Open(next(self._seq), kind, opener, scope, tokens)
@@ -190,7 +193,7 @@ class AgentTraceTracingProcessor(TracingProcessor):
         elif entry.kind == "guardrail":
             _close(entry, error, guardrail_result(data))
         elif entry.kind == "function":
-            _close(entry, error, getattr(data, "output", None))
+            _close(entry, error, tools.output(entry.scope, getattr(data, "output", None)))
         else:
             _close(entry, error, None)
 
