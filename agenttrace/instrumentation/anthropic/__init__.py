@@ -4,9 +4,11 @@
 ``Anthropic``, ``AsyncAnthropic``, Bedrock and Vertex clients, any ``base_url``), their
 ``parse`` and ``messages.stream`` are wrapped on their classes, so every client, made before
 the patch or after, is traced: plain replies and streams (``stream=True``, and the
-``stream()`` helper's ``MessageStream``), as litellm's attempts are (:mod:`.messages`,
-:mod:`.streaming`), answered from the journal in a re-entered run (:mod:`.replay`), with the
-SDK's own retries as attempts of one call (:mod:`.retries`). The attempts, logical calls and
+``stream()`` helper's ``MessageStream``), and the same three of ``client.beta.messages``
+(``BetaMessage`` replies: pydantic-ai's ``AnthropicModel`` calls them), as litellm's
+attempts are (:mod:`.messages`, :mod:`.streaming`), answered from the journal in a re-entered
+run (:mod:`.replay`), with the SDK's own retries as attempts of one call (:mod:`.retries`). The
+attempts, logical calls and
 transcript entries are the litellm instrumentation's own, read through :mod:`.request`'s view
 of Anthropic's messages as litellm's, so the two record a conversation the same way.
 
@@ -22,6 +24,9 @@ from collections.abc import Callable
 
 from agenttrace.instrumentation.anthropic.messages import (
     acreate_wrapper,
+    beta_acreate_wrapper,
+    beta_create_wrapper,
+    beta_stream_wrapper,
     create_wrapper,
     stream_wrapper,
 )
@@ -40,6 +45,13 @@ _TARGETS = (
     ("anthropic.resources.messages", "AsyncMessages", "parse", acreate_wrapper),
     ("anthropic.resources.messages", "Messages", "stream", stream_wrapper),
     ("anthropic.resources.messages", "AsyncMessages", "stream", stream_wrapper),
+    # beta.messages: its own classes, whose calls send their requests themselves too.
+    ("anthropic.resources.beta.messages.messages", "Messages", "create", beta_create_wrapper),
+    ("anthropic.resources.beta.messages.messages", "AsyncMessages", "create", beta_acreate_wrapper),
+    ("anthropic.resources.beta.messages.messages", "Messages", "parse", beta_create_wrapper),
+    ("anthropic.resources.beta.messages.messages", "AsyncMessages", "parse", beta_acreate_wrapper),
+    ("anthropic.resources.beta.messages.messages", "Messages", "stream", beta_stream_wrapper),
+    ("anthropic.resources.beta.messages.messages", "AsyncMessages", "stream", beta_stream_wrapper),
     ("anthropic._base_client", "SyncAPIClient", RETRY_METHOD, retry_wrapper),
     ("anthropic._base_client", "AsyncAPIClient", RETRY_METHOD, retry_wrapper),
 )

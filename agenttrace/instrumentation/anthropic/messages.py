@@ -1,5 +1,5 @@
-"""The wrappers of ``messages.create``, ``.parse`` and ``.stream``, sync and async: one attempt per
-call.
+"""The wrappers of ``messages.create``, ``.parse`` and ``.stream``, sync and async, and of
+``beta.messages``' (whose replies from the journal are the beta types): one attempt per call.
 
 Each call is a logical call (:mod:`agenttrace.instrumentation.litellm.calls`: numbered
 attempts, one turn, the re-request rule) and its attempt a ``chat {model}`` span opened as
@@ -41,8 +41,14 @@ from agenttrace.instrumentation.litellm.sdk_attempt import (
 _RAW = "X-Stainless-Raw-Response"
 """The header the SDK's ``with_raw_response``/``with_streaming_response`` add to the call."""
 
-_MANAGERS = ("_MessageStreamManager__api_request", "_AsyncMessageStreamManager__api_request")
-"""Where ``messages.stream``'s manager keeps the request it sends when it is entered."""
+_MANAGERS = (
+    "_MessageStreamManager__api_request",
+    "_AsyncMessageStreamManager__api_request",
+    "_BetaMessageStreamManager__api_request",
+    "_BetaAsyncMessageStreamManager__api_request",
+)
+"""Where ``messages.stream``'s (and ``beta.messages.stream``'s) manager keeps the request it
+sends when it is entered."""
 
 
 def _untraced(kwargs: dict[str, Any]) -> bool:
@@ -70,11 +76,38 @@ async def acreate_wrapper(
     return await atraced_call(_MESSAGES, wrapped, instance, args, kwargs)
 
 
+def beta_create_wrapper(
+    wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """For ``beta.messages``' ``Messages.create``."""
+    return traced_call(_BETA_MESSAGES, wrapped, instance, args, kwargs)
+
+
+async def beta_acreate_wrapper(
+    wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """For ``beta.messages``' ``AsyncMessages.create``."""
+    return await atraced_call(_BETA_MESSAGES, wrapped, instance, args, kwargs)
+
+
 def stream_wrapper(
     wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """For ``Messages.stream`` and ``AsyncMessages.stream``: the manager they return sends its
     request as a streamed ``create`` call (entering the manager starts the attempt)."""
+    return _streamed(_MESSAGES, wrapped, instance, args, kwargs)
+
+
+def beta_stream_wrapper(
+    wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """For ``beta.messages``' ``stream``, as :func:`stream_wrapper`."""
+    return _streamed(_BETA_MESSAGES, wrapped, instance, args, kwargs)
+
+
+def _streamed(
+    api: SDKCalls, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     manager = wrapped(*args, **kwargs)
     try:
         for name in _MANAGERS:
@@ -82,20 +115,22 @@ def stream_wrapper(
             if send is None:
                 continue
             asked = {**kwargs, "stream": True}
-            if name.startswith("_Async"):
-                setattr(manager, name, _asend(send, instance, asked))
+            if "AsyncMessageStreamManager" in name:
+                setattr(manager, name, _asend(api, send, instance, asked))
             else:
-                setattr(manager, name, functools.partial(_send, send, instance, asked))
+                setattr(manager, name, functools.partial(_send, api, send, instance, asked))
     except Exception as exc:  # a manager of another shape: its stream goes untraced
         report_internal_error(WHERE, exc)
     return manager
 
 
-def _send(send: Callable[[], Any], resource: Any, kwargs: dict[str, Any]) -> Any:
-    return create_wrapper(lambda **_: send(), resource, (), kwargs)
+def _send(api: SDKCalls, send: Callable[[], Any], resource: Any, kwargs: dict[str, Any]) -> Any:
+    return traced_call(api, lambda **_: send(), resource, (), kwargs)
 
 
-async def _asend(request: Awaitable[Any], resource: Any, kwargs: dict[str, Any]) -> Any:
+async def _asend(
+    api: SDKCalls, request: Awaitable[Any], resource: Any, kwargs: dict[str, Any]
+) -> Any:
     """The async manager's request (a coroutine it awaits once), sent as an attempt; closed
     unawaited when the journal answers it."""
     sent = False
@@ -106,7 +141,7 @@ async def _asend(request: Awaitable[Any], resource: Any, kwargs: dict[str, Any])
         return await request
 
     try:
-        return await acreate_wrapper(send, resource, (), kwargs)
+        return await atraced_call(api, send, resource, (), kwargs)
     finally:
         close = getattr(request, "close", None)
         if not sent and callable(close):
@@ -154,3 +189,7 @@ def _completed_attributes(attempt: Attempt, view: Any) -> dict[str, AttributeVal
 
 _MESSAGES = SDKCalls(WHERE, _untraced, describe, replayed_response, _finish)
 """What a ``messages`` call does its own way."""
+
+_BETA_MESSAGES = _MESSAGES._replace(replay=functools.partial(replayed_response, beta=True))
+"""What a ``beta.messages`` call does its own way: its replies from the journal are the beta
+types."""

@@ -1,7 +1,8 @@
 """A ``messages.create`` reply served from the step journal (a re-entered run, docs/journal.md),
 as the SDK's own types: a ``Message``, or the SDK's own ``Stream`` / ``AsyncStream`` of message
 events, read by the SDK from the recorded events as server-sent events (no request is sent),
-behind the proxy that ends the attempt's span.
+behind the proxy that ends the attempt's span. A ``beta.messages`` call gets the beta types
+(``BetaMessage``, ``ParsedBetaMessage``, beta stream events), as the SDK gives that call.
 """
 
 from __future__ import annotations
@@ -22,32 +23,37 @@ def replayed_response(
     client: Any,
     is_async: bool,
     parse: Mapping[str, Any] | None = None,
+    *,
+    beta: bool = False,
 ) -> Any:
     """What ``step`` recorded, as the SDK's types: a ``Message``, or a stream. ``parse``: the
     arguments of a ``messages.parse`` call, whose reply is a ``ParsedMessage``, parsed again
-    from the recorded reply as the SDK parses it."""
+    from the recorded reply as the SDK parses it. ``beta``: a ``beta.messages`` call, given
+    the beta types."""
+    import anthropic
+    from anthropic.lib._parse import _response
     from anthropic.types import Message
+    from anthropic.types.beta import BetaMessage
 
     if step.chunks is None:
         result = step.result
         if not isinstance(result, Mapping):
             return result
-        message = Message.construct(**result)
+        message = (BetaMessage if beta else Message).construct(**result)
         if parse is None:
             return message
-        import anthropic
-        from anthropic.lib._parse._response import parse_response
-
+        parser: Any = _response.parse_beta_response if beta else _response.parse_response
         output_format = parse.get("output_format", anthropic.NOT_GIVEN)
-        return parse_response(output_format=output_format, response=message)
-    return StreamProxy(_sdk_stream(step.chunks, client, is_async), attempt)
+        return parser(output_format=output_format, response=message)
+    return StreamProxy(_sdk_stream(step.chunks, client, is_async, beta), attempt)
 
 
-def _sdk_stream(events: list[Any], client: Any, is_async: bool) -> Any:
+def _sdk_stream(events: list[Any], client: Any, is_async: bool, beta: bool) -> Any:
     """The SDK's stream over the recorded events: an HTTP response made here, whose body is the
     events as the server sent them (``event:`` and ``data:`` lines)."""
     from anthropic import AsyncStream, Stream
     from anthropic.types import RawMessageStreamEvent
+    from anthropic.types.beta import BetaRawMessageStreamEvent
 
     # The HTTP library the SDK's streams read (httpx, or httpx2 in newer releases).
     namespace = vars(importlib.import_module("anthropic._streaming"))
@@ -68,4 +74,5 @@ def _sdk_stream(events: list[Any], client: Any, is_async: bool) -> Any:
         request=http.Request("POST", url),
     )
     kind = AsyncStream if is_async else Stream
-    return kind(cast_to=cast(Any, RawMessageStreamEvent), response=response, client=client)
+    event_type = BetaRawMessageStreamEvent if beta else RawMessageStreamEvent
+    return kind(cast_to=cast(Any, event_type), response=response, client=client)
