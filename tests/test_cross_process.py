@@ -221,6 +221,26 @@ def test_process_pool_task_joins_the_trace_and_session(
     parent.check_child(sessions, child_pid=pid)
 
 
+def test_a_forked_worker_keeps_the_session_its_initializer_made(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """Only the session inherited from the parent is dropped, not one the worker made."""
+    parent = Parent(traced, tmp_path)
+    pool = agenttrace.ProcessPoolExecutor(
+        max_workers=1,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=travel_child.own_session,
+        initargs=("worker-own",),
+    )
+    with pool:
+        parent.run(lambda: pool.submit(travel_child.pool_task, 21).result(60))
+    document = json.loads(gzip.decompress((tmp_path / "sessions/worker-own.json.gz").read_bytes()))
+    assert [run["agentName"] for run in document["runs"]] == ["helper"]
+    assert document["runs"][0]["attributes"]["ingress"]["joined"]["session_id"] == (
+        parent.session_id
+    )
+
+
 def test_each_pool_task_carries_the_op_that_submitted_it(traced: Traced, tmp_path: Path) -> None:
     """Per task, not per worker: one worker runs tasks submitted by two different ops."""
     spans = str(tmp_path / "spans.jsonl")

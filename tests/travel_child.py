@@ -72,6 +72,11 @@ def set_up(spans: str, sessions: str) -> None:
     )
 
 
+def own_session(session_id: str) -> None:
+    """A forked worker's initializer that starts a session of its own choosing."""
+    agenttrace.new_session(session_id)
+
+
 @agenttrace.tool
 def double(x: int) -> int:
     """A tool the helper calls, so its run has an op of its own."""

@@ -31,18 +31,19 @@ from opentelemetry import context as otel_context
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace.sdk.setup import force_flush
-from agenttrace.session.state import use_session
+from agenttrace.session.state import Session, session_if_any, use_session
 from agenttrace.tracing.travel import Joined, extract, inject, joined_in, joined_or_warn
 
 R = TypeVar("R")
 
-_inherited_session = False
-"""True in a forked child until its first carried task drops the session it inherited."""
+_inherited_session: Session | None = None
+"""In a forked child, the session it inherited from its parent, until its first carried task
+drops it (if it is still current: an initializer may have made another one since)."""
 
 
 def _forked() -> None:
     global _inherited_session
-    _inherited_session = True
+    _inherited_session = session_if_any()
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, where nothing forks
@@ -92,9 +93,10 @@ def _joined(carrier: dict[str, str]) -> tuple[Joined, otel_context.Context] | No
         joined = joined_or_warn(context, "a process pool task's baggage")
         if joined is None:
             return None
-        if _inherited_session:  # the parent's session: this process writes one of its own
-            _inherited_session = False
-            use_session(None)
+        if _inherited_session is not None:
+            if session_if_any() is _inherited_session:  # the parent's: this process writes its own
+                use_session(None)
+            _inherited_session = None
         return joined, context
     except Exception as exc:
         report_internal_error("a process pool task", exc)
