@@ -31,6 +31,8 @@ from tests import travel_child
 from tests.conftest import Traced
 
 CHILD = Path(travel_child.__file__)
+METHODS = multiprocessing.get_all_start_methods()
+needs_fork = pytest.mark.skipif("fork" not in METHODS, reason="no fork on this platform")
 
 
 def _session_runs(sessions: Path, not_id: str) -> list[dict[str, Any]]:
@@ -200,7 +202,17 @@ def test_subprocess_env_drops_a_stale_parent_outside_any_span() -> None:
     assert env == {"PATH": "/x"}
 
 
-@pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "spawn",
+        pytest.param(
+            "forkserver",
+            marks=pytest.mark.skipif("forkserver" not in METHODS, reason="no forkserver here"),
+        ),
+        pytest.param("fork", marks=needs_fork),
+    ],
+)
 def test_process_pool_task_joins_the_trace_and_session(
     traced: Traced, tmp_path: Path, method: str
 ) -> None:
@@ -221,6 +233,28 @@ def test_process_pool_task_joins_the_trace_and_session(
     parent.check_child(sessions, child_pid=pid)
 
 
+@needs_fork
+def test_pool_map_carries_the_context_of_each_call(traced: Traced, tmp_path: Path) -> None:
+    """``map`` submits each chunk through ``submit``: every task runs under the op."""
+    parent = Parent(traced, tmp_path)
+    pool = agenttrace.ProcessPoolExecutor(
+        max_workers=2, mp_context=multiprocessing.get_context("fork")
+    )
+    with pool:
+        results = parent.run(lambda: list(pool.map(travel_child.pool_task, [1, 2, 3])))
+    assert [value for value, _ in results] == [2, 4, 6]
+    helpers = [
+        span
+        for span in travel_child.read_spans(parent.spans)
+        if span["name"] == "invoke_agent helper"
+    ]
+    assert len(helpers) == 3
+    assert {span["parent_span_id"] for span in helpers} == {
+        format(parent.tool_span.span_id, "016x")
+    }
+
+
+@needs_fork
 def test_a_forked_worker_keeps_the_session_its_initializer_made(
     traced: Traced, tmp_path: Path
 ) -> None:
