@@ -97,8 +97,12 @@ class Parent:
         assert attributes["agenttrace.ingress.joined.parent_writer_id"] == travel.writer_id()
         # The child's own session file, as the current readers read it.
         runs = _session_runs(sessions, self.session_id)
-        joined = [run["attributes"]["ingress"] for run in runs if run["agentName"] == "helper"]
-        assert len(joined) == 1
+        helpers = [run for run in runs if run["agentName"] == "helper"]
+        assert len(helpers) == 1
+        # The run's span as recorded: in the parent's trace, under the parent's op.
+        assert helpers[0]["traceId"] == root["trace_id"]
+        assert helpers[0]["span"]["parentSpanId"] == root["parent_span_id"]
+        joined = [run["attributes"]["ingress"] for run in helpers]
         assert joined[0]["source"] == "joined"
         assert joined[0]["joined"]["session_id"] == self.session_id
         assert joined[0]["joined"]["parent_txn_id"] == self.txn_id
