@@ -237,6 +237,28 @@ def test_process_pool_task_joins_the_trace_and_session(
     parent.check_child(sessions, child_pid=pid)
 
 
+def test_a_joined_process_passes_its_parent_on_outside_its_own_spans(traced: Traced) -> None:
+    """A grandchild started outside any span of a joined child still joins the remote op."""
+    trace_id, span_id = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+    leave = join_from_environment(
+        {
+            "TRACEPARENT": f"00-{trace_id}-{span_id}-01",
+            "BAGGAGE": "agenttrace.session.id=s1,agenttrace.path=1.2,agenttrace.writer.id=w-1",
+        }
+    )
+    try:
+        env = agenttrace.subprocess_env({})
+    finally:
+        leave()
+    assert env["TRACEPARENT"] == f"00-{trace_id}-{span_id}-01"
+    joined = travel.joined_from(
+        agenttrace.extract({"traceparent": env["TRACEPARENT"], "baggage": env["BAGGAGE"]})
+    )
+    assert joined is not None
+    assert (joined.session_id, joined.path, joined.writer_id) == ("s1", "1.2", "w-1")
+    assert agenttrace.subprocess_env({}) == {}  # left: nothing joined any more
+
+
 @needs_fork
 def test_pool_map_carries_the_context_of_each_call(traced: Traced, tmp_path: Path) -> None:
     """``map`` submits each chunk through ``submit``: every task runs under the op."""

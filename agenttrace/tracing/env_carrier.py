@@ -63,8 +63,9 @@ def subprocess_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     ``asyncio.create_subprocess_exec(..., env=...)``: a child that calls ``agenttrace.init()``
     joins the trace and session of the op that started it.
 
-    Variables the propagator would set that the current context does not (a ``TRACESTATE``
-    from this process's own parent) are dropped, so a child never joins a stale parent.
+    Outside any span, a process that joined passes on the op it joined (a grandchild joins
+    it too); one that did not drops the variables it inherited (a ``TRACEPARENT`` from its own
+    parent's environment), so a child never joins a stale parent.
     """
     result = dict(os.environ if env is None else env)
     for name in _variable_names():

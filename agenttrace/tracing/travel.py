@@ -167,22 +167,37 @@ def baggage_allowed(destination: str | None) -> bool:
 # --- inject and extract --------------------------------------------------------------------------
 
 
-def identity_baggage(context: Context | None = None) -> Context | None:
-    """``context`` (default, ``None``: the current one) with agenttrace's identity of the
-    current scope in its baggage: session id, txn ids, path label, writer id. Unchanged outside
-    any scope."""
+def carried_context(context: Context | None = None) -> Context | None:
+    """``context`` (default, ``None``: the current one) as it goes to another process: with
+    agenttrace's identity of the current scope in its baggage (session id, txn ids, path label,
+    writer id). Outside any span of this process, a process that joined passes on what it
+    joined (its work runs under that remote op); else it is unchanged."""
     scope = current_scope_var.get()
-    if scope is None:
-        return context
-    run_scope = scope.session  # the agent run the scope belongs to (itself for a run)
-    for key, value in (
-        (sc.BAGGAGE_SESSION_ID, run_scope.run.session_id),
-        (sc.BAGGAGE_TXN_ID, run_scope.txn_id),
-        (sc.BAGGAGE_TXN_ORIGIN, run_scope.origin),
-        (sc.BAGGAGE_PATH, scope.label),
-        (sc.BAGGAGE_WRITER_ID, writer_id()),
-    ):
-        context = baggage.set_baggage(key, value, context)
+    pairs: tuple[tuple[str, str | None], ...]
+    if scope is not None:
+        run_scope = scope.session  # the agent run the scope belongs to (itself for a run)
+        pairs = (
+            (sc.BAGGAGE_SESSION_ID, run_scope.run.session_id),
+            (sc.BAGGAGE_TXN_ID, run_scope.txn_id),
+            (sc.BAGGAGE_TXN_ORIGIN, run_scope.origin),
+            (sc.BAGGAGE_PATH, scope.label),
+            (sc.BAGGAGE_WRITER_ID, writer_id()),
+        )
+    else:
+        joined = joined_parent()
+        if joined is None or trace.get_current_span(context).get_span_context().is_valid:
+            return context
+        context = trace.set_span_in_context(trace.NonRecordingSpan(joined.span_context), context)
+        pairs = (
+            (sc.BAGGAGE_SESSION_ID, joined.session_id),
+            (sc.BAGGAGE_TXN_ID, joined.txn_id),
+            (sc.BAGGAGE_TXN_ORIGIN, joined.origin_txn_id),
+            (sc.BAGGAGE_PATH, joined.path),
+            (sc.BAGGAGE_WRITER_ID, joined.writer_id),
+        )
+    for key, value in pairs:
+        if value is not None:
+            context = baggage.set_baggage(key, value, context)
     return context
 
 
@@ -200,7 +215,9 @@ def inject(
     context only, no baggage at all (the application's own baggage included). ``setter``: how
     a key goes into the carrier (OpenTelemetry's ``Setter``; default: as the key is).
     """
-    context = identity_baggage() if baggage_allowed(destination) else baggage.clear()
+    context = carried_context()
+    if not baggage_allowed(destination):
+        context = baggage.clear(context)
     propagate.inject(carrier, context=context, setter=setter)
 
 
