@@ -21,6 +21,7 @@ from agenttrace.model.reentry import (
     UnanswerableToolCall,
     Verdict,
 )
+from agenttrace.sdk.process_pool import ProcessPoolExecutor
 from agenttrace.sdk.setup import (
     Tracing,
     force_flush,
@@ -33,6 +34,7 @@ from agenttrace.sdk.setup import (
 from agenttrace.session.restore import load_session, resume
 from agenttrace.session.state import AgentRecord, Session, current_session, new_session, use_session
 from agenttrace.tracing.decorators import Handle, agent, llm, run, tool, turn
+from agenttrace.tracing.env_carrier import subprocess_env
 from agenttrace.tracing.instrument import (
     instrument_agent,
     instrument_tool,
@@ -43,6 +45,7 @@ from agenttrace.tracing.journal.steps import idempotency_key
 from agenttrace.tracing.logs import log, thinking
 from agenttrace.tracing.propagation import ContextThreadPoolExecutor, bind_context
 from agenttrace.tracing.transcripts import agent_class, hears, piece_of_text
+from agenttrace.tracing.travel import extract, inject
 from agenttrace.views.viewer import SessionViewer
 
 __all__ = [
@@ -55,6 +58,7 @@ __all__ = [
     "LeaseError",
     "LeaseHeld",
     "LoggedString",
+    "ProcessPoolExecutor",
     "Session",
     "SessionFileError",
     "SessionViewer",
@@ -66,11 +70,13 @@ __all__ = [
     "agent_class",
     "bind_context",
     "current_session",
+    "extract",
     "force_flush",
     "format_label",
     "hears",
     "idempotency_key",
     "init",
+    "inject",
     "instrument_agent",
     "instrument_claude_agent_sdk",
     "instrument_smolagents",
@@ -85,6 +91,7 @@ __all__ = [
     "resume",
     "run",
     "shutdown",
+    "subprocess_env",
     "thinking",
     "tool",
     "turn",

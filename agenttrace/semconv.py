@@ -105,6 +105,8 @@ INGRESS_SOURCE: Final = "agenttrace.ingress.source"
 INGRESS_PREFIX: Final = "agenttrace.ingress."
 """Ingress details are flattened below this prefix, e.g. ``agenttrace.ingress.cli.pid``."""
 RESUMED_FROM: Final = "agenttrace.resumed_from"
+INGRESS_JOINED: Final = "joined"
+"""The ingress source of a root run started from a carrier (``agenttrace.tracing.travel``)."""
 REENTERS: Final = "agenttrace.reenters"
 """On a root run that re-enters an interrupted one: that run's origin txn id."""
 REPLAYED: Final = "agenttrace.replayed"
@@ -266,3 +268,13 @@ LEVELS: Final = ("VRB", "WRN", "ERR", "TRC", "THK", "FIN")
 """Log levels: verbose, warning, error, trace, thinking, final (docs/session-file.md)."""
 
 ERROR_CATEGORIES: Final = ("auth", "quota", "network", "model", "timeout", "invalid")
+
+# --- baggage: agenttrace's identity carried to another process (agenttrace.tracing.travel) ------
+BAGGAGE_SESSION_ID: Final = "agenttrace.session.id"
+BAGGAGE_TXN_ID: Final = "agenttrace.txn.id"
+"""The txn id of the run the handing-over scope belongs to."""
+BAGGAGE_TXN_ORIGIN: Final = "agenttrace.txn.origin"
+BAGGAGE_PATH: Final = "agenttrace.path"
+"""The handing-over scope's path label."""
+BAGGAGE_WRITER_ID: Final = "agenttrace.writer.id"
+"""The process (writer) that handed the work over."""

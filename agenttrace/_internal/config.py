@@ -145,6 +145,9 @@ class Settings:
     trusted_mcp_servers: frozenset[str] = frozenset()
     """MCP servers whose tool annotations (``readOnlyHint``, ``idempotentHint``) are believed
     as effect classes (``AGENTTRACE_TRUSTED_MCP_SERVERS=calculator,files``)."""
+    baggage_hosts: frozenset[str] = frozenset()
+    """Hosts, besides loopback, that agenttrace's baggage (session id, op, writer) may be sent
+    to (``AGENTTRACE_BAGGAGE_HOSTS=api.internal,10.0.0.7``): the user's own."""
 
     @classmethod
     def resolve(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -177,6 +180,7 @@ class Settings:
             "journal": _flag(env, "AGENTTRACE_JOURNAL", True),
             "tool_effects": _tool_effects(env.get("AGENTTRACE_TOOL_EFFECTS")),
             "trusted_mcp_servers": _names(env.get("AGENTTRACE_TRUSTED_MCP_SERVERS")),
+            "baggage_hosts": _names(env.get("AGENTTRACE_BAGGAGE_HOSTS")),
         }
         for key, value in overrides.items():
             if key not in values:
@@ -185,6 +189,7 @@ class Settings:
                 values[key] = value
         values["tool_effects"] = checked_effects(values["tool_effects"])
         values["trusted_mcp_servers"] = checked_names(values["trusted_mcp_servers"])
+        values["baggage_hosts"] = checked_hosts(values["baggage_hosts"])
         values["sessions_dir"] = Path(str(values["sessions_dir"])).expanduser()
         values["billing_file"] = Path(str(values["billing_file"])).expanduser()
         timeout = values["shutdown_timeout"]
@@ -231,6 +236,15 @@ def checked_names(names: object) -> frozenset[str]:
     if (not found and names) or not all(isinstance(name, str) for name in found):
         raise TypeError(f"trusted_mcp_servers must be server names, not {names!r}")
     return frozenset(found)
+
+
+def checked_hosts(hosts: object) -> frozenset[str]:
+    """``init(baggage_hosts=...)``: host names (a list, a set), not one string; kept lower
+    case, as URLs name hosts."""
+    found = () if isinstance(hosts, str) else tuple(hosts) if isinstance(hosts, Iterable) else ()
+    if (not found and hosts) or not all(isinstance(host, str) and host for host in found):
+        raise TypeError(f"baggage_hosts must be host names, not {hosts!r}")
+    return frozenset(host.lower().rstrip(".") for host in found)
 
 
 def checked_effects(effects: object) -> dict[str, str]:

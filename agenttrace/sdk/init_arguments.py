@@ -23,7 +23,12 @@ from agenttrace._internal.checks import (
     check_text,
     refuse,
 )
-from agenttrace._internal.config import CONSOLE_MODES, checked_effects, checked_names
+from agenttrace._internal.config import (
+    CONSOLE_MODES,
+    checked_effects,
+    checked_hosts,
+    checked_names,
+)
 
 API = "agenttrace.init"
 
@@ -72,6 +77,7 @@ def check_init_arguments(
     tool_effects: Mapping[str, str] | None,
     trusted_mcp_servers: Iterable[str] | None,
     flags: Mapping[str, bool | None],
+    baggage_hosts: Iterable[str] | None = None,
 ) -> list[str]:
     """Refuse a wrong argument of ``init``; returns ``instrument`` as a list of names."""
     check_text(API, "service_name", service_name)
@@ -96,6 +102,8 @@ def check_init_arguments(
         checked_effects(tool_effects)
     if trusted_mcp_servers is not None:
         checked_names(trusted_mcp_servers)
+    if baggage_hosts is not None:
+        checked_hosts(baggage_hosts)
     return _library_names(instrument)
 
 

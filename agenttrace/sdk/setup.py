@@ -44,6 +44,7 @@ from agenttrace.sdk.instrumentors import library_module, library_name, start_ins
 from agenttrace.sdk.metrics import MetricsSink
 from agenttrace.sdk.processor import AgentTraceProcessor
 from agenttrace.session.leases import release_all as release_leases
+from agenttrace.tracing.env_carrier import join_from_environment
 from agenttrace.tracing.implicit import end_runs
 
 logger = logging.getLogger("agenttrace")
@@ -199,6 +200,7 @@ def init(
     journal: bool | None = None,
     tool_effects: Mapping[str, str] | None = None,
     trusted_mcp_servers: Iterable[str] | None = None,
+    baggage_hosts: Iterable[str] | None = None,
 ) -> Tracing:
     """Start tracing agent code; returns a handle whose ``shutdown()`` undoes it.
 
@@ -233,7 +235,12 @@ def init(
     (``{"web_search": "read"}``), over what the tool itself declares; ``trusted_mcp_servers``:
     the MCP servers whose tool annotations are believed (docs/how-to/effects.md, "Effect classes
     of framework
-    tools").
+    tools"). ``baggage_hosts``: hosts besides loopback that agenttrace's baggage (session id,
+    op, writer) may be sent to (docs/how-to/cross-process.md).
+
+    A process started with ``TRACEPARENT`` (and ``BAGGAGE``) in its environment, as
+    ``agenttrace.subprocess_env()`` makes it, joins the trace and session of the op that
+    started it: its root agent runs start under that op's span.
 
     Calling ``init`` again while tracing is on returns the same handle and changes nothing but
     the libraries ``instrument`` adds. A wrong argument, on any call, is a ``TypeError`` or
@@ -255,6 +262,7 @@ def init(
         instrument=instrument,
         tool_effects=tool_effects,
         trusted_mcp_servers=trusted_mcp_servers,
+        baggage_hosts=baggage_hosts,
         flags={
             "capture_content": capture_content,
             "redacted_save": redacted_save,
@@ -295,6 +303,7 @@ def init(
             journal=journal,
             tool_effects=tool_effects,
             trusted_mcp_servers=trusted_mcp_servers,
+            baggage_hosts=baggage_hosts,
         )
         runtime.settings = settings
         runtime.disabled = settings.disabled
@@ -319,6 +328,7 @@ def init(
             instrument_anthropic,
             instrument_pydantic_ai,
         )
+        handle._undo.append(join_from_environment())
         atexit.register(handle.shutdown)
         _active = handle
         return handle

@@ -608,6 +608,12 @@ def current_session() -> Session:
     return _default
 
 
+def session_if_any() -> Session | None:
+    """The session :func:`current_session` would return, or ``None`` if it would start one."""
+    session = _current.get()
+    return session if session is not None else _default
+
+
 def use_session(session: Session | None) -> None:
     """Make ``session`` the current one for the rest of the process (``None``: a new one later)."""
     if session is not None and not isinstance(session, Session):

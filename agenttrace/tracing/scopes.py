@@ -62,6 +62,7 @@ from agenttrace.tracing.op_attributes import (
 from agenttrace.tracing.outbound import outbound_attributes, outbound_text, outbound_value
 from agenttrace.tracing.recording import emit_inference_details, record_canonical_event
 from agenttrace.tracing.runs import Run, new_root_run, run_ended, run_started
+from agenttrace.tracing.travel import joined_parent
 
 Scope = Union["SessionScope", "TurnScope", "OpScope"]
 
@@ -568,8 +569,9 @@ def start_session(
     _add_session_attributes(attributes, scope, model, implicit)
     if parent is None and run.reentry is not None:  # at its start: its tree node says so too
         attributes[sc.REENTERS] = run.journal_run
-    # A hosting op agenttrace opened itself is not current in the context: parent explicitly.
-    parent_span = host_op.span if host_op is not None else None
+    # A hosting op agenttrace opened itself is not current in the context: parent explicitly;
+    # so is the remote op a root run joined with no span of its process around it.
+    parent_span = host_op.span if host_op is not None else place.remote_parent
     _start(
         scope,
         sc.KIND_SESSION,
@@ -600,6 +602,7 @@ class _Place(NamedTuple):
     call_path: str
     attributes: dict[str, AttributeValue]
     links: list[Link]
+    remote_parent: Span | None = None
 
 
 def _root_place(
@@ -611,6 +614,15 @@ def _root_place(
     """A root run's place: a new run of the current session, linked to its last one."""
     session = current_session()
     run = new_root_run(session, name, arguments, implicit)
+    joined = joined_parent()
+    remote_parent: Span | None = None
+    if joined is not None:  # started from a carrier: says which session, op and writer
+        ingress = {
+            **(ingress if ingress is not None else default_ingress(sc.INGRESS_JOINED)),
+            "joined": joined.ingress(),
+        }
+        if not trace.get_current_span().get_span_context().is_valid:
+            remote_parent = trace.NonRecordingSpan(joined.span_context)
     attributes = _flatten_ingress(ingress if ingress is not None else default_ingress())
     links: list[Link] = []
     previous = session.previous_trace
@@ -618,7 +630,18 @@ def _root_place(
         links.append(Link(SpanContext(previous[0], previous[1], is_remote=True)))
         if session.resumed_from is not None:
             attributes[sc.RESUMED_FROM] = format(previous[0], "032x")
-    return _Place(run, run.origin_txn_id, None, (), format_label(()), "", name, attributes, links)
+    return _Place(
+        run,
+        run.origin_txn_id,
+        None,
+        (),
+        format_label(()),
+        "",
+        name,
+        attributes,
+        links,
+        remote_parent,
+    )
 
 
 def _child_place(parent: OpScope, name: str, ingress: Mapping[str, Any] | None) -> _Place:
@@ -1120,10 +1143,11 @@ def record_exception(span: Span, error: BaseException, when_ns: int) -> SpanEven
 # --- ingress ---------------------------------------------------------------------------------
 
 
-def default_ingress() -> dict[str, Any]:
-    """The ingress block (docs/session-file.md) of a run started from Python: source ``cli``."""
+def default_ingress(source: str = "cli") -> dict[str, Any]:
+    """The ingress block (docs/session-file.md) of a run started from Python: source ``cli``
+    (``joined``: started from a carrier, with the process's details all the same)."""
     return {
-        "source": "cli",
+        "source": source,
         "cli": {"pid": os.getpid(), "argv0": sys.argv[0] if sys.argv else "", "cwd": _cwd()},
     }
 
