@@ -14,6 +14,10 @@ os.environ["AGENTTRACE_RAISE_INTERNAL_ERRORS"] = "1"
 for _name in list(os.environ):
     if _name.startswith(("AGENTTRACE_", "OTEL_")) and _name != "AGENTTRACE_RAISE_INTERNAL_ERRORS":
         del os.environ[_name]
+# A suite started by a traced process (a CI step under a tracer) would join its trace: init()
+# reads these (docs/how-to/cross-process.md); the tests that want them set them themselves.
+for _name in ("TRACEPARENT", "TRACESTATE", "BAGGAGE"):
+    os.environ.pop(_name, None)
 
 import io
 from collections.abc import Iterator
