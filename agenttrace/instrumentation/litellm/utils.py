@@ -122,7 +122,25 @@ def cost_from_tokens(litellm: Any, model: str, usage: Usage | None) -> float | N
             completion_tokens=completion,
             cache_read_input_tokens=usage.cache_read,
             cache_creation_input_tokens=usage.cache_write,
+            usage_object=_with_reasoning(prompt, completion, usage),
         )
     except Exception:  # a model without a price in litellm's map
         return None
     return float(prompt_cost + completion_cost)
+
+
+def _with_reasoning(prompt: int, completion: int, usage: Usage) -> Any:
+    """litellm's usage for a call with reasoning tokens (None without): only a usage object
+    carries them to ``cost_per_token``, which bills them at a model's reasoning rate."""
+    if not usage.reasoning:
+        return None
+    from litellm.types.utils import Usage as LitellmUsage  # loaded with litellm: no import cost
+
+    return LitellmUsage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=prompt + completion,
+        reasoning_tokens=usage.reasoning,
+        cache_read_input_tokens=usage.cache_read,
+        cache_creation_input_tokens=usage.cache_write,
+    )

@@ -1,0 +1,87 @@
+"""The OpenAI and Anthropic SDK paths price a call from litellm's price map without importing
+litellm (issue 34 item 1): the same cost ``litellm.cost_per_token`` gives for the same usage,
+and a program that never imports litellm still gets it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import litellm
+import pytest
+from litellm.types.utils import Usage as LitellmUsage
+
+from agenttrace._internal import price_table
+from agenttrace.instrumentation.litellm.utils import cost_from_tokens
+from agenttrace.model.outcome import Usage
+
+# (model as the SDK paths name it, input incl. cache, output incl. reasoning, read, write,
+# reasoning)
+CASES = [
+    ("gpt-4o", 1200, 300, 0, 0, 0),
+    ("gpt-4o-mini", 5000, 800, 4096, 0, 0),
+    ("o3-mini", 900, 4000, 256, 0, 3500),
+    ("claude-sonnet-4-5-20250929", 6000, 500, 3000, 1500, 0),
+    ("claude-sonnet-4-5-20250929", 250_000, 900, 20_000, 10_000, 0),  # above 200k: its rates
+    ("azure/gpt-4o", 3000, 120, 1024, 0, 0),
+    ("openrouter/openai/gpt-4o-mini", 700, 90, 0, 0, 0),
+    ("deepseek/deepseek-chat", 2000, 400, 1500, 0, 0),
+    ("dashscope/qwen-turbo", 400, 900, 0, 0, 600),  # a reasoning rate of its own
+]
+
+
+def litellm_cost(model: str, inp: int, out: int, read: int, write: int, reasoning: int) -> float:
+    usage = LitellmUsage(
+        prompt_tokens=inp,
+        completion_tokens=out,
+        total_tokens=inp + out,
+        reasoning_tokens=reasoning or None,
+        cache_read_input_tokens=read,
+        cache_creation_input_tokens=write,
+    )
+    prompt, completion = litellm.cost_per_token(
+        model=model,
+        prompt_tokens=inp,
+        completion_tokens=out,
+        cache_read_input_tokens=read,
+        cache_creation_input_tokens=write,
+        usage_object=usage,
+    )
+    return float(prompt + completion)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}")
+def test_the_table_prices_as_litellm_does(case: tuple[str, int, int, int, int, int]) -> None:
+    expected = litellm_cost(*case)
+    assert expected > 0
+    assert price_table.cost(*case) == pytest.approx(expected, rel=1e-12)
+    # The litellm path (litellm loaded) prices the same usage the same.
+    model, inp, out, read, write, reasoning = case
+    usage = Usage(inp, out, read, write, reasoning)
+    assert cost_from_tokens(litellm, model, usage) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_model_the_map_does_not_price_has_no_cost() -> None:
+    assert price_table.cost("no-such-model-xyz", 10, 10) is None
+    assert price_table.cost("openai/no-such-model-xyz", 10, 10) is None
+
+
+def test_without_litellm_installed_there_is_no_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A None entry in sys.modules is how Python says a module cannot be imported.
+    monkeypatch.setitem(sys.modules, "litellm", None)
+    assert price_table.locate() is None
+
+
+def test_a_file_that_is_not_a_price_map_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / price_table.FILE_NAME
+    path.write_text("[1, 2]")
+    assert price_table.read(path) is None
+    path.write_text("{not json")
+    assert price_table.read(path) is None
+    path.write_text(json.dumps({"m": {"input_cost_per_token": 1e-6}, "note": "text"}))
+    assert price_table.read(path) == {"m": {"input_cost_per_token": 1e-6}}
+    monkeypatch.setattr(price_table, "MAX_BYTES", 10)
+    assert price_table.read(path) is None
