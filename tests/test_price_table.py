@@ -5,6 +5,7 @@ and a program that never imports litellm still gets it."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,8 +14,11 @@ import pytest
 from litellm.types.utils import Usage as LitellmUsage
 
 from agenttrace._internal import price_table
-from agenttrace.instrumentation.litellm.utils import cost_from_tokens
+from agenttrace.instrumentation.litellm.utils import cost_from_tokens, price
 from agenttrace.model.outcome import Usage
+
+from .helpers import ROOT, child_env
+from .llm_server import LLMServer, Reply
 
 # (model as the SDK paths name it, input incl. cache, output incl. reasoning, read, write,
 # reasoning)
@@ -67,6 +71,34 @@ def test_a_model_the_map_does_not_price_has_no_cost() -> None:
     assert price_table.cost("openai/no-such-model-xyz", 10, 10) is None
 
 
+def test_without_litellm_loaded_the_sdk_price_is_the_table_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    usage = Usage(1200, 300, 1024, 0, 0)
+    with_litellm = price("gpt-4o", usage)
+    monkeypatch.delitem(sys.modules, "litellm")
+    assert price("gpt-4o", usage) == pytest.approx(with_litellm, rel=1e-12)
+    assert price("gpt-4o", Usage(None, 3)) is None  # no counts, no price
+
+
+def test_litellm_s_registered_prices_win_when_litellm_is_loaded() -> None:
+    """A price the program registered with litellm is litellm's, not the bundled map's."""
+    litellm.register_model(
+        {
+            "agenttrace-test-model": {
+                "input_cost_per_token": 1.0,
+                "output_cost_per_token": 2.0,
+                "litellm_provider": "openai",
+            }
+        }
+    )
+    try:
+        assert price("agenttrace-test-model", Usage(3, 4)) == pytest.approx(11.0)
+        assert price_table.cost("agenttrace-test-model", 3, 4) is None
+    finally:
+        litellm.model_cost.pop("agenttrace-test-model", None)
+
+
 def test_without_litellm_installed_there_is_no_table(monkeypatch: pytest.MonkeyPatch) -> None:
     # A None entry in sys.modules is how Python says a module cannot be imported.
     monkeypatch.setitem(sys.modules, "litellm", None)
@@ -85,3 +117,23 @@ def test_a_file_that_is_not_a_price_map_is_not_read(
     assert price_table.read(path) == {"m": {"input_cost_per_token": 1e-6}}
     monkeypatch.setattr(price_table, "MAX_BYTES", 10)
     assert price_table.read(path) is None
+
+
+def test_an_openai_sdk_program_gets_a_cost_without_importing_litellm(llm: LLMServer) -> None:
+    usage = {"prompt_tokens": 1000, "completion_tokens": 50, "total_tokens": 1050}
+    llm.reset(Reply(content="Hello", usage=usage))
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.sdk_price_child", llm.api_base],
+        cwd=ROOT,
+        env=child_env(PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["litellm_imported"] is False
+    expected = litellm_cost("gpt-4o-mini", 1000, 50, 0, 0, 0)
+    assert out["cost"] == pytest.approx(expected)
+    (entry,) = out["ledger"]
+    assert entry["costUsd"] == pytest.approx(expected, abs=1e-9)  # the ledger's amount too
