@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -63,8 +64,10 @@ def read(path: Path) -> dict[str, Mapping[str, Any]] | None:
     """The price map at ``path``: model name to its entry (entries that are not objects are
     left out), or None if the file is too big, not JSON, or not an object of objects."""
     with path.open("rb") as file:
-        data = file.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
+        size = os.fstat(file.fileno()).st_size
+        # read(n) allocates n bytes up front: ask for the file's size, not the bound
+        data = file.read(size + 1) if size <= MAX_BYTES else b""
+    if size > MAX_BYTES or len(data) > MAX_BYTES:
         logger.warning("agenttrace: %s is over %d bytes; not read as a price map", path, MAX_BYTES)
         return None
     try:
