@@ -32,6 +32,8 @@ CASES = [
     ("openrouter/openai/gpt-4o-mini", 700, 90, 0, 0, 0),
     ("deepseek/deepseek-chat", 2000, 400, 1500, 0, 0),
     ("dashscope/qwen-turbo", 400, 900, 0, 0, 600),  # a reasoning rate of its own
+    ("fireworks_ai/accounts/fireworks/models/deepseek-v3", 1000, 200, 300, 0, 0),  # read: half
+    ("xai/grok-4.20-0309-reasoning", 200_000, 100, 0, 0, 0),  # xAI: from 200k on, higher
 ]
 
 

@@ -40,6 +40,10 @@ _UNMODELLED = ("tiered_pricing", "off_peak_pricing")
 _INCLUSIVE_PROVIDERS = frozenset({"xai"})
 """Providers whose higher rate starts at the threshold itself (litellm's rule)."""
 
+_FIREWORKS_CACHE_READ_RATIO = 0.5
+"""Fireworks bills a cache read at half the input rate when the map gives no cache rate
+(litellm's ``FIREWORKS_AI_DEFAULT_CACHE_READ_RATE_RATIO``)."""
+
 _lock = threading.Lock()
 _table: dict[str, Mapping[str, Any]] | None = None
 _loaded = False
@@ -127,7 +131,7 @@ def cost(
     found = entry(model)
     if found is None or any(key in found for key in _UNMODELLED):
         return None
-    rates = _rates(found, input, model.split("/", 1)[0] in _INCLUSIVE_PROVIDERS)
+    rates = _rates(found, input, model.split("/", 1)[0] if "/" in model else "")
     if rates is None:
         return None
     input_rate, output_rate, read_rate, write_rate = rates
@@ -142,17 +146,20 @@ def cost(
 
 
 def _rates(
-    found: Mapping[str, Any], prompt_tokens: int, inclusive: bool
+    found: Mapping[str, Any], prompt_tokens: int, provider: str
 ) -> tuple[float, float, float, float] | None:
-    """The input, output, cache-read and cache-write rates for a prompt of ``prompt_tokens``:
-    the highest threshold the prompt passes sets every rate it names (litellm's rule), and an
-    absent cache rate is the input rate."""
+    """The input, output, cache-read and cache-write rates for a prompt of ``prompt_tokens``
+    to ``provider``: the highest threshold the prompt passes sets every rate it names
+    (litellm's rule), and an absent cache rate is the input rate."""
     input_rate = _rate(found, "input_cost_per_token")
     if input_rate is None:
         return None  # priced per character, second or image: not from token counts
     output_rate = _rate(found, "output_cost_per_token") or 0.0
     read_rate = _rate(found, "cache_read_input_token_cost")
+    if read_rate is None and provider == "fireworks_ai":
+        read_rate = input_rate * _FIREWORKS_CACHE_READ_RATIO
     write_rate = _rate(found, "cache_creation_input_token_cost")
+    inclusive = provider in _INCLUSIVE_PROVIDERS
     thresholds: list[tuple[float, str]] = []
     for key in found:
         if key.startswith("input_cost_per_token_above_") and not key.endswith(_TIER_SUFFIXES):
