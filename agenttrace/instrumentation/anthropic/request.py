@@ -7,13 +7,13 @@ been given for the same conversation (:func:`chat_messages`), and a ``Message`` 
 litellm makes of it (:func:`chat_view`: text, ``tool_use`` blocks as tool calls, thinking
 blocks as reasoning without their signatures, the stop reason, Anthropic's usage as it came).
 The provider is read from the client's class (Bedrock, Vertex) and the price comes from
-litellm's price map when litellm is loaded.
+litellm's price map (through litellm when it is loaded, else from the installed litellm's map
+file, without importing litellm).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,7 +21,7 @@ from agenttrace import semconv as sc
 from agenttrace._internal.redact import remember_secret
 from agenttrace.instrumentation.base import PatchState
 from agenttrace.instrumentation.litellm.attempt import Request
-from agenttrace.instrumentation.litellm.utils import cost_from_tokens
+from agenttrace.instrumentation.litellm.utils import price as price_of
 from agenttrace.model.outcome import Usage
 from agenttrace.tracing.llm_attributes import (
     field,
@@ -68,10 +68,10 @@ def describe(client: Any, kwargs: Mapping[str, Any]) -> Request:
 
 
 def price(priced_as: str, usage: Usage | None) -> float | None:
-    """The price of ``usage`` from litellm's map, if litellm is loaded (it is not imported
-    for this: importing it takes seconds)."""
-    litellm = sys.modules.get("litellm")
-    return cost_from_tokens(litellm, priced_as, usage) if litellm is not None else None
+    """The price of ``usage`` from litellm's price map: litellm's own when litellm is loaded,
+    else read from the installed litellm's map file without importing it (which takes
+    seconds); None when litellm is not installed."""
+    return price_of(priced_as, usage)
 
 
 # --- requests -----------------------------------------------------------------------------------

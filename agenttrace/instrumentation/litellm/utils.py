@@ -4,7 +4,8 @@
   type and the names of litellm's settings that hold credentials;
 - provider and model names of a call, as the spans report them;
 - the secrets a call passes to litellm, remembered so they are never recorded;
-- the price of a call from its tokens, and whether a result is a stream or a call orchestrates
+- the price of a call from its tokens (litellm's, or its price map's when litellm is not
+  loaded), and whether a result is a stream or a call orchestrates
   fallbacks.
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agenttrace import semconv as sc
+from agenttrace._internal import price_table
 from agenttrace._internal.redact import is_secret_key, remember_secret
 from agenttrace.instrumentation.base import PatchState
 from agenttrace.model.outcome import Usage
@@ -122,7 +124,40 @@ def cost_from_tokens(litellm: Any, model: str, usage: Usage | None) -> float | N
             completion_tokens=completion,
             cache_read_input_tokens=usage.cache_read,
             cache_creation_input_tokens=usage.cache_write,
+            usage_object=_with_reasoning(prompt, completion, usage),
         )
     except Exception:  # a model without a price in litellm's map
         return None
     return float(prompt_cost + completion_cost)
+
+
+def _with_reasoning(prompt: int, completion: int, usage: Usage) -> Any:
+    """litellm's usage for a call with reasoning tokens (None without): only a usage object
+    carries them to ``cost_per_token``, which bills them at a model's reasoning rate."""
+    if not usage.reasoning:
+        return None
+    from litellm.types.utils import Usage as LitellmUsage  # loaded with litellm: no import cost
+
+    return LitellmUsage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=prompt + completion,
+        reasoning_tokens=usage.reasoning,
+        cache_read_input_tokens=usage.cache_read,
+        cache_creation_input_tokens=usage.cache_write,
+    )
+
+
+def price(model: str, usage: Usage | None) -> float | None:
+    """The price of a direct SDK call's ``usage``: litellm's when litellm is loaded (it knows
+    the prices a program registered with ``litellm.register_model``), else the same price from
+    the installed litellm's price map, read without importing litellm (that takes seconds).
+    None without litellm installed, without the counts, or for a model the map does not price."""
+    litellm = sys.modules.get("litellm")
+    if litellm is not None:
+        return cost_from_tokens(litellm, model, usage)
+    if usage is None or not isinstance(usage.input, int) or not isinstance(usage.output, int):
+        return None
+    return price_table.cost(
+        model, usage.input, usage.output, usage.cache_read, usage.cache_write, usage.reasoning
+    )

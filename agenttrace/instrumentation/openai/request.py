@@ -3,14 +3,13 @@
 The model is the request's; the provider is read from the client: its class (Azure) or the host
 of its base URL (api.openai.com, OpenRouter, DeepSeek, ...), or Ollama's port. Any other host
 speaks the OpenAI API (vLLM, a local server): its provider is ``openai``, as litellm reports an
-``openai/`` model sent to a custom ``api_base``. The price comes from litellm's price map when
-litellm is loaded (the same table the litellm path prices with), for the model as that map
-names it.
+``openai/`` model sent to a custom ``api_base``. The price comes from litellm's price map (the
+same table the litellm path prices with), for the model as that map names it: through litellm
+when it is loaded, else from the installed litellm's map file, without importing litellm.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +17,7 @@ from agenttrace import semconv as sc
 from agenttrace._internal.redact import remember_secret
 from agenttrace.instrumentation.base import PatchState
 from agenttrace.instrumentation.litellm.attempt import Request
-from agenttrace.instrumentation.litellm.utils import cost_from_tokens
+from agenttrace.instrumentation.litellm.utils import price as price_of
 from agenttrace.model.outcome import Usage
 from agenttrace.tracing.llm_attributes import provider_name, request_attributes, request_outcome
 
@@ -92,7 +91,7 @@ def describe(client: Any, kwargs: Mapping[str, Any]) -> Request:
 
 
 def price(priced_as: str, usage: Usage | None) -> float | None:
-    """The price of ``usage`` from litellm's map, if litellm is loaded (it is not imported
-    for this: importing it takes seconds)."""
-    litellm = sys.modules.get("litellm")
-    return cost_from_tokens(litellm, priced_as, usage) if litellm is not None else None
+    """The price of ``usage`` from litellm's price map: litellm's own when litellm is loaded,
+    else read from the installed litellm's map file without importing it (which takes
+    seconds); None when litellm is not installed."""
+    return price_of(priced_as, usage)
