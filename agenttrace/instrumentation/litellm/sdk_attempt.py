@@ -92,7 +92,7 @@ def traced_call(
             if recorded is not None:
                 result = replayed(api, recorded, attempt, instance, False, wrapped, kwargs)
             elif raw_kind(kwargs) is not None:  # with_raw_response, with_streaming_response
-                finish = functools.partial(_finish_raw, api.finish)
+                finish = functools.partial(_finish_raw, api)
                 result = run_attempt(parsing(wrapped), args, kwargs, attempt, finish)
             else:
                 result = run_attempt(wrapped, args, kwargs, attempt, api.finish)
@@ -120,7 +120,7 @@ async def atraced_call(
             if recorded is not None:
                 result = replayed(api, recorded, attempt, instance, True, wrapped, kwargs)
             elif raw_kind(kwargs) is not None:
-                finish = functools.partial(_finish_raw, api.finish)
+                finish = functools.partial(_finish_raw, api)
                 result = await arun_attempt(aparsing(wrapped), args, kwargs, attempt, finish)
             else:
                 result = await arun_attempt(wrapped, args, kwargs, attempt, api.finish)
@@ -178,8 +178,8 @@ def replayed(
     return result
 
 
-def _finish_raw(finish: Callable[[Any, Attempt], Any], raw: Any, attempt: Attempt) -> Any:
-    return finish_raw(raw, attempt, finish)
+def _finish_raw(api: SDKCalls, raw: Any, attempt: Attempt) -> Any:
+    return finish_raw(raw, attempt, api.finish, api.where)
 
 
 def parse_of(wrapped: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:

@@ -28,6 +28,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from agenttrace._internal.errors import report_internal_error
 from agenttrace.instrumentation.litellm.attempt import Attempt
 
 RAW_HEADER = "X-Stainless-Raw-Response"
@@ -50,7 +51,9 @@ def parsing(wrapped: Callable[..., Any]) -> Callable[..., Any]:
 
     def send(*args: Any, **kwargs: Any) -> Any:
         raw = wrapped(*args, **kwargs)
-        raw.parse()
+        parse = getattr(raw, "parse", None)
+        if callable(parse):  # else a response object of another shape: finish_raw reports it
+            parse()
         return raw
 
     return send
@@ -62,7 +65,8 @@ def aparsing(wrapped: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[
 
     async def send(*args: Any, **kwargs: Any) -> Any:
         raw = await wrapped(*args, **kwargs)
-        parsed = raw.parse()
+        parse = getattr(raw, "parse", None)
+        parsed = parse() if callable(parse) else None
         if inspect.isawaitable(parsed):
             await parsed
         return raw
@@ -70,12 +74,22 @@ def aparsing(wrapped: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[
     return send
 
 
-def finish_raw(raw: Any, attempt: Attempt, finish: Callable[[Any, Attempt], Any]) -> Any:
+def finish_raw(
+    raw: Any, attempt: Attempt, finish: Callable[[Any, Attempt], Any], where: str
+) -> Any:
     """End ``attempt`` with the reply ``raw`` holds (parsed by :func:`parsing`); ``raw``, whose
     ``.parse()`` now gives what ``finish`` made of it (the reply, or a stream behind its
-    proxy)."""
-    cache = raw._parsed_by_type
-    parsed = cache[raw._cast_to] if raw._cast_to in cache else raw.parse()
+    proxy). A response object of another shape is a failure of ours, reported under
+    ``where``: its attempt ends with no reply (nothing journaled), and the caller gets it."""
+    try:
+        cache = raw._parsed_by_type
+        parsed = cache[raw._cast_to]
+    except Exception as exc:
+        try:
+            report_internal_error(where, exc)
+        finally:  # ends the span even when the test suite re-raises the report
+            attempt.succeed(dict)
+        return raw
     ended = finish(parsed, attempt)
     if ended is not parsed:
         cache[raw._cast_to] = ended  # the SDK's cache: what .parse() returns
