@@ -132,11 +132,17 @@ def test_a_streamed_streaming_response_s_lines_are_the_caller_s(
     traced: Traced, llm: LLMServer
 ) -> None:
     """A caller who reads the server-sent events themselves gets every line: the stream made
-    for ``.parse()`` reads nothing until it is iterated."""
+    for ``.parse()`` reads nothing until it is iterated; its span ends, with no reply, when the
+    response is dropped."""
     with client(llm).chat.completions.with_streaming_response.create(
         model="gpt-4o-mini", messages=HI, stream=True
     ) as response:
         lines = [line for line in response.iter_lines() if line.startswith("data: {")]
+    assert llm_spans(traced) == []
+    del response
+    (span,) = llm_spans(traced)
+    assert attrs(span)[sc.STREAM_ABANDONED] is True
+    assert sc.GEN_AI_USAGE_OUTPUT_TOKENS not in attrs(span)
     said = "".join(
         c["choices"][0]["delta"].get("content") or ""
         for c in (json.loads(line[len("data: ") :]) for line in lines)
