@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+import pydantic
 import pytest
 from openai._legacy_response import LegacyAPIResponse
 from openai._response import APIResponse, AsyncAPIResponse
@@ -251,3 +252,39 @@ def test_a_re_entered_raw_call_gets_the_accessor_s_response_sync_and_async(
     assert seen == first_types  # the SDK's own types, as the first time
     assert len([s for s in llm_spans(traced) if attrs(s).get(sc.REPLAYED)]) == 2
     assert [line["state"] for line in llm_lines(tmp_path)].count("replayed") == 2
+
+
+class Answer(pydantic.BaseModel):
+    city: str
+
+
+def test_raw_parse_calls_are_traced_and_parsed_again_on_re_entry(
+    traced: Traced, llm: LLMServer, tmp_path: Path
+) -> None:
+    """``responses.parse`` through ``with_raw_response`` and ``chat.completions.parse`` through
+    ``with_streaming_response``: the raw response's ``.parse()`` gives the SDK's parsed reply,
+    the first time and on re-entry."""
+
+    @agenttrace.agent("Parser")
+    def ask() -> list[Any]:
+        sdk = client(llm)
+        raw = sdk.responses.with_raw_response.parse(
+            model="gpt-4o-mini", input="hi", text_format=Answer
+        )
+        with sdk.chat.completions.with_streaming_response.parse(
+            model="gpt-4o-mini", messages=HI, response_format=Answer
+        ) as response:
+            later = response.parse()
+        parsed = raw.parse()
+        return [parsed.output_parsed, later.choices[0].message.parsed, type(parsed), type(later)]
+
+    llm.reset(Reply(content='{"city": "Paris"}'), Reply(content='{"city": "Rome"}'))
+    first = ask()
+    assert first[:2] == [Answer(city="Paris"), Answer(city="Rome")]
+    assert len(llm_spans(traced)) == 2
+    traced.handle.force_flush()
+    rearm(tmp_path)
+    llm.reset(Reply(content="not asked"))
+    assert ask() == first
+    assert llm.requests == []
+    assert len([s for s in llm_spans(traced) if attrs(s).get(sc.REPLAYED)]) == 2
