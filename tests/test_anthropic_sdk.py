@@ -482,14 +482,6 @@ def test_opentelemetry_instrument_traces_a_plain_anthropic_script(
     assert len(claude.message_requests()) == 1
 
 
-def test_a_raw_response_call_passes_through_untraced(
-    traced: Traced, claude: AnthropicServer
-) -> None:
-    raw = client(claude).messages.with_raw_response.create(model=MODEL, max_tokens=64, messages=HI)
-    assert raw.parse().content[0].text == "Hello!"
-    assert llm_spans(traced) == []
-
-
 def test_a_call_inside_an_llm_function_is_that_function_s_span(
     traced: Traced, claude: AnthropicServer
 ) -> None:

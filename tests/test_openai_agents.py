@@ -178,16 +178,8 @@ def test_the_journal_and_the_transcripts_come_from_the_run(traced: Traced, llm: 
     [
         pytest.param(responses_model, False, id="responses"),
         pytest.param(chat_model, True, id="chat-streamed"),
-        pytest.param(
-            responses_model,
-            True,
-            id="responses-streamed",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the Agents SDK streams Responses through with_streaming_response, "
-                "which the OpenAI SDK instrumentation passes through untraced",
-            ),
-        ),
+        # The Agents SDK streams Responses through with_streaming_response.
+        pytest.param(responses_model, True, id="responses-streamed"),
     ],
 )
 async def test_an_async_run_each_model_and_streamed(

@@ -8,8 +8,10 @@ what the response says, its reply logged to the agent's transcript and journaled
 OpenAI SDK's instrumentation does the same (:mod:`agenttrace.instrumentation.openai.chat`).
 ``messages.stream(...)`` sends its request itself when its manager is entered, not through
 ``create``: the manager's request is run as a streamed ``create`` call is. A call made while a
-litellm attempt runs, inside an ``@agenttrace.llm`` function or block, or asking for the raw
-HTTP response (``with_raw_response``, ``with_streaming_response``) passes through untraced.
+litellm attempt runs or inside an ``@agenttrace.llm`` function or block passes through
+untraced. A call asking for the raw HTTP response (``with_raw_response``,
+``with_streaming_response``) is traced as the plain one
+(:mod:`~agenttrace.instrumentation.litellm.sdk_raw`).
 """
 
 from __future__ import annotations
@@ -38,9 +40,6 @@ from agenttrace.instrumentation.litellm.sdk_attempt import (
     traced_call,
 )
 
-_RAW = "X-Stainless-Raw-Response"
-"""The header the SDK's ``with_raw_response``/``with_streaming_response`` add to the call."""
-
 _MANAGERS = (
     "_MessageStreamManager__api_request",
     "_AsyncMessageStreamManager__api_request",
@@ -54,11 +53,8 @@ sends when it is entered."""
 def _untraced(kwargs: dict[str, Any]) -> bool:
     """Whether a call passes through: as any SDK call does (:func:`passes_through`: tracing
     off, a litellm attempt's own request, a call inside an ``@agenttrace.llm`` function or
-    block), or a raw-response call."""
-    if passes_through(state.enabled):
-        return True
-    headers = kwargs.get("extra_headers")
-    return isinstance(headers, dict) and _RAW in headers
+    block)."""
+    return passes_through(state.enabled)
 
 
 def create_wrapper(
@@ -187,7 +183,9 @@ def _completed_attributes(attempt: Attempt, view: Any) -> dict[str, AttributeVal
     return attributes
 
 
-_MESSAGES = SDKCalls(WHERE, _untraced, describe, replayed_response, _finish)
+_MESSAGES = SDKCalls(
+    WHERE, _untraced, describe, replayed_response, _finish, "anthropic", "/v1/messages"
+)
 """What a ``messages`` call does its own way."""
 
 _BETA_MESSAGES = _MESSAGES._replace(replay=functools.partial(replayed_response, beta=True))

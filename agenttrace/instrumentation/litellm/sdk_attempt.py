@@ -6,11 +6,14 @@ re-request rule) and its attempt a ``chat {model}`` span opened as litellm's are
 (:func:`~.tracking.open_span`), answered from the journal in a re-entered run, else sent with
 the attempt current (the SDK's retries see it) and ended once with what the reply says. What
 differs, each API gives as an :class:`SDKCalls`: whether a call passes through, what it asks,
-how a reply (or the journal's) ends its attempt.
+how a reply (or the journal's) ends its attempt. A raw-response call (``with_raw_response``,
+``with_streaming_response``) is the same attempt, its response object parsed in it
+(:mod:`.sdk_raw`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -18,6 +21,13 @@ from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
 from agenttrace.instrumentation.litellm.attempt import Attempt, Request
+from agenttrace.instrumentation.litellm.sdk_raw import (
+    aparsing,
+    finish_raw,
+    parsing,
+    raw_kind,
+    replayed_raw,
+)
 from agenttrace.instrumentation.litellm.stream_proxy import ChunkProxy
 from agenttrace.instrumentation.litellm.tracking import (
     arun_attempt,
@@ -48,9 +58,11 @@ class SDKCalls(NamedTuple):
     for a ``parse`` call, the arguments its reply is parsed with (else None)."""
     finish: Callable[[Any, Attempt], Any]
     """End the attempt with the reply the SDK gave; what the caller gets."""
-    as_called: Callable[[Any, Any, bool, dict[str, Any]], Any] | None = None
-    """A replayed reply as the call asked for it (given the reply, the client, whether the
-    call is async and its arguments: OpenAI's raw responses), if that can differ."""
+    package: str
+    """The SDK's package (``openai``, ``anthropic``), whose raw responses' classes a re-entered
+    raw call gets (:mod:`.sdk_raw`)."""
+    path: str
+    """The endpoint the calls go to (a replayed raw response's URL)."""
 
 
 def passes_through(enabled: bool) -> bool:
@@ -79,6 +91,9 @@ def traced_call(
             recorded = recorded_step(attempt, kwargs)
             if recorded is not None:
                 result = replayed(api, recorded, attempt, instance, False, wrapped, kwargs)
+            elif raw_kind(kwargs) is not None:  # with_raw_response, with_streaming_response
+                finish = functools.partial(_finish_raw, api)
+                result = run_attempt(parsing(wrapped), args, kwargs, attempt, finish)
             else:
                 result = run_attempt(wrapped, args, kwargs, attempt, api.finish)
         raised = False
@@ -104,6 +119,9 @@ async def atraced_call(
             recorded = recorded_step(attempt, kwargs)
             if recorded is not None:
                 result = replayed(api, recorded, attempt, instance, True, wrapped, kwargs)
+            elif raw_kind(kwargs) is not None:
+                finish = functools.partial(_finish_raw, api)
+                result = await arun_attempt(aparsing(wrapped), args, kwargs, attempt, finish)
             else:
                 result = await arun_attempt(wrapped, args, kwargs, attempt, api.finish)
         raised = False
@@ -154,9 +172,14 @@ def replayed(
         raise
     if not isinstance(result, ChunkProxy):
         result = api.finish(result, attempt)
-    if api.as_called is not None:
-        result = api.as_called(result, client, is_async, kwargs)
+    kind = raw_kind(kwargs)
+    if kind is not None:  # the response object the raw call gets, over the reply
+        result = replayed_raw(api.package, kind, result, client, is_async, api.path)
     return result
+
+
+def _finish_raw(api: SDKCalls, raw: Any, attempt: Attempt) -> Any:
+    return finish_raw(raw, attempt, api.finish, api.where)
 
 
 def parse_of(wrapped: Any, kwargs: dict[str, Any]) -> dict[str, Any] | None:

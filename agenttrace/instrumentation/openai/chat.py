@@ -6,8 +6,9 @@ litellm's are (:func:`~agenttrace.instrumentation.litellm.tracking.open_span`), 
 what the response says, its reply logged to the agent's transcript and journaled. A call made
 while a litellm attempt runs is litellm's own request to the model: that attempt is its span,
 so it passes through (one span, never two), as does a call inside an ``@agenttrace.llm``
-function or block, whose span is the program's own record of it. A ``with_raw_response`` call
-is traced (:mod:`.raw`); a ``with_streaming_response`` one passes through untraced.
+function or block, whose span is the program's own record of it. A ``with_raw_response`` or
+``with_streaming_response`` call is traced as the plain one
+(:mod:`~agenttrace.instrumentation.litellm.sdk_raw`), but litellm's own raw calls (:mod:`.raw`).
 """
 
 from __future__ import annotations
@@ -31,12 +32,8 @@ from agenttrace.instrumentation.litellm.sdk_attempt import (
     passes_through,
     traced_call,
 )
-from agenttrace.instrumentation.openai.raw import (
-    finish_raw,
-    made_by_litellm,
-    raw_kind,
-    replayed_raw,
-)
+from agenttrace.instrumentation.litellm.sdk_raw import raw_kind
+from agenttrace.instrumentation.openai.raw import made_by_litellm
 from agenttrace.instrumentation.openai.replay import replayed_response
 from agenttrace.instrumentation.openai.request import WHERE, describe, price, state
 from agenttrace.instrumentation.openai.streaming import StreamProxy
@@ -45,12 +42,10 @@ from agenttrace.instrumentation.openai.streaming import StreamProxy
 def untraced(kwargs: dict[str, Any]) -> bool:
     """Whether a call passes through: as any SDK call does (:func:`passes_through`: tracing
     off, a litellm attempt's own request, a call inside an ``@agenttrace.llm`` function or
-    block), a ``with_streaming_response`` call, or litellm's raw call (:mod:`.raw`)."""
+    block), or litellm's raw call (:mod:`.raw`)."""
     if passes_through(state.enabled):
         return True
-    raw = raw_kind(kwargs)
-    # with_streaming_response leaves the body to the caller; litellm's raw calls are litellm's.
-    return raw is not None and (raw != "true" or made_by_litellm())
+    return raw_kind(kwargs) is not None and made_by_litellm()
 
 
 def create_wrapper(
@@ -68,20 +63,12 @@ async def acreate_wrapper(
     return await atraced_call(_CHAT, wrapped, instance, args, kwargs)
 
 
-def _as_raw(reply: Any, client: Any, is_async: bool, kwargs: dict[str, Any]) -> Any:
-    """A replayed reply as the raw response a ``with_raw_response`` call gets."""
-    return replayed_raw(reply, client, is_async) if raw_kind(kwargs) is not None else reply
-
-
 def _finish(result: Any, attempt: Attempt) -> Any:
     """End the attempt with ``result``; a stream gets a proxy that ends it later. The reply
     enters the agent's transcript first (its tool calls offered to the turn), then the span
     ends with what the response says. A failure of ours is reported, never raised."""
     from openai import AsyncStream, Stream
-    from openai._legacy_response import LegacyAPIResponse
 
-    if isinstance(result, LegacyAPIResponse):  # with_raw_response: the reply it holds
-        return finish_raw(result, attempt, _finish)
     completed = functools.partial(completed_attributes, attempt, result)
     try:
         # Another instrumentation inside ours may hand back its own wrapper of the SDK's
@@ -129,5 +116,7 @@ def completed_attributes(attempt: Attempt, result: Any) -> dict[str, AttributeVa
     return attributes
 
 
-_CHAT = SDKCalls(WHERE, untraced, describe, replayed_response, _finish, _as_raw)
+_CHAT = SDKCalls(
+    WHERE, untraced, describe, replayed_response, _finish, "openai", "/chat/completions"
+)
 """What a chat completions call does its own way."""

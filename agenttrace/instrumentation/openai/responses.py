@@ -8,7 +8,9 @@ function calls as tool calls, its reasoning summary, its usage in the chat shape
 request's ``instructions`` and ``input`` items as chat messages (:func:`request_messages`), so
 the transcript entries are the ones a chat completions call with the same exchange makes. The
 journal keeps the ``Response`` itself (a stream's events in order): a re-entered run gets a
-``Response``, or the SDK's stream of its own event types, back.
+``Response``, or the SDK's stream of its own event types, back. ``with_raw_response`` and
+``with_streaming_response`` calls are traced as the plain ones (the OpenAI Agents SDK streams
+its Responses model through the latter), as chat completions' are.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace.instrumentation.litellm.attempt import Attempt, Reply, Request, offer_tool_calls
 from agenttrace.instrumentation.litellm.sdk_attempt import SDKCalls, atraced_call, traced_call
 from agenttrace.instrumentation.openai.chat import completed_attributes, untraced
-from agenttrace.instrumentation.openai.raw import raw_kind
 from agenttrace.instrumentation.openai.replay import sdk_stream
 from agenttrace.instrumentation.openai.request import WHERE, describe
 from agenttrace.instrumentation.openai.streaming import StreamProxy
@@ -44,11 +45,6 @@ async def acreate_wrapper(
 ) -> Any:
     """For ``AsyncResponses.create`` and ``.parse``."""
     return await atraced_call(_RESPONSES, wrapped, instance, args, kwargs)
-
-
-def _untraced(kwargs: dict[str, Any]) -> bool:
-    """As a chat completions call; and raw calls, which are chat completions' only."""
-    return untraced(kwargs) or raw_kind(kwargs) is not None
 
 
 def _describe(client: Any, kwargs: dict[str, Any]) -> Request:
@@ -274,5 +270,5 @@ def _parsed(response: Any, parse: Mapping[str, Any]) -> Any:
     )
 
 
-_RESPONSES = SDKCalls(WHERE, _untraced, _describe, _replay, _finish)
+_RESPONSES = SDKCalls(WHERE, untraced, _describe, _replay, _finish, "openai", "/responses")
 """What a Responses API call does its own way."""
