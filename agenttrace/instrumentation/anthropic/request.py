@@ -22,6 +22,7 @@ from agenttrace._internal.redact import remember_secret
 from agenttrace.instrumentation.base import PatchState
 from agenttrace.instrumentation.litellm.attempt import Request
 from agenttrace.instrumentation.litellm.utils import cost_from_tokens
+from agenttrace.model.events import SERVER_TOOL_CALLS
 from agenttrace.model.outcome import Usage
 from agenttrace.tracing.llm_attributes import (
     field,
@@ -115,24 +116,58 @@ def _assistant(content: Any) -> dict[str, Any]:
 
 def assistant_message(blocks: Sequence[Any]) -> dict[str, Any]:
     """An assistant message (a request's or a reply's) as litellm gives it: its text, or
-    ``None`` when it has none, and its ``tool_use`` blocks as tool calls."""
+    ``None`` when it has none, and its ``tool_use`` blocks as tool calls. A server tool's call
+    (``server_tool_use``, ``mcp_tool_use``: run by Anthropic, not by the client) is a tool
+    call of that type; when its results (``web_search_tool_result``, ...) are in the message,
+    the content is its parts in order, text and results (their opaque encrypted fields left
+    out: only the journal keeps them, with the exact reply)."""
     texts = [field(b, "text") for b in blocks if field(b, "type") == "text"]
     calls = [
         {
             "id": field(b, "id"),
-            "type": "function",
+            "type": "function" if field(b, "type") == "tool_use" else field(b, "type"),
             "function": {"name": field(b, "name"), "arguments": _arguments(field(b, "input"))},
         }
         for b in blocks
-        if field(b, "type") in ("tool_use", "server_tool_use")
+        if field(b, "type") == "tool_use" or field(b, "type") in SERVER_TOOL_CALLS
     ]
-    message: dict[str, Any] = {
-        "role": "assistant",
-        "content": "".join(t for t in texts if isinstance(t, str)) if texts else None,
-    }
+    content: Any = "".join(t for t in texts if isinstance(t, str)) if texts else None
+    if any(_server_result(b) for b in blocks):
+        content = [_part(b) for b in blocks if field(b, "type") == "text" or _server_result(b)]
+    message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = calls
     return message
+
+
+def _server_result(block: Any) -> bool:
+    """Whether ``block`` is a server tool's result (``web_search_tool_result``,
+    ``web_fetch_tool_result``, ``code_execution_tool_result``, ``mcp_tool_result``, ...): every
+    ``*_tool_result`` block of an assistant message (a client tool's ``tool_result`` is the
+    user's)."""
+    kind = field(block, "type")
+    return isinstance(kind, str) and kind.endswith("_tool_result")
+
+
+def _part(block: Any) -> dict[str, Any]:
+    """A text block's or a server tool result's content part, without encrypted fields (nor
+    unset ones: a block sent back as a dict made without them reads the same)."""
+    if field(block, "type") == "text":
+        return {"type": "text", "text": field(block, "text") or ""}
+    part: dict[str, Any] = _unencrypted(_plain(block))
+    return part
+
+
+def _unencrypted(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            key: _unencrypted(item)
+            for key, item in value.items()
+            if item is not None and not (isinstance(key, str) and key.startswith("encrypted_"))
+        }
+    if isinstance(value, list):
+        return [_unencrypted(item) for item in value]
+    return value
 
 
 def _arguments(value: Any) -> str:
