@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import litellm
 import pytest
 
 import agenttrace
@@ -17,7 +18,16 @@ from agenttrace import semconv as sc
 
 from .anthropic_server import AnthropicServer, Reply, server_result, server_tool_use, text
 from .conftest import Traced, attrs
-from .test_anthropic_sdk import HI, MODEL, claude, client, llm_spans, server, transcripts
+from .test_anthropic_sdk import (
+    HI,
+    MODEL,
+    claude,
+    client,
+    expected_cost,
+    llm_spans,
+    server,
+    transcripts,
+)
 from .test_llm_steps import rearm
 from .test_steps_journal import journal_lines
 
@@ -111,6 +121,11 @@ def test_a_server_tool_call_is_shown_marked_and_never_the_client_s_to_run(
     assert output == {"role": "assistant", "content": PARTS, "tool_calls": [SERVER_CALL]}
     assert "RU5DUllQVEVE" not in str(first)  # encrypted content: the journal's only
     assert first[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("end_turn",)
+    # The search is billed per request, as litellm prices the same reply.
+    per_search = litellm.get_model_info(MODEL)["search_context_cost_per_query"]
+    searched_cost = expected_cost(SEARCHED.usage) + per_search["search_context_size_medium"]
+    assert per_search["search_context_size_medium"] > 0
+    assert first[sc.COST_USD] == pytest.approx(searched_cost)
     (tool,) = [s for s in traced.spans() if attrs(s).get(sc.KIND) == "tool"]
     assert attrs(tool).get(sc.GEN_AI_TOOL_CALL_ID) != "srvtoolu_01"  # not offered to the tool
     (entries,) = transcripts(traced, tmp_path).values()

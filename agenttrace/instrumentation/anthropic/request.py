@@ -68,11 +68,23 @@ def describe(client: Any, kwargs: Mapping[str, Any]) -> Request:
     )
 
 
-def price(priced_as: str, usage: Usage | None) -> float | None:
+def price(priced_as: str, usage: Usage | None, reply: Any = None) -> float | None:
     """The price of ``usage`` from litellm's map, if litellm is loaded (it is not imported
-    for this: importing it takes seconds)."""
+    for this: importing it takes seconds), with the web searches the ``reply`` (its chat view)
+    says Anthropic ran, at the map's price per search, as litellm prices the same reply."""
     litellm = sys.modules.get("litellm")
-    return cost_from_tokens(litellm, priced_as, usage) if litellm is not None else None
+    if litellm is None:
+        return None
+    cost = cost_from_tokens(litellm, priced_as, usage)
+    searches = field(field(field(reply, "usage"), "server_tool_use"), "web_search_requests")
+    if cost is None or not isinstance(searches, int) or searches <= 0:
+        return cost
+    try:
+        per_query = litellm.get_model_info(priced_as).get("search_context_cost_per_query") or {}
+    except Exception:  # a model without a price in litellm's map
+        return cost
+    each = per_query.get("search_context_size_medium")
+    return cost + searches * each if isinstance(each, (int, float)) else cost
 
 
 # --- requests -----------------------------------------------------------------------------------
