@@ -124,6 +124,9 @@ class Reply:
     """``None``: ``tool_use`` if a block calls a tool, else ``end_turn``."""
     delay: float = 0.0
     """Seconds to wait before answering."""
+    stream_exception: str | None = None
+    """Bedrock's stream only: the type of an exception frame sent after the first content
+    block starts, instead of the rest of the reply (``throttlingException``, ...)."""
     when: Callable[[dict[str, Any]], bool] | None = None
     """Which requests this reply is for (``None``: any); a request takes the first reply in
     the script it fits, so agents that run at once (a background sub-agent) get their own."""
@@ -205,7 +208,7 @@ class AnthropicServer(LoopbackServer):
                         if reply.status != 200:
                             self._json(reply.status, _error_body(reply), reply.headers)
                         elif path.endswith(_BEDROCK_STREAM):
-                            self._frames(_events(body, reply, sent), reply.headers)
+                            self._frames(_events(body, reply, sent), reply)
                         elif body.get("stream"):
                             self._stream(_events(body, reply, sent), reply.headers)
                         else:
@@ -239,19 +242,22 @@ class AnthropicServer(LoopbackServer):
                     self.wfile.flush()
                 self.close_connection = True
 
-            def _frames(
-                self, events: Iterator[tuple[str, dict[str, Any]]], headers: dict[str, str] | None
-            ) -> None:
+            def _frames(self, events: Iterator[tuple[str, dict[str, Any]]], reply: Reply) -> None:
                 """Bedrock's stream: each event an AWS event-stream frame."""
                 self.send_response(200)
-                for name, value in (headers or {}).items():
+                for name, value in (reply.headers or {}).items():
                     self.send_header(name, value)
                 self.send_header("Content-Type", aws_eventstream.CONTENT_TYPE)
                 self.send_header("Connection", "close")
                 self.end_headers()
-                for _, data in events:
+                for name, data in events:
                     self.wfile.write(aws_eventstream.chunk(data))
+                    if name == "content_block_start" and reply.stream_exception:
+                        failure = aws_eventstream.exception(reply.stream_exception, "Slow down")
+                        self.wfile.write(failure)
+                        break
                     self.wfile.flush()
+                self.wfile.flush()
                 self.close_connection = True
 
         super().__init__(Handler)

@@ -53,3 +53,14 @@ def chunk(event: dict[str, Any]) -> bytes:
         ":message-type": "event",
     }
     return frame(headers, payload)
+
+
+def exception(kind: str, message: str) -> bytes:
+    """The frame of an error Bedrock reports in the middle of a stream (``throttlingException``,
+    ``modelStreamErrorException``, ...)."""
+    headers = {
+        ":exception-type": kind,
+        ":content-type": "application/json",
+        ":message-type": "exception",
+    }
+    return frame(headers, json.dumps({"message": message}).encode())

@@ -253,3 +253,20 @@ def test_a_re_entered_run_gets_a_vertex_stream_back_whole(
     claude.reset(Reply(blocks=[text("not asked")]))
     assert ask().model_dump() == first.model_dump()  # the thinking signature too
     assert claude.message_requests() == []
+
+
+def test_an_exception_frame_mid_stream_fails_the_bedrock_attempt(
+    traced: Traced, claude: AnthropicServer, tmp_path: Path
+) -> None:
+    """Bedrock reports throttling inside the stream (an exception frame): the SDK raises it to
+    the reader, unchanged, and the attempt ends failed, with nothing journaled as its answer."""
+    claude.reset(Reply(blocks=[text("cut short")], stream_exception="throttlingException"))
+    with pytest.raises(anthropic.APIStatusError) as raised:
+        list(bedrock(claude).messages.create(**_ASK, stream=True))
+    assert "throttlingException" in str(raised.value)
+    (span,) = llm_spans(traced)
+    assert outcome(span) != "ok"
+    # The SDK raises a plain APIStatusError for any error event: no rate-limit class to read.
+    assert attrs(span)[sc.ERROR_TYPE] == "model"
+    traced.handle.force_flush()
+    assert [line["state"] for line in llm_lines(tmp_path)] == ["intent", "failed"]
