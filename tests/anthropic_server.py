@@ -94,7 +94,8 @@ def server_tool_use(name: str, input: dict[str, Any], id: str) -> Block:
 
 
 def server_result(raw: dict[str, Any]) -> Block:
-    """A server tool's result block (``web_search_tool_result``, ...), as the API sends it."""
+    """A block the API sends whole, as given: a server tool's result
+    (``web_search_tool_result``, ``mcp_tool_result``, ...) or an MCP connector's call."""
     return Block(str(raw["type"]), raw=raw)
 
 

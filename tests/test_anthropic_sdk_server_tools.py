@@ -156,3 +156,49 @@ def test_a_re_entered_run_gets_the_server_tool_reply_back_whole(
     assert claude.message_requests() == []
     assert [block.model_dump() for block in again] == [block.model_dump() for block in first]
     assert again[1].content[0].encrypted_content == "RU5DUllQVEVE" * 40  # sent back as it came
+
+
+def test_an_mcp_connector_call_through_beta_messages_is_server_side_too(
+    traced: Traced, tmp_path: Path, claude: AnthropicServer
+) -> None:
+    """``beta.messages`` (pydantic-ai's path) with the MCP connector: Anthropic calls the MCP
+    server itself, so its ``mcp_tool_use`` is marked as such and its result is in the reply."""
+    call = {
+        "type": "mcp_tool_use",
+        "id": "mcptoolu_01",
+        "name": "lookup",
+        "server_name": "crm",
+        "input": {"who": "Ada"},
+    }
+    answer = {
+        "type": "mcp_tool_result",
+        "tool_use_id": "mcptoolu_01",
+        "is_error": False,
+        "content": [{"type": "text", "text": "Ada: VIP", "citations": None}],
+    }
+    claude.reset(Reply(blocks=[server_result(call), server_result(answer), text("Ada is a VIP.")]))
+
+    @agenttrace.agent("Connector")
+    def ask() -> Any:
+        return client(claude).beta.messages.create(model=MODEL, max_tokens=64, messages=HI)
+
+    reply = ask()
+    assert [block.type for block in reply.content] == ["mcp_tool_use", "mcp_tool_result", "text"]
+    (entries,) = transcripts(traced, tmp_path).values()
+    (said,) = [e for e in entries if e["role"] == "assistant"]
+    assert said["tool_calls"] == [
+        {
+            "id": "mcptoolu_01",
+            "type": "mcp_tool_use",
+            "function": {"name": "lookup", "arguments": json.dumps({"who": "Ada"})},
+        }
+    ]
+    assert said["content"] == [
+        {
+            "type": "mcp_tool_result",
+            "tool_use_id": "mcptoolu_01",
+            "is_error": False,
+            "content": [{"type": "text", "text": "Ada: VIP"}],
+        },
+        {"type": "text", "text": "Ada is a VIP."},
+    ]
