@@ -4,7 +4,8 @@ The attempts, transcripts and span attributes are the litellm instrumentation's,
 OpenAI-shaped messages (what a litellm caller sends, and litellm's ``ModelResponse``): a
 request's ``system`` and Anthropic content blocks are read as the messages litellm would have
 been given for the same conversation (:func:`chat_messages`), and a ``Message`` as the reply
-litellm makes of it (:func:`chat_view`: text, ``tool_use`` blocks as tool calls, thinking
+litellm makes of it (:func:`chat_view`: text, ``tool_use`` blocks as tool calls, a server
+tool's calls as tool calls of their own type with their results in the content, thinking
 blocks as reasoning without their signatures, the stop reason, Anthropic's usage as it came).
 The provider is read from the client's class (Bedrock, Vertex) and the price comes from
 litellm's price map when litellm is loaded.
