@@ -6,9 +6,13 @@ output count of 1, as the API sends it), then per content block ``content_block_
 deltas (``text_delta``; ``thinking_delta`` and ``signature_delta``; ``input_json_delta`` in
 pieces) and ``content_block_stop``, then ``message_delta`` with the stop reason and the *final*
 usage, and ``message_stop``. Without ``stream`` it answers the whole message as JSON;
-``/v1/messages/count_tokens`` gets a count. The same messages answer the clouds' paths:
+``/v1/messages/count_tokens`` gets a count (or a 429, as scripted), and
+``/v1/messages/batches`` creates and retrieves one batch. The same messages answer the clouds'
+paths:
 Vertex's ``.../models/M:rawPredict`` and ``:streamRawPredict`` and Bedrock's
-``/model/M/invoke`` (the model is in the path there). A failure (``status`` 400, 401, 429,
+``/model/M/invoke`` (the model is in the path there), and Bedrock's
+``/model/M/invoke-with-response-stream`` with the same events in AWS event-stream frames
+(:mod:`.aws_eventstream`). A failure (``status`` 400, 401, 429,
 500, ...) is answered with the API's error body.
 
 Each ``/v1/messages`` request takes the next scripted :class:`Reply` (or the default, a short
@@ -33,6 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from . import aws_eventstream
 from .llm_server import JsonHandler, LoopbackServer, Request
 
 __all__ = [
@@ -43,6 +48,8 @@ __all__ = [
     "Sent",
     "asked",
     "not_asked",
+    "server_result",
+    "server_tool_use",
     "text",
     "thinking",
     "tool_use",
@@ -51,7 +58,8 @@ __all__ = [
 
 @dataclasses.dataclass
 class Block:
-    """One content block of a reply: ``text``, ``thinking`` or ``tool_use``."""
+    """One content block of a reply: ``text``, ``thinking``, ``tool_use``, ``server_tool_use``,
+    or a server tool's result (``raw``: the block as the API sends it, whole)."""
 
     type: str
     text: str = ""
@@ -61,6 +69,8 @@ class Block:
     """A tool call's id (``None``: the server numbers it)."""
     signature: str = "c2lnbmF0dXJl"
     """A thinking block's signature (opaque to the client)."""
+    raw: dict[str, Any] | None = None
+    """A server tool result block, as sent (streamed whole in its ``content_block_start``)."""
 
 
 def text(value: str) -> Block:
@@ -78,6 +88,17 @@ def tool_use(name: str, input: dict[str, Any], id: str | None = None) -> Block:
     return Block("tool_use", name=name, input=input, id=id)
 
 
+def server_tool_use(name: str, input: dict[str, Any], id: str) -> Block:
+    """A server tool's call (``web_search``, ...), which the API runs itself."""
+    return Block("server_tool_use", name=name, input=input, id=id)
+
+
+def server_result(raw: dict[str, Any]) -> Block:
+    """A block the API sends whole, as given: a server tool's result
+    (``web_search_tool_result``, ``mcp_tool_result``, ...) or an MCP connector's call."""
+    return Block(str(raw["type"]), raw=raw)
+
+
 DEFAULT_USAGE = {
     "input_tokens": 10,
     "cache_creation_input_tokens": 20,
@@ -91,9 +112,9 @@ class Reply:
     """What the server answers to one ``/v1/messages`` request."""
 
     blocks: list[Block] = dataclasses.field(default_factory=lambda: [text("Hello!")])
-    usage: dict[str, int] = dataclasses.field(default_factory=lambda: dict(DEFAULT_USAGE))
+    usage: dict[str, Any] = dataclasses.field(default_factory=lambda: dict(DEFAULT_USAGE))
     """The message's usage: input and cache counts go out in ``message_start`` (with an output
-    count of 1), the final ``output_tokens`` in ``message_delta``."""
+    count of 1), the final ``output_tokens`` (and ``server_tool_use``) in ``message_delta``."""
     status: int = 200
     error_message: str | None = None
     headers: dict[str, str] | None = None
@@ -104,6 +125,9 @@ class Reply:
     """``None``: ``tool_use`` if a block calls a tool, else ``end_turn``."""
     delay: float = 0.0
     """Seconds to wait before answering."""
+    stream_exception: str | None = None
+    """Bedrock's stream only: the type of an exception frame sent after the first content
+    block starts, instead of the rest of the reply (``throttlingException``, ...)."""
     when: Callable[[dict[str, Any]], bool] | None = None
     """Which requests this reply is for (``None``: any); a request takes the first reply in
     the script it fits, so agents that run at once (a background sub-agent) get their own."""
@@ -156,6 +180,7 @@ class AnthropicServer(LoopbackServer):
         self.requests: list[Request] = []
         self.sent: list[Sent] = []
         """Every ``/v1/messages`` answer, failures included, in order."""
+        self.count_refusals = 0
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         server = self
@@ -168,7 +193,13 @@ class AnthropicServer(LoopbackServer):
                 try:
                     if path.endswith("/count_tokens"):
                         server._record(request)
-                        self._json(200, {"input_tokens": 10})
+                        if server._count_refused():
+                            self._json(429, _error_body(Reply(status=429)))
+                        else:
+                            self._json(200, {"input_tokens": 10})
+                    elif path.endswith("/messages/batches"):
+                        server._record(request)
+                        self._json(200, _BATCH)
                     elif (model := _cloud_model(path)) is not None or path.endswith("/messages"):
                         # Vertex and Bedrock name the model in the path, not the body.
                         body = {**body, "model": model} if model else body
@@ -177,6 +208,8 @@ class AnthropicServer(LoopbackServer):
                             time.sleep(reply.delay)
                         if reply.status != 200:
                             self._json(reply.status, _error_body(reply), reply.headers)
+                        elif path.endswith(_BEDROCK_STREAM):
+                            self._frames(_events(body, reply, sent), reply)
                         elif body.get("stream"):
                             self._stream(_events(body, reply, sent), reply.headers)
                         else:
@@ -186,6 +219,14 @@ class AnthropicServer(LoopbackServer):
                         self._json(404, {"type": "error", "error": {"type": "not_found_error"}})
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up
+
+            def do_GET(self) -> None:
+                request = Request(self.path, dict(self.headers.items()), {})
+                server._record(request)
+                if self.path.split("?", 1)[0].endswith(f"/messages/batches/{_BATCH['id']}"):
+                    self._json(200, _BATCH)
+                else:
+                    self._json(404, {"type": "error", "error": {"type": "not_found_error"}})
 
             def _stream(
                 self, events: Iterator[tuple[str, dict[str, Any]]], headers: dict[str, str] | None
@@ -202,11 +243,31 @@ class AnthropicServer(LoopbackServer):
                     self.wfile.flush()
                 self.close_connection = True
 
+            def _frames(self, events: Iterator[tuple[str, dict[str, Any]]], reply: Reply) -> None:
+                """Bedrock's stream: each event an AWS event-stream frame."""
+                self.send_response(200)
+                for name, value in (reply.headers or {}).items():
+                    self.send_header(name, value)
+                self.send_header("Content-Type", aws_eventstream.CONTENT_TYPE)
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for name, data in events:
+                    self.wfile.write(aws_eventstream.chunk(data))
+                    if name == "content_block_start" and reply.stream_exception:
+                        failure = aws_eventstream.exception(reply.stream_exception, "Slow down")
+                        self.wfile.write(failure)
+                        break
+                    self.wfile.flush()
+                self.wfile.flush()
+                self.close_connection = True
+
         super().__init__(Handler)
 
-    def reset(self, *replies: Reply) -> None:
-        """Forget recorded requests; answer the next requests with ``replies``, then the default."""
+    def reset(self, *replies: Reply, count_refusals: int = 0) -> None:
+        """Forget recorded requests; answer the next requests with ``replies``, then the
+        default; refuse the next ``count_refusals`` token counts with a 429."""
         with self._lock:
+            self.count_refusals = count_refusals
             self.script = deque(replies)
             self.requests = []
             self.sent = []
@@ -237,6 +298,11 @@ class AnthropicServer(LoopbackServer):
         with self._lock:
             return [sent.request for sent in self.sent]
 
+    def _count_refused(self) -> bool:
+        with self._lock:
+            self.count_refusals -= 1
+            return self.count_refusals >= 0
+
     def _record(self, request: Request) -> None:
         with self._lock:
             self.requests.append(request)
@@ -260,14 +326,34 @@ class AnthropicServer(LoopbackServer):
             return reply, sent
 
 
+_BATCH: dict[str, Any] = {
+    "id": "msgbatch_scripted_01",
+    "type": "message_batch",
+    "processing_status": "in_progress",
+    "request_counts": {"canceled": 0, "errored": 0, "expired": 0, "processing": 1, "succeeded": 0},
+    "created_at": "2026-12-06T00:00:00Z",
+    "expires_at": "2026-12-07T00:00:00Z",
+    "archived_at": None,
+    "cancel_initiated_at": None,
+    "ended_at": None,
+    "results_url": None,
+}
+"""The message batch ``/v1/messages/batches`` creates and retrieves (one, in progress)."""
+
+_BEDROCK_STREAM = "/invoke-with-response-stream"
+"""Bedrock's streamed call (answered in AWS event-stream frames, :mod:`.aws_eventstream`)."""
+
+
 def _cloud_model(path: str) -> str | None:
     """The model a Vertex (``.../models/M:rawPredict``, ``:streamRawPredict``) or Bedrock
-    (``/model/M/invoke``) request names in its path; ``None`` for any other path. Bedrock's
-    ``invoke-with-response-stream`` (AWS's binary event stream) is not spoken here."""
+    (``/model/M/invoke``, ``/model/M/invoke-with-response-stream``) request names in its path;
+    ``None`` for any other path."""
     if path.endswith((":rawPredict", ":streamRawPredict")) and "/models/" in path:
         return urllib.parse.unquote(path.rsplit("/models/", 1)[1].split(":", 1)[0])
-    if path.startswith("/model/") and path.endswith("/invoke"):
-        return urllib.parse.unquote(path[len("/model/") : -len("/invoke")])
+    if path.startswith("/model/"):
+        for end in ("/invoke", _BEDROCK_STREAM):
+            if path.endswith(end):
+                return urllib.parse.unquote(path[len("/model/") : -len(end)])
     return None
 
 
@@ -304,6 +390,12 @@ def _content(reply: Reply, sent: Sent) -> list[dict[str, Any]]:
         elif block.type == "thinking":
             content.append(
                 {"type": "thinking", "thinking": block.text, "signature": block.signature}
+            )
+        elif block.raw is not None:
+            content.append(block.raw)
+        elif block.type == "server_tool_use":
+            content.append(
+                {"type": block.type, "id": block.id, "name": block.name, "input": block.input}
             )
         else:
             content.append(
@@ -366,12 +458,14 @@ def _events(body: dict[str, Any], reply: Reply, sent: Sent) -> Iterator[tuple[st
                 for piece in _pieces(block["thinking"])
             ]
             deltas.append({"type": "signature_delta", "signature": block["signature"]})
-        else:
-            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        elif kind in ("tool_use", "server_tool_use"):
+            start = {"type": kind, "id": block["id"], "name": block["name"], "input": {}}
             deltas = [
                 {"type": "input_json_delta", "partial_json": piece}
                 for piece in _pieces(json.dumps(block["input"]))
             ]
+        else:  # a server tool's result: whole in its start
+            start, deltas = block, []
         yield (
             "content_block_start",
             {"type": "content_block_start", "index": index, "content_block": start},
@@ -385,7 +479,10 @@ def _events(body: dict[str, Any], reply: Reply, sent: Sent) -> Iterator[tuple[st
         {
             "type": "message_delta",
             "delta": {"stop_reason": _stop_reason(reply), "stop_sequence": None},
-            "usage": {"output_tokens": usage.get("output_tokens", 0)},
+            "usage": {
+                "output_tokens": usage.get("output_tokens", 0),
+                **{k: v for k, v in usage.items() if k == "server_tool_use"},
+            },
         },
     )
     yield "message_stop", {"type": "message_stop"}

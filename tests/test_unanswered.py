@@ -85,3 +85,16 @@ def test_more_calls_than_one_resume_answers_are_left_as_they_are() -> None:
     )
     assert close_unanswered_calls(session, limit=3) == (0, 4)
     assert close_unanswered_calls(session, limit=4) == (4, 0)
+
+
+def test_a_server_tool_s_call_is_never_closed() -> None:
+    """Anthropic ran the web search itself and its result is in the same reply: a result added
+    for it would be refused, and only the client's own call is closed."""
+    server_call = {**call("srvtoolu_1", "web_search"), "type": "server_tool_use"}
+    session = session_with(
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "tool_calls": [server_call, call("c1", "book")]},
+    )
+    assert close_unanswered_calls(session) == (1, 0)
+    assert shape(session)[-1] == ("tool", "c1", INTERRUPTED_RESULT)
+    assert close_unanswered_calls(session) == (0, 0)

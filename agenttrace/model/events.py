@@ -210,6 +210,16 @@ def tool_calls(calls: Iterable[Any]) -> list[dict[str, Any]]:
 
 MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
+SERVER_TOOL_CALLS = frozenset({"server_tool_use", "mcp_tool_use"})
+"""Tool call types the model's provider runs itself (Anthropic's web search, web fetch, code
+execution; its MCP connector's calls): shown with the reply's tool calls, their results in the
+same reply; the client never runs or answers them."""
+
+
+def server_side(call: Any) -> bool:
+    """Whether a tool call (a dict, or an object with ``type``) is one its provider runs."""
+    return _get(call, "type") in SERVER_TOOL_CALLS
+
 
 class ContinuedMessages(list):  # type: ignore[type-arg]
     """A request's messages that continue a conversation its server keeps (the Responses

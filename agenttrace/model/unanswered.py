@@ -13,6 +13,9 @@ the session is resumed, by the policy the caller names (docs/how-to/resume.md):
   a ``transcript_reset`` that puts the results in their place.
 - ``keep``: nothing is added (for agent code that closes the calls itself).
 
+A server tool's call (Anthropic's web search, say: :func:`~agenttrace.model.events.server_side`)
+is never closed: its provider ran it and its result is in the same reply.
+
 Files are untrusted, so the work is bounded: at most :data:`MAX_CLOSED` calls are answered in
 one resume (no model asks for that many at once; a file that leaves more unanswered is left
 as it is past them, and the warning says so).
@@ -71,7 +74,11 @@ def _close_first_gap(session: Any, agent_id: str, room: int) -> tuple[int, int]:
         while end < len(transcript) and transcript[end].get("role") == "tool":
             answered.add(transcript[end].get("tool_call_id") or "")
             end += 1
-        missing = [call for call in calls if (_call_id(call) or "") not in answered]
+        missing = [
+            call
+            for call in calls
+            if (_call_id(call) or "") not in answered and not ev.server_side(call)
+        ]
         if not missing:
             continue
         if len(missing) > room:

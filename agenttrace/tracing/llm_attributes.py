@@ -21,7 +21,7 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace._internal.capture import Output, captures
 from agenttrace._internal.runtime import runtime
-from agenttrace.model.events import alignment, same_entry
+from agenttrace.model.events import alignment, same_entry, server_side
 from agenttrace.model.outcome import OutcomeBuilder, Usage
 from agenttrace.tracing.content import recorded_content
 from agenttrace.tracing.op_attributes import usage_span_attributes
@@ -393,7 +393,8 @@ def output_messages(response: Any) -> list[dict[str, Any]]:
 
 
 def tool_calls_of(response: Any) -> list[tuple[str, str, str]]:
-    """(id, name, arguments) of each tool call the first choice asks for."""
+    """(id, name, arguments) of each tool call the first choice asks the client to run (not a
+    server tool's: its provider ran it)."""
     choices = field(response, "choices")
     if not isinstance(choices, Sequence) or not choices:
         return []
@@ -404,7 +405,7 @@ def tool_calls_of(response: Any) -> list[tuple[str, str, str]]:
         for call in calls:
             function = field(call, "function")
             call_id, name = field(call, "id"), field(function, "name")
-            if isinstance(call_id, str) and isinstance(name, str):
+            if isinstance(call_id, str) and isinstance(name, str) and not server_side(call):
                 arguments = field(function, "arguments")
                 result.append((call_id, name, arguments if isinstance(arguments, str) else ""))
     return result

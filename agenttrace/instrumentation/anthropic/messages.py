@@ -179,7 +179,7 @@ def _completed_attributes(attempt: Attempt, view: Any) -> dict[str, AttributeVal
     if (attempt.scope.late or {}).get(sc.REPLAYED) is True:
         outcome.set_cost(None)  # answered from the journal: nothing was bought
     elif outcome.cost_usd is None:
-        outcome.set_cost(price(attempt.raw_model, outcome.usage))
+        outcome.set_cost(price(attempt.raw_model, outcome.usage, view))
     return attributes
 
 

@@ -50,7 +50,9 @@ def replayed_response(
 
 def _sdk_stream(events: list[Any], client: Any, is_async: bool, beta: bool) -> Any:
     """The SDK's stream over the recorded events: an HTTP response made here, whose body is the
-    events as the server sent them (``event:`` and ``data:`` lines)."""
+    events as Anthropic's API sends them (``event:`` and ``data:`` lines), read with the SDK's
+    server-sent-events decoder whatever the client (a Bedrock client's own reads AWS
+    event-stream frames: the journal keeps the events, not how they were framed)."""
     from anthropic import AsyncStream, Stream
     from anthropic.types import RawMessageStreamEvent
     from anthropic.types.beta import BetaRawMessageStreamEvent
@@ -75,4 +77,7 @@ def _sdk_stream(events: list[Any], client: Any, is_async: bool, beta: bool) -> A
     )
     kind = AsyncStream if is_async else Stream
     event_type = BetaRawMessageStreamEvent if beta else RawMessageStreamEvent
-    return kind(cast_to=cast(Any, event_type), response=response, client=client)
+    stream = kind(cast_to=cast(Any, event_type), response=response, client=client)
+    # Read lazily, on the first event: the decoder set here is the one the stream reads with.
+    stream._decoder = namespace["SSEDecoder"]()
+    return stream

@@ -4,7 +4,8 @@ The attempts, transcripts and span attributes are the litellm instrumentation's,
 OpenAI-shaped messages (what a litellm caller sends, and litellm's ``ModelResponse``): a
 request's ``system`` and Anthropic content blocks are read as the messages litellm would have
 been given for the same conversation (:func:`chat_messages`), and a ``Message`` as the reply
-litellm makes of it (:func:`chat_view`: text, ``tool_use`` blocks as tool calls, thinking
+litellm makes of it (:func:`chat_view`: text, ``tool_use`` blocks as tool calls, a server
+tool's calls as tool calls of their own type with their results in the content, thinking
 blocks as reasoning without their signatures, the stop reason, Anthropic's usage as it came).
 The provider is read from the client's class (Bedrock, Vertex) and the price comes from
 litellm's price map (through litellm when it is loaded, else from the installed litellm's map
@@ -14,14 +15,17 @@ file, without importing litellm).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agenttrace import semconv as sc
+from agenttrace._internal import price_table
 from agenttrace._internal.redact import remember_secret
 from agenttrace.instrumentation.base import PatchState
 from agenttrace.instrumentation.litellm.attempt import Request
 from agenttrace.instrumentation.litellm.utils import price as price_of
+from agenttrace.model.events import SERVER_TOOL_CALLS
 from agenttrace.model.outcome import Usage
 from agenttrace.tracing.llm_attributes import (
     field,
@@ -67,11 +71,30 @@ def describe(client: Any, kwargs: Mapping[str, Any]) -> Request:
     )
 
 
-def price(priced_as: str, usage: Usage | None) -> float | None:
-    """The price of ``usage`` from litellm's price map: litellm's own when litellm is loaded,
-    else read from the installed litellm's map file without importing it (which takes
-    seconds); None when litellm is not installed."""
-    return price_of(priced_as, usage)
+def price(priced_as: str, usage: Usage | None, reply: Any = None) -> float | None:
+    """The price of ``usage`` from litellm's price map (litellm's own when litellm is loaded,
+    else read from the installed litellm's map file without importing it, which takes seconds;
+    None when litellm is not installed), with the web searches the ``reply`` (its chat view)
+    says Anthropic ran, at the map's price per search, as litellm prices the same reply."""
+    cost = price_of(priced_as, usage)
+    searches = field(field(field(reply, "usage"), "server_tool_use"), "web_search_requests")
+    if cost is None or not isinstance(searches, int) or searches <= 0:
+        return cost
+    each = (_model_info(priced_as).get("search_context_cost_per_query") or {}).get(
+        "search_context_size_medium"
+    )
+    return cost + searches * each if isinstance(each, (int, float)) else cost
+
+
+def _model_info(priced_as: str) -> Mapping[str, Any]:
+    """The price map's entry for a model: litellm's when it is loaded, else the map file's."""
+    litellm = sys.modules.get("litellm")
+    if litellm is not None:
+        try:
+            return litellm.get_model_info(priced_as) or {}
+        except Exception:  # a model without a price in litellm's map
+            return {}
+    return price_table.entry(priced_as) or {}
 
 
 # --- requests -----------------------------------------------------------------------------------
@@ -115,24 +138,58 @@ def _assistant(content: Any) -> dict[str, Any]:
 
 def assistant_message(blocks: Sequence[Any]) -> dict[str, Any]:
     """An assistant message (a request's or a reply's) as litellm gives it: its text, or
-    ``None`` when it has none, and its ``tool_use`` blocks as tool calls."""
+    ``None`` when it has none, and its ``tool_use`` blocks as tool calls. A server tool's call
+    (``server_tool_use``, ``mcp_tool_use``: run by Anthropic, not by the client) is a tool
+    call of that type; when its results (``web_search_tool_result``, ...) are in the message,
+    the content is its parts in order, text and results (their opaque encrypted fields left
+    out: only the journal keeps them, with the exact reply)."""
     texts = [field(b, "text") for b in blocks if field(b, "type") == "text"]
     calls = [
         {
             "id": field(b, "id"),
-            "type": "function",
+            "type": "function" if field(b, "type") == "tool_use" else field(b, "type"),
             "function": {"name": field(b, "name"), "arguments": _arguments(field(b, "input"))},
         }
         for b in blocks
-        if field(b, "type") in ("tool_use", "server_tool_use")
+        if field(b, "type") == "tool_use" or field(b, "type") in SERVER_TOOL_CALLS
     ]
-    message: dict[str, Any] = {
-        "role": "assistant",
-        "content": "".join(t for t in texts if isinstance(t, str)) if texts else None,
-    }
+    content: Any = "".join(t for t in texts if isinstance(t, str)) if texts else None
+    if any(_server_result(b) for b in blocks):
+        content = [_part(b) for b in blocks if field(b, "type") == "text" or _server_result(b)]
+    message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = calls
     return message
+
+
+def _server_result(block: Any) -> bool:
+    """Whether ``block`` is a server tool's result (``web_search_tool_result``,
+    ``web_fetch_tool_result``, ``code_execution_tool_result``, ``mcp_tool_result``, ...): every
+    ``*_tool_result`` block of an assistant message (a client tool's ``tool_result`` is the
+    user's)."""
+    kind = field(block, "type")
+    return isinstance(kind, str) and kind.endswith("_tool_result")
+
+
+def _part(block: Any) -> dict[str, Any]:
+    """A text block's or a server tool result's content part, without encrypted fields (nor
+    unset ones: a block sent back as a dict made without them reads the same)."""
+    if field(block, "type") == "text":
+        return {"type": "text", "text": field(block, "text") or ""}
+    part: dict[str, Any] = _unencrypted(_plain(block))
+    return part
+
+
+def _unencrypted(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            key: _unencrypted(item)
+            for key, item in value.items()
+            if item is not None and not (isinstance(key, str) and key.startswith("encrypted_"))
+        }
+    if isinstance(value, list):
+        return [_unencrypted(item) for item in value]
+    return value
 
 
 def _arguments(value: Any) -> str:

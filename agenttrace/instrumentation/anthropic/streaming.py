@@ -95,7 +95,7 @@ class _StreamState(StreamEnd):
         if (attempt.scope.late or {}).get(sc.REPLAYED) is True:
             outcome.set_cost(None)  # answered from the journal: nothing was bought
         elif not outcome.cost_usd:
-            outcome.set_cost(price(attempt.raw_model, outcome.usage))
+            outcome.set_cost(price(attempt.raw_model, outcome.usage, built))
 
 
 class StreamProxy(ChunkProxy):
