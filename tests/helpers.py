@@ -38,7 +38,7 @@ def run_journal_child(
         env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True", **env},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
 
 
@@ -67,7 +67,7 @@ def killed_then_resumed_shop(
         return subprocess.run(
             [sys.executable, "-m", f"tests.{child}", sessions, model_url, payments.url, shape,
              mode],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=480,
         )  # fmt: skip
 
     try:
@@ -128,7 +128,7 @@ def run_demo(
         env=child_env(**overrides),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
     assert result.returncode == 0, result.stderr
     return result

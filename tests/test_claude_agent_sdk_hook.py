@@ -224,7 +224,7 @@ def doubts(stream: Path) -> list[str]:
         env=child_env(PYTHONPATH=str(ROOT)),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
     assert listed.returncode == 0, listed.stderr
     return [line.split("  run ")[0] for line in listed.stdout.splitlines()]

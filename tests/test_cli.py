@@ -536,7 +536,7 @@ def test_cafe_demo_then_resume(tmp_path: Path) -> None:
         env=env_for(tmp_path, AGENTTRACE_CONSOLE="quiet"),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
     assert "Answer: Jack and Jill have met in the cafe" in ok(demo)
     (stream,) = sessions.glob("*.events.jsonl")
@@ -563,7 +563,7 @@ def test_cafe_demo_then_resume(tmp_path: Path) -> None:
         "--sessions-dir",
         str(sessions),
         cwd=ROOT,
-        timeout=120,
+        timeout=480,
     )
     out = ok(resumed)
     # Written where the id was found, nowhere else.
@@ -704,7 +704,7 @@ def test_resume_writes_beside_the_file_it_was_given(
     old_stream = stream.read_bytes()
     result = agenttrace(
         tmp_path, "resume", str(snapshot), "--prompt", "Tea?", "--agent", CAFE,
-        "--sessions-dir", str(tmp_path / "sessions"), cwd=ROOT, timeout=120,
+        "--sessions-dir", str(tmp_path / "sessions"), cwd=ROOT, timeout=480,
     )  # fmt: skip
     out = ok(result)
     assert "Answer: Jack and Jill have answered." in out
@@ -750,7 +750,7 @@ def test_resume_bills_the_run_to_the_billing_file_it_is_given(
     ledger = tmp_path / "billing" / "cafe.jsonl"
     result = agenttrace(
         tmp_path, "resume", str(snapshot), "--prompt", "Tea?", "--agent", CAFE,
-        "--billing-file", str(ledger), cwd=ROOT, timeout=120,
+        "--billing-file", str(ledger), cwd=ROOT, timeout=480,
     )  # fmt: skip
     assert "Answer: Jack and Jill have answered." in ok(result)
     lines = [json.loads(line) for line in ledger.read_text().splitlines()]

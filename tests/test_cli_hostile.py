@@ -224,7 +224,7 @@ def test_resume_of_a_plain_planted_id_writes_inside(tmp_path: Path, sessions: Pa
     path = planted(sessions, "session_id", "plain-id")
     watch = Watch(tmp_path, sessions)
     result = agenttrace(
-        tmp_path, "resume", str(path), *COMMANDS["resume"], cwd=tmp_path / "code", timeout=120
+        tmp_path, "resume", str(path), *COMMANDS["resume"], cwd=tmp_path / "code", timeout=480
     )
     assert result.returncode == 0, result.stderr
     assert watch.changed() == []

@@ -488,7 +488,7 @@ def test_demo_trace_reaches_jaeger_through_the_collector(tmp_path: Path) -> None
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=480,
         )
         assert demo.returncode == 0, demo.stderr
         found = re.search(r"run 1: trace ([0-9a-f]{32}) \(txn ", demo.stdout)

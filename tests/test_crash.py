@@ -66,7 +66,7 @@ def crash(tmp_path: Path, model: ScriptedModel, at: str = "discuss") -> Crashed:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
     assert child.returncode == -9, child.stderr  # killed by SIGKILL, as a crash is
     assert child.stdout.splitlines() == ["killing"]
@@ -81,7 +81,7 @@ def agenttrace_cli(crashed: Crashed, *args: str) -> subprocess.CompletedProcess[
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
 
 

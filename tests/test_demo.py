@@ -33,7 +33,7 @@ def test_cafe_demo_nests_root_turn_tool_subagent(tmp_path: Path) -> None:
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=480,
         )
         assert result.returncode == 0, result.stderr
         spans = receiver.wait_for(18)

@@ -241,7 +241,7 @@ def run_python(block: Block, world: World, scratch: Path) -> None:
             cwd=scratch,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=480,
         )
         _check(block, result, "the program")
         if "agenttrace.init(" in block.text:
@@ -371,7 +371,7 @@ def _run_console(block: Block, servers: Servers, directory: Path) -> None:
             cwd=directory,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=480,
         )
         if command.status:  # a crash the page announces may well print its traceback
             assert result.returncode == command.status, f"{block.name}: {command.line}\n{result}"

@@ -119,7 +119,7 @@ def test_a_program_that_imports_completion_by_name(
         ),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr

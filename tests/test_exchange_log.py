@@ -893,7 +893,7 @@ def test_the_clis_stream_json_lines_log_as_its_sdk_objects_do(
         cwd=claude["work"],
         env={**child_env(), **claude["env"]},
         capture_output=True,
-        timeout=120,
+        timeout=480,
     )
     assert run.returncode == 0, run.stderr
     raw = [line for line in run.stdout.splitlines() if line.strip()]

@@ -83,7 +83,7 @@ def _record(directory: Path, resume: bool, cwd: Path | None = None, **env: str) 
                 cwd=ROOT,
                 capture_output=True,
                 text=True,
-                timeout=120,
+                timeout=480,
             )
             assert result.returncode == 0, result.stderr
             expected += RESUMED_SPANS

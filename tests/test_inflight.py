@@ -481,7 +481,7 @@ def test_a_litellm_call_that_hangs_is_running_until_its_answer_comes(
         drawn = _text(optree_tree(read_live(sessions, session_id).loaded.runs, running_at=None))
     finally:
         gate.set()
-        caller.join(timeout=120)
+        caller.join(timeout=480)
     assert answers and not caller.is_alive()
     (step,) = document["runningSteps"]
     assert (step["path"], step["kind"], step["name"]) == ("1.1", "llm", "gpt-4o-mini")

@@ -42,7 +42,7 @@ def _child(tmp_path: Path, llm: LLMServer, mode: str) -> subprocess.Popen[str]:
 
 
 def _finish(child: subprocess.Popen[str]) -> str:
-    out, err = child.communicate(timeout=120)
+    out, err = child.communicate(timeout=480)
     assert child.returncode == 0, err
     assert "Traceback" not in err, err
     return out
@@ -157,7 +157,7 @@ def test_a_takeover_killed_between_the_ledger_and_the_stream_bills_once(
     it in the ledger alone, and the next takeover finds it there and writes the stream's only."""
     _killed_in_flight(tmp_path, llm)
     killed = _child(tmp_path, llm, "take-over-killed")
-    killed.communicate(timeout=120)
+    killed.communicate(timeout=480)
     assert killed.returncode == -signal.SIGKILL
     (line,) = _interrupted(_ledger_lines(tmp_path))
     assert _accounted(tmp_path) == []
@@ -173,7 +173,7 @@ def test_a_call_billed_before_the_kill_is_not_billed_again(tmp_path: Path, llm: 
     after by agenttrace's background thread, may be lost. It owes no interrupted line."""
     llm.reset()
     killed = _child(tmp_path, llm, "replied-killed")
-    killed.communicate(timeout=120)
+    killed.communicate(timeout=480)
     assert killed.returncode == -signal.SIGKILL
     _finish(_child(tmp_path, llm, "take-over"))
     lines = _ledger_lines(tmp_path)
@@ -197,7 +197,7 @@ def test_a_call_killed_between_the_stream_and_the_ledger_is_billed_by_the_takeov
     the stream, once: a second takeover finds it there."""
     llm.reset()
     killed = _child(tmp_path, llm, "billed-killed")
-    killed.communicate(timeout=120)
+    killed.communicate(timeout=480)
     assert killed.returncode == -signal.SIGKILL
     (event,) = _accounted(tmp_path)
     assert [entry for entry in _ledger_lines(tmp_path) if entry["type"] == "llm"] == []

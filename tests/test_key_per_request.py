@@ -117,7 +117,7 @@ def _child(
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
 
 

@@ -46,7 +46,7 @@ def take_in_child(stream: Path) -> str:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
     assert child.returncode == 0, child.stderr
     return child.stdout.strip()
@@ -169,7 +169,7 @@ def test_two_resumes_of_one_session_at_once_one_proceeds(tmp_path: Path) -> None
             winner_pid = int(said.readline())
         (winner,) = [p for p in both if p.pid == winner_pid]
         (loser,) = [p for p in both if p is not winner]
-        out, err = loser.communicate(timeout=120)
+        out, err = loser.communicate(timeout=480)
         error = one_error_line(subprocess.CompletedProcess(command, loser.returncode, out, err))
         assert re.fullmatch(
             rf"s1\.lease: the session is held by \S+ \(pid {winner_pid} on .*\); wait for it to "
@@ -178,7 +178,7 @@ def test_two_resumes_of_one_session_at_once_one_proceeds(tmp_path: Path) -> None
         ), error
         with open(go, "w") as release:
             release.write("go\n")
-        out, err = winner.communicate(timeout=120)
+        out, err = winner.communicate(timeout=480)
         assert winner.returncode == 0, err
         assert "Answer: resumed" in out
     finally:
@@ -218,7 +218,7 @@ def test_a_link_planted_as_the_lease_file_is_refused_in_one_line(tmp_path: Path)
         env={**env_for(tmp_path), "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
     error = one_error_line(result)
     assert error.startswith(f"{lease_path(stream.parent, 's1')}: cannot hold the session's lease")

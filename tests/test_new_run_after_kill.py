@@ -39,13 +39,13 @@ def test_a_new_run_after_a_resume_never_reuses_the_killed_runs_keys(tmp_path: Pa
         killed = subprocess.run(
             [sys.executable, "-m", "tests.reentry_agent", str(sessions)],
             cwd=ROOT, env={**env, "KILL_INSIDE": "1", "WITH_ARGUMENT": "1"},
-            capture_output=True, text=True, timeout=120,
+            capture_output=True, text=True, timeout=480,
         )  # fmt: skip
         assert killed.returncode == -9, killed.stderr
         (stream,) = sessions.glob("*.events.jsonl")
         new_run = subprocess.run(
             [sys.executable, "-c", RESUME_WITH_OTHER_ARGUMENTS, str(sessions), str(stream)],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=480,
         )  # fmt: skip
         assert new_run.returncode == 0, new_run.stderr
     finally:

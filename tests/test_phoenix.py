@@ -145,7 +145,7 @@ def cafe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CafeInPhoenix]:
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=480,
         )
         assert demo.returncode == 0, demo.stderr
         _wait_for_spans(phoenix, len(EXPECTED_TREE))

@@ -130,7 +130,7 @@ def test_an_openai_sdk_program_gets_a_cost_without_importing_litellm(llm: LLMSer
         env=child_env(PYTHONPATH=str(ROOT)),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])

@@ -82,7 +82,7 @@ def run_agent(tmp_path: Path, receiver: OTLPReceiver, redacted_save: bool) -> di
         MY_SERVICE_TOKEN=ENVIRONMENT,
     )
     result = subprocess.run(
-        [sys.executable, "-c", AGENT], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", AGENT], env=env, capture_output=True, text=True, timeout=480
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "You are logged in."

@@ -300,7 +300,7 @@ def test_resume_without_a_prompt_re_enters_the_killed_run(tmp_path: Path, effect
             env={**os.environ, "PYTHONPATH": str(ROOT), "KILL_INSIDE": "1", **env},
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=480,
         )
         assert killed.returncode == -9, killed.stderr
         (stream,) = sessions.glob("*.events.jsonl")
@@ -337,7 +337,7 @@ def test_resume_without_a_prompt_refuses_a_run_called_with_arguments(tmp_path: P
             },
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=480,
         )
         assert killed.returncode == -9, killed.stderr
         (stream,) = sessions.glob("*.events.jsonl")
@@ -409,7 +409,7 @@ def _match_child(
     return subprocess.run(
         [sys.executable, "-m", "tests.resume_match_child", str(sessions), llm_server.api_base,
          payments.url, mode, *question],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=480,
     )  # fmt: skip
 
 

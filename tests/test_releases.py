@@ -368,7 +368,7 @@ def test_agenttrace_resume_continues_a_release_demo(release: str, tmp_path: Path
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
     assert result.returncode == 0, result.stderr
     after = read_session_file(path)

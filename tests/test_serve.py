@@ -426,8 +426,8 @@ def test_tree_follow_draws_the_tree_until_the_session_ends(tmp_path: Path) -> No
             text=True,
         )
         gate.touch()
-        out, err = follower.communicate(timeout=120)
-        assert agent.wait(timeout=120) == 0
+        out, err = follower.communicate(timeout=480)
+        assert agent.wait(timeout=480) == 0
     finally:
         agent.kill()
     assert follower.returncode == 0, err

@@ -57,7 +57,7 @@ def run_python(code: str, env: dict[str, str], tmp_path: Path) -> subprocess.Com
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
 
 

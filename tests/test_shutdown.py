@@ -379,7 +379,7 @@ def exit_after_work(tmp_path: Path, **env: str) -> tuple[float, subprocess.Compl
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
     exited = time.time()
     assert result.returncode == 0, result.stderr

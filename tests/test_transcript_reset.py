@@ -197,7 +197,7 @@ def test_agenttrace_resume_continues_from_what_was_last_sent(
         "--agent",
         "tests.rewriting_agent:rebuild",
         cwd=ROOT,
-        timeout=120,
+        timeout=480,
         **{API_BASE_VARIABLE: llm.api_base},
     )
     assert "Answer: With milk.\n" in ok(result)

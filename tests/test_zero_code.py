@@ -85,7 +85,7 @@ def run_instrumented(
             env={**env, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.http_endpoint},
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=480,
         )
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == "hi"

@@ -38,7 +38,7 @@ def main() -> None:
         resumed = subprocess.run(
             [sys.executable, "-m", "agenttrace.cli", "resume", session_id, "--prompt", "Coffee?",
              "--agent", "examples.cafe:rebuild", "--sessions-dir", str(sessions)],
-            env=child_env(), capture_output=True, text=True, timeout=120, cwd=ROOT,
+            env=child_env(), capture_output=True, text=True, timeout=480, cwd=ROOT,
         )  # fmt: skip
         if resumed.returncode != 0:
             sys.exit(f"resuming the demo's session failed: {resumed.stderr}")
@@ -56,7 +56,7 @@ def _crashed(sessions: Path) -> None:
         env["AGENTTRACE_BILLING_FILE"] = str(sessions.parent / "accounting.jsonl")
         killed = subprocess.run(
             [sys.executable, "-m", "tests.crash_child", "first", str(sessions), "jill"],
-            env=env, capture_output=True, text=True, timeout=120, cwd=ROOT,
+            env=env, capture_output=True, text=True, timeout=480, cwd=ROOT,
         )  # fmt: skip
     if killed.returncode != -9:
         sys.exit(f"the demo was not killed as planned: {killed.stderr}")
