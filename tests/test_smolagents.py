@@ -863,4 +863,4 @@ def test_the_entry_point_names_the_instrumentor() -> None:
     ]
     module, _, name = entry.partition(":")
     assert getattr(__import__(module, fromlist=[name]), name) is SmolagentsInstrumentor
-    assert SmolagentsInstrumentor().instrumentation_dependencies() == ("smolagents >= 1.20",)
+    assert SmolagentsInstrumentor().instrumentation_dependencies() == ("smolagents >= 1.25",)

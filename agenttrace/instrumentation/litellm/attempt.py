@@ -16,7 +16,7 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace.instrumentation.litellm.calls import LogicalCall
-from agenttrace.instrumentation.litellm.utils import WHERE
+from agenttrace.instrumentation.litellm.utils import WHERE, with_cache_writes
 from agenttrace.model.outcome import OutcomeBuilder
 from agenttrace.tracing.journal.llm_steps import end_llm_step
 from agenttrace.tracing.llm_attributes import (
@@ -239,6 +239,7 @@ def result_attributes(attempt: Attempt, response: Any) -> dict[str, AttributeVal
     attributes = input_content(attempt.input, payloads)
     outcome = attempt.scope.outcome
     attributes.update(response_attributes(response, outcome, payloads))
+    outcome.set_usage(with_cache_writes(outcome.usage, field(response, "usage")))
     hidden = getattr(response, "_hidden_params", None)
     if not isinstance(hidden, Mapping):
         hidden = {}

@@ -20,7 +20,7 @@ from agenttrace._internal import price_table
 from agenttrace._internal.redact import is_secret_key, remember_secret
 from agenttrace.instrumentation.base import PatchState
 from agenttrace.model.outcome import Usage
-from agenttrace.tracing.llm_attributes import provider_name, split_model
+from agenttrace.tracing.llm_attributes import field, provider_name, split_model
 
 WHERE = "litellm instrumentation"
 
@@ -109,6 +109,38 @@ def is_stream(result: Any) -> bool:
     return stream_type is not None and isinstance(result, stream_type)
 
 
+def prompt_counts_cache_writes() -> bool:
+    """Whether the imported litellm counts cache writes in ``prompt_tokens``.
+
+    Before 1.77.3 litellm counted an Anthropic or Bedrock reply's cache reads in
+    ``prompt_tokens`` but kept its cache writes beside it (``cache_creation_input_tokens``), and
+    ``cost_per_token`` took ``prompt_tokens`` so. 1.77.3 added the writes, and the field that
+    says how many were (``prompt_tokens_details.cache_creation_tokens``): that field tells the
+    two apart."""
+    types = sys.modules.get("litellm.types.utils")
+    wrapper = getattr(types, "PromptTokensDetailsWrapper", None)
+    fields = getattr(wrapper, "model_fields", None)
+    return not isinstance(fields, Mapping) or "cache_creation_tokens" in fields
+
+
+def with_cache_writes(usage: Usage | None, reported: Any) -> Usage | None:
+    """``usage``, read from the usage block ``reported`` of a litellm response, its input
+    counting the cache writes (``Usage.input`` counts every input token) where litellm left
+    them out of ``prompt_tokens``: the ones it put in ``cache_creation_input_tokens``."""
+    left_out = field(reported, "cache_creation_input_tokens")
+    if usage is None or usage.input is None or not isinstance(left_out, int) or left_out <= 0:
+        return usage
+    if prompt_counts_cache_writes():
+        return usage
+    return Usage(
+        usage.input + left_out,
+        usage.output,
+        usage.cache_read,
+        usage.cache_write,
+        usage.reasoning,
+    )
+
+
 def cost_from_tokens(litellm: Any, model: str, usage: Usage | None) -> float | None:
     """The price in USD of the tokens ``usage`` counts, from litellm's price map; None if
     the tokens or the price are unknown."""
@@ -117,6 +149,8 @@ def cost_from_tokens(litellm: Any, model: str, usage: Usage | None) -> float | N
     prompt, completion = usage.input, usage.output
     if not isinstance(prompt, int) or not isinstance(completion, int):
         return None
+    if not prompt_counts_cache_writes():
+        prompt -= usage.cache_write  # that litellm prices the writes on top of prompt_tokens
     try:
         prompt_cost, completion_cost = litellm.cost_per_token(
             model=model,

@@ -61,7 +61,7 @@ class OpenAIInstrumentor(SDKInstrumentor):
     on that provider first. ``uninstrument()`` puts the SDK back exactly as it was.
     """
 
-    instruments = ("openai >= 1.40",)
+    instruments = ("openai >= 1.92",)
     targets = _TARGETS
     targets_missing_ok = True  # an SDK older than the Responses API lacks its module
     patch_state = state

@@ -57,7 +57,7 @@ class OpenAIAgentsInstrumentor(LibraryInstrumentor):
     instrumentation's, which ``agenttrace.init()`` turns on.
     """
 
-    instruments = ("openai-agents >= 0.14",)
+    instruments = ("openai-agents >= 0.20",)
 
     def patch(self, **options: Any) -> None:
         """Add the processor to the SDK (imports it), or make it active again."""

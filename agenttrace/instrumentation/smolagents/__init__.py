@@ -45,7 +45,7 @@ class SmolagentsInstrumentor(LibraryInstrumentor):
     ``agenttrace.init()`` turns on.
     """
 
-    instruments = ("smolagents >= 1.20",)
+    instruments = ("smolagents >= 1.25",)
 
     def patch(self, **options: Any) -> None:
         """Patch smolagents (:mod:`.patch`)."""
