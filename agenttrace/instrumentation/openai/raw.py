@@ -69,11 +69,12 @@ def finish_raw(raw: Any, attempt: Attempt, finish: Callable[[Any, Attempt], Any]
 def replayed_raw(reply: Any, client: Any, is_async: bool) -> Any:
     """A ``LegacyAPIResponse`` whose ``.parse()`` gives ``reply`` (a replayed reply, or stream
     proxy), over an HTTP response made here with the reply's JSON body (no request is sent)."""
-    import httpx
     from openai import AsyncStream, Stream
     from openai._legacy_response import LegacyAPIResponse
     from openai._models import FinalRequestOptions
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    from agenttrace.instrumentation.openai.replay import sdk_http
 
     streamed = isinstance(reply, (Stream, AsyncStream))
     if streamed:
@@ -86,11 +87,12 @@ def replayed_raw(reply: Any, client: Any, is_async: bool) -> Any:
         body = json.dumps(data).encode()
         content_type = "application/json"
     url = str(getattr(client, "base_url", "http://replayed/")).rstrip("/") + "/chat/completions"
-    response = httpx.Response(
+    http = sdk_http()
+    response = http.Response(
         200,
         headers={"content-type": content_type},
         content=body,
-        request=httpx.Request("POST", url),
+        request=http.Request("POST", url),
     )
     stream_cls: Any = (AsyncStream if is_async else Stream)[ChatCompletionChunk]
     raw = LegacyAPIResponse(
