@@ -327,8 +327,10 @@ def test_a_litellm_call_with_contrib_openai_v2_on_is_one_agenttrace_span(
 ) -> None:
     """litellm sends an OpenAI-compatible request through the OpenAI SDK: with contrib's
     instrumentation of that SDK on too, a litellm call, plain or streamed, is still one
-    agenttrace LLM span (its attempt), and contrib's span of the SDK call inside it is that
-    span's child."""
+    agenttrace LLM span (its attempt), and contrib's span of the SDK call inside it, where
+    there is one, is that span's child. (litellm 1.110 posts its chat requests with the SDK's
+    client.post, under contrib's wrappers: contrib makes no span of them there; older litellm
+    calls chat.completions.create, and contrib's span nests under ours.)"""
     fresh_litellm_clients()
     theirs = ContribOpenAI()
     theirs.instrument(tracer_provider=traced.provider)
@@ -341,8 +343,8 @@ def test_a_litellm_call_with_contrib_openai_v2_on_is_one_agenttrace_span(
     assert len(llm.requests) == 2
     first, second = llm_spans(traced)
     assert roles(traced, tmp_path) == ["user", "assistant", "user", "assistant"]
-    contrib = their_spans(traced)
-    assert [parent_of(s) for s in contrib] == [first.context.span_id, second.context.span_id]
+    contrib = [parent_of(s) for s in their_spans(traced)]
+    assert contrib in ([], [first.context.span_id, second.context.span_id])
     assert not trace.get_current_span().get_span_context().is_valid
 
 
@@ -363,4 +365,4 @@ def test_with_litellm_s_instrumentation_off_contrib_outside_ours_does_not_make_i
         theirs.uninstrument()
     assert len(llm.requests) == 1
     assert llm_spans(traced) == []
-    assert len(their_spans(traced)) == 1
+    assert len(their_spans(traced)) <= 1  # none where litellm posts past the SDK's create

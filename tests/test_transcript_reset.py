@@ -270,6 +270,23 @@ def test_what_counts_as_the_same_message() -> None:
     arguments = {**call, "function": {"name": "f", "arguments": '{"a": 1}'}}
     assert not ev.same_entry({"role": "assistant", "tool_calls": [arguments]}, logged)
     assert not ev.same_entry({"role": "assistant", "content": "Calling f"}, logged)
+    # Arguments sent back re-serialised (pydantic-ai 2.78 compacts them) are the same call;
+    # different values, another function or text that is not JSON are not.
+    spaced = entry({"role": "assistant", "tool_calls": [arguments]})
+    compact = {**call, "function": {"name": "f", "arguments": '{"a":1}'}}
+    assert ev.same_entry({"role": "assistant", "tool_calls": [compact]}, spaced)
+    other = {**call, "function": {"name": "f", "arguments": '{"a":2}'}}
+    assert not ev.same_entry({"role": "assistant", "tool_calls": [other]}, spaced)
+    renamed = {**call, "function": {"name": "g", "arguments": '{"a":1}'}}
+    assert not ev.same_entry({"role": "assistant", "tool_calls": [renamed]}, spaced)
+    broken = entry(
+        {
+            "role": "assistant",
+            "tool_calls": [{**call, "function": {"name": "f", "arguments": "{a"}}],
+        }
+    )
+    unjson = {**call, "function": {"name": "f", "arguments": "{a "}}
+    assert not ev.same_entry({"role": "assistant", "tool_calls": [unjson]}, broken)
     # Ids and names as the stream writes them; a missing role is a user's.
     result = entry({"role": "tool", "tool_call_id": 5, "content": "ok"})
     assert ev.same_entry({"role": "tool", "tool_call_id": "5", "content": "ok"}, result)

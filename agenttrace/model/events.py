@@ -11,6 +11,7 @@ older spelling (``content_id`` for ``substance``, ``caused_by`` for ``cause``); 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, SupportsIndex, TypeVar
 
@@ -265,7 +266,7 @@ def same_entry(message: Any, entry: Mapping[str, Any]) -> bool:
     calls = get("tool_calls")
     logged_calls = entry.get("tool_calls")
     if (calls or logged_calls) and (
-        not calls or not logged_calls or tool_calls(calls) != logged_calls
+        not calls or not logged_calls or not _same_calls(tool_calls(calls), logged_calls)
     ):
         return False
     for key in ("tool_call_id", "name"):
@@ -273,6 +274,44 @@ def same_entry(message: Any, entry: Mapping[str, Any]) -> bool:
         if (str(value) if value else None) != (entry.get(key) or None):
             return False
     return True
+
+
+def _same_calls(calls: list[dict[str, Any]], logged: Any) -> bool:
+    """Whether normalised tool calls are the logged ones. Arguments that differ as text but
+    parse to the same JSON are the same: a framework may send back the model's call arguments
+    re-serialised (pydantic-ai 2.78 sends ``{"a":2}`` for the model's ``{"a": 2}``)."""
+    if calls == logged:
+        return True
+    if not isinstance(logged, list) or len(calls) != len(logged):
+        return False
+    for call, entry in zip(calls, logged, strict=True):
+        if not isinstance(entry, Mapping) or call.keys() != entry.keys():
+            return False
+        for key, value in call.items():
+            if key == "function":
+                if not _same_function(value, entry[key]):
+                    return False
+            elif value != entry[key]:
+                return False
+    return True
+
+
+def _same_function(function: dict[str, Any], logged: Any) -> bool:
+    if function == logged:
+        return True
+    if not isinstance(logged, Mapping) or function.get("name") != logged.get("name"):
+        return False
+    return bool(_json_value(function.get("arguments")) == _json_value(logged.get("arguments")))
+
+
+def _json_value(text: Any) -> Any:
+    """``text`` parsed as JSON, or a marker equal to nothing else when it is not JSON."""
+    if not isinstance(text, str):
+        return object()
+    try:
+        return json.loads(text)
+    except ValueError:
+        return object()
 
 
 def _empty(content: Any) -> bool:
@@ -477,8 +516,6 @@ def api_message(event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _json_text(value: Any) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False, default=str)
 
 

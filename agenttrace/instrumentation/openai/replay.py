@@ -60,7 +60,6 @@ def sdk_stream(
 ) -> Any:
     """The SDK's stream over the recorded chunks: an HTTP response made here, whose body is
     the chunks as the server sent them (``data:`` lines, then ``[DONE]``)."""
-    import httpx
     from openai import AsyncStream, Stream
     from openai.types.chat import ChatCompletionChunk
 
@@ -68,14 +67,25 @@ def sdk_stream(
         b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n" for chunk in chunks
     )
     url = str(getattr(client, "base_url", "http://replayed/")).rstrip("/") + path
-    response = httpx.Response(
+    http = sdk_http()
+    response = http.Response(
         200,
         headers={"content-type": "text/event-stream"},
         content=body + b"data: [DONE]\n\n",
-        request=httpx.Request("POST", url),
+        request=http.Request("POST", url),
     )
     kind = AsyncStream if is_async else Stream
     return kind(cast_to=cast_to or ChatCompletionChunk, response=response, client=client)
+
+
+def sdk_http() -> Any:
+    """The HTTP library the installed SDK's responses are made of: ``httpx2`` from openai 3,
+    ``httpx`` before. A replayed response is made of the same, as the SDK's parsers expect."""
+    import importlib
+
+    import openai._response
+
+    return getattr(openai._response, "httpx2", None) or importlib.import_module("httpx")
 
 
 def _not_given() -> Any:

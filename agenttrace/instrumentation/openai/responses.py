@@ -257,18 +257,26 @@ def _parsed(response: Any, parse: Mapping[str, Any]) -> Any:
     import openai
     from openai.lib._parsing._responses import parse_response
 
-    try:  # openai 3 moved the helper that turns parse()'s tools into the request's
-        from openai.lib._response_resources import _make_tools  # type: ignore[import-not-found]
-    except ImportError:  # openai 1 and 2
-        from openai.resources.responses.responses import _make_tools
-
     omit = getattr(openai, "omit", None) or openai.NOT_GIVEN
     return parse_response(
         text_format=parse.get("text_format", omit),
-        input_tools=_make_tools(parse.get("tools", omit)),
+        input_tools=_make_tools()(parse.get("tools", omit)),
         response=response,
     )
 
 
 _RESPONSES = SDKCalls(WHERE, untraced, _describe, _replay, _finish, "openai", "/responses")
 """What a Responses API call does its own way."""
+
+
+def _make_tools() -> Any:
+    """The SDK's helper that turns ``parse()``'s tools into the request's: openai 3 moved it
+    (found by name, so that one module type-checks against either release)."""
+    import importlib
+
+    for where in ("openai.lib._response_resources", "openai.resources.responses.responses"):
+        try:
+            return importlib.import_module(where)._make_tools
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError("openai: no _make_tools helper for responses.parse")
