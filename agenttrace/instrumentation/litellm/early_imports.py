@@ -42,11 +42,17 @@ def holders(ids: frozenset[int]) -> list[str]:
     """``module.name`` for each name, in a module outside litellm and agenttrace, bound to one of
     the functions ``ids`` are of (identities stay valid: the patch's wrappers keep them alive)."""
     found = []
+    seen: set[int] = set()
     for module_name, module in list(sys.modules.items()):
         # Modules only: some entries are other objects whose __dict__ is built on each read
         # (cffi's compiled libraries: hundreds of names).
         if not isinstance(module, ModuleType) or module_name.partition(".")[0] in _SKIPPED:
             continue
+        # A module under two names is named once: multiprocessing (which agenttrace imports)
+        # makes __mp_main__ an alias of __main__.
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
         namespace = vars(module)
         items = list(namespace.items())  # one step: another thread may be importing meanwhile
         found += [f"{module_name}.{name}" for name, value in items if id(value) in ids]
