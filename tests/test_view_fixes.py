@@ -43,7 +43,7 @@ from .test_exports import _Browser, _root_attributes, _without_scripts
 ROOT = Path(__file__).resolve().parent.parent
 UNPRICED = "openai/acme-private-7b"  # no entry in litellm's price map
 PRICED = "openai/gpt-4o-mini"
-FREE = "openrouter/openrouter/free"  # in the price map at 0 per token
+FREE = "openrouter/openrouter/free"  # priced at 0 per token
 PRICED_COST = sum(
     litellm.cost_per_token(model="gpt-4o-mini", prompt_tokens=11, completion_tokens=7)
 )
@@ -75,6 +75,17 @@ class Run:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory, llm_server: LLMServer) -> Iterator[Run]:
     directory = tmp_path_factory.mktemp("view-fixes")
+    if FREE not in litellm.model_cost:  # litellm 1.110's map (the lock's) has no OpenRouter models
+        litellm.register_model(
+            {
+                FREE: {
+                    "input_cost_per_token": 0.0,
+                    "output_cost_per_token": 0.0,
+                    "litellm_provider": "openrouter",
+                    "mode": "chat",
+                }
+            }
+        )
     console = io.StringIO()
     provider = TracerProvider()
     agenttrace.use_session(None)
