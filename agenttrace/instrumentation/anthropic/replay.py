@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from agenttrace.instrumentation.anthropic.streaming import StreamProxy
 from agenttrace.instrumentation.litellm.attempt import Attempt
+from agenttrace.instrumentation.litellm.sdk_http import made_response
 from agenttrace.model.journal import Step
 
 
@@ -57,9 +58,6 @@ def _sdk_stream(events: list[Any], client: Any, is_async: bool, beta: bool) -> A
     from anthropic.types import RawMessageStreamEvent
     from anthropic.types.beta import BetaRawMessageStreamEvent
 
-    # The HTTP library the SDK's streams read (httpx, or httpx2 in newer releases).
-    namespace = vars(importlib.import_module("anthropic._streaming"))
-    http = namespace.get("httpx2") or namespace["httpx"]
     body = b"".join(
         b"event: "
         + str(event.get("type", "")).encode()
@@ -68,16 +66,10 @@ def _sdk_stream(events: list[Any], client: Any, is_async: bool, beta: bool) -> A
         + b"\n\n"
         for event in events
     )
-    url = str(getattr(client, "base_url", "http://replayed/")).rstrip("/") + "/v1/messages"
-    response = http.Response(
-        200,
-        headers={"content-type": "text/event-stream"},
-        content=body,
-        request=http.Request("POST", url),
-    )
+    response = made_response("anthropic", client, "/v1/messages", "text/event-stream", body)
     kind = AsyncStream if is_async else Stream
     event_type = BetaRawMessageStreamEvent if beta else RawMessageStreamEvent
     stream = kind(cast_to=cast(Any, event_type), response=response, client=client)
     # Read lazily, on the first event: the decoder set here is the one the stream reads with.
-    stream._decoder = namespace["SSEDecoder"]()
+    stream._decoder = importlib.import_module("anthropic._streaming").SSEDecoder()
     return stream

@@ -30,6 +30,7 @@ from typing import Any
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace.instrumentation.litellm.attempt import Attempt
+from agenttrace.instrumentation.litellm.sdk_http import made_response
 
 RAW_HEADER = "X-Stainless-Raw-Response"
 """The header the SDKs' ``with_raw_response`` (``"true"``: OpenAI's legacy response; ``"raw"``)
@@ -105,7 +106,6 @@ def replayed_raw(
     request is sent). ``path``: the endpoint the request would have gone to."""
     sdk = importlib.import_module(f"{package}._response")
     options = importlib.import_module(f"{package}._models").FinalRequestOptions
-    http = vars(sdk).get("httpx2") or vars(sdk)["httpx"]  # newer Anthropic SDKs: httpx2
     streams = importlib.import_module(f"{package}._streaming")
     streamed = isinstance(reply, (streams.Stream, streams.AsyncStream))  # its proxy: one too
     if streamed:
@@ -114,12 +114,8 @@ def replayed_raw(
         data = (
             reply.model_dump(mode="json", warnings=False) if hasattr(reply, "model_dump") else reply
         )
-        url = str(getattr(client, "base_url", "http://replayed/")).rstrip("/") + path
-        response = http.Response(
-            200,
-            headers={"content-type": "application/json"},
-            content=json.dumps(data).encode(),
-            request=http.Request("POST", url),
+        response = made_response(
+            package, client, path, "application/json", json.dumps(data).encode()
         )
     if kind == "true":
         made = importlib.import_module(f"{package}._legacy_response").LegacyAPIResponse

@@ -12,6 +12,7 @@ from typing import Any
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace.instrumentation.litellm.attempt import Attempt
+from agenttrace.instrumentation.litellm.sdk_http import made_response
 from agenttrace.instrumentation.openai.request import WHERE
 from agenttrace.instrumentation.openai.streaming import StreamProxy
 from agenttrace.model.journal import Step
@@ -66,26 +67,11 @@ def sdk_stream(
     body = b"".join(
         b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n" for chunk in chunks
     )
-    url = str(getattr(client, "base_url", "http://replayed/")).rstrip("/") + path
-    http = sdk_http()
-    response = http.Response(
-        200,
-        headers={"content-type": "text/event-stream"},
-        content=body + b"data: [DONE]\n\n",
-        request=http.Request("POST", url),
+    response = made_response(
+        "openai", client, path, "text/event-stream", body + b"data: [DONE]\n\n"
     )
     kind = AsyncStream if is_async else Stream
     return kind(cast_to=cast_to or ChatCompletionChunk, response=response, client=client)
-
-
-def sdk_http() -> Any:
-    """The HTTP library the installed SDK's responses are made of: ``httpx2`` from openai 3,
-    ``httpx`` before. A replayed response is made of the same, as the SDK's parsers expect."""
-    import importlib
-
-    import openai._response
-
-    return getattr(openai._response, "httpx2", None) or importlib.import_module("httpx")
 
 
 def _not_given() -> Any:
