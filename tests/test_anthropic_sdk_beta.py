@@ -2,7 +2,8 @@
 ``AnthropicModel`` calls it): ``create``, ``create(stream=True)``, the ``stream`` helper and
 ``parse``, sync and async, are one ``chat {model}`` span per call over real HTTP to the local
 scripted server, and a re-entered run gets the SDK's own beta objects back (``BetaMessage``,
-streams of beta events, ``ParsedBetaMessage``) without calling the model."""
+streams of beta events, ``ParsedBetaMessage``) without calling the model. (``parse`` is
+tested beside the plain one, in test_anthropic_sdk_reentry.py.)"""
 
 from __future__ import annotations
 
@@ -11,11 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-import pydantic
 import pytest
 from anthropic.resources.beta.messages.messages import AsyncMessages, Messages
 from anthropic.types.beta import BetaMessage, BetaRawMessageStartEvent
-from anthropic.types.beta.parsed_beta_message import ParsedBetaMessage
 
 import agenttrace
 from agenttrace import semconv as sc
@@ -150,43 +149,3 @@ def test_a_re_entered_run_gets_the_beta_objects_without_asking(
     assert len(replayed) == 2
     states = [line["state"] for line in llm_lines(tmp_path)]
     assert states.count("replayed") == 2 and states.count("done") == 2
-
-
-class Answer(pydantic.BaseModel):
-    """What the ``parse`` test asks for."""
-
-    city: str
-
-
-def test_beta_parse_is_traced_and_its_parsed_beta_reply_comes_back_on_re_entry(
-    traced: Traced, tmp_path: Path, claude: AnthropicServer
-) -> None:
-    @agenttrace.agent("BetaParser")
-    async def ask() -> tuple[Any, Any]:
-        sync = client(claude).beta.messages.parse(
-            model=MODEL, max_tokens=64, messages=HI, output_format=Answer
-        )
-        later = await aclient(claude).beta.messages.parse(
-            model=MODEL,
-            max_tokens=64,
-            messages=[*HI, {"role": "user", "content": "again"}],
-            output_format=Answer,
-        )
-        return sync, later
-
-    claude.reset(
-        Reply(blocks=[text('{"city": "Paris"}')]), Reply(blocks=[text('{"city": "Rome"}')])
-    )
-    first = asyncio.run(ask())
-    assert [reply.parsed_output for reply in first] == [Answer(city="Paris"), Answer(city="Rome")]
-    assert all(isinstance(reply, ParsedBetaMessage) for reply in first)
-    assert len(llm_spans(traced)) == 2
-    traced.handle.force_flush()
-    rearm(tmp_path)
-    claude.reset(Reply(blocks=[text("not asked")]))
-    again = asyncio.run(ask())
-    assert claude.message_requests() == []
-    for was, now in zip(first, again, strict=True):
-        assert type(now) is type(was)  # the SDK's ParsedBetaMessage[Answer]
-        assert now.parsed_output == was.parsed_output
-    assert len([s for s in llm_spans(traced) if attrs(s).get(sc.REPLAYED)]) == 2

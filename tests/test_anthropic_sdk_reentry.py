@@ -7,6 +7,7 @@ re-entered run gets the SDK's own objects back, a ``Message``, the SDK's ``Strea
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import anthropic
 import pydantic
 import pytest
 from anthropic.types import Message
+from anthropic.types.beta.parsed_beta_message import ParsedBetaMessage
 
 import agenttrace
 from agenttrace import semconv as sc
@@ -195,15 +197,27 @@ class Answer(pydantic.BaseModel):
     city: str
 
 
+@pytest.mark.parametrize(
+    ("resource", "parsed_type"),
+    [
+        (lambda sdk: sdk.messages, None),
+        (lambda sdk: sdk.beta.messages, ParsedBetaMessage),
+    ],
+    ids=["messages", "beta.messages"],
+)
 def test_parse_is_traced_and_its_parsed_reply_comes_back_on_re_entry(
-    traced: Traced, tmp_path: Path, claude: AnthropicServer
+    traced: Traced,
+    tmp_path: Path,
+    claude: AnthropicServer,
+    resource: Callable[[Any], Any],
+    parsed_type: type | None,
 ) -> None:
     @agenttrace.agent("Parser")
     async def ask() -> tuple[Any, Any]:
-        sync = client(claude).messages.parse(
+        sync = resource(client(claude)).parse(
             model=MODEL, max_tokens=64, messages=HI, output_format=Answer
         )
-        later = await aclient(claude).messages.parse(
+        later = await resource(aclient(claude)).parse(
             model=MODEL,
             max_tokens=64,
             messages=[*HI, {"role": "user", "content": "again"}],
@@ -216,6 +230,8 @@ def test_parse_is_traced_and_its_parsed_reply_comes_back_on_re_entry(
     )
     first = asyncio.run(ask())
     assert [reply.parsed_output for reply in first] == [Answer(city="Paris"), Answer(city="Rome")]
+    if parsed_type is not None:  # a beta call's reply is the beta type
+        assert all(isinstance(reply, parsed_type) for reply in first)
     assert len(llm_spans(traced)) == 2
     traced.handle.force_flush()
     rearm(tmp_path)
@@ -223,6 +239,6 @@ def test_parse_is_traced_and_its_parsed_reply_comes_back_on_re_entry(
     again = asyncio.run(ask())
     assert claude.message_requests() == []
     for was, now in zip(first, again, strict=True):
-        assert type(now) is type(was)  # the SDK's ParsedMessage[Answer]
+        assert type(now) is type(was)  # the SDK's Parsed(Beta)Message[Answer]
         assert now.parsed_output == was.parsed_output
     assert len([s for s in llm_spans(traced) if attrs(s).get(sc.REPLAYED)]) == 2
