@@ -38,44 +38,35 @@ def claude(server: AnthropicServer) -> AnthropicServer:
     return server
 
 
+VERTEX = {
+    "region": "us-east5",
+    "project_id": "agenttrace-test",
+    "access_token": "ya29.agenttrace-test-token",
+    "max_retries": 0,
+}
+BEDROCK = {
+    "aws_access_key": "AKIAAGENTTRACETEST01",
+    "aws_secret_key": "agenttrace-test-secret-key-0001",
+    "aws_region": "us-east-1",
+    "max_retries": 0,
+}
+"""The clients' settings (test credentials), the server's URL aside."""
+
+
 def vertex(server: AnthropicServer) -> anthropic.AnthropicVertex:
-    return anthropic.AnthropicVertex(
-        region="us-east5",
-        project_id="agenttrace-test",
-        access_token="ya29.agenttrace-test-token",
-        base_url=server.base_url,
-        max_retries=0,
-    )
+    return anthropic.AnthropicVertex(base_url=server.base_url, **VERTEX)
 
 
 def avertex(server: AnthropicServer) -> anthropic.AsyncAnthropicVertex:
-    return anthropic.AsyncAnthropicVertex(
-        region="us-east5",
-        project_id="agenttrace-test",
-        access_token="ya29.agenttrace-test-token",
-        base_url=server.base_url,
-        max_retries=0,
-    )
+    return anthropic.AsyncAnthropicVertex(base_url=server.base_url, **VERTEX)
 
 
 def bedrock(server: AnthropicServer) -> anthropic.AnthropicBedrock:
-    return anthropic.AnthropicBedrock(
-        aws_access_key="AKIAAGENTTRACETEST01",
-        aws_secret_key="agenttrace-test-secret-key-0001",
-        aws_region="us-east-1",
-        base_url=server.base_url,
-        max_retries=0,
-    )
+    return anthropic.AnthropicBedrock(base_url=server.base_url, **BEDROCK)
 
 
 def abedrock(server: AnthropicServer) -> anthropic.AsyncAnthropicBedrock:
-    return anthropic.AsyncAnthropicBedrock(
-        aws_access_key="AKIAAGENTTRACETEST01",
-        aws_secret_key="agenttrace-test-secret-key-0001",
-        aws_region="us-east-1",
-        base_url=server.base_url,
-        max_retries=0,
-    )
+    return anthropic.AsyncAnthropicBedrock(base_url=server.base_url, **BEDROCK)
 
 
 def check_span(traced: Traced, provider: str) -> None:
