@@ -27,6 +27,16 @@ from .test_llm_steps import llm_lines, rearm
 from .test_openai_sdk import HI, aclient, client, llm_spans, transcripts
 
 
+def check_one_hello_span(traced: Traced, tmp_path: Path) -> None:
+    """One call answered "Hello!" to "hi": its one LLM span, ok, with its tokens, and the two
+    transcript entries."""
+    (span,) = llm_spans(traced)
+    assert outcome(span) == "ok"
+    assert attrs(span)[sc.GEN_AI_USAGE_INPUT_TOKENS] == 11
+    (entries,) = transcripts(traced, tmp_path).values()
+    assert [(e["role"], e["content"]) for e in entries] == [("user", "hi"), ("assistant", "Hello!")]
+
+
 def test_a_raw_call_is_one_span_and_parse_gives_the_traced_reply(
     traced: Traced, llm: LLMServer, tmp_path: Path
 ) -> None:
@@ -36,11 +46,7 @@ def test_a_raw_call_is_one_span_and_parse_gives_the_traced_reply(
     reply = raw.parse()
     assert type(reply) is ChatCompletion and reply.choices[0].message.content == "Hello!"
     assert raw.parse() is reply
-    (span,) = llm_spans(traced)
-    assert outcome(span) == "ok"
-    assert attrs(span)[sc.GEN_AI_USAGE_INPUT_TOKENS] == 11
-    (entries,) = transcripts(traced, tmp_path).values()
-    assert [(e["role"], e["content"]) for e in entries] == [("user", "hi"), ("assistant", "Hello!")]
+    check_one_hello_span(traced, tmp_path)
 
 
 def test_a_raw_stream_is_one_span_ended_when_its_parsed_stream_is_read(
@@ -100,11 +106,7 @@ def test_a_streaming_response_call_is_one_span_and_its_body_stays_the_caller_s(
         body = json.loads(b"".join(response.iter_bytes()))  # read by us, still all there
         assert body["choices"][0]["message"]["content"] == "Hello!"
         assert response.json() == body
-    (span,) = llm_spans(traced)
-    assert outcome(span) == "ok"
-    assert attrs(span)[sc.GEN_AI_USAGE_INPUT_TOKENS] == 11
-    (entries,) = transcripts(traced, tmp_path).values()
-    assert [(e["role"], e["content"]) for e in entries] == [("user", "hi"), ("assistant", "Hello!")]
+    check_one_hello_span(traced, tmp_path)
 
 
 def test_a_streamed_streaming_response_is_one_span_ended_when_its_stream_is_read(
