@@ -52,7 +52,7 @@ lock-check: $(STAMP)
 # tests/extras_range.py prints the package, version and test counts of each end, and fails on a
 # failed test or install. CI runs every end (some 12 minutes); `make extras-range
 # EXTRAS_RANGE=litellm` runs one extra's.
-EXTRAS_RANGE ?= openai anthropic litellm smolagents openai-agents
+EXTRAS_RANGE ?= openai anthropic litellm smolagents openai-agents pydantic-ai
 extras-range: $(STAMP)
 	$(BIN)/python tests/extras_range.py $(EXTRAS_RANGE)
 

@@ -68,6 +68,7 @@ EXTRAS = {
             ("tests/test_smolagents.py", "tests/test_openai_sdk_smolagents.py"),
         ),
         Extra("openai-agents", "openai-agents", ("tests/test_openai_agents.py",)),
+        Extra("pydantic-ai", "pydantic-ai-slim", ("tests/test_pydantic_ai.py",)),
     )
 }
 
@@ -86,6 +87,9 @@ FREED: dict[tuple[str, str], tuple[str, ...]] = {
     # openai-agents 0.20 wants openai<3 (0.21 is the first to take the lock's 3.x), so a user on
     # openai 2 gets 0.20: the lowest end runs it with the lowest openai it takes (2.45).
     ("openai-agents", "lowest"): ("openai",),
+    # Each pydantic-ai-slim release pins its own pydantic-graph (==), so the two move together
+    # (on the Pythons [pydantic-ai] installs on: elsewhere lowest-direct would take 0.0.1).
+    ("pydantic-ai", "lowest"): ("pydantic-graph ; python_version >= '3.11'",),
 }
 
 
@@ -299,6 +303,11 @@ def main(argv: list[str] | None = None) -> int:
                 work = args.keep or Path(temp)
                 work.mkdir(parents=True, exist_ok=True)
                 try:
+                    marker = Requirement(extra_requirement(extra)).marker
+                    if not args.compile and marker is not None and not marker.evaluate():
+                        # The extra installs nothing on this Python ([pydantic-ai] on 3.10).
+                        print(f"extras-range: [{name}] {end}: not on this Python ({marker})")
+                        continue
                     if args.compile:
                         target = compile_end(extra, end, work)
                         version = pinned_version(target, extra.package)
