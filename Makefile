@@ -50,9 +50,9 @@ lock-check: $(STAMP)
 # between): a venv per end, made with the lock's uv from requirements.lock and the end's own
 # hash-pinned file (tests/extras-range/, from make lock-range) installed over it.
 # tests/extras_range.py prints the package, version and test counts of each end, and fails on a
-# failed test or install. CI runs every end (some 10 minutes); `make extras-range
+# failed test or install. CI runs every end (some 12 minutes); `make extras-range
 # EXTRAS_RANGE=litellm` runs one extra's.
-EXTRAS_RANGE ?= openai anthropic litellm smolagents
+EXTRAS_RANGE ?= openai anthropic litellm smolagents openai-agents pydantic-ai
 extras-range: $(STAMP)
 	$(BIN)/python tests/extras_range.py $(EXTRAS_RANGE)
 

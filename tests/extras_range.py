@@ -67,6 +67,8 @@ EXTRAS = {
             "smolagents",
             ("tests/test_smolagents.py", "tests/test_openai_sdk_smolagents.py"),
         ),
+        Extra("openai-agents", "openai-agents", ("tests/test_openai_agents.py",)),
+        Extra("pydantic-ai", "pydantic-ai-slim", ("tests/test_pydantic_ai.py",)),
     )
 }
 
@@ -82,6 +84,12 @@ FREED: dict[tuple[str, str], tuple[str, ...]] = {
     # litellm 1.110 wants a certifi newer than the lock's (>=2026.10.19); held to the lock's,
     # the newest end would stop at 1.106.
     ("litellm", "newest"): ("certifi",),
+    # openai-agents 0.20 wants openai<3 (0.21 is the first to take the lock's 3.x), so a user on
+    # openai 2 gets 0.20: the lowest end runs it with the lowest openai it takes (2.45).
+    ("openai-agents", "lowest"): ("openai",),
+    # Each pydantic-ai-slim release pins its own pydantic-graph (==), so the two move together
+    # (on the Pythons [pydantic-ai] installs on: elsewhere lowest-direct would take 0.0.1).
+    ("pydantic-ai", "lowest"): ("pydantic-graph ; python_version >= '3.11'",),
 }
 
 
@@ -132,11 +140,16 @@ def end_file(extra: Extra, end: str) -> Path:
 
 
 def pinned_version(path: Path, package: str) -> str:
-    """The version `path` pins `package` to."""
+    """The version `path` pins `package` to on this Python (the one the ends' venvs run).
+
+    A universal lock may pin a package once per Python range (pydantic-ai-slim: one release
+    below 3.11, another from 3.11); the pin whose marker holds here is the one installed.
+    """
     for name, pin in locked_pins(path):
-        if name == package:
-            return pin.split("==", 1)[1].split(";", 1)[0].strip()
-    raise RangeFailed(f"{path} does not pin {package}")
+        requirement = Requirement(pin)
+        if name == package and (requirement.marker is None or requirement.marker.evaluate()):
+            return next(iter(requirement.specifier)).version
+    raise RangeFailed(f"{path} does not pin {package} for this Python")
 
 
 def compile_end(extra: Extra, end: str, work: Path) -> Path:
@@ -290,6 +303,11 @@ def main(argv: list[str] | None = None) -> int:
                 work = args.keep or Path(temp)
                 work.mkdir(parents=True, exist_ok=True)
                 try:
+                    marker = Requirement(extra_requirement(extra)).marker
+                    if not args.compile and marker is not None and not marker.evaluate():
+                        # The extra installs nothing on this Python ([pydantic-ai] on 3.10).
+                        print(f"extras-range: [{name}] {end}: not on this Python ({marker})")
+                        continue
                     if args.compile:
                         target = compile_end(extra, end, work)
                         version = pinned_version(target, extra.package)

@@ -15,28 +15,33 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
-from pydantic_ai.agent import Agent as AgentClass
-from pydantic_ai.models.anthropic import AnthropicModel
-from pydantic_ai.models.instrumented import InstrumentationSettings
-from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
-from pydantic_ai.providers.anthropic import AnthropicProvider
-from pydantic_ai.providers.openai import OpenAIProvider
-from pydantic_ai.toolsets.function import FunctionToolset
 
-import agenttrace
-from agenttrace import semconv as sc
-from agenttrace.formats.session.files import snapshot_path
-from agenttrace.instrumentation.pydantic_ai import PydanticAIInstrumentor
+pydantic_ai = pytest.importorskip(
+    "pydantic_ai", reason="the [pydantic-ai] extra needs Python 3.11 or later"
+)
 
-from .anthropic_server import AnthropicServer, text, tool_use
-from .anthropic_server import Reply as ClaudeReply
-from .conftest import Traced, attrs, outcome
-from .helpers import child_env
-from .llm_server import LLMServer, Reply
-from .test_anthropic_sdk import MODEL, aclient, claude, server
-from .test_llm_steps import rearm
-from .test_zero_code import run_instrumented
+from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai.agent import Agent as AgentClass  # noqa: E402
+from pydantic_ai.models.anthropic import AnthropicModel  # noqa: E402
+from pydantic_ai.models.instrumented import InstrumentationSettings  # noqa: E402
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel  # noqa: E402
+from pydantic_ai.providers.anthropic import AnthropicProvider  # noqa: E402
+from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
+from pydantic_ai.toolsets.function import FunctionToolset  # noqa: E402
+
+import agenttrace  # noqa: E402
+from agenttrace import semconv as sc  # noqa: E402
+from agenttrace.formats.session.files import snapshot_path  # noqa: E402
+from agenttrace.instrumentation.pydantic_ai import PydanticAIInstrumentor  # noqa: E402
+
+from .anthropic_server import AnthropicServer, text, tool_use  # noqa: E402
+from .anthropic_server import Reply as ClaudeReply  # noqa: E402
+from .conftest import Traced, attrs, outcome  # noqa: E402
+from .helpers import child_env  # noqa: E402
+from .llm_server import LLMServer, Reply  # noqa: E402
+from .test_anthropic_sdk import MODEL, aclient, claude, server  # noqa: E402
+from .test_llm_steps import rearm  # noqa: E402
+from .test_zero_code import run_instrumented  # noqa: E402
 
 __all__ = ["claude", "server"]  # the Anthropic server's fixtures, used by name
 

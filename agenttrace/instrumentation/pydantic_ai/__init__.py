@@ -43,7 +43,7 @@ class PydanticAIInstrumentor(LibraryInstrumentor):
     as it was.
     """
 
-    instruments = ("pydantic-ai-slim >= 2.31",)
+    instruments = ("pydantic-ai-slim >= 2.60",)
     init_options: ClassVar[dict[str, Any] | None] = {"instrument_pydantic_ai": False}
     """Set up with the LLM SDKs on (pydantic-ai's models call them), this one left to
     ``instrument()`` itself."""
