@@ -62,7 +62,8 @@ def new_root_run(
     """A root run of ``session`` starting now: named by the session if it is its first (its
     origin txn id is the session id), re-entering the interrupted run a resume armed if it is
     that run's (``agenttrace.session.reentry_match``)."""
-    first = session.run_count == 0 and not session.runs
+    # A joined writer's runs never take the session id: the first writer's first run has it.
+    first = session.run_count == 0 and not session.runs and session.writer is None
     run = Run(session.session_id if first else new_txn_id(), session)
     session.run_count += 1
     run.fingerprint = root_run_fingerprint(session, arguments, implicit)
