@@ -1,0 +1,171 @@
+"""A session read whole from its writers' segments (docs/design/cross-process.md).
+
+A session that processes joined has, beside its first writer's files, one segment per joined
+writer: ``<session_id>.w/<writer_id>.json.gz`` and ``.events.jsonl``, each read as any
+session's pair of files is. :func:`merge_segments` makes one picture of them:
+
+- each joined run (a root of its segment whose ``ingress.joined`` names the op that started it)
+  is placed under that op, as the sub-agent run it is: in the op's ``childSession`` (or
+  ``childSessions`` once it hosts several), relabelled ``parent_path:k`` (its own labels
+  beneath that), with ``parentTxnId`` the op's run. A run whose op no segment holds (its
+  writer's files lost) stays a root, its ``ingress.joined`` saying where it belongs;
+- the events, the step journal and the ``op_accounted`` lines, each in causal order: each
+  writer's in its file's order, the writers' merged by ``ts`` (one machine's clock: a joined
+  run starts after the op that started it), ties to the first writer, then by writer id.
+
+The segments are read, never written: the relabelling is a view (what the joined writer's
+console lines and spans said stays in its segment).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import heapq
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from dataclasses import replace
+from typing import Any
+
+from agenttrace.formats.session.files import LoadedFile
+from agenttrace.formats.session.optree import children, hosted_sessions
+from agenttrace.model.paths import Address, format_label, parse_label
+
+
+def merge_segments(first: LoadedFile, segments: list[LoadedFile]) -> LoadedFile:
+    """``first`` (the first writer's picture) with the joined writers' ``segments`` (in writer
+    id order) merged in, as above; ``first`` itself when there are none."""
+    if not segments:
+        return first
+    runs = copy.deepcopy(first.runs)
+    joined_runs = [copy.deepcopy(run) for segment in segments for run in segment.runs]
+    ops = _Ops()
+    for run in (*runs, *joined_runs):
+        ops.index(run)
+    for run in joined_runs:
+        if not _place(run, ops):
+            runs.append(run)  # its parent op is in no segment: a root, joined elsewhere
+    pictures = [first, *segments]
+    return replace(
+        first,
+        events=_in_causal_order(picture.events for picture in pictures),
+        runs=runs,
+        accounted=_in_causal_order(picture.accounted for picture in pictures),
+        journal=_in_causal_order(picture.journal for picture in pictures),
+    )
+
+
+def _in_causal_order(lines: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The lines of every writer: each writer's in its file's order, the writers' merged by
+    ``ts`` (the first writer's first on a tie). One machine's clock orders what causality
+    orders: a joined run's lines come after the op that started it began, and a decision
+    ``resolve`` journals about a joined writer's step after that step's intent."""
+    return list(heapq.merge(*lines, key=_ts))
+
+
+def _ts(event: Mapping[str, Any]) -> str:
+    ts = event.get("ts")
+    return ts if isinstance(ts, str) else ""
+
+
+def _sessions(run: MutableMapping[str, Any]) -> Iterator[MutableMapping[str, Any]]:
+    """``run`` and every sub-agent run under it (not recursive: runs nest as deep as agents)."""
+    pending = [run]
+    while pending:
+        session = pending.pop()
+        yield session
+        for turn in children(session, "turns"):
+            for op in children(turn, "ops"):
+                pending.extend(hosted_sessions(op))  # type: ignore[arg-type]
+
+
+class _Ops:
+    """Each op of the runs by (its agent run's txn id, its label as its writer wrote it): what
+    a joined run's ``ingress.joined`` names its parent op by; and which run each is in, so no
+    run is ever placed inside its own tree (a file edited by hand could ask for that)."""
+
+    def __init__(self) -> None:
+        self.ops: dict[tuple[str, str], MutableMapping[str, Any]] = {}
+        self.run_of: dict[int, MutableMapping[str, Any]] = {}
+        """id of an op -> the root run (of its segment) it is in."""
+        self.placed_in: dict[int, MutableMapping[str, Any]] = {}
+        """id of a placed joined run -> the root run (of its segment) it was placed in."""
+
+    def index(self, run: MutableMapping[str, Any]) -> None:
+        for session in _sessions(run):
+            txn = session.get("txnId")
+            if not isinstance(txn, str):
+                continue
+            for turn in children(session, "turns"):
+                for op in children(turn, "ops"):
+                    label = op.get("path")
+                    if isinstance(label, str) and (txn, label) not in self.ops:
+                        self.ops[(txn, label)] = op  # type: ignore[assignment]
+                        self.run_of[id(op)] = run
+
+    def host(self, run: MutableMapping[str, Any], txn: str, label: str) -> Any:
+        """The op (``txn``, ``label``) names, unless it is in ``run``'s own tree."""
+        op = self.ops.get((txn, label))
+        if op is None:
+            return None
+        top: MutableMapping[str, Any] | None = self.run_of[id(op)]
+        seen: set[int] = set()
+        while top is not None and id(top) not in seen:
+            if top is run:
+                return None
+            seen.add(id(top))
+            top = self.placed_in.get(id(top))
+        self.placed_in[id(run)] = self.run_of[id(op)]
+        return op
+
+
+def _place(run: MutableMapping[str, Any], ops: _Ops) -> bool:
+    """Put the joined ``run`` under the op its ingress names; whether that op was found."""
+    attributes = run.get("attributes")
+    ingress = attributes.get("ingress") if isinstance(attributes, Mapping) else None
+    joined = ingress.get("joined") if isinstance(ingress, Mapping) else None
+    if not isinstance(joined, Mapping):
+        return False
+    parent_txn, parent_path = joined.get("parent_txn_id"), joined.get("parent_path")
+    if not isinstance(parent_txn, str) or not isinstance(parent_path, str):
+        return False
+    op = ops.host(run, parent_txn, parent_path)
+    if op is None:
+        return False
+    try:
+        op_address = parse_label(str(op.get("path")))
+    except ValueError:
+        return False
+    hosted = list(hosted_sessions(op))
+    address = (*op_address, len(hosted) + 1)
+    _relabel(run, address)
+    run["parentTxnId"] = parent_txn
+    if hosted:
+        op.pop("childSession", None)
+        op["childSessions"] = [*hosted, run]
+    else:
+        op["childSession"] = run
+    return True
+
+
+def _relabel(run: MutableMapping[str, Any], prefix: Address) -> None:
+    """Prefix every label of ``run``'s tree (its nodes, their accounting and log entries) with
+    ``prefix``, the address it now has: its root's ``0`` becomes ``prefix``'s label."""
+    for session in _sessions(run):
+        _prefix_path(session, prefix)
+        for turn in children(session, "turns"):
+            _prefix_path(turn, prefix)  # type: ignore[arg-type]
+            for op in children(turn, "ops"):
+                _prefix_path(op, prefix)  # type: ignore[arg-type]
+                for key in ("accounting", "logs"):
+                    for entry in children(op, key):
+                        _prefix_path(entry, prefix)  # type: ignore[arg-type]
+        for entry in children(session, "logs"):
+            _prefix_path(entry, prefix)  # type: ignore[arg-type]
+
+
+def _prefix_path(node: MutableMapping[str, Any], prefix: Address) -> None:
+    label = node.get("path")
+    if not isinstance(label, str):
+        return
+    with contextlib.suppress(ValueError):  # not a label (a file edited by hand): left as it is
+        node["path"] = format_label((*prefix, *parse_label(label)))
