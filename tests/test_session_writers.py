@@ -298,3 +298,42 @@ def test_a_segment_that_cannot_be_read_is_left_out_with_a_warning(
         loaded, _ = load_pair(sessions / f"{session_id}.json.gz")
     assert len(list(hosted_sessions(next(session_ops(loaded.runs[0]))))) == 1
     assert any("segment is left out" in r.getMessage() for r in caplog.records)
+
+
+def test_a_joined_process_killed_mid_run_is_read_from_its_stream_under_its_op(
+    traced: Traced, tmp_path: Path
+) -> None:
+    sessions = tmp_path / "sessions"
+    session_id = agenttrace.current_session().session_id
+
+    @agenttrace.tool(name="shell")
+    def shell() -> int:
+        return subprocess.run(
+            [sys.executable, str(CHILD), str(sessions), "die"],
+            env=agenttrace.subprocess_env(),
+            capture_output=True,
+            timeout=60,
+        ).returncode
+
+    @agenttrace.agent("boss")
+    def boss() -> int:
+        return shell()
+
+    assert boss() == 9
+    traced.handle.force_flush()
+    # The joined run's first snapshot was written as it started; the stream went on.
+    [snapshot] = (sessions / f"{session_id}.w").glob("*.json.gz")
+    [run] = _document(snapshot)["runs"]
+    assert "endedAt" not in run and run["attributes"]["ingress"]["source"] == "joined"
+    loaded, _ = load_pair(sessions / f"{session_id}.json.gz")
+    [root] = loaded.runs
+    [shell_op] = session_ops(root)
+    [child] = hosted_sessions(shell_op)
+    assert child["path"] == "1.1:1" and child["agentName"] == "researcher"
+    assert "endedAt" not in child  # never ended: its op, the one killed, is not there
+    assert list(session_ops(child)) == []
+    # Resumed: the killed writer's agent comes back with what it had said and heard.
+    session = agenttrace.resume(session_id)
+    [agent] = [a for a, name in session.list_agents().items() if name == "researcher-die"]
+    assert [entry["content"] for entry in session.revivify(agent).transcript] == ["research die"]
+    assert [e["content"] for e in loaded.events if e.get("role") == "user"] == ["research die"]

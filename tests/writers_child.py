@@ -28,7 +28,10 @@ def set_up(sessions: str) -> None:
 
 @agenttrace.tool
 def look_up(topic: str) -> str:
-    """A tool the researcher calls, so its run has an op of its own."""
+    """A tool the researcher calls, so its run has an op of its own; on the topic ``die``, the
+    process is killed in it (no handler, no flush: what a kill leaves)."""
+    if topic == "die":
+        os._exit(9)
     return f"notes on {topic}"
 
 
