@@ -28,6 +28,7 @@ from agenttrace.formats.session.fullest import load_pair
 from agenttrace.formats.session.optree import hosted_sessions, session_ops
 from agenttrace.formats.session.segments import merge_segments
 from agenttrace.tracing import travel
+from agenttrace.views.doubts import doubts, resolve
 from tests import writers_child
 from tests.conftest import Traced
 from tests.helpers import child_env
@@ -300,7 +301,7 @@ def test_a_segment_that_cannot_be_read_is_left_out_with_a_warning(
     assert any("segment is left out" in r.getMessage() for r in caplog.records)
 
 
-def test_a_joined_process_killed_mid_run_is_read_from_its_stream_under_its_op(
+def test_a_joined_process_killed_mid_run_is_placed_resumed_and_its_doubt_resolved(
     traced: Traced, tmp_path: Path
 ) -> None:
     sessions = tmp_path / "sessions"
@@ -323,8 +324,8 @@ def test_a_joined_process_killed_mid_run_is_read_from_its_stream_under_its_op(
     traced.handle.force_flush()
     # The joined run's first snapshot was written as it started; the stream went on.
     [snapshot] = (sessions / f"{session_id}.w").glob("*.json.gz")
-    [run] = _document(snapshot)["runs"]
-    assert "endedAt" not in run and run["attributes"]["ingress"]["source"] == "joined"
+    [written] = _document(snapshot)["runs"]
+    assert "endedAt" not in written and written["attributes"]["ingress"]["source"] == "joined"
     loaded, _ = load_pair(sessions / f"{session_id}.json.gz")
     [root] = loaded.runs
     [shell_op] = session_ops(root)
@@ -332,8 +333,19 @@ def test_a_joined_process_killed_mid_run_is_read_from_its_stream_under_its_op(
     assert child["path"] == "1.1:1" and child["agentName"] == "researcher"
     assert "endedAt" not in child  # never ended: its op, the one killed, is not there
     assert list(session_ops(child)) == []
+    assert [e["content"] for e in loaded.events if e.get("role") == "user"] == ["research die"]
     # Resumed: the killed writer's agent comes back with what it had said and heard.
     session = agenttrace.resume(session_id)
     [agent] = [a for a, name in session.list_agents().items() if name == "researcher-die"]
     assert [entry["content"] for entry in session.revivify(agent).transcript] == ["research die"]
-    assert [e["content"] for e in loaded.events if e.get("role") == "user"] == ["research die"]
+    # Its tool call in doubt is listed with the session's, and settled from the first
+    # writer's files: the decision merges after the intent it is about.
+    traced.handle.shutdown()  # the resumed session's lease goes: resolve takes it
+    path = sessions / f"{session_id}.json.gz"
+    [doubt] = doubts(path)
+    assert (doubt.run, doubt.label, doubt.tool) == (child["txnId"], "1.1", "look_up")
+    resolve(path, "1.1", "not_applied", run=child["txnId"])
+    assert doubts(path) == []
+    own = [json.loads(line) for line in (sessions / f"{session_id}.events.jsonl").open()]
+    decided = [line["run"] for line in own if line.get("event_type") == "step_decision"]
+    assert decided == [child["txnId"]]  # in the first writer's stream, never the segment
