@@ -28,6 +28,7 @@ from agenttrace.formats.session.fullest import load_pair
 from agenttrace.formats.session.optree import hosted_sessions, session_ops
 from agenttrace.formats.session.segments import merge_segments
 from agenttrace.tracing import travel
+from agenttrace.views.account import read_account
 from agenttrace.views.doubts import doubts, resolve
 from tests import writers_child
 from tests.conftest import Traced
@@ -149,6 +150,13 @@ def test_readers_merge_the_joined_runs_under_the_ops_that_started_them(
     assert messages[:3] == ["msg_001", "msg_002", "msg_003"] and messages[-1] == "msg_004"
     stamps = [e["ts"] for e in loaded.events]
     assert stamps == sorted(stamps)
+    # The joined writers' events say where they were logged in the merged tree's labels.
+    joined = [e for e in loaded.events if e["message_id"].count("_") > 1]
+    assert {e["path"] for e in joined if "path" in e} == {"1.1:1", "1.2:1"}
+    # So do their journal lines, under the root's run: each call a step of the one run.
+    steps = {(line["run"], line["step"]) for line in loaded.journal if line["kind"] != "run"}
+    assert steps >= {(root["txnId"], "1.1.1.1"), (root["txnId"], "1.2.1.1")}
+    assert {line["run"] for line in loaded.journal} == {root["txnId"]}
 
 
 def test_tree_shows_one_tree_and_resume_restores_every_writers_agents(
@@ -342,10 +350,17 @@ def test_a_joined_process_killed_mid_run_is_placed_resumed_and_its_doubt_resolve
     # writer's files: the decision merges after the intent it is about.
     traced.handle.shutdown()  # the resumed session's lease goes: resolve takes it
     path = sessions / f"{session_id}.json.gz"
+    # Every view: one run (no orphan made from the child's journal), the killed call under
+    # the researcher by the label the tree gives it (its writer called it 1.1 of its own run).
+    [account_run] = read_account(path).runs
+    [shell_op] = session_ops(account_run)
+    [researcher] = hosted_sessions(shell_op)
+    [killed] = session_ops(researcher)
+    assert killed["path"] == "1.1.1.1" and killed["name"] == "look_up"
     [doubt] = doubts(path)
-    assert (doubt.run, doubt.label, doubt.tool) == (child["txnId"], "1.1", "look_up")
-    resolve(path, "1.1", "not_applied", run=child["txnId"])
+    assert (doubt.run, doubt.label, doubt.tool) == (root["txnId"], "1.1.1.1", "look_up")
+    resolve(path, "1.1.1.1", "not_applied")
     assert doubts(path) == []
     own = [json.loads(line) for line in (sessions / f"{session_id}.events.jsonl").open()]
-    decided = [line["run"] for line in own if line.get("event_type") == "step_decision"]
-    assert decided == [child["txnId"]]  # in the first writer's stream, never the segment
+    decided = [line["step"] for line in own if line.get("event_type") == "step_decision"]
+    assert decided == ["1.1.1.1"]  # in the first writer's stream, never the segment

@@ -19,7 +19,6 @@ console lines and spans said stays in its segment).
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import heapq
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
@@ -41,10 +40,23 @@ def merge_segments(first: LoadedFile, segments: list[LoadedFile]) -> LoadedFile:
     ops = _Ops()
     for run in (*runs, *joined_runs):
         ops.index(run)
+    placed: set[int] = set()
     for run in joined_runs:
-        if not _place(run, ops):
+        if _place(run, ops):
+            placed.add(id(run))
+        else:
             runs.append(run)  # its parent op is in no segment: a root, joined elsewhere
-    pictures = [first, *segments]
+    labels = _Labels(runs, placed)
+    joined = [
+        replace(
+            segment,
+            events=labels.lines(segment.events),
+            accounted=labels.lines(segment.accounted),
+            journal=labels.journal(segment.journal),
+        )
+        for segment in segments
+    ]
+    pictures = [first, *joined]
     return replace(
         first,
         events=_in_causal_order(picture.events for picture in pictures),
@@ -52,6 +64,111 @@ def merge_segments(first: LoadedFile, segments: list[LoadedFile]) -> LoadedFile:
         accounted=_in_causal_order(picture.accounted for picture in pictures),
         journal=_in_causal_order(picture.journal for picture in pictures),
     )
+
+
+class _Labels:
+    """Where the placed joined runs went, to say the joined writers' lines in the merged
+    tree's terms: an event's or ``op_accounted`` line's ``path`` (found by its span), a step's
+    ``run`` and labels (found by its run's txn id). Every view then finds a line's node as it
+    does in a one-writer session (a running op under its run's root, an event's scope), and
+    ``resolve`` journals a decision about a joined writer's step by the key ``doubts`` shows."""
+
+    def __init__(self, runs: list[dict[str, Any]], placed: set[int]) -> None:
+        self.by_span: dict[str, tuple[str, Address]] = {}
+        """span id -> (its node's label, its joined run's address)."""
+        self.by_run: dict[str, tuple[str, Address]] = {}
+        """a placed run's txn id -> (the origin txn id of the root it is under, its address)."""
+        for root in runs:
+            origin = root.get("originTxnId") or root.get("txnId")
+            for session in _sessions(root):
+                if id(session) not in placed:
+                    continue
+                address = _address(session)
+                txn = session.get("txnId")
+                if address is None or not isinstance(origin, str):
+                    continue
+                if isinstance(txn, str):
+                    self.by_run[txn] = (origin, address)
+                for node in _own_nodes(session):
+                    span = node.get("span")
+                    span_id = span.get("spanId") if isinstance(span, Mapping) else None
+                    label = node.get("path")
+                    if isinstance(span_id, str) and isinstance(label, str):
+                        self.by_span[span_id] = (label, address)
+
+    def lines(self, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A joined writer's events (or ``op_accounted`` lines) with merged labels: by their
+        span, else (a span no file holds: an op a kill cut short) relative to the joined run
+        of the last line before it whose span is known, which is the run it was logged in
+        (a writer runs one joined run at a time)."""
+        result: list[dict[str, Any]] = []
+        current: Address | None = None
+        for line in lines:
+            label = line.get("path")
+            span = line.get("span_id")
+            found = self.by_span.get(span) if isinstance(span, str) else None
+            if found is not None:
+                current = found[1]
+                result.append({**line, "path": found[0]})
+            elif isinstance(label, str) and current is not None:
+                result.append({**line, "path": _prefixed(label, current)})
+            else:
+                result.append(line)
+        return result
+
+    def journal(self, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A joined writer's step-journal lines under the root its runs were placed in: a
+        step's ``run`` that root's origin, its ``step`` and ``path`` the merged labels. A joined
+        run's own lines (its start and end) are left out: the first writer's run lines say
+        whether the session runs, and a joined run is re-run by the op that started it, never
+        re-entered on its own (docs/design/cross-process.md)."""
+        result: list[dict[str, Any]] = []
+        for line in lines:
+            run = line.get("run")
+            found = self.by_run.get(run) if isinstance(run, str) else None
+            if found is None:
+                result.append(line)
+                continue
+            if line.get("kind") == "run":
+                continue
+            origin, address = found
+            moved = {**line, "run": origin}
+            for key in ("step", "path"):
+                value = moved.get(key)
+                if isinstance(value, str):
+                    moved[key] = _prefixed_step(value, address)
+            result.append(moved)
+        return result
+
+
+def _address(session: Mapping[str, Any]) -> Address | None:
+    try:
+        return parse_label(str(session.get("path")))
+    except ValueError:
+        return None
+
+
+def _own_nodes(session: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """A run's root, turns and ops, and those of the sub-agent runs under them."""
+    for each in _sessions(session):  # type: ignore[arg-type]
+        yield each
+        for turn in children(each, "turns"):
+            yield turn
+            yield from children(turn, "ops")
+
+
+def _prefixed(label: str, prefix: Address) -> str:
+    """``label`` (a writer's own) as the merged tree says it, under ``prefix``."""
+    try:
+        return format_label((*prefix, *parse_label(label)))
+    except ValueError:
+        return label
+
+
+def _prefixed_step(step: str, prefix: Address) -> str:
+    """A step label (a path label, or one and ``/n``: docs/journal.md) under ``prefix``."""
+    label, slash, rest = step.partition("/")
+    return f"{_prefixed(label, prefix)}{slash}{rest}"
 
 
 def _in_causal_order(lines: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -165,7 +282,5 @@ def _relabel(run: MutableMapping[str, Any], prefix: Address) -> None:
 
 def _prefix_path(node: MutableMapping[str, Any], prefix: Address) -> None:
     label = node.get("path")
-    if not isinstance(label, str):
-        return
-    with contextlib.suppress(ValueError):  # not a label (a file edited by hand): left as it is
-        node["path"] = format_label((*prefix, *parse_label(label)))
+    if isinstance(label, str):  # else not a label (a file edited by hand): left as it is
+        node["path"] = _prefixed(label, prefix)
