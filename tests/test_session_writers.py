@@ -30,6 +30,7 @@ from agenttrace.formats.session.segments import merge_segments
 from agenttrace.tracing import travel
 from agenttrace.views.account import read_account
 from agenttrace.views.doubts import doubts, resolve
+from agenttrace.views.live import files_state
 from tests import writers_child
 from tests.conftest import Traced
 from tests.helpers import child_env
@@ -141,7 +142,9 @@ def test_readers_merge_the_joined_runs_under_the_ops_that_started_them(
         assert child["parentTxnId"] == root["txnId"]
         [look_up] = session_ops(child)
         assert look_up["path"] == f"{ops[name]['path']}.1.1"  # relabelled under the op
-        assert [a["path"] for a in look_up.get("accounting", [])] in ([], [look_up["path"]])
+        # Its accounting entry names its op as a one-writer session's would: root and label.
+        entries = [(a["originTxnId"], a["path"]) for a in look_up["accounting"]]
+        assert entries == [(root["originTxnId"], look_up["path"])]
         assert child["attributes"]["ingress"]["joined"]["parent_path"] == ops[name]["path"]
         del topic
     # The events: every writer's, each writer's in its order, by time across writers.
@@ -272,7 +275,8 @@ def test_a_second_joined_run_under_one_op_and_a_grandchild_are_relabelled() -> N
     assert "childSession" not in fan_out
     assert (one["path"], two["path"]) == ("1.1:1", "1.1:2")
     [spawn] = session_ops(one)
-    assert spawn["path"] == "1.1.1.1" and spawn["accounting"] == [{"path": "1.1.1.1"}]
+    assert spawn["path"] == "1.1.1.1"
+    assert spawn["accounting"] == [{"path": "1.1.1.1", "originTxnId": "p"}]
     assert [op["path"] for op in session_ops(two)] == ["1.1:2.1.1"]
     [three] = hosted_sessions(spawn)
     assert three["path"] == "1.1.1.1:1" and three["parentTxnId"] == "c1"
@@ -364,3 +368,17 @@ def test_a_joined_process_killed_mid_run_is_placed_resumed_and_its_doubt_resolve
     own = [json.loads(line) for line in (sessions / f"{session_id}.events.jsonl").open()]
     decided = [line["step"] for line in own if line.get("event_type") == "step_decision"]
     assert decided == ["1.1.1.1"]  # in the first writer's stream, never the segment
+
+
+def test_a_live_view_reads_again_when_a_writer_appends_to_its_segment(tmp_path: Path) -> None:
+    """``tree --follow`` and ``serve`` poll :func:`files_state`: a segment counts."""
+    sessions = tmp_path / "sessions"
+    (sessions / "s1.w").mkdir(parents=True)
+    (sessions / "s1.events.jsonl").write_text("")
+    segment = sessions / "s1.w" / "ab12cd34-7.events.jsonl"
+    segment.write_text("")
+    before = files_state(sessions, "s1")
+    with segment.open("a") as stream:
+        stream.write('{"message_id": "msg_ab12cd34-7_001"}\n')
+    assert files_state(sessions, "s1") != before
+    assert files_state(tmp_path, "none")[2] == ()  # one writer: nothing more to look at

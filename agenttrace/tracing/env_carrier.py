@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from opentelemetry import baggage, propagate, trace
 from opentelemetry.propagators.textmap import Getter, Setter
 
+from agenttrace._internal.errors import report_internal_error
 from agenttrace.session.state import session_if_any, use_session
 from agenttrace.tracing.joined_writer import carry_sessions_dir, writer_session
 from agenttrace.tracing.travel import extract, inject, join_process, joined_or_warn, warn_once
@@ -99,7 +100,11 @@ def join_from_environment(environ: Mapping[str, str] | None = None) -> Callable[
         warn_once("malformed BAGGAGE in the environment")
     joined = joined_or_warn(context, "BAGGAGE in the environment")
     join_process(joined)
-    session = writer_session(joined, environ)
+    try:
+        session = writer_session(joined, environ)
+    except Exception as exc:  # the child records a session of its own, as it would elsewhere
+        report_internal_error("joining the parent's session as a writer", exc)
+        session = None
     if session is None or session_if_any() is not None:  # none, or the program chose its own
         return _leave
 
