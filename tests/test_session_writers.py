@@ -30,6 +30,7 @@ from agenttrace.formats.session.segments import merge_segments
 from agenttrace.tracing import travel
 from agenttrace.views.account import read_account
 from agenttrace.views.doubts import doubts, resolve
+from agenttrace.views.listing import list_sessions
 from agenttrace.views.live import files_state
 from tests import writers_child
 from tests.conftest import Traced
@@ -167,6 +168,9 @@ def test_tree_shows_one_tree_and_resume_restores_every_writers_agents(
 ) -> None:
     sessions, session_id = _record(traced, tmp_path)
     traced.handle.shutdown()
+    # One row in the list, counting every writer's agents: each run's and those they made.
+    [row] = list_sessions(sessions).rows
+    assert (row.session_id, row.agents, row.runs) == (session_id, 6, 1)
     tree = subprocess.run(
         [sys.executable, "-m", "agenttrace.cli", "tree", session_id],
         env={**child_env(), "AGENTTRACE_SESSIONS_DIR": str(sessions)},

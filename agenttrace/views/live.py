@@ -27,7 +27,6 @@ redaction policy of every output (:mod:`agenttrace.views.public`). A reader poll
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from agenttrace.formats.session.files import (
     LoadedFile,
     SessionFileError,
     check_session_id,
+    segments_state,
     snapshot_path,
     stream_path,
 )
@@ -83,23 +83,8 @@ def files_state(directory: Path, session_id: str) -> FilesState:
     return (
         _stat(stream_path(directory, session_id)),
         _stat(snapshot_path(directory, session_id)),
-        _segments_state(directory / f"{session_id}{SEGMENTS_SUFFIX}"),
+        segments_state(directory / f"{session_id}{SEGMENTS_SUFFIX}") or (),
     )
-
-
-def _segments_state(segments: Path) -> tuple[tuple[str, int, int], ...]:
-    try:
-        entries = sorted(os.scandir(segments), key=lambda entry: entry.name)
-    except OSError:
-        return ()
-    state = []
-    for entry in entries:
-        try:
-            status = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        state.append((entry.name, status.st_size, status.st_mtime_ns))
-    return tuple(state)
 
 
 def _stat(path: Path) -> tuple[int, int] | None:

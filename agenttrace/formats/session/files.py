@@ -139,6 +139,24 @@ def segments_dir(path: Path) -> Path | None:
     return None
 
 
+def segments_state(directory: Path) -> tuple[tuple[str, int, int], ...] | None:
+    """Each file in a session's segments ``directory`` as (name, size, mtime in ns), by name:
+    what a view that keeps what it read compares to know it changed; ``None`` if there is no
+    such directory (a session written by one process)."""
+    try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+    except OSError:
+        return None
+    state = []
+    for entry in entries:
+        try:
+            status = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        state.append((entry.name, status.st_size, status.st_mtime_ns))
+    return tuple(state)
+
+
 def sibling_path(path: Path) -> Path | None:
     """The other file of a session's pair: the event stream of a session file, the session file
     of a stream; ``None`` for a name that is neither."""
