@@ -138,6 +138,7 @@ def test_readers_merge_the_joined_runs_under_the_ops_that_started_them(
     assert [ops[name]["path"] for name in ("fan_out", "shell")] == ["1.1", "1.2"]
     for name, topic in (("fan_out", "tides"), ("shell", "winds")):
         [child] = hosted_sessions(ops[name])
+        assert ops[name]["kind"] == "session"  # a tool call that ran a sub-agent
         assert child["agentName"] == "researcher"
         assert child["path"] == f"{ops[name]['path']}:1"
         assert child["parentTxnId"] == root["txnId"]
@@ -182,11 +183,11 @@ def test_tree_shows_one_tree_and_resume_restores_every_writers_agents(
     lines = tree.stdout.splitlines()
     assert sum(line.startswith("run ") for line in lines) == 1
     for label, name in (("1.1", "fan_out"), ("1.2", "shell")):
-        tool = next(i for i, line in enumerate(lines) if f"{label} tool {name} ok" in line)
+        op = next(i for i, line in enumerate(lines) if f"{label} session {name} ok" in line)
         child = next(i for i, line in enumerate(lines) if f"{label}:1 session researcher" in line)
         look_up = next(i for i, line in enumerate(lines) if f"{label}.1.1 tool look_up" in line)
         assert look_up > child
-        assert child > tool and _indent(lines[child]) > _indent(lines[tool])
+        assert child > op and _indent(lines[child]) > _indent(lines[op])
     # Resumed in a fresh process: every writer's agents and transcripts, and the counters.
     script = textwrap.dedent(
         """

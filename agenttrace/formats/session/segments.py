@@ -290,6 +290,7 @@ def _place(run: MutableMapping[str, Any], ops: _Ops) -> bool:
     address = (*op_address, len(hosted) + 1)
     _relabel(run, address)
     run["parentTxnId"] = parent_txn
+    op["kind"] = "session"  # a tool call that ran sub-agents, as one process records it
     if hosted:
         op.pop("childSession", None)
         op["childSessions"] = [*hosted, run]
