@@ -36,9 +36,10 @@ needs_fork = pytest.mark.skipif("fork" not in METHODS, reason="no fork on this p
 
 
 def _session_runs(sessions: Path, not_id: str) -> list[dict[str, Any]]:
-    """The runs of every session file in ``sessions`` but the parent's (``not_id``)."""
+    """The runs of every session file in ``sessions`` but the parent's (``not_id``), and of
+    its joined writers' segments (``<not_id>.w/``)."""
     runs: list[dict[str, Any]] = []
-    for path in sorted(sessions.glob("*.json.gz")):
+    for path in sorted([*sessions.glob("*.json.gz"), *sessions.glob(f"{not_id}.w/*.json.gz")]):
         if path.name != f"{not_id}.json.gz":
             runs.extend(json.loads(gzip.decompress(path.read_bytes()))["runs"])
     return runs
@@ -75,9 +76,13 @@ class Parent:
 
         return boss()
 
-    def check_child(self, sessions: Path, child_pid: int | None = None) -> None:
+    def check_child(
+        self, sessions: Path, child_pid: int | None = None, *, segment: bool = False
+    ) -> None:
         """One trace; the child's root span under the tool span; its records name the parent's
-        session, run and op, and a writer of its own."""
+        session, run and op, and a writer of its own. ``segment``: the child records into the
+        parent's sessions directory, so it writes a segment of the parent's session
+        (tests/test_session_writers.py), else a session of its own."""
         spans = travel_child.read_spans(self.spans)
         assert len({span["trace_id"] for span in spans}) == 1
         child_roots = [span for span in spans if span["name"] == "invoke_agent helper"]
@@ -95,7 +100,7 @@ class Parent:
         writer = attributes["agenttrace.ingress.joined.writer_id"]
         assert writer.endswith(f"-{root['pid']}")
         assert attributes["agenttrace.ingress.joined.parent_writer_id"] == travel.writer_id()
-        # The child's own session file, as the current readers read it.
+        # The child's own session file (or segment), as it was written.
         runs = _session_runs(sessions, self.session_id)
         helpers = [run for run in runs if run["agentName"] == "helper"]
         assert len(helpers) == 1
@@ -108,7 +113,10 @@ class Parent:
         assert joined[0]["joined"]["parent_txn_id"] == self.txn_id
         assert joined[0]["joined"]["parent_path"] == "1.1"
         assert joined[0]["joined"]["writer_id"] == writer
-        assert all(run["sessionId"] != self.session_id for run in runs)
+        if segment:
+            assert [run["sessionId"] for run in runs] == [self.session_id]
+        else:
+            assert all(run["sessionId"] != self.session_id for run in runs)
 
 
 def test_inject_carries_the_trace_and_identity_and_extract_reads_them(traced: Traced) -> None:
@@ -222,7 +230,8 @@ def test_process_pool_task_joins_the_trace_and_session(
 ) -> None:
     parent = Parent(traced, tmp_path)
     forked = method == "fork"
-    # A forked worker inherits the parent's set-up (its provider writes the same file); the
+    # A forked worker inherits the parent's set-up (its provider writes the same file, its
+    # sessions go to the parent's directory: it writes a segment of the parent's session); the
     # others set up their own.
     sessions = tmp_path / "sessions" if forked else parent.child_sessions
     pool = agenttrace.ProcessPoolExecutor(
@@ -234,7 +243,7 @@ def test_process_pool_task_joins_the_trace_and_session(
     with pool:
         value, pid = parent.run(lambda: pool.submit(travel_child.pool_task, 21).result(60))
     assert value == 42
-    parent.check_child(sessions, child_pid=pid)
+    parent.check_child(sessions, child_pid=pid, segment=forked)
 
 
 def test_a_joined_process_passes_its_parent_on_outside_its_own_spans(traced: Traced) -> None:

@@ -33,6 +33,10 @@ class Recorder(Protocol):
         callable making it)."""
         ...
 
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Consume every record so far and flush every output; whether all went well."""
+        ...
+
 
 class Runtime:
     """Mutable singleton; read on every span, written only by ``init``/``shutdown``."""

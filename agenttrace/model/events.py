@@ -43,6 +43,13 @@ def agent_id(number: int) -> str:
     return f"{AGENT_PREFIX}{number:03d}"
 
 
+def writer_prefix(prefix: str, writer: str | None) -> str:
+    """The prefix of the ids a writer allocates: ``msg_`` for a session's first writer,
+    ``msg_3f9a0c1b-4242_`` for a joined one (its writer id inside, so the ids of processes
+    writing one session never collide: docs/design/cross-process.md)."""
+    return prefix if writer is None else f"{prefix}{writer}_"
+
+
 _MAX_ID_DIGITS = 18
 """More digits than any counter reaches; an id with more (``msg_999...``, read from a file) is
 not one agenttrace allocated, and ``int`` refuses 4,300 digits and more anyway."""

@@ -11,6 +11,8 @@
   meanwhile; the gap grows with the write's own cost, so snapshots stay a bounded share of the
   work whatever the session's length. ``force_flush`` and shutdown write whatever changed.
   A finished run is serialised once, when it ends, and its tree released.
+- A joined writer's session (``Session.writer``) is written the same way to its own segment,
+  ``<session_id>.w/<writer_id>.*`` (``Session.segment_stem``): no file has two writers.
 
 If the directory cannot be written (read-only, disk full), the agent keeps running and one
 warning on stderr says what is not being saved.
@@ -33,10 +35,11 @@ from agenttrace import semconv as sc
 from agenttrace._internal.redact import scrub_json_text
 from agenttrace.formats.ledger import accounted_line
 from agenttrace.formats.session.files import (
+    SNAPSHOT_SUFFIX,
+    STREAM_SUFFIX,
     StreamAppender,
     document_pieces,
-    snapshot_path,
-    stream_path,
+    stem_path,
 )
 from agenttrace.formats.session.leftovers import remove_leftovers
 from agenttrace.formats.session.repair import repair_stream, restored_stream
@@ -94,7 +97,7 @@ class EventStreamSink(Sink):
         (``agenttrace.session.leases.writing``: once per session, not per line). Outside this
         sink's lock: taking the lease takes the leases' own lock, and a finalizer run meanwhile
         (a session collected) may take this one."""
-        if session.session_id not in self._appenders:
+        if session.segment_stem not in self._appenders:
             writing(session, self.sessions_dir)
 
     def consume(self, records: Sequence[Record]) -> None:
@@ -129,7 +132,7 @@ class EventStreamSink(Sink):
 
     def _event_logged(self, record: EventLogged) -> None:
         session: Session = record.session
-        session_id = session.session_id
+        session_id = session.segment_stem
         line = record.line
         if self.redacted:
             line = scrub_json_text(line.decode()).encode()
@@ -164,7 +167,7 @@ class EventStreamSink(Sink):
         wait, or when this write fails (the line then waits, as any refused line does)."""
         if self.redacted:
             line = scrub_json_text(line.decode()).encode()
-        session_id = session.session_id
+        session_id = session.segment_stem
         appenders = self._appenders
         if session_id not in appenders:
             self._hold_lease(session)
@@ -192,13 +195,13 @@ class EventStreamSink(Sink):
     def _write(self, session: Session, line: bytes, events: int) -> None:
         """Append ``line`` (``events`` lines) to the session's stream, or keep it, in order,
         behind lines that wait (under the lock)."""
-        session_id = session.session_id
+        session_id = session.segment_stem
         if self._waiting.put(session_id, line, events, lambda data: self._append(session, data)):
             self._warn(session_id)
 
     def _warn(self, session_id: str) -> None:
         """Say, once, that the session's stream cannot be written (an outage starts)."""
-        path = stream_path(self.sessions_dir, session_id)
+        path = stem_path(self.sessions_dir, session_id, STREAM_SUFFIX)
         waiting = self._waiting.counts[session_id]
         logger.warning(
             "agenttrace: cannot write %s (%s): %s of session %s %s in memory and will be "
@@ -222,8 +225,8 @@ class EventStreamSink(Sink):
     def _refused(self, session: Session) -> None:
         """A write to the session's stream failed: close it (it is opened again, and
         repaired, for the next try)."""
-        self._close(session.session_id)
-        self._affected.add(stream_path(self.sessions_dir, session.session_id))
+        self._close(session.segment_stem)
+        self._affected.add(stem_path(self.sessions_dir, session.segment_stem, STREAM_SUFFIX))
 
     def _recovered(self, caught_up: int) -> None:
         logger.warning(
@@ -241,13 +244,13 @@ class EventStreamSink(Sink):
 
     def _appender(self, session: Session) -> StreamAppender:
         """The session's open appender (opened, after repairing the file, if need be)."""
-        session_id = session.session_id
+        session_id = session.segment_stem
         appenders = self._appenders
         appender = appenders.get(session_id)
         if appender is not None:
             appenders.move_to_end(session_id)
             return appender
-        path = stream_path(self.sessions_dir, session_id)
+        path = stem_path(self.sessions_dir, session_id, STREAM_SUFFIX)
         if session_id not in self._repaired:
             restored = session.restored_count
             repair_stream(
@@ -305,7 +308,7 @@ class EventStreamSink(Sink):
                     logger.warning(
                         "agenttrace: could not write %s before exit (%s): %s of session %s "
                         "%s not in it",
-                        stream_path(self.sessions_dir, str(session_id)),
+                        stem_path(self.sessions_dir, str(session_id), STREAM_SUFFIX),
                         reason,
                         count(lost, "event"),
                         session_id,
@@ -358,11 +361,14 @@ class _SessionState:
         "scheduled",
         "session_id",
         "spool",
+        "stem",
         "summaries",
     )
 
     def __init__(self, session: Session, spool: Spool, redacted: bool) -> None:
         self.session_id = session.session_id
+        self.stem = session.segment_stem
+        """What its files are named by (its session id, or a joined writer's segment)."""
         self.redacted = redacted
         self.owner: weakref.ref[Session] = weakref.ref(session)
         self.meta = dict(session.meta)
@@ -505,12 +511,12 @@ class SessionFileSink(RecordwiseSink):
     def _state(self, session: Session) -> _SessionState:
         """The session's state, made if need be (on the worker only: the opTree's spools are
         its own)."""
-        state = self._states.get(session.session_id)
+        state = self._states.get(session.segment_stem)
         if state is not None and state.owner() is session:
             return state
         if state is not None:
             if state.dirty:
-                self.write(state.session_id)  # another object of the same id replaces it
+                self.write(state.stem)  # another object of the same id replaces it
             if state.lease is not None:
                 state.lease.give_back()
                 state.lease = None
@@ -519,9 +525,9 @@ class SessionFileSink(RecordwiseSink):
             state.lease = share(session, self.sessions_dir)
         weakref.finalize(session, state.release).atexit = False
         with self._journal_lock:  # no intent between the lines that waited and the state
-            for line in self._pending.pop(session.session_id, ()):
+            for line in self._pending.pop(session.segment_stem, ()):
                 state.add_journal(line)
-            self._states[session.session_id] = state
+            self._states[session.segment_stem] = state
         return state
 
     def _journaled(self, record: Journaled) -> None:
@@ -535,12 +541,12 @@ class SessionFileSink(RecordwiseSink):
         """A step-journal line (a tool's intent comes this way in the caller's thread, not as
         a record on the worker: a queue item less per call). One that comes before a record
         has made the session's state waits for it."""
-        state = self._states.get(session.session_id)
+        state = self._states.get(session.segment_stem)
         if state is None or state.owner() is not session:
             with self._journal_lock:  # its state may be being made: see again under the lock
-                state = self._states.get(session.session_id)
+                state = self._states.get(session.segment_stem)
                 if state is None or state.owner() is not session:
-                    self._pending.setdefault(session.session_id, []).append(line)
+                    self._pending.setdefault(session.segment_stem, []).append(line)
                     return
         # (A state is in _states only once the lines that waited for it are in it.)
         state.journal_tail.append(line)
@@ -587,9 +593,9 @@ class SessionFileSink(RecordwiseSink):
                 state.runs[index] = run.fragment
                 state.summaries[index] = _summary(run.root)
                 state.live -= 1
-            self.request_write(run.session_id)
+            self.request_write(run.session.segment_stem)
         elif record.started is not None and record.started.kind == sc.KIND_SESSION:
-            self.request_write(run.session_id)  # a sub-agent finished
+            self.request_write(run.session.segment_stem)  # a sub-agent finished
 
     def request_write(self, session_id: str) -> None:
         """Write now if the last write is far enough back, else once, later."""
@@ -612,7 +618,8 @@ class SessionFileSink(RecordwiseSink):
         self._drop_released()
 
     def write(self, session_id: str) -> bool:
-        """Write ``session_id``'s file now; True if written. A failed write is tried again
+        """Write the file of ``session_id`` (a session's :attr:`Session.segment_stem`) now;
+        True if written. A failed write is tried again
         (the session stays changed) after the retry interval, at force_flush and at exit."""
         with self._lock:
             state = self._states.get(session_id)
@@ -622,7 +629,7 @@ class SessionFileSink(RecordwiseSink):
                 self._swept = True
                 remove_leftovers(self.sessions_dir)
             started = time.perf_counter()
-            path = snapshot_path(self.sessions_dir, session_id)
+            path = stem_path(self.sessions_dir, session_id, SNAPSHOT_SUFFIX)
             # Clean before the events are read, not after the write: an event the agent logs
             # meanwhile marks the session changed again, so the next snapshot has it.
             state.dirty = False
@@ -661,7 +668,7 @@ class SessionFileSink(RecordwiseSink):
         if not state.scheduled and self._scheduler is not None:
             state.scheduled = True
             self._scheduler.schedule(
-                self._outage.retry_interval, lambda: self._scheduled_write(state.session_id)
+                self._outage.retry_interval, lambda: self._scheduled_write(state.stem)
             )
 
     def _recovered(self) -> None:
@@ -713,7 +720,7 @@ class SessionFileSink(RecordwiseSink):
                 missing = state.event_count - state.saved
                 logger.warning(
                     "agenttrace: could not write %s before exit (%s): %s",
-                    snapshot_path(self.sessions_dir, state.session_id),
+                    stem_path(self.sessions_dir, state.stem, SNAPSHOT_SUFFIX),
                     self._outage.reason,
                     f"{count(missing, 'event')} of session {state.session_id} "
                     f"{'is' if missing == 1 else 'are'} not in it"

@@ -8,9 +8,11 @@ op runs the next for another. In the worker the call runs in a fresh ``contextva
 the same under spawn, forkserver and fork) with the extracted context attached; root agent runs
 it starts join the submitting op (``agenttrace.tracing.travel.joined_in``).
 
-The worker records as a writer of its own (its own session files, for now; see
-docs/design/cross-process.md): a forked worker first drops the session it inherited, which is
-the parent's and must not be written by two processes. Before the result goes back, the
+The worker records as a writer of the submitter's session when it writes sessions to the same
+directory (its own segment, ``<session_id>.w/<writer_id>.*``: see
+``agenttrace.tracing.joined_writer``), else into a session of its own: a forked worker first
+drops the session it inherited, which is the parent's object and whose files must not be
+written by two processes. Before the result goes back, the
 worker's agenttrace outputs and exporters are flushed: a pool's worker exits without running
 ``atexit`` handlers, so what is not written by then would be lost.
 
@@ -31,7 +33,8 @@ from opentelemetry import context as otel_context
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace.sdk.setup import force_flush
-from agenttrace.session.state import Session, session_if_any, use_session
+from agenttrace.session.state import Session, session_here, session_if_any, use_session
+from agenttrace.tracing.joined_writer import carry_sessions_dir, writer_session
 from agenttrace.tracing.travel import Joined, extract, inject, joined_in, joined_or_warn
 
 R = TypeVar("R")
@@ -65,6 +68,7 @@ class CarriedCall:
         carrier: dict[str, str] = {}
         try:
             inject(carrier)
+            carry_sessions_dir(carrier, carrying="traceparent" in carrier)
         except Exception as exc:  # the task still runs, untraced across the boundary
             report_internal_error("ProcessPoolExecutor.submit", exc)
         return cls(fn, carrier)
@@ -78,7 +82,7 @@ class CarriedCall:
             return self.fn(*args, **kwargs)
         token = otel_context.attach(joined[1])
         try:
-            with joined_in(joined[0]):
+            with joined_in(joined[0]), session_here(_writer_session(joined[0], self.carrier)):
                 return self.fn(*args, **kwargs)
         finally:
             otel_context.detach(token)
@@ -100,6 +104,18 @@ def _joined(carrier: dict[str, str]) -> tuple[Joined, otel_context.Context] | No
         return joined, context
     except Exception as exc:
         report_internal_error("a process pool task", exc)
+        return None
+
+
+def _writer_session(joined: Joined, carrier: dict[str, str]) -> Session | None:
+    """The session the task records into as a writer of the submitter's session (its segment),
+    if the worker records sessions where the submitter does and has no session of its own."""
+    try:
+        if session_if_any() is not None:  # one the worker's initializer made: its choice
+            return None
+        return writer_session(joined, carrier)
+    except Exception as exc:
+        report_internal_error("a process pool task's session", exc)
         return None
 
 

@@ -131,6 +131,10 @@ def writing(session: Any, directory: Path) -> bool:
     traces, so the session is still written, and one warning names the holder (none in a
     forked child, whose parent holds it). A directory that takes no lease file (it takes no
     session file either: the store says so) is not tried again for the session either."""
+    if getattr(session, "writer", None) is not None:
+        # A joined writer writes its own segment only, never the files the lease guards; the
+        # first writer (or the process resuming the session) holds the lease.
+        return False
     directory = directory.absolute()
     lease = getattr(session, "lease", None)
     if isinstance(lease, Lease) and lease.held and lease.path.parent == directory:

@@ -23,7 +23,7 @@ from agenttrace.formats.session.files import (
     find_or_name_session,
     find_session,
 )
-from agenttrace.formats.session.fullest import load_fullest
+from agenttrace.formats.session.fullest import load_writers
 from agenttrace.formats.session.rebuilt import mark_interrupted
 from agenttrace.formats.session.unfinished import without_unfinished
 from agenttrace.model import events as ev
@@ -99,12 +99,18 @@ def resume(
     ours = named is not None and held_here(named, path.parent)
     reading = take_lease(named, path.parent, force=force, required=0) if named else None
     try:
-        loaded, cut_short = without_unfinished(path, load_fullest(path, keep_damaged=True))
+        # Every writer's agents are restored; this process goes on writing the first writer's
+        # files only (a joined writer's segment is never written by another process).
+        (own, _), writers = load_writers(path, keep_damaged=True)
+        loaded, cut_short = without_unfinished(path, own)
         if reading is not None and reading.holdings and not ours and _recording():
             # Under the lease, the process that ran them gone: the LLM calls it was killed in
             # are put on the bill once (agenttrace.session.interrupted_calls).
             loaded = account_interrupted(path, loaded, runtime.settings.billing_file)
         session = Session.from_file(loaded)
+        session.restore_writers(
+            [without_unfinished(segment.path, segment)[0].events for segment, _ in writers]
+        )
         mark_interrupted(session.runs)  # the process that ran them is gone: they will not end
         # Where the next run will write (init's sessions directory): refused now, not at its
         # first event, when all agenttrace could do is warn and not save.

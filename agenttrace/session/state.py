@@ -20,7 +20,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from agenttrace.formats.session.files import (
     SessionFileError,
     check_session_id,
     read_session_file,
+    segment_stem,
 )
 from agenttrace.formats.session.lease import Lease
 from agenttrace.formats.session.unfinished import continued, without_unfinished
@@ -79,11 +81,24 @@ class Session:
     A fresh session's id is also the origin txn id of its first run and names its files;
     a resumed session keeps its id, so the next run appends to the same files. An id given must
     be a plain file name stem (:func:`check_session_id`; else :class:`SessionFileError`).
+
+    ``writer``: the writer id of a process that joined a session another process started
+    (``agenttrace.tracing.travel.writer_id``). It writes its own segment of the session,
+    ``<session_id>.w/<writer>.*`` (:attr:`segment_stem`), and its message and agent ids carry
+    the writer id (``msg_<writer>_001``), so they never collide with another writer's
+    (docs/design/cross-process.md).
     """
 
-    def __init__(self, session_id: str | None = None) -> None:
+    def __init__(self, session_id: str | None = None, *, writer: str | None = None) -> None:
         # The id names the session's files: never one that could lead out of their directory.
         self.session_id = check_session_id(session_id) if session_id else new_txn_id()
+        self.writer = writer
+        """The writer id of a joined process's session, ``None`` for the first writer's."""
+        self.segment_stem = segment_stem(self.session_id, writer)
+        """What its files are named by in the sessions directory (the id, for the first
+        writer)."""
+        self._message_prefix = ev.writer_prefix(ev.MESSAGE_PREFIX, writer)
+        self._agent_prefix = ev.writer_prefix(ev.AGENT_PREFIX, writer)
         self.message_counter = 0
         self.agent_counter = 0
         self.agents: dict[str, AgentRecord] = {}
@@ -174,7 +189,7 @@ class Session:
         """A new, never used agent id (``agent_003``)."""
         with self._lock:
             self.agent_counter += 1
-            return ev.agent_id(self.agent_counter)
+            return f"{self._agent_prefix}{self.agent_counter:03d}"
 
     def log_agent_created(
         self,
@@ -343,7 +358,7 @@ class Session:
         """The next event: its message id, linkage and line (``more``: marked as continued in
         the same write); in the registry (under the lock)."""
         self.message_counter += 1
-        event = build(ev.message_id(self.message_counter))
+        event = build(f"{self._message_prefix}{self.message_counter:03d}")
         event["ts"] = event_ts(time.time_ns())
         if scope is not None:
             trace_id, span_id = scope.link_ids()
@@ -371,7 +386,7 @@ class Session:
         if kind == ev.AGENT_CREATED:
             # An id the counter did not hand out (an agent that brought its own) moves the
             # counter past it, so allocate_agent_id never returns an id already in use.
-            number = ev.id_number(agent, ev.AGENT_PREFIX)
+            number = ev.id_number(agent, self._agent_prefix)
             if number is not None and number > self.agent_counter:
                 self.agent_counter = number
             cause = event.get("cause")
@@ -462,12 +477,12 @@ class Session:
                     f"its transcript resets reuse more than {MAX_MOVED:,} entries in all: "
                     "not a session agenttrace wrote"
                 )
-            number = ev.id_number(event.get("message_id", ""), ev.MESSAGE_PREFIX)
+            number = ev.id_number(event.get("message_id", ""), self._message_prefix)
             if number is not None and number > message_ids:
                 message_ids = number
             agent = event.get("agent_id")
             if isinstance(agent, str):
-                number = ev.id_number(agent, ev.AGENT_PREFIX)
+                number = ev.id_number(agent, self._agent_prefix)
                 if number is not None and number > agent_ids:
                     agent_ids = number
         self._replay.close()
@@ -475,6 +490,22 @@ class Session:
         self.lines = list(raw_lines) if raw_lines is not None else [None] * len(events)
         self.message_counter = max(self.message_counter, message_ids)
         self.agent_counter = max(self.agent_counter, agent_ids)
+
+    def restore_writers(self, segments: Sequence[Sequence[dict[str, Any]]]) -> None:
+        """Replay the events of the session's other writers' ``segments`` (each in its file's
+        order) into the registry: their agents and transcripts, which this session can then
+        revivify. Their events stay theirs: this session's events, counters and files are its
+        own writer's (their ids carry their writer ids, so none is ever allocated again)."""
+        with self._lock:
+            for events in segments:
+                for event in events:
+                    self._apply(event)
+                    if self._replay.moved > MAX_MOVED:
+                        raise SessionFileError(
+                            f"its transcript resets reuse more than {MAX_MOVED:,} entries in "
+                            "all: not a session agenttrace wrote"
+                        )
+                self._replay.close()
 
     def event_lines(self) -> list[bytes]:
         """Every event as its JSON line (serialising restored events the first time)."""
@@ -622,6 +653,20 @@ def use_session(session: Session | None) -> None:
     with _default_lock:
         _default = session
     _current.set(None)
+
+
+@contextmanager
+def session_here(session: Session | None) -> Iterator[None]:
+    """Make ``session`` the current one in this context (a task: its thread or asyncio task),
+    for the ``with`` block; ``None``: leave the current one as it is."""
+    if session is None:
+        yield
+        return
+    token = _current.set(session)
+    try:
+        yield
+    finally:
+        _current.reset(token)
 
 
 def new_session(session_id: str | None = None) -> Session:

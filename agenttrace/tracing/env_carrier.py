@@ -18,6 +18,9 @@ from collections.abc import Callable, Mapping, MutableMapping
 from opentelemetry import baggage, propagate, trace
 from opentelemetry.propagators.textmap import Getter, Setter
 
+from agenttrace._internal.errors import report_internal_error
+from agenttrace.session.state import session_if_any, use_session
+from agenttrace.tracing.joined_writer import carry_sessions_dir, writer_session
 from agenttrace.tracing.travel import extract, inject, join_process, joined_or_warn, warn_once
 
 try:  # the API's carrier (opentelemetry-api 1.38 and later)
@@ -66,19 +69,25 @@ def subprocess_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     Outside any span, a process that joined passes on the op it joined (a grandchild joins
     it too); one that did not drops the variables it inherited (a ``TRACEPARENT`` from its own
     parent's environment), so a child never joins a stale parent.
+
+    ``AGENTTRACE_JOIN_SESSIONS_DIR`` names this process's sessions directory: a child that
+    records into the same one writes its part of the session there, as a writer of the
+    session (``agenttrace.tracing.joined_writer``).
     """
     result = dict(os.environ if env is None else env)
     for name in _variable_names():
         result.pop(name, None)
     inject(result, setter=_SETTER)
+    carry_sessions_dir(result, carrying=bool(_GETTER.get(result, "traceparent")))
     return result
 
 
 def join_from_environment(environ: Mapping[str, str] | None = None) -> Callable[[], None]:
     """Join the remote parent ``TRACEPARENT`` (and ``BAGGAGE``) name, for every root run this
-    process starts; returns the undo (for ``shutdown``). Nothing in the environment: nothing
-    joined. Malformed: one warning, nothing joined (or the trace without agenttrace's identity,
-    if only the baggage is malformed)."""
+    process starts, and, if it records sessions where the parent does, its session as a writer
+    (``agenttrace.tracing.joined_writer``); returns the undo (for ``shutdown``). Nothing in the
+    environment: nothing joined. Malformed: one warning, nothing joined (or the trace without
+    agenttrace's identity, if only the baggage is malformed)."""
     environ = os.environ if environ is None else environ
     if not _GETTER.get(environ, "traceparent"):  # W3C trace context's field: no parent named
         return _leave
@@ -89,8 +98,23 @@ def join_from_environment(environ: Mapping[str, str] | None = None) -> Callable[
         return _leave
     if _names_baggage(environ) and not baggage.get_all(context):
         warn_once("malformed BAGGAGE in the environment")
-    join_process(joined_or_warn(context, "BAGGAGE in the environment"))
-    return _leave
+    joined = joined_or_warn(context, "BAGGAGE in the environment")
+    join_process(joined)
+    try:
+        session = writer_session(joined, environ)
+    except Exception as exc:  # the child records a session of its own, as it would elsewhere
+        report_internal_error("joining the parent's session as a writer", exc)
+        session = None
+    if session is None or session_if_any() is not None:  # none, or the program chose its own
+        return _leave
+
+    def leave_session() -> None:
+        _leave()
+        if session_if_any() is session:
+            use_session(None)
+
+    use_session(session)
+    return leave_session
 
 
 def _names_baggage(environ: Mapping[str, str]) -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.runtime import runtime
 from agenttrace.model.ids import new_txn_id
 from agenttrace.model.reentry import Reentry
 from agenttrace.model.request_digests import MessageDigests
@@ -62,7 +64,8 @@ def new_root_run(
     """A root run of ``session`` starting now: named by the session if it is its first (its
     origin txn id is the session id), re-entering the interrupted run a resume armed if it is
     that run's (``agenttrace.session.reentry_match``)."""
-    first = session.run_count == 0 and not session.runs
+    # A joined writer's runs never take the session id: the first writer's first run has it.
+    first = session.run_count == 0 and not session.runs and session.writer is None
     run = Run(session.session_id if first else new_txn_id(), session)
     session.run_count += 1
     run.fingerprint = root_run_fingerprint(session, arguments, implicit)
@@ -76,10 +79,20 @@ def new_root_run(
 
 
 def run_started(run: Run, agent_id: str, name: str, implicit: bool) -> None:
-    """A root run's span started: journal its start (``run_start``)."""
+    """A root run's span started: journal its start (``run_start``). A joined writer's run is
+    then written to its segment's session file at once, with the ingress that places it under
+    the op that started it (docs/design/cross-process.md): a process killed before the run's
+    first snapshot would leave a stream only, whose rebuilt run knows no ingress and could
+    not be placed. One flush per joined run, each a hand-over between processes anyway."""
     journal_run_start(
         run.session, run.journal_run, run.attempt, agent_id, name, run.fingerprint, implicit
     )
+    recorder = runtime.recorder
+    if run.session.writer is not None and recorder is not None:
+        try:
+            recorder.force_flush()
+        except Exception as exc:  # the run goes on: only its early snapshot is missing
+            report_internal_error("a joined run's first snapshot", exc)
 
 
 def run_ended(run: Run, agent_id: str, name: str) -> None:

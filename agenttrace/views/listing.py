@@ -35,8 +35,10 @@ from agenttrace.formats.session.files import (
     SessionFileError,
     check_session_id,
     read_session_file,
+    segments_dir,
+    segments_state,
 )
-from agenttrace.formats.session.fullest import fullest_of
+from agenttrace.formats.session.fullest import fullest_of, load_pair
 from agenttrace.formats.session.totals import cost_text
 from agenttrace.views.account import (
     ACTIVE_WINDOW_S,
@@ -228,6 +230,9 @@ def _row(session_id: str, files: _Files, limits: ReadLimits, now: float) -> Sess
     where = (str((files.stream or files.snapshot or Path()).parent), session_id)
     state = tuple(sorted(files.state))
     known = _KEPT.get(where)
+    segments = _segments(files)
+    if segments is not None:
+        state = (*state, *segments)  # a joined writer's progress changes the row too
     if known is not None and known[0] == state and state:
         kept = known[1]
     else:
@@ -253,6 +258,13 @@ def _read_row(session_id: str, files: _Files, limits: ReadLimits, now: float) ->
         return _Kept(SessionRow(session_id, DAMAGED, files.updated_ns, error=error), None)
     events = _fullest_events(stream, snapshot)
     fullest, up_to_date = fullest_of(stream, snapshot, limits.nesting_depth)
+    named = files.stream or files.snapshot
+    if named is not None and _segments(files):  # read whole, as every command reads it
+        try:
+            fullest, up_to_date = load_pair(named)
+        except SessionFileError as exc:
+            return _Kept(SessionRow(session_id, DAMAGED, files.updated_ns, error=str(exc)), None)
+        events = fullest.events
     account = session_account(fullest, up_to_date=up_to_date, updated_ns=files.updated_ns, now=now)
     runs = account.runs
     totals = account.stats()["total"] if runs else None
@@ -268,6 +280,14 @@ def _read_row(session_id: str, files: _Files, limits: ReadLimits, now: float) ->
         totals=totals,
     )
     return _Kept(row, account.liveness)
+
+
+def _segments(files: _Files) -> tuple[tuple[str, int, int], ...] | None:
+    """The joined writers' segment files of the session (``segments_state``), ``None`` for a
+    session written by one process (docs/session-file.md, "Several writers")."""
+    named = files.stream or files.snapshot
+    directory = segments_dir(named) if named is not None else None
+    return segments_state(directory) if directory is not None else None
 
 
 def _fullest_events(

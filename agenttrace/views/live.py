@@ -22,7 +22,7 @@ Steps 1 to 4, the status and every node's settling are the session's account
 (:mod:`agenttrace.views.account`): the one rule ``list``, ``tree``, ``stats`` and the exports
 follow too. What is shown passes the
 redaction policy of every output (:mod:`agenttrace.views.public`). A reader polls
-:func:`files_state`, which costs two ``stat`` calls, and reads again only when it changes.
+:func:`files_state`, which costs three ``stat`` calls, and reads again only when it changes.
 """
 
 from __future__ import annotations
@@ -36,9 +36,11 @@ from typing import Any
 from agenttrace._internal.config import Settings
 from agenttrace._internal.redact import redacted_copy
 from agenttrace.formats.session.files import (
+    SEGMENTS_SUFFIX,
     LoadedFile,
     SessionFileError,
     check_session_id,
+    segments_state,
     snapshot_path,
     stream_path,
 )
@@ -46,7 +48,7 @@ from agenttrace.formats.session.optree import children, hosted_sessions, session
 from agenttrace.views.account import RUNNING, read_account
 from agenttrace.views.public import public_view
 
-FilesState = tuple[tuple[int, int] | None, tuple[int, int] | None]
+FilesState = tuple[tuple[int, int] | None, tuple[int, int] | None, tuple[tuple[str, int, int], ...]]
 """(size, mtime in ns) of a session's stream and of its session file (None: missing)."""
 
 
@@ -75,10 +77,13 @@ class LiveSession:
 
 
 def files_state(directory: Path, session_id: str) -> FilesState:
-    """The size and modification time of the session's two files (id checked)."""
+    """The size and modification time of the session's two files (id checked), and of its
+    joined writers' segments (docs/session-file.md, "Several writers"; none: one more
+    ``stat``, of the directory they would be in)."""
     return (
         _stat(stream_path(directory, session_id)),
         _stat(snapshot_path(directory, session_id)),
+        segments_state(directory / f"{session_id}{SEGMENTS_SUFFIX}") or (),
     )
 
 
@@ -99,7 +104,7 @@ def read_live(directory: Path, session_id: str) -> LiveSession:
     check_session_id(session_id)
     state = files_state(directory, session_id)
     stream, snapshot = stream_path(directory, session_id), snapshot_path(directory, session_id)
-    if state == (None, None):
+    if state[:2] == (None, None):
         raise NoSuchSession(f"no session {session_id} in {directory}")
     read_at = time.time()
     account = read_account(stream if state[0] is not None else snapshot, now=read_at)

@@ -102,6 +102,61 @@ def snapshot_path(sessions_dir: Path, session_id: str) -> Path:
     return sessions_dir / f"{check_session_id(session_id)}{SNAPSHOT_SUFFIX}"
 
 
+SEGMENTS_SUFFIX = ".w"
+"""``<session_id>.w/``: the directory of a session's joined writers' segments, one pair of
+files per writer (``<writer_id>.json.gz``, ``<writer_id>.events.jsonl``; docs/session-file.md,
+"Several writers")."""
+
+
+def segment_stem(session_id: str, writer_id: str | None) -> str:
+    """The stem a writer's files of ``session_id`` are named by, relative to the sessions
+    directory: the id itself for its first writer, ``<session_id>.w/<writer_id>`` for a joined
+    one (both checked: :func:`check_session_id`)."""
+    check_session_id(session_id)
+    if writer_id is None:
+        return session_id
+    return f"{session_id}{SEGMENTS_SUFFIX}/{check_session_id(writer_id)}"
+
+
+def stem_path(sessions_dir: Path, stem: str, suffix: str) -> Path:
+    """The file ``stem`` + ``suffix`` in ``sessions_dir``, ``stem`` a :func:`segment_stem`
+    (each of its parts checked again: it never leads out of the directory)."""
+    parts = stem.split("/")
+    if len(parts) == 2 and parts[0].endswith(SEGMENTS_SUFFIX):
+        session_id = parts[0][: -len(SEGMENTS_SUFFIX)]
+        writer_dir = sessions_dir / f"{check_session_id(session_id)}{SEGMENTS_SUFFIX}"
+        return writer_dir / f"{check_session_id(parts[1])}{suffix}"
+    return sessions_dir / f"{check_session_id(stem)}{suffix}"
+
+
+def segments_dir(path: Path) -> Path | None:
+    """The directory of joined writers' segments beside a session's file (``abc.w`` beside
+    ``abc.json.gz`` or ``abc.events.jsonl``); ``None`` for a name that is neither."""
+    name = path.name
+    for suffix in (SNAPSHOT_SUFFIX, STREAM_SUFFIX):
+        if name.endswith(suffix):
+            return path.with_name(name[: -len(suffix)] + SEGMENTS_SUFFIX)
+    return None
+
+
+def segments_state(directory: Path) -> tuple[tuple[str, int, int], ...] | None:
+    """Each file in a session's segments ``directory`` as (name, size, mtime in ns), by name:
+    what a view that keeps what it read compares to know it changed; ``None`` if there is no
+    such directory (a session written by one process)."""
+    try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+    except OSError:
+        return None
+    state = []
+    for entry in entries:
+        try:
+            status = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        state.append((entry.name, status.st_size, status.st_mtime_ns))
+    return tuple(state)
+
+
 def sibling_path(path: Path) -> Path | None:
     """The other file of a session's pair: the event stream of a session file, the session file
     of a stream; ``None`` for a name that is neither."""

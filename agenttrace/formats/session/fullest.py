@@ -11,14 +11,17 @@ from agenttrace.formats.session.damaged import keep_aside as keep_damaged_aside
 from agenttrace.formats.session.damaged import recover_runs
 from agenttrace.formats.session.files import (
     SNAPSHOT_SUFFIX,
+    STREAM_SUFFIX,
     LoadedFile,
     Progress,
     SessionFileError,
     read_session_file,
+    segments_dir,
     sibling_path,
 )
 from agenttrace.formats.session.journal_union import journal_union
 from agenttrace.formats.session.rebuilt import with_rebuilt_runs
+from agenttrace.formats.session.segments import merge_segments
 
 logger = logging.getLogger("agenttrace")
 
@@ -35,6 +38,63 @@ def load_pair(
 ) -> tuple[LoadedFile, bool]:
     """The fullest picture of a session, and whether its session file is up to date: there is
     one, readable, and the stream holds no event it lacks (its last run's end is then final).
+
+    A session that processes joined as writers is read whole: each joined writer's segment
+    (``<session_id>.w/``) is read as a pair of files too, and merged in
+    (``agenttrace.formats.session.segments``); up to date only if every segment is.
+    """
+    (loaded, up_to_date), segments = load_writers(path, progress, keep_damaged=keep_damaged)
+    if not segments:
+        return loaded, up_to_date  # one writer: read as it always was
+    up_to_date = up_to_date and all(segment_up_to_date for _, segment_up_to_date in segments)
+    return merge_segments(loaded, [segment for segment, _ in segments]), up_to_date
+
+
+def load_writers(
+    path: Path, progress: Progress | None = None, *, keep_damaged: bool = False
+) -> tuple[tuple[LoadedFile, bool], list[tuple[LoadedFile, bool]]]:
+    """The first writer's picture (its pair of files, as :func:`load_pair` reads a session
+    without segments) and each joined writer's, unmerged, with whether each one's session file
+    is up to date: a resume restores every writer's agents but writes only its own files. A
+    segment that cannot be read is left out with a warning (the rest of the session reads)."""
+    first = _load_one(path, progress, keep_damaged=keep_damaged)
+    directory = segments_dir(path)
+    if directory is None or not directory.is_dir():
+        return first, []
+    segments: list[tuple[LoadedFile, bool]] = []
+    for segment in _segment_paths(directory):
+        try:
+            segments.append(_load_one(segment, keep_damaged=keep_damaged))
+        except SessionFileError as exc:
+            logger.warning("agenttrace: a writer's segment is left out: %s", exc)
+    return first, segments
+
+
+def _segment_paths(directory: Path) -> list[Path]:
+    """One file of each writer's segment in ``directory``, in writer id order: its stream if
+    it has one (the pair is read from either)."""
+    stems: dict[str, Path] = {}
+    try:
+        names = sorted(entry.name for entry in directory.iterdir())
+    except OSError as exc:
+        logger.warning(
+            "agenttrace: the writers' segments in %s cannot be listed: %s", directory, exc
+        )
+        return []
+    for name in names:
+        for suffix in (STREAM_SUFFIX, SNAPSHOT_SUFFIX):
+            if name.endswith(suffix) and not name.startswith("."):
+                stem = name[: -len(suffix)]
+                if suffix == STREAM_SUFFIX or stem not in stems:
+                    stems[stem] = directory / name
+    return [stems[stem] for stem in sorted(stems)]
+
+
+def _load_one(
+    path: Path, progress: Progress | None = None, *, keep_damaged: bool = False
+) -> tuple[LoadedFile, bool]:
+    """The fullest picture of one writer's pair of files, and whether its session file is up
+    to date.
 
     The fullest picture of a session, from its file and the one beside it.
 

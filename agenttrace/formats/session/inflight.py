@@ -44,7 +44,7 @@ from agenttrace.formats.session.files import LoadedFile
 from agenttrace.formats.session.optree import hosted_sessions
 from agenttrace.formats.session.rebuilt import INTERRUPTED, Node, running_op
 from agenttrace.model.journal_lines import RUN_LABEL, JournalLine, Step, journal_lines
-from agenttrace.model.paths import parse_label
+from agenttrace.model.paths import format_label, parse_label
 
 PROCESS_GONE = "agenttrace.process_gone"
 """The attribute a live view gives a node that has not ended and whose process is gone (a later
@@ -311,7 +311,10 @@ class _Runs:
         if unfinished:
             return unfinished[-1]
         if named:
-            return None
+            # An ended run still lacks the step if the sub-agent run holding it never ended:
+            # one another process ran and was killed in (docs/session-file.md, "Several
+            # writers").
+            return named[-1] if _under_unfinished_run(named[-1], step.path) else None
         trace = self.traces.get(step.run)
         if trace is not None:
             traced = [r for r in roots if r.get("traceId") == trace and r.get("endedAt") is None]
@@ -346,6 +349,39 @@ class _Runs:
         self.runs.append(run)
         self.made.append(run)
         return run
+
+
+def _under_unfinished_run(run: Node, label: str) -> bool:
+    """Whether the op at ``label`` is inside a sub-agent run of ``run`` that has not ended."""
+    try:
+        address = parse_label(label)
+    except ValueError:
+        return False
+    session: Mapping[str, Any] = run
+    for depth in range(3, len(address), 3):  # each sub-agent run on the way: (turn, op, n)
+        turn, _, number = address[depth - 3 : depth]
+        turns = session.get("turns")
+        if not isinstance(turns, list) or not 0 < turn <= len(turns):
+            return False
+        found = _op_at(turns[turn - 1], address[: depth - 1])
+        hosted = list(hosted_sessions(found)) if found is not None else []
+        if not 0 < number <= len(hosted):
+            return False
+        session = hosted[number - 1]
+    return session is not run and session.get("endedAt") is None
+
+
+def _op_at(turn: Any, address: tuple[int, ...]) -> Mapping[str, Any] | None:
+    """The op of ``turn`` at ``address`` (a turn's ops are listed in start order, their
+    labels saying which is which)."""
+    if not isinstance(turn, Mapping):
+        return None
+    label = format_label(address)
+    ops = turn.get("ops")
+    for op in ops if isinstance(ops, list) else []:
+        if isinstance(op, Mapping) and op.get("path") == label:
+            return op
+    return None
 
 
 def _is_root_op(label: str) -> bool:
