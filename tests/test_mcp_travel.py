@@ -1,0 +1,256 @@
+"""MCP tool calls across processes (issue 35, item 1): a tool call over the ``mcp`` SDK carries
+the trace and agenttrace's identity in ``params._meta``, and the server's work nests under the
+client's ``execute_tool`` span, in one trace, with one tool span for the call.
+
+The server is real (``tests/mcp_tool_server.py``, the SDK's ``MCPServer``) in a process of its
+own, over stdio and over streamable HTTP on 127.0.0.1; both processes export their spans to one
+file the test reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import wrapt
+from opentelemetry import baggage, trace
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+import agenttrace
+from agenttrace.tracing import travel
+from tests import travel_child
+from tests.conftest import Traced
+from tests.helpers import ROOT, child_env
+
+mcp = pytest.importorskip("mcp")
+
+SERVER = "tests.mcp_tool_server"
+
+
+class Client:
+    """The client side: an agent whose ``research`` tool calls the MCP server's ``research``."""
+
+    def __init__(self, traced: Traced, tmp_path: Path) -> None:
+        self.spans = str(tmp_path / "spans.jsonl")
+        traced.provider.add_span_processor(
+            SimpleSpanProcessor(travel_child.FileSpanExporter(self.spans))
+        )
+        self.server_sessions = tmp_path / "server-sessions"
+        self.server_sessions.mkdir()
+        self.session_id = agenttrace.current_session().session_id
+        self.tool_span: Any = None
+        self.txn_id = ""
+
+    def run(self, call: Any) -> Any:
+        client = self
+
+        @agenttrace.tool(name="research")
+        def research(x: int) -> Any:
+            client.tool_span = trace.get_current_span().get_span_context()
+            return asyncio.run(call(x))
+
+        @agenttrace.agent("boss")
+        def boss() -> Any:
+            attributes = dict(trace.get_current_span().attributes)  # type: ignore[attr-defined]
+            client.txn_id = str(attributes["agenttrace.txn.id"])
+            return research(21)
+
+        return boss()
+
+    def check(self, transport: str) -> None:
+        """One trace; the server's work under the client's tool span; the helper run joined
+        the client's session, op and writer; one tool span of agenttrace's for the call."""
+        every = travel_child.read_spans(self.spans)
+        # The SDK sends a notification (notifications/initialized) with no context: its server
+        # span is a root of its own. Every other span is in the one trace.
+        spans = [span for span in every if not str(span["name"]).startswith("notifications/")]
+        assert len({span["trace_id"] for span in spans}) == 1
+        by_id = {span["span_id"]: span for span in spans}
+        tool_id = format(self.tool_span.span_id, "016x")
+        (root,) = [span for span in spans if span["name"] == "invoke_agent helper"]
+        assert root["pid"] != os.getpid()
+        ancestors = []
+        parent = root["parent_span_id"]
+        while parent in by_id and parent != tool_id:
+            ancestors.append(by_id[parent])
+            parent = by_id[parent]["parent_span_id"]
+        assert parent == tool_id  # the helper run is under the client's tool span
+        # What lies between is the SDK's own span of the request, in the server, no tool op.
+        assert [span["name"] for span in ancestors] == ["tools/call research"]
+        assert ancestors[0]["kind"] == "SERVER" and ancestors[0]["pid"] == root["pid"]
+        # One execute_tool span for the call on the client: agenttrace's, with the MCP
+        # attributes; agenttrace makes none of its own on the server.
+        tool_spans = [
+            span
+            for span in spans
+            if span["attributes"].get("gen_ai.tool.name") == "research" and span["kind"] != "SERVER"
+        ]
+        assert [span["span_id"] for span in tool_spans] == [tool_id]
+        attributes = tool_spans[0]["attributes"]
+        assert attributes["gen_ai.operation.name"] == "execute_tool"
+        assert attributes["mcp.method.name"] == "tools/call"
+        assert attributes["network.transport"] == transport
+        assert attributes["agenttrace.tool.mcp_server"] == "research-server"
+        assert not [
+            span
+            for span in spans
+            if span["pid"] == root["pid"]
+            and span["attributes"].get("agenttrace.kind") == "tool"
+            and span["name"] == "execute_tool research"
+        ]
+        joined = root["attributes"]
+        assert joined["agenttrace.ingress.joined.session_id"] == self.session_id
+        assert joined["agenttrace.ingress.joined.parent_txn_id"] == self.txn_id
+        assert joined["agenttrace.ingress.joined.parent_path"] == "1.1"
+        assert joined["agenttrace.ingress.joined.parent_writer_id"] == travel.writer_id()
+        runs = [
+            run
+            for path in sorted(self.server_sessions.glob("*.json.gz"))
+            for run in json.loads(gzip.decompress(path.read_bytes()))["runs"]
+        ]
+        (helper,) = [run for run in runs if run["agentName"] == "helper"]
+        assert helper["attributes"]["ingress"]["joined"]["parent_path"] == "1.1"
+
+
+def _server_command(client: Client, *transport: str) -> list[str]:
+    """The server's command line: ``python -m tests.mcp_tool_server SPANS SESSIONS ...``."""
+    return [sys.executable, "-m", SERVER, client.spans, str(client.server_sessions), *transport]
+
+
+def _text(result: Any) -> str:
+    assert not result.is_error, result
+    return str(result.content[0].text)
+
+
+def test_a_tool_call_over_stdio_nests_the_servers_work_under_the_clients_tool(
+    traced: Traced, tmp_path: Path
+) -> None:
+    client = Client(traced, tmp_path)
+    from mcp.client import stdio
+
+    async def call(x: int) -> str:
+        parameters = stdio.StdioServerParameters(
+            command=sys.executable,
+            args=_server_command(client, "stdio")[1:],
+            env=child_env(PYTHONPATH=str(ROOT)),
+            cwd=ROOT,
+        )
+        async with (
+            stdio.stdio_client(parameters) as (read, write),
+            mcp.ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return _text(await session.call_tool("research", {"x": x}))
+
+    assert client.run(call) == "42"
+    client.check("pipe")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait_for(port: int, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120  # a loaded machine imports the server's stack slowly
+    while time.monotonic() < deadline:
+        assert server.poll() is None, server.stderr.read() if server.stderr else ""
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)  # polling a port the child is still opening
+    raise AssertionError("the MCP server did not listen")
+
+
+def test_a_tool_call_over_streamable_http_nests_the_servers_work_under_the_clients_tool(
+    traced: Traced, tmp_path: Path
+) -> None:
+    client = Client(traced, tmp_path)
+    port = _free_port()
+    server = subprocess.Popen(
+        _server_command(client, "http", str(port)),
+        cwd=ROOT,
+        env=child_env(PYTHONPATH=str(ROOT)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _wait_for(port, server)
+        from mcp.client import streamable_http
+
+        async def call(x: int) -> str:
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with (
+                streamable_http.streamable_http_client(url) as (read, write),
+                mcp.ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return _text(await session.call_tool("research", {"x": x}))
+
+        assert client.run(call) == "42"
+    finally:
+        server.terminate()
+        server.wait(60)
+    client.check("tcp")
+
+
+async def _outgoing_to(url: str) -> Any:
+    """The context a tool call to the MCP server at ``url`` would run in (the SDK's transport
+    opened, no request sent: nothing listens there)."""
+    from mcp.client import streamable_http
+
+    from agenttrace.instrumentation.mcp import client
+
+    async with streamable_http.streamable_http_client(url) as (read, write):
+        return client._outgoing(mcp.ClientSession(read, write))
+
+
+def _baggage_in_a_tool(url: str) -> dict[str, object]:
+    @agenttrace.tool
+    def research() -> dict[str, object]:
+        context = asyncio.run(_outgoing_to(url))
+        assert trace.get_current_span(context).get_span_context().is_valid
+        return dict(baggage.get_all(context))
+
+    @agenttrace.agent("boss")
+    def boss() -> dict[str, object]:
+        return research()
+
+    return boss()
+
+
+def test_an_mcp_server_on_a_host_not_allowed_gets_no_baggage(traced: Traced) -> None:
+    assert _baggage_in_a_tool("http://mcp.example.invalid/mcp") == {}
+    carried = _baggage_in_a_tool("http://127.0.0.1:9/mcp")
+    assert carried["agenttrace.writer.id"] == travel.writer_id()
+
+
+@pytest.mark.init(baggage_hosts=["mcp.example.invalid"])
+def test_an_mcp_server_on_an_allowed_host_gets_the_baggage(traced: Traced) -> None:
+    carried = _baggage_in_a_tool("http://mcp.example.invalid/mcp")
+    assert carried["agenttrace.session.id"] == agenttrace.current_session().session_id
+
+
+def test_shutdown_puts_the_sdk_back(traced: Traced) -> None:
+    from mcp.client import stdio
+    from mcp.server.runner import ServerRunner
+
+    assert isinstance(vars(mcp.ClientSession)["call_tool"], wrapt.FunctionWrapper)
+    assert mcp.stdio_client is stdio.stdio_client
+    assert isinstance(stdio.stdio_client, wrapt.FunctionWrapper)
+    traced.handle.shutdown()
+    assert not isinstance(vars(mcp.ClientSession)["call_tool"], wrapt.FunctionWrapper)
+    assert not isinstance(vars(ServerRunner)["_compose_server_middleware"], wrapt.FunctionWrapper)
+    assert not isinstance(stdio.stdio_client, wrapt.FunctionWrapper)
+    assert mcp.stdio_client is stdio.stdio_client
