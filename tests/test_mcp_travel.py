@@ -13,10 +13,7 @@ import asyncio
 import gzip
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,7 @@ from agenttrace.tracing import travel
 from tests import travel_child
 from tests.conftest import Traced
 from tests.helpers import ROOT, child_env
+from tests.listening import listening
 
 mcp = pytest.importorskip("mcp")
 
@@ -155,38 +153,11 @@ def test_a_tool_call_over_stdio_nests_the_servers_work_under_the_clients_tool(
     client.check("pipe")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _wait_for(port: int, server: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 120  # a loaded machine imports the server's stack slowly
-    while time.monotonic() < deadline:
-        assert server.poll() is None, server.stderr.read() if server.stderr else ""
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)  # polling a port the child is still opening
-    raise AssertionError("the MCP server did not listen")
-
-
 def test_a_tool_call_over_streamable_http_nests_the_servers_work_under_the_clients_tool(
     traced: Traced, tmp_path: Path
 ) -> None:
     client = Client(traced, tmp_path)
-    port = _free_port()
-    server = subprocess.Popen(
-        _server_command(client, "http", str(port)),
-        cwd=ROOT,
-        env=child_env(PYTHONPATH=str(ROOT)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        _wait_for(port, server)
+    with listening(lambda port: _server_command(client, "http", str(port))) as port:
         from mcp.client import streamable_http
 
         async def call(x: int) -> str:
@@ -199,9 +170,6 @@ def test_a_tool_call_over_streamable_http_nests_the_servers_work_under_the_clien
                 return _text(await session.call_tool("research", {"x": x}))
 
         assert client.run(call) == "42"
-    finally:
-        server.terminate()
-        server.wait(60)
     client.check("tcp")
 
 
