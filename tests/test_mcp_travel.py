@@ -23,6 +23,8 @@ from opentelemetry import baggage, trace
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import agenttrace
+from agenttrace.model import journal as j
+from agenttrace.model.reentry import Reentry, check_policy
 from agenttrace.tracing import travel
 from tests import travel_child
 from tests.conftest import Traced
@@ -47,8 +49,11 @@ class Client:
         self.session_id = agenttrace.current_session().session_id
         self.tool_span: Any = None
         self.txn_id = ""
+        self.traced = traced
 
-    def run(self, call: Any) -> Any:
+    def run(self, call: Any, *, in_tool: bool = True) -> Any:
+        """The boss agent calls ``call(21)``: in its ``research`` tool (a framework's tool
+        that calls the MCP tool), or (``in_tool`` false) in its own body, outside any op."""
         client = self
 
         @agenttrace.tool(name="research")
@@ -60,9 +65,12 @@ class Client:
         def boss() -> Any:
             attributes = dict(trace.get_current_span().attributes)  # type: ignore[attr-defined]
             client.txn_id = str(attributes["agenttrace.txn.id"])
-            return research(21)
+            return research(21) if in_tool else asyncio.run(call(21))
 
-        return boss()
+        result = boss()
+        if not in_tool:
+            self.tool_span = self.traced.by_name("execute_tool research")[-1].get_span_context()
+        return result
 
     def check(self, transport: str) -> None:
         """One trace; the server's work under the client's tool span; the helper run joined
@@ -129,10 +137,8 @@ def _text(result: Any) -> str:
     return str(result.content[0].text)
 
 
-def test_a_tool_call_over_stdio_nests_the_servers_work_under_the_clients_tool(
-    traced: Traced, tmp_path: Path
-) -> None:
-    client = Client(traced, tmp_path)
+def _over_stdio(client: Client) -> Any:
+    """A call of the server's ``research`` tool over stdio, the server started for it."""
     from mcp.client import stdio
 
     async def call(x: int) -> str:
@@ -149,8 +155,26 @@ def test_a_tool_call_over_stdio_nests_the_servers_work_under_the_clients_tool(
             await session.initialize()
             return _text(await session.call_tool("research", {"x": x}))
 
-    assert client.run(call) == "42"
+    return call
+
+
+def test_a_tool_call_over_stdio_nests_the_servers_work_under_the_clients_tool(
+    traced: Traced, tmp_path: Path
+) -> None:
+    client = Client(traced, tmp_path)
+    assert client.run(_over_stdio(client)) == "42"
     client.check("pipe")
+
+
+@pytest.mark.init(capture_content=True)
+def test_a_call_in_an_agent_run_outside_any_op_is_its_own_tool_op(
+    traced: Traced, tmp_path: Path
+) -> None:
+    client = Client(traced, tmp_path)
+    assert client.run(_over_stdio(client), in_tool=False) == "42"
+    client.check("pipe")
+    tool = traced.one("execute_tool research")
+    assert json.loads(str(tool.attributes["gen_ai.tool.call.arguments"])) == {"x": 21}
 
 
 def test_a_tool_call_over_streamable_http_nests_the_servers_work_under_the_clients_tool(
@@ -222,3 +246,30 @@ def test_shutdown_puts_the_sdk_back(traced: Traced) -> None:
     assert not isinstance(vars(ServerRunner)["_compose_server_middleware"], wrapt.FunctionWrapper)
     assert not isinstance(stdio.stdio_client, wrapt.FunctionWrapper)
     assert mcp.stdio_client is stdio.stdio_client
+
+
+def _rearm(tmp_path: Path) -> None:
+    """Arm the current session to re-enter its last run, as a resume of a killed run would
+    (tests/test_llm_steps.py's ``rearm``, without the litellm that module imports)."""
+    (stream,) = (tmp_path / "sessions").glob("*.events.jsonl")
+    lines = [json.loads(line) for line in stream.read_text().splitlines()]
+    steps = [line for line in lines if line["event_type"] in ("step", "step_decision")]
+    (origin,) = {line["run"] for line in steps}
+    session = agenttrace.current_session()
+    session.reentry = Reentry(origin, 2, j.Journal(steps), check_policy(None))
+
+
+def test_a_re_entered_run_answers_the_call_from_the_journal(traced: Traced, tmp_path: Path) -> None:
+    """A bare call is journaled as its tool op; a re-entered run gets its ``CallToolResult``
+    back rebuilt from the journal, and the server's tool does not run again."""
+    client = Client(traced, tmp_path)
+    assert client.run(_over_stdio(client), in_tool=False) == "42"
+    traced.handle.force_flush()
+    _rearm(tmp_path)  # as a resume of this run, killed, would
+    assert client.run(_over_stdio(client), in_tool=False) == "42"
+    helpers = [
+        span
+        for span in travel_child.read_spans(client.spans)
+        if span["name"] == "invoke_agent helper"
+    ]
+    assert len(helpers) == 1

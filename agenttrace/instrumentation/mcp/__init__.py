@@ -25,6 +25,7 @@ from agenttrace.instrumentation.base import (
 from agenttrace.instrumentation.mcp.client import (
     WHERE,
     call_tool_wrapper,
+    list_tools_wrapper,
     state,
     transport_wrapper,
 )
@@ -48,6 +49,7 @@ def _targets() -> Iterator[tuple[Any, str, Any]]:
     from mcp.server.runner import ServerRunner
 
     yield ClientSession, "call_tool", call_tool_wrapper
+    yield ClientSession, "list_tools", list_tools_wrapper
     yield ServerRunner, "_compose_server_middleware", compose_wrapper
 
 

@@ -17,11 +17,19 @@ inside its own ``MCP send tools/call {name}`` client span). What agenttrace adds
   ``execute_tool`` span: it gets the MCP attributes (``mcp.method.name``,
   ``network.transport``) and the server's name as its MCP server, and no second tool span is
   made (the GenAI conventions for MCP: an MCP client instrumentation that finds the tool
-  execution traced adds to that span).
+  execution traced adds to that span);
+- a call made in an agent run outside any op (``session.call_tool`` in the agent's own code, a
+  pydantic-ai ``MCPServer`` toolset) is that tool op itself: ``execute_tool {name}`` with its
+  arguments, journaled by its effect class (``init(tool_effects=...)`` by the tool's name, else
+  the annotations of a server in ``init(trusted_mcp_servers=...)``, as ``list_tools`` gave them,
+  else ``effect``), and a re-entered run answers it from the journal with the
+  ``CallToolResult`` rebuilt.
 """
 
 from __future__ import annotations
 
+import functools
+import weakref
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -33,10 +41,13 @@ from opentelemetry.context import Context
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace.instrumentation.base import PatchState
+from agenttrace.tracing.decorators import _ToolSpec
+from agenttrace.tracing.journal.effects import framework_effect
 from agenttrace.tracing.scopes import OpScope, current_scope
 from agenttrace.tracing.travel import baggage_allowed, carried_context
+from agenttrace.tracing.wrapping import wrap
 
-__all__ = ["WHERE", "call_tool_wrapper", "state", "transport_wrapper"]
+__all__ = ["WHERE", "call_tool_wrapper", "list_tools_wrapper", "state", "transport_wrapper"]
 
 WHERE = "the mcp instrumentation"
 
@@ -44,6 +55,11 @@ state = PatchState()
 
 _LOCAL = "local"
 """A transport to this machine (stdio): baggage always allowed."""
+
+_annotations: weakref.WeakKeyDictionary[Any, dict[str, dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""A client session -> its tools' annotations by name, as its last ``list_tools`` gave them."""
 
 _destinations: dict[int, tuple[Any, str, str]] = {}
 """``id()`` of an open transport's write stream -> (the stream, its destination: a URL or
@@ -118,7 +134,7 @@ def _outgoing(session: Any) -> Context | None:
     current one as it is (nothing of agenttrace's to carry)."""
     destination = _destination(session)
     scope = current_scope()
-    if isinstance(scope, OpScope) and scope.kind == sc.KIND_TOOL:
+    if isinstance(scope, OpScope) and scope.kind != sc.KIND_LLM:  # a tool op (or one hosting)
         scope.set_attribute(sc.MCP_METHOD_NAME, "tools/call")
         if destination is not None:
             scope.set_attribute(sc.NETWORK_TRANSPORT, destination[1])
@@ -136,16 +152,15 @@ def _outgoing(session: Any) -> Context | None:
     return context if allowed else baggage.clear(context)
 
 
-async def call_tool_wrapper(
-    wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+async def _carried(
+    wrapped: Any, session: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    """wrapt's wrapper of ``ClientSession.call_tool``: the call, in the context it carries."""
+    """``wrapped(*args, **kwargs)`` in the context it carries to the server."""
     context: Context | None = None
-    if state.enabled:
-        try:
-            context = _outgoing(instance)
-        except Exception as exc:  # the call goes out as the SDK sends it
-            report_internal_error(WHERE, exc)
+    try:
+        context = _outgoing(session)
+    except Exception as exc:  # the call goes out as the SDK sends it
+        report_internal_error(WHERE, exc)
     if context is None:
         return await wrapped(*args, **kwargs)
     token = otel_context.attach(context)
@@ -153,3 +168,73 @@ async def call_tool_wrapper(
         return await wrapped(*args, **kwargs)
     finally:
         otel_context.detach(token)
+
+
+class _ToolCall(_ToolSpec):
+    """The op of an MCP tool call made in an agent run outside any op (a spec per call)."""
+
+    where = WHERE
+
+    def __init__(self, name: str, arguments: Any, effect: str) -> None:
+        super().__init__(name, dict(arguments or {}), effect=effect)
+
+    def open(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpScope:
+        return super().open((), {})
+
+
+def _call(name: str, arguments: Any = None, *args: Any, **kwargs: Any) -> tuple[str, Any]:
+    """(the tool's name, its arguments) from ``call_tool``'s own arguments."""
+    return name, arguments
+
+
+def _own_op(wrapped: Any, session: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The call as a tool op of its own: the carried call, guarded for re-entry, in its op."""
+    name, arguments = _call(*args, **kwargs)
+    server = _server_name(session)
+    annotations = _annotations.get(session, {}).get(name)
+    effect = framework_effect(name, None, server=server, annotations=annotations)
+    spec = _ToolCall(name, arguments, effect)
+
+    # The guard reads the result's type (to rebuild a journaled one) through __wrapped__:
+    # call_tool's own annotation, a CallToolResult.
+    @functools.wraps(wrapped)
+    async def carried(*args: Any, **kwargs: Any) -> Any:
+        return await _carried(wrapped, session, args, kwargs)
+
+    return wrap(spec.body(carried), spec, like=wrapped)
+
+
+async def call_tool_wrapper(
+    wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """wrapt's wrapper of ``ClientSession.call_tool``: the call, in the context it carries; in
+    an agent run outside any op, in a tool op of its own."""
+    if not state.enabled:
+        return await wrapped(*args, **kwargs)
+    scope = current_scope()
+    if scope is not None and not isinstance(scope, OpScope):
+        try:
+            traced = _own_op(wrapped, instance, args, kwargs)
+        except Exception as exc:  # the call runs untraced, as the SDK makes it
+            report_internal_error(WHERE, exc)
+            return await wrapped(*args, **kwargs)
+        return await traced(*args, **kwargs)
+    return await _carried(wrapped, instance, args, kwargs)
+
+
+async def list_tools_wrapper(
+    wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """wrapt's wrapper of ``ClientSession.list_tools``: the tools' annotations remembered
+    (the effect class of a trusted server's tool)."""
+    result = await wrapped(*args, **kwargs)
+    if state.enabled:
+        try:
+            known = _annotations.setdefault(instance, {})
+            for tool in getattr(result, "tools", None) or ():
+                annotations = getattr(tool, "annotations", None)
+                if annotations is not None:
+                    known[tool.name] = annotations.model_dump(by_alias=True, exclude_none=True)
+        except Exception as exc:  # the listing is the SDK's, whatever agenttrace makes of it
+            report_internal_error(WHERE, exc)
+    return result
