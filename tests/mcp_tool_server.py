@@ -35,10 +35,12 @@ def main() -> None:
     )
 
     from mcp.server.mcpserver import MCPServer
+    from mcp.types import ToolAnnotations
 
     server = MCPServer("research-server")
 
-    @server.tool()
+    # Read-only, as the server says: a client that trusts it journals the call as ``read``.
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def research(x: int) -> int:
         """Run the helper agent on ``x``."""
         return travel_child.helper(x)

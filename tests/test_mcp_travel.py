@@ -137,8 +137,9 @@ def _text(result: Any) -> str:
     return str(result.content[0].text)
 
 
-def _over_stdio(client: Client) -> Any:
-    """A call of the server's ``research`` tool over stdio, the server started for it."""
+def _over_stdio(client: Client, *, listed: bool = False) -> Any:
+    """A call of the server's ``research`` tool over stdio, the server started for it
+    (``listed``: its tools listed first, as an agent framework does)."""
     from mcp.client import stdio
 
     async def call(x: int) -> str:
@@ -153,6 +154,8 @@ def _over_stdio(client: Client) -> Any:
             mcp.ClientSession(read, write) as session,
         ):
             await session.initialize()
+            if listed:
+                await session.list_tools()
             return _text(await session.call_tool("research", {"x": x}))
 
     return call
@@ -273,3 +276,32 @@ def test_a_re_entered_run_answers_the_call_from_the_journal(traced: Traced, tmp_
         if span["name"] == "invoke_agent helper"
     ]
     assert len(helpers) == 1
+
+
+def _journaled_effects(tmp_path: Path) -> list[str]:
+    (stream,) = (tmp_path / "sessions").glob("*.events.jsonl")
+    lines = [json.loads(line) for line in stream.read_text().splitlines()]
+    return [
+        line["effect"]
+        for line in lines
+        if line["event_type"] == "step" and line.get("kind") == "tool" and "effect" in line
+    ]
+
+
+@pytest.mark.init(trusted_mcp_servers=["research-server"])
+def test_a_trusted_servers_annotations_give_the_effect_class(
+    traced: Traced, tmp_path: Path
+) -> None:
+    client = Client(traced, tmp_path)
+    assert client.run(_over_stdio(client, listed=True), in_tool=False) == "42"
+    traced.handle.force_flush()
+    assert _journaled_effects(tmp_path) == ["read"]
+
+
+def test_an_untrusted_servers_annotations_are_not_believed(
+    traced: Traced, tmp_path: Path
+) -> None:
+    client = Client(traced, tmp_path)
+    assert client.run(_over_stdio(client, listed=True), in_tool=False) == "42"
+    traced.handle.force_flush()
+    assert _journaled_effects(tmp_path) == ["effect"]
