@@ -41,7 +41,7 @@ def main() -> None:
 
     # Read-only, as the server says: a client that trusts it journals the call as ``read``.
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-    async def research(x: int) -> int:
+    def research(x: int) -> int:
         """Run the helper agent on ``x``."""
         return travel_child.helper(x)
 
