@@ -298,10 +298,48 @@ def test_a_trusted_servers_annotations_give_the_effect_class(
     assert _journaled_effects(tmp_path) == ["read"]
 
 
-def test_an_untrusted_servers_annotations_are_not_believed(
-    traced: Traced, tmp_path: Path
-) -> None:
+def test_an_untrusted_servers_annotations_are_not_believed(traced: Traced, tmp_path: Path) -> None:
     client = Client(traced, tmp_path)
     assert client.run(_over_stdio(client, listed=True), in_tool=False) == "42"
     traced.handle.force_flush()
     assert _journaled_effects(tmp_path) == ["effect"]
+
+
+def test_malformed_baggage_in_meta_joins_the_trace_without_agenttraces_identity(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """A ``_meta`` whose agenttrace baggage cannot be ours (sent here by hand, outside any
+    span, where nothing of agenttrace's is added): the server's run still joins the trace,
+    with one warning, and no identity from it."""
+    client = Client(traced, tmp_path)
+    errors = tmp_path / "server-stderr.txt"
+    parent = "00-" + "c" * 32 + "-" + "d" * 16 + "-01"
+    meta = {"traceparent": parent, "baggage": "agenttrace.session.id=..%2F..%2Fetc"}
+    from mcp.client import stdio
+
+    async def call() -> str:
+        parameters = stdio.StdioServerParameters(
+            command=sys.executable,
+            args=_server_command(client, "stdio")[1:],
+            env=child_env(PYTHONPATH=str(ROOT)),
+            cwd=ROOT,
+        )
+        with errors.open("w") as errlog:
+            async with (
+                stdio.stdio_client(parameters, errlog=errlog) as (read, write),
+                mcp.ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return _text(await session.call_tool("research", {"x": 1}, meta=meta))
+
+    assert asyncio.run(call()) == "2"
+    (root,) = [
+        span
+        for span in travel_child.read_spans(client.spans)
+        if span["name"] == "invoke_agent helper"
+    ]
+    assert root["trace_id"] == "c" * 32
+    assert "agenttrace.ingress.joined.session_id" not in root["attributes"]
+    assert root["attributes"]["agenttrace.ingress.source"] == "joined"
+    logged = " ".join(errors.read_text().split())  # the server's logging wraps its lines
+    assert "agenttrace: an MCP tool call's _meta:" in logged and "not an id; ignored" in logged
