@@ -122,7 +122,8 @@ def test_a_stale_trace_context_in_the_given_headers_is_replaced(traced: Traced) 
 
 
 def test_outside_any_span_the_headers_come_back_as_given(traced: Traced) -> None:
-    assert agenttrace.http_headers("http://127.0.0.1/", {"A": "b"}) == {"A": "b"}
+    given = {"A": "b", "traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
+    assert agenttrace.http_headers("http://127.0.0.1/", given) == given
 
 
 async def _served(scope: dict[str, Any]) -> dict[str, Any]:

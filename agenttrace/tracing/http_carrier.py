@@ -46,12 +46,15 @@ def http_headers(url: str, headers: Mapping[str, str] | None = None) -> dict[str
         httpx.post(url, json=task, headers=agenttrace.http_headers(url))
         requests.post(url, json=task, headers=agenttrace.http_headers(url, {"X-Key": key}))
 
-    Outside any span there is no trace context to carry: ``headers`` come back as they are
-    (a process that joined passes on the op it joined, as ``subprocess_env`` does)."""
-    result = dict(headers or {})
-    for name in [name for name in result if name.lower() in ("traceparent", "tracestate")]:
-        del result[name]  # a stale context of the caller's, never two values of one header
-    inject(result, destination=url)
+    A header of ``headers`` that agenttrace writes (``traceparent``, ``tracestate``,
+    ``baggage``, in any case) is replaced, never sent twice. Outside any span there is no
+    trace context to carry: ``headers`` come back as they are (a process that joined passes
+    on the op it joined, as ``subprocess_env`` does)."""
+    carried: dict[str, str] = {}
+    inject(carried, destination=url)
+    written = {name.lower() for name in carried}
+    result = {name: value for name, value in (headers or {}).items() if name.lower() not in written}
+    result.update(carried)
     return result
 
 
