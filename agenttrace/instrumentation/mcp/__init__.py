@@ -13,6 +13,7 @@ On by default under ``init()`` when ``mcp`` is imported (``init(instrument_mcp=F
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -40,8 +41,6 @@ _TRANSPORTS = (
     ("mcp.client.streamable_http", "streamable_http_client", "tcp", True),
     ("mcp.client.sse", "sse_client", "tcp", True),
 )
-_REEXPORTS = ("mcp", "mcp.client.client", "mcp.client.session_group")
-"""Modules that import a transport by name: their reference is the wrapped one too."""
 
 
 def _targets() -> Iterator[tuple[Any, str, Any]]:
@@ -66,12 +65,22 @@ def _patch() -> None:
         if original is None:
             continue
         wrap_attributes(state, [(module, name, transport_wrapper(network, remote))])
-        ours = getattr(module, name)
-        for other_name in _REEXPORTS:
-            other = importlib.import_module(other_name)
-            if getattr(other, name, None) is original:
-                setattr(other, name, ours)
-                state.patches.append((other, name, ours))
+        _rebind(original, getattr(module, name), name)
+
+
+def _rebind(original: Any, ours: Any, name: str) -> None:
+    """Every module imported so far that holds ``original`` under ``name`` (``from
+    mcp.client.stdio import stdio_client``: the ``mcp`` package, its own client, an agent
+    framework's MCP module) gets ``ours`` there too, so a transport opened through it is seen
+    (unpatching puts ``original`` back)."""
+    for module in list(sys.modules.values()):
+        try:
+            found = vars(module).get(name) if module is not None else None
+        except TypeError:  # a module object without a __dict__
+            continue
+        if found is original:
+            setattr(module, name, ours)
+            state.patches.append((module, name, ours))
 
 
 def _unpatch() -> None:
