@@ -23,14 +23,10 @@ from agenttrace.instrumentation.base import (
     unwrap_attributes,
     wrap_attributes,
 )
-from agenttrace.instrumentation.mcp.client import (
-    WHERE,
-    call_tool_wrapper,
-    list_tools_wrapper,
-    state,
-    transport_wrapper,
-)
+from agenttrace.instrumentation.mcp.client import call_tool_wrapper, list_tools_wrapper
 from agenttrace.instrumentation.mcp.server import compose_wrapper
+from agenttrace.instrumentation.mcp.state import WHERE, state
+from agenttrace.instrumentation.mcp.transports import transport_wrapper
 from agenttrace.instrumentation.on_import import instrument_on_import
 
 __all__ = ["MCPInstrumentor", "instrument_when_imported"]

@@ -25,7 +25,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from agenttrace._internal.errors import report_internal_error
-from agenttrace.instrumentation.mcp.client import WHERE, state
+from agenttrace.instrumentation.mcp.state import WHERE, state
 from agenttrace.tracing.travel import Joined, extract, joined_in, joined_or_warn
 
 __all__ = ["compose_wrapper"]
