@@ -3,7 +3,9 @@ trace and one session, with the official ``mcp`` SDK (2.x).
 
 - client (:mod:`.client`): ``ClientSession.call_tool`` carries agenttrace's baggage beside the
   trace context the SDK puts in ``params._meta``; the tool op it runs in gets the MCP
-  attributes; baggage goes to a stdio server, and to an HTTP one only on the allow-list;
+  attributes, and a call in an agent run outside any op is a tool op of its own;
+- transports (:mod:`.transports`): where each session's requests go, so baggage goes to a
+  stdio server, and to an HTTP one only on the allow-list;
 - server (:mod:`.server`): the tool's handler runs joined to the client's op, so a root agent
   run it starts is a child of the client's ``execute_tool`` span, as a subprocess's is.
 
