@@ -180,23 +180,32 @@ def test_a_call_in_an_agent_run_outside_any_op_is_its_own_tool_op(
     assert json.loads(str(tool.attributes["gen_ai.tool.call.arguments"])) == {"x": 21}
 
 
+async def _with_a_session(url: str, x: int) -> str:
+    """The call through the transport and a ``ClientSession``, as a framework makes it."""
+    from mcp.client import streamable_http
+
+    async with (
+        streamable_http.streamable_http_client(url) as (read, write),
+        mcp.ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        return _text(await session.call_tool("research", {"x": x}))
+
+
+async def _with_the_client(url: str, x: int) -> str:
+    """The call through the SDK's high-level ``mcp.Client(url)``."""
+    async with mcp.Client(url) as client:
+        return _text(await client.call_tool("research", {"x": x}))
+
+
+@pytest.mark.parametrize("how", [_with_a_session, _with_the_client], ids=["session", "client"])
 def test_a_tool_call_over_streamable_http_nests_the_servers_work_under_the_clients_tool(
-    traced: Traced, tmp_path: Path
+    traced: Traced, tmp_path: Path, how: Any
 ) -> None:
     client = Client(traced, tmp_path)
     with listening(lambda port: _server_command(client, "http", str(port))) as port:
-        from mcp.client import streamable_http
-
-        async def call(x: int) -> str:
-            url = f"http://127.0.0.1:{port}/mcp"
-            async with (
-                streamable_http.streamable_http_client(url) as (read, write),
-                mcp.ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                return _text(await session.call_tool("research", {"x": x}))
-
-        assert client.run(call) == "42"
+        url = f"http://127.0.0.1:{port}/mcp"
+        assert client.run(lambda x: how(url, x)) == "42"
     client.check("tcp")
 
 
