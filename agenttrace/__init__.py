@@ -35,6 +35,7 @@ from agenttrace.session.restore import load_session, resume
 from agenttrace.session.state import AgentRecord, Session, current_session, new_session, use_session
 from agenttrace.tracing.decorators import Handle, agent, llm, run, tool, turn
 from agenttrace.tracing.env_carrier import subprocess_env
+from agenttrace.tracing.http_carrier import http_headers
 from agenttrace.tracing.instrument import (
     instrument_agent,
     instrument_tool,
@@ -74,6 +75,7 @@ __all__ = [
     "force_flush",
     "format_label",
     "hears",
+    "http_headers",
     "idempotency_key",
     "init",
     "inject",

@@ -202,6 +202,10 @@ TOOL_PROVIDER: Final = "agenttrace.tool.provider"
 TOOL_MCP_SERVER: Final = "agenttrace.tool.mcp_server"
 """The MCP server a tool came from (the Claude Agent SDK's ``mcp__<server>__<tool>`` names): the
 ledger's ``mcpServer``."""
+MCP_METHOD_NAME: Final = "mcp.method.name"
+"""On a tool op that called an MCP server's tool (the GenAI conventions for MCP): ``tools/call``."""
+NETWORK_TRANSPORT: Final = "network.transport"
+"""On a tool op that called an MCP server's tool: ``pipe`` (stdio) or ``tcp`` (HTTP)."""
 TOOL_CATEGORY: Final = "agenttrace.tool.category"
 """What kind of tool (``@tool(category=...)``): STD-008's ``perception``, ``action``,
 ``interaction``, ..."""

@@ -829,8 +829,8 @@ def test_uninstrument_restores_everything(
 def test_init_instrument_and_instrument_smolagents(tmp_path: Any, pristine: dict[str, Any]) -> None:
     with pytest.raises(
         ValueError,
-        match="cannot instrument 'crewai': it knows anthropic, claude_agent_sdk, litellm, openai, "
-        "openai_agents, pydantic_ai, smolagents",
+        match="cannot instrument 'crewai': it knows anthropic, claude_agent_sdk, litellm, mcp, "
+        "openai, openai_agents, pydantic_ai, smolagents",
     ):
         agenttrace.init(instrument=["crewai"])
     handle = agenttrace.init(

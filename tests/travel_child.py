@@ -41,6 +41,7 @@ class FileSpanExporter(SpanExporter):
                         if span.parent is not None
                         else None,
                         "pid": os.getpid(),
+                        "kind": span.kind.name,
                         "attributes": dict(span.attributes or {}),
                     }
                 )

@@ -44,6 +44,7 @@ FLAGS = (
     "instrument_openai",
     "instrument_anthropic",
     "instrument_pydantic_ai",
+    "instrument_mcp",
     "propagate_threads",
     "input_deltas",
     "journal",
@@ -56,6 +57,7 @@ _ALWAYS_GIVEN = (
     "instrument_openai",
     "instrument_anthropic",
     "instrument_pydantic_ai",
+    "instrument_mcp",
 )
 """The flags whose default is True, not ``None``."""
 

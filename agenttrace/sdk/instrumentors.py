@@ -14,6 +14,7 @@ INSTRUMENTORS = {
     "anthropic": "agenttrace.instrumentation.anthropic",
     "claude_agent_sdk": "agenttrace.instrumentation.claude_agent_sdk",
     "litellm": "agenttrace.instrumentation.litellm",
+    "mcp": "agenttrace.instrumentation.mcp",
     "openai": "agenttrace.instrumentation.openai",
     "openai_agents": "agenttrace.instrumentation.openai_agents",
     "pydantic_ai": "agenttrace.instrumentation.pydantic_ai",

@@ -193,6 +193,7 @@ def init(
     instrument_openai: bool = True,
     instrument_anthropic: bool = True,
     instrument_pydantic_ai: bool = True,
+    instrument_mcp: bool = True,
     shutdown_timeout: float | None = None,
     propagate_threads: bool | None = None,
     instrument: Iterable[str] = (),
@@ -214,7 +215,9 @@ def init(
     imported; ``instrument_openai``: the same for the OpenAI SDK (docs/how-to/openai.md) and
     the OpenAI Agents SDK on it (docs/how-to/openai-agents.md);
     ``instrument_anthropic``: for the Anthropic SDK (docs/how-to/anthropic.md);
-    ``instrument_pydantic_ai``: for pydantic-ai's agents (docs/how-to/pydantic-ai.md).
+    ``instrument_pydantic_ai``: for pydantic-ai's agents (docs/how-to/pydantic-ai.md);
+    ``instrument_mcp``: for the ``mcp`` SDK's tool calls, which carry the trace and session to
+    the server (docs/how-to/cross-process.md).
     ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
     see ``agenttrace.sdk.instrumentors.INSTRUMENTORS``), now if imported, else as soon as they
     are; an unknown name is a ``ValueError``.
@@ -272,6 +275,7 @@ def init(
             "instrument_openai": instrument_openai,
             "instrument_anthropic": instrument_anthropic,
             "instrument_pydantic_ai": instrument_pydantic_ai,
+            "instrument_mcp": instrument_mcp,
             "propagate_threads": propagate_threads,
             "input_deltas": input_deltas,
             "journal": journal,
@@ -327,6 +331,7 @@ def init(
             instrument_openai,
             instrument_anthropic,
             instrument_pydantic_ai,
+            instrument_mcp,
         )
         handle._undo.append(join_from_environment())
         atexit.register(handle.shutdown)
@@ -386,6 +391,7 @@ def _instrument_libraries(
     instrument_openai: bool = True,
     instrument_anthropic: bool = True,
     instrument_pydantic_ai: bool = True,
+    instrument_mcp: bool = True,
 ) -> None:
     """litellm and the OpenAI SDK (unless told not to), threads (unless ``propagate_threads``
     is off), and the libraries ``instrument`` names, each now or as soon as it is imported."""
@@ -409,6 +415,10 @@ def _instrument_libraries(
         from agenttrace.instrumentation import pydantic_ai as pydantic_ai_instrumentation
 
         handle._undo.append(pydantic_ai_instrumentation.instrument_when_imported())
+    if instrument_mcp:
+        from agenttrace.instrumentation import mcp as mcp_instrumentation
+
+        handle._undo.append(mcp_instrumentation.instrument_when_imported())
     if handle.settings.propagate_threads:
         handle._undo.append(instrument_threads())
     for name in names:
@@ -418,6 +428,7 @@ def _instrument_libraries(
             "openai_agents": instrument_openai,
             "anthropic": instrument_anthropic,
             "pydantic_ai": instrument_pydantic_ai,
+            "mcp": instrument_mcp,
         }
         if not defaults.get(library_name(name), False):
             handle.instrument(name)

@@ -1,0 +1,82 @@
+"""The server side of an MCP tool call: the handler runs in the context the client sent.
+
+Every inbound request of an ``mcp`` (2.x) server goes through ``ServerRunner``'s middleware
+chain, composed per request by ``_compose_server_middleware(inner)``, ``inner`` being the
+dispatch to the handler. agenttrace wraps ``inner``, so it runs innermost, inside the SDK's own
+``OpenTelemetryMiddleware`` (whose ``tools/call {name}`` server span is already a child of the
+context in ``params._meta``): for a ``tools/call`` whose ``_meta`` names a remote span, the
+handler runs with that remote parent *joined* (``agenttrace.tracing.travel.joined_in``), as a
+subprocess started with ``subprocess_env()`` joins, so a root agent run the tool starts is in
+the client's trace, under its ``execute_tool`` span, and its ingress names the client's
+session, op and writer. Where no span is current (the SDK's middleware taken out), the
+extracted context is attached too, so the handler's spans still have the client's op as their
+parent. agenttrace makes no span of its own here: the call's tool span is the client's.
+
+Malformed baggage is logged once and dropped (the trace still joins); what the handler raises
+passes through unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from agenttrace._internal.errors import report_internal_error
+from agenttrace.instrumentation.mcp.state import WHERE, state
+from agenttrace.tracing.travel import Joined, extract, joined_in, joined_or_warn
+
+__all__ = ["compose_wrapper"]
+
+
+def _joined(ctx: Any) -> tuple[Joined, otel_context.Context] | None:
+    """The remote parent a ``tools/call`` request's ``_meta`` names, and its context."""
+    if getattr(ctx, "method", None) != "tools/call":
+        return None
+    meta = getattr(ctx, "meta", None)
+    if not isinstance(meta, dict) or not meta:
+        return None
+    context = extract(meta)
+    joined = joined_or_warn(context, "an MCP tool call's _meta")
+    return None if joined is None else (joined, context)
+
+
+def _joining(inner: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+    """``inner``, run in the remote parent its request names."""
+
+    async def call(ctx: Any) -> Any:
+        found = None
+        try:
+            found = _joined(ctx)
+        except Exception as exc:  # the request is served, not joined
+            report_internal_error(WHERE, exc)
+        if found is None:
+            return await inner(ctx)
+        joined, context = found
+        token = None
+        if not trace.get_current_span().get_span_context().is_valid:
+            token = otel_context.attach(context)
+        try:
+            with joined_in(joined):
+                return await inner(ctx)
+        finally:
+            if token is not None:
+                otel_context.detach(token)
+
+    return call
+
+
+def compose_wrapper(
+    wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """wrapt's wrapper of ``ServerRunner._compose_server_middleware(inner)``: the chain, with
+    ``inner`` joining the client's context."""
+    if not state.enabled:
+        return wrapped(*args, **kwargs)
+    if args:
+        return wrapped(_joining(args[0]), *args[1:], **kwargs)
+    if "inner" in kwargs:
+        return wrapped(**{**kwargs, "inner": _joining(kwargs["inner"])})
+    return wrapped(*args, **kwargs)
