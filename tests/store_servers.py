@@ -20,6 +20,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,7 +71,7 @@ class PostgresServer:
         self.port = free_port()
         # initdb and the server refuse to run as root: as root, run them as the postgres user
         # (or nobody), in a folder of theirs.
-        self.run_as: dict[str, object] = {}
+        self.run_as: dict[str, Any] = {}
         self.folder = Path(tempfile.mkdtemp(prefix="agenttrace-pg-"))
         if os.geteuid() == 0:
             try:
@@ -89,7 +90,7 @@ class PostgresServer:
             text=True,
             timeout=120,
             check=False,
-            **self.run_as,  # type: ignore[arg-type]
+            **self.run_as,
         )
         if done.returncode != 0:
             log = self.folder / "server.log"
@@ -101,7 +102,7 @@ class PostgresServer:
         password_file = self.folder / "password"
         password_file.write_text(self.password)
         if self.run_as:
-            os.chown(password_file, self.run_as["user"], self.run_as["group"])  # type: ignore[arg-type]
+            os.chown(password_file, self.run_as["user"], self.run_as["group"])
         self._run(
             "initdb", "-D", str(self.data), "-U", self.user, f"--pwfile={password_file}",
             "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C",
@@ -171,23 +172,32 @@ def stop_store_servers() -> None:
 
 
 @contextlib.contextmanager
-def postgres_store(tmp_path: Path) -> Iterator[OpenedStore]:
-    """A store in a fresh schema of the session's server, chosen by the URL's libpq
-    ``options`` (``search_path``), as a user would keep two stores apart in one database."""
+def postgres_schema() -> Iterator[str]:
+    """The URL of a fresh, empty schema of the session's server, chosen by the URL's libpq
+    ``options`` (``search_path``), as a user keeps two stores apart in one database; the
+    schema is dropped after."""
     import psycopg
 
     server = postgres_server()
     schema = f"t_{secrets.token_hex(6)}"
     with psycopg.connect(server.url(), autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")  # type: ignore[arg-type]
-    url = server.url(options=f"-csearch_path%3D{schema}")
-    store = open_store(url)
+        admin.execute(f"CREATE SCHEMA {schema}")
     try:
-        yield store, lambda: open_store(url)
+        yield server.url(options=f"-csearch_path%3D{schema}")
     finally:
-        store.close()
         with psycopg.connect(server.url(), autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA {schema} CASCADE")  # type: ignore[arg-type]
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@contextlib.contextmanager
+def postgres_store(tmp_path: Path) -> Iterator[OpenedStore]:
+    """A store in a fresh schema of the session's PostgreSQL server."""
+    with postgres_schema() as url:
+        store = open_store(url)
+        try:
+            yield store, lambda: open_store(url)
+        finally:
+            store.close()
 
 
 STORES: dict[str, Callable[[Path], contextlib.AbstractContextManager[OpenedStore]]] = {
