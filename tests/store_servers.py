@@ -5,10 +5,12 @@ test, and yields the store with a function that opens a second client of the sam
 another host would hold).
 
 A server is started once per test session, on first use, and stopped by
-:func:`stop_store_servers` (the suite's session-scoped fixture calls it at the end)."""
+:func:`stop_store_servers`: the test modules' session-scoped fixtures call it at the end, and
+it is registered to run at exit too."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import glob
 import os
@@ -81,6 +83,7 @@ class PostgresServer:
             self.run_as = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
             os.chown(self.folder, account.pw_uid, account.pw_gid)
         self.data = self.folder / "data"
+        self._admin: Any = None
 
     def _run(self, *command: str) -> None:
         done = subprocess.run(
@@ -119,18 +122,27 @@ class PostgresServer:
         )  # fmt: skip
         return self
 
+    def admin(self) -> Any:
+        """The tests' own connection to the server (a superuser's), opened once."""
+        import psycopg
+
+        if self._admin is None:
+            self._admin = psycopg.connect(self.url(), autocommit=True)
+        return self._admin
+
     def stop(self) -> None:
         """Stop the server at once (nothing in it is kept) and remove its folder."""
         try:
+            if self._admin is not None:
+                self._admin.close()
             self._run("pg_ctl", "stop", "-D", str(self.data), "-m", "immediate", "-w")
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
 
-    def url(self, database: str = "postgres", *, password: str | None = None, **params: str) -> str:
-        """A ``postgresql://`` URL of the server, with the password (or another one)."""
+    def url(self, database: str = "postgres", **params: str) -> str:
+        """A ``postgresql://`` URL of the server, with its password and libpq ``params``."""
         query = "&".join(f"{key}={value}" for key, value in params.items())
-        secret = self.password if password is None else password
-        return f"postgresql://{self.user}:{secret}@127.0.0.1:{self.port}/{database}" + (
+        return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{database}" + (
             f"?{query}" if query else ""
         )
 
@@ -151,9 +163,14 @@ def postgres_server() -> PostgresServer:
                     " /usr/lib/postgresql/*/bin: apt-get install postgresql"
                 )
             server = PostgresServer(bin_dir)
+            # The session fixtures stop it; this is for a test module that forgot to, so no
+            # server outlives the test process.
+            atexit.register(stop_store_servers)
             try:
                 _servers["postgres"] = server.start()
             except BaseException as error:
+                with contextlib.suppress(Exception):
+                    server.stop()  # a server pg_ctl started but did not see ready
                 shutil.rmtree(server.folder, ignore_errors=True)
                 _servers["postgres"] = error
         found = _servers["postgres"]
@@ -176,17 +193,13 @@ def postgres_schema() -> Iterator[str]:
     """The URL of a fresh, empty schema of the session's server, chosen by the URL's libpq
     ``options`` (``search_path``), as a user keeps two stores apart in one database; the
     schema is dropped after."""
-    import psycopg
-
     server = postgres_server()
     schema = f"t_{secrets.token_hex(6)}"
-    with psycopg.connect(server.url(), autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
+    server.admin().execute(f"CREATE SCHEMA {schema}")
     try:
         yield server.url(options=f"-csearch_path%3D{schema}")
     finally:
-        with psycopg.connect(server.url(), autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+        server.admin().execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @contextlib.contextmanager

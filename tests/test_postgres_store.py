@@ -60,6 +60,7 @@ def test_a_server_that_is_not_there_is_a_quick_one_line_error() -> None:
     assert "refused" in message
 
 
+@pytest.mark.slow  # waits out the 2-second timeout (libpq's least)
 def test_a_server_that_never_answers_fails_within_the_connect_timeout(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -190,7 +191,8 @@ def test_hosts_opening_a_new_store_at_once_all_get_its_tables(url: str) -> None:
         except BaseException as error:  # reported below, not lost in the thread
             errors.append(error)
 
-    with psycopg.connect(url) as blocker, psycopg.connect(postgres_server().url()) as watcher:
+    watcher = postgres_server().admin()
+    with psycopg.connect(url) as blocker:
         blocker.execute("CREATE TABLE agenttrace_segments (held int)")
         threads = [threading.Thread(target=open_one) for _ in range(8)]
         for thread in threads:
@@ -202,7 +204,6 @@ def test_hosts_opening_a_new_store_at_once_all_get_its_tables(url: str) -> None:
                 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'agenttrace'"
                 " AND wait_event_type = 'Lock'"
             ).fetchone()
-            watcher.rollback()  # a fresh snapshot of the activity each time round
             waiting = row[0] if row else 0
             time.sleep(0.01)  # polling the server for the openers to reach the lock
         blocker.rollback()
@@ -220,16 +221,13 @@ def test_hosts_opening_a_new_store_at_once_all_get_its_tables(url: str) -> None:
 
 
 def test_a_dropped_connection_fails_one_call_and_is_opened_again(url: str) -> None:
-    import psycopg
-
     store = open_store(url)
     try:
         store.append("sess_1", "before", b"1")
-        with psycopg.connect(postgres_server().url(), autocommit=True) as admin:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name = 'agenttrace' AND pid <> pg_backend_pid()"
-            )
+        postgres_server().admin().execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name = 'agenttrace'"
+        )
         with pytest.raises(StoreError) as raised:
             store.segments("sess_1")
         _one_line_without(raised.value, postgres_server().password)
