@@ -247,3 +247,42 @@ def test_without_psycopg_the_error_says_what_to_install(monkeypatch: pytest.Monk
     monkeypatch.setitem(sys.modules, "psycopg", None)  # what `import psycopg` meets when absent
     with pytest.raises(StoreError, match=r"pip install 'agenttrace-otel\[postgres\]'"):
         open_store("postgresql://someone@127.0.0.1/db")
+
+
+def test_a_schema_that_does_not_exist_is_a_one_line_error() -> None:
+    server = postgres_server()
+    with pytest.raises(StoreError, match="create its tables: no schema has been selected"):
+        open_store(server.url(options="-csearch_path%3Dno_such_schema"))
+
+
+def test_a_role_that_may_only_read_and_write_opens_a_store_made_by_another(url: str) -> None:
+    # What the how-to promises an operator: tables made once (or by a DBA), then SELECT,
+    # INSERT and UPDATE are all a store's role needs.
+    server = postgres_server()
+    admin = server.admin()
+    schema = url.rpartition("%3D")[2]
+    role, password = f"writer_{schema}", "writer-pw"
+    open_store(url).close()  # the tables, made by the superuser
+    admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+    try:
+        admin.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        admin.execute(
+            f"GRANT SELECT, INSERT, UPDATE ON {schema}.agenttrace_segments,"
+            f" {schema}.agenttrace_manifests TO {role}"
+        )
+        as_role = url.replace(f"{server.user}:{server.password}@", f"{role}:{password}@")
+        store = open_store(as_role)
+        try:
+            store.append("sess_1", "seg", b"x")
+            version = store.swap_manifest("sess_1", b"m1", None)
+            store.swap_manifest("sess_1", b"m2", version)
+            assert store.sessions() == ["sess_1"]
+        finally:
+            store.close()
+        fresh = as_role.replace(f"%3D{schema}", "%3Dpublic")  # no tables there, no CREATE
+        with pytest.raises(StoreError, match="create its tables: permission denied") as raised:
+            open_store(fresh)
+        _one_line_without(raised.value, password)
+    finally:
+        admin.execute(f"DROP OWNED BY {role}")
+        admin.execute(f"DROP ROLE {role}")
