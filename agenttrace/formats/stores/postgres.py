@@ -53,6 +53,8 @@ CONNECT_TIMEOUT = 5
 """Seconds to wait for a server (per host) when the URL names no ``connect_timeout``: a store
 that cannot be reached fails an ``open_store`` quickly instead of hanging an agent's start."""
 
+_MESSAGE_CHARS = 300
+
 # One constant key for the transaction that creates the tables: two processes opening a new
 # store at once would otherwise both run CREATE TABLE IF NOT EXISTS, and the loser fails on the
 # catalog's unique index (IF NOT EXISTS checks before it inserts, not atomically).
@@ -154,7 +156,10 @@ class PostgresStore:
 
     def _error(self, what: str, error: Exception) -> StoreError:
         """A one-line :class:`StoreError` naming the store, with no secret in it."""
-        message = " ".join(str(error).split()) or type(error).__name__
+        # The server's primary message only: its DETAIL may quote a row, a session's bytes.
+        diag = getattr(error, "diag", None)
+        primary = getattr(diag, "message_primary", None) or str(error)
+        message = " ".join(primary.split())[:_MESSAGE_CHARS] or type(error).__name__
         for secret in self._secrets:
             message = message.replace(secret, "***")
         return StoreError(f"{self.url}: {what}: {message}")
