@@ -58,6 +58,15 @@ def test_a_server_that_is_not_there_is_a_quick_one_line_error() -> None:
     message = _one_line_without(raised.value, "s3cret-pw")
     assert message.startswith(f"postgresql://someone@127.0.0.1:{port}/db: connect: ")
     assert "refused" in message
+    with pytest.raises(StoreError) as raised:
+        open_store(f"postgresql://someone:p@127.0.0.1:{port}/db")
+    assert f"port {port} failed" in str(raised.value)  # a short password eats no word
+
+
+def test_a_url_that_cannot_be_parsed_is_a_store_error() -> None:
+    with pytest.raises(StoreError, match="not a store URL") as raised:
+        open_store("postgresql://someone:s3cret@[::1/db")
+    assert "s3cret" not in str(raised.value)
 
 
 @pytest.mark.slow  # waits out the 2-second timeout (libpq's least)

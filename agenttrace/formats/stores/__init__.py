@@ -36,7 +36,10 @@ def open_store(url: str) -> SessionStore:
     """The store at ``url``: ``file:///path`` or a plain path, ``postgresql://...`` (or
     ``postgres://``; psycopg imported only then); other schemes as their modules add them.
     :class:`StoreError` for a URL no store takes, or a store that cannot be reached."""
-    scheme = urlsplit(url).scheme
+    try:
+        scheme = urlsplit(url).scheme
+    except ValueError:  # an unclosed [ of an IPv6 address; the URL may hold a password
+        raise StoreError("not a store URL: one that cannot be parsed") from None
     if scheme in ("", "file"):
         from agenttrace.formats.stores.local import LocalStore
 

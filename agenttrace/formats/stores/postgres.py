@@ -27,6 +27,7 @@ fetches a segment over its limit.
 
 from __future__ import annotations
 
+import re
 import threading
 from importlib import import_module
 from types import ModuleType
@@ -120,22 +121,30 @@ def _is_secret(key: str) -> bool:
 def public_url(url: str) -> str:
     """``url`` with no password in it (neither ``user:password@`` nor a ``password=``
     parameter): what messages and listings show."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed [ of an IPv6 address
+        raise StoreError("not a store URL: a postgresql:// URL that cannot be parsed") from None
     userinfo, at, hosts = parts.netloc.rpartition("@")
     netloc = f"{userinfo.partition(':')[0]}@{hosts}" if at else hosts
     query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if not _is_secret(k)])
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
-def _secrets(url: str) -> list[str]:
-    """The password-like strings of ``url``, as written and decoded, longest first, so a message
-    can be scrubbed of them whatever the library echoed."""
+def _secrets(url: str) -> re.Pattern[str] | None:
+    """A pattern of the password-like strings of ``url``, as written and decoded, so a message
+    can be scrubbed of them whatever the library echoed (libpq quotes a token it cannot parse).
+    Only where no letter or digit touches them: a password ``p`` must not eat every "p"."""
     parts = urlsplit(url)
     userinfo, at, _ = parts.netloc.rpartition("@")
     found = [userinfo.partition(":")[2]] if at else []
     found += [v for k, v in parse_qsl(parts.query) if _is_secret(k)]
     found += [unquote(secret) for secret in found]
-    return sorted({secret for secret in found if secret}, key=len, reverse=True)
+    secrets = sorted({secret for secret in found if secret}, key=len, reverse=True)
+    if not secrets:
+        return None
+    either = "|".join(re.escape(secret) for secret in secrets)
+    return re.compile(f"(?<![A-Za-z0-9])(?:{either})(?![A-Za-z0-9])")
 
 
 class PostgresStore:
@@ -160,8 +169,8 @@ class PostgresStore:
         diag = getattr(error, "diag", None)
         primary = getattr(diag, "message_primary", None) or str(error)
         message = " ".join(primary.split())[:_MESSAGE_CHARS] or type(error).__name__
-        for secret in self._secrets:
-            message = message.replace(secret, "***")
+        if self._secrets is not None:
+            message = self._secrets.sub("***", message)
         return StoreError(f"{self.url}: {what}: {message}")
 
     def _connect(self, what: str) -> psycopg.Connection[Any]:
