@@ -254,8 +254,12 @@ def test_a_closed_store_is_not_opened_again(url: str) -> None:
 
 def test_without_psycopg_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)  # what `import psycopg` meets when absent
-    with pytest.raises(StoreError, match=r"pip install 'agenttrace-otel\[postgres\]'"):
+    with pytest.raises(StoreError) as raised:
         open_store("postgresql://someone@127.0.0.1/db")
+    assert str(raised.value) == (
+        "a postgresql:// store needs psycopg 3: "
+        "pip install 'psycopg[binary]>=3.2,<4' (the [postgres] extra)"
+    )
 
 
 def test_a_schema_that_does_not_exist_is_a_one_line_error() -> None:

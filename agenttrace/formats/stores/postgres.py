@@ -34,6 +34,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
+from agenttrace._internal.extras import install_hint
 from agenttrace.formats.session.files import SessionFileError
 from agenttrace.formats.stores.base import (
     MANIFEST_BYTES,
@@ -110,7 +111,7 @@ def _import_psycopg() -> ModuleType:
         return import_module("psycopg")
     except ImportError:  # absent, or present with no libpq wrapper it can load
         raise StoreError(
-            "a postgresql:// store needs psycopg 3: pip install 'agenttrace-otel[postgres]'"
+            f"a postgresql:// store needs psycopg 3: {install_hint('postgres')}"
         ) from None
 
 
