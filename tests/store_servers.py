@@ -74,7 +74,9 @@ class PostgresServer:
         # initdb and the server refuse to run as root: as root, run them as the postgres user
         # (or nobody), in a folder of theirs.
         self.run_as: dict[str, Any] = {}
-        self.folder = Path(tempfile.mkdtemp(prefix="agenttrace-pg-"))
+        # In /tmp, not $TMPDIR: the unix socket's path must stay under ~100 characters, and a
+        # user other than root must reach the folder.
+        self.folder = Path(tempfile.mkdtemp(prefix="agenttrace-pg-", dir="/tmp"))
         if os.geteuid() == 0:
             try:
                 account = pwd.getpwnam("postgres")
