@@ -73,7 +73,11 @@ def kept(store: SessionStore) -> list[str]:
     return [segment.name for segment in accepted(store.segments(SESSION), store.manifest(SESSION))]
 
 
-def test_of_takers_racing_for_a_free_session_exactly_one_wins(store: SessionStore) -> None:
+def test_of_takers_racing_for_a_free_session_exactly_one_wins(
+    opened: tuple[SessionStore, Callable[[], SessionStore]],
+) -> None:
+    store, open_again = opened
+    other = open_again()  # half the takers on another host's client
     racers = 8
     start = threading.Barrier(racers)
     won: list[StoreLease] = []
@@ -83,15 +87,19 @@ def test_of_takers_racing_for_a_free_session_exactly_one_wins(store: SessionStor
     def race(index: int) -> None:
         start.wait()
         try:
-            won.append(take(store, SESSION, f"host-{index}:1", TTL, now=clock))
+            client = store if index % 2 else other
+            won.append(take(client, SESSION, f"host-{index}:1", TTL, now=clock))
         except LeaseHeld as held:
             refused.append(held)
 
     threads = [threading.Thread(target=race, args=(index,)) for index in range(racers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        other.close()
     assert len(won) == 1 and len(refused) == racers - 1
     winner = won[0]
     assert {held.held_by for held in refused} == {winner.holder}
@@ -204,6 +212,22 @@ def test_a_taker_that_loses_the_swap_is_refused_naming_the_winner(store: Session
     with pytest.raises(LeaseHeld, match="host-w:1"):
         take(racing, SESSION, "host-l:1", TTL, force=True, now=clock)
     assert manifest_of(store)["lease"]["token"] == winner[0].token
+
+
+def test_a_swap_lost_to_another_key_is_tried_again(store: SessionStore) -> None:
+    clock = Clock(1000.0)
+    take(store, SESSION, "host-a:1", TTL, now=clock).release()
+
+    def note() -> None:  # another writer of the manifest, leaving the lease free
+        found = store.manifest(SESSION)
+        assert found is not None
+        document = json.loads(found.data) | {"writers": ["w1"]}
+        store.swap_manifest(SESSION, json.dumps(document).encode(), found.version)
+
+    lease = take(Interleaved(store, note), SESSION, "host-b:1", TTL, now=clock)
+    document = manifest_of(store)
+    assert document["writers"] == ["w1"] and document["lease"]["token"] == lease.token
+    assert lease.epoch == 2
 
 
 class Interleaved:
