@@ -1,8 +1,9 @@
 """Session stores: where sessions live when more than one machine reads and writes them.
 
 :mod:`~agenttrace.formats.stores.base` says what a store is (segments created once, a manifest
-swapped by compare-and-swap); :func:`open_store` opens one from its URL: ``file:///path`` (:mod:`~agenttrace.formats.stores.local`),
-``s3://bucket/prefix`` and ``postgresql://...`` (their modules, each needing its extra).
+swapped by compare-and-swap); :func:`open_store` opens one from its URL:
+``file:///path`` (:mod:`~agenttrace.formats.stores.local`), ``s3://bucket/prefix`` and
+``postgresql://...`` (their modules, each needing its extra).
 """
 
 from __future__ import annotations
