@@ -6,9 +6,14 @@ another host would hold)."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 from agenttrace.formats.stores import SessionStore, open_store
 
@@ -26,7 +31,65 @@ def local_store(tmp_path: Path) -> Iterator[OpenedStore]:
         store.close()
 
 
+S3_BUCKET = "agenttrace-tests"
+
+
+def aws_environment(endpoint: str) -> dict[str, str]:
+    """The AWS environment a client of a scripted S3 server on ``endpoint`` needs: any key
+    (moto takes all), and no profile from the developer's ~/.aws."""
+    return {
+        "AWS_ENDPOINT_URL_S3": endpoint,
+        "AWS_ACCESS_KEY_ID": "agenttrace-test",
+        "AWS_SECRET_ACCESS_KEY": "agenttrace-test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": "/nonexistent/aws-config",
+        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+
+
+@functools.cache
+def moto_endpoint() -> str:
+    """The URL of moto's S3 server on 127.0.0.1, started once for the test session (on the first
+    test that needs it) with :data:`S3_BUCKET` in it."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    atexit.register(server.stop)
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in aws_environment(endpoint).items():
+            patch.setenv(name, value)
+        from agenttrace.formats.stores.s3 import S3Store
+
+        store = S3Store(S3_BUCKET)
+        try:
+            store._fs.call_s3("create_bucket", Bucket=S3_BUCKET)
+        finally:
+            store.close()
+    return endpoint
+
+
+@contextlib.contextmanager
+def s3_store(tmp_path: Path) -> Iterator[OpenedStore]:
+    """A store under a fresh prefix of a bucket on moto's S3 server, opened by its s3:// URL with
+    the endpoint and keys in the environment (as a user sets them)."""
+    endpoint = moto_endpoint()
+    url = f"s3://{S3_BUCKET}/{tmp_path.name}-{secrets.token_hex(4)}"
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in aws_environment(endpoint).items():
+            patch.setenv(name, value)
+        store = open_store(url)
+        try:
+            yield store, lambda: open_store(url)
+        finally:
+            store.close()
+
+
 STORES: dict[str, Callable[[Path], contextlib.AbstractContextManager[OpenedStore]]] = {
     "local": local_store,
+    "s3": s3_store,
 }
 """Each store kind's opener, by the name the suite's ids show."""

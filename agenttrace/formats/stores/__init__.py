@@ -33,8 +33,8 @@ __all__ = [
 
 
 def open_store(url: str) -> SessionStore:
-    """The store at ``url``: ``file:///path`` or a plain path; other schemes as their modules
-    add them. :class:`StoreError` for a URL no store takes."""
+    """The store at ``url``: ``file:///path`` or a plain path, ``s3://bucket/prefix``; other
+    schemes as their modules add them. :class:`StoreError` for a URL no store takes."""
     scheme = urlsplit(url).scheme
     if scheme in ("", "file"):
         from agenttrace.formats.stores.local import LocalStore
@@ -45,6 +45,11 @@ def open_store(url: str) -> SessionStore:
                 f"not a store URL: {url!r} (file:///path, s3://bucket/prefix, postgresql://...)"
             )
         return LocalStore(path)
+    if scheme == "s3":
+        # Imported here: s3fs (the [s3] extra) is loaded only by those who use S3.
+        from agenttrace.formats.stores.s3 import open_s3_store
+
+        return open_s3_store(url)
     raise StoreError(
         f"not a store URL: {url!r} (file:///path, s3://bucket/prefix, postgresql://...)"
     )
