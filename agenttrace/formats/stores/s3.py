@@ -164,14 +164,20 @@ class S3Store:
         return result
 
     async def _put(self, key: str, data: bytes, condition: dict[str, str]) -> str:
-        """One conditional PutObject, tried again on 409; the new ETag."""
+        """One conditional PutObject, tried again on 409; the new ETag.
+
+        Sent by the aiobotocore client itself, not s3fs's ``call_s3``: that drops the arguments
+        its botocore does not know, so with a botocore too old for ``IfMatch`` a conditional
+        write would go out unconditional, silently. The client refuses them instead."""
+        await self._fs.set_session()
+        client = await self._fs.get_s3(self.bucket)
         tried = 1
         while True:
             try:
-                response = await self._fs._call_s3(
-                    "put_object", Bucket=self.bucket, Key=key, Body=data, **condition
+                response = await client.put_object(
+                    Bucket=self.bucket, Key=key, Body=data, **condition
                 )
-            except OSError as error:
+            except Exception as error:  # re-raised unless S3 answered 409
                 if _code(error) != "ConditionalRequestConflict" or tried == _CONFLICT_TRIES:
                     raise
                 await asyncio.sleep(0.05 * 2**tried)
@@ -211,7 +217,7 @@ class S3Store:
         async def put() -> None:
             try:
                 await self._put(key, data, {"IfNoneMatch": "*"})
-            except OSError as error:
+            except Exception as error:  # re-raised unless S3 answered 412
                 if _code(error) == "PreconditionFailed":
                     raise SegmentExists(
                         f"{self.url}: session {session_id} has a segment {name} already"
@@ -279,7 +285,7 @@ class S3Store:
         async def swap() -> str:
             try:
                 return await self._put(key, body, condition)
-            except OSError as error:
+            except Exception as error:  # re-raised unless S3 answered 412 or 404
                 # 412: another version is there; 404 (If-Match): there is no manifest at all.
                 if _code(error) in ("PreconditionFailed", "NoSuchKey"):
                     found = "another version" if _code(error) == "PreconditionFailed" else "none"
@@ -344,7 +350,8 @@ def _loader(session: Any) -> Any:
 
 def _engine_errors() -> tuple[type[BaseException], ...]:
     """What botocore, aiohttp and s3fs raise: a store turns each into a :class:`StoreError`.
-    (s3fs turns botocore's ClientError into an OSError whose cause is the ClientError.)"""
+    (s3fs turns botocore's ClientError into an OSError whose cause is the ClientError; the
+    conditional puts, sent by the client itself, raise the ClientError.)"""
     import aiohttp
     from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
