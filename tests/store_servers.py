@@ -10,8 +10,10 @@ import atexit
 import contextlib
 import functools
 import secrets
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,14 +53,35 @@ def aws_environment(endpoint: str) -> dict[str, str]:
 @functools.cache
 def moto_endpoint() -> str:
     """The URL of moto's S3 server on 127.0.0.1, started once for the test session (on the first
-    test that needs it) with :data:`S3_BUCKET` in it."""
-    from moto.server import ThreadedMotoServer
+    test that needs it) with :data:`S3_BUCKET` in it.
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    atexit.register(server.stop)
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+    moto's server mode as ``moto.server.ThreadedMotoServer`` runs it (moto's WSGI app in a
+    threaded werkzeug server), with one difference: requests that write are served one at a
+    time. moto 5.2.6 checks ``If-None-Match``/``If-Match`` and then writes, with no lock across
+    the two (moto/s3/responses.py, ``put_object``), so two racing writers can both pass the check:
+    with ``sys.setswitchinterval(1e-6)`` 4 of 60 eight-writer races had two winners. S3 makes the
+    check and the write one step; serving writes one at a time makes moto do so too, so the
+    suite's race tests fail only when a store does not send the conditions."""
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    moto = DomainDispatcherApplication(create_backend_app)
+    writing = threading.Lock()
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
+            return moto(environ, start_response)
+        with writing:
+            return list(moto(environ, start_response))
+
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+    threading.Thread(target=server.serve_forever, name="moto-s3", daemon=True).start()
+    atexit.register(server.shutdown)
+    endpoint = f"http://127.0.0.1:{server.server_port}"
     with pytest.MonkeyPatch.context() as patch:
         for name, value in aws_environment(endpoint).items():
             patch.setenv(name, value)
