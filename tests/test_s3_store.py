@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agenttrace.formats.stores import ManifestConflict, SegmentExists, StoreError, open_store
+from agenttrace.formats.stores import ManifestConflict, SegmentExists, StoreError, open_store, s3
 from agenttrace.formats.stores.s3 import S3Store
 
 from .store_servers import S3_BUCKET, aws_environment, moto_endpoint
@@ -135,3 +137,83 @@ def test_without_s3fs_the_error_says_what_to_install(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(sys.modules, "s3fs", None)  # what `import s3fs` meets when absent
     with pytest.raises(StoreError, match=r"pip install 'agenttrace-otel\[s3\]'"):
         open_store("s3://bucket/prefix")
+
+
+class ConflictingS3(BaseHTTPRequestHandler):
+    """An S3 endpoint that answers the first ``conflicts`` PUTs with 409
+    ConditionalRequestConflict (what S3 says while another conditional write to the key is in
+    flight; moto never says it) and the next with 200 and an ETag; it records what was sent."""
+
+    protocol_version = "HTTP/1.1"  # botocore sends Expect: 100-continue, answered from 1.1 on
+    conflicts = 0
+    puts: list[dict[str, str]] = []  # noqa: RUF012 (reset by the fixture)
+
+    def do_PUT(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        type(self).puts.append(dict(self.headers))
+        if len(self.puts) <= self.conflicts:
+            body = (
+                b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>ConditionalRequestConflict"
+                b"</Code><Message>A conflicting conditional operation is in progress</Message>"
+                b"</Error>"
+            )
+            self.send_response(409)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_response(200)
+        self.send_header("ETag", '"0123456789abcdef0123456789abcdef"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet: the test reads ``puts``."""
+
+
+@pytest.fixture
+def conflicting(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[ConflictingS3]]:
+    ConflictingS3.puts = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ConflictingS3)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    for name, value in aws_environment(f"http://127.0.0.1:{server.server_port}").items():
+        monkeypatch.setenv(name, value)
+    try:
+        yield ConflictingS3
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_conditional_write_s3_says_conflicts_is_tried_again(
+    conflicting: type[ConflictingS3],
+) -> None:
+    conflicting.conflicts = 2
+    store = S3Store(S3_BUCKET, "prefix", attempts=1)
+    try:
+        store.append("sess_1", "seg", b"x")
+        assert [put.get("If-None-Match") for put in conflicting.puts] == ["*", "*", "*"]
+        conflicting.puts.clear()
+        assert store.swap_manifest("sess_1", b"m", '"etag-read"') == (
+            '"0123456789abcdef0123456789abcdef"'
+        )
+        assert [put.get("If-Match") for put in conflicting.puts] == ['"etag-read"'] * 3
+    finally:
+        store.close()
+
+
+def test_a_conditional_write_that_keeps_conflicting_is_a_store_error(
+    conflicting: type[ConflictingS3], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conflicting.conflicts = 100
+    monkeypatch.setattr(s3, "_CONFLICT_TRIES", 3)
+    store = S3Store(S3_BUCKET, "prefix", attempts=1)
+    try:
+        with pytest.raises(StoreError) as error:
+            store.append("sess_1", "seg", b"x")
+        assert not isinstance(error.value, SegmentExists)
+        assert "ConditionalRequestConflict" in one_line(error, f"s3://{S3_BUCKET}/prefix")
+        assert len(conflicting.puts) == 3
+    finally:
+        store.close()

@@ -180,7 +180,7 @@ class S3Store:
             except Exception as error:  # re-raised unless S3 answered 409
                 if _code(error) != "ConditionalRequestConflict" or tried == _CONFLICT_TRIES:
                     raise
-                await asyncio.sleep(0.05 * 2**tried)
+                await asyncio.sleep(0.025 * 2**tried)
                 tried += 1
             else:
                 return str(response["ETag"])
