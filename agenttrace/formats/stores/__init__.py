@@ -33,8 +33,8 @@ __all__ = [
 
 
 def open_store(url: str) -> SessionStore:
-    """The store at ``url``: ``file:///path`` or a plain path, ``postgresql://...`` (or
-    ``postgres://``; psycopg imported only then); other schemes as their modules add them.
+    """The store at ``url``: ``file:///path`` or a plain path, ``s3://bucket/prefix`` (s3fs
+    imported only then), ``postgresql://...`` (or ``postgres://``; psycopg imported only then).
     :class:`StoreError` for a URL no store takes, or a store that cannot be reached."""
     try:
         scheme = urlsplit(url).scheme
@@ -53,6 +53,13 @@ def open_store(url: str) -> SessionStore:
         from agenttrace.formats.stores.postgres import PostgresStore
 
         return PostgresStore(url)
+    if scheme == "s3":
+        # Imported here: s3fs (the [s3] extra) is loaded only by those who use S3.
+        from agenttrace.formats.stores.s3 import open_s3_store
+
+        return open_s3_store(url)
+    # The scheme only: the rest of a URL may hold a password.
     raise StoreError(
-        f"not a store URL: {url!r} (file:///path, s3://bucket/prefix, postgresql://...)"
+        f"not a store URL: no store takes {scheme}:// (file:///path, s3://bucket/prefix,"
+        " postgresql://...)"
     )
