@@ -15,9 +15,12 @@ nothing shipped is shipped again, nothing written is skipped.
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,6 +66,19 @@ class ShipperSink(Sink):
         """Why the store failed last (``None`` while it works)."""
         self._closed = False
         self.worker = Worker(self._consume, name="agenttrace-shipper")
+        if hasattr(os, "register_at_fork"):
+            # A forked child ships its own writer's files, never its parent's (which the
+            # parent ships): it forgets the writers it was told of and what was shipped.
+            os.register_at_fork(after_in_child=functools.partial(_forget, weakref.ref(self)))
+
+    def forget(self) -> None:
+        """In a forked child: no writer known, nothing shipped."""
+        self._changed = set()
+        self._known = set()
+        self._marks = threading.Lock()
+        self._lock = threading.Lock()
+        self._scheduled = False
+        self.shipper = Shipper(self.store, self.shipper.sessions_dir, self.shipper.epoch)
 
     def consume(self, records: Sequence[Record]) -> None:
         for record in records:
@@ -149,3 +165,9 @@ class ShipperSink(Sink):
                 self._failing,
             )
         self.store.close()
+
+
+def _forget(sink: weakref.ref[ShipperSink]) -> None:
+    alive = sink()
+    if alive is not None:
+        alive.forget()
