@@ -857,7 +857,7 @@ def list_(as_json: bool, limit: int, sessions_dir: Path | None) -> None:
         click.echo(json.dumps([row.as_json() for row in listing.rows], indent=2))
         return
     needs_rich("list")  # the table; --json needs nothing more
-    _print_listing(listing)
+    _print_listing(listing, sessions_url())
 
 
 def _store_directory(follow: bool = False) -> Path | None:
@@ -882,7 +882,9 @@ def _store_directory(follow: bool = False) -> Path | None:
     return stored.directory
 
 
-def _print_listing(listing: Listing) -> None:
+def _print_listing(listing: Listing, url: str | None = None) -> None:
+    """The table of ``listing``, titled by its directory (by ``url``, the store's, when the
+    directory is the store's cache)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -890,7 +892,7 @@ def _print_listing(listing: Listing) -> None:
 
     console = _console()
     # A directory's name, like a file's, can hold a newline or a terminal escape.
-    directory = escaped(str(listing.directory))
+    directory = escaped(url or str(listing.directory))
     if not listing.rows:
         console.print(Text(f"no sessions in {directory}"))
         return
@@ -984,7 +986,7 @@ def serve(host: str, port: int, token: str | None, sessions_dir: Path | None) ->
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     bound = listener.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
-    click.echo(f"agenttrace serve: sessions in {directory}")
+    click.echo(f"agenttrace serve: sessions in {sessions_url() or directory}")
     click.echo(f"open http://{shown_host}:{bound}/?token={token}", nl=True)
     if not _loopback(host):
         click.echo(

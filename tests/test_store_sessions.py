@@ -306,3 +306,41 @@ def test_doubts_and_resolve_from_the_store_reach_the_store(tmp_path: Path) -> No
     assert b'"step_decision"' in store.read(session_id, newest.name, 1 << 20)
     again = _cli("doubts", session_id, "--json", **env)
     assert again.returncode == 0 and json.loads(again.stdout) == [], again.stderr
+
+
+def test_the_resume_command_takes_the_session_from_the_store_and_goes_on_in_it(
+    tmp_path: Path,
+) -> None:
+    from tests.test_cli import FACTORIES
+    from tests.test_session_files import EXAMPLE_1, jsonl
+
+    # Seed 001's Example 1, shipped to the store from a host that is gone.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "example1.events.jsonl").write_text(jsonl(EXAMPLE_1))
+    store = LocalStore(tmp_path / "store")
+    Shipper(store, elsewhere).ship("example1")
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "factories.py").write_text(FACTORIES)
+    here = tmp_path / "here"
+    result = subprocess.run(
+        [sys.executable, "-m", "agenttrace.cli", "resume", "example1", "--prompt", "Hello?",
+         "--agent", "factories:rebuild", "--sessions-dir", str(here),
+         "--sessions-url", store.url],
+        env=child_env(PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=code,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "New messages msg_021..msg_021" in result.stdout
+    # Resumed in this host's sessions directory; what it added is in the store after the
+    # first host's lines.
+    rebuilt = tmp_path / "rebuilt"
+    materialize(store, "example1", rebuilt)
+    stream = (rebuilt / "example1.events.jsonl").read_bytes()
+    assert stream == (here / "example1.events.jsonl").read_bytes()
+    assert stream.startswith(jsonl(EXAMPLE_1).encode()) and b'"Hello?"' in stream
+    assert (rebuilt / "example1.json.gz").exists()
