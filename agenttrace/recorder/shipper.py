@@ -119,7 +119,7 @@ class ShipperSink(Sink):
                     continue
                 try:
                     self.shipper.ship(stem)
-                except StoreError as error:
+                except (StoreError, OSError) as error:  # the store's, or reading a file
                     failed.add(stem)
                     self._failed(str(error))
                 except Exception:

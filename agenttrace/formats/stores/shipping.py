@@ -154,7 +154,7 @@ class Shipper:
             try:
                 self.store.append(session_id, name, data)
             except SegmentExists:
-                there = self.store.read(session_id, name, len(data))
+                there = self.store.read(session_id, name, max(len(data), CHUNK_BYTES * 8))
                 if not there or not data.startswith(there):
                     raise StoreError(
                         f"{self.store.url}: session {session_id} has another writer's chunk "
