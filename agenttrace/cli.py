@@ -542,7 +542,13 @@ def tree(session: str, follow: bool, sessions_dir: Path | None) -> None:
     from agenttrace.views.tree import optree_tree
 
     if follow:
-        _follow_tree(resolve(session, sessions_dir))
+        path = resolve(session, sessions_dir)
+        url = sessions_url()
+        if url is not None and _names_an_id(session):  # the cache follows the store
+            from agenttrace.views.stored import StoredSessions, follow_store
+
+            follow_store(StoredSessions(url), only=session)
+        _follow_tree(path)
         return
     loaded = shown(session, sessions_dir, events=False)
     if loaded is None:

@@ -113,17 +113,23 @@ FOLLOW_INTERVAL = 2.0
 """Seconds between two refreshes of a followed store's cache (``serve``)."""
 
 
-def follow_store(stored: StoredSessions, interval: float = FOLLOW_INTERVAL) -> threading.Thread:
-    """Refresh ``stored``'s cache every ``interval`` seconds on a daemon thread, for a command
-    that runs on (``serve``): what the store gains shows as a local session's changes do. A
-    store that fails is said once, and tried again."""
+def follow_store(
+    stored: StoredSessions, interval: float = FOLLOW_INTERVAL, only: str | None = None
+) -> threading.Thread:
+    """Refresh ``stored``'s cache (of session ``only``, else of every session) every
+    ``interval`` seconds on a daemon thread, for a command that runs on (``serve``,
+    ``tree --follow``): what the store gains shows as a local session's changes do. A store
+    that fails is said once, and tried again."""
 
     def refresh() -> None:
         failing = False
         while True:
             time.sleep(interval)
             try:
-                stored.fetch_all()
+                if only is None:
+                    stored.fetch_all()
+                else:
+                    stored.fetch(only)
             except Exception as error:  # the store's or the cache's: said once, tried again
                 if not failing:
                     logger.warning("agenttrace: cannot refresh from %s: %s", stored.url, error)
