@@ -29,6 +29,7 @@ from agenttrace.formats.session.files import (
     stem_path,
     write_atomically,
 )
+from agenttrace.formats.session.spool import atomic_file
 from agenttrace.formats.stores.base import Manifest, SegmentInfo, SessionStore, StoreError
 from agenttrace.formats.stores.layout import EVENTS, MAIN, Part, parse, stem_of
 
@@ -116,15 +117,6 @@ def _writer_files(
             pass
         except OSError as error:
             raise StoreError(f"{stream_file}: cannot read: {error.strerror or error}") from None
-    stream = bytearray()
-    for chunk in chunks:
-        data = store.read(session_id, chunk.name, limits.stream_bytes - len(stream))
-        if not data.endswith(b"\n"):
-            raise StoreError(
-                f"{store.url}: session {session_id}: segment {chunk.name} is damaged "
-                "(not whole lines)"
-            )
-        stream += data
     session_file = b""
     if copies:
         latest = max(copies, key=lambda p: (p.seq, p.epoch))
@@ -134,25 +126,38 @@ def _writer_files(
                 f"{store.url}: session {session_id}: segment {latest.name} is damaged "
                 "(not a gzipped session file)"
             )
+    last = b""
     try:
-        stream_file.parent.mkdir(parents=True, exist_ok=True)
         if chunks:
-            write_atomically(stream_file, bytes(stream))
-            _date(stream_file, bytes(stream))
+            # Chunk by chunk into the file that replaces the stream once whole: one chunk in
+            # memory at a time, and a damaged one leaves the file as it was.
+            with atomic_file(stream_file) as handle:
+                written = 0
+                for chunk in chunks:
+                    last = store.read(session_id, chunk.name, limits.stream_bytes - written)
+                    if not last.endswith(b"\n"):
+                        raise StoreError(
+                            f"{store.url}: session {session_id}: segment {chunk.name} is "
+                            "damaged (not whole lines)"
+                        )
+                    handle.write(last)
+                    written += len(last)
+            _date(stream_file, last)
         if session_file:
             snapshot = stem_path(directory, stem, SNAPSHOT_SUFFIX)
             write_atomically(snapshot, session_file)
-            _date(snapshot, bytes(stream))
+            _date(snapshot, last)
     except OSError as error:
         raise StoreError(f"{directory}: cannot write: {error.strerror or error}") from None
 
 
-def _date(path: Path, stream: bytes) -> None:
-    """Give a rebuilt file the time of the stream's last line (``ts``), not the time it was
-    rebuilt: what ``list`` orders by and tells a running session from an old one by."""
-    start = stream.rfind(b"\n", 0, len(stream) - 1) + 1
+def _date(path: Path, chunk: bytes) -> None:
+    """Give a rebuilt file the time of the stream's last line (``ts``, in its last ``chunk``),
+    not the time it was rebuilt: what ``list`` orders by and tells a running session from an
+    old one by."""
+    start = chunk.rfind(b"\n", 0, len(chunk) - 1) + 1
     try:
-        stamp = json.loads(stream[start:]).get("ts")
+        stamp = json.loads(chunk[start:]).get("ts")
         parsed = time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")
     except (ValueError, TypeError, AttributeError):
         return
