@@ -344,3 +344,25 @@ def test_the_resume_command_takes_the_session_from_the_store_and_goes_on_in_it(
     assert stream == (here / "example1.events.jsonl").read_bytes()
     assert stream.startswith(jsonl(EXAMPLE_1).encode()) and b'"Hello?"' in stream
     assert (rebuilt / "example1.json.gz").exists()
+
+
+def test_init_refuses_a_store_url_no_store_takes_and_the_variable_only_warns(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(ValueError, match="sessions_url: not a store URL"):
+        agenttrace.init(sessions_url="ftp://example.invalid/sessions")
+    monkeypatch.setenv("AGENTTRACE_SESSIONS_URL", "ftp://example.invalid/sessions")
+    from opentelemetry.sdk.trace import TracerProvider
+
+    with caplog.at_level(logging.WARNING, logger="agenttrace"):
+        handle = agenttrace.init(
+            tracer_provider=TracerProvider(),
+            sessions_dir=tmp_path / "sessions",
+            billing_file=tmp_path / "accounting.jsonl",
+        )
+    try:
+        assert any("AGENTTRACE_SESSIONS_URL" in r.getMessage() for r in caplog.records)
+        assert handle.processor is not None
+        assert not any(type(s).__name__ == "ShipperSink" for s in handle.processor.sinks)
+    finally:
+        handle.shutdown()

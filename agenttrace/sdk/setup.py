@@ -290,6 +290,8 @@ def init(
     )
     for name in names:  # a wrong name fails here, before anything is set up
         library_module(name)
+    if sessions_url is not None:
+        _check_store(sessions_url)
     with _lock:
         if _active is not None:
             logger.debug("agenttrace.init called again; keeping the first configuration")
@@ -382,6 +384,15 @@ def _recorder(
         session_file.on_write = shipper.written
         processor.add_sink(shipper)
     return processor
+
+
+def _check_store(url: str) -> None:
+    """``init(sessions_url=...)``: a URL no store takes is a ``ValueError`` (from
+    ``AGENTTRACE_SESSIONS_URL`` it is a warning: :func:`_shipper`)."""
+    try:
+        open_store(url).close()
+    except StoreError as error:
+        raise ValueError(f"agenttrace.init: sessions_url: {error}") from None
 
 
 def _shipper(settings: Settings) -> ShipperSink | None:
