@@ -36,6 +36,8 @@ class StoredSessions:
         """Where the sessions are rebuilt: what a command takes as its sessions directory."""
         self._states = root / "state"
         self._store: SessionStore | None = None
+        self._said: set[str] = set()
+        """Sessions said to be left out (a damaged segment), said once each."""
 
     @property
     def store(self) -> SessionStore:
@@ -72,9 +74,12 @@ class StoredSessions:
         for session_id in ids:
             try:
                 self.fetch(session_id)
-            except StoreError:
+            except StoreError as error:
                 if not self._reachable():
                     raise
+                if session_id not in self._said:  # once (serve refreshes every 2 s)
+                    self._said.add(session_id)
+                    logger.warning("agenttrace: session %s is left out: %s", session_id, error)
         return ids
 
     def _reachable(self) -> bool:

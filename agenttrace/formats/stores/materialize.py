@@ -38,7 +38,8 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 def accepted(segments: Sequence[SegmentInfo], manifest: Manifest | None) -> list[SegmentInfo]:
     """The segments of a session that count, given its manifest: all of them (a fenced-off
-    writer's segments will be left out here, by the lease's epoch)."""
+    writer's segments will be left out here, by the lease's epoch). What :func:`materialize`
+    rebuilds from, and what a shipper that starts on a stored session goes on from."""
     return list(segments)
 
 

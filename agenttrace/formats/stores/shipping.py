@@ -31,6 +31,7 @@ from agenttrace.formats.safe_open import open_regular
 from agenttrace.formats.session.files import SNAPSHOT_SUFFIX, STREAM_SUFFIX, stem_path
 from agenttrace.formats.stores.base import SegmentExists, SessionStore, StoreError
 from agenttrace.formats.stores.layout import EVENTS, SESSION, parse, segment_name, writer_of
+from agenttrace.formats.stores.materialize import accepted
 
 logger = logging.getLogger("agenttrace")
 
@@ -79,20 +80,34 @@ class Shipper:
 
     def _learn(self, session_id: str, writer: str) -> _Shipped:
         """What the store holds of a writer already (nothing, for a new session)."""
+        segments = self.store.segments(session_id)
+        counted = {s.name for s in accepted(segments, self.store.manifest(session_id))}
         offset, events_seq, session_seq = 0, -1, -1
-        last_chunk: str | None = None
-        last_session: tuple[str, int] | None = None
-        for segment in self.store.segments(session_id):
+        last_chunk: tuple[int, str] | None = None
+        last_session: tuple[int, str, int] | None = None
+        for segment in segments:
             part = parse(segment)
             if part is None or part.writer != writer:
                 continue
+            # The next seq is past every segment's, counted or not (a name is never reused);
+            # what the store holds is what its readers count.
             if part.kind == EVENTS:
-                offset += part.size
-                if part.seq > events_seq:
-                    events_seq, last_chunk = part.seq, part.name
-            elif part.seq > session_seq:
-                session_seq, last_session = part.seq, (part.name, part.size)
-        return _Shipped(offset, events_seq + 1, session_seq + 1, last_chunk, last_session)
+                events_seq = max(events_seq, part.seq)
+                if part.name in counted:
+                    offset += part.size
+                    if last_chunk is None or part.seq > last_chunk[0]:
+                        last_chunk = (part.seq, part.name)
+            else:
+                session_seq = max(session_seq, part.seq)
+                if part.name in counted and (last_session is None or part.seq > last_session[0]):
+                    last_session = (part.seq, part.name, part.size)
+        return _Shipped(
+            offset,
+            events_seq + 1,
+            session_seq + 1,
+            None if last_chunk is None else last_chunk[1],
+            None if last_session is None else last_session[1:],
+        )
 
     def _ship_events(self, session_id: str, writer: str, stem: str, shipped: _Shipped) -> int:
         path = stem_path(self.sessions_dir, stem, STREAM_SUFFIX)
