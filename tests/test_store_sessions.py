@@ -274,6 +274,14 @@ def test_a_damaged_segment_is_one_line(tmp_path: Path) -> None:
     store.append("s2", "main/events/000000-0000000000", b'{"a":1}\n{"a":')
     with pytest.raises(StoreError, match="damaged"):
         materialize(store, "s2", tmp_path / "rebuilt")
+    env = {"AGENTTRACE_SESSIONS_URL": store.url, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    shown = _cli("tree", "s2", **env)
+    assert shown.returncode == 2 and len(shown.stderr.splitlines()) == 1
+    assert "segment main/events/000000-0000000000 is damaged" in shown.stderr
+    # list leaves it out, and says why, once.
+    listed = _cli("list", "--json", **env)
+    assert listed.returncode == 0 and json.loads(listed.stdout) == []
+    assert listed.stderr.count("session s2 is left out") == 1, listed.stderr
 
 
 def test_doubts_and_resolve_from_the_store_reach_the_store(tmp_path: Path) -> None:
