@@ -374,3 +374,55 @@ def test_init_refuses_a_store_url_no_store_takes_and_the_variable_only_warns(
         assert not any(type(s).__name__ == "ShipperSink" for s in handle.processor.sinks)
     finally:
         handle.shutdown()
+
+
+def test_a_forked_worker_ships_its_own_writers_files_never_its_parents(
+    traced: Traced, store: LocalStore, tmp_path: Path
+) -> None:
+    import multiprocessing
+
+    session_id = agenttrace.current_session().session_id
+    _converse(1)  # the parent has shipped its files before the fork
+    traced.handle.force_flush()
+    pool = agenttrace.ProcessPoolExecutor(
+        max_workers=1, mp_context=multiprocessing.get_context("fork")
+    )
+
+    @agenttrace.tool(name="fan_out")
+    def fan_out(topic: str) -> list[str]:
+        return pool.submit(_shipped_in_worker, topic).result(60)
+
+    @agenttrace.agent("boss")
+    def boss() -> list[str]:
+        return fan_out("tides")
+
+    with pool:
+        shipped_there = boss()
+    traced.handle.force_flush()
+    parts = [p for p in map(parse, store.segments(session_id)) if p]
+    [joined] = {p.writer for p in parts} - {"main"}
+    # The worker shipped its own writer's files only (the parent's it forgot at the fork).
+    assert shipped_there == [f"{session_id}.w/{joined}"]
+    # Each series is the one process's: seqs 0, 1, 2... with no gap and no name twice.
+    for writer in ("main", joined):
+        chunks = sorted(p.seq for p in parts if p.writer == writer and p.kind == "events")
+        assert chunks == list(range(len(chunks))), (writer, chunks)
+    rebuilt = tmp_path / "rebuilt"
+    materialize(store, session_id, rebuilt)
+    local = tmp_path / "sessions"
+    for name in (f"{session_id}.events.jsonl", f"{session_id}.w/{joined}.events.jsonl"):
+        assert (rebuilt / name).read_bytes() == (local / name).read_bytes(), name
+
+
+def _shipped_in_worker(topic: str) -> list[str]:
+    """A forked pool worker's task: the researcher, then the writers its shipper ships."""
+    from agenttrace._internal.runtime import runtime
+    from agenttrace.recorder.shipper import ShipperSink
+    from tests import writers_child
+
+    writers_child.researcher(topic)
+    recorder = runtime.recorder
+    assert recorder is not None
+    recorder.force_flush()
+    [sink] = [s for s in recorder.sinks if isinstance(s, ShipperSink)]  # type: ignore[attr-defined]
+    return sorted(sink.writers)

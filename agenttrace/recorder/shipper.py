@@ -56,6 +56,8 @@ class ShipperSink(Sink):
         self._changed: set[str] = set()
         """Stems whose files changed since they were last shipped (or failed to ship)."""
         self._known: set[str] = set()
+        self._parents: set[str] = set()
+        """In a forked child: the writers its parent ships (not this process)."""
         self._marks = threading.Lock()
         """Held while a stem is marked changed and while the marks are taken."""
         self._lock = threading.Lock()
@@ -72,13 +74,21 @@ class ShipperSink(Sink):
             os.register_at_fork(after_in_child=functools.partial(_forget, weakref.ref(self)))
 
     def forget(self) -> None:
-        """In a forked child: no writer known, nothing shipped."""
+        """In a forked child: no writer known, nothing shipped, and the parent's writers never
+        shipped from here (the child's session-file sink may still write a parent's file it
+        inherited: the parent ships its own)."""
+        self._parents |= self._known
         self._changed = set()
         self._known = set()
         self._marks = threading.Lock()
         self._lock = threading.Lock()
         self._scheduled = False
         self.shipper = Shipper(self.store, self.shipper.sessions_dir, self.shipper.epoch)
+
+    @property
+    def writers(self) -> frozenset[str]:
+        """The stems of the writers' files it ships (those it was told of)."""
+        return frozenset(self._known)
 
     def consume(self, records: Sequence[Record]) -> None:
         for record in records:
@@ -88,6 +98,8 @@ class ShipperSink(Sink):
 
     def written(self, stem: str) -> None:
         """The files of ``stem`` changed: ship them soon (at most once per interval)."""
+        if stem in self._parents:
+            return
         if stem not in self._changed:
             with self._marks:
                 self._changed.add(stem)
