@@ -13,7 +13,7 @@ UV := $(BIN)/uv
 # Offline always: litellm uses the cost map bundled with it instead of fetching one.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test check fuzz lint docs bench lock lock-phoenix lock-check lock-range extras-range clean chromium package-check
+.PHONY: demo test check fuzz lint docs bench lock lock-phoenix lock-check lock-range extras-range clean chromium postgresql package-check
 
 # The lock is the whole install: whatever the index publishes later, a fresh clone gets exactly
 # the locked files. uv compiled the lock as the complete closure of every extra and the dev
@@ -69,7 +69,18 @@ chromium:
 			echo "make test needs Chromium: sudo apt-get install chromium" >&2; exit 1; \
 		fi; }
 
-test: $(STAMP) $(PHOENIX_STAMP) chromium
+# The PostgreSQL session store is tested on a throwaway server (tests/store_servers.py) run
+# from Debian's server programs; the tests skip, saying so, where they are missing.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing Debian's postgresql for the PostgreSQL session store's tests"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+		else \
+			echo "make test needs PostgreSQL's server: sudo apt-get install postgresql" >&2; exit 1; \
+		fi; }
+
+test: $(STAMP) $(PHOENIX_STAMP) chromium postgresql
 	$(BIN)/python -m pytest
 
 # The fast loop: every test that needs no browser, no Phoenix and no Docker and does not run

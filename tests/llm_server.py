@@ -49,6 +49,9 @@ class Reply:
     """Set when the request has arrived (before any ``gate``)."""
     gate: threading.Event | None = None
     """The answer waits until this is set: a call that hangs for as long as a test wants."""
+    cut_after: int | None = None
+    """A chat stream stops after this many chunks: the connection closes with its body short
+    of the length it announced, so the client's read fails mid-stream."""
 
     def openai_usage(self) -> dict[str, Any]:
         return self.usage or {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
@@ -174,8 +177,17 @@ class LLMServer(LoopbackServer):
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Connection", "close")
+                if reply.cut_after is not None:
+                    self.send_header("Content-Length", str(1 << 20))  # never all sent
                 self.end_headers()
-                for chunk in _chat_chunks(body, reply):
+                chunks = _chat_chunks(body, reply)
+                if reply.cut_after is not None:
+                    for chunk in chunks[: reply.cut_after]:
+                        self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                for chunk in chunks:
                     self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                     self.wfile.flush()
                     if reply.chunk_delay:

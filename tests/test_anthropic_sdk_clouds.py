@@ -246,18 +246,27 @@ def test_a_re_entered_run_gets_a_vertex_stream_back_whole(
     assert claude.message_requests() == []
 
 
+@pytest.mark.parametrize(
+    ("frame", "category"),
+    [
+        ("throttlingException", "quota"),
+        ("modelStreamErrorException", "model"),
+        ("validationException", "invalid"),
+        ("modelTimeoutException", "timeout"),
+    ],
+)
 def test_an_exception_frame_mid_stream_fails_the_bedrock_attempt(
-    traced: Traced, claude: AnthropicServer, tmp_path: Path
+    traced: Traced, claude: AnthropicServer, tmp_path: Path, frame: str, category: str
 ) -> None:
     """Bedrock reports throttling inside the stream (an exception frame): the SDK raises it to
     the reader, unchanged, and the attempt ends failed, with nothing journaled as its answer."""
-    claude.reset(Reply(blocks=[text("cut short")], stream_exception="throttlingException"))
+    claude.reset(Reply(blocks=[text("cut short")], stream_exception=frame))
     with pytest.raises(anthropic.APIStatusError) as raised:
         list(bedrock(claude).messages.create(**_ASK, stream=True))
-    assert "throttlingException" in str(raised.value)
+    assert frame in str(raised.value)
     (span,) = llm_spans(traced)
     assert outcome(span) != "ok"
-    # The SDK raises a plain APIStatusError for any error event: no rate-limit class to read.
-    assert attrs(span)[sc.ERROR_TYPE] == "model"
+    # The SDK raises a plain APIStatusError for any error event: its body names what it was.
+    assert attrs(span)[sc.ERROR_TYPE] == category
     traced.handle.force_flush()
     assert [line["state"] for line in llm_lines(tmp_path)] == ["intent", "failed"]

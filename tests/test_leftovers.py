@@ -110,6 +110,28 @@ def test_only_what_killed_processes_left_is_removed(tmp_path: Path) -> None:
     assert remove_leftovers(sessions) == [writing.temporary]
 
 
+def test_a_joined_writer_s_leftover_in_a_segments_directory_is_removed(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    (sessions / "s1.w").mkdir(parents=True)
+    killed = MidWrite(sessions / "s1.w" / "ab12cd34-7.json.gz")
+    killed.kill()
+    writing = MidWrite(sessions / "s1.w" / "ab12cd34-8.json.gz")
+    try:
+        segment = sessions / "s1.w" / "ab12cd34-9.events.jsonl"  # a segment itself: kept
+        segment.write_bytes(b"{}\n")
+        elsewhere = tmp_path / "elsewhere"  # a segments directory that is a link: not followed
+        elsewhere.mkdir()
+        (elsewhere / ".x.json.gz.abcdefgh.tmp").write_bytes(b"not ours")
+        (sessions / "s2.w").symlink_to(elsewhere)
+        for path in (killed.temporary, writing.temporary, segment, *elsewhere.iterdir()):
+            os.utime(path, (AN_HOUR_AGO, AN_HOUR_AGO))
+        assert remove_leftovers(sessions) == [killed.temporary]
+        assert writing.temporary.exists() and segment.exists()
+        assert (elsewhere / ".x.json.gz.abcdefgh.tmp").exists()
+    finally:
+        writing.kill()
+
+
 def test_the_first_session_file_write_tidies_the_sessions_dir(traced: Traced) -> None:
     sessions = traced.handle.settings.sessions_dir
     sessions.mkdir(parents=True, exist_ok=True)

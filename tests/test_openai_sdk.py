@@ -197,6 +197,26 @@ def test_the_same_conversation_makes_the_same_transcript_as_through_litellm(
 # --- streams ----------------------------------------------------------------------------------
 
 
+def test_a_stream_cut_mid_way_is_failed_and_still_says_when_its_first_chunk_came(
+    traced: Traced, llm: LLMServer
+) -> None:
+    llm.reset(Reply(cut_after=2))
+    stream = client(llm).chat.completions.create(model="gpt-4o-mini", messages=HI, stream=True)
+    read = []
+    with pytest.raises(Exception) as raised:
+        for chunk in stream:
+            read.append(chunk)
+    assert read  # the cut came after the first chunk, in the SDK's read
+    chat = traced.one("chat gpt-4o-mini")
+    assert outcome(chat) == "failed"
+    assert attrs(chat)[sc.ERROR_TYPE] == "network", raised.value
+    assert (
+        0
+        < attrs(chat)[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] * 1e9
+        < (chat.end_time - chat.start_time)
+    )
+
+
 @pytest.mark.init(capture_content=True)
 def test_a_stream_is_one_span_with_usage_when_asked_and_its_reply_in_the_transcript(
     traced: Traced, llm: LLMServer, tmp_path: Path

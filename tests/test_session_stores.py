@@ -21,7 +21,14 @@ from agenttrace.formats.stores import (
     open_store,
 )
 
-from .store_servers import STORES
+from .store_servers import STORES, stop_store_servers
+
+
+@pytest.fixture(scope="session", autouse=True)
+def store_servers() -> Iterator[None]:
+    """Stop the servers the stores' tests started (each on first use) when the session ends."""
+    yield
+    stop_store_servers()
 
 
 @pytest.fixture(params=sorted(STORES))

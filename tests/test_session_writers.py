@@ -14,6 +14,7 @@ import gzip
 import json
 import logging
 import multiprocessing
+import os
 import subprocess
 import sys
 import textwrap
@@ -387,3 +388,20 @@ def test_a_live_view_reads_again_when_a_writer_appends_to_its_segment(tmp_path: 
         stream.write('{"message_id": "msg_ab12cd34-7_001"}\n')
     assert files_state(sessions, "s1") != before
     assert files_state(tmp_path, "none")[2] == ()  # one writer: nothing more to look at
+
+
+def test_a_segment_written_later_is_when_the_session_was_last_updated(tmp_path: Path) -> None:
+    """A child still recording keeps its parent's session active: the account's "last written"
+    (what says running or interrupted when no process can be probed) counts its segment."""
+    from agenttrace.views.account import _updated_ns
+
+    sessions = tmp_path / "sessions"
+    (sessions / "s1.w").mkdir(parents=True)
+    own = sessions / "s1.events.jsonl"
+    own.write_text("")
+    os.utime(own, ns=(1_000_000_000, 1_000_000_000))
+    assert _updated_ns(own) == 1_000_000_000
+    segment = sessions / "s1.w" / "ab12cd34-7.events.jsonl"
+    segment.write_text("")
+    os.utime(segment, ns=(5_000_000_000, 5_000_000_000))
+    assert _updated_ns(own) == 5_000_000_000

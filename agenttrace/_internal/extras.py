@@ -16,6 +16,7 @@ EXTRA_PACKAGES = {
     "grpc": "opentelemetry-exporter-otlp-proto-grpc>=1.30,<2",
     "smolagents": "smolagents>=1.25,<2",
     "atif": "atif>=1.7,<2",
+    "postgres": "psycopg[binary]>=3.2,<4",
 }
 """Each extra a message points to, as the requirement pyproject.toml declares for it."""
 

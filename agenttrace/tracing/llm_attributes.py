@@ -479,6 +479,9 @@ def classify_error(error: BaseException) -> str:
     """
     category = _category(error)
     if category == "model":
+        named = _category_by_body(error)
+        if named is not None:
+            return named
         cause = error.__cause__ or error.__context__
         for _ in range(10):
             if cause is None:
@@ -488,6 +491,43 @@ def classify_error(error: BaseException) -> str:
                 return deeper
             cause = cause.__cause__ or cause.__context__
     return category
+
+
+# An error's own name for itself, in the body an SDK keeps (``error.body``): what says what
+# went wrong when the class does not, as for an error reported inside a stream, which the
+# Anthropic SDK raises as a plain APIStatusError (Bedrock's ``throttlingException`` frame,
+# a first-party ``overloaded_error`` event). Matched as lowercase substrings, in this order.
+_CATEGORY_BY_ERROR_NAME = (
+    ("throttl", "quota"),
+    ("rate_limit", "quota"),
+    ("ratelimit", "quota"),
+    ("quota", "quota"),
+    ("timeout", "timeout"),
+    ("authentication", "auth"),
+    ("permission", "auth"),
+    ("accessdenied", "auth"),
+    ("invalid_request", "invalid"),
+    ("validation", "invalid"),
+    ("too_large", "invalid"),
+)
+
+
+def _category_by_body(error: BaseException) -> str | None:
+    """The category the error's body names (``{"error": {"type": ...}}``), if it names one."""
+    body = getattr(error, "body", None)
+    if not isinstance(body, Mapping):
+        return None
+    inner = body.get("error", body)
+    if not isinstance(inner, Mapping):
+        return None
+    for key in ("type", "code"):
+        name = inner.get(key)
+        if isinstance(name, str):
+            lowered = name.lower()
+            for part, category in _CATEGORY_BY_ERROR_NAME:
+                if part in lowered:
+                    return category
+    return None
 
 
 def _category_by_class(error: BaseException) -> str | None:

@@ -37,7 +37,13 @@ from msgspec import UNSET
 
 from agenttrace._internal.processes import process_alive
 from agenttrace._internal.times import ts_ms
-from agenttrace.formats.session.files import LoadedFile, Progress, sibling_path
+from agenttrace.formats.session.files import (
+    LoadedFile,
+    Progress,
+    segments_dir,
+    segments_state,
+    sibling_path,
+)
 from agenttrace.formats.session.fullest import load_pair
 from agenttrace.formats.session.inflight import (
     PROCESS_GONE,
@@ -173,7 +179,8 @@ def read_account(
 
 
 def _updated_ns(path: Path) -> int:
-    """When a file of the session was last written."""
+    """When a file of the session was last written: its own pair, or a joined writer's segment
+    (a child still recording keeps the session active after the first writer's last line)."""
     written = 0
     for each in (path, sibling_path(path)):
         if each is None:
@@ -182,6 +189,9 @@ def _updated_ns(path: Path) -> int:
             written = max(written, os.stat(each, follow_symlinks=False).st_mtime_ns)
         except OSError:
             continue
+    directory = segments_dir(path)
+    for _name, _size, mtime_ns in (segments_state(directory) if directory else None) or ():
+        written = max(written, mtime_ns)
     return written
 
 

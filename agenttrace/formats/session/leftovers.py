@@ -9,8 +9,9 @@ name where the system allows it (Linux); elsewhere it has one for an instant aft
 
 - its name is one agenttrace gives its temporary files: ``.<session id>.json.gz.<8>.tmp`` and
   ``.<session id>.events.jsonl.<8>.tmp`` (a session file, a stream rewritten whole), or
-  ``.agenttrace-spool-<8>``, each ``<8>`` eight of the characters ``tempfile`` draws from.
-  Nothing else in the directory is touched;
+  ``.agenttrace-spool-<8>``, each ``<8>`` eight of the characters ``tempfile`` draws from, in
+  the directory or in a session's segments directory (``<session id>.w``, a joined writer's
+  ``.<writer id>.json.gz.<8>.tmp``). Nothing else is touched;
 - it is a regular file (not a symbolic link) owned by this user;
 - no process holds its lock: :func:`atomic_file` holds an exclusive ``flock`` on its temporary
   file until the rename, and the system releases it when the process ends, however it ends, so
@@ -29,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from agenttrace.formats.session.files import SNAPSHOT_SUFFIX, STREAM_SUFFIX
+from agenttrace.formats.session.files import SEGMENTS_SUFFIX, SNAPSHOT_SUFFIX, STREAM_SUFFIX
 from agenttrace.formats.session.spool import SPOOL_PREFIX, TEMP_SUFFIX
 
 logger = logging.getLogger("agenttrace")
@@ -57,10 +58,7 @@ def is_temporary_name(name: str) -> bool:
 def remove_leftovers(directory: Path, min_age: float = MIN_AGE) -> list[Path]:
     """Remove the temporary files killed processes left in ``directory`` (see the module
     docstring); returns the files removed. Never raises: tidying is never worth a failure."""
-    try:
-        entries = [entry for entry in os.scandir(directory) if is_temporary_name(entry.name)]
-    except OSError:
-        return []
+    entries = _temporary_entries(directory)
     now = time.time()
     removed: list[Path] = []
     size = 0
@@ -80,6 +78,25 @@ def remove_leftovers(directory: Path, min_age: float = MIN_AGE) -> list[Path]:
             size,
         )
     return removed
+
+
+def _temporary_entries(directory: Path) -> list[os.DirEntry[str]]:
+    """The entries of ``directory`` named as agenttrace's temporary files, and those of each
+    session's segments directory in it (``<id>.w``: a joined writer killed mid-write leaves its
+    temporary file there). A segments directory that is a symbolic link is not followed."""
+    try:
+        top = list(os.scandir(directory))
+    except OSError:
+        return []
+    found = [entry for entry in top if is_temporary_name(entry.name)]
+    for entry in top:
+        try:
+            if not entry.name.endswith(SEGMENTS_SUFFIX) or not entry.is_dir(follow_symlinks=False):
+                continue
+            found.extend(inner for inner in os.scandir(entry.path) if is_temporary_name(inner.name))
+        except OSError:
+            continue
+    return found
 
 
 def _remove_if_left(entry: os.DirEntry[str], now: float, min_age: float) -> int | None:

@@ -1,9 +1,9 @@
 """Session stores: where sessions live when more than one machine reads and writes them.
 
 :mod:`~agenttrace.formats.stores.base` says what a store is (segments created once, a manifest
-swapped by compare-and-swap); :func:`open_store` opens one from its URL
-(``AGENTTRACE_SESSIONS_URL``): ``file:///path`` (:mod:`~agenttrace.formats.stores.local`),
-``s3://bucket/prefix`` and ``postgresql://...`` (their modules, each needing its extra).
+swapped by compare-and-swap); :func:`open_store` opens one from its URL:
+``file:///path`` (:mod:`~agenttrace.formats.stores.local`), ``s3://bucket/prefix`` and
+``postgresql://...`` (their modules, each needing its extra).
 """
 
 from __future__ import annotations
@@ -33,9 +33,13 @@ __all__ = [
 
 
 def open_store(url: str) -> SessionStore:
-    """The store at ``url``: ``file:///path`` or a plain path; other schemes as their modules
-    add them. :class:`StoreError` for a URL no store takes."""
-    scheme = urlsplit(url).scheme
+    """The store at ``url``: ``file:///path`` or a plain path, ``postgresql://...`` (or
+    ``postgres://``; psycopg imported only then); other schemes as their modules add them.
+    :class:`StoreError` for a URL no store takes, or a store that cannot be reached."""
+    try:
+        scheme = urlsplit(url).scheme
+    except ValueError:  # an unclosed [ of an IPv6 address; the URL may hold a password
+        raise StoreError("not a store URL: one that cannot be parsed") from None
     if scheme in ("", "file"):
         from agenttrace.formats.stores.local import LocalStore
 
@@ -45,6 +49,10 @@ def open_store(url: str) -> SessionStore:
                 f"not a store URL: {url!r} (file:///path, s3://bucket/prefix, postgresql://...)"
             )
         return LocalStore(path)
+    if scheme in ("postgresql", "postgres"):
+        from agenttrace.formats.stores.postgres import PostgresStore
+
+        return PostgresStore(url)
     raise StoreError(
         f"not a store URL: {url!r} (file:///path, s3://bucket/prefix, postgresql://...)"
     )

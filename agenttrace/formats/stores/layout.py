@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 from agenttrace.formats.session.files import SEGMENTS_SUFFIX, check_session_id, segment_stem
 from agenttrace.formats.stores.base import SegmentInfo
+from agenttrace.formats.stores.lease import MAIN, segment_name
 
-MAIN = "main"
-"""The writer name of a session's own files (a joined writer is named by its id)."""
+__all__ = ["EVENTS", "MAIN", "SESSION", "Part", "parse", "segment_name", "stem_of", "writer_of"]
+
 EVENTS = "events"
 SESSION = "session"
 
@@ -39,11 +40,6 @@ class Part:
     """:data:`EVENTS` or :data:`SESSION`."""
     epoch: int
     seq: int
-
-
-def segment_name(writer: str, kind: str, epoch: int, seq: int) -> str:
-    """The name of a writer's segment (``main/events/000000-0000000007``)."""
-    return f"{writer}/{kind}/{epoch:06d}-{seq:010d}"
 
 
 def parse(segment: SegmentInfo) -> Part | None:

@@ -9,7 +9,8 @@ the highest ``seq``): ``<id>.events.jsonl`` and ``<id>.json.gz`` for ``main``,
 checked (a name that is not a writer's file segment is left alone), sizes bounded by the read
 limits before anything is read, and a damaged segment is a one-line :class:`StoreError`.
 
-:func:`accepted` is the one place that decides which segments count (today: all of them).
+:func:`~agenttrace.formats.stores.lease.accepted` is the one place that decides which
+segments count (the lease's fencing: what a holder wrote after it lost the lease is left out).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 from agenttrace._internal.config import ReadLimits
@@ -30,17 +30,11 @@ from agenttrace.formats.session.files import (
     write_atomically,
 )
 from agenttrace.formats.session.spool import atomic_file
-from agenttrace.formats.stores.base import Manifest, SegmentInfo, SessionStore, StoreError
+from agenttrace.formats.stores.base import SessionStore, StoreError
 from agenttrace.formats.stores.layout import EVENTS, MAIN, Part, parse, stem_of
+from agenttrace.formats.stores.lease import accepted
 
 _GZIP_MAGIC = b"\x1f\x8b"
-
-
-def accepted(segments: Sequence[SegmentInfo], manifest: Manifest | None) -> list[SegmentInfo]:
-    """The segments of a session that count, given its manifest: all of them (a fenced-off
-    writer's segments will be left out here, by the lease's epoch). What :func:`materialize`
-    rebuilds from, and what a shipper that starts on a stored session goes on from."""
-    return list(segments)
 
 
 def materialize(

@@ -31,7 +31,7 @@ from agenttrace.formats.safe_open import open_regular
 from agenttrace.formats.session.files import SNAPSHOT_SUFFIX, STREAM_SUFFIX, stem_path
 from agenttrace.formats.stores.base import SegmentExists, SessionStore, StoreError
 from agenttrace.formats.stores.layout import EVENTS, SESSION, parse, segment_name, writer_of
-from agenttrace.formats.stores.materialize import accepted
+from agenttrace.formats.stores.lease import accepted
 
 logger = logging.getLogger("agenttrace")
 

@@ -80,6 +80,13 @@ class StreamEnd:
         )
 
     def fail(self, error: BaseException) -> None:
+        # A stream cut after its first chunk still says when that chunk came: a slow first
+        # token and a dropped connection are separate findings.
+        if self.first_chunk_ns is not None:
+            attempt = self.attempt
+            attempt.scope.outcome.set_time_to_first_chunk(
+                (self.first_chunk_ns - attempt.scope.started_ns) / 1e9
+            )
         self.attempt.fail(error)
 
     def _attributes(self, built: Any, abandoned: bool) -> dict[str, AttributeValue]:
