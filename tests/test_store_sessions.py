@@ -426,3 +426,29 @@ def _shipped_in_worker(topic: str) -> list[str]:
     recorder.force_flush()
     [sink] = [s for s in recorder.sinks if isinstance(s, ShipperSink)]  # type: ignore[attr-defined]
     return sorted(sink.writers)
+
+
+def test_a_shipper_told_of_a_new_lease_epoch_names_its_segments_by_it_and_goes_on(
+    tmp_path: Path,
+) -> None:
+    from agenttrace.formats.stores.lease import accepted, take
+
+    store = LocalStore(tmp_path / "store")
+    sessions = tmp_path / "sessions"
+    stream = sessions / "s3.events.jsonl"
+    _write(stream, b'{"a":1}\n')
+    shipper = Shipper(store, sessions)
+    shipper.ship("s3")  # before any lease: epoch 0
+    lease = take(store, "s3", "host-a:1", ttl=30)
+    shipper.set_epoch("s3", lease.epoch)
+    _write(stream, b'{"a":2}\n')
+    shipper.ship("s3")
+    names = [n for n in _names(store, "s3") if "/events/" in n]
+    assert names == ["main/events/000000-0000000000", f"main/events/{lease.epoch:06d}-0000000001"]
+    # Both count (the epoch-0 chunk was the store's when the lease was taken): the stream whole.
+    kept = accepted(store.segments("s3"), store.manifest("s3"))
+    assert [s.name for s in kept if "/events/" in s.name] == names
+    rebuilt = tmp_path / "rebuilt"
+    materialize(store, "s3", rebuilt)
+    assert (rebuilt / "s3.events.jsonl").read_bytes() == stream.read_bytes()
+    lease.release()

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agenttrace.formats.stores.base import SessionStore, StoreError
+from agenttrace.formats.stores.layout import writer_of
 from agenttrace.formats.stores.shipping import Shipper
 from agenttrace.model.lifecycle import Ended, EventLogged, Record
 from agenttrace.recorder.outage import RETRY_INTERVAL
@@ -84,6 +85,14 @@ class ShipperSink(Sink):
         self._lock = threading.Lock()
         self._scheduled = False
         self.shipper = Shipper(self.store, self.shipper.sessions_dir, self.shipper.epoch)
+
+    def set_epoch(self, session_id: str, epoch: int) -> None:
+        """Ship ``session_id``'s files under lease ``epoch`` from now on
+        (:meth:`Shipper.set_epoch`); its files are shipped again soon."""
+        with self._lock:
+            self.shipper.set_epoch(session_id, epoch)
+        for stem in [stem for stem in self._known if writer_of(stem)[0] == session_id]:
+            self.written(stem)
 
     @property
     def writers(self) -> frozenset[str]:

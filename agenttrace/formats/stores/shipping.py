@@ -59,13 +59,24 @@ class _Shipped:
 
 class Shipper:
     """Ships the files of the writers it is given (by stem) from ``sessions_dir`` to ``store``,
-    under lease ``epoch``. Not thread-safe: one caller at a time."""
+    under lease ``epoch`` (a session's own: :meth:`set_epoch`). Not thread-safe: one caller at
+    a time."""
 
     def __init__(self, store: SessionStore, sessions_dir: Path, epoch: int = 0) -> None:
         self.store = store
         self.sessions_dir = sessions_dir
         self.epoch = epoch
+        """The epoch of the sessions :meth:`set_epoch` was not told of."""
+        self._epochs: dict[str, int] = {}
         self._shipped: dict[str, _Shipped] = {}
+
+    def set_epoch(self, session_id: str, epoch: int) -> None:
+        """Ship ``session_id``'s files under ``epoch`` from now on (its lease was taken): what
+        the store holds of them is learned again at the next :meth:`ship`, as the lease's
+        fencing counts it, and each series goes on past every seq the store holds."""
+        self._epochs[session_id] = epoch
+        for stem in [stem for stem in self._shipped if writer_of(stem)[0] == session_id]:
+            del self._shipped[stem]
 
     def ship(self, stem: str) -> int:
         """Ship what is new in the files of ``stem`` (a session's id, or
@@ -165,7 +176,9 @@ class Shipper:
         """Append ``data`` as the next chunk; one the store has already (its answer was lost)
         counts as shipped, and only what is past it is appended."""
         while data:
-            name = segment_name(writer, EVENTS, self.epoch, shipped.events_seq)
+            name = segment_name(
+                writer, EVENTS, self._epochs.get(session_id, self.epoch), shipped.events_seq
+            )
             try:
                 self.store.append(session_id, name, data)
             except SegmentExists:
@@ -203,7 +216,9 @@ class Shipper:
             shipped.session_stat = stat  # the store's latest copy is this file
             return 0
         while True:
-            name = segment_name(writer, SESSION, self.epoch, shipped.session_seq)
+            name = segment_name(
+                writer, SESSION, self._epochs.get(session_id, self.epoch), shipped.session_seq
+            )
             try:
                 self.store.append(session_id, name, data)
             except SegmentExists:
