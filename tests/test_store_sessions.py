@@ -452,3 +452,31 @@ def test_a_shipper_told_of_a_new_lease_epoch_names_its_segments_by_it_and_goes_o
     materialize(store, "s3", rebuilt)
     assert (rebuilt / "s3.events.jsonl").read_bytes() == stream.read_bytes()
     lease.release()
+
+
+def test_the_recorder_ships_on_its_own_without_a_flush(traced: Traced, store: LocalStore) -> None:
+    import threading
+
+    from agenttrace.recorder.shipper import ShipperSink
+
+    assert traced.handle.processor is not None
+    [sink] = [s for s in traced.handle.processor.sinks if isinstance(s, ShipperSink)]
+    shipped = threading.Event()
+    ship = sink.shipper.ship
+
+    def noted(stem: str) -> int:
+        sent = ship(stem)
+        if sent:
+            shipped.set()
+        return sent
+
+    sink.shipper.ship = noted  # type: ignore[method-assign]
+    session = agenttrace.current_session()
+    agent = session.allocate_agent_id()
+    session.log_agent_created(agent, name="unflushed")
+    # No flush: the shipper's thread ships within its interval (a second).
+    assert shipped.wait(30)
+    [chunk] = [
+        p for p in map(parse, store.segments(session.session_id)) if p and p.kind == "events"
+    ]
+    assert b'"unflushed"' in store.read(session.session_id, chunk.name, 1 << 20)
