@@ -86,6 +86,17 @@ _warnings = _Warnings()
 
 
 def sessions_dir_option(function: Any) -> Any:
+    """``--sessions-dir`` and ``--sessions-url`` (the latter kept aside: :func:`sessions_url`)."""
+    function = click.option(
+        "--sessions-url",
+        envvar="AGENTTRACE_SESSIONS_URL",
+        default=None,
+        expose_value=False,
+        callback=_keep_sessions_url,
+        help="The session store sessions are taken from, by id (file:///path, "
+        "s3://bucket/prefix, postgresql://...; docs/how-to/session-stores.md) "
+        "[default: AGENTTRACE_SESSIONS_URL, else the sessions directory].",
+    )(function)
     return click.option(
         "--sessions-dir",
         type=click.Path(file_okay=False, path_type=Path),
@@ -95,14 +106,47 @@ def sessions_dir_option(function: Any) -> Any:
     )(function)
 
 
+def _keep_sessions_url(context: click.Context, _: Any, value: str | None) -> None:
+    context.meta["agenttrace.sessions_url"] = (value or "").strip() or None
+
+
+def sessions_url() -> str | None:
+    """The session store the command takes sessions from (``--sessions-url``), if any."""
+    context = click.get_current_context(silent=True)
+    return None if context is None else context.meta.get("agenttrace.sessions_url")
+
+
+def _names_an_id(reference: str) -> bool:
+    """Whether a FILE|SESSION_ID argument is a session id (not a file the user named)."""
+    if os.sep in reference or "/" in reference or Path(reference).exists():
+        return False
+    return not reference.endswith((SNAPSHOT_SUFFIX, ".events.jsonl", ".json"))
+
+
 def resolve(reference: str, sessions_dir: Path | None) -> Path:
-    """The file a FILE|SESSION_ID argument names (exit 2 with a reason if none)."""
+    """The file a FILE|SESSION_ID argument names (exit 2 with a reason if none): with a
+    session store, an id is the store's session, rebuilt in its cache directory."""
     from agenttrace._internal.config import Settings
 
+    url = sessions_url()
+    if url is not None and _names_an_id(reference):
+        return _from_store(url, reference)
     directory = sessions_dir or Settings.resolve().sessions_dir
     try:
         return find_session(reference, directory)
     except SessionFileError as exc:
+        fail(str(exc))
+
+
+def _from_store(url: str, session_id: str) -> Path:
+    """The session ``session_id`` of the store at ``url``, rebuilt in its cache (exit 2 with
+    one line if the URL, the store or the session is not one)."""
+    from agenttrace.views.stored import stored_sessions
+
+    try:
+        with stored_sessions(url) as stored:
+            return stored.fetch(session_id)
+    except SessionFileError as exc:  # a StoreError too
         fail(str(exc))
 
 
@@ -243,7 +287,13 @@ def resume(
     force: bool,
 ) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    path = resolve(session, sessions_dir)
+    url = sessions_url()
+    if url is not None and _names_an_id(session):
+        # Into the sessions directory, not the cache: the run goes on writing there, and its
+        # shipper goes on from what the store holds.
+        path = _into_sessions_dir(url, session, sessions_dir)
+    else:
+        path = resolve(session, sessions_dir)
     try:
         read_session_file(path)
     except SessionFileError as exc:
@@ -269,6 +319,7 @@ def resume(
     tracing = agenttrace.init(
         console=console,  # type: ignore[arg-type]
         sessions_dir=directory,
+        sessions_url=url,
         billing_file=billing_file,
     )
     factory = _import_factory(factory_name, module_name, attribute)
@@ -324,6 +375,28 @@ def resume(
     click.echo(f"  event stream: {stream_path(directory, restored.session_id)}")
     click.echo(f"  session file: {snapshot_path(directory, restored.session_id)}")
     tracing.shutdown()
+
+
+def _into_sessions_dir(url: str, session_id: str, sessions_dir: Path | None) -> Path:
+    """The store's session ``session_id`` rebuilt in the sessions directory (where this host
+    wrote more of it than it shipped, its own files are kept); exit 2 with one line if it
+    cannot be."""
+    from agenttrace._internal.config import Settings
+    from agenttrace.formats.stores import open_store
+    from agenttrace.formats.stores.materialize import materialize
+
+    directory = sessions_dir or Settings.resolve().sessions_dir
+    try:
+        store = open_store(url)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            return materialize(store, session_id, directory, keep_longer=True)
+        finally:
+            store.close()
+    except OSError as exc:
+        fail(f"{directory}: cannot write: {exc.strerror or exc}")
+    except SessionFileError as exc:  # a StoreError too
+        fail(str(exc))
 
 
 def _reenters_without_arguments(restored: Any) -> bool:
@@ -469,7 +542,13 @@ def tree(session: str, follow: bool, sessions_dir: Path | None) -> None:
     from agenttrace.views.tree import optree_tree
 
     if follow:
-        _follow_tree(resolve(session, sessions_dir))
+        path = resolve(session, sessions_dir)
+        url = sessions_url()
+        if url is not None and _names_an_id(session):  # the cache follows the store
+            from agenttrace.views.stored import StoredSessions, follow_store
+
+            follow_store(StoredSessions(url), only=session)
+        _follow_tree(path)
         return
     loaded = shown(session, sessions_dir, events=False)
     if loaded is None:
@@ -775,7 +854,7 @@ def list_(as_json: bool, limit: int, sessions_dir: Path | None) -> None:
     from agenttrace._internal.config import Settings
     from agenttrace.views.listing import list_sessions
 
-    directory = sessions_dir or Settings.resolve().sessions_dir
+    directory = _store_directory() or sessions_dir or Settings.resolve().sessions_dir
     try:
         listing = list_sessions(directory, limit or None)
     except OSError as exc:
@@ -784,10 +863,34 @@ def list_(as_json: bool, limit: int, sessions_dir: Path | None) -> None:
         click.echo(json.dumps([row.as_json() for row in listing.rows], indent=2))
         return
     needs_rich("list")  # the table; --json needs nothing more
-    _print_listing(listing)
+    _print_listing(listing, sessions_url())
 
 
-def _print_listing(listing: Listing) -> None:
+def _store_directory(follow: bool = False) -> Path | None:
+    """With a session store, the cache directory every session of it is rebuilt in (exit 2
+    with one line if it cannot be); ``follow``: and kept up to date while the command runs
+    (``serve``), on a thread. None without a store."""
+    url = sessions_url()
+    if url is None:
+        return None
+    from agenttrace.views.stored import StoredSessions, follow_store
+
+    stored = StoredSessions(url)
+    try:
+        stored.fetch_all()
+    except SessionFileError as exc:  # a StoreError too
+        stored.close()
+        fail(str(exc))
+    if follow:
+        follow_store(stored)
+    else:
+        stored.close()
+    return stored.directory
+
+
+def _print_listing(listing: Listing, url: str | None = None) -> None:
+    """The table of ``listing``, titled by its directory (by ``url``, the store's, when the
+    directory is the store's cache)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -795,7 +898,7 @@ def _print_listing(listing: Listing) -> None:
 
     console = _console()
     # A directory's name, like a file's, can hold a newline or a terminal escape.
-    directory = escaped(str(listing.directory))
+    directory = escaped(url or str(listing.directory))
     if not listing.rows:
         console.print(Text(f"no sessions in {directory}"))
         return
@@ -878,7 +981,7 @@ def serve(host: str, port: int, token: str | None, sessions_dir: Path | None) ->
     if token is not None and not token.strip():
         fail("--token is empty: give a secret, or leave it out for a random one")
     token = token or secrets.token_urlsafe(24)
-    directory = sessions_dir or Settings.resolve().sessions_dir
+    directory = _store_directory(follow=True) or sessions_dir or Settings.resolve().sessions_dir
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         listener = socket.socket(family, socket.SOCK_STREAM)
@@ -889,7 +992,7 @@ def serve(host: str, port: int, token: str | None, sessions_dir: Path | None) ->
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     bound = listener.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
-    click.echo(f"agenttrace serve: sessions in {directory}")
+    click.echo(f"agenttrace serve: sessions in {sessions_url() or directory}")
     click.echo(f"open http://{shown_host}:{bound}/?token={token}", nl=True)
     if not _loopback(host):
         click.echo(
@@ -1173,7 +1276,22 @@ def resolve_(
         )
     except (ResolveError, LeaseError, SessionFileError) as exc:
         fail(str(exc))
+    url = sessions_url()
+    if url is not None and _names_an_id(session):
+        _ship_decision(url, session)
     click.echo(f"{label} ({step.name}): {chosen[0].replace('_', ' ')}, journaled")
+
+
+def _ship_decision(url: str, session_id: str) -> None:
+    """The decision ``resolve`` appended to the cached copy of a store's session: shipped to
+    the store as its stream's next chunk (exit 2 with one line if the store refuses it)."""
+    from agenttrace.views.stored import stored_sessions
+
+    try:
+        with stored_sessions(url) as stored:
+            stored.ship(session_id)
+    except SessionFileError as exc:  # a StoreError too
+        fail(f"{exc}; the decision is not in the store: run resolve again")
 
 
 SCRIPTED_MODEL_HELP = """A scripted LLM on 127.0.0.1, to try an agent offline: it speaks

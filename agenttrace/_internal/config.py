@@ -105,6 +105,10 @@ class Settings:
     sessions_dir: Path = DEFAULT_HOME / "sessions"
     """Where event streams and session files are written (the command line looks them up
     there too: ``--sessions-dir``)."""
+    sessions_url: str | None = None
+    """The session store sessions are shipped to and read from (``file:///path``,
+    ``s3://bucket/prefix``, ``postgresql://...``); ``None``: the sessions directory alone
+    (docs/how-to/session-stores.md)."""
     billing_file: Path = DEFAULT_HOME / "accounting.jsonl"
     """The billing ledger: one accounting entry a line, across sessions."""
     capture_content: bool = False
@@ -163,6 +167,7 @@ class Settings:
             or cls.otlp_protocol,
             "disabled": _flag(env, "OTEL_SDK_DISABLED", False),
             "sessions_dir": _path(env, "AGENTTRACE_SESSIONS_DIR", cls.sessions_dir),
+            "sessions_url": env.get("AGENTTRACE_SESSIONS_URL", "").strip() or None,
             "billing_file": _path(env, "AGENTTRACE_BILLING_FILE", cls.billing_file),
             "capture_content": False,
             "content_events": False,

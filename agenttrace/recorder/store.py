@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -501,6 +501,8 @@ class SessionFileSink(RecordwiseSink):
         ``_pending``, and while the worker makes a state and takes what waits."""
         self._live: dict[str, RunTree] = {}
         """Per origin txn id: the opTree's run, from its root's start to its end."""
+        self.on_write: Callable[[str], None] | None = None
+        """Called with a session's stem after each write of its file (the shipper's cue)."""
 
     def reads_from(self) -> tuple[Sink, ...]:
         return (self.optree,)
@@ -648,6 +650,8 @@ class SessionFileSink(RecordwiseSink):
                 self._recovered()
             took = time.perf_counter() - started
             state.next_allowed = time.monotonic() + max(self.min_interval, self.cost_factor * took)
+            if self.on_write is not None:
+                self.on_write(session_id)
             return True
 
     def _failed(self, state: _SessionState, path: Path, exc: OSError) -> None:

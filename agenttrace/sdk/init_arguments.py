@@ -80,6 +80,7 @@ def check_init_arguments(
     trusted_mcp_servers: Iterable[str] | None,
     flags: Mapping[str, bool | None],
     baggage_hosts: Iterable[str] | None = None,
+    sessions_url: str | None = None,
 ) -> list[str]:
     """Refuse a wrong argument of ``init``; returns ``instrument`` as a list of names."""
     check_text(API, "service_name", service_name)
@@ -97,6 +98,7 @@ def check_init_arguments(
     check_number(API, "max_payload_bytes", max_payload_bytes, least=1, whole=True)
     check_path(API, "sessions_dir", sessions_dir)
     check_path(API, "billing_file", billing_file)
+    check_text(API, "sessions_url", sessions_url)
     check_number(API, "shutdown_timeout", shutdown_timeout, least=0)
     for name, value in flags.items():
         check_flag(API, name, value, optional=name not in _ALWAYS_GIVEN)

@@ -33,10 +33,12 @@ from agenttrace._internal.extras import install_hint
 from agenttrace._internal.redact import remember_environment_secrets
 from agenttrace._internal.runtime import INSTRUMENTATION_NAME, runtime
 from agenttrace._version import __version__
+from agenttrace.formats.stores import StoreError, open_store
 from agenttrace.instrumentation.threading import instrument_threads
 from agenttrace.recorder.console import ConsoleSink
 from agenttrace.recorder.ledger import LedgerSink
 from agenttrace.recorder.optree_builder import Node, OpTreeSink
+from agenttrace.recorder.shipper import ShipperSink
 from agenttrace.recorder.store import EventStreamSink, SessionFileSink
 from agenttrace.sdk.export import BoundedExport, in_background
 from agenttrace.sdk.init_arguments import check_init_arguments
@@ -185,6 +187,7 @@ def init(
     capture_content: bool | None = None,
     max_payload_bytes: int | None = None,
     sessions_dir: str | Path | None = None,
+    sessions_url: str | None = None,
     billing_file: str | Path | None = None,
     redacted_save: bool | None = None,
     openinference: bool | None = None,
@@ -216,6 +219,9 @@ def init(
     the OpenAI Agents SDK on it (docs/how-to/openai-agents.md);
     ``instrument_anthropic``: for the Anthropic SDK (docs/how-to/anthropic.md);
     ``instrument_pydantic_ai``: for pydantic-ai's agents (docs/how-to/pydantic-ai.md);
+    ``sessions_url``: the session store the session files are shipped to as they are written
+    (``file:///path``, ``s3://bucket/prefix``, ``postgresql://...``; default
+    ``AGENTTRACE_SESSIONS_URL``; docs/how-to/session-stores.md).
     ``instrument_mcp``: for the ``mcp`` SDK's tool calls, which carry the trace and session to
     the server (docs/how-to/cross-process.md).
     ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
@@ -266,6 +272,7 @@ def init(
         tool_effects=tool_effects,
         trusted_mcp_servers=trusted_mcp_servers,
         baggage_hosts=baggage_hosts,
+        sessions_url=sessions_url,
         flags={
             "capture_content": capture_content,
             "redacted_save": redacted_save,
@@ -283,6 +290,8 @@ def init(
     )
     for name in names:  # a wrong name fails here, before anything is set up
         library_module(name)
+    if sessions_url is not None:
+        _check_store(sessions_url)
     with _lock:
         if _active is not None:
             logger.debug("agenttrace.init called again; keeping the first configuration")
@@ -297,6 +306,7 @@ def init(
             capture_content=capture_content,
             max_payload_bytes=max_payload_bytes,
             sessions_dir=sessions_dir,
+            sessions_url=sessions_url,
             billing_file=billing_file,
             redacted_save=redacted_save,
             openinference=openinference,
@@ -357,15 +367,49 @@ def _recorder(
         },
     )
     stream = EventStreamSink(settings.sessions_dir, redacted=settings.redacted_save)
-    return AgentTraceProcessor(
+    session_file = SessionFileSink(
+        settings.sessions_dir, optree, stream, redacted=settings.redacted_save
+    )
+    processor = AgentTraceProcessor(
         (
             stream,
             ConsoleSink(settings.console, console_stream, settings.max_payload_bytes),
             optree,
-            SessionFileSink(settings.sessions_dir, optree, stream, redacted=settings.redacted_save),
+            session_file,
             LedgerSink(settings.billing_file),
         )
     )
+    shipper = _shipper(settings)
+    if shipper is not None:  # last: its flush ships what the others' flushes wrote
+        session_file.on_write = shipper.written
+        processor.add_sink(shipper)
+    return processor
+
+
+def _check_store(url: str) -> None:
+    """``init(sessions_url=...)``: a URL no store takes is a ``ValueError`` (from
+    ``AGENTTRACE_SESSIONS_URL`` it is a warning: :func:`_shipper`)."""
+    try:
+        open_store(url).close()
+    except StoreError as error:
+        raise ValueError(f"agenttrace.init: sessions_url: {error}") from None
+
+
+def _shipper(settings: Settings) -> ShipperSink | None:
+    """The sink that ships the session files to the store ``sessions_url`` names, if any; a
+    URL no store takes is said once (the files are written locally all the same)."""
+    if settings.sessions_url is None:
+        return None
+    try:
+        store = open_store(settings.sessions_url)
+    except StoreError as error:
+        logger.warning(
+            "agenttrace: AGENTTRACE_SESSIONS_URL: %s; sessions are written in %s only",
+            error,
+            settings.sessions_dir,
+        )
+        return None
+    return ShipperSink(store, settings.sessions_dir)
 
 
 def _export(

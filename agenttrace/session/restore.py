@@ -30,6 +30,7 @@ from agenttrace.model import events as ev
 from agenttrace.model.journal import Journal
 from agenttrace.model.reentry import InDoubtAction, arm_reentry, check_policy
 from agenttrace.model.unanswered import POLICIES, UnansweredPolicy, close_unanswered_calls
+from agenttrace.session.from_store import fetch_to_resume
 from agenttrace.session.interrupted_calls import account_interrupted
 from agenttrace.session.leases import file_session_id, held_here
 from agenttrace.session.leases import hold as hold_lease
@@ -92,6 +93,7 @@ def resume(
     check_path(api, "sessions_dir", sessions_dir)
     checked_policy = _check_options(api, unanswered_tool_calls, force, reenter, policy)
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
+    fetch_to_resume(str(path_or_id), directory)  # from the session store, if one is set
     path = find_session(str(path_or_id), directory)
     # Held while the files are read, so that what is read is what the last holder left.
     named = file_session_id(path)
@@ -250,6 +252,7 @@ def load_session(
     check_callable(api, "agent_factory", agent_factory, "a callable of (record, session)")
     _check_options(api, unanswered_tool_calls, force, reenter, policy)
     directory = runtime.settings.sessions_dir
+    fetch_to_resume(str(session_file), directory)  # from the session store, if one is set
     found = find_or_name_session(str(session_file), directory)
     starting = None
     if isinstance(found, str) and _written_directory() is not None:

@@ -1,0 +1,194 @@
+"""Shipping the session files the recorder writes to a session store
+(``AGENTTRACE_SESSIONS_URL``), on a thread of its own.
+
+The files are written in the sessions directory as always (the working copy); this sink
+notes which writers' files changed (an event, an op's end, a session file written:
+:meth:`ShipperSink.written`) and ships them with a
+:class:`~agenttrace.formats.stores.shipping.Shipper` on its own worker thread, at most once per
+``interval`` seconds, so a slow or unreachable store never holds up the agent nor the
+recorder's worker. ``force_flush`` and shutdown ship what is left, in the caller.
+
+A store that fails is said once (a warning: the files stay in the sessions directory, and are
+shipped when the store works again), retried after the retry interval and at each flush;
+nothing shipped is shipped again, nothing written is skipped.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+
+from agenttrace.formats.stores.base import SessionStore, StoreError
+from agenttrace.formats.stores.layout import writer_of
+from agenttrace.formats.stores.shipping import Shipper
+from agenttrace.model.lifecycle import Ended, EventLogged, Record
+from agenttrace.recorder.outage import RETRY_INTERVAL
+from agenttrace.recorder.sink import Sink
+from agenttrace.recorder.worker import Worker
+
+logger = logging.getLogger("agenttrace")
+
+_SHIP = object()
+
+
+class ShipperSink(Sink):
+    """Ships the writers' files that changed to ``store`` (see the module docstring)."""
+
+    takes = frozenset({EventLogged, Ended})
+
+    def __init__(
+        self,
+        store: SessionStore,
+        sessions_dir: Path,
+        epoch: int = 0,
+        interval: float = 1.0,
+        retry_interval: float = RETRY_INTERVAL,
+    ) -> None:
+        self.store = store
+        self.shipper = Shipper(store, sessions_dir, epoch)
+        self.interval = interval
+        self.retry_interval = retry_interval
+        self._changed: set[str] = set()
+        """Stems whose files changed since they were last shipped (or failed to ship)."""
+        self._known: set[str] = set()
+        self._parents: set[str] = set()
+        """In a forked child: the writers its parent ships (not this process)."""
+        self._marks = threading.Lock()
+        """Held while a stem is marked changed and while the marks are taken."""
+        self._lock = threading.Lock()
+        """Held while shipping (the thread, a flush) and while ``_changed`` is swapped."""
+        self._scheduled = False
+        self._last = 0.0
+        self._failing: str | None = None
+        """Why the store failed last (``None`` while it works)."""
+        self._closed = False
+        self.worker = Worker(self._consume, name="agenttrace-shipper")
+        if hasattr(os, "register_at_fork"):
+            # A forked child ships its own writer's files, never its parent's (which the
+            # parent ships): it forgets the writers it was told of and what was shipped.
+            os.register_at_fork(after_in_child=functools.partial(_forget, weakref.ref(self)))
+
+    def forget(self) -> None:
+        """In a forked child: no writer known, nothing shipped, and the parent's writers never
+        shipped from here (the child's session-file sink may still write a parent's file it
+        inherited: the parent ships its own)."""
+        self._parents |= self._known
+        self._changed = set()
+        self._known = set()
+        self._marks = threading.Lock()
+        self._lock = threading.Lock()
+        self._scheduled = False
+        self.shipper = Shipper(self.store, self.shipper.sessions_dir, self.shipper.epoch)
+
+    def set_epoch(self, session_id: str, epoch: int) -> None:
+        """Ship ``session_id``'s files under lease ``epoch`` from now on
+        (:meth:`Shipper.set_epoch`); its files are shipped again soon."""
+        with self._lock:
+            self.shipper.set_epoch(session_id, epoch)
+        for stem in [stem for stem in self._known if writer_of(stem)[0] == session_id]:
+            self.written(stem)
+
+    @property
+    def writers(self) -> frozenset[str]:
+        """The stems of the writers' files it ships (those it was told of)."""
+        return frozenset(self._known)
+
+    def consume(self, records: Sequence[Record]) -> None:
+        for record in records:
+            session = record.session  # type: ignore[union-attr]
+            if session is not None:
+                self.written(session.segment_stem)
+
+    def written(self, stem: str) -> None:
+        """The files of ``stem`` changed: ship them soon (at most once per interval)."""
+        if stem in self._parents:
+            return
+        if stem not in self._changed:
+            with self._marks:
+                self._changed.add(stem)
+                self._known.add(stem)
+        if self._scheduled or self._closed:
+            return
+        self._scheduled = True
+        wait = self._last + (self.retry_interval if self._failing else self.interval)
+        self.worker.schedule(max(0.0, wait - time.monotonic()), _SHIP)
+
+    def _consume(self, item: object) -> None:
+        self._scheduled = False
+        self.ship()
+        if self._changed and not self._closed:  # failed, or changed meanwhile: again later
+            self.written(next(iter(self._changed)))
+
+    def ship(self, everything: bool = False) -> bool:
+        """Ship the files that changed (``everything``: of every writer seen); True if the
+        store took all of it."""
+        with self._lock:
+            self._last = time.monotonic()
+            with self._marks:
+                stems = set(self._known) if everything else self._changed
+                self._changed = set()
+            failed: set[str] = set()
+            for stem in sorted(stems):
+                if failed:
+                    failed.add(stem)  # the store fails: the rest waits for the next try
+                    continue
+                try:
+                    self.shipper.ship(stem)
+                except (StoreError, OSError) as error:  # the store's, or reading a file
+                    failed.add(stem)
+                    self._failed(str(error))
+                except Exception:
+                    failed.add(stem)
+                    raise
+            with self._marks:
+                self._changed |= failed
+            if not failed and self._failing is not None:
+                self._failing = None
+                logger.warning(
+                    "agenttrace: shipping to %s works again: the sessions' files that waited "
+                    "are in it",
+                    self.store.url,
+                )
+            return not failed
+
+    def _failed(self, reason: str) -> None:
+        if self._failing is None:
+            logger.warning(
+                "agenttrace: cannot ship session files to %s (%s): they stay in the sessions "
+                "directory and are shipped as soon as the store works again. The agent keeps "
+                "running.",
+                self.store.url,
+                reason,
+            )
+        self._failing = reason
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Ship every writer's files now, in the caller."""
+        return self.ship(everything=True)
+
+    def shutdown(self) -> None:
+        """Ship what is left, stop the thread, let go of the store."""
+        if self._closed:
+            return
+        self._closed = True
+        self.worker.stop()
+        if not self.ship(everything=True):
+            logger.warning(
+                "agenttrace: could not ship session files to %s before exit (%s): they are in "
+                "the sessions directory, and a later run that ships the session ships them",
+                self.store.url,
+                self._failing,
+            )
+        self.store.close()
+
+
+def _forget(sink: weakref.ref[ShipperSink]) -> None:
+    alive = sink()
+    if alive is not None:
+        alive.forget()
