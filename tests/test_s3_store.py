@@ -135,7 +135,7 @@ def test_a_manifest_another_program_wrote_is_damaged_not_trusted(moto: str) -> N
 
 def test_without_s3fs_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "s3fs", None)  # what `import s3fs` meets when absent
-    with pytest.raises(StoreError, match=r"pip install 'agenttrace-otel\[s3\]'"):
+    with pytest.raises(StoreError, match=r"pip install 's3fs>=2024\.12' \(the \[s3\] extra\)"):
         open_store("s3://bucket/prefix")
 
 
