@@ -24,6 +24,7 @@ import collections
 import contextlib
 import json
 import logging
+import os
 import threading
 import time
 import weakref
@@ -503,6 +504,17 @@ class SessionFileSink(RecordwiseSink):
         """Per origin txn id: the opTree's run, from its root's start to its end."""
         self.on_write: Callable[[str], None] | None = None
         """Called with a session's stem after each write of its file (the shipper's cue)."""
+        self._inherited: set[str] = set()
+        """In a forked child: the stems of the sessions its parent was writing, never written
+        here (the child's copy of their state is the parent's at the fork, and writing it would
+        put that back over whatever the parent wrote since)."""
+        if hasattr(os, "register_at_fork"):
+            forked = weakref.WeakMethod(self._forked)
+            os.register_at_fork(after_in_child=lambda: (method := forked()) and method())
+
+    def _forked(self) -> None:
+        """In a forked child: the parent's sessions are the parent's to write."""
+        self._inherited = set(self._states)
 
     def reads_from(self) -> tuple[Sink, ...]:
         return (self.optree,)
@@ -626,6 +638,9 @@ class SessionFileSink(RecordwiseSink):
         with self._lock:
             state = self._states.get(session_id)
             if state is None:
+                return False
+            if session_id in self._inherited:
+                state.dirty = False  # its parent's file: not this process's to write
                 return False
             if not self._swept:  # the first write in the sessions directory: tidy it first
                 self._swept = True
