@@ -480,3 +480,56 @@ def test_the_recorder_ships_on_its_own_without_a_flush(traced: Traced, store: Lo
         p for p in map(parse, store.segments(session.session_id)) if p and p.kind == "events"
     ]
     assert b'"unflushed"' in store.read(session.session_id, chunk.name, 1 << 20)
+
+
+CARRIES = textwrap.dedent(
+    """
+    import multiprocessing, os, sys
+    from opentelemetry.sdk.trace import TracerProvider
+    import agenttrace
+
+    def set_up():
+        pass
+
+    def url_here():
+        return os.environ.get("AGENTTRACE_SESSIONS_URL")
+
+    if __name__ == "__main__":
+        agenttrace.init(tracer_provider=TracerProvider(), console="quiet",
+                        sessions_dir=sys.argv[1], sessions_url=sys.argv[2])
+        assert "AGENTTRACE_SESSIONS_URL" not in os.environ
+
+        @agenttrace.tool
+        def hand_over():
+            pool = agenttrace.ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=set_up
+            )
+            with pool:
+                in_worker = pool.submit(url_here).result()
+            return agenttrace.subprocess_env().get("AGENTTRACE_SESSIONS_URL"), in_worker
+
+        @agenttrace.agent("boss")
+        def boss():
+            return hand_over()
+
+        print(*boss())
+    """
+)
+
+
+def test_a_store_named_by_init_reaches_the_processes_a_tool_hands_work_to(tmp_path: Path) -> None:
+    """init(sessions_url=...) is not in the environment: subprocess_env() and a pool's workers
+    get it anyway, so a child that joins as a writer ships its segment to the same store."""
+    script = tmp_path / "carries.py"
+    script.write_text(CARRIES)
+    url = (tmp_path / "store").as_uri()
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "sessions"), url],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=480,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [url, url]

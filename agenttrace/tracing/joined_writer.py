@@ -24,6 +24,10 @@ SESSIONS_DIR_KEY = "AGENTTRACE_JOIN_SESSIONS_DIR"
 """The carrier's key (an environment variable, or a process pool task's carrier) naming the
 sessions directory of the process that handed the work over."""
 
+SESSIONS_URL_KEY = "AGENTTRACE_SESSIONS_URL"
+"""The setting's own environment variable: the store the process that handed the work over
+ships its sessions to (see :func:`carry_sessions_dir`)."""
+
 _lock = threading.Lock()
 _sessions: dict[str, Session] = {}
 """This process's writer session of each session it joined: one object per session, so every
@@ -43,10 +47,19 @@ if hasattr(os, "register_at_fork"):  # not on Windows, where nothing forks
 def carry_sessions_dir(carrier: MutableMapping[str, str], *, carrying: bool) -> None:
     """Name this process's sessions directory in ``carrier`` (a carrier to this machine), if
     it carries a context (``carrying``) and agenttrace records here; else take out a name the
-    carrier inherited."""
+    carrier inherited.
+
+    When this process ships its sessions to a store (``init(sessions_url=...)``), the carrier
+    names that store too (:data:`SESSIONS_URL_KEY`, unless it names one already): a child that
+    joins as a writer then ships its segment there, or the store's copy of the session would
+    lack the child's part. A carrier to this machine only, so the URL's credentials stay here.
+    """
     carrier.pop(SESSIONS_DIR_KEY, None)
     if carrying and runtime.recorder is not None:
         carrier[SESSIONS_DIR_KEY] = str(runtime.settings.sessions_dir.absolute())
+        url = runtime.settings.sessions_url
+        if url and not carrier.get(SESSIONS_URL_KEY):
+            carrier[SESSIONS_URL_KEY] = url
 
 
 def writer_session(joined: Joined | None, carrier: Mapping[str, str]) -> Session | None:
