@@ -89,8 +89,9 @@ def test_a_recorded_session_is_in_the_store_and_reads_as_its_local_files(
     traced.handle.force_flush()
     local = tmp_path / "sessions"
     names = _names(store, session_id)
-    assert names[0] == "main/events/000000-0000000000"
-    assert any(name.startswith("main/session/000000-") for name in names)
+    # Shipped under the lease its first ship took: epoch 1, the store's first.
+    assert names[0] == "main/events/000001-0000000000"
+    assert any(name.startswith("main/session/000001-") for name in names)
     # The store's chunks are the local stream, byte for byte; its last copy the session file.
     rebuilt = tmp_path / "rebuilt"
     materialize(store, session_id, rebuilt)
