@@ -335,7 +335,12 @@ def resume(
             raise _FactoryFailed(f"--agent {factory_name} failed on {record.agent_id}") from exc
 
     try:
-        root, restored = agenttrace.load_session(path, build, force=force, reenter=prompt is None)
+        # A store's session by its id: load_session takes its lease in the store before it
+        # reads it again (LeaseHeld while another host holds it; --force takes it over).
+        reference = session if url is not None and _names_an_id(session) else path
+        root, restored = agenttrace.load_session(
+            reference, build, force=force, reenter=prompt is None
+        )
     except (SessionFileError, LeaseError) as exc:
         fail(str(exc))
     except _FactoryFailed as exc:

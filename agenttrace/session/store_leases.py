@@ -79,7 +79,7 @@ def take(url: str, session_id: str, *, force: bool = False, quiet_for: object = 
             raise
         _held[key] = lease
         watchers = [w for w in _watchers if w is not quiet_for]
-    lease.start_renewing(on_lost=functools.partial(_lost, key))
+    lease.start_renewing(on_lost=functools.partial(lost, url, session_id))
     for watcher in watchers:
         watcher.lease_taken(url, session_id, lease.epoch, lease.from_seq)
     return lease
@@ -143,15 +143,16 @@ def _release(lease: StoreLease) -> None:
         lease.store.close()
 
 
-def _lost(key: tuple[str, str], lost: LeaseLost) -> None:
-    """The renewer found the lease taken over (it warned once): stop shipping the session."""
+def lost(url: str, session_id: str, reason: LeaseLost | None = None) -> None:
+    """The lease of ``session_id`` was taken over (the renewer found it so, and warned once):
+    whoever ships the session stops."""
     with _lock:
-        lease = _held.get(key)
+        lease = _held.get((url, session_id))
         if lease is not None and not lease.held:
-            del _held[key]
+            del _held[url, session_id]
         watchers = list(_watchers)
     for watcher in watchers:
-        watcher.lease_lost(*key)
+        watcher.lease_lost(url, session_id)
 
 
 def _forget_in_child() -> None:
