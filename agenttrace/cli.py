@@ -219,7 +219,10 @@ The resume holds the session's lease (SESSION.lease beside its files) until it e
 process that writes a session does (a program that records it with init() from its first
 record): while another process holds it, a resume fails at once with one line naming the holder
 (and saying it looks hung when it is alive but its heartbeat stopped). A lease whose holder died
-is taken over; --force takes it from a live holder that is stuck, or another host's.
+is taken over; --force takes it from a live holder that is stuck, or another host's. A session
+in a store (--sessions-url) is resumed under its lease in the store too (host:pid, for
+AGENTTRACE_LEASE_TTL seconds, renewed): another host holding it refuses the resume until its
+lease expires, or --force.
 
 Without --prompt, the run a crash interrupted is re-entered (docs/journal.md): the agents are
 rebuilt as that run found them and the root's response() runs it again from its start; each

@@ -10,7 +10,9 @@ the store can tell); the clock is moved by hand, never waited for.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -150,7 +152,7 @@ def test_a_killed_holders_lease_is_refused_until_forced_and_its_late_writes_are_
 
     store = LocalStore(tmp_path / "store")
     session_id = _seed(store, tmp_path)
-    holder = _resumer(store.url, tmp_path / "host-a", session_id)
+    holder = _resumer(store.url, tmp_path / "host-a", session_id, AGENTTRACE_LEASE_TTL="600")
     assert _said(holder)["epoch"] == 1
     os.kill(holder.pid, signal.SIGKILL)  # gone without letting the lease go
     holder.wait(60)
@@ -175,6 +177,7 @@ def test_a_killed_holders_lease_is_refused_until_forced_and_its_late_writes_are_
     assert refused.returncode == 2, refused.stderr
     [line] = refused.stderr.splitlines()
     assert f"is held by {socket.gethostname()}:{holder.pid} (epoch 1)" in line
+    assert re.search(r"\(in (599|600)s\)", line), line  # the holder's AGENTTRACE_LEASE_TTL
     # --force takes it at once: epoch 2.
     forced = resume("--force")
     assert forced.returncode == 0, forced.stderr
@@ -280,3 +283,18 @@ def test_a_recording_process_holds_its_sessions_lease_and_stops_shipping_once_it
     assert sorted(s.name for s in store.segments(session_id)) == before
     assert store_leases.held(store.url, session_id) is None
     taker.release()
+
+
+def test_the_lease_ttl_is_seconds_above_zero_and_anything_else_is_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from agenttrace._internal.config import Settings
+
+    assert Settings.resolve(env={}).lease_ttl == 60.0
+    assert Settings.resolve(env={"AGENTTRACE_LEASE_TTL": "2.5"}).lease_ttl == 2.5
+    with caplog.at_level(logging.WARNING, logger="agenttrace"):
+        for bad in ("0", "soon", "-3", "1e12"):
+            caplog.clear()
+            assert Settings.resolve(env={"AGENTTRACE_LEASE_TTL": bad}).lease_ttl == 60.0
+            [record] = caplog.records
+            assert f"AGENTTRACE_LEASE_TTL={bad!r} is not seconds above 0" in record.getMessage()
