@@ -298,3 +298,29 @@ def test_the_lease_ttl_is_seconds_above_zero_and_anything_else_is_one_warning(
             assert Settings.resolve(env={"AGENTTRACE_LEASE_TTL": bad}).lease_ttl == 60.0
             [record] = caplog.records
             assert f"AGENTTRACE_LEASE_TTL={bad!r} is not seconds above 0" in record.getMessage()
+
+
+def test_a_late_write_between_the_takeover_and_the_first_ship_leaves_a_gap_not_a_mix(
+    tmp_path: Path,
+) -> None:
+    store = LocalStore(tmp_path / "store")
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    stream = sessions / "s1.events.jsonl"
+    stream.write_bytes(b'{"n":1}\n')
+    Shipper(store, sessions).ship("s1")  # the old holder's, epoch 0
+    lease = take_lease(store, "s1", "host-b:2", ttl=30)
+    start = lease.from_seq["main/events"]
+    assert start == 1
+    # The old holder, not yet knowing, ships its next chunk after the takeover.
+    store.append("s1", segment_name("main", "events", 0, start), b'{"late":true}\n')
+    with stream.open("ab") as handle:
+        handle.write(b'{"n":2}\n')
+    shipper = Shipper(store, sessions)
+    shipper.set_epoch("s1", lease.epoch, lease.from_seq)
+    shipper.ship("s1")
+    # Past every seq the store holds (from_seq is only a floor), and under the new epoch.
+    ours = [p for p in map(parse, store.segments("s1")) if p and p.epoch == lease.epoch]
+    assert [(p.kind, p.seq) for p in ours] == [("events", start + 1)]
+    assert _stream(store, "s1", tmp_path / "rebuilt") == '{"n":1}\n{"n":2}\n'
+    lease.release()
