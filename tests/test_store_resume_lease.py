@@ -236,6 +236,20 @@ def test_a_killed_holders_lease_is_taken_over_once_expired_and_ships_the_new_epo
     ours = [p for p in map(parse, store.segments(session_id)) if p and p.epoch == 2]
     assert {p.kind for p in ours} == {"events", "session"}
     assert '"taken over"' in _stream(store, session_id, tmp_path / "rebuilt")
+    # Its journal lines carry the store lease's token (one token wherever it is resumed).
+
+    @agenttrace.tool(name="look_up")
+    def look_up(topic: str) -> str:
+        return f"notes on {topic}"
+
+    @agenttrace.agent("clerk")
+    def clerk() -> str:
+        return look_up("tides")
+
+    clerk()
+    agenttrace.force_flush()
+    local = (tmp_path / "sessions" / f"{session_id}.events.jsonl").read_text()
+    assert f'"lease": "{session.store_lease.token}"' in local
     # Renewing (what the renewer's thread does) keeps it; another host is refused meanwhile.
     session.store_lease.renew()
     with pytest.raises(agenttrace.LeaseHeld):
