@@ -1286,19 +1286,21 @@ def resolve_(
         fail(str(exc))
     url = sessions_url()
     if url is not None and _names_an_id(session):
-        _ship_decision(url, session)
+        _ship_decision(url, session, force)
     click.echo(f"{label} ({step.name}): {chosen[0].replace('_', ' ')}, journaled")
 
 
-def _ship_decision(url: str, session_id: str) -> None:
+def _ship_decision(url: str, session_id: str, force: bool) -> None:
     """The decision ``resolve`` appended to the cached copy of a store's session: shipped to
-    the store as its stream's next chunk (exit 2 with one line if the store refuses it)."""
+    the store as its stream's next chunk, under the session's lease there (exit 2 with one
+    line if the store refuses it, or another host holds the lease)."""
+    from agenttrace.formats.session.lease import LeaseError
     from agenttrace.views.stored import stored_sessions
 
     try:
         with stored_sessions(url) as stored:
-            stored.ship(session_id)
-    except SessionFileError as exc:  # a StoreError too
+            stored.ship(session_id, force=force)
+    except (SessionFileError, LeaseError) as exc:  # a StoreError too
         fail(f"{exc}; the decision is not in the store: run resolve again")
 
 

@@ -286,6 +286,7 @@ def test_a_damaged_segment_is_one_line(tmp_path: Path) -> None:
 
 
 def test_doubts_and_resolve_from_the_store_reach_the_store(tmp_path: Path) -> None:
+    from agenttrace.formats.stores.lease import take
     from tests import writers_child
 
     # A run killed in a tool call (its call left in doubt), its files shipped as a later run
@@ -303,6 +304,9 @@ def test_doubts_and_resolve_from_the_store_reach_the_store(tmp_path: Path) -> No
     session_id = stream.name.removesuffix(".events.jsonl")
     store = LocalStore(tmp_path / "store")
     Shipper(store, sessions).ship(session_id)
+    # Its lease was taken and let go (as a recorder's first ship takes it): the decision is
+    # shipped under a lease of its own, or it would be fenced out.
+    take(store, session_id, "recorder:1", ttl=30).release()
     env = {"AGENTTRACE_SESSIONS_URL": store.url, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     listed = _cli("doubts", session_id, "--json", **env)
     assert listed.returncode == 0, listed.stderr
