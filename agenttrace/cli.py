@@ -219,7 +219,10 @@ The resume holds the session's lease (SESSION.lease beside its files) until it e
 process that writes a session does (a program that records it with init() from its first
 record): while another process holds it, a resume fails at once with one line naming the holder
 (and saying it looks hung when it is alive but its heartbeat stopped). A lease whose holder died
-is taken over; --force takes it from a live holder that is stuck, or another host's.
+is taken over; --force takes it from a live holder that is stuck, or another host's. A session
+in a store (--sessions-url) is resumed under its lease in the store too (host:pid, for
+AGENTTRACE_LEASE_TTL seconds, renewed): another host holding it refuses the resume until its
+lease expires, or --force.
 
 Without --prompt, the run a crash interrupted is re-entered (docs/journal.md): the agents are
 rebuilt as that run found them and the root's response() runs it again from its start; each
@@ -335,7 +338,12 @@ def resume(
             raise _FactoryFailed(f"--agent {factory_name} failed on {record.agent_id}") from exc
 
     try:
-        root, restored = agenttrace.load_session(path, build, force=force, reenter=prompt is None)
+        # A store's session by its id: load_session takes its lease in the store before it
+        # reads it again (LeaseHeld while another host holds it; --force takes it over).
+        reference = session if url is not None and _names_an_id(session) else path
+        root, restored = agenttrace.load_session(
+            reference, build, force=force, reenter=prompt is None
+        )
     except (SessionFileError, LeaseError) as exc:
         fail(str(exc))
     except _FactoryFailed as exc:
@@ -1278,19 +1286,21 @@ def resolve_(
         fail(str(exc))
     url = sessions_url()
     if url is not None and _names_an_id(session):
-        _ship_decision(url, session)
+        _ship_decision(url, session, force)
     click.echo(f"{label} ({step.name}): {chosen[0].replace('_', ' ')}, journaled")
 
 
-def _ship_decision(url: str, session_id: str) -> None:
+def _ship_decision(url: str, session_id: str, force: bool) -> None:
     """The decision ``resolve`` appended to the cached copy of a store's session: shipped to
-    the store as its stream's next chunk (exit 2 with one line if the store refuses it)."""
+    the store as its stream's next chunk, under the session's lease there (exit 2 with one
+    line if the store refuses it, or another host holds the lease)."""
+    from agenttrace.formats.session.lease import LeaseError
     from agenttrace.views.stored import stored_sessions
 
     try:
         with stored_sessions(url) as stored:
-            stored.ship(session_id)
-    except SessionFileError as exc:  # a StoreError too
+            stored.ship(session_id, force=force)
+    except (SessionFileError, LeaseError) as exc:  # a StoreError too
         fail(f"{exc}; the decision is not in the store: run resolve again")
 
 

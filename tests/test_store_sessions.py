@@ -89,8 +89,9 @@ def test_a_recorded_session_is_in_the_store_and_reads_as_its_local_files(
     traced.handle.force_flush()
     local = tmp_path / "sessions"
     names = _names(store, session_id)
-    assert names[0] == "main/events/000000-0000000000"
-    assert any(name.startswith("main/session/000000-") for name in names)
+    # Shipped under the lease its first ship took: epoch 1, the store's first.
+    assert names[0] == "main/events/000001-0000000000"
+    assert any(name.startswith("main/session/000001-") for name in names)
     # The store's chunks are the local stream, byte for byte; its last copy the session file.
     rebuilt = tmp_path / "rebuilt"
     materialize(store, session_id, rebuilt)
@@ -285,6 +286,7 @@ def test_a_damaged_segment_is_one_line(tmp_path: Path) -> None:
 
 
 def test_doubts_and_resolve_from_the_store_reach_the_store(tmp_path: Path) -> None:
+    from agenttrace.formats.stores.lease import take
     from tests import writers_child
 
     # A run killed in a tool call (its call left in doubt), its files shipped as a later run
@@ -302,6 +304,9 @@ def test_doubts_and_resolve_from_the_store_reach_the_store(tmp_path: Path) -> No
     session_id = stream.name.removesuffix(".events.jsonl")
     store = LocalStore(tmp_path / "store")
     Shipper(store, sessions).ship(session_id)
+    # Its lease was taken and let go (as a recorder's first ship takes it): the decision is
+    # shipped under a lease of its own, or it would be fenced out.
+    take(store, session_id, "recorder:1", ttl=30).release()
     env = {"AGENTTRACE_SESSIONS_URL": store.url, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     listed = _cli("doubts", session_id, "--json", **env)
     assert listed.returncode == 0, listed.stderr

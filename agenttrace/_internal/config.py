@@ -23,6 +23,10 @@ DEFAULT_HOME = Path("~/.agenttrace")
 DEFAULT_MAX_PAYLOAD_BYTES = 16384
 DEFAULT_SHUTDOWN_TIMEOUT = 3.0
 """Seconds agenttrace waits for its OTLP exporter at shutdown when nothing else is set."""
+DEFAULT_LEASE_TTL = 60.0
+"""Seconds a session's lease in a store is taken for, when nothing else is set."""
+MAX_LEASE_TTL = 366 * 24 * 3600
+"""The longest lease (``agenttrace.formats.stores.lease.MAX_TTL``)."""
 MIB = 1 << 20
 DEFAULT_MAX_NESTING_DEPTH = 200
 
@@ -109,6 +113,10 @@ class Settings:
     """The session store sessions are shipped to and read from (``file:///path``,
     ``s3://bucket/prefix``, ``postgresql://...``); ``None``: the sessions directory alone
     (docs/how-to/session-stores.md)."""
+    lease_ttl: float = DEFAULT_LEASE_TTL
+    """Seconds a session's lease in the store (``sessions_url``) is taken for; its holder renews
+    it every third of that, and another host takes the session over once a holder stopped
+    renewing for that long (docs/how-to/session-stores.md, "Leases across hosts")."""
     billing_file: Path = DEFAULT_HOME / "accounting.jsonl"
     """The billing ledger: one accounting entry a line, across sessions."""
     capture_content: bool = False
@@ -168,6 +176,7 @@ class Settings:
             "disabled": _flag(env, "OTEL_SDK_DISABLED", False),
             "sessions_dir": _path(env, "AGENTTRACE_SESSIONS_DIR", cls.sessions_dir),
             "sessions_url": env.get("AGENTTRACE_SESSIONS_URL", "").strip() or None,
+            "lease_ttl": _lease_ttl(env),
             "billing_file": _path(env, "AGENTTRACE_BILLING_FILE", cls.billing_file),
             "capture_content": False,
             "content_events": False,
@@ -201,6 +210,10 @@ class Settings:
         if not isinstance(timeout, (int, float)) or not 0 <= timeout < math.inf:
             raise ValueError(f"shutdown_timeout must be seconds >= 0, not {timeout!r}")
         values["shutdown_timeout"] = float(timeout)
+        ttl = values["lease_ttl"]
+        if not isinstance(ttl, (int, float)) or not 0 < ttl <= MAX_LEASE_TTL:
+            raise ValueError(f"lease_ttl must be seconds above 0, up to a year, not {ttl!r}")
+        values["lease_ttl"] = float(ttl)
         if values["console"] not in CONSOLE_MODES:
             raise ValueError(
                 f"console must be one of {', '.join(CONSOLE_MODES)}, not {values['console']!r}"
@@ -298,6 +311,23 @@ def _content_capture(env: Mapping[str, str]) -> dict[str, bool]:
         "true/false or " + "/".join(CAPTURE_MODES) if opt_in else "true/false",
     )
     return {}
+
+
+def _lease_ttl(env: Mapping[str, str]) -> float:
+    """``AGENTTRACE_LEASE_TTL``: seconds above 0 and up to a year (a lease is renewed long before
+    that); anything else is warned about once and the default used."""
+    raw = env.get("AGENTTRACE_LEASE_TTL")
+    value = _seconds(env, "AGENTTRACE_LEASE_TTL", warn=False)
+    if value is not None and 0 < value <= MAX_LEASE_TTL:
+        return value
+    if raw is not None and raw.strip():
+        logger.warning(
+            "agenttrace: AGENTTRACE_LEASE_TTL=%r is not seconds above 0 and up to %d; using %g",
+            raw,
+            MAX_LEASE_TTL,
+            DEFAULT_LEASE_TTL,
+        )
+    return DEFAULT_LEASE_TTL
 
 
 def _shutdown_timeout(env: Mapping[str, str]) -> float:

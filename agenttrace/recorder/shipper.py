@@ -8,6 +8,14 @@ notes which writers' files changed (an event, an op's end, a session file writte
 ``interval`` seconds, so a slow or unreachable store never holds up the agent nor the
 recorder's worker. ``force_flush`` and shutdown ship what is left, in the caller.
 
+A session's ``main`` files are shipped under its lease in the store
+(``agenttrace.session.store_leases``): the one ``resume`` took, or, for a session recorded
+here, one taken at its first ship (as its local lease is taken at its first write), so a host
+that resumes it meanwhile is refused while this process records it, and takes it over once
+this process stopped renewing it. A session whose lease another host holds, or that was taken
+over, is not shipped from here any more (one warning: its files stay in the sessions
+directory); whatever this process wrote later would be left out of it by every reader.
+
 A store that fails is said once (a warning: the files stay in the sessions directory, and are
 shipped when the store works again), retried after the retry interval and at each flush;
 nothing shipped is shipped again, nothing written is skipped.
@@ -21,16 +29,19 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from agenttrace.formats.session.lease import LeaseHeld
 from agenttrace.formats.stores.base import SessionStore, StoreError
-from agenttrace.formats.stores.layout import writer_of
+from agenttrace.formats.stores.layout import MAIN, writer_of
 from agenttrace.formats.stores.shipping import Shipper
 from agenttrace.model.lifecycle import Ended, EventLogged, Record
 from agenttrace.recorder.outage import RETRY_INTERVAL
 from agenttrace.recorder.sink import Sink
 from agenttrace.recorder.worker import Worker
+from agenttrace.session import store_leases
+from agenttrace.session.leases import held_here
 
 logger = logging.getLogger("agenttrace")
 
@@ -68,7 +79,12 @@ class ShipperSink(Sink):
         self._failing: str | None = None
         """Why the store failed last (``None`` while it works)."""
         self._closed = False
+        self._leased: set[str] = set()
+        """Sessions whose ``main`` files are shipped under a lease this process holds."""
+        self._fenced: set[str] = set()
+        """Sessions another holder has: not shipped from here."""
         self.worker = Worker(self._consume, name="agenttrace-shipper")
+        store_leases.watch(self, store.url)
         if hasattr(os, "register_at_fork"):
             # A forked child ships its own writer's files, never its parent's (which the
             # parent ships): it forgets the writers it was told of and what was shipped.
@@ -84,15 +100,36 @@ class ShipperSink(Sink):
         self._marks = threading.Lock()
         self._lock = threading.Lock()
         self._scheduled = False
+        self._leased = set()  # the parent's leases, not this process's
+        self._fenced = set()
         self.shipper = Shipper(self.store, self.shipper.sessions_dir, self.shipper.epoch)
 
-    def set_epoch(self, session_id: str, epoch: int) -> None:
+    def set_epoch(
+        self, session_id: str, epoch: int, from_seq: Mapping[str, int] | None = None
+    ) -> None:
         """Ship ``session_id``'s files under lease ``epoch`` from now on
         (:meth:`Shipper.set_epoch`); its files are shipped again soon."""
         with self._lock:
-            self.shipper.set_epoch(session_id, epoch)
+            self.shipper.set_epoch(session_id, epoch, from_seq)
         for stem in [stem for stem in self._known if writer_of(stem)[0] == session_id]:
             self.written(stem)
+
+    def lease_taken(
+        self, url: str, session_id: str, epoch: int, from_seq: Mapping[str, int]
+    ) -> None:
+        """This process took ``session_id``'s lease in the store (``resume``): its files are
+        shipped under it."""
+        if url != self.store.url:
+            return
+        self._fenced.discard(session_id)
+        self._leased.add(session_id)
+        self.set_epoch(session_id, epoch, from_seq)
+
+    def lease_lost(self, url: str, session_id: str) -> None:
+        """Another host took ``session_id`` over (the renewer warned): not shipped any more."""
+        if url == self.store.url:
+            self._leased.discard(session_id)
+            self._fenced.add(session_id)
 
     @property
     def writers(self) -> frozenset[str]:
@@ -139,6 +176,8 @@ class ShipperSink(Sink):
                     failed.add(stem)  # the store fails: the rest waits for the next try
                     continue
                 try:
+                    if not self._under_lease(stem):
+                        continue  # another host has the session: its files stay here
                     self.shipper.ship(stem)
                 except (StoreError, OSError) as error:  # the store's, or reading a file
                     failed.add(stem)
@@ -156,6 +195,36 @@ class ShipperSink(Sink):
                     self.store.url,
                 )
             return not failed
+
+    def _under_lease(self, stem: str) -> bool:
+        """Whether ``stem``'s files are shipped: a joined writer's always (no lease fences
+        them); a session's ``main`` files under its lease, taken at their first ship if this
+        process records the session (it holds its lease beside the files) and no lease is
+        held here yet. ``StoreError`` if the store cannot say."""
+        session_id, writer = writer_of(stem)
+        if session_id in self._fenced:
+            return False
+        if writer != MAIN or session_id in self._leased:
+            return True
+        directory = self.shipper.sessions_dir
+        if not held_here(session_id, directory):
+            return True  # not recorded here under a lease (done, or written anyway): as it is
+        try:
+            lease = store_leases.take(self.store.url, session_id, quiet_for=self)
+        except LeaseHeld as held:
+            self._fenced.add(session_id)
+            logger.warning(
+                "agenttrace: session %s is not shipped to the store: %s; its files are in %s",
+                session_id,
+                held,
+                directory,
+            )
+            return False
+        self._leased.add(session_id)
+        self.shipper.set_epoch(session_id, lease.epoch, lease.from_seq)
+        if not held_here(session_id, directory):
+            store_leases.let_go(session_id)  # the session was let go meanwhile: so is this
+        return True
 
     def _failed(self, reason: str) -> None:
         if self._failing is None:
@@ -177,6 +246,7 @@ class ShipperSink(Sink):
         if self._closed:
             return
         self._closed = True
+        store_leases.unwatch(self)
         self.worker.stop()
         if not self.ship(everything=True):
             logger.warning(

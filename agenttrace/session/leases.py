@@ -36,6 +36,7 @@ from agenttrace.formats.session.files import (
     check_session_id,
 )
 from agenttrace.formats.session.lease import Lease, LeaseError, LeaseHeld, acquire, lease_path
+from agenttrace.session import store_leases
 
 logger = logging.getLogger("agenttrace")
 
@@ -43,10 +44,11 @@ logger = logging.getLogger("agenttrace")
 class _Holding:
     """A lease of this process and how many live sessions record under it."""
 
-    __slots__ = ("lease", "users")
+    __slots__ = ("lease", "session_id", "users")
 
-    def __init__(self, lease: Lease) -> None:
+    def __init__(self, lease: Lease, session_id: str) -> None:
         self.lease = lease
+        self.session_id = session_id
         self.users = 0
 
 
@@ -93,7 +95,7 @@ def take(session_id: str, *directories: Path, force: bool = False, required: int
                         if index >= required and _read_only(exc):
                             continue
                         raise
-                    holding = _held[path] = _Holding(lease)
+                    holding = _held[path] = _Holding(lease, session_id)
                 holding.users += 1
                 taken.holdings.append((path, holding))
         except BaseException:
@@ -199,7 +201,12 @@ def file_session_id(path: Path) -> str | None:
 
 
 def token(session: Any) -> str | None:
-    """The token of the lease ``session`` records under, while it is held (``None``: none)."""
+    """The token of the lease ``session`` records under, while it is held (``None``: none): its
+    lease in the store, for a session the store holds (one token wherever it is resumed), else
+    its lease beside its files."""
+    stored = getattr(session, "store_lease", None)
+    if stored is not None and stored.held:
+        return str(stored.token)
     lease = getattr(session, "lease", None)
     return lease.token if isinstance(lease, Lease) and lease.held else None
 
@@ -211,6 +218,7 @@ def release_all() -> None:
         _held.clear()
     for holding in holdings:
         holding.lease.release()
+    store_leases.release_all()  # after the sessions' last segments were shipped (shutdown)
 
 
 def _let_go(path: Path, holding: _Holding) -> None:
@@ -221,7 +229,11 @@ def _let_go(path: Path, holding: _Holding) -> None:
             return
         if _held.get(path) is holding:
             del _held[path]
+        # The session's lease in the store goes with the last of its leases here.
+        last = not any(other.session_id == holding.session_id for other in _held.values())
     holding.lease.release()
+    if last:
+        store_leases.let_go(holding.session_id)
 
 
 def _owner() -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from agenttrace.formats.session.files import (
 from agenttrace.formats.session.fullest import load_writers
 from agenttrace.formats.session.rebuilt import mark_interrupted
 from agenttrace.formats.session.unfinished import without_unfinished
+from agenttrace.formats.stores.lease import StoreLease
 from agenttrace.model import events as ev
 from agenttrace.model.journal import Journal
 from agenttrace.model.reentry import InDoubtAction, arm_reentry, check_policy
@@ -37,6 +38,8 @@ from agenttrace.session.leases import hold as hold_lease
 from agenttrace.session.leases import take as take_lease
 from agenttrace.session.reentry_match import say_unanswered
 from agenttrace.session.state import AgentRecord, Session, new_session, use_session
+from agenttrace.session.store_leases import let_go as let_go_stored
+from agenttrace.session.store_leases import of as stored_lease
 
 logger = logging.getLogger("agenttrace")
 
@@ -93,7 +96,35 @@ def resume(
     check_path(api, "sessions_dir", sessions_dir)
     checked_policy = _check_options(api, unanswered_tool_calls, force, reenter, policy)
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
-    fetch_to_resume(str(path_or_id), directory)  # from the session store, if one is set
+    # From the session store, if one is set and holds it: under its lease there, taken first.
+    stored = fetch_to_resume(str(path_or_id), directory, force)
+    with _let_go_unless_resumed(stored):
+        return _restore(
+            path_or_id, directory, force, reenter, checked_policy, unanswered_tool_calls
+        )
+
+
+@contextlib.contextmanager
+def _let_go_unless_resumed(stored: StoreLease | None) -> Iterator[None]:
+    """The store lease ``stored`` (just taken, or held already) is let go if the resume fails,
+    unless this process records the session already (its lease here is held: so is that one)."""
+    try:
+        yield
+    except BaseException:
+        if stored is not None and not held_here(stored.session_id, runtime.settings.sessions_dir):
+            let_go_stored(stored.session_id)
+        raise
+
+
+def _restore(
+    path_or_id: str | Path,
+    directory: Path,
+    force: bool,
+    reenter: bool,
+    checked_policy: dict[str, InDoubtAction],
+    unanswered_tool_calls: UnansweredPolicy,
+) -> Session:
+    """:func:`resume` once the session's files are here."""
     path = find_session(str(path_or_id), directory)
     # Held while the files are read, so that what is read is what the last holder left.
     named = file_session_id(path)
@@ -110,6 +141,7 @@ def resume(
             # are put on the bill once (agenttrace.session.interrupted_calls).
             loaded = account_interrupted(path, loaded, runtime.settings.billing_file)
         session = Session.from_file(loaded)
+        session.store_lease = stored_lease(session.session_id)  # None: not the store's
         session.restore_writers(
             [without_unfinished(segment.path, segment)[0].events for segment, _ in writers]
         )
@@ -252,7 +284,29 @@ def load_session(
     check_callable(api, "agent_factory", agent_factory, "a callable of (record, session)")
     _check_options(api, unanswered_tool_calls, force, reenter, policy)
     directory = runtime.settings.sessions_dir
-    fetch_to_resume(str(session_file), directory)  # from the session store, if one is set
+    stored = fetch_to_resume(str(session_file), directory, force)  # as resume() does
+    with _let_go_unless_resumed(stored):
+        return _load(
+            session_file,
+            directory,
+            agent_factory,
+            force,
+            reenter,
+            policy,
+            unanswered_tool_calls,
+        )
+
+
+def _load(
+    session_file: str | Path,
+    directory: Path,
+    agent_factory: Callable[[AgentRecord, Session], Any] | None,
+    force: bool,
+    reenter: bool,
+    policy: Mapping[str, str] | None,
+    unanswered_tool_calls: UnansweredPolicy,
+) -> tuple[Any, Session]:
+    """:func:`load_session` once the session's files are here (if the store holds them)."""
     found = find_or_name_session(str(session_file), directory)
     starting = None
     if isinstance(found, str) and _written_directory() is not None:

@@ -125,6 +125,9 @@ class Session:
         resumed (see ``agenttrace.formats.session.unfinished``)."""
         self.lease: Lease | None = None
         """The lease this process holds on it (a resumed session: ``agenttrace.session.leases``)."""
+        self.store_lease: Any = None
+        """Its lease in the session store, when resumed from one (a ``StoreLease``:
+        ``agenttrace.session.store_leases``); its journal lines carry that lease's token."""
         self.reentry: Reentry | None = None
         """The interrupted run the next root run re-enters (``agenttrace.model.reentry``)."""
         self._lock = threading.RLock()

@@ -16,11 +16,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from agenttrace._internal.config import ReadLimits
+from agenttrace._internal.config import ReadLimits, Settings
 from agenttrace.formats.session.files import check_session_id
 from agenttrace.formats.stores import SessionStore, StoreError, open_store
+from agenttrace.formats.stores.lease import take
 from agenttrace.formats.stores.materialize import cache_directory, materialize
 from agenttrace.formats.stores.shipping import Shipper
+from agenttrace.session.store_leases import holder
 
 logger = logging.getLogger("agenttrace")
 
@@ -89,14 +91,23 @@ class StoredSessions:
             return False
         return True
 
-    def ship(self, session_id: str) -> int:
+    def ship(self, session_id: str, force: bool = False) -> int:
         """Ship what a command appended to the cached files of ``session_id`` (a decision
-        line) to the store; the bytes shipped."""
+        line) to the store, under the session's lease there (``LeaseHeld`` while a process
+        records it; ``force`` takes it over all the same); the bytes shipped."""
         check_session_id(session_id)
         # The cached files are no longer the store's: rebuilt at the next fetch, whatever
         # the store takes of them now.
         (self._states / session_id).unlink(missing_ok=True)
-        return Shipper(self.store, self.directory).ship(session_id)
+        # Under a lease of its own: a segment of no epoch after one was taken (a session whose
+        # recorder or resume held the lease) would be fenced out, never read.
+        lease = take(self.store, session_id, holder(), Settings.resolve().lease_ttl, force=force)
+        try:
+            shipper = Shipper(self.store, self.directory)
+            shipper.set_epoch(session_id, lease.epoch, lease.from_seq)
+            return shipper.ship(session_id)
+        finally:
+            lease.release()
 
     def close(self) -> None:
         if self._store is not None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -68,13 +69,23 @@ class Shipper:
         self.epoch = epoch
         """The epoch of the sessions :meth:`set_epoch` was not told of."""
         self._epochs: dict[str, int] = {}
+        self._from: dict[str, dict[str, int]] = {}
         self._shipped: dict[str, _Shipped] = {}
 
-    def set_epoch(self, session_id: str, epoch: int) -> None:
+    def set_epoch(
+        self, session_id: str, epoch: int, from_seq: Mapping[str, int] | None = None
+    ) -> None:
         """Ship ``session_id``'s files under ``epoch`` from now on (its lease was taken): what
         the store holds of them is learned again at the next :meth:`ship`, as the lease's
-        fencing counts it, and each series goes on past every seq the store holds."""
+        fencing counts it, and each series goes on past every seq the store holds, and from
+        the lease's ``from_seq`` (``"main/events"``: seq) at least.
+
+        The two agree: ``from_seq`` is one past the last epoch's highest seq when the lease was
+        taken, every seq the store held then is below it or a refused late write's, and seqs
+        only grow, so the series goes on where the store's accepted segments end (past a
+        refused late write's seq too, which leaves a gap the stream's seq order allows)."""
         self._epochs[session_id] = epoch
+        self._from[session_id] = dict(from_seq or {})
         for stem in [stem for stem in self._shipped if writer_of(stem)[0] == session_id]:
             del self._shipped[stem]
 
@@ -112,10 +123,11 @@ class Shipper:
                 session_seq = max(session_seq, part.seq)
                 if part.name in counted and (last_session is None or part.seq > last_session[0]):
                     last_session = (part.seq, part.name, part.size)
+        start = self._from.get(session_id, {})
         return _Shipped(
             offset,
-            events_seq + 1,
-            session_seq + 1,
+            max(events_seq + 1, start.get(f"{writer}/{EVENTS}", 0)),
+            max(session_seq + 1, start.get(f"{writer}/{SESSION}", 0)),
             None if last_chunk is None else last_chunk[1],
             None if last_session is None else last_session[1:],
         )
