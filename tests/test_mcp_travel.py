@@ -352,3 +352,31 @@ def test_malformed_baggage_in_meta_joins_the_trace_without_agenttraces_identity(
     assert root["attributes"]["agenttrace.ingress.source"] == "joined"
     logged = " ".join(errors.read_text().split())  # the server's logging wraps its lines
     assert "agenttrace: an MCP tool call's _meta:" in logged and "not an id; ignored" in logged
+
+
+def test_a_stdio_server_recording_where_the_client_does_is_a_writer_of_its_session(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """The stdio transport names the client's sessions directory in the server's environment
+    (``AGENTTRACE_JOIN_SESSIONS_DIR``, never in ``_meta``): a server recording there writes a
+    segment of the client's session, read whole with its run under the tool call."""
+    from agenttrace.formats.session.fullest import load_pair
+    from agenttrace.formats.session.optree import hosted_sessions, session_ops
+
+    client = Client(traced, tmp_path)
+    client.server_sessions = tmp_path / "sessions"  # the client's own directory
+    assert client.run(_over_stdio(client)) == "42"
+    traced.handle.force_flush()
+    assert sorted(p.name for p in client.server_sessions.glob("*.json.gz")) == [
+        f"{client.session_id}.json.gz"
+    ]
+    [segment] = (client.server_sessions / f"{client.session_id}.w").glob("*.json.gz")
+    loaded, _ = load_pair(client.server_sessions / f"{client.session_id}.json.gz")
+    [root] = loaded.runs
+    [research] = session_ops(root)
+    [helper] = hosted_sessions(research)
+    assert (helper["agentName"], helper["path"]) == ("helper", "1.1:1")
+    assert [op["path"] for op in session_ops(helper)] == ["1.1.1.1"]
+    assert helper["attributes"]["ingress"]["joined"]["writer_id"] == segment.name.removesuffix(
+        ".json.gz"
+    )
