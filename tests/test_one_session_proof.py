@@ -300,6 +300,19 @@ def test_of_two_resumers_of_the_session_one_wins(
         said = _said(second)
         _let_go(second)
         assert "held" in said and len(said["held"].splitlines()) == 1, said
+        # So does the command: one line, exit status 2.
+        command = subprocess.run(
+            [sys.executable, "-m", "agenttrace.cli", "resume", recorded.session_id,
+             "--prompt", "go on", "--agent", "tests.writer_agent:rebuild",
+             "--sessions-dir", str(here), "--sessions-url", store.url],
+            env=child_env(PYTHONPATH=str(ROOT)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )  # fmt: skip
+        assert command.returncode == 2, command.stderr
+        assert len(command.stderr.splitlines()) == 1 and " held by " in command.stderr
         # On another host (its own empty directory), the same store: the lease is the store's.
         elsewhere = _resumer(store, _empty(tmp_path / "elsewhere"), recorded.session_id)
         said = _said(elsewhere)
