@@ -181,8 +181,19 @@ def test_the_store_holds_one_optree_with_each_part_under_its_call(
         "1.3:1": ("helper", [("1.3.1.1", "double")]),
         "1.4:1": ("researcher", []),  # killed in its call: the op never ended
     }
+    # One session in the store: no process recorded one of its own.
+    assert store.sessions() == [recorded.session_id]
     # The command line says the same, from the store alone (an empty sessions directory).
-    tree = _cli(store, _empty(tmp_path / "empty"), "tree", recorded.session_id)
+    empty = _empty(tmp_path / "empty")
+    stats = _cli(store, empty, "stats", recorded.session_id, "--json")
+    assert stats.returncode == 0, stats.stderr
+    figures = json.loads(stats.stdout)
+    assert figures["runs"] == 1
+    # The boss's four calls and each sub-agent's one (the killed call never ended).
+    assert sorted((agent["name"], agent["tool_calls"]) for agent in figures["by_agent"]) == [
+        ("boss", 4), ("helper", 1), ("researcher", 1), ("researcher", 1),
+    ]  # fmt: skip
+    tree = _cli(store, empty, "tree", recorded.session_id)
     assert tree.returncode == 0, tree.stderr
     lines = tree.stdout.splitlines()
     assert sum(line.startswith("run ") for line in lines) == 1
