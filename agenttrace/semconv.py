@@ -282,3 +282,7 @@ BAGGAGE_PATH: Final = "agenttrace.path"
 """The handing-over scope's path label."""
 BAGGAGE_WRITER_ID: Final = "agenttrace.writer.id"
 """The process (writer) that handed the work over."""
+BAGGAGE_STORE: Final = "agenttrace.store"
+"""The session store the handing-over process ships its sessions to, as
+``agenttrace.formats.stores.store_identity`` names it (no credentials, no query): a process on
+another host that ships to the same store joins the session as a writer."""

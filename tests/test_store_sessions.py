@@ -522,3 +522,101 @@ def test_a_joined_writer_killed_before_it_shipped_is_shipped_by_the_first_writer
     )
     assert listed.returncode == 0, listed.stderr
     assert [(d["step"], d["tool"]) for d in json.loads(listed.stdout)] == [("1.1.1.1", "look_up")]
+
+
+CARRIES = textwrap.dedent(
+    """
+    import multiprocessing, os, sys
+    from opentelemetry.sdk.trace import TracerProvider
+    import agenttrace
+
+    def set_up():
+        pass
+
+    def url_here():
+        return os.environ.get("AGENTTRACE_SESSIONS_URL")
+
+    if __name__ == "__main__":
+        agenttrace.init(tracer_provider=TracerProvider(), console="quiet",
+                        sessions_dir=sys.argv[1], sessions_url=sys.argv[2])
+        assert "AGENTTRACE_SESSIONS_URL" not in os.environ
+
+        @agenttrace.tool
+        def hand_over():
+            pool = agenttrace.ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=set_up
+            )
+            with pool:
+                in_worker = pool.submit(url_here).result()
+            return agenttrace.subprocess_env().get("AGENTTRACE_SESSIONS_URL"), in_worker
+
+        @agenttrace.agent("boss")
+        def boss():
+            return hand_over()
+
+        print(*boss())
+    """
+)
+
+
+def test_a_store_named_by_init_reaches_the_processes_a_tool_hands_work_to(tmp_path: Path) -> None:
+    """init(sessions_url=...) is not in the environment: subprocess_env() and a pool's workers
+    get it anyway, so a child that joins as a writer ships its segment to the same store."""
+    script = tmp_path / "carries.py"
+    script.write_text(CARRIES)
+    url = (tmp_path / "store").as_uri()
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "sessions"), url],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=480,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [url, url]
+
+
+def test_a_process_on_another_host_joins_the_session_through_the_store(
+    traced: Traced, store: LocalStore, tmp_path: Path
+) -> None:
+    """Another host has a sessions directory of its own (its carrier names none it can reach:
+    baggage over HTTP or MCP), and ships to the same store: the baggage's store identity makes
+    it a writer of the session there, so the store's copy has its run under the op that asked."""
+    from agenttrace.formats.session.optree import hosted_sessions, session_ops
+    from tests import writers_child
+
+    elsewhere = tmp_path / "another-host"
+
+    @agenttrace.tool(name="remote")
+    def remote(topic: str) -> str:
+        env = agenttrace.subprocess_env()
+        env.pop("AGENTTRACE_JOIN_SESSIONS_DIR")  # only a carrier to this machine names it
+        assert env["AGENTTRACE_SESSIONS_URL"] == store.url
+        done = subprocess.run(
+            [sys.executable, writers_child.__file__, str(elsewhere), topic],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=480,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    @agenttrace.agent("boss")
+    def boss() -> str:
+        return remote("tides")
+
+    assert boss() == "notes on tides"
+    session_id = agenttrace.current_session().session_id
+    traced.handle.force_flush()
+    # The other host wrote a segment of this session, not a session of its own.
+    assert list(elsewhere.glob("*.json.gz")) == []
+    assert len(list((elsewhere / f"{session_id}.w").glob("*.json.gz"))) == 1
+    rebuilt = tmp_path / "rebuilt"
+    materialize(store, session_id, rebuilt)
+    loaded, _ = load_pair(rebuilt / f"{session_id}.json.gz")
+    [root] = loaded.runs
+    [op] = session_ops(root)
+    [joined] = hosted_sessions(op)
+    assert (op["name"], joined["agentName"], joined["path"]) == ("remote", "researcher", "1.1:1")

@@ -32,9 +32,10 @@ from typing import Any, TypeVar
 from opentelemetry import context as otel_context
 
 from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.runtime import runtime
 from agenttrace.sdk.setup import force_flush
 from agenttrace.session.state import Session, session_here, session_if_any, use_session
-from agenttrace.tracing.joined_writer import carry_sessions_dir, writer_session
+from agenttrace.tracing.joined_writer import SESSIONS_URL_KEY, carry_sessions_dir, writer_session
 from agenttrace.tracing.travel import Joined, extract, inject, joined_in, joined_or_warn
 
 R = TypeVar("R")
@@ -135,6 +136,48 @@ class ProcessPoolExecutor(concurrent.futures.ProcessPoolExecutor):
     ``agenttrace.init()``: a worker without it runs the task untraced.
     """
 
+    def __init__(
+        self,
+        max_workers: int | None = None,
+        mp_context: Any = None,
+        initializer: Callable[..., object] | None = None,
+        initargs: tuple[Any, ...] = (),
+        **kwargs: Any,
+    ) -> None:
+        environment = _worker_environment()
+        if environment:
+            initargs = (initializer, tuple(initargs), environment)
+            initializer = _initialize_with
+        super().__init__(max_workers, mp_context, initializer, initargs, **kwargs)
+
     def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Any:
         """Schedule ``fn(*args, **kwargs)`` with the current context carried to the worker."""
         return super().submit(CarriedCall.here(fn), *args, **kwargs)
+
+
+def _worker_environment() -> dict[str, str]:
+    """What a worker's environment must add to the one it inherits: the store this process
+    ships its sessions to when ``init(sessions_url=...)`` named it (the environment names it
+    otherwise, and a spawned worker inherits that), so a worker that joins as a writer ships
+    its segment there too. Read as the pool is made: a worker's ``init()`` runs before any task."""
+    try:
+        url = runtime.settings.sessions_url if runtime.recorder is not None else None
+    except Exception as exc:
+        report_internal_error("ProcessPoolExecutor", exc)
+        return {}
+    if url and not os.environ.get(SESSIONS_URL_KEY):
+        return {SESSIONS_URL_KEY: url}
+    return {}
+
+
+def _initialize_with(
+    initializer: Callable[..., object] | None,
+    initargs: tuple[Any, ...],
+    environment: dict[str, str],
+) -> None:
+    """In the worker: the environment first, then the pool's own initializer (module-level, so
+    a spawned worker unpickles it)."""
+    for name, value in environment.items():
+        os.environ.setdefault(name, value)
+    if initializer is not None:
+        initializer(*initargs)

@@ -39,6 +39,7 @@ from agenttrace import semconv as sc
 from agenttrace._internal.context import current_scope_var
 from agenttrace._internal.runtime import runtime
 from agenttrace.formats.session.schema import SESSION_ID_PATTERN
+from agenttrace.formats.stores import store_identity
 from agenttrace.model.paths import parse_label
 
 logger = logging.getLogger("agenttrace")
@@ -69,6 +70,16 @@ if hasattr(os, "register_at_fork"):  # not on Windows, where nothing forks
     os.register_at_fork(after_in_child=_forked)
 
 
+_STORE = re.compile(r"^[a-z][a-z0-9+.-]{0,15}://[\x21-\x7e]{0,500}$")
+"""A store's identity as baggage carries it: a URL without spaces or control characters."""
+
+
+def own_store() -> str | None:
+    """The identity of the session store this process ships its sessions to, if it ships."""
+    url = runtime.settings.sessions_url if runtime.recorder is not None else None
+    return store_identity(url) if url else None
+
+
 def writer_id() -> str:
     """This process's writer id: 8 random hex digits and the pid (``3f9a0c1b-4242``), new in
     each process (a forked child gets its own)."""
@@ -91,6 +102,8 @@ class Joined(NamedTuple):
     """The op's path label in its run."""
     writer_id: str | None
     """The writer (process) that handed the work over."""
+    store: str | None = None
+    """The identity of the session store it ships to (``store_identity``), if it ships."""
 
     def ingress(self) -> dict[str, Any]:
         """The ``joined`` block of a joined run's ingress (docs/session-file.md)."""
@@ -182,6 +195,7 @@ def carried_context(context: Context | None = None) -> Context | None:
             (sc.BAGGAGE_TXN_ORIGIN, run_scope.origin),
             (sc.BAGGAGE_PATH, scope.label),
             (sc.BAGGAGE_WRITER_ID, writer_id()),
+            (sc.BAGGAGE_STORE, own_store()),
         )
     else:
         joined = joined_parent()
@@ -194,6 +208,7 @@ def carried_context(context: Context | None = None) -> Context | None:
             (sc.BAGGAGE_TXN_ORIGIN, joined.origin_txn_id),
             (sc.BAGGAGE_PATH, joined.path),
             (sc.BAGGAGE_WRITER_ID, joined.writer_id),
+            (sc.BAGGAGE_STORE, joined.store),
         )
     for key, value in pairs:
         if value is not None:
@@ -246,6 +261,7 @@ def joined_from(context: Context) -> Joined | None:
         sc.BAGGAGE_TXN_ORIGIN,
         sc.BAGGAGE_PATH,
         sc.BAGGAGE_WRITER_ID,
+        sc.BAGGAGE_STORE,
     ):
         value = baggage.get_baggage(key, context)
         if value is not None and not isinstance(value, str):
@@ -266,6 +282,9 @@ def joined_from(context: Context) -> Joined | None:
             raise MalformedIdentity(
                 f"baggage {sc.BAGGAGE_PATH}={path[:64]!r} is not a label"
             ) from None
+    store = values[sc.BAGGAGE_STORE]
+    if store is not None and not _STORE.match(store):
+        raise MalformedIdentity(f"baggage {sc.BAGGAGE_STORE}={store[:64]!r} is not a store")
     return Joined(
         span_context,
         values[sc.BAGGAGE_SESSION_ID],
@@ -273,6 +292,7 @@ def joined_from(context: Context) -> Joined | None:
         values[sc.BAGGAGE_TXN_ORIGIN],
         path,
         writer,
+        store,
     )
 
 

@@ -8,6 +8,7 @@ swapped by compare-and-swap); :func:`open_store` opens one from its URL:
 
 from __future__ import annotations
 
+import os
 from urllib.parse import urlsplit
 
 from agenttrace.formats.stores.base import (
@@ -29,6 +30,7 @@ __all__ = [
     "SessionStore",
     "StoreError",
     "open_store",
+    "store_identity",
 ]
 
 
@@ -63,3 +65,26 @@ def open_store(url: str) -> SessionStore:
         f"not a store URL: no store takes {scheme}:// (file:///path, s3://bucket/prefix,"
         " postgresql://...)"
     )
+
+
+def store_identity(url: str) -> str | None:
+    """What names the store at ``url`` to another process without giving anything away: its
+    scheme, host, port and path, no credentials and no query (``postgresql://db:5432/traces``,
+    ``s3://bucket/prefix``, ``file:///srv/sessions``); None for a URL that cannot be parsed.
+    Two processes whose URLs have one identity write one store (two PostgreSQL stores in one
+    database told apart only by the query's ``search_path`` share one: name the schema in the
+    database instead, or give them different databases)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme or "file"
+    if scheme == "postgres":
+        scheme = "postgresql"
+    if scheme == "file":
+        path = parts.path if parts.scheme else url
+        return "file://" + os.path.abspath(path) if path else None
+    host = (parts.hostname or "").lower()
+    netloc = f"{host}:{port}" if port is not None else host
+    return f"{scheme}://{netloc}{parts.path.rstrip('/')}"
