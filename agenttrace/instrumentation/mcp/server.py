@@ -12,10 +12,11 @@ session, op and writer. Where no span is current (the SDK's middleware taken out
 extracted context is attached too, so the handler's spans still have the client's op as their
 parent. agenttrace makes no span of its own here: the call's tool span is the client's.
 
-A server whose environment names the sessions directory it records into as the client's
-(``AGENTTRACE_JOIN_SESSIONS_DIR``: a stdio server started by an instrumented client) records
-the run as a writer of the client's session (``agenttrace.tracing.joined_writer``), as a
-subprocess or a pool worker does; any other writes a session of its own.
+A server that records where the client does (its environment names the sessions directory
+it records into as the client's, ``AGENTTRACE_JOIN_SESSIONS_DIR``: a stdio server started by
+an instrumented client; or the baggage names the store it ships to) records the run as a
+writer of the client's session (``agenttrace.tracing.joined_writer``), as a subprocess or a
+pool worker does; any other writes a session of its own.
 
 Malformed baggage is logged once and dropped (the trace still joins); what the handler raises
 passes through unchanged.
