@@ -67,6 +67,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     assert done.returncode == 0, done.stderr
     answer, session_id, pid = done.stdout.splitlines()
     assert answer == ANSWER
+    # Every process has ended (the pool's, the subprocess's, the MCP server's): what they
+    # wrote locally is gone with the host, and everything below reads the store alone.
+    shutil.rmtree(where / "sessions")
     return Recorded(session_id, store.root, spans, int(pid))
 
 
