@@ -352,3 +352,71 @@ def test_malformed_baggage_in_meta_joins_the_trace_without_agenttraces_identity(
     assert root["attributes"]["agenttrace.ingress.source"] == "joined"
     logged = " ".join(errors.read_text().split())  # the server's logging wraps its lines
     assert "agenttrace: an MCP tool call's _meta:" in logged and "not an id; ignored" in logged
+
+
+def test_a_stdio_server_recording_where_the_client_does_is_a_writer_of_its_session(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """The stdio transport names the client's sessions directory in the server's environment
+    (``AGENTTRACE_JOIN_SESSIONS_DIR``, never in ``_meta``): a server recording there writes a
+    segment of the client's session, read whole with its run under the tool call."""
+    from agenttrace.formats.session.fullest import load_pair
+    from agenttrace.formats.session.optree import hosted_sessions, session_ops
+
+    client = Client(traced, tmp_path)
+    client.server_sessions = tmp_path / "sessions"  # the client's own directory
+    assert client.run(_over_stdio(client)) == "42"
+    traced.handle.force_flush()
+    assert sorted(p.name for p in client.server_sessions.glob("*.json.gz")) == [
+        f"{client.session_id}.json.gz"
+    ]
+    [segment] = (client.server_sessions / f"{client.session_id}.w").glob("*.json.gz")
+    loaded, _ = load_pair(client.server_sessions / f"{client.session_id}.json.gz")
+    [root] = loaded.runs
+    [research] = session_ops(root)
+    [helper] = hosted_sessions(research)
+    assert (helper["agentName"], helper["path"]) == ("helper", "1.1:1")
+    assert [op["path"] for op in session_ops(helper)] == ["1.1.1.1"]
+    assert helper["attributes"]["ingress"]["joined"]["writer_id"] == segment.name.removesuffix(
+        ".json.gz"
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A directory store the client ships to (``AGENTTRACE_SESSIONS_URL``, set before
+    :func:`traced_to_store` initialises agenttrace)."""
+    from agenttrace.formats.stores.local import LocalStore
+
+    store = LocalStore(tmp_path / "store")
+    monkeypatch.setenv("AGENTTRACE_SESSIONS_URL", store.url)
+    return store
+
+
+@pytest.fixture
+def traced_to_store(store: Any, traced: Traced) -> Traced:
+    """The suite's ``traced``, its ``init`` shipping to :func:`store`."""
+    return traced
+
+
+def test_a_server_shipping_to_the_clients_store_is_a_writer_of_its_session(
+    traced_to_store: Traced, store: Any, tmp_path: Path
+) -> None:
+    """Recording into a directory of its own, the server joins the client's session by the
+    store both ship to (the baggage names it): the store's copy has its run under the call."""
+    from agenttrace.formats.session.fullest import load_pair
+    from agenttrace.formats.session.optree import hosted_sessions, session_ops
+    from agenttrace.formats.stores.materialize import materialize
+
+    client = Client(traced_to_store, tmp_path)
+    assert client.run(_over_stdio(client)) == "42"
+    traced_to_store.handle.force_flush()
+    assert list(client.server_sessions.glob("*.json.gz")) == []  # no session of its own
+    assert len(list((client.server_sessions / f"{client.session_id}.w").glob("*.json.gz"))) == 1
+    rebuilt = tmp_path / "rebuilt"
+    materialize(store, client.session_id, rebuilt)
+    loaded, _ = load_pair(rebuilt / f"{client.session_id}.json.gz")
+    [root] = loaded.runs
+    [research] = session_ops(root)
+    [helper] = hosted_sessions(research)
+    assert (helper["agentName"], helper["path"]) == ("helper", "1.1:1")

@@ -487,6 +487,48 @@ def test_the_recorder_ships_on_its_own_without_a_flush(traced: Traced, store: Lo
     assert b'"unflushed"' in store.read(session.session_id, chunk.name, 1 << 20)
 
 
+def test_a_joined_writer_killed_before_it_shipped_is_shipped_by_the_first_writer(
+    traced: Traced, store: LocalStore, tmp_path: Path
+) -> None:
+    """A child killed in a tool call leaves lines its shipper never shipped (its tool call's
+    intent among them); the first writer's flush ships them once the child is gone, so the
+    store holds the session whole and its doubt is listed from the store."""
+    from tests import writers_child
+
+    sessions = tmp_path / "sessions"
+    session_id = agenttrace.current_session().session_id
+
+    @agenttrace.tool(name="shell")
+    def shell() -> int:
+        return subprocess.run(
+            [sys.executable, writers_child.__file__, str(sessions), "die"],
+            env=agenttrace.subprocess_env(),
+            capture_output=True,
+            timeout=60,
+        ).returncode
+
+    @agenttrace.agent("boss")
+    def boss() -> int:
+        return shell()
+
+    assert boss() == 9
+    traced.handle.force_flush()
+    [segment] = (sessions / f"{session_id}.w").glob("*.events.jsonl")
+    rebuilt = tmp_path / "rebuilt"
+    materialize(store, session_id, rebuilt)
+    assert (rebuilt / f"{session_id}.w" / segment.name).read_bytes() == segment.read_bytes()
+    listed = _cli(
+        "doubts",
+        session_id,
+        "--json",
+        AGENTTRACE_SESSIONS_URL=store.url,
+        AGENTTRACE_SESSIONS_DIR=str(tmp_path / "empty"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert [(d["step"], d["tool"]) for d in json.loads(listed.stdout)] == [("1.1.1.1", "look_up")]
+
+
 CARRIES = textwrap.dedent(
     """
     import multiprocessing, os, sys

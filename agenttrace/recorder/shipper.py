@@ -19,6 +19,11 @@ directory); whatever this process wrote later would be left out of it by every r
 A store that fails is said once (a warning: the files stay in the sessions directory, and are
 shipped when the store works again), retried after the retry interval and at each flush;
 nothing shipped is shipped again, nothing written is skipped.
+
+A joined writer killed before its shipper shipped all it wrote (a tool that kills its process,
+a worker gone mid-task) leaves the rest in its segment in the sessions directory; the first
+writer's process, on this machine, ships it at its next flush and at shutdown, once that
+writer's process is gone (:meth:`ShipperSink.dead_writers`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,13 @@ import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from agenttrace._internal.processes import process_alive
+from agenttrace.formats.session.files import (
+    SEGMENTS_SUFFIX,
+    STREAM_SUFFIX,
+    SessionFileError,
+    segment_stem,
+)
 from agenttrace.formats.session.lease import LeaseHeld
 from agenttrace.formats.stores.base import SessionStore, StoreError
 from agenttrace.formats.stores.layout import MAIN, writer_of
@@ -170,6 +182,8 @@ class ShipperSink(Sink):
             with self._marks:
                 stems = set(self._known) if everything else self._changed
                 self._changed = set()
+            if everything:
+                stems |= self.dead_writers()
             failed: set[str] = set()
             for stem in sorted(stems):
                 if failed:
@@ -225,6 +239,31 @@ class ShipperSink(Sink):
         if not held_here(session_id, directory):
             store_leases.let_go(session_id)  # the session was let go meanwhile: so is this
         return True
+
+    def dead_writers(self) -> set[str]:
+        """The stems of the joined writers' segments of the sessions this process writes as
+        their first writer whose process is gone (its pid, the writer id's tail, is no
+        process here): what such a writer wrote and did not ship is shipped by this process.
+        A living writer's is never shipped from here (its own shipper ships it); a pid taken
+        again by a later process only delays its shipping to a later flush."""
+        found: set[str] = set()
+        for stem in list(self._known):
+            session_id, writer = writer_of(stem)
+            if writer != MAIN:
+                continue
+            try:
+                names = os.listdir(self.shipper.sessions_dir / f"{session_id}{SEGMENTS_SUFFIX}")
+            except OSError:  # no joined writer (no directory), or not readable: none to ship
+                continue
+            for name in names:
+                joined = name.removesuffix(STREAM_SUFFIX)
+                pid = joined.rpartition("-")[2]
+                if joined != name and pid.isdigit() and process_alive(int(pid), None) is False:
+                    try:
+                        found.add(segment_stem(session_id, joined))
+                    except SessionFileError:  # not a writer id: no file of ours
+                        continue
+        return found
 
     def _failed(self, reason: str) -> None:
         if self._failing is None:

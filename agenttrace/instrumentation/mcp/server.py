@@ -12,12 +12,19 @@ session, op and writer. Where no span is current (the SDK's middleware taken out
 extracted context is attached too, so the handler's spans still have the client's op as their
 parent. agenttrace makes no span of its own here: the call's tool span is the client's.
 
+A server that records where the client does (its environment names the sessions directory
+it records into as the client's, ``AGENTTRACE_JOIN_SESSIONS_DIR``: a stdio server started by
+an instrumented client; or the baggage names the store it ships to) records the run as a
+writer of the client's session (``agenttrace.tracing.joined_writer``), as a subprocess or a
+pool worker does; any other writes a session of its own.
+
 Malformed baggage is logged once and dropped (the trace still joins); what the handler raises
 passes through unchanged.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,6 +33,8 @@ from opentelemetry import trace
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace.instrumentation.mcp.state import WHERE, state
+from agenttrace.session.state import Session, session_here, session_if_any
+from agenttrace.tracing.joined_writer import writer_session
 from agenttrace.tracing.travel import Joined, extract, joined_in, joined_or_warn
 
 __all__ = ["compose_wrapper"]
@@ -41,6 +50,18 @@ def _joined(ctx: Any) -> tuple[Joined, otel_context.Context] | None:
     context = extract(meta)
     joined = joined_or_warn(context, "an MCP tool call's _meta")
     return None if joined is None else (joined, context)
+
+
+def _writer_session(joined: Joined) -> Session | None:
+    """The session the request's run records into as a writer of the client's session, if
+    this server records where the client does and has no session of its own."""
+    try:
+        if session_if_any() is not None:  # one the server's program made: its choice
+            return None
+        return writer_session(joined, os.environ)
+    except Exception as exc:  # the run records a session of its own
+        report_internal_error(WHERE, exc)
+        return None
 
 
 def _joining(inner: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
@@ -59,7 +80,7 @@ def _joining(inner: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitabl
         if not trace.get_current_span().get_span_context().is_valid:
             token = otel_context.attach(context)
         try:
-            with joined_in(joined):
+            with joined_in(joined), session_here(_writer_session(joined)):
                 return await inner(ctx)
         finally:
             if token is not None:

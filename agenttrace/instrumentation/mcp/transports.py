@@ -5,6 +5,12 @@
 (``agenttrace.tracing.travel.baggage_allowed``). Each is wrapped so that the write stream it
 yields is remembered with its destination and ``network.transport`` until it is closed; a
 ``ClientSession`` finds its own by the write stream its dispatcher writes to.
+
+A stdio server is started with this process's sessions directory named in its environment
+(``AGENTTRACE_JOIN_SESSIONS_DIR``, a local carrier as ``subprocess_env()``'s is): a server
+recording into the same directory joins the client's session as a writer of its own
+(``agenttrace.tracing.joined_writer``), so its runs are placed under the tool calls that made
+them when the session is read whole.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from agenttrace.instrumentation.mcp.state import state
+from agenttrace.tracing.joined_writer import SESSIONS_DIR_KEY, carry_sessions_dir
 
 __all__ = ["LOCAL", "destination", "transport_wrapper"]
 
@@ -61,15 +68,30 @@ def transport_wrapper(network: str, remote: bool) -> Callable[..., Any]:
     first argument; else this machine) and ``network`` (``network.transport``)."""
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        inner = wrapped(*args, **kwargs)
         if not state.enabled:
-            return inner
+            return wrapped(*args, **kwargs)
         if not remote:
-            return _Remembered(inner, (LOCAL, network))
+            if args:
+                args = (_naming_sessions_dir(args[0]), *args[1:])
+            elif "server" in kwargs:
+                kwargs = {**kwargs, "server": _naming_sessions_dir(kwargs["server"])}
+            return _Remembered(wrapped(*args, **kwargs), (LOCAL, network))
+        inner = wrapped(*args, **kwargs)
         url = args[0] if args else kwargs.get("url")
         return _Remembered(inner, (url, network)) if isinstance(url, str) else inner
 
     return wrapper
+
+
+def _naming_sessions_dir(server: Any) -> Any:
+    """A copy of the ``StdioServerParameters`` ``server`` whose extra environment names this
+    process's sessions directory (``server`` itself if it names one, or is not a model)."""
+    env = getattr(server, "env", None)
+    if (env is not None and SESSIONS_DIR_KEY in env) or not hasattr(server, "model_copy"):
+        return server
+    extra = dict(env or {})
+    carry_sessions_dir(extra, carrying=True)
+    return server.model_copy(update={"env": extra}) if extra != (env or {}) else server
 
 
 def destination(session: Any) -> tuple[str, str] | None:
