@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -134,3 +135,13 @@ def llm(llm_server: LLMServer) -> LLMServer:
     """The local LLM server, with an empty script and no recorded requests."""
     llm_server.reset()
     return llm_server
+
+
+@pytest.fixture
+def mcp_sdk_spans_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mcp SDK's own client spans (``MCP send tools/call ...``) not recorded in this process,
+    whatever the suite did before: the SDK takes its tracer from the global provider, which an
+    earlier test may have set (then its client span sits between the tool span and the server's,
+    in a provider the test cannot read), or not. As in an application with no global provider."""
+    otel = pytest.importorskip("mcp.shared._otel")
+    monkeypatch.setattr(otel, "_tracer", trace.NoOpTracer())

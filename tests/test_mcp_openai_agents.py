@@ -27,6 +27,8 @@ pytest.importorskip("mcp")
 
 from agents.mcp import MCPServerStdio  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("mcp_sdk_spans_off")
+
 
 @pytest.mark.init(capture_content=True)
 def test_an_agents_mcp_tool_is_one_tool_op_with_the_servers_run_under_it(

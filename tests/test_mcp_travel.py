@@ -31,6 +31,8 @@ from tests.conftest import Traced
 from tests.helpers import ROOT, child_env
 from tests.listening import listening
 
+pytestmark = pytest.mark.usefixtures("mcp_sdk_spans_off")
+
 mcp = pytest.importorskip("mcp")
 
 SERVER = "tests.mcp_tool_server"
