@@ -294,6 +294,31 @@ def s3_store(tmp_path: Path) -> Iterator[OpenedStore]:
             store.close()
 
 
+def race(
+    racers: int, attempt: Callable[[int], object], refused: type[BaseException]
+) -> tuple[list[tuple[int, object]], list[tuple[int, BaseException]]]:
+    """Run ``attempt(index)`` in ``racers`` threads released together by a barrier: the
+    attempts that returned (index, result) and those refused with ``refused`` (index, error).
+    Counts only, no timing: whichever thread runs first, a store must let exactly one win."""
+    start = threading.Barrier(racers)
+    won: list[tuple[int, object]] = []
+    lost: list[tuple[int, BaseException]] = []
+
+    def run(index: int) -> None:
+        start.wait()
+        try:
+            won.append((index, attempt(index)))
+        except refused as error:
+            lost.append((index, error))
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return won, lost
+
+
 STORES: dict[str, Callable[[Path], contextlib.AbstractContextManager[OpenedStore]]] = {
     "local": local_store,
     "postgres": postgres_store,

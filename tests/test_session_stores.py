@@ -4,7 +4,6 @@ once and read whole, the manifest changes only by compare-and-swap."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from agenttrace.formats.stores import (
     open_store,
 )
 
-from .store_servers import STORES, stop_store_servers
+from .store_servers import STORES, race, stop_store_servers
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -80,26 +79,13 @@ def test_a_segment_is_created_once(store: SessionStore) -> None:
 
 def test_of_writers_racing_for_one_name_exactly_one_wins(store: SessionStore) -> None:
     racers = 8
-    start = threading.Barrier(racers)
-    won: list[int] = []
-    lost: list[int] = []
-
-    def race(index: int) -> None:
-        start.wait()
-        try:
-            store.append("sess_1", "race", f"writer {index}".encode())
-        except SegmentExists:
-            lost.append(index)
-        else:
-            won.append(index)
-
-    threads = [threading.Thread(target=race, args=(index,)) for index in range(racers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    won, lost = race(
+        racers,
+        lambda index: store.append("sess_1", "race", f"writer {index}".encode()),
+        SegmentExists,
+    )
     assert len(won) == 1 and len(lost) == racers - 1
-    assert store.read("sess_1", "race", limit=100) == f"writer {won[0]}".encode()
+    assert store.read("sess_1", "race", limit=100) == f"writer {won[0][0]}".encode()
 
 
 def test_a_read_past_its_limit_is_refused(store: SessionStore) -> None:
@@ -169,27 +155,14 @@ def test_the_same_bytes_swapped_in_again_are_a_new_version(store: SessionStore) 
 def test_of_swappers_racing_from_one_version_exactly_one_wins(store: SessionStore) -> None:
     base = store.swap_manifest("sess_1", b"base", None)
     racers = 8
-    start = threading.Barrier(racers)
-    won: list[int] = []
-    lost: list[int] = []
-
-    def race(index: int) -> None:
-        start.wait()
-        try:
-            store.swap_manifest("sess_1", f"swapper {index}".encode(), base)
-        except ManifestConflict:
-            lost.append(index)
-        else:
-            won.append(index)
-
-    threads = [threading.Thread(target=race, args=(index,)) for index in range(racers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    won, lost = race(
+        racers,
+        lambda index: store.swap_manifest("sess_1", f"swapper {index}".encode(), base),
+        ManifestConflict,
+    )
     assert len(won) == 1 and len(lost) == racers - 1
     read = store.manifest("sess_1")
-    assert read is not None and read.data == f"swapper {won[0]}".encode()
+    assert read is not None and read.data == f"swapper {won[0][0]}".encode()
 
 
 def test_another_client_of_the_store_sees_the_same_session(

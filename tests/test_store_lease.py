@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from agenttrace.formats.stores.lease import (
     take,
 )
 
-from .store_servers import STORES
+from .store_servers import STORES, race
 
 SESSION = "sess_1"
 TTL = 30.0
@@ -79,28 +78,20 @@ def test_of_takers_racing_for_a_free_session_exactly_one_wins(
     store, open_again = opened
     other = open_again()  # half the takers on another host's client
     racers = 8
-    start = threading.Barrier(racers)
-    won: list[StoreLease] = []
-    refused: list[LeaseHeld] = []
     clock = Clock()
-
-    def race(index: int) -> None:
-        start.wait()
-        try:
-            client = store if index % 2 else other
-            won.append(take(client, SESSION, f"host-{index}:1", TTL, now=clock))
-        except LeaseHeld as held:
-            refused.append(held)
-
-    threads = [threading.Thread(target=race, args=(index,)) for index in range(racers)]
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        results, errors = race(
+            racers,
+            lambda index: take(
+                store if index % 2 else other, SESSION, f"host-{index}:1", TTL, now=clock
+            ),
+            LeaseHeld,
+        )
     finally:
         other.close()
-    assert len(won) == 1 and len(refused) == racers - 1
+    won = [lease for _, lease in results if isinstance(lease, StoreLease)]
+    refused = [held for _, held in errors if isinstance(held, LeaseHeld)]
+    assert len(won) == len(results) == 1 and len(refused) == racers - 1
     winner = won[0]
     assert {held.held_by for held in refused} == {winner.holder}
     lease = manifest_of(store)["lease"]
