@@ -91,6 +91,26 @@ def _record(traced: Traced, tmp_path: Path) -> tuple[Path, str]:
     return sessions, session_id
 
 
+def boss_whose_child_dies(sessions: Path) -> int:
+    """A boss whose ``shell`` tool runs the researcher in a subprocess recording into
+    ``sessions``, killed in its tool call (``die``): the child's exit status (9)."""
+
+    @agenttrace.tool(name="shell")
+    def shell() -> int:
+        return subprocess.run(
+            [sys.executable, str(CHILD), str(sessions), "die"],
+            env=agenttrace.subprocess_env(),
+            capture_output=True,
+            timeout=60,
+        ).returncode
+
+    @agenttrace.agent("boss")
+    def boss() -> int:
+        return shell()
+
+    return boss()
+
+
 def _document(path: Path) -> dict[str, Any]:
     return json.loads(gzip.decompress(path.read_bytes()))
 
@@ -325,20 +345,7 @@ def test_a_joined_process_killed_mid_run_is_placed_resumed_and_its_doubt_resolve
     sessions = tmp_path / "sessions"
     session_id = agenttrace.current_session().session_id
 
-    @agenttrace.tool(name="shell")
-    def shell() -> int:
-        return subprocess.run(
-            [sys.executable, str(CHILD), str(sessions), "die"],
-            env=agenttrace.subprocess_env(),
-            capture_output=True,
-            timeout=60,
-        ).returncode
-
-    @agenttrace.agent("boss")
-    def boss() -> int:
-        return shell()
-
-    assert boss() == 9
+    assert boss_whose_child_dies(sessions) == 9
     traced.handle.force_flush()
     # The joined run's first snapshot was written as it started; the stream went on.
     [snapshot] = (sessions / f"{session_id}.w").glob("*.json.gz")

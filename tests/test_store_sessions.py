@@ -493,25 +493,11 @@ def test_a_joined_writer_killed_before_it_shipped_is_shipped_by_the_first_writer
     """A child killed in a tool call leaves lines its shipper never shipped (its tool call's
     intent among them); the first writer's flush ships them once the child is gone, so the
     store holds the session whole and its doubt is listed from the store."""
-    from tests import writers_child
+    from tests.test_session_writers import boss_whose_child_dies
 
     sessions = tmp_path / "sessions"
     session_id = agenttrace.current_session().session_id
-
-    @agenttrace.tool(name="shell")
-    def shell() -> int:
-        return subprocess.run(
-            [sys.executable, writers_child.__file__, str(sessions), "die"],
-            env=agenttrace.subprocess_env(),
-            capture_output=True,
-            timeout=60,
-        ).returncode
-
-    @agenttrace.agent("boss")
-    def boss() -> int:
-        return shell()
-
-    assert boss() == 9
+    assert boss_whose_child_dies(sessions) == 9
     traced.handle.force_flush()
     [segment] = (sessions / f"{session_id}.w").glob("*.events.jsonl")
     rebuilt = tmp_path / "rebuilt"
