@@ -82,19 +82,19 @@ class StreamEnd:
     def fail(self, error: BaseException) -> None:
         # A stream cut after its first chunk still says when that chunk came: a slow first
         # token and a dropped connection are separate findings.
-        if self.first_chunk_ns is not None:
-            attempt = self.attempt
-            attempt.scope.outcome.set_time_to_first_chunk(
-                (self.first_chunk_ns - attempt.scope.started_ns) / 1e9
-            )
+        self._record_first_chunk()
         self.attempt.fail(error)
+
+    def _record_first_chunk(self) -> None:
+        """The time to the first chunk on the attempt's outcome, if a chunk came."""
+        if self.first_chunk_ns is not None:
+            scope = self.attempt.scope
+            scope.outcome.set_time_to_first_chunk((self.first_chunk_ns - scope.started_ns) / 1e9)
 
     def _attributes(self, built: Any, abandoned: bool) -> dict[str, AttributeValue]:
         attempt = self.attempt
-        outcome = attempt.scope.outcome
         attributes = input_content(attempt.input, attempt.scope.payloads)
-        if self.first_chunk_ns is not None:
-            outcome.set_time_to_first_chunk((self.first_chunk_ns - attempt.scope.started_ns) / 1e9)
+        self._record_first_chunk()
         if abandoned:
             attributes[sc.STREAM_ABANDONED] = True
         if built is None:
