@@ -340,10 +340,12 @@ def test_shutdown_puts_the_sdk_back(traced: Traced) -> None:
     from mcp.server.runner import ServerRunner
 
     assert isinstance(vars(mcp.ClientSession)["call_tool"], wrapt.FunctionWrapper)
+    assert isinstance(vars(mcp.ClientSession)["send_notification"], wrapt.FunctionWrapper)
     assert mcp.stdio_client is stdio.stdio_client
     assert isinstance(stdio.stdio_client, wrapt.FunctionWrapper)
     traced.handle.shutdown()
     assert not isinstance(vars(mcp.ClientSession)["call_tool"], wrapt.FunctionWrapper)
+    assert not isinstance(vars(mcp.ClientSession)["send_notification"], wrapt.FunctionWrapper)
     assert not isinstance(vars(ServerRunner)["_compose_server_middleware"], wrapt.FunctionWrapper)
     assert not isinstance(stdio.stdio_client, wrapt.FunctionWrapper)
     assert mcp.stdio_client is stdio.stdio_client
