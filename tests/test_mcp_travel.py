@@ -77,10 +77,8 @@ class Client:
     def check(self, transport: str) -> None:
         """One trace; the server's work under the client's tool span; the helper run joined
         the client's session, op and writer; one tool span of agenttrace's for the call."""
-        every = travel_child.read_spans(self.spans)
-        # The SDK sends a notification (notifications/initialized) with no context: its server
-        # span is a root of its own. Every other span is in the one trace.
-        spans = [span for span in every if not str(span["name"]).startswith("notifications/")]
+        # Every span of both processes, the server's of notifications/initialized included.
+        spans = travel_child.read_spans(self.spans)
         assert len({span["trace_id"] for span in spans}) == 1
         by_id = {span["span_id"]: span for span in spans}
         tool_id = format(self.tool_span.span_id, "016x")
@@ -211,6 +209,95 @@ def test_a_tool_call_over_streamable_http_nests_the_servers_work_under_the_clien
     client.check("tcp")
 
 
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_the_servers_span_of_the_initialized_notification_is_under_the_clients_op(
+    traced: Traced, tmp_path: Path, transport: str
+) -> None:
+    """The SDK sends no trace context with a notification; agenttrace's does: the server's
+    ``notifications/initialized`` span (exported by the server's own provider) is a child of
+    the client's tool span, in its trace, not a root."""
+    client = Client(traced, tmp_path)
+    if transport == "stdio":
+        assert client.run(_over_stdio(client)) == "42"
+    else:
+        with listening(lambda port: _server_command(client, "http", str(port))) as port:
+            url = f"http://127.0.0.1:{port}/mcp"
+            assert client.run(lambda x: _with_a_session(url, x)) == "42"
+    (initialized,) = [
+        span
+        for span in travel_child.read_spans(client.spans)
+        if span["name"] == "notifications/initialized"
+    ]
+    assert initialized["pid"] != os.getpid() and initialized["kind"] == "SERVER"
+    assert initialized["trace_id"] == format(client.tool_span.trace_id, "032x")
+    assert initialized["parent_span_id"] == format(client.tool_span.span_id, "016x")
+
+
+async def _sent(notification: Any) -> dict[str, Any]:
+    """What ``ClientSession.send_notification(notification)`` writes, as JSON: a session on
+    memory streams (no transport agenttrace saw opened, so no baggage)."""
+    import anyio
+
+    to_server, written = anyio.create_memory_object_stream[Any](1)
+    from_server, read = anyio.create_memory_object_stream[Any](1)
+    async with to_server, written, from_server, read:
+        await mcp.ClientSession(read, to_server).send_notification(notification)
+        message = written.receive_nowait().message
+    return dict(message.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+
+def test_a_notification_with_no_span_current_carries_no_context(traced: Traced) -> None:
+    sent = asyncio.run(_sent(mcp.types.InitializedNotification()))
+    assert sent == {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def test_a_notification_in_a_span_carries_its_context_and_keeps_its_params(
+    traced: Traced,
+) -> None:
+    types = mcp.types
+
+    @agenttrace.tool
+    def report() -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        progress = types.ProgressNotification(
+            params=types.ProgressNotificationParams(
+                progress_token="t", progress=0.5, _meta={"mine": "kept"}
+            )
+        )
+        return (
+            trace.get_current_span().get_span_context(),
+            asyncio.run(_sent(types.InitializedNotification())),
+            asyncio.run(_sent(progress)),
+        )
+
+    @agenttrace.agent("boss")
+    def boss() -> Any:
+        return report()
+
+    span, initialized, progress = boss()
+    traceparent = f"00-{span.trace_id:032x}-{span.span_id:016x}-{span.trace_flags:02x}"
+    # The current span's context, through the global propagator; no baggage: agenttrace saw no
+    # transport of this session opened (the allow-list rule of a tool call's).
+    assert initialized["params"] == {"_meta": {"traceparent": traceparent}}
+    assert progress["params"] == {
+        "progressToken": "t",
+        "progress": 0.5,
+        "_meta": {"traceparent": traceparent, "mine": "kept"},
+    }
+
+
+def test_a_notification_keeps_the_trace_context_its_caller_set(traced: Traced) -> None:
+    theirs = "00-" + "c" * 32 + "-" + "d" * 16 + "-01"
+    cancelled = mcp.types.CancelledNotification(
+        params=mcp.types.CancelledNotificationParams(request_id=7, _meta={"traceparent": theirs})
+    )
+
+    @agenttrace.agent("boss")
+    def boss() -> dict[str, Any]:
+        return asyncio.run(_sent(cancelled))
+
+    assert boss()["params"] == {"requestId": 7, "_meta": {"traceparent": theirs}}
+
+
 async def _outgoing_to(url: str) -> Any:
     """The context a tool call to the MCP server at ``url`` would run in (the SDK's transport
     opened, no request sent: nothing listens there)."""
@@ -253,10 +340,12 @@ def test_shutdown_puts_the_sdk_back(traced: Traced) -> None:
     from mcp.server.runner import ServerRunner
 
     assert isinstance(vars(mcp.ClientSession)["call_tool"], wrapt.FunctionWrapper)
+    assert isinstance(vars(mcp.ClientSession)["send_notification"], wrapt.FunctionWrapper)
     assert mcp.stdio_client is stdio.stdio_client
     assert isinstance(stdio.stdio_client, wrapt.FunctionWrapper)
     traced.handle.shutdown()
     assert not isinstance(vars(mcp.ClientSession)["call_tool"], wrapt.FunctionWrapper)
+    assert not isinstance(vars(mcp.ClientSession)["send_notification"], wrapt.FunctionWrapper)
     assert not isinstance(vars(ServerRunner)["_compose_server_middleware"], wrapt.FunctionWrapper)
     assert not isinstance(stdio.stdio_client, wrapt.FunctionWrapper)
     assert mcp.stdio_client is stdio.stdio_client

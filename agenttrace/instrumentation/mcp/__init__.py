@@ -4,6 +4,9 @@ trace and one session, with the official ``mcp`` SDK (2.x).
 - client (:mod:`.client`): ``ClientSession.call_tool`` carries agenttrace's baggage beside the
   trace context the SDK puts in ``params._meta``; the tool op it runs in gets the MCP
   attributes, and a call in an agent run outside any op is a tool op of its own;
+- notifications (:mod:`.notifications`): ``ClientSession.send_notification`` sends the
+  current span's context in ``params._meta``, which the SDK gives requests only, so the
+  server's span of ``notifications/initialized`` is in the client's trace, not a root;
 - transports (:mod:`.transports`): where each session's requests go, so baggage goes to a
   stdio server, and to an HTTP one only on the allow-list;
 - server (:mod:`.server`): the tool's handler runs joined to the client's op, so a root agent
@@ -26,6 +29,7 @@ from agenttrace.instrumentation.base import (
     wrap_attributes,
 )
 from agenttrace.instrumentation.mcp.client import call_tool_wrapper, list_tools_wrapper
+from agenttrace.instrumentation.mcp.notifications import send_notification_wrapper
 from agenttrace.instrumentation.mcp.server import compose_wrapper
 from agenttrace.instrumentation.mcp.state import WHERE, state
 from agenttrace.instrumentation.mcp.transports import transport_wrapper
@@ -47,6 +51,7 @@ def _targets() -> Iterator[tuple[Any, str, Any]]:
 
     yield ClientSession, "call_tool", call_tool_wrapper
     yield ClientSession, "list_tools", list_tools_wrapper
+    yield ClientSession, "send_notification", send_notification_wrapper
     yield ServerRunner, "_compose_server_middleware", compose_wrapper
 
 

@@ -46,7 +46,7 @@ from agenttrace.tracing.scopes import OpScope, current_scope
 from agenttrace.tracing.travel import baggage_allowed, carried_context
 from agenttrace.tracing.wrapping import wrap
 
-__all__ = ["call_tool_wrapper", "list_tools_wrapper"]
+__all__ = ["call_tool_wrapper", "carried_to", "list_tools_wrapper"]
 
 _annotations: weakref.WeakKeyDictionary[Any, dict[str, dict[str, Any]]] = (
     weakref.WeakKeyDictionary()
@@ -74,9 +74,17 @@ def _outgoing(session: Any) -> Context | None:
             # The span's start attributes are written: the ledger's mcpServer, and the span's
             scope.outcome.set_mcp_server(server)
             scope.set_attribute(sc.TOOL_MCP_SERVER, server)
+    return carried_to(session)
+
+
+def carried_to(session: Any) -> Context | None:
+    """The current context as it goes to ``session``'s server: with agenttrace's baggage where
+    it may go (:mod:`.transports`), with no baggage where it may not; ``None``: the current one
+    as it is (nothing of agenttrace's to carry)."""
     context = carried_context()
     if context is None:
         return None
+    going = destination(session)
     allowed = going is not None and baggage_allowed(None if going[0] == LOCAL else going[0])
     return context if allowed else baggage.clear(context)
 
