@@ -15,17 +15,23 @@ import gzip
 import hashlib
 import heapq
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+import agenttrace
 from agenttrace._internal.times import ms_iso, ts_ms
 from agenttrace.formats.session.clocks import Placement, offsets
 from agenttrace.formats.session.files import LoadedFile
 from agenttrace.formats.session.fullest import load_pair, load_writers
 from agenttrace.tracing import travel
 from tests.conftest import Traced
-from tests.test_session_writers import _record
+from tests.test_session_writers import CHILD, _record
 
 _TIMES = ("startedAt", "endedAt", "timestamp")
 """The ms times of a session file's nodes and accounting entries."""
@@ -199,14 +205,14 @@ def _placement(writer: int, host: int, op: tuple[int, int | None], run: tuple[in
 
 
 def test_offsets_compose_down_a_chain_of_hosts_and_bind_only_the_start_of_a_longer_run() -> None:
-    # Writer 1 (another host) ran 100..200 under an op of 1000..2000: moved 901 (its start just
-    # inside the op's); writer 2 (a third host) ran 0..50 under writer 1's op 150..180, which
-    # is 1051..1081 once writer 1 is moved: it cannot fit (it outlived the op), so its start is
-    # bound: moved 1052.
+    # Writer 1 (another host) ran 100..200 under an op of 1000..2000: moved 926 (its start just
+    # inside the op's, and the margin); writer 2 (a third host) ran 0..50 under writer 1's op
+    # 150..180, 1076..1106 once writer 1 is moved: it cannot fit (it outlived the op), so its
+    # start is bound: moved 1077.
     chain = [_placement(1, 0, (1000, 2000), (100, 200)), _placement(2, 1, (150, 180), (0, 50))]
-    assert offsets(3, chain, [[], [100, 200], [0, 50]]) == [0, 901, 1052]
+    assert offsets(3, chain, [[], [100, 200], [0, 50]]) == [0, 926, 1077]
     chain[1].op["endedAt"] = 300  # room for it: its start bound by the op's, as writer 1's
-    assert offsets(3, chain, [[], [100, 200], [0, 50]]) == [0, 901, 1052]
+    assert offsets(3, chain, [[], [100, 200], [0, 50]]) == [0, 926, 1102]
     chain[1].op["startedAt"] = -5000  # 0 fits in the window: left as written
     assert offsets(3, chain, [[], [100, 200], [0, 50]])[2] == 0
     # A window that holds 0: the times are left as they are.
@@ -215,15 +221,88 @@ def test_offsets_compose_down_a_chain_of_hosts_and_bind_only_the_start_of_a_long
     longer = [_placement(1, 0, (1000, 1010), (0, 500))]
     assert offsets(2, longer, [[], [0, 500]]) == [0, 1001]
     # An op still running (no end): only its start is bound.
-    assert offsets(2, [_placement(1, 0, (1000, None), (0, 5))], [[], [0]]) == [0, 1001]
+    assert offsets(2, [_placement(1, 0, (1000, None), (0, 5))], [[], [0]]) == [0, 1026]
 
 
 def test_writers_of_one_clock_share_the_offset_that_fits_all_their_runs() -> None:
-    # Two writers on one other host, started by ops 1000..1100 and 2000..2100: alone, the first
-    # would move 1001, the second 1011; one clock, one offset, in both windows.
-    first = _placement(1, 0, (1000, 1100), (0, 50))
-    second = _placement(2, 0, (2000, 2100), (990, 1060))
-    assert offsets(3, [first, second], [[], [0, 50], [990, 1060]]) == [0, 1001, 1011]
+    # Two writers on one other host, started by ops 1000..1200 and 2000..2200: alone, the first
+    # would move 1026, the second 1036; one clock, one offset, in both windows.
+    first = _placement(1, 0, (1000, 1200), (0, 50))
+    second = _placement(2, 0, (2000, 2200), (990, 1060))
+    assert offsets(3, [first, second], [[], [0, 50], [990, 1060]]) == [0, 1026, 1036]
     for each in (first, second):
         each.run["attributes"]["ingress"]["joined"]["clock"] = "9" * 16
-    assert offsets(3, [first, second], [[], [0, 50], [990, 1060]]) == [0, 1011, 1011]
+    assert offsets(3, [first, second], [[], [0, 50], [990, 1060]]) == [0, 1036, 1036]
+
+
+# --- end to end: a child with a host name of its own and a clock 5 s behind --------------------
+
+
+def _libfaketime() -> str | None:
+    """Debian's libfaketime (``make faketime`` installs it), if this machine has it."""
+    for path in sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1")):
+        return str(path)
+    return None
+
+
+def _unshare_allowed() -> bool:
+    """Whether this process may make a UTS namespace (a host name of the child's own): root,
+    or a user namespace allowed."""
+    try:
+        done = subprocess.run(["unshare", "--uts", "true"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def test_a_child_on_another_host_5_s_behind_merges_inside_its_op(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """A real other host, as far as agenttrace can tell: ``unshare --uts`` gives the child a
+    host name of its own (so another clock id) and libfaketime (``FAKETIME=-5s``) a clock 5 s
+    behind. Every time the child wrote is its own; the reader orders it by the op."""
+    library = _libfaketime()
+    if library is None:
+        pytest.skip("libfaketime is not installed (make faketime: apt-get install faketime)")
+    if not _unshare_allowed():
+        pytest.skip("unshare --uts is not permitted here (needs root or user namespaces)")
+    sessions = tmp_path / "sessions"
+    session_id = agenttrace.current_session().session_id
+
+    @agenttrace.tool(name="shell")
+    def shell(topic: str) -> str:
+        env = {**agenttrace.subprocess_env(), "LD_PRELOAD": library, "FAKETIME": "-5s"}
+        script = 'hostname "agenttrace-skew-$$" && exec "$@"'
+        args = (str(sessions), topic)
+        done = subprocess.run(
+            ["unshare", "--uts", "sh", "-c", script, "sh", sys.executable, str(CHILD), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    @agenttrace.agent("boss")
+    def boss() -> str:
+        return shell("winds")
+
+    assert boss() == "notes on winds"
+    traced.handle.force_flush()
+    [snapshot] = (sessions / f"{session_id}.w").glob("*.json.gz")
+    [run] = json.loads(gzip.decompress(snapshot.read_bytes()))["runs"]
+    joined = run["attributes"]["ingress"]["joined"]
+    assert joined["parent_clock"] == travel.clock_id() != joined["clock"]
+    writer = joined["writer_id"]
+    loaded, _ = load_pair(sessions / f"{session_id}.json.gz")
+    journal = loaded.journal
+    [intent] = _index(journal, _step("1.1", "intent"))
+    [done] = _index(journal, _step("1.1", "done"))
+    child = _index(journal, _of(writer))
+    # As the child wrote them: before its op began, by the parent's clock.
+    assert all(journal[i]["ts"] < journal[intent]["ts"] for i in child)
+    assert len(child) == 2 and intent < min(child) and max(child) < done
+    events = _index(loaded.events, _of(writer))
+    assert events == list(range(min(events), max(events) + 1))  # its own, in its file's order
+    assert os.environ.get("FAKETIME") is None  # the test's own clock was never moved

@@ -14,8 +14,10 @@ their ``ts`` plus an *ordering offset* ``d`` (ms), the same for every writer of 
   ``f``, ``l`` the run's first and last line (or its own start and end without lines);
   ``lo = S + 1 - f``, ``hi = E - 1 - l`` (its lines strictly inside the op's, to the ms, so
   neither writer's order on a tie decides). Over the clock's runs ``lo`` is the largest, ``hi``
-  the smallest; ``d`` is 0 moved into ``[lo, hi]``, or ``max(lo, 0)`` when the window is empty
-  (a run that outlived its op, fire-and-forget: only its start is bound).
+  the smallest; both move inward by :data:`MARGIN_MS` (at most half the room between them: the
+  op's own lines are a ms or two inside its times); ``d`` is 0 moved into ``[lo, hi]``, or
+  ``max(lo, 0)`` when the window is empty (a run that outlived its op, fire-and-forget: only
+  its start is bound).
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ import math
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
+
+MARGIN_MS = 25
+"""How far inside the window of the ops that started it a moved clock's lines go (at most half
+the window's room)."""
 
 
 class Placement(NamedTuple):
@@ -159,6 +165,12 @@ def _fitted(
         end = _ms(p.op.get("endedAt"), math.inf) + parent_offset
         lo = max(lo, start + 1 - first)
         hi = min(hi, end - 1 - last)
+    if lo <= hi:
+        # Inward by up to MARGIN_MS: the starting op's intent and done lines are written a ms
+        # or two after its span starts and before it ends, so a child fitted exactly to the
+        # op's times could still cross them.
+        margin = min(MARGIN_MS, (hi - lo) / 2)
+        lo, hi = lo + margin, hi - margin
     chosen = min(max(0.0, lo), hi) if lo <= hi else max(lo, 0.0)
     return int(chosen) if math.isfinite(chosen) else 0
 
