@@ -13,7 +13,7 @@ UV := $(BIN)/uv
 # Offline always: litellm uses the cost map bundled with it instead of fetching one.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: demo test check fuzz lint docs bench lock lock-phoenix lock-check lock-range extras-range clean chromium postgresql package-check
+.PHONY: demo test check fuzz lint docs bench lock lock-phoenix lock-check lock-range extras-range clean chromium postgresql faketime package-check
 
 # The lock is the whole install: whatever the index publishes later, a fresh clone gets exactly
 # the locked files. uv compiled the lock as the complete closure of every extra and the dev
@@ -80,7 +80,18 @@ postgresql:
 			echo "make test needs PostgreSQL's server: sudo apt-get install postgresql" >&2; exit 1; \
 		fi; }
 
-test: $(STAMP) $(PHOENIX_STAMP) chromium postgresql
+# libfaketime gives a child process a clock of its own: the test of readers merging a writer
+# whose host's clock is behind (tests/test_segments_clocks.py; it skips without it).
+faketime:
+	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing Debian's faketime for the test of writers on hosts of other clocks"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; \
+		else \
+			echo "make test needs libfaketime: sudo apt-get install faketime" >&2; exit 1; \
+		fi; }
+
+test: $(STAMP) $(PHOENIX_STAMP) chromium postgresql faketime
 	$(BIN)/python -m pytest
 
 # The fast loop: every test that needs no browser, no Phoenix and no Docker and does not run

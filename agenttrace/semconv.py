@@ -282,6 +282,9 @@ BAGGAGE_PATH: Final = "agenttrace.path"
 """The handing-over scope's path label."""
 BAGGAGE_WRITER_ID: Final = "agenttrace.writer.id"
 """The process (writer) that handed the work over."""
+BAGGAGE_CLOCK: Final = "agenttrace.clock"
+"""The handing-over process's clock id (``agenttrace.tracing.travel.clock_id``): readers order a
+joined writer's lines against its parent's as one clock's, or fit them into the op's window."""
 BAGGAGE_STORE: Final = "agenttrace.store"
 """The session store the handing-over process ships its sessions to, as
 ``agenttrace.formats.stores.store_identity`` names it (no credentials, no query): a process on

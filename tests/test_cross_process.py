@@ -15,6 +15,7 @@ import json
 import logging
 import multiprocessing
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -100,6 +101,9 @@ class Parent:
         writer = attributes["agenttrace.ingress.joined.writer_id"]
         assert writer.endswith(f"-{root['pid']}")
         assert attributes["agenttrace.ingress.joined.parent_writer_id"] == travel.writer_id()
+        # One machine: the child's clock is its parent's (its lines merge by their ts alone).
+        assert attributes["agenttrace.ingress.joined.clock"] == travel.clock_id()
+        assert attributes["agenttrace.ingress.joined.parent_clock"] == travel.clock_id()
         # The child's own session file (or segment), as it was written.
         runs = _session_runs(sessions, self.session_id)
         helpers = [run for run in runs if run["agentName"] == "helper"]
@@ -395,3 +399,14 @@ def test_malformed_baggage_joins_the_trace_without_the_identity(
     assert attributes["agenttrace.ingress.source"] == "joined"
     assert "agenttrace.ingress.joined.session_id" not in attributes
     assert baggage.get_all() == {}
+
+
+def test_a_clock_id_in_baggage_is_16_hex_digits_never_a_host_name() -> None:
+    span = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    carrier = {"traceparent": span, "baggage": f"agenttrace.clock={travel.clock_id()}"}
+    joined = travel.joined_from(agenttrace.extract(carrier))
+    assert joined is not None and joined.clock == travel.clock_id()
+    assert len(joined.clock) == 16 and socket.gethostname() not in joined.clock
+    carrier["baggage"] = f"agenttrace.clock={socket.gethostname()}.example"
+    with pytest.raises(travel.MalformedIdentity, match="not a clock id"):
+        travel.joined_from(agenttrace.extract(carrier))

@@ -4,8 +4,9 @@ another process.
 :func:`inject` puts the current W3C ``traceparent``/``tracestate`` and baggage into a carrier
 with OpenTelemetry's global propagator; the baggage carries where the work was handed over: the
 session id, the current op's path label and the txn ids of its run, and the id of the writer
-(this process) that handed it over. :func:`extract` takes them out again as an OpenTelemetry
-``Context``, and :func:`joined_from` reads agenttrace's part of it as a :class:`Joined`.
+(this process) that handed it over and of its clock (:func:`clock_id`). :func:`extract` takes
+them out again as an OpenTelemetry ``Context``, and :func:`joined_from` reads agenttrace's part
+of it as a :class:`Joined`.
 
 A process that starts work from a carrier *joins*: its root agent runs start as children of
 the remote span (same trace) and their ingress says which session, op and writer they joined
@@ -21,11 +22,13 @@ context goes everywhere, as any OpenTelemetry instrumentation sends it.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import ipaddress
 import logging
 import os
 import re
 import secrets
+import socket
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any, NamedTuple
@@ -60,9 +63,15 @@ def _new_writer_id() -> str:
 _writer_id = _new_writer_id()
 
 
+_clock_id: str | None = None
+_CLOCK = re.compile(r"^[0-9a-f]{16}$")
+"""A clock id as baggage carries it."""
+
+
 def _forked() -> None:
-    global _writer_id, _process_joined
+    global _writer_id, _process_joined, _clock_id
     _writer_id = _new_writer_id()
+    _clock_id = None  # read again: a forked child may be in a namespace of its own (unshare)
     _process_joined = None  # a forked child joins by its own carrier, never by its parent's
 
 
@@ -86,6 +95,24 @@ def writer_id() -> str:
     return _writer_id
 
 
+def clock_id() -> str:
+    """This machine's clock id: 16 hex digits of a hash of its boot id (Linux's
+    ``/proc/sys/kernel/random/boot_id``, when readable) and its host name. The processes of one
+    machine share it (they share a clock); a reader orders the lines of writers with different
+    ones by the ops that started them, not by their ``ts`` alone (docs/design/cross-process.md).
+    A hash, so the host name is never written to a file."""
+    global _clock_id
+    if _clock_id is None:
+        try:
+            with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as file:
+                boot = file.read().strip()
+        except OSError:  # not Linux, or no /proc: the host name alone
+            boot = ""
+        identity = f"{boot}\n{socket.gethostname()}".encode()
+        _clock_id = hashlib.sha256(identity).hexdigest()[:16]
+    return _clock_id
+
+
 # --- what a joining process knows of where it was started ---------------------------------------
 
 
@@ -104,6 +131,8 @@ class Joined(NamedTuple):
     """The writer (process) that handed the work over."""
     store: str | None = None
     """The identity of the session store it ships to (``store_identity``), if it ships."""
+    clock: str | None = None
+    """The clock id of the writer that handed the work over (:func:`clock_id`)."""
 
     def ingress(self) -> dict[str, Any]:
         """The ``joined`` block of a joined run's ingress (docs/session-file.md)."""
@@ -111,6 +140,7 @@ class Joined(NamedTuple):
             "trace_id": format(self.span_context.trace_id, "032x"),
             "parent_span_id": format(self.span_context.span_id, "016x"),
             "writer_id": writer_id(),
+            "clock": clock_id(),
         }
         for key, value in (
             ("session_id", self.session_id),
@@ -118,6 +148,7 @@ class Joined(NamedTuple):
             ("origin_txn_id", self.origin_txn_id),
             ("parent_path", self.path),
             ("parent_writer_id", self.writer_id),
+            ("parent_clock", self.clock),
         ):
             if value is not None:
                 block[key] = value
@@ -183,8 +214,8 @@ def baggage_allowed(destination: str | None) -> bool:
 def carried_context(context: Context | None = None) -> Context | None:
     """``context`` (default, ``None``: the current one) as it goes to another process: with
     agenttrace's identity of the current scope in its baggage (session id, txn ids, path label,
-    writer id). Outside any span of this process, a process that joined passes on what it
-    joined (its work runs under that remote op); else it is unchanged."""
+    writer id, store, clock id). Outside any span of this process, a process that joined passes
+    on what it joined (its work runs under that remote op); else it is unchanged."""
     scope = current_scope_var.get()
     pairs: tuple[tuple[str, str | None], ...]
     if scope is not None:
@@ -196,6 +227,7 @@ def carried_context(context: Context | None = None) -> Context | None:
             (sc.BAGGAGE_PATH, scope.label),
             (sc.BAGGAGE_WRITER_ID, writer_id()),
             (sc.BAGGAGE_STORE, own_store()),
+            (sc.BAGGAGE_CLOCK, clock_id()),
         )
     else:
         joined = joined_parent()
@@ -209,6 +241,7 @@ def carried_context(context: Context | None = None) -> Context | None:
             (sc.BAGGAGE_PATH, joined.path),
             (sc.BAGGAGE_WRITER_ID, joined.writer_id),
             (sc.BAGGAGE_STORE, joined.store),
+            (sc.BAGGAGE_CLOCK, joined.clock),
         )
     for key, value in pairs:
         if value is not None:
@@ -262,6 +295,7 @@ def joined_from(context: Context) -> Joined | None:
         sc.BAGGAGE_PATH,
         sc.BAGGAGE_WRITER_ID,
         sc.BAGGAGE_STORE,
+        sc.BAGGAGE_CLOCK,
     ):
         value = baggage.get_baggage(key, context)
         if value is not None and not isinstance(value, str):
@@ -285,6 +319,9 @@ def joined_from(context: Context) -> Joined | None:
     store = values[sc.BAGGAGE_STORE]
     if store is not None and not _STORE.match(store):
         raise MalformedIdentity(f"baggage {sc.BAGGAGE_STORE}={store[:64]!r} is not a store")
+    clock = values[sc.BAGGAGE_CLOCK]
+    if clock is not None and not _CLOCK.match(clock):
+        raise MalformedIdentity(f"baggage {sc.BAGGAGE_CLOCK}={clock[:64]!r} is not a clock id")
     return Joined(
         span_context,
         values[sc.BAGGAGE_SESSION_ID],
@@ -293,6 +330,7 @@ def joined_from(context: Context) -> Joined | None:
         path,
         writer,
         store,
+        clock,
     )
 
 

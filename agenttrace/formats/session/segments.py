@@ -11,7 +11,11 @@ session's pair of files is. :func:`merge_segments` makes one picture of them:
   writer's files lost) stays a root, its ``ingress.joined`` saying where it belongs;
 - the events, the step journal and the ``op_accounted`` lines, each in causal order: each
   writer's in its file's order, the writers' merged by ``ts`` (one machine's clock: a joined
-  run starts after the op that started it), ties to the first writer, then by writer id.
+  run starts after the op that started it), ties to the first writer, then by writer id. A
+  writer on a host of another clock (its runs' ``ingress.joined`` ``clock`` is not their
+  ``parent_clock``) merges at its ``ts`` moved by an ordering offset that puts its runs' lines
+  inside the ops that started them (:mod:`agenttrace.formats.session.clocks`); no ``ts`` is
+  changed: the picture shows what each writer wrote.
 
 The segments are read, never written: the relabelling is a view (what the joined writer's
 console lines and spans said stays in its segment).
@@ -20,12 +24,16 @@ console lines and spans said stays in its segment).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+import math
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import replace
+from operator import itemgetter
 from typing import Any
 
 import msgspec
 
+from agenttrace._internal.times import ts_ms
+from agenttrace.formats.session.clocks import Placement, offsets, skewed
 from agenttrace.formats.session.files import LoadedFile
 from agenttrace.formats.session.optree import children, hosted_sessions
 from agenttrace.model.paths import Address, format_label, parse_label
@@ -38,14 +46,26 @@ def merge_segments(first: LoadedFile, segments: list[LoadedFile]) -> LoadedFile:
         return first
     runs = _copied(first.runs)
     joined_runs = _copied([run for segment in segments for run in segment.runs])
+    writer_of = {id(run): 0 for run in runs}
+    writer_of.update(
+        zip(
+            (id(run) for run in joined_runs),
+            (w for w, segment in enumerate(segments, 1) for _ in segment.runs),
+            strict=True,
+        )
+    )
     ops = _Ops()
     for run in (*runs, *joined_runs):
         ops.index(run)
     placed: set[int] = set()
+    placements: list[Placement] = []
     orphans: list[dict[str, Any]] = []
     for run in joined_runs:
-        if _place(run, ops):
+        op = _place(run, ops)
+        if op is not None:
             placed.add(id(run))
+            host = writer_of[id(ops.run_of[id(op)])]
+            placements.append(Placement(writer_of[id(run)], run, host, op))
         else:
             orphans.append(run)  # its parent op is in no segment: a root, joined elsewhere
     labels = _Labels(runs, placed, orphans)
@@ -60,13 +80,67 @@ def merge_segments(first: LoadedFile, segments: list[LoadedFile]) -> LoadedFile:
         for segment in segments
     ]
     pictures = [first, *joined]
+    streams = [(picture.events, picture.accounted, picture.journal) for picture in pictures]
+    order = _Order(streams, placements)
     return replace(
         first,
-        events=_in_causal_order(picture.events for picture in pictures),
+        events=order.merged(0),
         runs=runs,
-        accounted=_in_causal_order(picture.accounted for picture in pictures),
-        journal=_in_causal_order(picture.journal for picture in pictures),
+        accounted=order.merged(1),
+        journal=order.merged(2),
     )
+
+
+class _Order:
+    """The writers' lines of each stream (events, ``op_accounted`` lines, the journal) in
+    causal order: each writer's in its file's order, the writers' merged by ``ts`` (the first
+    writer's first on a tie, then by writer id). One machine's clock orders what causality
+    orders: a joined run's lines come after the op that started it began, and a decision
+    ``resolve`` journals about a joined writer's step after that step's intent. A writer on a
+    host of another clock has its lines merged at their ``ts`` moved by its ordering offset
+    (:mod:`agenttrace.formats.session.clocks`); each ``ts`` is parsed once, and only then."""
+
+    def __init__(
+        self,
+        streams: Sequence[Sequence[list[dict[str, Any]]]],
+        placements: list[Placement],
+    ) -> None:
+        self.streams = streams
+        self.keys: list[list[list[float]]] | None = None
+        if not skewed(placements):
+            return  # one clock (or files that do not say): by ts, as it was written
+        parsed = [
+            [[ts_ms(line.get("ts")) for line in lines] for lines in writer] for writer in streams
+        ]
+        stamps = [[ms for lines in writer for ms in lines if ms is not None] for writer in parsed]
+        moved = offsets(len(streams), placements, stamps)
+        if any(moved):
+            self.keys = [
+                [_keys(lines, offset) for lines in writer]
+                for writer, offset in zip(parsed, moved, strict=True)
+            ]
+
+    def merged(self, stream: int) -> list[dict[str, Any]]:
+        lines = [writer[stream] for writer in self.streams]
+        if self.keys is None:
+            return list(heapq.merge(*lines, key=_ts))
+        keyed = [
+            zip(keys[stream], each, strict=True)
+            for keys, each in zip(self.keys, lines, strict=True)
+        ]
+        return [line for _, line in heapq.merge(*keyed, key=itemgetter(0))]
+
+
+def _keys(stamps: list[int | None], offset: int) -> list[float]:
+    """Where a writer's lines merge: their time moved by ``offset``; a line without a time
+    where the line before it is (so it stays after it)."""
+    keys: list[float] = []
+    last = -math.inf
+    for ms in stamps:
+        if ms is not None:
+            last = ms + offset
+        keys.append(last)
+    return keys
 
 
 class _Labels:
@@ -198,14 +272,6 @@ def _prefixed_step(step: str, prefix: Address) -> str:
     return f"{_prefixed(label, prefix)}{slash}{rest}"
 
 
-def _in_causal_order(lines: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The lines of every writer: each writer's in its file's order, the writers' merged by
-    ``ts`` (the first writer's first on a tie). One machine's clock orders what causality
-    orders: a joined run's lines come after the op that started it began, and a decision
-    ``resolve`` journals about a joined writer's step after that step's intent."""
-    return list(heapq.merge(*lines, key=_ts))
-
-
 def _copied(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A copy of ``runs`` to place and relabel, the pictures read left as they are (through
     JSON, as they were read: some ten times faster than ``copy.deepcopy`` on an opTree)."""
@@ -269,23 +335,23 @@ class _Ops:
         return op
 
 
-def _place(run: MutableMapping[str, Any], ops: _Ops) -> bool:
-    """Put the joined ``run`` under the op its ingress names; whether that op was found."""
+def _place(run: MutableMapping[str, Any], ops: _Ops) -> Any:
+    """Put the joined ``run`` under the op its ingress names: that op, ``None`` if not found."""
     attributes = run.get("attributes")
     ingress = attributes.get("ingress") if isinstance(attributes, Mapping) else None
     joined = ingress.get("joined") if isinstance(ingress, Mapping) else None
     if not isinstance(joined, Mapping):
-        return False
+        return None
     parent_txn, parent_path = joined.get("parent_txn_id"), joined.get("parent_path")
     if not isinstance(parent_txn, str) or not isinstance(parent_path, str):
-        return False
+        return None
     op = ops.host(run, parent_txn, parent_path)
     if op is None:
-        return False
+        return None
     try:
         op_address = parse_label(str(op.get("path")))
     except ValueError:
-        return False
+        return None
     hosted = list(hosted_sessions(op))
     address = (*op_address, len(hosted) + 1)
     _relabel(run, address)
@@ -296,7 +362,7 @@ def _place(run: MutableMapping[str, Any], ops: _Ops) -> bool:
         op["childSessions"] = [*hosted, run]
     else:
         op["childSession"] = run
-    return True
+    return op
 
 
 def _relabel(run: MutableMapping[str, Any], prefix: Address) -> None:
