@@ -1000,7 +1000,14 @@ def serve(host: str, port: int, token: str | None, sessions_dir: Path | None) ->
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     bound = listener.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
-    click.echo(f"agenttrace serve: sessions in {sessions_url() or directory}")
+    url = sessions_url()
+    if url is not None:
+        from agenttrace.formats.stores import store_identity
+
+        # The store's identity, not the URL: it may hold a password.
+        click.echo(f"agenttrace serve: sessions in {store_identity(url) or 'the store'}")
+    else:
+        click.echo(f"agenttrace serve: sessions in {directory}")
     click.echo(f"open http://{shown_host}:{bound}/?token={token}", nl=True)
     if not _loopback(host):
         click.echo(

@@ -409,7 +409,7 @@ def _shipper(settings: Settings) -> ShipperSink | None:
             settings.sessions_dir,
         )
         return None
-    return ShipperSink(store, settings.sessions_dir)
+    return ShipperSink(store, settings.sessions_dir, url=settings.sessions_url)
 
 
 def _export(
