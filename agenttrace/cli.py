@@ -45,6 +45,14 @@ PROGRESS_THRESHOLD = 8 << 20
 """Files above this many bytes get a progress bar while they are read (on a terminal only)."""
 
 
+def _refusal(error: BaseException) -> str:
+    """A refusal's one line as a command says it: a store lease held elsewhere is taken over
+    with ``--force`` here (the API's message says ``force=True``)."""
+    from agenttrace.formats.stores.lease import LeaseHeld as StoreLeaseHeld
+
+    return error.for_command() if isinstance(error, StoreLeaseHeld) else str(error)
+
+
 def fail(message: str, status: int = EXIT_BAD_INPUT) -> NoReturn:
     """One line on stderr, exit status 2 (bad input) unless told otherwise."""
     # A file name can hold a newline or a terminal escape: shown escaped, the line stays one.
@@ -345,7 +353,7 @@ def resume(
             reference, build, force=force, reenter=prompt is None
         )
     except (SessionFileError, LeaseError) as exc:
-        fail(str(exc))
+        fail(_refusal(exc))
     except _FactoryFailed as exc:
         fail(f"{exc}: {_one_line(exc.__cause__)}")
     if prompt is None and restored.reentry is None:
@@ -1000,7 +1008,14 @@ def serve(host: str, port: int, token: str | None, sessions_dir: Path | None) ->
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     bound = listener.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
-    click.echo(f"agenttrace serve: sessions in {sessions_url() or directory}")
+    url = sessions_url()
+    if url is not None:
+        from agenttrace.formats.stores import store_identity
+
+        # The store's identity, not the URL: it may hold a password.
+        click.echo(f"agenttrace serve: sessions in {store_identity(url) or 'the store'}")
+    else:
+        click.echo(f"agenttrace serve: sessions in {directory}")
     click.echo(f"open http://{shown_host}:{bound}/?token={token}", nl=True)
     if not _loopback(host):
         click.echo(
@@ -1301,7 +1316,7 @@ def _ship_decision(url: str, session_id: str, force: bool) -> None:
         with stored_sessions(url) as stored:
             stored.ship(session_id, force=force)
     except (SessionFileError, LeaseError) as exc:  # a StoreError too
-        fail(f"{exc}; the decision is not in the store: run resolve again")
+        fail(f"{_refusal(exc)}; the decision is not in the store: run resolve again")
 
 
 SCRIPTED_MODEL_HELP = """A scripted LLM on 127.0.0.1, to try an agent offline: it speaks

@@ -114,6 +114,7 @@ def test_an_unexpired_lease_refuses_a_second_taker_naming_holder_and_expiry(
         other.close()
     message = str(refused.value)
     assert "host-a:41" in message and "1970-01-01T00:17:10Z" in message and "\n" not in message
+    assert message.endswith("take it over after that, or with force=True")  # the API's
     assert (refused.value.held_by, refused.value.expires_at) == ("host-a:41", 1030.0)
     # the agenttrace.LeaseHeld callers already catch
     assert isinstance(refused.value, FileLeaseHeld) and not refused.value.hung

@@ -178,6 +178,7 @@ def test_a_killed_holders_lease_is_refused_until_forced_and_its_late_writes_are_
     [line] = refused.stderr.splitlines()
     assert f"is held by {socket.gethostname()}:{holder.pid} (epoch 1)" in line
     assert re.search(r"\(in (599|600)s\)", line), line  # the holder's AGENTTRACE_LEASE_TTL
+    assert line.endswith("take it over after that, or with --force"), line  # the command's
     # --force takes it at once: epoch 2.
     forced = resume("--force")
     assert forced.returncode == 0, forced.stderr

@@ -61,7 +61,11 @@ _SHIP = object()
 
 
 class ShipperSink(Sink):
-    """Ships the writers' files that changed to ``store`` (see the module docstring)."""
+    """Ships the writers' files that changed to ``store`` (see the module docstring).
+
+    ``url``: the URL ``store`` was opened by, as the user gave it (``store.url`` when not
+    given, which has no password in it): a session's lease opens a store of its own from it,
+    so it must keep the credentials; it is kept in memory only, never shown."""
 
     takes = frozenset({EventLogged, Ended})
 
@@ -72,8 +76,11 @@ class ShipperSink(Sink):
         epoch: int = 0,
         interval: float = 1.0,
         retry_interval: float = RETRY_INTERVAL,
+        url: str | None = None,
     ) -> None:
         self.store = store
+        self._url = store.url if url is None else url
+        self._identity = store_leases.identity(self._url)
         self.shipper = Shipper(store, sessions_dir, epoch)
         self.interval = interval
         self.retry_interval = retry_interval
@@ -96,7 +103,7 @@ class ShipperSink(Sink):
         self._fenced: set[str] = set()
         """Sessions another holder has: not shipped from here."""
         self.worker = Worker(self._consume, name="agenttrace-shipper")
-        store_leases.watch(self, store.url)
+        store_leases.watch(self, self._url)
         if hasattr(os, "register_at_fork"):
             # A forked child ships its own writer's files, never its parent's (which the
             # parent ships): it forgets the writers it was told of and what was shipped.
@@ -127,19 +134,19 @@ class ShipperSink(Sink):
             self.written(stem)
 
     def lease_taken(
-        self, url: str, session_id: str, epoch: int, from_seq: Mapping[str, int]
+        self, identity: str, session_id: str, epoch: int, from_seq: Mapping[str, int]
     ) -> None:
         """This process took ``session_id``'s lease in the store (``resume``): its files are
         shipped under it."""
-        if url != self.store.url:
+        if identity != self._identity:
             return
         self._fenced.discard(session_id)
         self._leased.add(session_id)
         self.set_epoch(session_id, epoch, from_seq)
 
-    def lease_lost(self, url: str, session_id: str) -> None:
+    def lease_lost(self, identity: str, session_id: str) -> None:
         """Another host took ``session_id`` over (the renewer warned): not shipped any more."""
-        if url == self.store.url:
+        if identity == self._identity:
             self._leased.discard(session_id)
             self._fenced.add(session_id)
 
@@ -224,7 +231,8 @@ class ShipperSink(Sink):
         if not held_here(session_id, directory):
             return True  # not recorded here under a lease (done, or written anyway): as it is
         try:
-            lease = store_leases.take(self.store.url, session_id, quiet_for=self)
+            # The URL as given: the lease opens its own store, which needs its credentials.
+            lease = store_leases.take(self._url, session_id, quiet_for=self)
         except LeaseHeld as held:
             self._fenced.add(session_id)
             logger.warning(

@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -344,9 +345,22 @@ def init(
             instrument_mcp,
         )
         handle._undo.append(join_from_environment())
-        atexit.register(handle.shutdown)
+        atexit.register(handle.shutdown)  # before the finalizers: see _FINALIZERS_AFTER_EXIT
         _active = handle
         return handle
+
+
+def _finalizers_after_exit() -> None:
+    """Nothing: what :data:`_FINALIZERS_AFTER_EXIT` watches."""
+
+
+# atexit runs the last registered hook first, and weakref registers the one that runs the
+# finalizers left at exit at its first use, which may come after init() registered its own
+# (the exit hook that ships the last of the session): s3fs closes each S3 client in a finalizer,
+# which would then close the session store's client under that last shipment. A finalizer made
+# at import registers weakref's hook before any init(), so the finalizers run after it.
+_FINALIZERS_AFTER_EXIT = weakref.finalize(_finalizers_after_exit, _finalizers_after_exit)
+_FINALIZERS_AFTER_EXIT.atexit = False
 
 
 def _recorder(
@@ -409,7 +423,7 @@ def _shipper(settings: Settings) -> ShipperSink | None:
             settings.sessions_dir,
         )
         return None
-    return ShipperSink(store, settings.sessions_dir)
+    return ShipperSink(store, settings.sessions_dir, url=settings.sessions_url)
 
 
 def _export(

@@ -16,7 +16,7 @@ from agenttrace.formats.session.files import (
     SessionFileError,
     check_session_id,
 )
-from agenttrace.formats.stores import StoreError, open_store
+from agenttrace.formats.stores import StoreError, open_store, store_identity
 from agenttrace.formats.stores.lease import StoreLease
 from agenttrace.formats.stores.materialize import materialize
 from agenttrace.session import store_leases
@@ -63,7 +63,7 @@ def fetch_to_resume(reference: str, directory: Path, force: bool = False) -> Sto
         logger.warning(
             "agenttrace: cannot read session %s from %s (%s): resuming the files in %s",
             reference,
-            url,
+            store_identity(url),  # the URL may hold a password
             error,
             directory,
         )

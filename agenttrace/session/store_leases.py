@@ -8,6 +8,10 @@ renewed from a thread every third of ``AGENTTRACE_LEASE_TTL``, and let go with t
 local lease (``agenttrace.session.leases``: when nothing records the session any more, or at
 ``shutdown()``) or at the process's end.
 
+Leases are keyed by the store's identity (``store_identity``: no credentials), so a URL with a
+password in it and the same URL redacted name one store; each lease opens its own store from
+the URL it was taken by, kept in memory only (a PostgreSQL password may be in it).
+
 Whoever ships the session's files (a :class:`LeaseWatcher`: the shipper) is told of each lease
 taken (the epoch and ``from_seq`` its segment names carry) and of each lease lost (it stops
 writing the session to the store: whatever it wrote later would be left out by every reader).
@@ -26,7 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from agenttrace._internal.runtime import runtime
-from agenttrace.formats.stores import open_store
+from agenttrace.formats.stores import open_store, store_identity
 from agenttrace.formats.stores.base import StoreError
 from agenttrace.formats.stores.lease import LeaseLost, StoreLease
 from agenttrace.formats.stores.lease import take as take_lease
@@ -38,20 +42,27 @@ now: Callable[[], float] = time.time
 
 
 class LeaseWatcher(Protocol):
-    """What ships a store's sessions: told when this process takes or loses a session's lease."""
+    """What ships a store's sessions: told when this process takes or loses a session's lease
+    in the store ``identity`` names (its ``store_identity``)."""
 
     def lease_taken(
-        self, url: str, session_id: str, epoch: int, from_seq: Mapping[str, int]
+        self, identity: str, session_id: str, epoch: int, from_seq: Mapping[str, int]
     ) -> None:
         """Ship ``session_id``'s files as ``epoch`` from now on, each series from ``from_seq``."""
 
-    def lease_lost(self, url: str, session_id: str) -> None:
+    def lease_lost(self, identity: str, session_id: str) -> None:
         """Stop shipping ``session_id``'s files: another holder has the session."""
 
 
 _lock = threading.RLock()  # let_go runs in a finalizer, maybe inside take()
 _held: dict[tuple[str, str], StoreLease] = {}
 _watchers: list[LeaseWatcher] = []
+
+
+def identity(url: str) -> str:
+    """What keys the leases of the store at ``url``: its ``store_identity`` (the URL itself
+    for one that cannot be parsed, which no store opens)."""
+    return store_identity(url) or url
 
 
 def holder() -> str:
@@ -63,8 +74,10 @@ def take(url: str, session_id: str, *, force: bool = False, quiet_for: object = 
     """The lease of ``session_id`` in the store at ``url``: the one this process holds already,
     or taken now (``force``: from a live holder too) and renewed until it is let go. Raises
     ``LeaseHeld`` (an ``agenttrace.LeaseHeld``, one line naming the holder) or ``StoreError``.
-    Every watcher but ``quiet_for`` (the one taking it, which knows) is told."""
-    key = (url, session_id)
+    Every watcher but ``quiet_for`` (the one taking it, which knows) is told.
+
+    ``url`` as the user gave it, credentials and all: the lease's store is opened from it."""
+    key = (identity(url), session_id)
     with _lock:
         lease = _held.get(key)
         if lease is not None and lease.held:
@@ -79,16 +92,16 @@ def take(url: str, session_id: str, *, force: bool = False, quiet_for: object = 
             raise
         _held[key] = lease
         watchers = [w for w in _watchers if w is not quiet_for]
-    lease.start_renewing(on_lost=functools.partial(lost, url, session_id))
+    lease.start_renewing(on_lost=functools.partial(lost, key[0], session_id))
     for watcher in watchers:
-        watcher.lease_taken(url, session_id, lease.epoch, lease.from_seq)
+        watcher.lease_taken(key[0], session_id, lease.epoch, lease.from_seq)
     return lease
 
 
 def held(url: str, session_id: str) -> StoreLease | None:
     """The lease of ``session_id`` this process holds in the store at ``url``, if it does."""
     with _lock:
-        lease = _held.get((url, session_id))
+        lease = _held.get((identity(url), session_id))
     return lease if lease is not None and lease.held else None
 
 
@@ -101,11 +114,12 @@ def of(session_id: str) -> StoreLease | None:
 def watch(watcher: LeaseWatcher, url: str) -> None:
     """Tell ``watcher`` of the leases taken and lost from now on, and of those held already in
     the store at ``url`` (a session resumed before ``init``)."""
+    store = identity(url)
     with _lock:
         _watchers.append(watcher)
-        current = [(key, lease) for key, lease in _held.items() if key[0] == url and lease.held]
+        current = [(key, lease) for key, lease in _held.items() if key[0] == store and lease.held]
     for (_, session_id), lease in current:
-        watcher.lease_taken(url, session_id, lease.epoch, lease.from_seq)
+        watcher.lease_taken(store, session_id, lease.epoch, lease.from_seq)
 
 
 def unwatch(watcher: LeaseWatcher) -> None:
@@ -146,13 +160,14 @@ def _release(lease: StoreLease) -> None:
 def lost(url: str, session_id: str, reason: LeaseLost | None = None) -> None:
     """The lease of ``session_id`` was taken over (the renewer found it so, and warned once):
     whoever ships the session stops."""
+    store = identity(url)
     with _lock:
-        lease = _held.get((url, session_id))
+        lease = _held.get((store, session_id))
         if lease is not None and not lease.held:
-            del _held[url, session_id]
+            del _held[store, session_id]
         watchers = list(_watchers)
     for watcher in watchers:
-        watcher.lease_lost(url, session_id)
+        watcher.lease_lost(store, session_id)
 
 
 def _forget_in_child() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from agenttrace._internal.config import ReadLimits, Settings
 from agenttrace.formats.session.files import check_session_id
-from agenttrace.formats.stores import SessionStore, StoreError, open_store
+from agenttrace.formats.stores import SessionStore, StoreError, open_store, store_identity
 from agenttrace.formats.stores.lease import take
 from agenttrace.formats.stores.materialize import cache_directory, materialize
 from agenttrace.formats.stores.shipping import Shipper
@@ -148,7 +148,10 @@ def follow_store(
                     stored.fetch(only)
             except Exception as error:  # the store's or the cache's: said once, tried again
                 if not failing:
-                    logger.warning("agenttrace: cannot refresh from %s: %s", stored.url, error)
+                    # The store's identity: the URL may hold a password.
+                    logger.warning(
+                        "agenttrace: cannot refresh from %s: %s", store_identity(stored.url), error
+                    )
                 failing = True
             else:
                 failing = False

@@ -291,13 +291,23 @@ def accepted(segments: list[SegmentInfo], manifest: Manifest | None) -> list[Seg
 
 class LeaseHeld(_LeaseHeld):
     """Another holder has the session's lease in the store, and it has not expired: the message
-    (one line) names it and when it expires. ``held_by``, ``epoch``, ``expires_at``: the same."""
+    (one line) names it and when it expires, and how to take it over from the API
+    (``force=True``; :meth:`for_command`: the command line's ``--force``). ``held_by``,
+    ``epoch``, ``expires_at``: the same."""
 
     def __init__(self, message: str, held_by: str, epoch: int, expires_at: float) -> None:
-        super().__init__(message)
+        super().__init__(f"{message}; {_TAKE_OVER.format(force='force=True')}")
+        self.situation = message
         self.held_by = held_by
         self.epoch = epoch
         self.expires_at = expires_at
+
+    def for_command(self) -> str:
+        """The message as a command says it: taken over with its ``--force``."""
+        return f"{self.situation}; {_TAKE_OVER.format(force='--force')}"
+
+
+_TAKE_OVER = "take it over after that, or with {force}"
 
 
 class LeaseLost(LeaseError):
@@ -317,7 +327,7 @@ def _held(store: SessionStore, session_id: str, lease: _LeaseDoc, at: float) -> 
     left = max(0, round(lease.expires_at - at))
     return LeaseHeld(
         f"{store.url}: session {session_id} is held by {lease.holder} (epoch {lease.epoch}) "
-        f"until {_when(lease.expires_at)} (in {left}s); take it over after that, or with force",
+        f"until {_when(lease.expires_at)} (in {left}s)",
         lease.holder,
         lease.epoch,
         lease.expires_at,

@@ -25,6 +25,14 @@ Endpoint, region and credentials come from the standard AWS environment (``AWS_A
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_ENDPOINT_URL_S3`` or
 ``AWS_ENDPOINT_URL``, ``AWS_DEFAULT_REGION``, ``AWS_MAX_ATTEMPTS``, profiles): the URL holds
 no secret and takes no options.
+
+The requests run on s3fs's event loop (fsspec's, in a thread of its own), whose default
+executor aiohttp resolves host names through (and aiobotocore builds SSL contexts and runs
+credential processes in). At the interpreter's exit, ``concurrent.futures`` stops every thread
+pool (its hook runs as the main thread ends, before ``atexit``'s callbacks), so a pool refuses
+new work by the time ``init()``'s exit hook ships the last of a session: the loop gets a
+default executor of ours (:class:`_ExitProofPool`) that then runs each call in a thread of its
+own, bounded by the store's timeouts as every request is.
 """
 
 from __future__ import annotations
@@ -33,7 +41,9 @@ import asyncio
 import re
 import secrets
 import threading
+import weakref
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -67,6 +77,9 @@ _PREFIX_PART = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
 _CONTENT_RANGE = re.compile(r"^bytes \d+-\d+/(\d+)$")
 _LOADER: list[Any] = []
 _LOADER_LOCK = threading.Lock()
+_POOLED: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+"""The event loops given an :class:`_ExitProofPool` (fsspec's one loop; a new one after a fork)."""
+_POOLED_LOCK = threading.Lock()
 
 T = TypeVar("T")
 
@@ -142,6 +155,7 @@ class S3Store:
         # botocore retries what is worth retrying (connection errors, 5xx, throttling); s3fs's
         # own loop on top would multiply the tries and the waits.
         self._fs.retries = 1
+        _pool_for(self._fs.loop)
         self._errors = _engine_errors()
 
     def _session(self, session_id: str) -> str:
@@ -335,6 +349,52 @@ class S3Store:
             self._fs._s3creator = None
             self._fs._s3 = None
             self._fs.close_session(self._fs.loop, creator)
+
+
+class _ExitProofPool(ThreadPoolExecutor):
+    """The default executor of the loop the store's requests run on: a thread pool, which once
+    the interpreter's exit stopped every pool (see the module docstring) runs each call in a
+    daemon thread of its own instead of refusing it, so the last shipment at exit still
+    resolves the store's host name."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        try:
+            return super().submit(fn, *args, **kwargs)
+        except RuntimeError:  # "cannot schedule new futures after [interpreter] shutdown"
+            # Nobody but the interpreter's exit shuts this pool down: the loop never does
+            # (fsspec runs it forever), and no one else holds it.
+            return _in_a_thread(fn, args, kwargs)
+
+
+def _in_a_thread(fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Future[T]:
+    """``fn(*args, **kwargs)`` in a new daemon thread: its future."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as error:  # the caller's to see, through the future
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    # A thread that cannot start (an interpreter past its atexit callbacks) raises here: the
+    # request fails as any other, and what it would have shipped stays in the sessions directory.
+    threading.Thread(target=run, name="agenttrace-s3-exit", daemon=True).start()
+    return future
+
+
+def _pool_for(loop: asyncio.AbstractEventLoop) -> None:
+    """Give ``loop`` an :class:`_ExitProofPool` as its default executor, once."""
+    with _POOLED_LOCK:
+        if loop in _POOLED:
+            return
+        _POOLED.add(loop)
+    # The loop's own would be made at its first use; one made now behaves as that one until
+    # the interpreter exits. Other fsspec users of the loop share it, as they share the loop.
+    loop.set_default_executor(_ExitProofPool(thread_name_prefix="asyncio"))
 
 
 def _loader(session: Any) -> Any:
