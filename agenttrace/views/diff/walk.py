@@ -1,0 +1,260 @@
+"""Two runs' opTrees walked together: their steps paired (:mod:`.align`), each pair compared
+(:mod:`.steps`, :mod:`.compare`), every divergence found in run order.
+
+Run order: a step's request (an LLM attempt's, a tool call's arguments) is where it starts,
+before the sub-agents it hosts; its status and its response (or result) where it ends, after
+them; a run's status after its last step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+from agenttrace._internal.redact import redacted_copy
+from agenttrace.formats.session.optree import children, hosted_sessions
+from agenttrace.formats.session.rebuilt import INTERRUPTED
+from agenttrace.views.diff.align import align
+from agenttrace.views.diff.compare import Change, FieldDiff, field_diff
+from agenttrace.views.diff.result import Divergence, OnlyIn, StepDiff
+from agenttrace.views.diff.steps import JournalIndex, attempt_of, exchange, usage
+
+Node = Mapping[str, Any]
+
+
+class Walk:
+    """The walk of two runs (``a`` and ``b``: root run nodes, each with its session's journal);
+    ``max_bytes``: each string shown is capped so (the redaction policy of every output)."""
+
+    def __init__(
+        self,
+        journals: tuple[JournalIndex, JournalIndex],
+        origins: tuple[str | None, str | None],
+        max_bytes: int | None,
+    ) -> None:
+        self.journals = journals
+        self.origins = origins
+        self.max_bytes = max_bytes
+        self.steps: list[StepDiff] = []
+        self.divergences: list[Divergence] = []
+        self.only_in_a: list[OnlyIn] = []
+        self.only_in_b: list[OnlyIn] = []
+
+    def run(self, a: Node, b: Node) -> None:
+        self._pair(a, b, "session", 0)
+
+    # --- pairing --------------------------------------------------------------------------
+
+    def _pair(self, a: Node | None, b: Node | None, kind: str, depth: int) -> None:
+        """A pair of steps of one level (or a step of one run only), and what is under it."""
+        if a is None or b is None:
+            self._only(a, b, kind, depth)
+            return
+        kind_a, kind_b = _kind(a, kind), _kind(b, kind)
+        index = len(self.steps)
+        self.steps.append(self._step(a, b, kind_a, depth))
+        found: list[str] = []
+        if (kind_a, _name(a)) != (kind_b, _name(b)):
+            fields = {"kind": kind_a, "name": _name(a)}, {"kind": kind_b, "name": _name(b)}
+            found.append(self._diverge("structure", a, b, kind_a, field_diff(*fields)))
+        elif kind == "session":
+            found += self._session(a, b, depth)
+        elif kind == "turn":
+            self._children(a, b, "ops", _op_key, "op", depth)
+        else:
+            found += self._op(a, b, kind_a, depth)
+        self.steps[index] = self._step(a, b, kind_a, depth, tuple(found))
+
+    def _children(
+        self,
+        a: Node,
+        b: Node,
+        key: str,
+        by: Callable[[Node], Hashable],
+        kind: str,
+        depth: int,
+    ) -> None:
+        items_a = list(children(a, key)) if key != "hosted" else list(hosted_sessions(a))
+        items_b = list(children(b, key)) if key != "hosted" else list(hosted_sessions(b))
+        for x, y in align(items_a, items_b, by):
+            self._pair(x, y, kind, depth + 1)
+
+    def _session(self, a: Node, b: Node, depth: int) -> list[str]:
+        self._children(a, b, "turns", _turn_key, "turn", depth)
+        return self._status(a, b, "session", _session_status)
+
+    def _op(self, a: Node, b: Node, kind: str, depth: int) -> list[str]:
+        found: list[str] = []
+        ex_a = exchange(a, self._journal(0, a))
+        ex_b = exchange(b, self._journal(1, b))
+        llm = kind == "llm"
+        asked = "request" if llm else "tool_arguments"
+        found += self._compare(asked, a, b, kind, ex_a.request, ex_b.request, ex_a, ex_b)
+        self._children(a, b, "hosted", _session_key, "session", depth)
+        status = self._status(a, b, kind, _op_status)
+        found += status
+        if not status:  # a call that failed in one run has no result to compare there
+            got = "response" if llm else "tool_result"
+            found += self._compare(got, a, b, kind, ex_a.response, ex_b.response)
+        return found
+
+    def _only(self, a: Node | None, b: Node | None, kind: str, depth: int) -> None:
+        node = a if a is not None else b
+        assert node is not None
+        step_kind = _kind(node, kind)
+        only = OnlyIn(_label(node), step_kind, _name(node), _count(node, kind))
+        (self.only_in_a if a is not None else self.only_in_b).append(only)
+        here = {"kind": step_kind, "name": _name(node)}
+        diff = FieldDiff((Change("$", here, None, b_present=False),))
+        if b is not None:
+            diff = FieldDiff((Change("$", None, here, a_present=False),))
+        self.steps.append(self._step(a, b, step_kind, depth, ("structure",)))
+        self._diverge("structure", a, b, step_kind, diff)
+
+    # --- comparing ------------------------------------------------------------------------
+
+    def _compare(
+        self,
+        what: str,
+        a: Node,
+        b: Node,
+        kind: str,
+        value_a: Any,
+        value_b: Any,
+        ex_a: Any = None,
+        ex_b: Any = None,
+    ) -> list[str]:
+        """A divergence ``what`` when the two values differ (both known); for a request whose
+        content was not kept, when its journal fingerprints differ."""
+        if value_a is not None and value_b is not None:
+            diff = field_diff(value_a, value_b)
+            return [self._diverge(what, a, b, kind, diff)] if diff else []
+        fingerprints = (getattr(ex_a, "fingerprint", None), getattr(ex_b, "fingerprint", None))
+        if None in fingerprints or fingerprints[0] == fingerprints[1]:
+            return []
+        diff = field_diff({"fingerprint": fingerprints[0]}, {"fingerprint": fingerprints[1]})
+        note = "the content was not kept (capture_content off): the requests' fingerprints differ"
+        return [self._diverge(what, a, b, kind, diff, note)]
+
+    def _status(self, a: Node, b: Node, kind: str, status: Callable[[Node], str]) -> list[str]:
+        if status(a) == status(b):
+            return []
+        diff = field_diff({"status": status(a)}, {"status": status(b)})
+        return [self._diverge("status", a, b, kind, diff)]
+
+    def _diverge(
+        self,
+        what: str,
+        a: Node | None,
+        b: Node | None,
+        kind: str,
+        diff: FieldDiff,
+        note: str = "",
+    ) -> str:
+        name = _name(a) if a is not None else _name(b) if b is not None else None
+        label_a = None if a is None else _label(a)
+        label_b = None if b is None else _label(b)
+        self.divergences.append(
+            Divergence(what, label_a, label_b, kind, name, self._public(diff), note)
+        )
+        return what
+
+    def _public(self, diff: FieldDiff) -> FieldDiff:
+        """``diff`` as it may be shown: secrets replaced, strings capped (every output's
+        policy, ``agenttrace.views.public``)."""
+        changes = tuple(
+            Change(
+                redacted_copy(change.path, self.max_bytes),
+                redacted_copy(change.a, self.max_bytes),
+                redacted_copy(change.b, self.max_bytes),
+                change.a_present,
+                change.b_present,
+                tuple(redacted_copy(list(change.text_diff), self.max_bytes)),
+            )
+            for change in diff.changes
+        )
+        return FieldDiff(changes, diff.more)
+
+    def _journal(self, side: int, op: Node) -> Any:
+        label = _label(op)
+        if label is None:
+            return self.journals[side].step(None, "", None)
+        return self.journals[side].step(self.origins[side], label, attempt_of(op))
+
+    def _step(
+        self, a: Node | None, b: Node | None, kind: str, depth: int, found: tuple[str, ...] = ()
+    ) -> StepDiff:
+        return StepDiff(
+            None if a is None else _label(a),
+            None if b is None else _label(b),
+            kind,
+            None if a is None else _name(a),
+            None if b is None else _name(b),
+            depth,
+            None if a is None else usage(a, kind),
+            None if b is None else usage(b, kind),
+            found,
+        )
+
+
+def _kind(node: Node, level: str) -> str:
+    """A node's kind: ``session`` or ``turn`` by its level, an op's own (``llm``, ``tool``)."""
+    if level != "op":
+        return level
+    kind = node.get("kind")
+    return kind if isinstance(kind, str) else "op"
+
+
+def _name(node: Node) -> str | None:
+    for key in ("agentName", "name"):
+        value = node.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _label(node: Node) -> str | None:
+    label = node.get("path")
+    return label if isinstance(label, str) else None
+
+
+def _op_key(op: Node) -> Hashable:
+    return (_kind(op, "op"), _name(op))
+
+
+def _turn_key(turn: Node) -> Hashable:
+    """A turn is known by the steps it took: an inserted turn leaves the others paired."""
+    return tuple(_op_key(op) for op in children(turn, "ops"))
+
+
+def _session_key(session: Node) -> Hashable:
+    return _name(session)
+
+
+def _session_status(session: Node) -> str:
+    if session.get("endedAt") is None:
+        attributes = session.get("attributes")
+        cut = isinstance(attributes, Mapping) and attributes.get(INTERRUPTED) is True
+        return "interrupted" if cut else "in progress"
+    return "ok" if session.get("success") else "failed"
+
+
+def _op_status(op: Node) -> str:
+    status = op.get("status")
+    return status if isinstance(status, str) else "in progress"
+
+
+def _count(node: Node, kind: str) -> int:
+    """How many steps ``node`` is, itself and every step under it."""
+    count = 0
+    pending: list[tuple[Node, str]] = [(node, kind)]
+    while pending:  # not recursive: sub-agents nest as deep as they did
+        current, level = pending.pop()
+        count += 1
+        if level == "session":
+            pending.extend((turn, "turn") for turn in children(current, "turns"))
+        elif level == "turn":
+            pending.extend((op, "op") for op in children(current, "ops"))
+        else:
+            pending.extend((child, "session") for child in hosted_sessions(current))
+    return count

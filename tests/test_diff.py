@@ -1,0 +1,297 @@
+"""`agenttrace diff` and `agenttrace.diff_runs`: two recorded runs compared step by step.
+
+Every run here is recorded for real: a small weather agent (an LLM loop with a ``lookup`` tool)
+on the scripted model, traced by agenttrace into a sessions directory of its own. Variants of
+it change one thing each (a reply, the system prompt, an inserted tool call, a tool's
+arguments), and the diff must find that thing, where it happened, and nothing before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import litellm
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+import agenttrace
+from agenttrace.formats.session.files import SessionFileError
+from agenttrace.testing import ScriptedModel
+from agenttrace.views.diff.render import diff_lines
+
+from .helpers import child_env
+
+MODEL = "anthropic/claude-sonnet-4-5-20250929"
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+SUNNY = "It is sunny in Paris.\nTake sunglasses.\nNo umbrella needed."
+RAINY = "It is sunny in Paris.\nTake an umbrella all the same.\nNo umbrella needed."
+SCRIPT = [{"tool": "lookup", "input": {"city": "Paris"}}, {"text": SUNNY}]
+BRIEF = "Be brief."
+
+
+@agenttrace.tool
+async def lookup(city: str) -> str:
+    return f"sunny in {city}"
+
+
+@agenttrace.tool
+async def note(text: str) -> str:
+    return "noted"
+
+
+def weather_agent(
+    system: str | None = None, insert_note: bool = False, shout: bool = False
+) -> Callable[..., Any]:
+    """The agent, changed as told: a system prompt, a ``note`` call before each lookup (a step
+    the model did not ask for), the city upper-cased before the lookup (other arguments)."""
+
+    @agenttrace.agent(name="weather")
+    async def weather(options: dict[str, Any], prompt: str) -> str:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+        if system is not None:
+            messages.insert(0, {"role": "system", "content": system})
+        while True:
+            reply = await litellm.acompletion(
+                model=MODEL, messages=messages, tools=TOOLS, **options
+            )
+            message = reply.choices[0].message
+            entry: dict[str, Any] = {"role": "assistant", "content": message.content}
+            if message.tool_calls:
+                entry["tool_calls"] = [call.model_dump() for call in message.tool_calls]
+            messages.append(entry)
+            if not message.tool_calls:
+                return str(message.content)
+            for call in message.tool_calls:
+                city = json.loads(call.function.arguments)["city"]
+                if insert_note:
+                    await note(f"looking up {city}")
+                result = await lookup(city.upper() if shout else city)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+    return weather
+
+
+def record(
+    directory: Path,
+    agent: Callable[..., Any] | None = None,
+    script: list[Any] = SCRIPT,
+    prompts: tuple[str, ...] = ("Weather in Paris?",),
+) -> Path:
+    """Record one session of ``agent`` (each of ``prompts`` a run of it) on the scripted model
+    answering ``script``; returns its session file."""
+    sessions = directory / "sessions"
+    agenttrace.use_session(None)
+    tracing = agenttrace.init(
+        tracer_provider=TracerProvider(),
+        console="quiet",
+        capture_content=True,
+        sessions_dir=sessions,
+        billing_file=directory / "ledger.jsonl",
+    )
+    try:
+        agenttrace.new_session()
+        with ScriptedModel({"": script, BRIEF: script}) as model:
+            options = {"api_key": "offline-test-key", "api_base": model.api_base}
+            for prompt in prompts:
+                asyncio.run((agent or weather_agent())(options, prompt))
+        tracing.force_flush()
+    finally:
+        tracing.shutdown()
+        agenttrace.use_session(None)
+    (snapshot,) = sessions.glob("*.json.gz")
+    return snapshot
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agenttrace.cli", "diff", *args],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return record(tmp_path_factory.mktemp("baseline"))
+
+
+def test_two_recordings_of_one_agent_are_the_same(baseline: Path, tmp_path: Path) -> None:
+    again = record(tmp_path)
+    result = cli(str(baseline), str(again), "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["same"] is True and document["first_divergence"] is None
+    assert document["only_in_a"] == [] and document["only_in_b"] == []
+    steps = [(step["a"], step["b"], step["kind"]) for step in document["steps"]]
+    assert steps == [
+        ("0", "0", "session"),
+        ("1", "1", "turn"),
+        ("1.1", "1.1", "llm"),
+        ("1.2", "1.2", "tool"),
+        ("2", "2", "turn"),
+        ("2.1", "2.1", "llm"),
+    ]
+    llm = document["steps"][2]
+    assert llm["differs"] == [] and llm["deltas"]["input_tokens"]["delta"] == 0
+    assert llm["deltas"]["input_tokens"]["a"] > 0
+    assert document["totals"]["llm_attempts"] == {"a": 2, "b": 2, "delta": 0}
+    assert document["totals"]["tool_calls"] == {"a": 1, "b": 1, "delta": 0}
+    # The text report says so too, and the API agrees.
+    text = cli(str(baseline), str(again))
+    assert text.returncode == 0 and "same: no divergence" in text.stdout
+    assert agenttrace.diff_runs(baseline, again).same
+
+
+def test_another_reply_is_a_response_divergence_with_a_text_diff(
+    baseline: Path, tmp_path: Path
+) -> None:
+    other = record(tmp_path, script=[SCRIPT[0], {"text": RAINY}])
+    result = cli(str(baseline), str(other), "--json")
+    assert result.returncode == 1, result.stderr
+    divergence = json.loads(result.stdout)["first_divergence"]
+    assert (divergence["kind"], divergence["a"], divergence["b"]) == ("response", "2.1", "2.1")
+    (change,) = divergence["changes"]
+    assert change["path"] == "$[0].content"
+    assert (change["a"], change["b"]) == (SUNNY, RAINY)
+    assert "-Take sunglasses." in change["text_diff"]
+    assert "+Take an umbrella all the same." in change["text_diff"]
+    # Usage differs with the reply: the delta is B's output tokens less A's.
+    diff = agenttrace.diff_runs(baseline, other)
+    (step,) = [step for step in diff.steps if step.label_a == "2.1"]
+    assert step.differs == ("response",)
+    out = step.deltas()["output_tokens"]
+    assert out["delta"] == out["b"] - out["a"] != 0  # type: ignore[operator]
+    text = "\n".join(diff_lines(diff))  # the plain report, as without the [cli] extra
+    assert "first divergence: response at A 2.1 / B 2.1" in text
+    assert "+Take an umbrella all the same." in text
+
+
+def test_a_changed_system_prompt_diverges_at_the_first_request(
+    baseline: Path, tmp_path: Path
+) -> None:
+    briefed = record(tmp_path, weather_agent(system=BRIEF))
+    diff = agenttrace.diff_runs(baseline, briefed)
+    divergence = diff.first_divergence
+    assert divergence is not None
+    assert (divergence.kind, divergence.label_a, divergence.label_b) == ("request", "1.1", "1.1")
+    changes = {change.path: change for change in divergence.diff.changes}
+    assert changes["$.messages[0].role"].a == "user"
+    assert changes["$.messages[0].role"].b == "system"
+    assert changes["$.messages[0].content"].b == BRIEF
+    assert changes["$.messages_sent"].a == 1 and changes["$.messages_sent"].b == 2
+
+
+def test_an_inserted_tool_call_leaves_the_rest_paired(baseline: Path, tmp_path: Path) -> None:
+    noted = record(tmp_path, weather_agent(insert_note=True))
+    result = cli(str(baseline), str(noted), "--json")
+    assert result.returncode == 1, result.stderr
+    document = json.loads(result.stdout)
+    assert document["only_in_a"] == []
+    assert document["only_in_b"] == [{"label": "1.2", "kind": "tool", "name": "note", "steps": 1}]
+    divergence = document["first_divergence"]
+    assert (divergence["kind"], divergence["a"], divergence["b"]) == ("structure", None, "1.2")
+    pairs = [(step["a"], step["b"]) for step in document["steps"] if step["kind"] != "turn"]
+    # lookup is 1.2 in A and 1.3 in B: paired all the same, and the last call too.
+    assert pairs == [("0", "0"), ("1.1", "1.1"), (None, "1.2"), ("1.2", "1.3"), ("2.1", "2.1")]
+    assert [step["differs"] for step in document["steps"] if step["a"] == "1.2"] == [[]]
+
+
+def test_other_tool_arguments_diverge_at_the_tool_call(baseline: Path, tmp_path: Path) -> None:
+    shouted = record(tmp_path, weather_agent(shout=True))
+    diff = agenttrace.diff_runs(baseline, shouted)
+    divergence = diff.first_divergence
+    assert divergence is not None
+    assert (divergence.kind, divergence.label_a, divergence.label_b) == (
+        "tool_arguments",
+        "1.2",
+        "1.2",
+    )
+    (change,) = divergence.diff.changes
+    assert (change.path, change.a, change.b) == ("$.city", "Paris", "PARIS")
+    (step,) = [step for step in diff.steps if step.label_a == "1.2"]
+    assert step.differs == ("tool_arguments", "tool_result")
+    later = [step for step in diff.steps if step.label_a == "2.1"]
+    assert later[0].differs == ("request",)  # the result it sent back differs
+
+
+def test_two_runs_of_one_session(tmp_path: Path) -> None:
+    session = record(tmp_path, prompts=("Weather in Paris?", "Weather in Paris today?"))
+    session_id = session.name.removesuffix(".json.gz")
+    sessions = str(session.parent)
+    result = cli(f"{session_id}:1", f"{session_id}:2", "--json", "--sessions-dir", sessions)
+    assert result.returncode == 1, result.stderr
+    document = json.loads(result.stdout)
+    assert (document["a"]["run"], document["b"]["run"]) == (1, 2)
+    assert document["a"]["txn_id"] != document["b"]["txn_id"]
+    divergence = document["first_divergence"]
+    assert (divergence["kind"], divergence["a"]) == ("request", "1.1")
+    assert divergence["changes"][0]["path"] == "$.messages[0].content"
+    # Without :RUN, the last run: run 2 against itself is the same.
+    same = cli(f"{session_id}:2", session_id, "--sessions-dir", sessions)
+    assert same.returncode == 0, same.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        (("nosuch", "{baseline}"), "no session 'nosuch'"),
+        (("{baseline}:3", "{baseline}"), "no run 3 (it has 1)"),
+        (("{baseline}:0", "{baseline}"), "RUN must be a run number"),
+        (("{baseline}", "{baseline}:two"), "RUN must be a run number"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    baseline: Path, arguments: tuple[str, str], says: str
+) -> None:
+    result = cli(*(each.format(baseline=baseline) for each in arguments))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("agenttrace: error: ") and says in line
+
+
+def test_a_hostile_session_file_is_compared_as_far_as_it_reads(
+    baseline: Path, tmp_path: Path
+) -> None:
+    """Hand-edited: nodes of the wrong types, a label that is no string, a run nested deep."""
+    document = json.loads(gzip.decompress(baseline.read_bytes()))
+    run = document["runs"][0]
+    turn = run["turns"][0]
+    turn["ops"][0]["path"] = 7
+    turn["ops"][0]["request"] = {"payload": "[" * 5000}
+    turn["ops"][1]["accounting"] = "not a list"
+    turn["ops"].append("not an op")
+    run["turns"].append({"ops": [{"kind": ["llm"], "name": {"x": 1}}]})
+    deep: dict[str, Any] = {"x": 1}
+    for _ in range(500):
+        deep = {"x": deep}
+    run["turns"][1]["ops"][0]["response"] = {"payload": json.dumps([deep])[:100]}
+    hostile = tmp_path / "hostile.json.gz"
+    hostile.write_bytes(gzip.compress(json.dumps(document).encode()))
+    result = cli(str(baseline), str(hostile), "--json")
+    assert result.returncode in (1, 2), result.stderr
+    assert "Traceback" not in result.stderr
+    if result.returncode == 1:
+        assert json.loads(result.stdout)["same"] is False
+
+
+def test_the_api_refuses_a_missing_run(baseline: Path) -> None:
+    with pytest.raises(SessionFileError, match="no run 2"):
+        agenttrace.diff_runs(f"{baseline}:2", baseline)
