@@ -295,3 +295,58 @@ def test_a_hostile_session_file_is_compared_as_far_as_it_reads(
 def test_the_api_refuses_a_missing_run(baseline: Path) -> None:
     with pytest.raises(SessionFileError, match="no run 2"):
         agenttrace.diff_runs(f"{baseline}:2", baseline)
+
+
+def record_cafe(directory: Path, scripts: dict[str, Any]) -> Path:
+    """The cafe demo (examples/cafe.py) recorded on the scripted model answering ``scripts``."""
+    from examples.cafe import run_first
+
+    sessions = directory / "sessions"
+    agenttrace.use_session(None)
+    tracing = agenttrace.init(
+        tracer_provider=TracerProvider(),
+        console="quiet",
+        capture_content=True,
+        sessions_dir=sessions,
+        billing_file=directory / "ledger.jsonl",
+    )
+    try:
+        agenttrace.new_session()
+        with ScriptedModel(scripts) as model:
+            asyncio.run(run_first({"api_key": "offline-test-key", "api_base": model.api_base}))
+        tracing.force_flush()
+    finally:
+        tracing.shutdown()
+        agenttrace.use_session(None)
+    (snapshot,) = sessions.glob("*.json.gz")
+    return snapshot
+
+
+def test_a_sub_agent_s_other_reply_diverges_in_the_sub_agent(tmp_path: Path) -> None:
+    """The cafe: Jack, a sub-agent the ``discuss`` tool runs, says something else."""
+    from examples.cafe import JACK_PROMPT, SCRIPTS
+
+    first = record_cafe(tmp_path / "a", SCRIPTS)
+    jack = [{"text": "Hello, Jack here."}, *SCRIPTS[JACK_PROMPT][1:]]
+    second = record_cafe(tmp_path / "b", {**SCRIPTS, JACK_PROMPT: jack})
+    diff = agenttrace.diff_runs(first, second)
+    divergence = diff.first_divergence
+    assert divergence is not None
+    assert (divergence.kind, divergence.label_a, divergence.label_b) == (
+        "response",
+        "3.2.1.1",
+        "3.2.1.1",
+    )
+    (change,) = divergence.diff.changes
+    assert (change.a, change.b) == ("Hi, I'm Jack. *extends hand*", "Hello, Jack here.")
+    differs = {step.label_a: step.differs for step in diff.steps if step.differs}
+    # Jill hears Jack's line, and the root gets it back from the tool (a generator tool, whose
+    # items go to the transcript: its own result is None in both runs).
+    assert differs == {
+        "3.2.1.1": ("response",),
+        "3.2:2.1.1": ("request",),
+        "4.1": ("request",),
+    }
+    assert diff.only_in_a == diff.only_in_b == []
+    (discuss,) = [step for step in diff.steps if step.label_a == "3.2"]
+    assert discuss.usage_a is not None and discuss.usage_a.input_tokens  # its sub-agents'

@@ -189,12 +189,12 @@ class Usage:
     latency_ms: float | None = None
 
 
-def usage(node: Mapping[str, Any], kind: str) -> Usage:
-    """The tokens and cost of ``node`` (an op: its accounting entries'; a run or a turn: its
-    ops', sub-agents included), and its latency."""
+def usage(node: Mapping[str, Any], level: str) -> Usage:
+    """The tokens and cost of ``node`` at ``level`` (``op``: its accounting entries' and its
+    sub-agents'; ``session`` or ``turn``: its ops', sub-agents included), and its latency."""
     inputs = outputs = cost = 0.0
     known_in = known_out = known_cost = False
-    for entry in _entries(node, kind):
+    for entry in _entries(node, level):
         tokens = entry.get("tokens")
         if isinstance(tokens, Mapping):
             value = finite_number(tokens.get("inputTokens"))
@@ -214,9 +214,9 @@ def usage(node: Mapping[str, Any], kind: str) -> Usage:
     )
 
 
-def _entries(node: Mapping[str, Any], kind: str) -> Iterable[Mapping[str, Any]]:
+def _entries(node: Mapping[str, Any], level: str) -> Iterable[Mapping[str, Any]]:
     """The accounting entries of ``node``'s ops, sub-agents included (as ``stats`` counts)."""
-    if kind not in ("session", "turn"):
+    if level == "op":
         yield from children(node, "accounting")
         pending = list(hosted_sessions(node))
     else:

@@ -52,7 +52,7 @@ class Walk:
             return
         kind_a, kind_b = _kind(a, kind), _kind(b, kind)
         index = len(self.steps)
-        self.steps.append(self._step(a, b, kind_a, depth))
+        self.steps.append(self._step(a, b, kind, kind_a, depth))
         found: list[str] = []
         if (kind_a, _name(a)) != (kind_b, _name(b)):
             fields = {"kind": kind_a, "name": _name(a)}, {"kind": kind_b, "name": _name(b)}
@@ -63,7 +63,7 @@ class Walk:
             self._children(a, b, "ops", _op_key, "op", depth)
         else:
             found += self._op(a, b, kind_a, depth)
-        self.steps[index] = self._step(a, b, kind_a, depth, tuple(found))
+        self.steps[index] = self._step(a, b, kind, kind_a, depth, tuple(found))
 
     def _children(
         self,
@@ -108,7 +108,7 @@ class Walk:
         diff = FieldDiff((Change("$", here, None, b_present=False),))
         if b is not None:
             diff = FieldDiff((Change("$", None, here, a_present=False),))
-        self.steps.append(self._step(a, b, step_kind, depth, ("structure",)))
+        self.steps.append(self._step(a, b, kind, step_kind, depth, ("structure",)))
         self._diverge("structure", a, b, step_kind, diff)
 
     # --- comparing ------------------------------------------------------------------------
@@ -182,8 +182,15 @@ class Walk:
         return self.journals[side].step(self.origins[side], label, attempt_of(op))
 
     def _step(
-        self, a: Node | None, b: Node | None, kind: str, depth: int, found: tuple[str, ...] = ()
+        self,
+        a: Node | None,
+        b: Node | None,
+        level: str,
+        kind: str,
+        depth: int,
+        found: tuple[str, ...] = (),
     ) -> StepDiff:
+        """The step ``a``/``b`` at ``level`` (``session``, ``turn`` or ``op``) of kind ``kind``."""
         return StepDiff(
             None if a is None else _label(a),
             None if b is None else _label(b),
@@ -191,8 +198,8 @@ class Walk:
             None if a is None else _name(a),
             None if b is None else _name(b),
             depth,
-            None if a is None else usage(a, kind),
-            None if b is None else usage(b, kind),
+            None if a is None else usage(a, level),
+            None if b is None else usage(b, level),
             found,
         )
 
