@@ -350,3 +350,48 @@ def test_a_sub_agent_s_other_reply_diverges_in_the_sub_agent(tmp_path: Path) -> 
     assert diff.only_in_a == diff.only_in_b == []
     (discuss,) = [step for step in diff.steps if step.label_a == "3.2"]
     assert discuss.usage_a is not None and discuss.usage_a.input_tokens  # its sub-agents'
+
+
+SECRET = "s3cr3t-Canary-4b81"
+
+
+@agenttrace.tool
+async def login(url: str, password: str) -> str:
+    return "logged in"
+
+
+def test_a_secret_in_what_differs_is_never_printed(tmp_path: Path) -> None:
+    """The arguments that differ hold a credential in a URL and a password: both runs' are
+    shown as every output shows them (tests/test_leak_paths.py), the rest of the URL kept."""
+
+    @agenttrace.agent(name="secretive")
+    async def secretive(x: int) -> None:
+        await login(f"https://api.example.com/v1/data?key={SECRET}&x={x}", f"{SECRET}{x}")
+
+    sessions = []
+    for x in (1, 2):
+        agenttrace.use_session(None)
+        tracing = agenttrace.init(
+            tracer_provider=TracerProvider(),
+            console="quiet",
+            capture_content=True,
+            sessions_dir=tmp_path / str(x),
+            billing_file=tmp_path / "ledger.jsonl",
+        )
+        try:
+            agenttrace.new_session()
+            asyncio.run(secretive(x))
+            tracing.force_flush()
+        finally:
+            tracing.shutdown()
+            agenttrace.use_session(None)
+        (snapshot,) = (tmp_path / str(x)).glob("*.json.gz")
+        sessions.append(str(snapshot))
+    for form in ((), ("--json",)):
+        result = cli(*sessions, *form)
+        assert result.returncode == 1, result.stderr
+        assert SECRET not in result.stdout + result.stderr
+        assert "key=[REDACTED]&x=2" in result.stdout
+    document = json.loads(result.stdout)
+    assert document["first_divergence"]["kind"] == "tool_arguments"
+    assert [change["path"] for change in document["first_divergence"]["changes"]] == ["$.url"]

@@ -127,6 +127,8 @@ class RunDiff:
     only_in_b: list[OnlyIn] = field(default_factory=list)
     totals_a: dict[str, float | None] = field(default_factory=dict)
     totals_b: dict[str, float | None] = field(default_factory=dict)
+    divergences: int = 0
+    """How many divergences there are in all (each step may have several)."""
 
     @property
     def same(self) -> bool:
@@ -143,6 +145,7 @@ class RunDiff:
             "same": self.same,
             "a": self.a.as_json(),
             "b": self.b.as_json(),
+            "divergences": self.divergences,
             "first_divergence": (
                 None if self.first_divergence is None else self.first_divergence.as_json()
             ),

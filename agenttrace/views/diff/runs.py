@@ -68,12 +68,13 @@ def diff_loaded(
     return RunDiff(
         _ref(a[0], run_a, number_a, a[2]),
         _ref(b[0], run_b, number_b, b[2]),
-        walk.divergences[0] if walk.divergences else None,
+        walk.first,
         walk.steps,
         walk.only_in_a,
         walk.only_in_b,
         _totals(run_a),
         _totals(run_b),
+        walk.divergences,
     )
 
 

@@ -15,7 +15,7 @@ from agenttrace._internal.redact import redacted_copy
 from agenttrace.formats.session.optree import children, hosted_sessions
 from agenttrace.formats.session.rebuilt import INTERRUPTED
 from agenttrace.views.diff.align import align
-from agenttrace.views.diff.compare import Change, FieldDiff, field_diff
+from agenttrace.views.diff.compare import ABSENT, field_diff
 from agenttrace.views.diff.result import Divergence, OnlyIn, StepDiff
 from agenttrace.views.diff.steps import JournalIndex, attempt_of, exchange, usage
 
@@ -36,7 +36,10 @@ class Walk:
         self.origins = origins
         self.max_bytes = max_bytes
         self.steps: list[StepDiff] = []
-        self.divergences: list[Divergence] = []
+        self.first: Divergence | None = None
+        """The first divergence in run order."""
+        self.divergences = 0
+        """How many there are."""
         self.only_in_a: list[OnlyIn] = []
         self.only_in_b: list[OnlyIn] = []
 
@@ -56,7 +59,7 @@ class Walk:
         found: list[str] = []
         if (kind_a, _name(a)) != (kind_b, _name(b)):
             fields = {"kind": kind_a, "name": _name(a)}, {"kind": kind_b, "name": _name(b)}
-            found.append(self._diverge("structure", a, b, kind_a, field_diff(*fields)))
+            found.append(self._diverge("structure", a, b, kind_a, fields))
         elif kind == "session":
             found += self._session(a, b, depth)
         elif kind == "turn":
@@ -102,14 +105,12 @@ class Walk:
         node = a if a is not None else b
         assert node is not None
         step_kind = _kind(node, kind)
-        only = OnlyIn(_label(node), step_kind, _name(node), _count(node, kind))
+        only = OnlyIn(_label(node), step_kind, self._shown(_name(node)), _count(node, kind))
         (self.only_in_a if a is not None else self.only_in_b).append(only)
         here = {"kind": step_kind, "name": _name(node)}
-        diff = FieldDiff((Change("$", here, None, b_present=False),))
-        if b is not None:
-            diff = FieldDiff((Change("$", None, here, a_present=False),))
+        values = (here, ABSENT) if a is not None else (ABSENT, here)
         self.steps.append(self._step(a, b, kind, step_kind, depth, ("structure",)))
-        self._diverge("structure", a, b, step_kind, diff)
+        self._diverge("structure", a, b, step_kind, values)
 
     # --- comparing ------------------------------------------------------------------------
 
@@ -127,20 +128,20 @@ class Walk:
         """A divergence ``what`` when the two values differ (both known); for a request whose
         content was not kept, when its journal fingerprints differ."""
         if value_a is not None and value_b is not None:
-            diff = field_diff(value_a, value_b)
-            return [self._diverge(what, a, b, kind, diff)] if diff else []
+            if not field_diff(value_a, value_b):
+                return []
+            return [self._diverge(what, a, b, kind, (value_a, value_b))]
         fingerprints = (getattr(ex_a, "fingerprint", None), getattr(ex_b, "fingerprint", None))
         if None in fingerprints or fingerprints[0] == fingerprints[1]:
             return []
-        diff = field_diff({"fingerprint": fingerprints[0]}, {"fingerprint": fingerprints[1]})
+        values = ({"fingerprint": fingerprints[0]}, {"fingerprint": fingerprints[1]})
         note = "the content was not kept (capture_content off): the requests' fingerprints differ"
-        return [self._diverge(what, a, b, kind, diff, note)]
+        return [self._diverge(what, a, b, kind, values, note)]
 
     def _status(self, a: Node, b: Node, kind: str, status: Callable[[Node], str]) -> list[str]:
         if status(a) == status(b):
             return []
-        diff = field_diff({"status": status(a)}, {"status": status(b)})
-        return [self._diverge("status", a, b, kind, diff)]
+        return [self._diverge("status", a, b, kind, ({"status": status(a)}, {"status": status(b)}))]
 
     def _diverge(
         self,
@@ -148,32 +149,35 @@ class Walk:
         a: Node | None,
         b: Node | None,
         kind: str,
-        diff: FieldDiff,
+        values: tuple[Any, Any],
         note: str = "",
     ) -> str:
+        """Record a divergence ``what`` at ``a``/``b`` between ``values`` (two values that
+        differ; :data:`ABSENT` for a step one run does not have). Its field diff is the one of
+        the values as they may be shown: secrets replaced, strings capped (every output's
+        policy, ``agenttrace.views.public``), so a secret is never printed, even at a path
+        whose key does not say it is one."""
+        self.divergences += 1
+        if self.first is not None:  # only the first is reported whole: the rest are counted
+            return what
         name = _name(a) if a is not None else _name(b) if b is not None else None
-        label_a = None if a is None else _label(a)
-        label_b = None if b is None else _label(b)
-        self.divergences.append(
-            Divergence(what, label_a, label_b, kind, name, self._public(diff), note)
+        shown = [value if value is ABSENT else self._shown(value) for value in values]
+        diff = field_diff(*shown)
+        if not diff:  # the values differ in what is not shown
+            note = note or "they differ only where a value is not shown (a secret, or past the cap)"
+        self.first = Divergence(
+            what,
+            None if a is None else _label(a),
+            None if b is None else _label(b),
+            kind,
+            self._shown(name),
+            diff,
+            note,
         )
         return what
 
-    def _public(self, diff: FieldDiff) -> FieldDiff:
-        """``diff`` as it may be shown: secrets replaced, strings capped (every output's
-        policy, ``agenttrace.views.public``)."""
-        changes = tuple(
-            Change(
-                redacted_copy(change.path, self.max_bytes),
-                redacted_copy(change.a, self.max_bytes),
-                redacted_copy(change.b, self.max_bytes),
-                change.a_present,
-                change.b_present,
-                tuple(redacted_copy(list(change.text_diff), self.max_bytes)),
-            )
-            for change in diff.changes
-        )
-        return FieldDiff(changes, diff.more)
+    def _shown(self, value: Any) -> Any:
+        return redacted_copy(value, self.max_bytes)
 
     def _journal(self, side: int, op: Node) -> Any:
         label = _label(op)
@@ -195,8 +199,8 @@ class Walk:
             None if a is None else _label(a),
             None if b is None else _label(b),
             kind,
-            None if a is None else _name(a),
-            None if b is None else _name(b),
+            None if a is None else self._shown(_name(a)),
+            None if b is None else self._shown(_name(b)),
             depth,
             None if a is None else usage(a, level),
             None if b is None else usage(b, level),
