@@ -63,13 +63,13 @@ def step_rows(diff: RunDiff) -> list[list[str]]:
 
 
 def totals_lines(diff: RunDiff) -> list[str]:
-    totals = diff.as_json()["totals"]
-    parts = []
-    for name, values in totals.items():
+    """``totals (A -> B):`` and a line per total: A's, B's and B less A."""
+    lines = ["totals (A -> B):"]
+    for name, values in diff.as_json()["totals"].items():
         a, b = _number(name, values["a"]), _number(name, values["b"])
         delta = _number(name, values["delta"], signed=True)
-        parts.append(f"{name} {a} -> {b} ({delta})")
-    return ["totals: " + ", ".join(parts)]
+        lines.append(f"  {name}: {a} -> {b} ({delta})")
+    return lines
 
 
 def print_diff(diff: RunDiff, console: Any) -> None:
