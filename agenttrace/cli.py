@@ -1360,10 +1360,11 @@ they may be one session (`agenttrace diff s:1 s:2`).
 The steps (agent runs, turns, LLM attempts, tool calls, sub-agents at any depth) are paired by
 path label, and where labels disagree (one run inserted a step, so later labels shift) by the
 longest common subsequence of (kind, name) among each parent's steps, so one inserted step
-leaves the rest paired. Each pair is compared: an LLM attempt's request (its model and the
-messages the recording kept, else its journal fingerprint) and response, a tool call's arguments
-and result (the step journal's, else the op's), each step's status. Ids and times a provider
-makes up on each call are left out.
+leaves the rest paired. Each pair is compared: an LLM attempt's request (its model, parameters
+and the messages the recording kept; the step journal's fingerprint of the whole request for
+what is kept nowhere, such as the tools offered) and response, a tool call's arguments and
+result (the step journal's, else the op's), each step's status. Ids and times a provider makes
+up on each call are left out.
 
 Printed: the first divergence in run order (request, response, tool_arguments, tool_result,
 status, or structure: a step in one run only, or of another kind or name), both labels and a

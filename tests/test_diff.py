@@ -91,22 +91,24 @@ def record(
     agent: Callable[..., Any] | None = None,
     script: list[Any] = SCRIPT,
     prompts: tuple[str, ...] = ("Weather in Paris?",),
+    capture_content: bool = True,
+    **options: Any,
 ) -> Path:
-    """Record one session of ``agent`` (each of ``prompts`` a run of it) on the scripted model
-    answering ``script``; returns its session file."""
+    """Record one session of ``agent`` (each of ``prompts`` a run of it, with ``options`` for
+    litellm) on the scripted model answering ``script``; returns its session file."""
     sessions = directory / "sessions"
     agenttrace.use_session(None)
     tracing = agenttrace.init(
         tracer_provider=TracerProvider(),
         console="quiet",
-        capture_content=True,
+        capture_content=capture_content,
         sessions_dir=sessions,
         billing_file=directory / "ledger.jsonl",
     )
     try:
         agenttrace.new_session()
         with ScriptedModel({"": script, BRIEF: script}) as model:
-            options = {"api_key": "offline-test-key", "api_base": model.api_base}
+            options.update(api_key="offline-test-key", api_base=model.api_base)
             for prompt in prompts:
                 asyncio.run((agent or weather_agent())(options, prompt))
         tracing.force_flush()
@@ -196,6 +198,52 @@ def test_a_changed_system_prompt_diverges_at_the_first_request(
     assert changes["$.messages[0].role"].b == "system"
     assert changes["$.messages[0].content"].b == BRIEF
     assert changes["$.messages_sent"].a == 1 and changes["$.messages_sent"].b == 2
+
+
+def test_another_temperature_is_a_request_divergence_by_its_fingerprint(
+    baseline: Path, tmp_path: Path
+) -> None:
+    warmer = record(tmp_path, temperature=0.9, max_tokens=100)
+    divergence = agenttrace.diff_runs(baseline, warmer).first_divergence
+    assert divergence is not None
+    assert (divergence.kind, divergence.label_b) == ("request", "1.1")
+    # The span records neither: the journal's fingerprint, which hashes them, tells.
+    assert "the request differs in what is not kept" in divergence.note
+    (change,) = divergence.diff.changes
+    assert change.path == "$.fingerprint" and change.a != change.b
+
+
+def without_requests(session: Path, directory: Path) -> Path:
+    """A copy of ``session`` whose ops keep no request (as an op a program opened itself with
+    ``agenttrace.llm`` and gave none): only the journal's fingerprints are left of them."""
+    document = json.loads(gzip.decompress(session.read_bytes()))
+    for turn in document["runs"][0]["turns"]:
+        for op in turn["ops"]:
+            op.pop("request", None)
+            op["span"]["attributes"].pop("agenttrace.request.messages", None)
+    directory.mkdir()
+    copy = directory / session.name
+    copy.write_bytes(gzip.compress(json.dumps(document).encode()))
+    return copy
+
+
+def test_without_content_a_changed_request_is_told_by_its_fingerprint(
+    baseline: Path, tmp_path: Path
+) -> None:
+    """No messages kept: the journal's fingerprints tell the requests apart, and the report
+    says that is all it knows."""
+    rome = record(tmp_path / "rome", prompts=("Weather in Rome?",))
+    again = record(tmp_path / "again")
+    plain = without_requests(baseline, tmp_path / "a")
+    assert agenttrace.diff_runs(plain, without_requests(again, tmp_path / "b")).same
+    divergence = agenttrace.diff_runs(plain, without_requests(rome, tmp_path / "c"))
+    divergence = divergence.first_divergence
+    assert divergence is not None
+    assert (divergence.kind, divergence.label_a) == ("request", "1.1")
+    assert "the content was not kept" in divergence.note
+    (change,) = divergence.diff.changes
+    assert change.path == "$.fingerprint" and change.a != change.b
+    assert str(change.a).startswith("sha256:")
 
 
 def test_an_inserted_tool_call_leaves_the_rest_paired(baseline: Path, tmp_path: Path) -> None:

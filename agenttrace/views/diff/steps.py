@@ -1,10 +1,12 @@
 """What one step of a recorded run asked and got, read from its opTree node and the step
 journal, in the shape two runs' steps are compared in.
 
-An LLM attempt's request is its model and the messages the op's node keeps (those new since the
-agent's last request, when content capture kept them: ``request.payload``, with how many it
-sent and skipped); without them, its journal intent's fingerprint, which hashes the whole
-request. Its response is the assistant message the node keeps (``response.payload``), else the
+An LLM attempt's request is its model, the parameters its span recorded, and the messages the
+op's node keeps (``request.payload``: those new since the agent's last request, with how many it
+sent and skipped; the session file keeps them whatever the spans carry); what a recording does
+not keep (parameters no span attribute holds, the tools offered; every message of an op that
+kept none) only its journal intent's fingerprint, which hashes the whole request, tells.
+Its response is the assistant message the node keeps (``response.payload``), else the
 journal's exact response. A tool call's arguments are its journal intent's (the canonical JSON
 its fingerprint hashes), else the node's; its result is its journal ``done`` line's, else the
 node's. Ids and times a provider makes up on every call (a response's or a tool call's id, its
@@ -23,7 +25,12 @@ from msgspec import UNSET
 
 from agenttrace.formats.session.optree import children, finite_number, hosted_sessions
 from agenttrace.model.journal_lines import Step, journal_lines
-from agenttrace.semconv import ATTEMPT, INPUT_MESSAGES_SKIPPED, REQUEST_MESSAGES
+from agenttrace.semconv import (
+    ATTEMPT,
+    GEN_AI_REQUEST_MODEL,
+    INPUT_MESSAGES_SKIPPED,
+    REQUEST_MESSAGES,
+)
 
 MADE_UP_KEYS = frozenset(
     {"id", "tool_call_id", "created", "usage", "system_fingerprint", "response_ms"}
@@ -75,27 +82,47 @@ class JournalIndex:
 class Exchange:
     """What a step sent and got back, as compared: ``request`` and ``response`` (an LLM
     attempt) or ``arguments`` and ``result`` (a tool call), ``None`` where nothing was kept;
-    ``fingerprint``: its journal intent's."""
+    ``fingerprint``: its journal intent's; ``whole``: ``request`` holds what its fingerprint
+    hashes, as far as a recording keeps it (an LLM request: its messages were kept; what the
+    span does not record, such as its temperature or its tools, only the fingerprint says)."""
 
     request: Any = None
     response: Any = None
     fingerprint: str | None = None
+    whole: bool = True
+    exact: Any = None
+    """An LLM attempt's request and response payloads as kept, ids included."""
 
 
 def exchange(op: Mapping[str, Any], step: JournalStep) -> Exchange:
     """What the op ``op`` (an opTree op node) sent and got, its journal lines ``step``."""
     fingerprint = _text(step.intent.fingerprint) if step.intent is not None else None
     if op.get("kind") == "llm":
-        return Exchange(_llm_request(op), _llm_response(op, step), fingerprint)
-    return Exchange(_tool_arguments(op, step), _tool_result(op, step), fingerprint)
+        request = _llm_request(op)
+        whole = "messages" in request
+        exact = (_payload(op, "request"), _payload(op, "response"))
+        return Exchange(request, _llm_response(op, step), fingerprint, whole, exact)
+    arguments = _tool_arguments(op, step)
+    return Exchange(arguments, _tool_result(op, step), fingerprint, arguments is not None)
 
 
-def _llm_request(op: Mapping[str, Any]) -> Any:
-    payload = _payload(op, "request")
-    if payload is None:
-        return None
+REQUEST_PREFIX = "gen_ai.request."
+
+
+def _llm_request(op: Mapping[str, Any]) -> dict[str, Any]:
+    """The model, the parameters the span recorded (``gen_ai.request.*``: temperature,
+    max_tokens, stream, ...), and the messages, with how many were sent and skipped, when
+    the op kept them."""
     attributes = _span_attributes(op)
-    request: dict[str, Any] = {"model": op.get("name"), "messages": _without_made_up(payload)}
+    parameters = {
+        key.removeprefix(REQUEST_PREFIX): value
+        for key, value in attributes.items()
+        if isinstance(key, str) and key.startswith(REQUEST_PREFIX) and key != GEN_AI_REQUEST_MODEL
+    }
+    request: dict[str, Any] = {"model": op.get("name"), "parameters": parameters}
+    payload = _payload(op, "request")
+    if payload is not None:
+        request["messages"] = _without_made_up(payload)
     for name, key in (("sent", REQUEST_MESSAGES), ("skipped", INPUT_MESSAGES_SKIPPED)):
         count = finite_number(attributes.get(key))
         if count is not None:

@@ -17,7 +17,7 @@ from agenttrace.formats.session.rebuilt import INTERRUPTED
 from agenttrace.views.diff.align import align
 from agenttrace.views.diff.compare import ABSENT, field_diff
 from agenttrace.views.diff.result import Divergence, OnlyIn, StepDiff
-from agenttrace.views.diff.steps import JournalIndex, attempt_of, exchange, usage
+from agenttrace.views.diff.steps import Exchange, JournalIndex, attempt_of, exchange, usage
 
 Node = Mapping[str, Any]
 
@@ -42,6 +42,10 @@ class Walk:
         """How many there are."""
         self.only_in_a: list[OnlyIn] = []
         self.only_in_b: list[OnlyIn] = []
+        self.ids_differ = False
+        """An LLM exchange so far differed in an id a provider made up (a tool call's): its
+        messages then differ in every later request's fingerprint, which no longer says
+        whether anything else differs."""
 
     def run(self, a: Node, b: Node) -> None:
         self._pair(a, b, "session", 0)
@@ -99,6 +103,8 @@ class Walk:
         if not status:  # a call that failed in one run has no result to compare there
             got = "response" if llm else "tool_result"
             found += self._compare(got, a, b, kind, ex_a.response, ex_b.response)
+        if llm and field_diff(ex_a.exact, ex_b.exact):
+            self.ids_differ = True
         return found
 
     def _only(self, a: Node | None, b: Node | None, kind: str, depth: int) -> None:
@@ -122,20 +128,31 @@ class Walk:
         kind: str,
         value_a: Any,
         value_b: Any,
-        ex_a: Any = None,
-        ex_b: Any = None,
+        ex_a: Exchange | None = None,
+        ex_b: Exchange | None = None,
     ) -> list[str]:
-        """A divergence ``what`` when the two values differ (both known); for a request whose
-        content was not kept, when its journal fingerprints differ."""
-        if value_a is not None and value_b is not None:
-            if not field_diff(value_a, value_b):
-                return []
+        """A divergence ``what`` when the two values differ (both known); else, for two
+        requests (``ex_a``, ``ex_b``) whose parts kept agree, when their journal fingerprints
+        differ: a request not kept whole (an op with no messages), or one that differs where a
+        recording keeps nothing (its parameters, its tools), as long as no made-up id made
+        the fingerprints differ (:attr:`ids_differ`)."""
+        if value_a is not None and value_b is not None and field_diff(value_a, value_b):
             return [self._diverge(what, a, b, kind, (value_a, value_b))]
-        fingerprints = (getattr(ex_a, "fingerprint", None), getattr(ex_b, "fingerprint", None))
+        if ex_a is None or ex_b is None:
+            return []
+        fingerprints = (ex_a.fingerprint, ex_b.fingerprint)
         if None in fingerprints or fingerprints[0] == fingerprints[1]:
             return []
+        if not (ex_a.whole and ex_b.whole):
+            note = "the content was not kept (no messages in the op): the fingerprints differ"
+        elif self.ids_differ or field_diff(ex_a.exact[0], ex_b.exact[0]):
+            return []  # told apart by ids a provider made up: no difference of substance
+        else:
+            note = (
+                "the model and messages kept agree: the request differs in what is not kept "
+                "(its parameters, its tools), as its fingerprint says"
+            )
         values = ({"fingerprint": fingerprints[0]}, {"fingerprint": fingerprints[1]})
-        note = "the content was not kept (capture_content off): the requests' fingerprints differ"
         return [self._diverge(what, a, b, kind, values, note)]
 
     def _status(self, a: Node, b: Node, kind: str, status: Callable[[Node], str]) -> list[str]:
