@@ -451,3 +451,26 @@ def test_a_secret_in_what_differs_is_never_printed(tmp_path: Path) -> None:
     document = json.loads(result.stdout)
     assert document["first_divergence"]["kind"] == "tool_arguments"
     assert [change["path"] for change in document["first_divergence"]["changes"]] == ["$.url"]
+
+
+@pytest.mark.parametrize("size", [40, 1500])
+def test_alignment_keeps_every_common_step_paired(size: int) -> None:
+    """Steps inserted, one dropped and two renamed, in a long stretch that changed at both ends
+    (so neither the common start nor the common end pairs it): every other step is paired with
+    its own, by the exact common subsequence (40) or past its cell budget by difflib's
+    matching blocks (1500)."""
+    import random
+
+    from agenttrace.views.diff.align import align
+
+    rng = random.Random(size)
+    a = [(index, rng.choice("lt")) for index in range(size)]
+    b = [(-1, "x"), *a[1:10], (-2, "t"), *a[10:20], *a[21:30], (-3, "r"), *a[31:], (-4, "x")]
+    pairs = align(a, b, key=lambda step: step)
+    paired = [(x, y) for x, y in pairs if x is not None and y is not None]
+    assert {x for x, y in paired if x == y} == set(a) - {a[0], a[20], a[30]}
+    assert [y for x, y in pairs if x is None] == [(-2, "t"), (-4, "x")]
+    assert [x for x, y in pairs if y is None] == [a[20]]
+    # Where one step stands in place of another, the two are paired (kind or name changed).
+    assert (a[0], (-1, "x")) in paired and (a[30], (-3, "r")) in paired
+    assert len(pairs) == size + 2

@@ -8,6 +8,7 @@ them; a run's status after its last step.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
@@ -70,7 +71,8 @@ class Walk:
             self._children(a, b, "ops", _op_key, "op", depth)
         else:
             found += self._op(a, b, kind_a, depth)
-        self.steps[index] = self._step(a, b, kind, kind_a, depth, tuple(found))
+        if found:
+            self.steps[index] = dataclasses.replace(self.steps[index], differs=tuple(found))
 
     def _children(
         self,
