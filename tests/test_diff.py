@@ -26,7 +26,7 @@ from agenttrace.formats.session.files import SessionFileError
 from agenttrace.testing import ScriptedModel
 from agenttrace.views.diff.render import diff_lines
 
-from .helpers import child_env
+from .helpers import child_env, run_journal_child
 
 MODEL = "anthropic/claude-sonnet-4-5-20250929"
 TOOLS = [
@@ -474,3 +474,29 @@ def test_alignment_keeps_every_common_step_paired(size: int) -> None:
     # Where one step stands in place of another, the two are paired (kind or name changed).
     assert (a[0], (-1, "x")) in paired and (a[30], (-3, "r")) in paired
     assert len(pairs) == size + 2
+
+
+@pytest.mark.e2e
+def test_a_run_killed_inside_a_tool_diverges_by_its_status(tmp_path: Path) -> None:
+    """The shop agent of tests/journal_child.py, once to its end and once SIGKILLed inside its
+    ``charge`` call, which may have had its effect: the charge is ``in doubt`` in the killed run,
+    the first divergence, and the run never ended."""
+    from .payment_server import PaymentServer
+
+    for name, point, status in (("done", "never", 0), ("killed", "inside", -9)):
+        payments = PaymentServer().start()  # a server of its own: the balance each run reads
+        try:
+            child = run_journal_child(tmp_path / name, payments.url, "effect", point)
+        finally:
+            payments.stop()
+        assert child.returncode == status, child.stderr
+    (first,) = (tmp_path / "done").glob("*.events.jsonl")
+    (second,) = (tmp_path / "killed").glob("*.events.jsonl")
+    diff = agenttrace.diff_runs(first, second)
+    divergence = diff.first_divergence
+    assert divergence is not None
+    assert (divergence.kind, divergence.label_a, divergence.name) == ("status", "1.2", "charge")
+    (change,) = divergence.diff.changes
+    assert (change.path, change.a, change.b) == ("$.status", "ok", "in doubt")
+    (root,) = [step for step in diff.steps if step.label_a == "0"]
+    assert root.differs == ("status",)

@@ -87,6 +87,7 @@ def diff_sessions(
     sessions_dir: str | Path | None = None,
 ) -> RunDiff:
     """:func:`agenttrace.diff_runs` (its docstring says what it does)."""
+    from agenttrace.formats.documents import is_document, read_document
     from agenttrace.views.account import read_account
 
     directory = None if sessions_dir is None else Path(sessions_dir)
@@ -98,7 +99,10 @@ def diff_sessions(
             name, number = split_run(reference)
             number = run if run is not None else number
             path = find_session(name, directory)
-        sides.append((read_account(path).loaded, number, str(reference)))
+        # A STD-008 session or an ATIF trajectory is read as the session it describes, as the
+        # command reads it.
+        loaded = read_document(path) if is_document(path) else read_account(path).loaded
+        sides.append((loaded, number, str(reference)))
     return diff_loaded(sides[0], sides[1])
 
 

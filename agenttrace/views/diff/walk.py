@@ -15,6 +15,7 @@ from typing import Any
 from agenttrace._internal.redact import redacted_copy
 from agenttrace.formats.session.optree import children, hosted_sessions
 from agenttrace.formats.session.rebuilt import INTERRUPTED
+from agenttrace.views.account import IN_DOUBT
 from agenttrace.views.diff.align import align
 from agenttrace.views.diff.compare import ABSENT, field_diff
 from agenttrace.views.diff.result import Divergence, OnlyIn, StepDiff
@@ -270,6 +271,14 @@ def _session_status(session: Node) -> str:
 
 
 def _op_status(op: Node) -> str:
+    """``ok``, ``failed``; for an op that never ended, as ``tree`` says it: ``in doubt`` (a tool
+    call a kill cut short that may have had its effect), ``interrupted``, ``in progress``."""
+    attributes = op.get("attributes")
+    if op.get("endedAt") is None and isinstance(attributes, Mapping):
+        if isinstance(attributes.get(IN_DOUBT), str):
+            return "in doubt"
+        if attributes.get(INTERRUPTED) is True:
+            return "interrupted"
     status = op.get("status")
     return status if isinstance(status, str) else "in progress"
 
