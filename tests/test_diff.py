@@ -92,6 +92,7 @@ def record(
     script: list[Any] = SCRIPT,
     prompts: tuple[str, ...] = ("Weather in Paris?",),
     capture_content: bool = True,
+    sessions_url: str | None = None,
     **options: Any,
 ) -> Path:
     """Record one session of ``agent`` (each of ``prompts`` a run of it, with ``options`` for
@@ -103,6 +104,7 @@ def record(
         console="quiet",
         capture_content=capture_content,
         sessions_dir=sessions,
+        sessions_url=sessions_url,
         billing_file=directory / "ledger.jsonl",
     )
     try:
@@ -280,7 +282,9 @@ def test_other_tool_arguments_diverge_at_the_tool_call(baseline: Path, tmp_path:
 
 
 def test_two_runs_of_one_session(tmp_path: Path) -> None:
-    session = record(tmp_path, prompts=("Weather in Paris?", "Weather in Paris today?"))
+    store = f"file://{tmp_path / 'store'}"
+    prompts = ("Weather in Paris?", "Weather in Paris today?")
+    session = record(tmp_path, prompts=prompts, sessions_url=store)
     session_id = session.name.removesuffix(".json.gz")
     sessions = str(session.parent)
     result = cli(f"{session_id}:1", f"{session_id}:2", "--json", "--sessions-dir", sessions)
@@ -294,6 +298,12 @@ def test_two_runs_of_one_session(tmp_path: Path) -> None:
     # Without :RUN, the last run: run 2 against itself is the same.
     same = cli(f"{session_id}:2", session_id, "--sessions-dir", sessions)
     assert same.returncode == 0, same.stderr
+    # By its id in the session store the run shipped to, on a host with none of its files.
+    elsewhere = str(tmp_path / "elsewhere")
+    stored = cli(f"{session_id}:1", f"{session_id}:2", "--json", "--sessions-url", store,
+                 "--sessions-dir", elsewhere)  # fmt: skip
+    assert stored.returncode == 1, stored.stderr
+    assert json.loads(stored.stdout)["first_divergence"] == divergence
 
 
 @pytest.mark.parametrize(
