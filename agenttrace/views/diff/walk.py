@@ -45,30 +45,31 @@ class Walk:
         self.only_in_a: list[OnlyIn] = []
         self.only_in_b: list[OnlyIn] = []
         self.ids_differ = False
-        """An LLM exchange so far differed in an id a provider made up (a tool call's): its
-        messages then differ in every later request's fingerprint, which no longer says
-        whether anything else differs."""
+        """An LLM exchange so far differed in what it kept, ids a provider made up included (a
+        tool call's): every later request's fingerprint then differs for that alone, and no
+        longer says whether anything else differs."""
 
     def run(self, a: Node, b: Node) -> None:
         self._pair(a, b, "session", 0)
 
     # --- pairing --------------------------------------------------------------------------
 
-    def _pair(self, a: Node | None, b: Node | None, kind: str, depth: int) -> None:
-        """A pair of steps of one level (or a step of one run only), and what is under it."""
+    def _pair(self, a: Node | None, b: Node | None, level: str, depth: int) -> None:
+        """A pair of steps at ``level`` of the tree (``session``, ``turn`` or ``op``), or a
+        step of one run only, and what is under it."""
         if a is None or b is None:
-            self._only(a, b, kind, depth)
+            self._only(a, b, level, depth)
             return
-        kind_a, kind_b = _kind(a, kind), _kind(b, kind)
+        kind_a, kind_b = _kind(a, level), _kind(b, level)
         index = len(self.steps)
-        self.steps.append(self._step(a, b, kind, kind_a, depth))
+        self.steps.append(self._step(a, b, level, kind_a, depth))
         found: list[str] = []
         if (kind_a, _name(a)) != (kind_b, _name(b)):
             fields = {"kind": kind_a, "name": _name(a)}, {"kind": kind_b, "name": _name(b)}
             found.append(self._diverge("structure", a, b, kind_a, fields))
-        elif kind == "session":
+        elif level == "session":
             found += self._session(a, b, depth)
-        elif kind == "turn":
+        elif level == "turn":
             self._children(a, b, "ops", _op_key, "op", depth)
         else:
             found += self._op(a, b, kind_a, depth)
@@ -81,13 +82,15 @@ class Walk:
         b: Node,
         key: str,
         by: Callable[[Node], Hashable],
-        kind: str,
+        level: str,
         depth: int,
     ) -> None:
+        """The steps under ``a`` and ``b`` (their ``key``: ``turns``, ``ops``, or ``hosted``,
+        the sub-agent runs an op hosted), paired by ``by`` (:func:`.align.align`)."""
         items_a = list(children(a, key)) if key != "hosted" else list(hosted_sessions(a))
         items_b = list(children(b, key)) if key != "hosted" else list(hosted_sessions(b))
         for x, y in align(items_a, items_b, by):
-            self._pair(x, y, kind, depth + 1)
+            self._pair(x, y, level, depth + 1)
 
     def _session(self, a: Node, b: Node, depth: int) -> list[str]:
         self._children(a, b, "turns", _turn_key, "turn", depth)
@@ -110,15 +113,15 @@ class Walk:
             self.ids_differ = True
         return found
 
-    def _only(self, a: Node | None, b: Node | None, kind: str, depth: int) -> None:
+    def _only(self, a: Node | None, b: Node | None, level: str, depth: int) -> None:
         node = a if a is not None else b
         assert node is not None
-        step_kind = _kind(node, kind)
-        only = OnlyIn(_label(node), step_kind, self._shown(_name(node)), _count(node, kind))
+        step_kind = _kind(node, level)
+        only = OnlyIn(_label(node), step_kind, self._shown(_name(node)), _count(node, level))
         (self.only_in_a if a is not None else self.only_in_b).append(only)
         here = {"kind": step_kind, "name": _name(node)}
         values = (here, ABSENT) if a is not None else (ABSENT, here)
-        self.steps.append(self._step(a, b, kind, step_kind, depth, ("structure",)))
+        self.steps.append(self._step(a, b, level, step_kind, depth, ("structure",)))
         self._diverge("structure", a, b, step_kind, values)
 
     # --- comparing ------------------------------------------------------------------------
@@ -283,10 +286,10 @@ def _op_status(op: Node) -> str:
     return status if isinstance(status, str) else "in progress"
 
 
-def _count(node: Node, kind: str) -> int:
-    """How many steps ``node`` is, itself and every step under it."""
+def _count(node: Node, level: str) -> int:
+    """How many steps ``node`` (at ``level``) is, itself and every step under it."""
     count = 0
-    pending: list[tuple[Node, str]] = [(node, kind)]
+    pending: list[tuple[Node, str]] = [(node, level)]
     while pending:  # not recursive: sub-agents nest as deep as they did
         current, level = pending.pop()
         count += 1
