@@ -156,7 +156,8 @@ class Walk:
         else:
             note = (
                 "the model and messages kept agree: the request differs in what is not kept "
-                "(its parameters, its tools), as its fingerprint says"
+                "(its parameters, its tools, a message past the payload cap), as its "
+                "fingerprint says"
             )
         values = ({"fingerprint": fingerprints[0]}, {"fingerprint": fingerprints[1]})
         return [self._diverge(what, a, b, kind, values, note)]
