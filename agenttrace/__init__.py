@@ -47,6 +47,7 @@ from agenttrace.tracing.logs import log, thinking
 from agenttrace.tracing.propagation import ContextThreadPoolExecutor, bind_context
 from agenttrace.tracing.transcripts import agent_class, hears, piece_of_text
 from agenttrace.tracing.travel import extract, inject
+from agenttrace.views.diff import diff_runs
 from agenttrace.views.viewer import SessionViewer
 
 __all__ = [
@@ -71,6 +72,7 @@ __all__ = [
     "agent_class",
     "bind_context",
     "current_session",
+    "diff_runs",
     "extract",
     "force_flush",
     "format_label",

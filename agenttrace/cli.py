@@ -1368,6 +1368,67 @@ def scripted_model(script_file: Path | None, port: int) -> None:
     model.close()
 
 
+DIFF_HELP = """Compare run A and run B step by step. A and B are sessions (a file or an id)
+with :RUN for run RUN as `agenttrace tree` numbers it ("run 1: ..."), the last run without;
+they may be one session (`agenttrace diff s:1 s:2`).
+
+The steps (agent runs, turns, LLM attempts, tool calls, sub-agents at any depth) are paired by
+path label, and where labels disagree (one run inserted a step, so later labels shift) by the
+longest common subsequence of (kind, name) among each parent's steps, so one inserted step
+leaves the rest paired. Each pair is compared: an LLM attempt's request (its model, parameters
+and the messages the recording kept; the step journal's fingerprint of the whole request for
+what is kept nowhere, such as the tools offered) and response, a tool call's arguments and
+result (the step journal's, else the op's), each step's status. Ids and times a provider makes
+up on each call are left out.
+
+Printed: the first divergence in run order (request, response, tool_arguments, tool_result,
+status, or structure: a step in one run only, or of another kind or name), both labels and a
+field-level diff there (JSON paths with both values, a long text as a unified diff; secrets
+replaced, values capped); every step with its token, cost and latency deltas (B minus A); the
+steps in one run only; the totals. --json prints the same as one JSON object
+(docs/how-to/replay-diff.md).
+
+Exit status 0 when the runs did the same, 1 when they differ (as diff(1)), 2 when a session
+cannot be read or has no such run (one line on stderr).
+"""
+
+
+@main.command(help=DIFF_HELP)
+@click.argument("a")
+@click.argument("b")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON, for scripts.")
+@sessions_dir_option
+def diff(a: str, b: str, as_json: bool, sessions_dir: Path | None) -> None:
+    import json
+
+    from agenttrace.views.diff.runs import diff_loaded, split_run
+
+    sides = []
+    for reference in (a, b):
+        try:
+            name, run = split_run(reference)
+        except SessionFileError as exc:
+            fail(str(exc))
+        sides.append((load(name, sessions_dir), run, name))
+    try:
+        result = diff_loaded(sides[0], sides[1])
+    except SessionFileError as exc:
+        fail(str(exc))
+    if as_json:
+        click.echo(json.dumps(result.as_json(), indent=2))
+    elif importlib.util.find_spec("rich") is not None:
+        from agenttrace.views.diff.render import print_diff
+
+        print_diff(result, _console())
+    else:  # without the [cli] extra: the same report in plain columns
+        from agenttrace.views.diff.render import diff_lines
+
+        click.echo("\n".join(diff_lines(result)))
+    if not result.same:
+        _warnings.flush()
+        sys.exit(EXIT_RUN_FAILED)
+
+
 def _viewer(reference: str, sessions_dir: Path | None) -> Any:
     from agenttrace.views.public import public_agent_names, public_view
     from agenttrace.views.viewer import SessionViewer
