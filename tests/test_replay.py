@@ -19,8 +19,12 @@ import pytest
 
 import agenttrace
 
+from . import replay_agent
 from .conftest import Traced
+from .helpers import ROOT
 from .llm_server import LLMServer, Reply
+from .test_cli import agenttrace as run_cli
+from .test_cli import ok, one_error_line
 from .test_litellm import http
 
 CHARGES: list[int] = []
@@ -308,3 +312,31 @@ def test_what_cannot_be_replayed_is_refused_before_anything_runs(
     with pytest.raises(ValueError, match="mode"):
         agenttrace.replaying(source.session_id, mode="loose").__enter__()  # type: ignore[arg-type]
     assert agenttrace.current_session() is source  # left as it was
+
+
+def test_the_cli_replays_offline_and_reports_a_divergence_in_one_line(
+    traced: Traced, tmp_path: Path, llm: LLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPLAY_LLM_BASE", llm.api_base)
+    llm.reset(Reply(content="One tea."), Reply(content="Here it is."))
+    assert replay_agent.shop() == "Here it is."
+    source = agenttrace.current_session().session_id
+    traced.handle.force_flush()
+    billed = ledger(tmp_path)
+    llm.reset()
+    sessions = str(tmp_path / "sessions")
+    args = ("replay", source, "--agent", "tests.replay_agent:rebuild", "--sessions-dir", sessions)
+    out = ok(run_cli(tmp_path, *args, "--offline", cwd=ROOT, REPLAY_LLM_BASE=llm.api_base))
+    assert "Answer: Here it is." in out
+    assert "3 step(s) served from the recording, 0 run live" in out
+    assert f"(of {source}, run {source})" in out
+    assert llm.requests == [] and ledger(tmp_path) == billed
+    diverged = run_cli(
+        tmp_path, *args, "--offline", cwd=ROOT, REPLAY_LLM_BASE=llm.api_base, REPLAY_PROMPT="a pie"
+    )
+    assert diverged.returncode == 1 and "Traceback" not in diverged.stderr
+    *_, line = diverged.stderr.splitlines()  # after the console's lines: the error, once
+    assert line.startswith("agenttrace: error: ")
+    assert "replay diverged at 1.1: llm 'gpt-4o-mini'" in line
+    assert '"a tea, please" -> "a pie"' in line
+    assert "no run 7" in one_error_line(run_cli(tmp_path, *args, "--run", "7", cwd=ROOT))
