@@ -340,3 +340,27 @@ def test_the_cli_replays_offline_and_reports_a_divergence_in_one_line(
     assert "replay diverged at 1.1: llm 'gpt-4o-mini'" in line
     assert '"a tea, please" -> "a pie"' in line
     assert "no run 7" in one_error_line(run_cli(tmp_path, *args, "--run", "7", cwd=ROOT))
+
+
+def test_stats_over_a_run_and_its_replay_count_each_real_call_once(
+    traced: Traced, tmp_path: Path, llm: LLMServer
+) -> None:
+    shop = shop_agent(llm)
+    source = record(traced, llm, shop)
+    llm.reset(Reply(content="Your tea, kindly."))
+    with agenttrace.replaying(source.session_id, mode="lenient") as replay:
+        shop_agent(llm, edited=True)("a tea, please")
+    traced.handle.force_flush()
+    sessions = str(tmp_path / "sessions")
+
+    def stats(session_id: str) -> dict[str, Any]:
+        out = ok(run_cli(tmp_path, "stats", session_id, "--json", "--sessions-dir", sessions))
+        return json.loads(out)  # type: ignore[no-any-return]
+
+    original = stats(source.session_id)["total"]
+    replayed = stats(replay.session.session_id)["total"]
+    # Shop's two LLM calls and Barista's one, two tool calls: each real call counted once,
+    # in the run that made it; the replay counts its one live call only.
+    assert (original["llm_attempts_ok"], original["tool_calls"]) == (3, 2)
+    assert (replayed["llm_attempts_ok"], replayed["tool_calls"]) == (1, 0)
+    assert replayed["cost_usd_known"] < original["cost_usd_known"]
