@@ -364,3 +364,48 @@ def test_stats_over_a_run_and_its_replay_count_each_real_call_once(
     assert (original["llm_attempts_ok"], original["tool_calls"]) == (3, 2)
     assert (replayed["llm_attempts_ok"], replayed["tool_calls"]) == (1, 0)
     assert replayed["cost_usd_known"] < original["cost_usd_known"]
+
+
+WEIGHED: list[int] = []
+GATES: dict[int, Any] = {}
+
+
+@agenttrace.tool(effect="read")
+def weigh(item: int) -> dict[str, int]:
+    GATES[item].wait(5)  # released in an order the test shuffles: completion order varies
+    WEIGHED.append(item)
+    return {"item": item, "grams": 100 + item}
+
+
+def test_eight_concurrent_tool_calls_replay_identically_in_any_completion_order(
+    traced: Traced, tmp_path: Path
+) -> None:
+    import random
+    import threading
+
+    shuffles = random.Random(36)
+
+    @agenttrace.agent("Scale")
+    def scale() -> list[dict[str, int]]:
+        GATES.update({item: threading.Event() for item in range(8)})
+        order = list(range(8))
+        shuffles.shuffle(order)
+        with agenttrace.turn(), agenttrace.ContextThreadPoolExecutor(8) as pool:
+            # Started in a shuffled order (so each call's label differs from run to run), and
+            # released in another.
+            futures = {item: pool.submit(weigh, item) for item in order}
+            for item in reversed(order):
+                GATES[item].set()
+            return [futures[item].result() for item in range(8)]
+
+    WEIGHED.clear()
+    recorded = scale()
+    assert sorted(WEIGHED) == list(range(8))
+    source = agenttrace.current_session()
+    traced.handle.force_flush()
+    for _ in range(5):
+        # Each call finds its own step by its request, whatever label its start got this time.
+        with agenttrace.replaying(source.session_id, offline=True) as replay:
+            assert scale() == recorded
+        assert replay.report.clean and replay.report.served == 8
+    assert len(WEIGHED) == 8  # no body ran again
