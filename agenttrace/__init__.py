@@ -21,6 +21,7 @@ from agenttrace.model.reentry import (
     UnanswerableToolCall,
     Verdict,
 )
+from agenttrace.model.replay import ReplayDivergence, ReplayReport
 from agenttrace.sdk.process_pool import ProcessPoolExecutor
 from agenttrace.sdk.setup import (
     Tracing,
@@ -31,6 +32,7 @@ from agenttrace.sdk.setup import (
     on_optree,
     shutdown,
 )
+from agenttrace.session.replay import Replay, replaying
 from agenttrace.session.restore import load_session, resume
 from agenttrace.session.state import AgentRecord, Session, current_session, new_session, use_session
 from agenttrace.tracing.decorators import Handle, agent, llm, run, tool, turn
@@ -61,6 +63,9 @@ __all__ = [
     "LeaseHeld",
     "LoggedString",
     "ProcessPoolExecutor",
+    "Replay",
+    "ReplayDivergence",
+    "ReplayReport",
     "Session",
     "SessionFileError",
     "SessionViewer",
@@ -92,6 +97,7 @@ __all__ = [
     "on_optree",
     "parse_label",
     "piece_of_text",
+    "replaying",
     "resume",
     "run",
     "shutdown",

@@ -494,6 +494,111 @@ class _FactoryFailed(Exception):
     """The ``--agent`` factory raised (the exception is the cause)."""
 
 
+REPLAY_HELP = """Run a recorded run of SESSION (a file or id) again from its journal, into a
+new session (docs/design/replay.md): --agent rebuilds the agents as they were when that run
+started, the root agent's response() runs it again, and each LLM call and tool call the
+recording answers is served from it (nothing is sent, run or billed). At the end, what could
+not be replayed is listed.
+
+--strict (the default) stops at the first call the recording does not answer, with a
+field-level diff of the two requests (exit status 1); --lenient runs that call and every later
+one live. --until LABEL runs LABEL and everything after it live. --offline refuses every
+network connection while the run replays. A session, run or label that cannot be replayed gets
+one line on stderr and exit status 2.
+"""
+
+
+@main.command(help=REPLAY_HELP)
+@click.argument("session")
+@click.option("--agent", "factory_name", metavar="MODULE:FACTORY", required=True)
+@click.option(
+    "--run",
+    "run_index",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Which run (0 for the first) [default: the last that ended].",
+)
+@click.option("--until", default=None, metavar="LABEL", help="Run LABEL and after it live.")
+@click.option("--strict/--lenient", default=True, help="What a divergence does (see above).")
+@click.option("--offline", is_flag=True, help="Refuse every network connection.")
+@sessions_dir_option
+@click.option(
+    "--verbose", "console", flag_value="verbose", help="A console line per LLM call and tool call."
+)
+def replay(
+    session: str,
+    factory_name: str,
+    run_index: int | None,
+    until: str | None,
+    strict: bool,
+    offline: bool,
+    sessions_dir: Path | None,
+    console: str | None,
+) -> None:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    path = resolve(session, sessions_dir)
+    module_name, attribute = _split_factory_name(factory_name)
+
+    import agenttrace
+
+    # Beside the source's files (a store's session: shipped to the store as well).
+    tracing = agenttrace.init(
+        console=console,  # type: ignore[arg-type]
+        sessions_dir=path.absolute().parent,
+        sessions_url=sessions_url(),
+    )
+    factory = _import_factory(factory_name, module_name, attribute)
+
+    def build(record: agenttrace.AgentRecord, restored: agenttrace.Session) -> Any:
+        try:
+            return factory(record, restored)
+        except Exception as exc:  # the user's code: reported as one line, not a traceback
+            raise _FactoryFailed(f"--agent {factory_name} failed on {record.agent_id}") from exc
+
+    replaying = agenttrace.replaying(
+        path,
+        run=run_index,
+        until=until,
+        mode="strict" if strict else "lenient",
+        offline=offline,
+        agent_factory=build,
+    )
+    try:
+        started = replaying.__enter__()
+    except (SessionFileError, ValueError) as exc:
+        fail(str(exc))
+    except _FactoryFailed as exc:
+        fail(f"{exc}: {_one_line(exc.__cause__)}")
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.push(replaying)
+            if not callable(getattr(started.root, "response", None)):
+                fail(
+                    f"the root agent that --agent {factory_name} rebuilt (type "
+                    f"{type(started.root).__name__}) has no response() to run it again"
+                )
+            answer = _call(started.root.response)
+    except agenttrace.ReplayDivergence as exc:
+        _replay_report(started, tracing)
+        fail(str(exc), EXIT_RUN_FAILED)
+    except Exception as exc:
+        _replay_report(started, tracing)
+        fail(f"the replayed run failed: {_one_line(exc)}", EXIT_RUN_FAILED)
+    click.echo(f"Answer: {answer}")
+    _replay_report(started, tracing)
+
+
+def _replay_report(replayed: Any, tracing: Any) -> None:
+    """What the replay served and could not, and where its session is; its files written."""
+    tracing.force_flush()
+    for line in replayed.report.lines():
+        click.echo(line)
+    click.echo(
+        f"Replay session {replayed.session.session_id} (of {replayed.source}, run {replayed.run})"
+    )
+    tracing.shutdown()
+
+
 def _one_line(exc: BaseException | None) -> str:
     """An exception as one line: its type and its message, whitespace folded."""
     message = " ".join(str(exc).split())

@@ -371,6 +371,10 @@ class Journal:
     def _step(self, key: StepKey, line: StepLine) -> None:
         state = line.state
         step = self.steps.get(key)
+        if step is None and state == "replayed":
+            # A replay session's: the step it served is the source session's (its files name
+            # it); the line says only that it was served, not what became of a step here.
+            return
         if step is None:
             step = self.steps[key] = Step(key, line.kind, line.name)
         step.agent_id = line.agent_id or step.agent_id

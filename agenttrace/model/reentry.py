@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from agenttrace._internal.redact import cap_text, scrub_json_text
 from agenttrace.model.journal import EFFECTS, Journal, Step
+from agenttrace.model.replay import ReplayDivergence, ReplayRules, llm_fields, tool_fields
 from agenttrace.model.rewind import Rewound, rewind_transcripts
 from agenttrace.model.skipped_bodies import skipped_bodies
 from agenttrace.model.unanswered import UnansweredPolicy
@@ -41,7 +42,7 @@ DEFAULT_POLICY: Mapping[str, InDoubtAction] = {
 effect class. Done steps are always answered from the journal and failed steps that were not
 applied always run again: only the in-doubt case is a choice."""
 
-Planned = Literal["run", "replay", "fail", "verify", "stop", "abandon"]
+Planned = Literal["run", "replay", "fail", "verify", "stop", "abandon", "diverge"]
 
 
 def check_policy(policy: Mapping[str, str] | None) -> dict[str, InDoubtAction]:
@@ -69,7 +70,8 @@ class Plan:
     step: Step | None = None
     """The journal's step at that place (its last attempt), if any."""
     result: Any = None
-    """The result to answer with (``replay``)."""
+    """The result to answer with (``replay``), or the error to raise (``diverge``: a strict
+    replay's :class:`~agenttrace.model.replay.ReplayDivergence`)."""
     label: str | None = None
     """The label to journal it under: the journal's step's, which a call that started in
     another order than the first time (parallel calls) has at another place."""
@@ -179,6 +181,9 @@ class Reentry:
     """Once a call stopped the resume, every later call of the run stops with it."""
     shown: dict[str, str] = field(default_factory=dict)
     """Each in-doubt call's arguments as an error may show them (redacted, capped), by label."""
+    replay: ReplayRules | None = None
+    """A replay's rules (``agenttrace.model.replay``), where the run re-entered is a finished
+    one replayed into a new session; ``None`` for a resume's re-entry."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _tools: list[Step] | None = field(default=None, repr=False)
 
@@ -191,20 +196,34 @@ class Reentry:
             return True
 
     def plan(
-        self, label: str, name: str, fingerprint: str | None, call_id: str | None = None
+        self,
+        label: str,
+        name: str,
+        fingerprint: str | None,
+        call_id: str | None = None,
+        arguments: str | None = None,
     ) -> Plan:
         """What to do with the tool call ``name`` the re-entered run makes at ``label``: the
         journal's step for it is the one with the model's ``call_id``, else the one at
         ``label`` if it asked the same, else one of the same request elsewhere that no call has
-        matched (parallel calls may start in another order)."""
+        matched (parallel calls may start in another order). ``arguments``: the call's, as the
+        journal keeps them (a replay's divergence shows how they differ)."""
         if self.stopped is not None:
             return Plan("stop")
+        rules = self.replay
+        if rules is not None and rules.runs_live(label, "tool", name):
+            return Plan("run")
         with self._lock:
             step = self._matching(label, name, fingerprint, call_id)
             if step is not None:
                 self.claimed.add(step.key[1])
         if step is None:
             at = self.journal.latest(self.origin, label)
+            if rules is not None:  # a replay: the recording does not answer this call
+                fields = tool_fields(at, arguments) if arguments is not None else []
+                error = ReplayDivergence(label, "tool", at, name, fingerprint, fields)
+                diverged = rules.diverge(error)
+                return Plan("run") if diverged is None else Plan("diverge", result=diverged)
             if at is None:
                 return Plan("run")
             # The run asks something else at this place (its code or its inputs changed): the
@@ -221,6 +240,8 @@ class Reentry:
             # a later re-entry.
             return Plan("run", label=self._fresh(label))
         again, place = step.key[2] + 1, step.key[1]
+        if rules is not None:  # a replay serves a result, or runs the call live
+            return _replay_tool(rules, step, label)
         if step.decision is not None:
             if step.decision == "done":
                 return Plan("replay", step=step, result=decided_result(step.result), label=place)
@@ -283,7 +304,15 @@ class Reentry:
             self._tools = list(last.values())
         return self._tools
 
-    def plan_llm(self, label: str, fingerprint: str, failures: bool = False) -> Plan:
+    def plan_llm(
+        self,
+        label: str,
+        fingerprint: str,
+        failures: bool = False,
+        request: Mapping[str, Any] | None = None,
+        agent_id: str | None = None,
+        name: str = "llm",
+    ) -> Plan:
         """What to do with the LLM attempt the re-entered run makes at ``label``: answered from
         the journal if it holds one done with the same request (``replay``), else sent (as the
         next attempt at that place, if it had one: a reply never received is asked again).
@@ -292,8 +321,16 @@ class Reentry:
         call's next attempt itself (litellm's calls): a failed attempt whose request the journal
         shows asked again at the next place of its turn (the OpenAI SDK's retry, litellm's, the
         program's) is answered with its failure (``fail``), so the call's attempts keep their
-        places and the one that got the reply is answered from the journal too."""
+        places and the one that got the reply is answered from the journal too.
+
+        A replay (``self.replay``) serves only a done step of the same request; another
+        request, or none recorded there, is a divergence (``request``: the one made now, and
+        ``agent_id``: whose, and ``name``: its model as journaled, for its field-level diff),
+        and a recorded failure runs live."""
         step = self.journal.latest(self.origin, label)
+        rules = self.replay
+        if rules is not None:
+            return self._replay_llm(rules, label, fingerprint, step, request, agent_id, name)
         if step is None:
             return Plan("run")
         if step.kind != "llm":  # a tool's place the first time: the run diverged
@@ -304,6 +341,30 @@ class Reentry:
             if failures and step.state == "failed" and self._asked_again(step):
                 return Plan("fail", step=step)
         return Plan("run", step.key[2] + 1, step)
+
+    def _replay_llm(
+        self,
+        rules: ReplayRules,
+        label: str,
+        fingerprint: str,
+        step: Step | None,
+        request: Mapping[str, Any] | None,
+        agent_id: str | None,
+        name: str,
+    ) -> Plan:
+        if rules.runs_live(label, "llm", name):
+            return Plan("run")
+        if step is None or step.kind != "llm" or step.fingerprint != fingerprint:
+            sent = (rules.requests or {}).get(agent_id or "")
+            fields = llm_fields(sent, request, step, name)
+            error = ReplayDivergence(label, "llm", step, name, fingerprint, fields)
+            diverged = rules.diverge(error)
+            return Plan("run") if diverged is None else Plan("diverge", result=diverged)
+        if step.state == "done" and not step.capped:
+            rules.served()
+            return Plan("replay", step=step, result=step.result)
+        rules.not_replayable(step, label)
+        return Plan("run")
 
     def _asked_again(self, step: Step) -> bool:
         """Whether the op after ``step`` in its turn is an LLM attempt of the same request."""
@@ -328,6 +389,20 @@ class Reentry:
             error = InDoubtToolCall(([step] if step is not None else []) + calls, self.shown)
         self.stopped = error
         return error
+
+
+def _replay_tool(rules: ReplayRules, step: Step, label: str) -> Plan:
+    """A replay's plan for a tool call the recording has a step for: its result if it
+    recorded one that gives back what the tool returned (or one decided done), else live."""
+    if step.decision == "done":
+        result = decided_result(step.result)
+    elif step.decision is None and step.state == "done" and not step.capped and step.replayable:
+        result = recorded_result(step.result)
+    else:
+        rules.not_replayable(step, label)
+        return Plan("run")
+    rules.served()
+    return Plan("replay", step=step, result=result, label=step.key[1])
 
 
 def next_label(label: str) -> str:

@@ -45,12 +45,7 @@ def rewind_transcripts(
     ``skipped`` says the run created and its re-entry creates again is emptied (it did not
     exist); other agents created after that point are left as they are. Returns what
     changed."""
-    count = 0
-    for event in events:
-        number = ev.id_number(str(event.get("message_id", "")), ev.MESSAGE_PREFIX)
-        if number is None or number > messages:
-            break
-        count += 1
+    count = events_before(events, messages)
     absent = skipped.absent(events) if skipped is not None else frozenset()
     at_start = _state(session, events, count, skipped)
     changed: dict[str, list[dict[str, Any]]] = {}
@@ -65,17 +60,38 @@ def rewind_transcripts(
     return Rewound(changed, after, len(session.events), absent)
 
 
+def events_before(events: Sequence[Mapping[str, Any]], messages: int) -> int:
+    """How many of ``events`` the session had logged up to message number ``messages`` (a run
+    line's ``messages``: where the run started)."""
+    count = 0
+    for event in events:
+        number = ev.id_number(str(event.get("message_id", "")), ev.MESSAGE_PREFIX)
+        if number is None or number > messages:
+            break
+        count += 1
+    return count
+
+
+def events_at_start(
+    events: Sequence[Mapping[str, Any]], count: int, skipped: SkippedBodies | None
+) -> list[dict[str, Any]]:
+    """The first ``count`` events and those the ``skipped`` bodies logged after them: what a
+    run the journal answers those calls of starts from (a re-entry's transcripts; a replay
+    session's events)."""
+    kept = list(events[:count])
+    if skipped is not None:
+        kept += [event for event in events[count:] if skipped.region(event) is not None]
+    return [dict(event) for event in kept]
+
+
 def _state(
     session: Any, events: Sequence[Mapping[str, Any]], count: int, skipped: SkippedBodies | None
 ) -> Any:
     """A session restored from the first ``count`` events and those the ``skipped`` bodies
     logged after them (a reset among those that reuses an entry left out places what it
     finds: a reader's rule)."""
-    kept = list(events[:count])
-    if skipped is not None:
-        kept += [event for event in events[count:] if skipped.region(event) is not None]
     state = type(session)(session.session_id)
-    state.restore([dict(event) for event in kept], raw_lines=None)
+    state.restore(events_at_start(events, count, skipped), raw_lines=None)
     return state
 
 

@@ -20,7 +20,9 @@ from typing import Any
 
 from agenttrace._internal.errors import report_internal_error
 from agenttrace.model import events as ev
+from agenttrace.model.journal_lines import RUN_LABEL
 from agenttrace.model.reentry import Reentry
+from agenttrace.model.replay import ReplayDivergence
 from agenttrace.model.rewind import undo_rewind
 from agenttrace.model.unanswered import MAX_CLOSED, close_unanswered_calls
 
@@ -68,6 +70,20 @@ def enters(
     except Exception as exc:
         report_internal_error("resume", exc)
     return False
+
+
+def replay_enters(
+    session: Any, reentry: Reentry, name: str, fingerprint: str | None, implicit: bool
+) -> None:
+    """The root run starting now in a replay session: the source run's entry point with its
+    arguments, or a divergence at the run's start (strict: raised; lenient: it runs live)."""
+    rules = reentry.replay
+    if rules is None or why_not(session, reentry, name, fingerprint, implicit) is None:
+        return
+    error = ReplayDivergence(RUN_LABEL, "run", rules.run, name, fingerprint)
+    raised = rules.diverge(error)
+    if raised is not None:
+        raise raised
 
 
 def drop(session: Any, reentry: Reentry, why: str) -> None:

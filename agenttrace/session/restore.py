@@ -342,6 +342,14 @@ def _load(
         raise SessionFileError(f"{session_file}: the session has no root agent")
     if agent_factory is None:
         return root, session
+    return build_agents(session, root, agent_factory), session
+
+
+def build_agents(
+    session: Session, root: AgentRecord, agent_factory: Callable[[AgentRecord, Session], Any]
+) -> Any:
+    """The root agent ``root`` of ``session`` and its sub-agents rebuilt by ``agent_factory``
+    (``load_session``'s: each result gets its sub-agents in ``.subagents`` by name)."""
     # A sub-agent the interrupted run created, that its re-entry creates again, did not exist
     # when the run started: rebuilt, the run's code would find it and tell it again what it
     # heard (nor is a sub-agent of it rebuilt).
@@ -368,4 +376,4 @@ def _load(
             siblings[record.name] = agent
         subagents = getattr(agent, "subagents", None)
         stack.extend((child, subagents) for child in reversed(children.get(record.agent_id, [])))
-    return built, session
+    return built

@@ -40,6 +40,7 @@ from agenttrace._internal.errors import report_internal_error, report_misuse
 from agenttrace._internal.runtime import runtime
 from agenttrace.model.journal import EFFECTS
 from agenttrace.model.outcome import OutcomeBuilder
+from agenttrace.model.replay import ReplayDivergence
 from agenttrace.tracing.agents import owner_agent_id, str_attribute
 from agenttrace.tracing.binding import BOUND, PLAIN, Binding, binding_of
 from agenttrace.tracing.content import tool_payload
@@ -835,7 +836,11 @@ class _LLMSpec(_Spec[OpScope]):
         )
         scope.payloads.update(payloads)
         scope.request = messages
-        begin_call_step(scope, str(model), args, kwargs, self.replayable)  # before the call
+        try:
+            begin_call_step(scope, str(model), args, kwargs, self.replayable)  # before the call
+        except ReplayDivergence as error:  # a strict replay: the function is not called
+            self.close(scope, error, NO_RESULT)
+            raise
         return scope
 
     def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:

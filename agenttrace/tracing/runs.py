@@ -14,6 +14,7 @@ from agenttrace.model.ids import new_txn_id
 from agenttrace.model.reentry import Reentry
 from agenttrace.model.request_digests import MessageDigests
 from agenttrace.session.reentry_match import enters as enters_reentry
+from agenttrace.session.reentry_match import replay_enters
 from agenttrace.session.state import Session
 from agenttrace.tracing.run_arguments import root_run_fingerprint
 from agenttrace.tracing.run_journal import journal_run_end, journal_run_start
@@ -72,7 +73,12 @@ def new_root_run(
     reentry = session.reentry
     if reentry is not None and reentry.take():
         session.reentry = None
-        if enters_reentry(session, reentry, name, run.fingerprint, implicit):
+        if reentry.replay is not None:
+            # A replay session: a run of its own (its own origin and journal keys), answered
+            # from the source run's journal (ReplayDivergence if it is another run, strict).
+            run.reentry = reentry
+            replay_enters(session, reentry, name, run.fingerprint, implicit)
+        elif enters_reentry(session, reentry, name, run.fingerprint, implicit):
             run.journal_run, run.attempt = reentry.origin, reentry.attempt
             run.reentry = reentry
     return run

@@ -567,7 +567,7 @@ def start_session(
     )
     attributes = place.attributes
     _add_session_attributes(attributes, scope, model, implicit)
-    if parent is None and run.reentry is not None:  # at its start: its tree node says so too
+    if parent is None and run.reentry is not None and run.reentry.replay is None:  # its tree too
         attributes[sc.REENTERS] = run.journal_run
     # A hosting op agenttrace opened itself is not current in the context: parent explicitly;
     # so is the remote op a root run joined with no span of its process around it.

@@ -46,6 +46,7 @@ from agenttrace.instrumentation.litellm.utils import (
     state,
 )
 from agenttrace.model.journal import Step
+from agenttrace.model.replay import ReplayDivergence
 from agenttrace.tracing.journal.llm_steps import ReplayedFailure, begin_llm_step
 
 # --- the wrappers ---------------------------------------------------------------------------------
@@ -83,7 +84,11 @@ def _attempt(
     if attempt is None:
         return wrapped(*args, **kwargs)
     if operation == sc.OP_CHAT:
-        recorded = begin_llm_step(attempt.scope, attempt.model, kwargs, failures=True)
+        try:
+            recorded = begin_llm_step(attempt.scope, attempt.model, kwargs, failures=True)
+        except ReplayDivergence as error:  # a strict replay: nothing is sent
+            attempt.fail(error)
+            raise
         while recorded is not None and recorded.state == "failed":
             # A re-entered run: this attempt failed and was retried; its failure is answered
             # from the journal, as is the next attempt, at the place it had.

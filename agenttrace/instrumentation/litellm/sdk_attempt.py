@@ -39,6 +39,7 @@ from agenttrace.instrumentation.litellm.tracking import (
     run_attempt,
 )
 from agenttrace.model.journal import Step
+from agenttrace.model.replay import ReplayDivergence
 from agenttrace.tracing.journal.llm_steps import ReplayedFailure, begin_llm_step
 from agenttrace.tracing.scopes import OpScope, current_scope
 
@@ -142,7 +143,11 @@ def recorded_step(attempt: Attempt, kwargs: Any) -> Step | None:
     """Journal the attempt's step; in a re-entered run, the journal's step that answers it
     (failures it recorded end their attempts here, as ``ReplayedFailure``, and the next
     attempt is answered in turn)."""
-    recorded = begin_llm_step(attempt.scope, attempt.model, kwargs, failures=True)
+    try:
+        recorded = begin_llm_step(attempt.scope, attempt.model, kwargs, failures=True)
+    except ReplayDivergence as error:  # a strict replay: nothing is sent
+        attempt.fail(error)
+        raise
     while recorded is not None and recorded.state == "failed":
         attempt.fail(ReplayedFailure(recorded.error or "failed"))
         opened = open_span(attempt.request, attempt.call)

@@ -29,6 +29,7 @@ from agenttrace._internal.runtime import runtime
 from agenttrace.model import journal as j
 from agenttrace.model import journal_lines as jl
 from agenttrace.model.journal_lines import journal_bytes
+from agenttrace.model.replay import ReplayDivergence
 from agenttrace.model.request_digests import llm_request_fingerprint, memory_of
 from agenttrace.tracing.journal.steps import WHERE
 from agenttrace.tracing.scopes import OpScope, current_scope
@@ -63,13 +64,17 @@ def begin_llm_step(
     """Journal the LLM attempt ``scope`` starts (its ``intent``, written now). In a re-entered
     run, the journal's step if it answers this attempt (the response is not asked for): done,
     or, when the caller takes ``failures``, failed and asked again at the next place (the
-    caller ends the attempt with :class:`ReplayedFailure` and goes on to the next attempt)."""
+    caller ends the attempt with :class:`ReplayedFailure` and goes on to the next attempt).
+
+    A strict replay raises :class:`~agenttrace.model.replay.ReplayDivergence` when the
+    recording does not answer the attempt: the caller ends the attempt with it."""
     if runtime.recorder is None or not runtime.settings.journal:
         return None
     try:
-        return _begin(
-            scope, model, _request_fingerprint(scope, j.llm_request(kwargs)), True, failures
-        )
+        request = j.llm_request(kwargs)
+        return _begin(scope, model, _request_fingerprint(scope, request), True, failures, request)
+    except ReplayDivergence:
+        raise
     except Exception as exc:
         report_internal_error(WHERE, exc)
     return None
@@ -89,9 +94,10 @@ def begin_call_step(
     if runtime.recorder is None or not runtime.settings.journal:
         return None
     try:
-        return _begin(
-            scope, model, _request_fingerprint(scope, call_request(model, args, kwargs)), answer
-        )
+        request = call_request(model, args, kwargs)
+        return _begin(scope, model, _request_fingerprint(scope, request), answer, request=request)
+    except ReplayDivergence:
+        raise
     except Exception as exc:
         report_internal_error(WHERE, exc)
     return None
@@ -125,7 +131,12 @@ def step_fingerprint(scope: OpScope) -> str | None:
 
 
 def _begin(
-    scope: OpScope, model: str, fingerprint: str, answer: bool, failures: bool = False
+    scope: OpScope,
+    model: str,
+    fingerprint: str,
+    answer: bool,
+    failures: bool = False,
+    request: Mapping[str, Any] | None = None,
 ) -> j.Step | None:
     recorder = runtime.recorder
     if recorder is None:
@@ -134,7 +145,11 @@ def _begin(
     attempt = 1
     reentry = run.reentry
     if reentry is not None:
-        plan = reentry.plan_llm(scope.label, fingerprint, failures and answer)
+        plan = reentry.plan_llm(
+            scope.label, fingerprint, failures and answer, request, scope.session.agent_id, model
+        )
+        if plan.what == "diverge":
+            raise plan.result
         if plan.what in ("replay", "fail") and plan.step is not None:
             if answer:
                 scope.step = LLMStep(plan.step.key, True, model, plan.step, fingerprint)
@@ -178,7 +193,9 @@ def end_llm_step(
         session = scope.session.run.session
         if step.replayed:
             if error is None or type(error) is ReplayedFailure:
-                line = jl.replayed_line(step.key, agent_id=agent_id, kind="llm", name=model)
+                # At the run's own key: a re-entry's is the step's; a replay's, its new run's.
+                key = (scope.session.run.journal_run, step.key[1], step.key[2])
+                line = jl.replayed_line(key, agent_id=agent_id, kind="llm", name=model)
                 recorder.journal(session, jl.encoded_later(line), later=True)
             return
         if error is not None:

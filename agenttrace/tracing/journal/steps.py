@@ -108,7 +108,7 @@ def begin_tool_step(
         label, attempt = scope.label, 1
         reentry = run.reentry
         if reentry is not None:
-            plan = reentry.plan(scope.label, scope.name, request_fingerprint, scope.call_id)
+            plan = reentry.plan(scope.label, scope.name, request_fingerprint, scope.call_id, text)
             if plan.what != "run":
                 scope.step = Pending(
                     plan, reentry, effect, request_fingerprint, arguments, text, verifier
@@ -217,6 +217,8 @@ def settle(pending: Pending) -> Any:
     scope = current_scope()
     if plan.what == "replay":
         return _served(pending, plan.result)
+    if plan.what == "diverge":  # a strict replay: the recording does not answer this call
+        raise plan.result
     if plan.what == "abandon":
         label = plan.step.key[1] if plan.step is not None else "?"
         name = scope.name if isinstance(scope, OpScope) else "tool"
@@ -262,6 +264,9 @@ def block_step(scope: OpScope) -> BaseException | None:
     if type(pending) is not Pending:
         return None
     plan = pending.plan
+    if plan.what == "diverge":
+        scope.step = None
+        return plan.result  # type: ignore[no-any-return]
     if plan.what == "abandon":
         try:
             settle(pending)
@@ -287,9 +292,10 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
         lease = lease_token(scope.session.run.session)
         if type(step) is Pending:
             if step.served and error is None and step.plan.step is not None:
-                line = jl.replayed_line(
-                    step.plan.step.key, agent_id=agent_id, kind="tool", name=scope.name
-                )
+                # At the run's own key: a re-entry's is the step's; a replay's, its new run's.
+                _, label, attempt = step.plan.step.key
+                key = (scope.session.run.journal_run, label, attempt)
+                line = jl.replayed_line(key, agent_id=agent_id, kind="tool", name=scope.name)
                 recorder.journal(scope.session.run.session, jl.encoded_later(line), later=True)
             return
         if error is None:

@@ -1,0 +1,180 @@
+"""``agenttrace.replaying``: a recorded run runs again from its journal, into a new session
+(docs/design/replay.md).
+
+The source session's files are only read. The replay session starts with the source's agents
+and transcripts as they were when the source run started (and what the bodies of the tool calls
+the replay answers logged: a re-entry keeps them too), its file's ``meta.replay_of`` names the
+source, and it is armed with a :class:`~agenttrace.model.reentry.Reentry` carrying the replay's
+rules, so the next root run is answered from the source run's journal by the re-entry code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agenttrace._internal.checks import check_callable, check_choice, check_flag, check_path
+from agenttrace._internal.offline import offline as refusing_connections
+from agenttrace._internal.runtime import runtime
+from agenttrace.formats.session.files import SessionFileError, check_session_files, find_session
+from agenttrace.formats.session.fullest import load_writers
+from agenttrace.formats.session.unfinished import without_unfinished
+from agenttrace.model.ids import new_txn_id
+from agenttrace.model.journal import EFFECTS, Journal, Step
+from agenttrace.model.journal_lines import RUN_LABEL
+from agenttrace.model.reentry import InDoubtAction, Reentry
+from agenttrace.model.replay import REPLAY_MODES, ReplayMode, ReplayReport, ReplayRules
+from agenttrace.model.replay import labels_before as labels_started_before
+from agenttrace.model.rewind import events_at_start, events_before
+from agenttrace.model.skipped_bodies import skipped_bodies
+from agenttrace.session.leases import hold as hold_lease
+from agenttrace.session.leases import take as take_lease
+from agenttrace.session.restore import build_agents
+from agenttrace.session.state import AgentRecord, Session, session_if_any, use_session
+
+RUN_AGAIN: dict[str, InDoubtAction] = dict.fromkeys(EFFECTS, "retry")
+"""A replay runs live whatever the recording cannot answer: no step stops it as in doubt."""
+
+
+@dataclass
+class Replay:
+    """A replay under way (``with agenttrace.replaying(...) as replay``)."""
+
+    session: Session
+    """The replay session: new, current inside the block."""
+    source: str
+    """The source session's id."""
+    run: str
+    """The source run's origin id."""
+    report: ReplayReport
+    """What was served and what ran live (final once the block exits)."""
+    root: Any = None
+    """The root agent ``agent_factory`` rebuilt (``None`` without one)."""
+
+
+@contextlib.contextmanager
+def replaying(
+    session: str | Path,
+    *,
+    run: int | None = None,
+    until: str | None = None,
+    mode: ReplayMode = "strict",
+    offline: bool = False,
+    sessions_dir: str | Path | None = None,
+    agent_factory: Callable[[AgentRecord, Session], Any] | None = None,
+) -> Iterator[Replay]:
+    """Replay a recorded run: the code run inside the block (the source run's entry point,
+    called as it was) is answered from the source run's journal, into a new session made
+    current for the block (docs/design/replay.md).
+
+    ``session``: the source session's id (in ``sessions_dir``, by default init's) or file.
+    ``run``: which of its root runs (0 for the first; by default the last one that ended).
+    ``until``: a label of that run; it and every step after it run live. ``mode``: ``strict``
+    raises :class:`~agenttrace.model.replay.ReplayDivergence` at the first call the recording
+    does not answer; ``lenient`` runs that call and everything after it live. ``offline``:
+    every network connection is refused inside the block. ``agent_factory``: rebuilds the
+    agents as ``load_session``'s does (``replay.root``).
+    """
+    api = "agenttrace.replaying"
+    check_path(api, "session", session, optional=False)
+    check_path(api, "sessions_dir", sessions_dir)
+    check_choice(api, "mode", mode, REPLAY_MODES)
+    check_flag(api, "offline", offline, optional=False)
+    check_callable(api, "agent_factory", agent_factory, "a callable of (record, session)")
+    if run is not None and (type(run) is not int or run < 0):
+        raise ValueError(f"{api}: run must be a run's index (0 for the first), not {run!r}")
+    if until is not None and not isinstance(until, str):
+        raise TypeError(f"{api}: until must be a path label (str), not {until!r}")
+    directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
+    previous = session_if_any()
+    replay = _start(find_session(str(session), directory), run, until, mode)
+    try:
+        if agent_factory is not None:
+            root = replay.session.root()
+            if root is None:
+                raise SessionFileError(f"{session}: the session has no root agent")
+            replay.root = build_agents(replay.session, root, agent_factory)
+        with refusing_connections() if offline else contextlib.nullcontext():
+            yield replay
+    finally:
+        use_session(previous)
+
+
+def _start(path: Path, index: int | None, until: str | None, mode: ReplayMode) -> Replay:
+    """The replay session of the run ``index`` of the session in ``path``, made current."""
+    (own, _), _writers = load_writers(path, keep_damaged=True)
+    loaded, _ = without_unfinished(path, own)
+    journal = Journal(loaded.journal)
+    first, last = _source_run(journal, index, path)
+    origin = first.key[0]
+    source_id = loaded.session_id or path.name.split(".", 1)[0]
+    before = None
+    if until is not None:
+        before = labels_started_before(journal, origin, until)
+        if before is None:
+            raise ValueError(f"{path}: run {origin} has no step at {until!r} to replay until")
+    skipped = skipped_bodies(journal, origin)
+    if before is not None:  # only the calls before the label are answered
+        callers = {k: v for k, v in skipped.callers.items() if k in before}
+        skipped = dataclasses.replace(skipped, callers=callers)
+    events = events_at_start(
+        loaded.events, events_before(loaded.events, first.messages or 0), skipped
+    )
+    source = Session.from_file(loaded)  # for a divergence's diff: what each agent was sent
+    rules = ReplayRules(
+        mode,
+        until,
+        before,
+        run=last,
+        requests={aid: list(record.transcript) for aid, record in source.agents.items()},
+    )
+    replay_session = _new_session(events)
+    replay_session.meta["replay_of"] = {
+        "session": source_id,
+        "run": origin,
+        "mode": mode,
+        **({"until": until} if until is not None else {}),
+    }
+    replay_session.reentry = Reentry(
+        origin, 1, journal, RUN_AGAIN, name=last.name, fingerprint=last.fingerprint, replay=rules
+    )
+    use_session(replay_session)
+    return Replay(replay_session, source_id, origin, rules.report)
+
+
+def _source_run(journal: Journal, index: int | None, path: Path) -> tuple[Step, Step]:
+    """The source run's first and last run lines: the run ``index`` (0 for the first), by
+    default the last that ended."""
+    attempts: dict[str, list[Step]] = {}
+    for (run, label, _), step in journal.steps.items():
+        if step.kind == "run" and label == RUN_LABEL and not step.implicit:
+            attempts.setdefault(run, []).append(step)
+    runs = list(attempts.values())
+    if index is None:
+        ended = [steps for steps in runs if steps[-1].state == "done"]
+        if not ended:
+            raise ValueError(f"{path}: no run of this session ended: nothing to replay")
+        return ended[-1][0], ended[-1][-1]
+    if index >= len(runs):
+        raise ValueError(f"{path}: it has {len(runs)} decorated run(s); no run {index}")
+    return runs[index][0], runs[index][-1]
+
+
+def _new_session(events: list[dict[str, Any]]) -> Session:
+    """A new session holding ``events`` (written to its own files as restored ones are), under
+    its lease where it will be written, as ``load_session`` starts one."""
+    session_id = new_txn_id()
+    written = runtime.settings.sessions_dir if runtime.recorder is not None else None
+    check_session_files(runtime.settings.sessions_dir, session_id)
+    session = Session(session_id)
+    session.restore(events, raw_lines=None)
+    session.restored_count = len(events)
+    if written is not None:
+        taken = take_lease(session_id, written)
+        hold_lease(session, written)  # the lease just taken, shared
+        taken.give_back()
+    return session
