@@ -514,9 +514,9 @@ one line on stderr and exit status 2.
 @click.option(
     "--run",
     "run_index",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=1),
     default=None,
-    help="Which run (0 for the first) [default: the last that ended].",
+    help="Which run, numbered as tree prints them [default: the last that ended].",
 )
 @click.option("--until", default=None, metavar="LABEL", help="Run LABEL and after it live.")
 @click.option("--strict/--lenient", default=True, help="What a divergence does (see above).")

@@ -301,6 +301,23 @@ def test_a_replay_of_another_run_is_refused_under_strict(
     assert llm.requests == []
 
 
+def test_a_run_is_picked_by_its_number_as_tree_prints_it(
+    traced: Traced, tmp_path: Path, llm: LLMServer
+) -> None:
+    shop = shop_agent(llm)
+    source = record(traced, llm, shop)  # run 1
+    record(traced, llm, shop)  # run 2, in the same session
+    assert agenttrace.current_session() is source
+    llm.reset(Reply(content="never asked"))
+    origins = []
+    for number in (1, 2):
+        with agenttrace.replaying(source.session_id, run=number, offline=True) as replay:
+            assert shop("a tea, please") == "Here is your green tea."
+        origins.append(replay.session.meta["replay_of"]["run"])
+    assert llm.requests == []
+    assert len(set(origins)) == 2  # each its own source run
+
+
 def test_what_cannot_be_replayed_is_refused_before_anything_runs(
     traced: Traced, tmp_path: Path, llm: LLMServer
 ) -> None:
@@ -309,6 +326,8 @@ def test_what_cannot_be_replayed_is_refused_before_anything_runs(
         agenttrace.replaying(source.session_id, until="9.9").__enter__()
     with pytest.raises(ValueError, match="no run 3"):
         agenttrace.replaying(source.session_id, run=3).__enter__()
+    with pytest.raises(ValueError, match="as tree prints it"):  # numbered from 1, as tree's
+        agenttrace.replaying(source.session_id, run=0).__enter__()
     with pytest.raises(ValueError, match="mode"):
         agenttrace.replaying(source.session_id, mode="loose").__enter__()  # type: ignore[arg-type]
     assert agenttrace.current_session() is source  # left as it was

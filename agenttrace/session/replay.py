@@ -22,6 +22,7 @@ from agenttrace._internal.offline import offline as refusing_connections
 from agenttrace._internal.runtime import runtime
 from agenttrace.formats.session.files import SessionFileError, check_session_files, find_session
 from agenttrace.formats.session.fullest import load_writers
+from agenttrace.formats.session.optree import journal_origin
 from agenttrace.formats.session.unfinished import without_unfinished
 from agenttrace.model.ids import new_txn_id
 from agenttrace.model.journal import EFFECTS, Journal, Step
@@ -72,7 +73,8 @@ def replaying(
     current for the block (docs/design/replay.md).
 
     ``session``: the source session's id (in ``sessions_dir``, by default init's) or file.
-    ``run``: which of its root runs (0 for the first; by default the last one that ended).
+    ``run``: which of its runs, numbered as ``agenttrace tree`` prints them (1 for the first;
+    by default the last decorated run that ended).
     ``until``: a label of that run; it and every step after it run live. ``mode``: ``strict``
     raises :class:`~agenttrace.model.replay.ReplayDivergence` at the first call the recording
     does not answer; ``lenient`` runs that call and everything after it live. ``offline``:
@@ -85,8 +87,10 @@ def replaying(
     check_choice(api, "mode", mode, REPLAY_MODES)
     check_flag(api, "offline", offline, optional=False)
     check_callable(api, "agent_factory", agent_factory, "a callable of (record, session)")
-    if run is not None and (type(run) is not int or run < 0):
-        raise ValueError(f"{api}: run must be a run's index (0 for the first), not {run!r}")
+    if run is not None and (type(run) is not int or run < 1):
+        raise ValueError(
+            f"{api}: run must be a run's number as tree prints it (1 for the first), not {run!r}"
+        )
     if until is not None and not isinstance(until, str):
         raise TypeError(f"{api}: until must be a path label (str), not {until!r}")
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
@@ -105,11 +109,11 @@ def replaying(
 
 
 def _start(path: Path, index: int | None, until: str | None, mode: ReplayMode) -> Replay:
-    """The replay session of the run ``index`` of the session in ``path``, made current."""
+    """The replay session of run number ``index`` of the session in ``path``, made current."""
     (own, _), _writers = load_writers(path, keep_damaged=True)
     loaded, _ = without_unfinished(path, own)
     journal = Journal(loaded.journal)
-    first, last = _source_run(journal, index, path)
+    first, last = _source_run(journal, loaded.runs, index, path)
     origin = first.key[0]
     source_id = loaded.session_id or path.name.split(".", 1)[0]
     before = None
@@ -146,22 +150,31 @@ def _start(path: Path, index: int | None, until: str | None, mode: ReplayMode) -
     return Replay(replay_session, source_id, origin, rules.report)
 
 
-def _source_run(journal: Journal, index: int | None, path: Path) -> tuple[Step, Step]:
-    """The source run's first and last run lines: the run ``index`` (0 for the first), by
-    default the last that ended."""
+def _source_run(
+    journal: Journal, runs: list[Any], number: int | None, path: Path
+) -> tuple[Step, Step]:
+    """The source run's first and last run lines: run ``number`` as ``agenttrace tree``
+    numbers the session's runs (1 for the first), by default the last decorated run that
+    ended."""
     attempts: dict[str, list[Step]] = {}
     for (run, label, _), step in journal.steps.items():
         if step.kind == "run" and label == RUN_LABEL and not step.implicit:
             attempts.setdefault(run, []).append(step)
-    runs = list(attempts.values())
-    if index is None:
-        ended = [steps for steps in runs if steps[-1].state == "done"]
+    if number is None:
+        ended = [steps for steps in attempts.values() if steps[-1].state == "done"]
         if not ended:
             raise ValueError(f"{path}: no run of this session ended: nothing to replay")
         return ended[-1][0], ended[-1][-1]
-    if index >= len(runs):
-        raise ValueError(f"{path}: it has {len(runs)} decorated run(s); no run {index}")
-    return runs[index][0], runs[index][-1]
+    roots = [run for run in runs if isinstance(run, dict)]
+    if number > len(roots):
+        raise ValueError(f"{path}: it has {len(roots)} run(s); no run {number}")
+    steps = attempts.get(journal_origin(roots[number - 1]) or "")
+    if steps is None:
+        raise ValueError(
+            f"{path}: run {number} has no decorated run in the journal (an implicit run, or "
+            "one recorded without the journal): nothing to replay"
+        )
+    return steps[0], steps[-1]
 
 
 def _new_session(events: list[dict[str, Any]]) -> Session:

@@ -25,6 +25,16 @@ def finite_number(value: Any) -> float | None:
     return result if math.isfinite(result) else None
 
 
+def journal_origin(run: Mapping[str, Any]) -> str | None:
+    """The run whose journal steps a root run's are (a re-entered run journals under the
+    interrupted one's: its ``originTxnId``), or ``None`` when its file does not say."""
+    for key in ("originTxnId", "txnId", "id"):
+        value = run.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
 def children(node: Mapping[str, Any], key: str) -> Iterator[Mapping[str, Any]]:
     """The objects listed under ``node[key]`` (``turns``, ``ops``, ``accounting``, ...).
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from agenttrace._internal.config import Settings
 from agenttrace.formats.session.files import LoadedFile, SessionFileError, find_session
+from agenttrace.formats.session.optree import journal_origin
 from agenttrace.formats.session.totals import session_stats
 from agenttrace.views.diff.result import RunDiff, RunRef
 from agenttrace.views.diff.steps import JournalIndex, usage
@@ -61,7 +62,7 @@ def diff_loaded(
     run_b, number_b = select_run(b[0], b[1], b[2])
     walk = Walk(
         (JournalIndex(a[0].journal), JournalIndex(b[0].journal)),
-        (_origin(run_a), _origin(run_b)),
+        (journal_origin(run_a), journal_origin(run_b)),
         max_bytes,
     )
     walk.run(run_a, run_b)
@@ -104,15 +105,6 @@ def diff_sessions(
         loaded = read_document(path) if is_document(path) else read_account(path).loaded
         sides.append((loaded, number, str(reference)))
     return diff_loaded(sides[0], sides[1])
-
-
-def _origin(run: dict[str, Any]) -> str | None:
-    """The run its steps are journaled under (a re-entered run journals under its origin's)."""
-    for key in ("originTxnId", "txnId", "id"):
-        value = run.get(key)
-        if isinstance(value, str):
-            return value
-    return None
 
 
 def _ref(loaded: LoadedFile, run: dict[str, Any], number: int, name: str) -> RunRef:
