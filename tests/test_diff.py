@@ -26,7 +26,7 @@ from agenttrace.formats.session.files import SessionFileError
 from agenttrace.testing import ScriptedModel
 from agenttrace.views.diff.render import diff_lines
 
-from .helpers import child_env, run_journal_child
+from .helpers import ROOT, child_env, run_journal_child
 
 MODEL = "anthropic/claude-sonnet-4-5-20250929"
 TOOLS = [
@@ -486,6 +486,19 @@ def test_alignment_keeps_every_common_step_paired(size: int) -> None:
     assert len(pairs) == size + 2
 
 
+def test_a_changed_step_before_an_added_one_is_paired_with_its_place() -> None:
+    """A run killed in its first turn's tool call against the run that re-entered it: the
+    turn's ops differ (the killed tool op has no result), and the re-entered run has a second
+    turn. Nothing is common, yet turn 1 is turn 1: paired by position, the extra turn in B
+    only (not both of B's turns "only in B" and A's turn "only in A")."""
+    from agenttrace.views.diff.align import align
+
+    pairs = align(["turn 1 killed"], ["turn 1 done", "turn 2"], key=lambda step: step)
+    assert pairs == [("turn 1 killed", "turn 1 done"), (None, "turn 2")]
+    pairs = align(["a", "b", "c"], ["a", "B"], key=lambda step: step)
+    assert pairs == [("a", "a"), ("b", "B"), ("c", None)]
+
+
 @pytest.mark.e2e
 def test_a_run_killed_inside_a_tool_diverges_by_its_status(tmp_path: Path) -> None:
     """The shop agent of tests/journal_child.py, once to its end and once SIGKILLed inside its
@@ -510,3 +523,30 @@ def test_a_run_killed_inside_a_tool_diverges_by_its_status(tmp_path: Path) -> No
     assert (change.path, change.a, change.b) == ("$.status", "ok", "in doubt")
     (root,) = [step for step in diff.steps if step.label_a == "0"]
     assert root.differs == ("status",)
+
+
+@pytest.mark.e2e
+def test_the_quickstart_killed_and_re_entered_differs_only_where_the_kill_did(
+    tmp_path: Path,
+) -> None:
+    """The README's quick start, killed inside its tool call and run again (the re-entered
+    run): its first LLM attempt, which the killed run's snapshot did not keep the messages and
+    reply of and the re-entered run was answered from the journal, is the same step in both;
+    turn 1 is paired with turn 1 though the killed one's ops differ, and turn 2 is only in B."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- test: saved as quickstart.py -->\n```python\n", 1)[1]
+    (tmp_path / "quickstart.py").write_text(block.split("\n```", 1)[0], encoding="utf-8")
+    env = child_env(AGENTTRACE_SESSIONS_DIR=str(tmp_path / "sessions"))
+    for argv, status in ((["crash"], 9), ([], 0)):
+        run = subprocess.run(
+            [sys.executable, "quickstart.py", *argv],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert run.returncode == status, run.stderr
+    sessions = tmp_path / "sessions"
+    diff = agenttrace.diff_runs("quickstart", "quickstart", run_a=1, run_b=2, sessions_dir=sessions)
+    steps = {(step.label_a, step.label_b): step for step in diff.steps}
+    assert steps["1.1", "1.1"].differs == ()  # the same request, the same reply
+    assert ("1", "1") in steps and (None, "2") in steps
+    divergence = diff.first_divergence
+    assert divergence is not None and divergence.label_a != "1.1"

@@ -4,8 +4,9 @@ Two runs' children of one parent (a run's turns, a turn's ops, the sub-agent run
 hosted) are paired by position, that is by path label, while their keys (kind and name) agree;
 where they disagree (one run inserted a step, so every later label shifts) they are paired by
 the longest common subsequence of their keys, so one inserted step leaves the rest paired. A
-stretch left between two common ones is paired by position when both runs have as many steps
-there (a step whose kind or name changed), else its steps are each in one run only.
+stretch left between two common ones is paired by position (the same places, something else
+there: a step whose kind or name changed, a turn whose ops did), the longer run's extra steps at
+its end each in that run only.
 """
 
 from __future__ import annotations
@@ -50,11 +51,13 @@ def align(
 
 
 def _gap(a: Sequence[T], b: Sequence[T]) -> list[tuple[T | None, T | None]]:
-    """A stretch between two common steps: paired by position when of one length (the same
-    places, something else there), else each step in its run only."""
-    if len(a) == len(b):
-        return list(zip(a, b, strict=True))
-    return [*((x, None) for x in a), *((None, y) for y in b)]
+    """A stretch between two common steps: paired by position (the same places, something
+    else there), the longer one's extra steps at its end each in its run only."""
+    shared = min(len(a), len(b))
+    pairs: list[tuple[T | None, T | None]] = list(zip(a[:shared], b[:shared], strict=True))
+    pairs.extend((x, None) for x in a[shared:])
+    pairs.extend((None, y) for y in b[shared:])
+    return pairs
 
 
 def _common(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[tuple[int, int]]:

@@ -92,6 +92,11 @@ class Exchange:
     whole: bool = True
     exact: Any = None
     """An LLM attempt's request and response payloads as kept, ids included."""
+    recorded: Any = None
+    """An LLM attempt's response as its journal keeps it (``None`` where it has none): what
+    two responses are compared by when only one op kept its payload."""
+    from_payload: bool = False
+    """``response`` is the op's payload (else the journal's)."""
 
 
 def exchange(op: Mapping[str, Any], step: JournalStep) -> Exchange:
@@ -101,7 +106,10 @@ def exchange(op: Mapping[str, Any], step: JournalStep) -> Exchange:
         request = _llm_request(op)
         whole = "messages" in request
         exact = (_payload(op, "request"), _payload(op, "response"))
-        return Exchange(request, _llm_response(op, step), fingerprint, whole, exact)
+        recorded = _recorded_response(step)
+        payload = exact[1]
+        response = _without_made_up(payload) if payload is not None else recorded
+        return Exchange(request, response, fingerprint, whole, exact, recorded, payload is not None)
     arguments = _tool_arguments(op, step)
     return Exchange(arguments, _tool_result(op, step), fingerprint, arguments is not None)
 
@@ -130,10 +138,8 @@ def _llm_request(op: Mapping[str, Any]) -> dict[str, Any]:
     return request
 
 
-def _llm_response(op: Mapping[str, Any], step: JournalStep) -> Any:
-    payload = _payload(op, "response")
-    if payload is not None:
-        return _without_made_up(payload)
+def _recorded_response(step: JournalStep) -> Any:
+    """An LLM attempt's response as its journal's outcome keeps it."""
     outcome = step.outcome
     if outcome is None:
         return None

@@ -108,7 +108,7 @@ class Walk:
         found += status
         if not status:  # a call that failed in one run has no result to compare there
             got = "response" if llm else "tool_result"
-            found += self._compare(got, a, b, kind, ex_a.response, ex_b.response)
+            found += self._compare(got, a, b, kind, *_responses(ex_a, ex_b))
         if llm and field_diff(ex_a.exact, ex_b.exact):
             self.ids_differ = True
         return found
@@ -142,6 +142,10 @@ class Walk:
         differ: a request not kept whole (an op with no messages), or one that differs where a
         recording keeps nothing (its parameters, its tools), as long as no made-up id made
         the fingerprints differ (:attr:`ids_differ`)."""
+        if ex_a is not None and ex_b is not None and ex_a.whole != ex_b.whole:
+            # One op kept its messages, the other did not (a run killed before its snapshot
+            # kept them): what only one side kept is not a difference; the fingerprints tell.
+            value_a, value_b = _kept_by_both(value_a), _kept_by_both(value_b)
         if value_a is not None and value_b is not None and field_diff(value_a, value_b):
             return [self._diverge(what, a, b, kind, (value_a, value_b))]
         if ex_a is None or ex_b is None:
@@ -301,3 +305,23 @@ def _count(node: Node, level: str) -> int:
         else:
             pending.extend((child, "session") for child in hosted_sessions(current))
     return count
+
+
+MESSAGE_KEYS = ("messages", "messages_sent", "messages_skipped")
+"""What an LLM request holds only when its op kept its messages."""
+
+
+def _kept_by_both(request: Any) -> Any:
+    """An LLM request without its messages (compared where only one side kept them)."""
+    if not isinstance(request, dict):
+        return request
+    return {key: value for key, value in request.items() if key not in MESSAGE_KEYS}
+
+
+def _responses(ex_a: Exchange, ex_b: Exchange) -> tuple[Any, Any]:
+    """The two responses in one form: the ops' payloads, or where only one op kept its payload
+    (a run killed before its snapshot kept it) the journal's responses, or nothing to compare
+    (``None``) when a side has neither."""
+    if ex_a.from_payload == ex_b.from_payload:
+        return ex_a.response, ex_b.response
+    return ex_a.recorded, ex_b.recorded
