@@ -548,5 +548,10 @@ def test_the_quickstart_killed_and_re_entered_differs_only_where_the_kill_did(
     steps = {(step.label_a, step.label_b): step for step in diff.steps}
     assert steps["1.1", "1.1"].differs == ()  # the same request, the same reply
     assert ("1", "1") in steps and (None, "2") in steps
+    # The killed tool call, known in the killed run only as its sub-agent's host, has the name
+    # its journal step gives it: the same step as the re-entered run's, not a structure change.
+    tool = steps["1.2", "1.2"]
+    assert (tool.name_a, tool.name_b) == ("ask_expert", "ask_expert")
+    assert "structure" not in tool.differs
     divergence = diff.first_divergence
     assert divergence is not None and divergence.label_a != "1.1"

@@ -68,8 +68,39 @@ def with_rebuilt_runs(loaded: LoadedFile, max_depth: int | None = None) -> Loade
             added = True
     if not added:
         return loaded
+    _name_from_journal(runs, loaded.journal)
     runs.sort(key=lambda run: run.get("startedAt") or 0)
     return dataclasses.replace(loaded, runs=runs)
+
+
+def _name_from_journal(runs: Iterable[Node], journal: Iterable[Mapping[str, Any]]) -> None:
+    """Each op rebuilt without a name (one known only as the host of a sub-agent run, or by an
+    event logged in it: its own ``op_accounted`` line never came, its process was killed) gets
+    the name its journal step says (a tool's name, an LLM call's model), found by its root
+    run's origin and its label."""
+    names: dict[tuple[str, str], str] = {}
+    for line in journal:
+        run, label, name = line.get("run"), line.get("step"), line.get("name")
+        if isinstance(run, str) and isinstance(label, str) and isinstance(name, str) and name:
+            names.setdefault((run, label), name)
+    if not names:
+        return
+    for run in runs:
+        origin = run.get("originTxnId") or run.get("txnId")
+        if not isinstance(origin, str):
+            continue
+        pending: list[Mapping[str, Any]] = [run]
+        while pending:  # not recursive: runs nest as deep as agents
+            session = pending.pop()
+            for turn in session.get("turns") or ():
+                for op in turn.get("ops") or () if isinstance(turn, dict) else ():
+                    if not isinstance(op, dict):
+                        continue
+                    if op.get("name") == "":
+                        op["name"] = names.get((origin, str(op.get("path"))), "")
+                    pending.extend(
+                        child for child in hosted_sessions(op) if isinstance(child, dict)
+                    )
 
 
 def with_started_nodes(loaded: LoadedFile, max_depth: int | None = None) -> LoadedFile:
