@@ -23,6 +23,21 @@ def child_env(**overrides: str) -> dict[str, str]:
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def agenttrace_command(
+    *args: str, timeout: float = 60, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``agenttrace ARGS`` run as a user runs it (``python -m agenttrace.cli``, from the
+    checkout, in :func:`child_env` with ``env``), its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "agenttrace.cli", *args],
+        env=child_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
 def run_journal_child(
     sessions: Path, payments_url: str, effect: str, kill: str, mode: str = "run", **env: str
 ) -> subprocess.CompletedProcess[str]:
@@ -144,11 +159,12 @@ def record_demo(directory: Path, **overrides: str) -> tuple[Path, Path]:
     return snapshot, stream
 
 
-def record_demo_here(directory: Path) -> tuple[Path, Path]:
+def record_demo_here(directory: Path, scripts: dict[str, Any] | None = None) -> tuple[Path, Path]:
     """:func:`record_demo` in this process, which has litellm imported already (a child process
     spends seconds importing it again): the cafe scenario recorded as ``make demo`` records it,
     under its service name and with content on the spans, on a provider of its own, offline on
-    the scripted model. Returns its (session file, event stream)."""
+    the scripted model (answering ``scripts``, by default the demo's). Returns its (session
+    file, event stream)."""
     import asyncio
 
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -169,7 +185,7 @@ def record_demo_here(directory: Path) -> tuple[Path, Path]:
     )
     try:
         agenttrace.new_session()
-        with ScriptedModel(SCRIPTS) as model:
+        with ScriptedModel(SCRIPTS if scripts is None else scripts) as model:
             asyncio.run(run_first({"api_key": "offline-test-key", "api_base": model.api_base}))
         tracing.force_flush()
     finally:

@@ -26,7 +26,7 @@ from agenttrace.formats.session.files import SessionFileError
 from agenttrace.testing import ScriptedModel
 from agenttrace.views.diff.render import diff_lines
 
-from .helpers import ROOT, child_env, run_journal_child
+from .helpers import ROOT, child_env, record_demo_here, run_journal_child
 
 MODEL = "anthropic/claude-sonnet-4-5-20250929"
 TOOLS = [
@@ -365,26 +365,7 @@ def test_the_api_refuses_a_missing_run(baseline: Path) -> None:
 
 def record_cafe(directory: Path, scripts: dict[str, Any]) -> Path:
     """The cafe demo (examples/cafe.py) recorded on the scripted model answering ``scripts``."""
-    from examples.cafe import run_first
-
-    sessions = directory / "sessions"
-    agenttrace.use_session(None)
-    tracing = agenttrace.init(
-        tracer_provider=TracerProvider(),
-        console="quiet",
-        capture_content=True,
-        sessions_dir=sessions,
-        billing_file=directory / "ledger.jsonl",
-    )
-    try:
-        agenttrace.new_session()
-        with ScriptedModel(scripts) as model:
-            asyncio.run(run_first({"api_key": "offline-test-key", "api_base": model.api_base}))
-        tracing.force_flush()
-    finally:
-        tracing.shutdown()
-        agenttrace.use_session(None)
-    (snapshot,) = sessions.glob("*.json.gz")
+    snapshot, _ = record_demo_here(directory, scripts)
     return snapshot
 
 

@@ -23,7 +23,7 @@ from agenttrace.formats.session.fullest import load_pair
 from agenttrace.formats.session.optree import hosted_sessions, session_ops
 from agenttrace.formats.stores import open_store
 from agenttrace.formats.stores.materialize import materialize
-from tests.helpers import child_env
+from tests.helpers import agenttrace_command, child_env
 
 from .store_servers import (
     S3_BUCKET,
@@ -100,14 +100,7 @@ def _store_url(kind: str, tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agenttrace.cli", *args],
-        env=child_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    return agenttrace_command(*args, timeout=120, **env)
 
 
 @pytest.mark.parametrize("kind", sorted(STORES))

@@ -26,7 +26,7 @@ from agenttrace.formats.stores.local import LocalStore
 from agenttrace.formats.stores.materialize import materialize
 from agenttrace.formats.stores.shipping import Shipper
 from tests.conftest import Traced
-from tests.helpers import child_env
+from tests.helpers import agenttrace_command, child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,14 +68,7 @@ def _converse(turns: int = 2) -> str:
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agenttrace.cli", *args],
-        env=child_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+    return agenttrace_command(*args, timeout=60, **env)
 
 
 def _names(store: LocalStore, session_id: str) -> list[str]:
