@@ -23,7 +23,7 @@ from typing import Any
 from agenttrace._internal.config import ReadLimits
 from agenttrace._internal.times import ts_ms
 from agenttrace.formats.session.files import LoadedFile
-from agenttrace.formats.session.optree import hosted_sessions
+from agenttrace.formats.session.optree import hosted_sessions, session_ops
 from agenttrace.formats.session.schema import OP_ACCOUNTED
 from agenttrace.model.paths import format_label, parse_label
 
@@ -91,16 +91,10 @@ def _name_from_journal(runs: Iterable[Node], journal: Iterable[Mapping[str, Any]
             continue
         pending: list[Mapping[str, Any]] = [run]
         while pending:  # not recursive: runs nest as deep as agents
-            session = pending.pop()
-            for turn in session.get("turns") or ():
-                for op in turn.get("ops") or () if isinstance(turn, dict) else ():
-                    if not isinstance(op, dict):
-                        continue
-                    if op.get("name") == "":
-                        op["name"] = names.get((origin, str(op.get("path"))), "")
-                    pending.extend(
-                        child for child in hosted_sessions(op) if isinstance(child, dict)
-                    )
+            for op in session_ops(pending.pop()):
+                if op.get("name") == "" and isinstance(op, dict):
+                    op["name"] = names.get((origin, str(op.get("path"))), "")
+                pending.extend(hosted_sessions(op))
 
 
 def with_started_nodes(loaded: LoadedFile, max_depth: int | None = None) -> LoadedFile:

@@ -95,8 +95,11 @@ class Exchange:
     recorded: Any = None
     """An LLM attempt's response as its journal keeps it (``None`` where it has none): what
     two responses are compared by when only one op kept its payload."""
-    from_payload: bool = False
-    """``response`` is the op's payload (else the journal's)."""
+
+    @property
+    def from_payload(self) -> bool:
+        """``response`` is the op's payload (else the journal's)."""
+        return isinstance(self.exact, tuple) and self.exact[1] is not None
 
 
 def exchange(op: Mapping[str, Any], step: JournalStep) -> Exchange:
@@ -109,7 +112,7 @@ def exchange(op: Mapping[str, Any], step: JournalStep) -> Exchange:
         recorded = _recorded_response(step)
         payload = exact[1]
         response = _without_made_up(payload) if payload is not None else recorded
-        return Exchange(request, response, fingerprint, whole, exact, recorded, payload is not None)
+        return Exchange(request, response, fingerprint, whole, exact, recorded)
     arguments = _tool_arguments(op, step)
     return Exchange(arguments, _tool_result(op, step), fingerprint, arguments is not None)
 
