@@ -388,8 +388,9 @@ def test_a_sub_agent_s_other_reply_diverges_in_the_sub_agent(tmp_path: Path) -> 
     assert (change.a, change.b) == ("Hi, I'm Jack. *extends hand*", "Hello, Jack here.")
     differs = {step.label_a: step.differs for step in diff.steps if step.differs}
     # Jill hears Jack's line, and the root gets it back from the tool (a generator tool, whose
-    # items go to the transcript: its own result is None in both runs).
+    # items were its results: the journal keeps them).
     assert differs == {
+        "3.2": ("tool_result",),
         "3.2.1.1": ("response",),
         "3.2:2.1.1": ("request",),
         "4.1": ("request",),

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import gzip
 import json
+from collections.abc import AsyncIterator, Generator
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +175,10 @@ def test_an_offline_replay_gives_every_transcript_back_and_bills_nothing(
     assert meta["replay_of"]["mode"] == "strict"
     runs = [line["run"] for line in source_lines(tmp_path, source) if line["kind"] == "run"]
     assert meta["replay_of"]["run"] == runs[0]
+
+
+def session_file_path(tmp_path: Path, session: agenttrace.Session) -> Path:
+    return tmp_path / "sessions" / f"{session.session_id}.json.gz"
 
 
 def source_lines(tmp_path: Path, source: agenttrace.Session) -> list[dict[str, Any]]:
@@ -422,9 +427,107 @@ def test_eight_concurrent_tool_calls_replay_identically_in_any_completion_order(
     assert sorted(WEIGHED) == list(range(8))
     source = agenttrace.current_session()
     traced.handle.force_flush()
-    for _ in range(5):
+    for _ in range(50):
         # Each call finds its own step by its request, whatever label its start got this time.
         with agenttrace.replaying(source.session_id, offline=True) as replay:
             assert scale() == recorded
         assert replay.report.clean and replay.report.served == 8
     assert len(WEIGHED) == 8  # no body ran again
+
+
+def test_the_cafe_demo_replays_offline_every_transcript_byte_for_byte(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """The demo's multi-agent run (a root that creates Jack and Jill with tool calls and has
+    them discuss inside a streamed tool call) replayed with every socket refused, its model
+    stopped: each agent's transcript comes back byte for byte, in the replay session and in
+    its saved file."""
+    from examples import cafe
+    from examples.scripted_model import ScriptedModel
+
+    with ScriptedModel(cafe.SCRIPTS) as model:
+        options = {"api_key": "offline-test-key", "api_base": model.api_base}
+        recorded = asyncio.run(cafe.run_first(options))
+    source = agenttrace.current_session()
+    traced.handle.force_flush()
+    billed = ledger(tmp_path)
+    assert len(billed) >= 7  # the root's 4 attempts and the speakers' (the test is not vacuous)
+
+    def revive(record: agenttrace.AgentRecord, _: agenttrace.Session) -> cafe.Agent:
+        return cafe.Agent.revive(record, options)  # the model's address: closed, and refused
+
+    with agenttrace.replaying(source.session_id, offline=True, agent_factory=revive) as replay:
+        assert asyncio.run(replay.root.response()) == recorded
+    assert replay.report.clean, replay.report.lines()
+    assert ledger(tmp_path) == billed  # nothing billed again
+
+    def said(session: agenttrace.Session) -> dict[str, bytes]:
+        """Each agent's transcript as its messages (what was said; message ids and times are
+        the replay session's own), as bytes."""
+        return {
+            aid: json.dumps(record.messages(), sort_keys=True).encode()
+            for aid, record in session.agents.items()
+        }
+
+    assert len(said(source)) == 3 and said(replay.session) == said(source)
+    assert sum(len(record.transcript) for record in source.agents.values()) >= 16
+    # And as the saved files have them: the replay session's file is the source's state.
+    traced.handle.force_flush()
+    saved = agenttrace.load_session(session_file_path(tmp_path, replay.session), revive)[1]
+    assert said(saved) == said(source)
+
+
+STREAMED: list[str] = []
+
+
+@agenttrace.tool(effect="read")
+def menu(kind: str) -> Generator[str, None, int]:
+    """A generator tool: its items were its results, and it returns how many."""
+    STREAMED.append(kind)
+    yield f"{kind}: green"
+    yield f"{kind}: black"
+    return 2
+
+
+@agenttrace.tool(effect="read")
+async def specials(day: str) -> AsyncIterator[dict[str, str]]:
+    STREAMED.append(day)
+    for name in ("scone", "pie"):
+        yield {"day": day, "name": name}
+
+
+def test_a_generator_tool_is_replayed_item_by_item_with_its_return_value(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """A generator tool's items are its results: the journal keeps them (and a sync
+    generator's return value), and a replay yields them again without running its body."""
+
+    @agenttrace.agent("Menu")
+    def read_menu() -> tuple[list[str], int, list[dict[str, str]]]:
+        teas = menu("tea")
+        items = []
+        while True:
+            try:
+                items.append(next(teas))
+            except StopIteration as stop:
+                count = stop.value
+                break
+
+        async def listed() -> list[dict[str, str]]:
+            return [special async for special in specials("monday")]
+
+        return items, count, asyncio.run(listed())
+
+    STREAMED.clear()
+    recorded = read_menu()
+    assert recorded == (
+        ["tea: green", "tea: black"],
+        2,
+        [{"day": "monday", "name": "scone"}, {"day": "monday", "name": "pie"}],
+    )
+    source = agenttrace.current_session()
+    traced.handle.force_flush()
+    with agenttrace.replaying(source.session_id, offline=True) as replay:
+        assert read_menu() == recorded
+    assert replay.report.clean and replay.report.served == 2
+    assert STREAMED == ["tea", "monday"]  # neither body ran again

@@ -52,6 +52,7 @@ from agenttrace.tracing.journal.steps import (
     check_effect,
     end_tool_step,
 )
+from agenttrace.tracing.journal.tool_results import stream_result
 from agenttrace.tracing.llm_attributes import (
     classify_error,
     input_content,
@@ -685,9 +686,13 @@ class _ToolSpec(_Spec[OpScope]):
     def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
         error, passed = self._outcome(error)
         # The journal's outcome: an exception the tool ends with without failing is done.
-        done = None if isinstance(result, Streamed) or result is NO_RESULT else result
+        # A generator tool's results were its items: they are what a re-entry gives back.
+        if isinstance(result, Streamed):
+            done: Any = stream_result(scope.streamed_items or [], result.value)
+        else:
+            done = None if result is NO_RESULT else result
         if scope.step is not None:  # its intent was journaled, or the journal answers it
-            end_tool_step(scope, done, error)
+            end_tool_step(scope, done, error, streamed=isinstance(result, Streamed))
         if isinstance(result, Streamed):  # a generator tool: its results were its items
             scope.outcome.set_sizes(chars_out=scope.streamed_chars)
             finish(scope, error, passed=passed)
@@ -699,6 +704,10 @@ class _ToolSpec(_Spec[OpScope]):
 
     def on_item(self, scope: OpScope, item: Any) -> None:
         scope.streamed_chars += len(item) if isinstance(item, str) else len(str(item))
+        if scope.step is not None:  # journaled: the items are its result in the journal
+            if scope.streamed_items is None:
+                scope.streamed_items = []
+            scope.streamed_items.append(item)
         log_tool_result(scope, item)  # each item is a tool entry of its own
 
 

@@ -326,6 +326,7 @@ class OpScope(_BaseScope):
         "session",
         "step",
         "streamed_chars",
+        "streamed_items",
         "text_arguments",
         "turn",
     )
@@ -357,6 +358,9 @@ class OpScope(_BaseScope):
     """What was sent (an LLM op's messages), for logging the exchange at its end."""
     streamed_chars: int
     """Characters a generator tool yielded so far."""
+    streamed_items: list[Any] | None
+    """The items a generator tool whose call is journaled yielded so far (its results, for the
+    journal's ``done`` line); ``None`` for every other op."""
     step: Any
     """Its step in the journal while it runs, if its intent was journaled (tracing.steps)."""
     owned_session: SessionScope | None
@@ -399,6 +403,7 @@ class OpScope(_BaseScope):
         self.request = None
         self.step = None
         self.streamed_chars = 0
+        self.streamed_items = None
         self.payloads = {}
 
     def set_attribute(self, key: str, value: AttributeValue) -> None:

@@ -21,7 +21,13 @@ from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
 from agenttrace.tracing.journal.llm_steps import ask_again, replayed_step
-from agenttrace.tracing.journal.steps import Pending, pending_step, settle, verified
+from agenttrace.tracing.journal.steps import (
+    Pending,
+    answered_stream,
+    pending_step,
+    settle,
+    verified,
+)
 from agenttrace.tracing.journal.steps import answered as tool_answer
 from agenttrace.tracing.journal.tool_results import NotRebuilt, Returns
 
@@ -184,8 +190,8 @@ def _guard_coroutine(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _guard_generator(fn: Callable[..., Generator[Any, Any, Any]]) -> Callable[..., Any]:
-    # A generator tool's items were its results: a replayed one yields none, and returns what
-    # the journal recorded (its return value).
+    # A generator tool's items were its results: a replayed one yields the recorded items and
+    # returns the recorded return value.
     returns = Returns(fn)
 
     @functools.wraps(fn)
@@ -196,8 +202,11 @@ def _guard_generator(fn: Callable[..., Generator[Any, Any, Any]]) -> Callable[..
         if pending.plan.what == "verify":
             served, result = verified(pending, _verdict(pending, args, kwargs), returns)
             return result if served else (yield from fn(*args, **kwargs))
-        served, result = tool_answer(pending, returns)
-        return result if served else (yield from fn(*args, **kwargs))
+        served, items, result = answered_stream(pending, returns)
+        if served:
+            yield from items
+            return result
+        return (yield from fn(*args, **kwargs))
 
     return body
 
@@ -208,8 +217,11 @@ def _guard_async_generator(fn: Callable[..., AsyncGenerator[Any, Any]]) -> Calla
         pending = pending_step()
         if pending is not None:
             if pending.plan.what != "verify":
-                settle(pending)
-                return
+                served, items, _ = answered_stream(pending)
+                for item in items:
+                    yield item
+                if served:
+                    return
             verdict = _verdict(pending, args, kwargs)
             if inspect.isawaitable(verdict):
                 verdict = await verdict

@@ -27,7 +27,13 @@ from agenttrace.model import journal_lines as jl
 from agenttrace.model.journal_lines import JOURNAL_RESULT_BYTES, journal_bytes
 from agenttrace.model.reentry import AbandonedToolCall, Plan, Reentry, Verdict
 from agenttrace.session.leases import token as lease_token
-from agenttrace.tracing.journal.tool_results import NotRebuilt, Returns, gives_back
+from agenttrace.tracing.journal.tool_results import (
+    NotRebuilt,
+    Returns,
+    gives_back,
+    stream_gives_back,
+    stream_parts,
+)
 from agenttrace.tracing.scopes import OpScope, current_scope
 
 Effect = Literal["pure", "read", "idempotent", "effect"]
@@ -175,6 +181,25 @@ def answered(pending: Pending, returns: Returns | None = None) -> tuple[bool, An
     return True, settle(pending)
 
 
+def answered_stream(
+    pending: Pending, returns: Returns | None = None
+) -> tuple[bool, list[Any], Any]:
+    """:func:`answered` for a generator tool: (True, the items it yielded, the value it
+    returned) as recorded, or (False, [], None) when its returned value cannot be rebuilt and
+    the call runs again; else the error that stops or refuses it."""
+    plan = pending.plan
+    if plan.what != "replay":
+        settle(pending)  # raises: only a replayed call is answered
+    items, returned = stream_parts(plan.result)
+    if returned is not None and returns is not None:
+        try:
+            returned = returns.rebuild(returned)
+        except NotRebuilt as error:
+            _unanswerable(pending, returns, str(error))  # raises unless the body runs again
+            return False, [], None
+    return True, items, _served(pending, returned)
+
+
 def _served(pending: Pending, result: Any) -> Any:
     pending.served = True
     scope = current_scope()
@@ -279,9 +304,13 @@ def block_step(scope: OpScope) -> BaseException | None:
     return pending.reentry.stopped or pending.reentry.stop(plan.step)
 
 
-def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> None:
+def end_tool_step(
+    scope: OpScope, result: Any, error: BaseException | None, *, streamed: bool = False
+) -> None:
     """Journal how the tool call ended (``done`` with its result, or ``failed``), if its
-    intent was journaled; a call the journal answered is journaled as ``replayed``."""
+    intent was journaled; a call the journal answered is journaled as ``replayed``.
+    ``streamed``: a generator tool, whose ``result`` is its items and returned value
+    (``tool_results.stream_result``)."""
     step = scope.step
     recorder = runtime.recorder
     if step is None or recorder is None:
@@ -308,7 +337,12 @@ def end_tool_step(scope: OpScope, result: Any, error: BaseException | None) -> N
                 result=text,
                 capped=capped,
                 lease=lease,
-                replayable=capped or gives_back(step.returns, result, text),
+                replayable=capped
+                or (
+                    stream_gives_back(step.returns, result)
+                    if streamed
+                    else gives_back(step.returns, result, text)
+                ),
             )
         else:
             line = jl.failed_line(

@@ -141,3 +141,32 @@ def is_plain(value: Any, depth: int = 0) -> bool:
     if kind is dict:
         return all(type(key) is str and is_plain(item, depth + 1) for key, item in value.items())
     return False
+
+
+STREAM_ITEMS = "items"
+STREAM_RETURNED = "returned"
+
+
+def stream_result(items: list[Any], returned: Any) -> dict[str, Any]:
+    """A generator tool's result as the journal keeps it: the items it yielded (they were its
+    results: the calling agent heard each one) and the value it returned (``None`` for an async
+    generator)."""
+    return {STREAM_ITEMS: items, STREAM_RETURNED: returned}
+
+
+def stream_parts(recorded: Any) -> tuple[list[Any], Any]:
+    """The (items, returned value) of a generator tool's recorded result; none and ``None``
+    for a journal written before items were kept (its ``result`` is ``null``)."""
+    if isinstance(recorded, dict) and isinstance(recorded.get(STREAM_ITEMS), list):
+        return list(recorded[STREAM_ITEMS]), recorded.get(STREAM_RETURNED)
+    return [], None
+
+
+def stream_gives_back(returns: Returns | None, result: dict[str, Any]) -> bool:
+    """Whether a generator tool's kept result gives it back: plain JSON items (a generator's
+    annotation does not say what its items are rebuilt as), and a returned value that its
+    annotation's return type rebuilds."""
+    items, returned = stream_parts(result)
+    if not all(is_plain(item) for item in items):
+        return False
+    return returned is None or gives_back(returns, returned, json.dumps(returned, default=str))
