@@ -7,7 +7,11 @@ litellm read for themselves, is never a recorded value."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import random
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -19,6 +23,7 @@ import litellm
 import agenttrace
 
 from .conftest import Traced
+from .helpers import ROOT
 from .llm_server import LLMServer, Reply
 from .test_litellm import http
 from .test_replay import source_lines, text, transcripts
@@ -196,3 +201,28 @@ def test_a_seed_that_is_not_an_int_is_refused() -> None:
         assert "agenttrace.deterministic: seed must be an int or None" in str(error)
     else:
         raise AssertionError("a str seed was taken")
+
+
+def deterministic_child(sessions: Path, mode: str) -> dict[str, Any]:
+    """``tests/deterministic_child.py`` in a process of its own: its JSON line."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.deterministic_child", str(sessions), mode],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        capture_output=True,
+        text=True,
+        timeout=480,
+    )
+    assert done.stdout.strip(), done.stderr
+    said: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return said
+
+
+def test_a_resume_that_re_enters_the_run_gets_its_values_back(tmp_path: Path) -> None:
+    """The killed run read a uuid and booked it: re-entered, it reads the same uuid, so its
+    booking is the journal's (answered, not run again) instead of another request."""
+    sessions = tmp_path / "sessions"
+    ticket = deterministic_child(sessions, "run")["ticket"]
+    resumed = deterministic_child(sessions, "resume")
+    assert resumed["booked"] == []
+    assert resumed["answer"].startswith(f"booked {ticket}; then ")
