@@ -101,6 +101,25 @@ def test_a_replay_draws_what_the_recording_drew_and_nothing_else_is_recorded(
     assert len(served) == 7 and {line["run"] for line in served} != {lines[0]["run"]}
 
 
+def test_until_a_label_serves_the_values_read_before_it_and_reads_the_rest_live(
+    traced: Traced, tmp_path: Path, llm: LLMServer
+) -> None:
+    dice = dice_agent(llm)
+    llm.reset(Reply(content="Seven."))
+    recorded = dice("roll")
+    source = agenttrace.current_session()
+    traced.handle.force_flush()
+    (asked,) = {line["step"] for line in source_lines(tmp_path, source) if line["kind"] == "llm"}
+    llm.reset(Reply(content="Eight."))
+    with agenttrace.replaying(source.session_id, until=asked) as replay:
+        forked = dice("roll")
+    # The seed and the reads before the LLM call are the recording's: the request is the same.
+    assert forked["before"] == recorded["before"] and len(llm.requests) == 1
+    assert forked["reply"] == "Eight." and forked["after"][2] != recorded["after"][2]
+    assert replay.report.served == 4
+    assert [n.label for n in replay.report.live] == [asked, "0~5", "0~6", "0~7"]
+
+
 def test_a_read_the_recording_has_no_value_for_runs_live_and_is_reported(
     traced: Traced, tmp_path: Path
 ) -> None:

@@ -57,12 +57,14 @@ def recorded(name: str, read: Callable[[], T]) -> T:
 
 
 def _write(session: Any, line: jl.Step) -> None:
-    """``line``, by the background thread: a value's line need not be on disk before the agent
-    goes on (nothing it does is in doubt), and a clock read in a loop must stay cheap."""
+    """``line``, written before the read returns (one write, as a tool's intent): the stream
+    then holds the values in the order they were read among the other steps' lines, so a
+    fork's ``until`` serves every value read before its label, and a resume finds each value
+    read before a call whose intent is on disk (a uuid in its arguments)."""
     recorder = runtime.recorder
     if recorder is None:
         return
     try:
-        recorder.journal(session.run.session, jl.encoded_later(line), later=True)
+        recorder.journal(session.run.session, jl.journal_bytes(line))
     except Exception as exc:
         report_internal_error(WHERE, exc)
