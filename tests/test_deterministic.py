@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import litellm
+import pytest
 
 import agenttrace
 
@@ -190,7 +191,25 @@ def test_reads_in_pool_threads_are_numbered_at_each_tasks_own_label(
     assert replay.report.clean and replay.report.served == 9
 
 
-def test_without_init_it_seeds_random_and_reads_pass_through() -> None:
+@pytest.mark.init(journal=False)
+def test_with_the_journal_off_it_seeds_random_and_records_nothing(
+    traced: Traced, tmp_path: Path
+) -> None:
+    @agenttrace.agent("Unjournaled")
+    @agenttrace.deterministic(seed=42)
+    def unjournaled() -> tuple[list[float], str]:
+        return [random.random() for _ in range(3)], str(uuid.uuid4())
+
+    drawn, made = unjournaled()
+    expected = random.Random(42)
+    assert drawn == [expected.random() for _ in range(3)]
+    assert uuid.UUID(made).version == 4
+    session = agenttrace.current_session()
+    traced.handle.force_flush()
+    assert source_lines(tmp_path, session) == []  # no step at all: nor a value
+
+
+def test_outside_a_run_it_seeds_random_and_reads_pass_through() -> None:
     agenttrace.use_session(None)
     with agenttrace.deterministic(seed=42):
         drawn = [random.random() for _ in range(3)]

@@ -62,14 +62,15 @@ _MAX_HOPS = 16
 (``uuid.uuid1`` reads the clock for its caller; ``http.cookiejar`` for an HTTP client)."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Active:
     """A deterministic block active in a context."""
 
     owner: object
     """The block's own object (its ``__exit__`` finds its entry by it)."""
     outer: _Active | None
-    token: contextvars.Token[_Active | None]
+    token: contextvars.Token[_Active | None] | None = None
+    """What puts the outer block (or none) back in this context."""
 
 
 _active: contextvars.ContextVar[_Active | None] = contextvars.ContextVar(
@@ -157,8 +158,8 @@ class deterministic:
     def __enter__(self) -> deterministic:
         _install()
         outer = _active.get()
-        entry = _Active(self, outer, _active.set(None))
-        _active.set(entry)
+        entry = _Active(self, outer)
+        entry.token = _active.set(entry)
         if self.seed is not None:
             random.seed(self.seed)
         elif outer is None:  # a nested block without a seed keeps the outer one's sequence
@@ -172,7 +173,7 @@ class deterministic:
         tb: TracebackType | None,
     ) -> None:
         entry = _active.get()
-        if entry is None or entry.owner is not self:
+        if entry is None or entry.owner is not self or entry.token is None:
             return  # left in another context than it was entered in: nothing of ours to undo
         _active.reset(entry.token)
         if entry.outer is None:
