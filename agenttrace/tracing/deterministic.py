@@ -104,8 +104,7 @@ def _recording(read: Callable[[], Any], name: str) -> Callable[[], Any]:
             return read()
         return recorded(name, read)
 
-    wrapper.__agenttrace_original__ = read  # type: ignore[attr-defined]
-    return wrapper
+    return wrapper  # the original stays reachable as its ``__wrapped__``
 
 
 _PATCHES: tuple[tuple[Any, str], ...] = ((uuid, "uuid4"), (time, "time"), (time, "time_ns"))
