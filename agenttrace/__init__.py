@@ -36,6 +36,7 @@ from agenttrace.session.replay import Replay, replaying
 from agenttrace.session.restore import load_session, resume
 from agenttrace.session.state import AgentRecord, Session, current_session, new_session, use_session
 from agenttrace.tracing.decorators import Handle, agent, llm, run, tool, turn
+from agenttrace.tracing.deterministic import deterministic
 from agenttrace.tracing.env_carrier import subprocess_env
 from agenttrace.tracing.http_carrier import http_headers
 from agenttrace.tracing.instrument import (
@@ -77,6 +78,7 @@ __all__ = [
     "agent_class",
     "bind_context",
     "current_session",
+    "deterministic",
     "diff_runs",
     "extract",
     "force_flush",

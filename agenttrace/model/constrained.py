@@ -33,14 +33,15 @@ Label = Annotated[
         "for an op, k.j:n for the n-th sub-agent run hosted by op k.j, and so on to any depth.",
     ),
 ]
-STEP_LABEL_PATTERN = LABEL_PATTERN.replace(")$", ")(/([2-9]|[1-9][0-9]+))?$", 1)
+STEP_LABEL_PATTERN = LABEL_PATTERN.replace(")$", ")(/([2-9]|[1-9][0-9]+)|~[1-9][0-9]*)?$", 1)
 StepLabel = Annotated[
     str,
     Meta(
         pattern=STEP_LABEL_PATTERN,
         max_length=1024,
         description="A step's place in the journal (docs/journal.md): its op's path label, and "
-        "/n (n from 2) for the n-th request a re-entry made there that was not the journal's.",
+        "/n (n from 2) for the n-th request a re-entry made there that was not the journal's, "
+        "or ~n for the n-th value read there inside agenttrace.deterministic().",
     ),
 ]
 AGENT_ID_PATTERN = whole("[^\\x00-\\x1f\\x7f-\\x9f]{1,256}")

@@ -43,7 +43,7 @@ StepKey = tuple[str, str, int]
 """(run origin, path label, attempt)."""
 
 States = Literal["intent", "done", "failed", "replayed"]
-Kinds = Literal["tool", "llm", "run"]
+Kinds = Literal["tool", "llm", "run", "value"]
 Effects = Literal["pure", "read", "idempotent", "effect"]
 Applied = Literal["no", "unknown"]
 Decisions = Literal["done", "not_applied", "retry", "abandon"]
@@ -76,7 +76,9 @@ class Step(_Line, tag_field="event_type", tag=STEP):
     """A line of the step journal (docs/journal.md): an LLM attempt or a tool call started
     (``intent``: on disk before a tool's body runs), returned (``done``), raised (``failed``)
     or, reached again by a re-entered run, was answered from the journal (``replayed``); a root
-    run started (kind ``run``) or ended. A line of the stream only, no canonical event."""
+    run started (kind ``run``) or ended; a value the agent read inside
+    ``agenttrace.deterministic()`` (kind ``value``: one ``done`` line). A line of the stream
+    only, no canonical event."""
 
     # The order is the order on disk: each kind of line's fields are a subsequence of it.
     run: _Run
@@ -321,6 +323,24 @@ def run_line(
         implicit=True if implicit else UNSET,
         process=_given(process),
         pid=_given(pid),
+    )
+
+
+def value_line(key: StepKey, *, agent_id: str, name: str, value: Any) -> Step:
+    """A value the agent read inside ``agenttrace.deterministic()`` (``name``: ``seed``,
+    ``uuid4``, ``time``, ``time_ns``), as JSON (a number, or a uuid's text): one ``done`` line
+    and no ``intent`` (reading it has no effect to be in doubt about), at the label of the scope
+    that read it and ``~n`` for its n-th read there (``agenttrace.model.recorded_values``)."""
+    run, label, attempt = key
+    return Step(
+        run=run,
+        step=label,
+        attempt=attempt,
+        agent_id=agent_id,
+        kind="value",
+        name=name,
+        state="done",
+        result=value,
     )
 
 

@@ -170,6 +170,12 @@ class ReplayRules:
         self._note(error.label, error.kind, error.name, "diverged here")
         return None
 
+    def note_live(self, label: str, kind: str, name: str, why: str) -> None:
+        """A step the recording does not answer and that is no divergence (a value read
+        inside ``agenttrace.deterministic()`` with no recorded value): it ran live, for
+        ``why``."""
+        self._note(label, kind, name, why)
+
     def _note(self, label: str, kind: str, name: str, why: str) -> None:
         with self._lock:
             self.report.live.append(NotReplayed(label, kind, name, why))

@@ -5,6 +5,7 @@ close the runs' spans; this module is what a run is beside its span."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +34,7 @@ class Run:
         "reentry",
         "session",
         "session_id",
+        "values",
     )
 
     def __init__(self, origin_txn_id: str, session: Session) -> None:
@@ -54,6 +56,9 @@ class Run:
         """The interrupted run it re-enters, if it does (``agenttrace.model.reentry``)."""
         self.fingerprint: str | None = None
         """The fingerprint of the arguments its entry point was called with, if journaled."""
+        self.values: dict[str, itertools.count[int]] = {}
+        """Per path label: how many values were read there inside ``agenttrace.deterministic()``
+        (``agenttrace.tracing.journal.values``)."""
 
 
 def new_root_run(

@@ -129,10 +129,12 @@ labels = sometimes(
 """Path labels (docs/path-labels.md) of small trees, now and then of deep and wide ones."""
 
 step_labels = sometimes(
-    labels, lambda rng: f"{labels(rng)}/{rng.choice((2, 3, rng.randint(2, 10**6)))}"
+    labels,
+    lambda rng: f"{labels(rng)}{rng.choice('/~')}{rng.choice((2, 3, rng.randint(2, 10**6)))}",
 )
 """A journal step's label: a path label, now and then one a re-entry gave another request
-there (``2.1/2``; docs/journal.md, Idempotency keys)."""
+there (``2.1/2``; docs/journal.md, Idempotency keys) or a value read there inside
+``agenttrace.deterministic()`` (``2.1~3``)."""
 
 
 _STEM = string.ascii_letters + string.digits + "_.-"

@@ -1025,7 +1025,7 @@ _FORMS = {
     for pattern, form in (
         (SESSION_ID_PATTERN, "a session or txn id (a plain file-name stem)"),
         (LABEL_PATTERN, "a path label (docs/path-labels.md)"),
-        (STEP_LABEL_PATTERN, "a step's label (a path label, or one and /n)"),
+        (STEP_LABEL_PATTERN, "a step's label (a path label, or one and /n or ~n)"),
         (MESSAGE_ID_PATTERN, "a message id (msg_001)"),
         (AGENT_ID_PATTERN, "an agent id (printable, at most 256 characters)"),
         (TRACE_ID_PATTERN, "a trace id (32 hex digits)"),

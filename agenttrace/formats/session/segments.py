@@ -267,9 +267,10 @@ def _prefixed(label: str, prefix: Address) -> str:
 
 
 def _prefixed_step(step: str, prefix: Address) -> str:
-    """A step label (a path label, or one and ``/n``: docs/journal.md) under ``prefix``."""
-    label, slash, rest = step.partition("/")
-    return f"{_prefixed(label, prefix)}{slash}{rest}"
+    """A step label (a path label, or one and ``/n`` or ``~n``: docs/journal.md) under
+    ``prefix``."""
+    label, mark, rest = step.partition("~") if "~" in step else step.partition("/")
+    return f"{_prefixed(label, prefix)}{mark}{rest}"
 
 
 def _copied(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
