@@ -45,6 +45,9 @@ def forked(
 def _rename(attempt: Attempt, sent: dict[str, Any]) -> None:
     """Tell the open span and the attempt the model the request is sent to."""
     request = describe(attempt.operation, (), sent)
+    # The transcript and the recorded input stay the program's messages (a system prompt
+    # override included or not: the same either way); the span opened with them.
+    request.messages = attempt.request.messages
     provider = request.outcome.provider
     outcome = attempt.request.outcome.copy()  # the call's next attempts go on from it
     outcome.set_request(request.model, provider)
