@@ -41,6 +41,16 @@ def last_llm_label(tmp_path: Path, source: agenttrace.Session) -> str:
     ][-1]
 
 
+def ops(node: Any) -> list[dict[str, Any]]:
+    """Every op node under ``node`` (a session file's ``runs``), at any depth."""
+    if isinstance(node, list):
+        return [op for item in node for op in ops(item)]
+    if not isinstance(node, dict):
+        return []
+    found = [node] if "opId" in node else []
+    return found + [op for value in node.values() for op in ops(value)]
+
+
 def root_span(traced: Traced, session_id: str) -> Any:
     (root,) = [
         s
@@ -86,8 +96,10 @@ def test_a_fork_serves_what_came_before_its_label_and_sends_the_rest_with_its_ov
     assert source_span.name == "chat gpt-4o-mini"
     assert span.name == "chat gpt-4o"
     assert span.attributes is not None and span.attributes["gen_ai.request.model"] == "gpt-4o"
-    # The session file names its source.
-    meta = session_file(traced, tmp_path, fork.session.session_id)["meta"]
+    # The session file names its source, and the op at the label by the model it asked.
+    written = session_file(traced, tmp_path, fork.session.session_id)
+    assert [op["name"] for op in ops(written["runs"]) if op["path"] == at] == ["gpt-4o"]
+    meta = written["meta"]
     assert meta["replay_of"]["until"] == at
     fork_of = meta["fork_of"]
     assert (fork_of["session"], fork_of["run"], fork_of["label"]) == (
