@@ -32,6 +32,7 @@ from agenttrace.sdk.setup import (
     on_optree,
     shutdown,
 )
+from agenttrace.session.forking import forking
 from agenttrace.session.replay import Replay, replaying
 from agenttrace.session.restore import load_session, resume
 from agenttrace.session.state import AgentRecord, Session, current_session, new_session, use_session
@@ -82,6 +83,7 @@ __all__ = [
     "diff_runs",
     "extract",
     "force_flush",
+    "forking",
     "format_label",
     "hears",
     "http_headers",

@@ -535,6 +535,35 @@ def replay(
     sessions_dir: Path | None,
     console: str | None,
 ) -> None:
+    import agenttrace
+
+    run_again(
+        session,
+        factory_name,
+        sessions_dir,
+        console,
+        lambda path, build: agenttrace.replaying(
+            path,
+            run=run_index,
+            until=until,
+            mode="strict" if strict else "lenient",
+            offline=offline,
+            agent_factory=build,
+        ),
+    )
+
+
+def run_again(
+    session: str,
+    factory_name: str,
+    sessions_dir: Path | None,
+    console: str | None,
+    block: Callable[[Path, Callable[..., Any]], contextlib.AbstractContextManager[Any]],
+) -> None:
+    """What ``replay`` and ``fork`` do: trace beside the source's files, import ``--agent``'s
+    factory, enter ``block(path, factory)`` (``agenttrace.replaying``'s or ``forking``'s),
+    run the rebuilt root's ``response()`` in it, and print the answer and the report. Errors
+    are one line, exit 2; a divergence or a failed run exit 1."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     path = resolve(session, sessions_dir)
     module_name, attribute = _split_factory_name(factory_name)
@@ -555,14 +584,7 @@ def replay(
         except Exception as exc:  # the user's code: reported as one line, not a traceback
             raise _FactoryFailed(f"--agent {factory_name} failed on {record.agent_id}") from exc
 
-    replaying = agenttrace.replaying(
-        path,
-        run=run_index,
-        until=until,
-        mode="strict" if strict else "lenient",
-        offline=offline,
-        agent_factory=build,
-    )
+    replaying = block(path, build)
     try:
         started = replaying.__enter__()
     except (SessionFileError, ValueError) as exc:
@@ -588,13 +610,126 @@ def replay(
     _replay_report(started, tracing)
 
 
+FORK_HELP = """Fork a recorded run of SESSION (a file or id) at LABEL, into a new session
+(docs/design/replay.md, "Fork"): --agent rebuilds the agents as they were when that run
+started, the root agent's response() runs it again, every step before LABEL is served from the
+recording and LABEL and every later step run live, each LLM call with the overrides: --model M
+instead of the program's model, --system-prompt FILE as its system message, --set key=value a
+request keyword (the value read as JSON, else as a string: --set temperature=0.2). The new
+session's file names its source; its root span links to the source run's.
+
+A call before LABEL the recording does not answer stops the fork with a field-level diff (exit
+status 1). A session, run or label that cannot be forked, or a bad override, gets one line on
+stderr and exit status 2.
+"""
+
+MAX_SYSTEM_PROMPT_BYTES = 1 << 20
+"""The largest --system-prompt FILE read (a system prompt, not a data set)."""
+
+
+@main.command(help=FORK_HELP)
+@click.argument("session")
+@click.option("--at", "label", required=True, metavar="LABEL", help="Run LABEL and after it live.")
+@click.option("--agent", "factory_name", metavar="MODULE:FACTORY", required=True)
+@click.option(
+    "--run",
+    "run_index",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Which run, numbered as tree prints them [default: the last that ended].",
+)
+@click.option("--model", default=None, metavar="M", help="The model the live LLM calls ask.")
+@click.option(
+    "--system-prompt",
+    "prompt_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="The live LLM calls' system message (UTF-8 text).",
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A request keyword of the live LLM calls (repeatable).",
+)
+@click.option("--offline", is_flag=True, help="Refuse every network connection.")
+@sessions_dir_option
+@click.option(
+    "--verbose", "console", flag_value="verbose", help="A console line per LLM call and tool call."
+)
+def fork(
+    session: str,
+    label: str,
+    factory_name: str,
+    run_index: int | None,
+    model: str | None,
+    prompt_file: Path | None,
+    settings: tuple[str, ...],
+    offline: bool,
+    sessions_dir: Path | None,
+    console: str | None,
+) -> None:
+    from agenttrace.model.fork import parse_setting
+
+    given: dict[str, Any] = {}
+    for setting in settings:
+        try:
+            key, value = parse_setting(setting)
+        except ValueError as exc:
+            fail(str(exc).replace("settings: ", f"--set {setting}: ", 1))
+        given[key] = value
+    system_prompt = _system_prompt(prompt_file) if prompt_file is not None else None
+
+    import agenttrace
+
+    run_again(
+        session,
+        factory_name,
+        sessions_dir,
+        console,
+        lambda path, build: agenttrace.forking(
+            path,
+            at=label,
+            run=run_index,
+            model=model,
+            system_prompt=system_prompt,
+            settings=given,
+            offline=offline,
+            agent_factory=build,
+        ),
+    )
+
+
+def _system_prompt(path: Path) -> str:
+    """The text of ``--system-prompt FILE`` (exit 2 if it cannot be read, is over
+    :data:`MAX_SYSTEM_PROMPT_BYTES` or is not UTF-8)."""
+    try:
+        if not path.is_file():  # a FIFO would block the read, a device never end it
+            fail(f"--system-prompt {path}: no such file (or not a regular one)")
+        with path.open("rb") as file:
+            data = file.read(MAX_SYSTEM_PROMPT_BYTES + 1)  # bounded: only what is needed
+    except OSError as exc:
+        fail(f"--system-prompt {path}: cannot read it: {exc.strerror or exc}")
+    if len(data) > MAX_SYSTEM_PROMPT_BYTES:
+        fail(f"--system-prompt {path}: over {MAX_SYSTEM_PROMPT_BYTES} bytes; not a system prompt")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail(f"--system-prompt {path}: not UTF-8 text (byte {exc.start})")
+
+
 def _replay_report(replayed: Any, tracing: Any) -> None:
     """What the replay served and could not, and where its session is; its files written."""
     tracing.force_flush()
     for line in replayed.report.lines():
         click.echo(line)
+    fork = replayed.fork
+    what, at = ("Fork", f", at {fork.label}") if fork is not None else ("Replay", "")
     click.echo(
-        f"Replay session {replayed.session.session_id} (of {replayed.source}, run {replayed.run})"
+        f"{what} session {replayed.session.session_id} (of {replayed.source}, run "
+        f"{replayed.run}{at})"
     )
     tracing.shutdown()
 

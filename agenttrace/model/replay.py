@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agenttrace.model.fork import Fork
 from agenttrace.model.journal import Journal, Step
 from agenttrace.model.journal_lines import RUN_LABEL
 
@@ -124,6 +125,8 @@ class ReplayRules:
     requests: Mapping[str, Sequence[Any]] | None = None
     """Per agent id: what the recording keeps of the messages its LLM requests sent (its
     transcript), for the field-level diff of an LLM call."""
+    fork: Fork | None = None
+    """A fork's overrides, for its LLM calls from ``until`` on (``agenttrace.forking``)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def runs_live(self, label: str, kind: str, name: str) -> bool:
@@ -136,6 +139,16 @@ class ReplayRules:
         if live:
             self._note(label, kind, name, "after the divergence" if self.diverged else "until")
         return live
+
+    def fork_at(self, label: str) -> Fork | None:
+        """The fork whose overrides the LLM call about to start at ``label`` is sent with: one
+        at or after the fork's label (a label the source did not start before it), never one a
+        lenient divergence sent live before it. Nothing is counted: :meth:`runs_live` does."""
+        if self.fork is None or self.before is None or self.diverged:
+            return None
+        with self._lock:
+            after = self.live or label not in self.before
+        return self.fork if after else None
 
     @property
     def diverged(self) -> bool:

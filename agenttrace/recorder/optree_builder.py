@@ -579,6 +579,10 @@ def _complete(node: Node, record: Ended, run: RunTree, keep: bool) -> Accounting
     attributes = {k: v for k, v in span["attributes"].items() if k not in ended}
     attributes.update(ended)
     span["attributes"] = attributes
+    model = ended.get(sc.GEN_AI_REQUEST_MODEL)
+    if model is not None and node.get("kind") == sc.KIND_LLM:
+        # Set again after the start: a fork's model (instrumentation/litellm/fork.py).
+        node["name"] = model
     for event in record.events:
         _add_span_event(node, event)
     span["endTimeUnixNano"] = record.ended_ns

@@ -24,6 +24,7 @@ from agenttrace.formats.session.files import SessionFileError, check_session_fil
 from agenttrace.formats.session.fullest import load_writers
 from agenttrace.formats.session.optree import journal_origin
 from agenttrace.formats.session.unfinished import without_unfinished
+from agenttrace.model.fork import Fork
 from agenttrace.model.ids import new_txn_id
 from agenttrace.model.journal import EFFECTS, Journal, Step
 from agenttrace.model.journal_lines import RUN_LABEL
@@ -55,6 +56,8 @@ class Replay:
     """What was served and what ran live (final once the block exits)."""
     root: Any = None
     """The root agent ``agent_factory`` rebuilt (``None`` without one)."""
+    fork: Fork | None = None
+    """A fork's (``agenttrace.forking``): where it branches and its overrides."""
 
 
 @contextlib.contextmanager
@@ -82,20 +85,51 @@ def replaying(
     agents as ``load_session``'s does (``replay.root``).
     """
     api = "agenttrace.replaying"
+    check_choice(api, "mode", mode, REPLAY_MODES)
+    check_arguments(api, session, run, offline, sessions_dir, agent_factory)
+    if until is not None and not isinstance(until, str):
+        raise TypeError(f"{api}: until must be a path label (str), not {until!r}")
+    with replay_block(session, run, until, mode, offline, sessions_dir, agent_factory) as replay:
+        yield replay
+
+
+def check_arguments(
+    api: str,
+    session: str | Path,
+    run: int | None,
+    offline: bool,
+    sessions_dir: str | Path | None,
+    agent_factory: Callable[[AgentRecord, Session], Any] | None,
+) -> None:
+    """The arguments a replay and a fork share, checked (``api`` names the caller)."""
     check_path(api, "session", session, optional=False)
     check_path(api, "sessions_dir", sessions_dir)
-    check_choice(api, "mode", mode, REPLAY_MODES)
     check_flag(api, "offline", offline, optional=False)
     check_callable(api, "agent_factory", agent_factory, "a callable of (record, session)")
     if run is not None and (type(run) is not int or run < 1):
         raise ValueError(
             f"{api}: run must be a run's number as tree prints it (1 for the first), not {run!r}"
         )
-    if until is not None and not isinstance(until, str):
-        raise TypeError(f"{api}: until must be a path label (str), not {until!r}")
+
+
+@contextlib.contextmanager
+def replay_block(
+    session: str | Path,
+    run: int | None,
+    until: str | None,
+    mode: ReplayMode,
+    offline: bool,
+    sessions_dir: str | Path | None,
+    agent_factory: Callable[[AgentRecord, Session], Any] | None,
+    fork: Fork | None = None,
+) -> Iterator[Replay]:
+    """The block of a replay whose arguments are checked (``replaying``'s, ``forking``'s):
+    the replay session started and current, the agents rebuilt, connections refused if
+    ``offline``; the session that was current before is current again after it. ``fork``:
+    the fork's overrides, at ``until`` (its source, run and root span filled in here)."""
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
     previous = session_if_any()
-    replay = _start(find_session(str(session), directory), run, until, mode)
+    replay = _start(find_session(str(session), directory), run, until, mode, fork)
     try:
         if agent_factory is not None:
             root = replay.session.root()
@@ -108,8 +142,11 @@ def replaying(
         use_session(previous)
 
 
-def _start(path: Path, index: int | None, until: str | None, mode: ReplayMode) -> Replay:
-    """The replay session of run number ``index`` of the session in ``path``, made current."""
+def _start(
+    path: Path, index: int | None, until: str | None, mode: ReplayMode, fork: Fork | None = None
+) -> Replay:
+    """The replay session of run number ``index`` of the session in ``path``, made current
+    (a fork's, with ``fork``)."""
     (own, _), _writers = load_writers(path, keep_damaged=True)
     loaded, _ = without_unfinished(path, own)
     journal = Journal(loaded.journal)
@@ -129,12 +166,18 @@ def _start(path: Path, index: int | None, until: str | None, mode: ReplayMode) -
         loaded.events, events_before(loaded.events, first.messages or 0), skipped
     )
     source = Session.from_file(loaded)  # for a divergence's diff: what each agent was sent
+    if fork is not None:
+        trace_id, span_id = _root_span(loaded.runs, origin)
+        fork = dataclasses.replace(
+            fork, session=source_id, run=origin, trace_id=trace_id, span_id=span_id
+        )
     rules = ReplayRules(
         mode,
         until,
         before,
         run=last,
         requests={aid: list(record.transcript) for aid, record in source.agents.items()},
+        fork=fork,
     )
     replay_session = _new_session(events)
     replay_session.meta["replay_of"] = {
@@ -143,11 +186,35 @@ def _start(path: Path, index: int | None, until: str | None, mode: ReplayMode) -
         "mode": mode,
         **({"until": until} if until is not None else {}),
     }
+    if fork is not None:
+        replay_session.meta["fork_of"] = fork.meta()
     replay_session.reentry = Reentry(
         origin, 1, journal, RUN_AGAIN, name=last.name, fingerprint=last.fingerprint, replay=rules
     )
     use_session(replay_session)
-    return Replay(replay_session, source_id, origin, rules.report)
+    return Replay(replay_session, source_id, origin, rules.report, fork=fork)
+
+
+def _root_span(runs: list[Any], origin: str) -> tuple[int | None, int | None]:
+    """(trace id, span id) of the source run's root span, as its session file keeps them (its
+    last root node journaled under ``origin``: a re-entered run's is the one that ended);
+    ``None`` for what the file does not hold (a fork then has no link to follow)."""
+    for root in reversed(runs):
+        if isinstance(root, dict) and journal_origin(root) == origin:
+            trace_id, span_id = root.get("traceId"), root.get("spanId")
+            return _hex_id(trace_id, 32), _hex_id(span_id, 16)
+    return None, None
+
+
+def _hex_id(value: Any, digits: int) -> int | None:
+    """An OpenTelemetry id written as ``digits`` hex digits, if ``value`` is one (not zero)."""
+    if not isinstance(value, str) or len(value) != digits:
+        return None
+    try:
+        number = int(value, 16)
+    except ValueError:
+        return None
+    return number or None
 
 
 def _source_run(

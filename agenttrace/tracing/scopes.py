@@ -47,6 +47,7 @@ from agenttrace._internal.redact import secret_values
 from agenttrace._internal.runtime import runtime
 from agenttrace._internal.times import event_ts
 from agenttrace.formats.ledger import Accounted
+from agenttrace.model.fork import Fork
 from agenttrace.model.ids import new_txn_id
 from agenttrace.model.lifecycle import Ended, SpanEvent, Started
 from agenttrace.model.outcome import OpOutcome, OutcomeBuilder
@@ -635,6 +636,11 @@ def _root_place(
         links.append(Link(SpanContext(previous[0], previous[1], is_remote=True)))
         if session.resumed_from is not None:
             attributes[sc.RESUMED_FROM] = format(previous[0], "032x")
+    fork = run.reentry.replay.fork if run.reentry and run.reentry.replay else None
+    if fork is not None:  # a fork's run: linked to the source run it branches from
+        attributes.update(_fork_attributes(fork))
+        if fork.trace_id and fork.span_id:
+            links.append(Link(SpanContext(fork.trace_id, fork.span_id, is_remote=True)))
     return _Place(
         run,
         run.origin_txn_id,
@@ -647,6 +653,18 @@ def _root_place(
         links,
         remote_parent,
     )
+
+
+def _fork_attributes(fork: Fork) -> dict[str, AttributeValue]:
+    """What a fork's root run says of where it branches (``agenttrace.fork.*``)."""
+    attributes: dict[str, AttributeValue] = {
+        sc.FORK_SESSION: fork.session,
+        sc.FORK_RUN: fork.run,
+        sc.FORK_LABEL: fork.label,
+    }
+    if fork.model is not None:
+        attributes[sc.FORK_MODEL] = fork.model
+    return attributes
 
 
 def _child_place(parent: OpScope, name: str, ingress: Mapping[str, Any] | None) -> _Place:

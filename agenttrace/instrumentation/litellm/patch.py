@@ -23,6 +23,7 @@ from agenttrace.instrumentation.litellm.attempt import (
     offer_tool_calls,
     result_attributes,
 )
+from agenttrace.instrumentation.litellm.fork import forked
 from agenttrace.instrumentation.litellm.replay import ready, replayed_response
 from agenttrace.instrumentation.litellm.sdk_retries import RETRY_METHOD, retry_wrapper
 from agenttrace.instrumentation.litellm.streaming import StreamProxy
@@ -84,6 +85,7 @@ def _attempt(
     if attempt is None:
         return wrapped(*args, **kwargs)
     if operation == sc.OP_CHAT:
+        args, kwargs = forked(attempt, args, kwargs)  # a fork's live call: its overrides
         try:
             recorded = begin_llm_step(attempt.scope, attempt.model, kwargs, failures=True)
         except ReplayDivergence as error:  # a strict replay: nothing is sent
