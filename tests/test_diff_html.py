@@ -193,6 +193,21 @@ def test_hostile_text_is_shown_as_text_and_long_text_is_cut_with_a_note(
     assert "http" not in text.replace("http-equiv", "")
 
 
+def test_past_max_rows_the_steps_are_counted_and_the_divergence_still_listed(
+    long_pair: tuple[Path, Path],
+) -> None:
+    diff = agenttrace.diff_runs(*long_pair)
+    page = parse(to_html(diff, max_rows=10))
+    rows = step_rows(page)
+    assert [cells(row)[0].text for row in rows[:3]] == ["0", "1", "1.1"]
+    assert len(rows) == 11 and "divergence" in rows[-1].classes  # ten, then the divergence's
+    gaps = [row.text for row in page.find("tr", "gap")]
+    skipped = len(diff.steps) - 11
+    assert gaps == [f"{skipped} more step(s) not listed (agenttrace diff --json lists every one)"]
+    (link,) = page.find("div", "banner-diverged")[0].find("a")
+    assert link.attrs["href"] == "#divergence"
+
+
 def test_two_runs_that_did_the_same_say_so(baseline: Path) -> None:
     page = parse(to_html(agenttrace.diff_runs(baseline, baseline)))
     (banner,) = page.find("p", "banner-same")

@@ -41,13 +41,15 @@ def diff_runs(
     return diff_sessions(a, b, run_a=run_a, run_b=run_b, sessions_dir=sessions_dir)
 
 
-def to_html(diff: RunDiff) -> str:
+def to_html(diff: RunDiff, max_rows: int | None = None) -> str:
     """``diff`` as one self-contained HTML page (``agenttrace diff A B --html FILE``): run A
     left and run B right, a row per step, the first divergence marked (``#divergence``, a
-    banner linking to it) with its field-level diff; no network, no script."""
+    banner linking to it) with its field-level diff; no network, no script. At most
+    ``max_rows`` steps are listed (default 2000), the divergence's always."""
+    from agenttrace.views.diff.html import MAX_ROWS
     from agenttrace.views.diff.html import to_html as page
 
-    return page(diff)
+    return page(diff, MAX_ROWS if max_rows is None else max_rows)
 
 
 __all__ = ["diff_runs", "to_html"]

@@ -69,8 +69,9 @@ def _page() -> tuple[Template, str, str]:
     return template, style, html.escape(policy, quote=False).replace('"', "&quot;")
 
 
-def to_html(diff: RunDiff) -> str:
-    """``diff`` (from :func:`agenttrace.diff_runs`) as one HTML page that needs no network."""
+def to_html(diff: RunDiff, max_rows: int = MAX_ROWS) -> str:
+    """``diff`` (from :func:`agenttrace.diff_runs`) as one HTML page that needs no network,
+    listing at most ``max_rows`` steps (and the divergence's, wherever it is)."""
     template, style, policy = _page()
     title = f"agenttrace diff: {_run(diff.a)} vs {_run(diff.b)}"
     marked = divergence_row(diff)
@@ -82,7 +83,7 @@ def to_html(diff: RunDiff) -> str:
         style=style,
         summary="".join(_summary(diff)),
         banner=_banner(diff, marked),
-        steps="\n".join(_step_table(diff, marked)),
+        steps="\n".join(_step_table(diff, marked, max_rows)),
         totals="\n".join(_totals(diff)),
         generator=_text(f"agenttrace {__version__}"),
     )
@@ -137,7 +138,7 @@ def _banner(diff: RunDiff, marked: int | None) -> str:
 # --- the steps -----------------------------------------------------------------------------
 
 
-def _step_table(diff: RunDiff, marked: int | None) -> Iterator[str]:
+def _step_table(diff: RunDiff, marked: int | None, max_rows: int) -> Iterator[str]:
     # The columns' widths (diff.css): the step's name takes what the others leave.
     side = ["c-label", "c-step", "c-status", *(_column(name) for name in USAGE_FIELDS)]
     yield "<colgroup>"
@@ -159,8 +160,8 @@ def _step_table(diff: RunDiff, marked: int | None) -> Iterator[str]:
         + "</tr>"
     )
     yield "</thead><tbody>"
-    shown = list(range(min(len(diff.steps), MAX_ROWS)))
-    if marked is not None and marked >= MAX_ROWS:
+    shown = list(range(min(len(diff.steps), max_rows)))
+    if marked is not None and marked >= max_rows:
         shown.append(marked)  # the divergence is always listed
     last = -1
     for index in shown:
