@@ -1496,7 +1496,7 @@ no script): run A left, run B right, a row per step, the first divergence marked
 from a banner at the top, with its field-level diff.
 
 Exit status 0 when the runs did the same, 1 when they differ (as diff(1)), 2 when a session
-cannot be read or has no such run (one line on stderr).
+cannot be read or has no such run, or the --html FILE cannot be written (one line on stderr).
 """
 
 
@@ -1508,6 +1508,7 @@ cannot be read or has no such run (one line on stderr).
     "--html",
     "html_file",
     type=click.Path(path_type=Path),
+    metavar="FILE",
     help="Also write the comparison to this file as one HTML page, runs side by side.",
 )
 @sessions_dir_option
