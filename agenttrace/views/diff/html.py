@@ -205,24 +205,18 @@ def _row(step: StepDiff, marked: bool) -> str:
         classes.append("divergence")
     anchor = ' id="divergence"' if marked else ""
     deltas = step.deltas()
-    a = _side(step, "a", step.label_a, step.name_a, step.status_a, deltas, first=False)
-    b = _side(step, "b", step.label_b, step.name_b, step.status_b, deltas, first=True)
+    a, b = _side(step, "a", deltas), _side(step, "b", deltas)
     differs = f'<td class="differs">{_text(differs_text(step))}</td>'
     return f'<tr{anchor} class="{" ".join(classes)}">{a}{differs}{b}</tr>'
 
 
-def _side(
-    step: StepDiff,
-    side: str,
-    label: str | None,
-    name: str | None,
-    status: str | None,
-    deltas: dict[str, dict[str, float | None]],
-    first: bool,
-) -> str:
-    """One run's cells of a row: empty (one cell across) where the step is not in that run."""
-    edge = " b-first" if first else ""
-    if label is None and (step.usage_a if side == "a" else step.usage_b) is None:
+def _side(step: StepDiff, side: str, deltas: dict[str, dict[str, float | None]]) -> str:
+    """Run ``side``'s cells of a row (``a`` or ``b``): one empty cell across where the step is
+    not in that run."""
+    label, name = getattr(step, f"label_{side}"), getattr(step, f"name_{side}")
+    status = getattr(step, f"status_{side}")
+    edge = " b-first" if side == "b" else ""
+    if label is None and getattr(step, f"usage_{side}") is None:
         return f'<td class="absent{edge}" colspan="{SIDE_COLUMNS}">not in run {side.upper()}</td>'
     depth = min(step.depth, MAX_DEPTH_CLASS)
     kind = f'<span class="kind kind-{_text(_slug(step.kind))}">{_text(step.kind)}</span>'
