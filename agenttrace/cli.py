@@ -1626,10 +1626,12 @@ status, or structure: a step in one run only, or of another kind or name), both 
 field-level diff there (JSON paths with both values, a long text as a unified diff; secrets
 replaced, values capped); every step with its token, cost and latency deltas (B minus A); the
 steps in one run only; the totals. --json prints the same as one JSON object
-(docs/how-to/replay-diff.md).
+(docs/how-to/replay-diff.md). --html FILE writes it as one self-contained page too (no network,
+no script): run A left, run B right, a row per step, the first divergence marked and linked
+from a banner at the top, with its field-level diff.
 
 Exit status 0 when the runs did the same, 1 when they differ (as diff(1)), 2 when a session
-cannot be read or has no such run (one line on stderr).
+cannot be read or has no such run, or the --html FILE cannot be written (one line on stderr).
 """
 
 
@@ -1637,8 +1639,15 @@ cannot be read or has no such run (one line on stderr).
 @click.argument("a")
 @click.argument("b")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON, for scripts.")
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Also write the comparison to this file as one HTML page, runs side by side.",
+)
 @sessions_dir_option
-def diff(a: str, b: str, as_json: bool, sessions_dir: Path | None) -> None:
+def diff(a: str, b: str, as_json: bool, html_file: Path | None, sessions_dir: Path | None) -> None:
     import json
 
     from agenttrace.views.diff.runs import diff_loaded, split_run
@@ -1654,6 +1663,8 @@ def diff(a: str, b: str, as_json: bool, sessions_dir: Path | None) -> None:
         result = diff_loaded(sides[0], sides[1])
     except SessionFileError as exc:
         fail(str(exc))
+    if html_file is not None:  # first: a file that cannot be written is the one line printed
+        _write_diff_page(result, html_file)
     if as_json:
         click.echo(json.dumps(result.as_json(), indent=2))
     elif importlib.util.find_spec("rich") is not None:
@@ -1667,6 +1678,20 @@ def diff(a: str, b: str, as_json: bool, sessions_dir: Path | None) -> None:
     if not result.same:
         _warnings.flush()
         sys.exit(EXIT_RUN_FAILED)
+
+
+def _write_diff_page(result: Any, path: Path) -> None:
+    """``agenttrace diff --html``: the page written to ``path``, said on stderr (stdout is the
+    report's); a path that cannot be written is bad input."""
+    from agenttrace.views.diff.html import to_html
+
+    if path.is_dir():
+        fail(f"{path}: is a directory")
+    try:
+        path.write_text(to_html(result), encoding="utf-8")
+    except OSError as exc:
+        fail(f"{path}: cannot write: {exc.strerror or exc}")
+    click.echo(f"wrote {path}", err=True)
 
 
 def _viewer(reference: str, sessions_dir: Path | None) -> Any:

@@ -63,6 +63,11 @@ def main(mode: str) -> None:
 
     assert std008_schema.published_text() == std008_schema.schema_text(), "STD-008 schema"
     assert std008_rules.validate(to_std008(snapshots[0])) == [], "an invalid STD-008 export"
+    # The diff page's template and CSS ship too (package data): a run against itself.
+    from agenttrace.views.diff import to_html
+
+    page = to_html(agenttrace.diff_runs(snapshots[0], snapshots[0]))
+    assert "banner-same" in page and "--failed-bg" in page, "the diff page without its files"
     ledger = (home / "ledger.jsonl").read_text()
     assert ledger.count("\n") == (4 if mode == "litellm" else 1)
     # Every call above was litellm's mock_response: marked so, billed nothing.

@@ -1,8 +1,9 @@
 """Two recorded runs compared step by step: ``agenttrace diff``, ``agenttrace.diff_runs``
-(docs/how-to/replay-diff.md). What it finds is a :class:`~agenttrace.views.diff.result.RunDiff`.
+(docs/how-to/replay-diff.md). What it finds is a :class:`~agenttrace.views.diff.result.RunDiff`;
+:func:`to_html` makes it a page (``agenttrace diff --html``).
 
-Only :func:`diff_runs` is here, importing the rest when called: ``import agenttrace`` stays as
-quick as it was.
+Only :func:`diff_runs` and :func:`to_html` are here, importing the rest when called:
+``import agenttrace`` stays as quick as it was.
 """
 
 from __future__ import annotations
@@ -40,4 +41,15 @@ def diff_runs(
     return diff_sessions(a, b, run_a=run_a, run_b=run_b, sessions_dir=sessions_dir)
 
 
-__all__ = ["diff_runs"]
+def to_html(diff: RunDiff, max_rows: int | None = None) -> str:
+    """``diff`` as one self-contained HTML page (``agenttrace diff A B --html FILE``): run A
+    left and run B right, a row per step, the first divergence marked (``#divergence``, a
+    banner linking to it) with its field-level diff; no network, no script. At most
+    ``max_rows`` steps are listed (default 2000), the divergence's always."""
+    from agenttrace.views.diff.html import MAX_ROWS
+    from agenttrace.views.diff.html import to_html as page
+
+    return page(diff, MAX_ROWS if max_rows is None else max_rows)
+
+
+__all__ = ["diff_runs", "to_html"]

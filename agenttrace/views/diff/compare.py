@@ -157,5 +157,10 @@ def capped(value: Any) -> Any:
     return value if len(text) <= MAX_VALUE_CHARS else _cut(text)
 
 
+def was_cut(value: Any) -> bool:
+    """Whether ``value`` as :func:`capped` gives it was cut (it ends with the ``…`` added)."""
+    return isinstance(value, str) and len(value) == MAX_VALUE_CHARS + 1 and value.endswith("…")
+
+
 def _cut(text: str) -> str:
     return text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS] + "…"

@@ -22,12 +22,12 @@ def diff_lines(diff: RunDiff) -> list[str]:
 
 def head_lines(diff: RunDiff) -> list[str]:
     """The two runs, whether they differ, and the first divergence with its field diff."""
-    lines = [f"A: {_ref(diff.a)}", f"B: {_ref(diff.b)}"]
+    lines = [f"A: {ref_text(diff.a)}", f"B: {ref_text(diff.b)}"]
     divergence = diff.first_divergence
     if divergence is None:
         lines.append("same: no divergence (usage and timing may differ)")
         return lines
-    lines.append(f"first divergence: {_divergence(divergence)}")
+    lines.append(f"first divergence: {divergence_text(divergence)}")
     if divergence.note:
         lines.append(f"  ({divergence.note})")
     for change in divergence.diff.changes:
@@ -55,8 +55,8 @@ def step_rows(diff: RunDiff) -> list[list[str]]:
                 step.label_a or "-",
                 step.label_b or "-",
                 "  " * step.depth + _step_name(step),
-                _differs(step),
-                *(_number(name, deltas[name]["delta"], signed=True) for name in USAGE_FIELDS),
+                differs_text(step),
+                *(number(name, deltas[name]["delta"], signed=True) for name in USAGE_FIELDS),
             ]
         )
     return rows
@@ -66,8 +66,8 @@ def totals_lines(diff: RunDiff) -> list[str]:
     """``totals (A -> B):`` and a line per total: A's, B's and B less A."""
     lines = ["totals (A -> B):"]
     for name, values in diff.as_json()["totals"].items():
-        a, b = _number(name, values["a"]), _number(name, values["b"])
-        delta = _number(name, values["delta"], signed=True)
+        a, b = number(name, values["a"]), number(name, values["b"])
+        delta = number(name, values["delta"], signed=True)
         lines.append(f"  {name}: {a} -> {b} ({delta})")
     return lines
 
@@ -101,11 +101,13 @@ def _plain_table(rows: list[list[str]]) -> list[str]:
     ]
 
 
-def _ref(ref: RunRef) -> str:
+def ref_text(ref: RunRef) -> str:
+    """A run as the report names it: its session, number, trace and transaction."""
     return f"session {ref.session} run {ref.run} (trace {ref.trace_id}, txn {ref.txn_id})"
 
 
-def _divergence(divergence: Divergence) -> str:
+def divergence_text(divergence: Divergence) -> str:
+    """What diverged where: ``response at A 2.1 / B 2.1: llm weather``."""
     where = f"A {divergence.label_a or '-'} / B {divergence.label_b or '-'}"
     return f"{divergence.kind} at {where}: {divergence.step_kind} {divergence.name or ''}".rstrip()
 
@@ -117,7 +119,8 @@ def _step_name(step: StepDiff) -> str:
     return f"{step.kind} {name}" if name else step.kind
 
 
-def _differs(step: StepDiff) -> str:
+def differs_text(step: StepDiff) -> str:
+    """What differs at a step: its divergences' kinds, or the run it alone is in."""
     if step.label_a is None:
         return "only in B"
     if step.label_b is None:
@@ -125,7 +128,7 @@ def _differs(step: StepDiff) -> str:
     return ", ".join(step.differs)
 
 
-def _number(name: str, value: Any, signed: bool = False) -> str:
+def number(name: str, value: Any, signed: bool = False) -> str:
     """A usage value as shown (``-``: not known); a delta with its sign."""
     if value is None:
         return "-"

@@ -63,7 +63,8 @@ class Divergence:
 @dataclass(frozen=True)
 class StepDiff:
     """One step of either run, paired with the other run's when it has it: its labels, kind,
-    names, the divergences found at it (their kinds) and its usage in each run."""
+    names, the divergences found at it (their kinds), its usage in each run and its status
+    there (``ok``, ``failed``, ``in doubt``...; ``None`` for a turn, which has none)."""
 
     label_a: str | None
     label_b: str | None
@@ -74,6 +75,8 @@ class StepDiff:
     usage_a: Usage | None
     usage_b: Usage | None
     differs: tuple[str, ...] = ()
+    status_a: str | None = None
+    status_b: str | None = None
 
     @property
     def paired(self) -> bool:

@@ -233,6 +233,8 @@ class Walk:
             None if a is None else usage(a, level),
             None if b is None else usage(b, level),
             found,
+            None if a is None else _status_of(a, level),
+            None if b is None else _status_of(b, level),
         )
 
 
@@ -268,6 +270,13 @@ def _turn_key(turn: Node) -> Hashable:
 
 def _session_key(session: Node) -> Hashable:
     return _name(session)
+
+
+def _status_of(node: Node, level: str) -> str | None:
+    """A step's status as a report shows it (a turn has none of its own)."""
+    if level == "session":
+        return _session_status(node)
+    return _op_status(node) if level == "op" else None
 
 
 def _session_status(session: Node) -> str:

@@ -74,8 +74,8 @@ def _page() -> _Page:
     policy = "; ".join(
         (
             "default-src 'none'",
-            f"script-src '{_csp_hash(script)}'",
-            f"style-src '{_csp_hash(style)}'",
+            f"script-src '{csp_hash(script)}'",
+            f"style-src '{csp_hash(style)}'",
             "img-src 'none'",
             "base-uri 'none'",
             "form-action 'none'",
@@ -153,7 +153,7 @@ def _page_of(loaded: LoadedFile) -> str:
     # and would be one more dependency; substitute() refuses a placeholder it has no value for.
     return page.template.substitute(
         policy=page.policy,
-        title=_writable(html.escape(title)),
+        title=writable(html.escape(title)),
         style=page.style,
         data_id=DATA_ELEMENT_ID,
         data=script_json(data),
@@ -174,7 +174,7 @@ def script_json(value: Any) -> str:
     # A lone surrogate (``"\\ud800"`` in a file is valid JSON) cannot be written as UTF-8: it
     # becomes its ``\\u`` escape again, which is what it was in the file (it is in a string).
     return (
-        _writable(text)
+        writable(text)
         .replace("&", "\\u0026")
         .replace("<", "\\u003c")
         .replace(">", "\\u003e")
@@ -183,7 +183,7 @@ def script_json(value: Any) -> str:
     )
 
 
-def _writable(text: str) -> str:
+def writable(text: str) -> str:
     """``text`` with each lone surrogate as its ``\\u`` escape, so the page encodes as UTF-8."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
@@ -198,6 +198,8 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _csp_hash(text: str) -> str:
+def csp_hash(text: str) -> str:
+    """A Content-Security-Policy source (``'sha256-...'`` without its quotes) allowing the
+    inline element whose text is exactly ``text``."""
     digest = hashlib.sha256(text.encode("utf-8")).digest()
     return "sha256-" + base64.b64encode(digest).decode("ascii")
