@@ -531,3 +531,23 @@ def test_a_generator_tool_is_replayed_item_by_item_with_its_return_value(
         assert read_menu() == recorded
     assert replay.report.clean and replay.report.served == 2
     assert STREAMED == ["tea", "monday"]  # neither body ran again
+
+
+def test_a_clean_replay_diffs_as_the_same_run_as_its_source(
+    traced: Traced, tmp_path: Path, llm: LLMServer
+) -> None:
+    """``agenttrace diff SOURCE REPLAY`` after a clean replay: no divergence. The tool call
+    whose body ran Barista is answered from the recording in the replay, so Barista does not
+    run there: that is not another structure."""
+    shop = shop_agent(llm)
+    source = record(traced, llm, shop)
+    with agenttrace.replaying(source.session_id, offline=True) as replay:
+        shop("a tea, please")
+    assert replay.report.clean
+    traced.handle.force_flush()
+    diff = agenttrace.diff_runs(
+        session_file_path(tmp_path, source), session_file_path(tmp_path, replay.session)
+    )
+    assert diff.first_divergence is None, diff.first_divergence
+    assert diff.only_in_a == diff.only_in_b == []
+    assert len(diff.steps) >= 5  # the run, its turn, two LLM calls and two tool calls

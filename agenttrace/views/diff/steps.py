@@ -55,10 +55,13 @@ class JournalIndex:
 
     def __init__(self, journal: Iterable[Mapping[str, Any]]) -> None:
         self._steps: dict[tuple[str, str], dict[int, JournalStep]] = {}
+        self._served: set[tuple[str, str]] = set()
         for line in journal_lines(journal):
             if type(line) is not Step or line.kind == "run":
                 continue
             label = line.path if isinstance(line.path, str) else line.step
+            if line.state == "replayed":
+                self._served.add((line.run, label))
             attempts = self._steps.setdefault((line.run, label), {})
             known = attempts.get(line.attempt, JournalStep())
             if line.state == "intent":
@@ -66,6 +69,11 @@ class JournalIndex:
             elif line.state in ("done", "failed"):
                 known = JournalStep(known.intent, line)
             attempts[line.attempt] = known
+
+    def served(self, run: str | None, label: str) -> bool:
+        """Whether the step at ``label`` of the run of origin ``run`` was answered from a
+        recording (a replay's or a re-entry's ``replayed`` line): its body did not run."""
+        return (str(run), label) in self._served
 
     def step(self, run: str | None, label: str, attempt: int | None) -> JournalStep:
         """The step at ``label`` of the run of origin ``run`` (its attempt ``attempt``, else

@@ -23,6 +23,9 @@ from agenttrace.views.diff.steps import Exchange, JournalIndex, attempt_of, exch
 
 Node = Mapping[str, Any]
 
+HOSTING = "session"
+"""The kind of a tool call's op whose body ran a sub-agent (it hosts that agent's session)."""
+
 
 class Walk:
     """The walk of two runs (``a`` and ``b``: root run nodes, each with its session's journal);
@@ -64,6 +67,8 @@ class Walk:
         index = len(self.steps)
         self.steps.append(self._step(a, b, level, kind_a, depth))
         found: list[str] = []
+        if level == "op" and kind_a != kind_b and self._served_for(a, b, kind_a, kind_b):
+            kind_a = kind_b = HOSTING  # the same call: one side's body ran a sub-agent
         if (kind_a, _name(a)) != (kind_b, _name(b)):
             fields = {"kind": kind_a, "name": _name(a)}, {"kind": kind_b, "name": _name(b)}
             found.append(self._diverge("structure", a, b, kind_a, fields))
@@ -103,7 +108,8 @@ class Walk:
         llm = kind == "llm"
         asked = "request" if llm else "tool_arguments"
         found += self._compare(asked, a, b, kind, ex_a.request, ex_b.request, ex_a, ex_b)
-        self._children(a, b, "hosted", _session_key, "session", depth)
+        if not self._body_not_run(a, b):
+            self._children(a, b, "hosted", _session_key, "session", depth)
         status = self._status(a, b, kind, _op_status)
         found += status
         if not status:  # a call that failed in one run has no result to compare there
@@ -206,6 +212,27 @@ class Walk:
 
     def _shown(self, value: Any) -> Any:
         return redacted_copy(value, self.max_bytes)
+
+    def _served_for(self, a: Node, b: Node, kind_a: str, kind_b: str) -> bool:
+        """Whether ``a`` and ``b`` are the same tool call, one side answered from a recording
+        (a ``tool`` op) where the other ran its body, which hosted a sub-agent (a ``session``
+        op)."""
+        if {kind_a, kind_b} != {"tool", HOSTING}:
+            return False
+        side = 0 if kind_a == "tool" else 1
+        label = _label((a, b)[side])
+        return label is not None and self.journals[side].served(self.origins[side], label)
+
+    def _body_not_run(self, a: Node, b: Node) -> bool:
+        """Whether one side's call was answered from a recording (a replay, a re-entry) and
+        so ran no sub-agent where the other's did: what its body did is the recording's, not
+        another structure, and its hosted runs are not compared."""
+        for side, op in enumerate((a, b)):
+            label = _label(op)
+            served = label is not None and self.journals[side].served(self.origins[side], label)
+            if served and not any(True for _ in hosted_sessions(op)):
+                return True
+        return False
 
     def _journal(self, side: int, op: Node) -> Any:
         label = _label(op)
