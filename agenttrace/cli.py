@@ -614,7 +614,7 @@ FORK_HELP = """Fork a recorded run of SESSION (a file or id) at LABEL, into a ne
 (docs/design/replay.md, "Fork"): --agent rebuilds the agents as they were when that run
 started, the root agent's response() runs it again, every step before LABEL is served from the
 recording and LABEL and every later step run live, each LLM call with the overrides: --model M
-instead of the program's model, --system-prompt FILE as its system message, --set key=value a
+instead of the program's model, --system-prompt FILE as its system prompt, --set key=value a
 request keyword (the value read as JSON, else as a string: --set temperature=0.2). The new
 session's file names its source; its root span links to the source run's.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +19,34 @@ REFUSED_SETTINGS: Mapping[str, str] = {
     "messages": "the messages are the program's (the system prompt has its own override)",
     "stream": "whether a reply streams is the program's: it reads the reply as it asked",
     "model": "the model has its own override",
+    "input": "the input items are the program's (the system prompt has its own override)",
+    "system": "the system prompt has its own override (--system-prompt)",
+    "instructions": "the system prompt has its own override (--system-prompt)",
 }
-"""Request keywords a fork cannot set, and why: setting them would break the call."""
+"""Request keywords a fork cannot set, and why: setting them would break the call. The same
+settings go to every live LLM call, whatever API it is made with: what one API's request is
+made of (the OpenAI Responses API's ``input``, its system prompt ``instructions``, the Anthropic
+Messages API's ``system``) is refused for all."""
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """Where one API's request carries the system prompt a fork overrides."""
+
+    system_keyword: str | None = None
+    """The request keyword that is the system prompt (the Anthropic Messages API's ``system``,
+    the OpenAI Responses API's ``instructions``); None: a system message of ``messages``."""
+
+
+CHAT = RequestShape()
+"""An OpenAI-style chat request (litellm's, the OpenAI SDK's chat completions): the system
+prompt is the first system (or developer) message, put first when there is none."""
+
+RESPONSES = RequestShape("instructions")
+"""The OpenAI Responses API: the system prompt is ``instructions``."""
+
+MESSAGES = RequestShape("system")
+"""The Anthropic Messages API: the system prompt is the top-level ``system``."""
 
 
 def check_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -73,16 +99,22 @@ class Fork:
     span_id: int | None = None
     """The source run's root span's span id (when recorded)."""
 
-    def request(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """A live LLM call's litellm keywords with the overrides applied (a new dict: the
-        program's, and its messages list, are left as they were)."""
+    def request(self, kwargs: Mapping[str, Any], shape: RequestShape = CHAT) -> dict[str, Any]:
+        """A live LLM call's keywords with the overrides applied, the system prompt where the
+        API's ``shape`` puts it (a new dict: the program's, and its messages, are left as they
+        were)."""
         sent = dict(kwargs)
         sent.update(self.settings)
         if self.model is not None:
             sent["model"] = self.model
+        if self.system_prompt is None:
+            return sent
+        if shape.system_keyword is not None:
+            sent[shape.system_keyword] = self.system_prompt
+            return sent
         messages = sent.get("messages")
-        if self.system_prompt is not None and isinstance(messages, list):
-            sent["messages"] = _with_system_prompt(messages, self.system_prompt)
+        if isinstance(messages, Sequence) and not isinstance(messages, (str, bytes)):
+            sent["messages"] = _with_system_prompt(list(messages), self.system_prompt)
         return sent
 
     def overrides(self) -> dict[str, Any]:
@@ -112,11 +144,15 @@ class Fork:
         }
 
 
+_SYSTEM_ROLES = ("system", "developer")
+"""The roles of a chat request's system prompt (OpenAI's reasoning models take ``developer``)."""
+
+
 def _with_system_prompt(messages: list[Any], text: str) -> list[Any]:
-    """``messages`` with the first system message's content replaced by ``text`` (one is put
-    first if there is none)."""
+    """``messages`` with the first system (or developer) message's content replaced by
+    ``text`` (a system message is put first if there is none)."""
     for index, message in enumerate(messages):
-        if isinstance(message, Mapping) and message.get("role") == "system":
+        if isinstance(message, Mapping) and message.get("role") in _SYSTEM_ROLES:
             replaced = list(messages)
             replaced[index] = {**message, "content": text}
             return replaced

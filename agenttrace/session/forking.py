@@ -39,10 +39,12 @@ def forking(
     :class:`~agenttrace.model.replay.ReplayDivergence`), and runs ``at`` and everything after
     it live, into a new session made current for the block (``fork.session``).
 
-    Each LLM call made live (through litellm) is sent with the overrides: ``model`` instead of
-    the program's; ``system_prompt`` as the content of its system message (one is put first if
-    it has none); ``settings``, request keywords set on it (``{"temperature": 0.2}``; not
-    ``messages``, ``stream`` or ``model``). ``session``, ``run``, ``offline``,
+    Each LLM call made live (through litellm, or the OpenAI or Anthropic SDK) is sent with the
+    overrides: ``model`` instead of the program's; ``system_prompt`` as its system prompt (a
+    chat request's first system or developer message, one put first if it has none; the
+    Responses API's ``instructions``; Anthropic's ``system``); ``settings``, request keywords
+    set on it (``{"temperature": 0.2}``; not ``messages``, ``stream``, ``model``, ``input``,
+    ``system`` or ``instructions``). ``session``, ``run``, ``offline``,
     ``sessions_dir`` and ``agent_factory`` are :func:`~agenttrace.replaying`'s.
     """
     api = "agenttrace.forking"

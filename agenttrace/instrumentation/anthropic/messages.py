@@ -33,12 +33,14 @@ from agenttrace.instrumentation.litellm.attempt import (
     offer_tool_calls,
     result_attributes,
 )
+from agenttrace.instrumentation.litellm.fork import in_body
 from agenttrace.instrumentation.litellm.sdk_attempt import (
     SDKCalls,
     atraced_call,
     passes_through,
     traced_call,
 )
+from agenttrace.model.fork import MESSAGES
 
 _MANAGERS = (
     "_MessageStreamManager__api_request",
@@ -111,28 +113,59 @@ def _streamed(
             if send is None:
                 continue
             asked = {**kwargs, "stream": True}
+            rebuilt = functools.partial(_rebuilt, wrapped, args, name)
             if "AsyncMessageStreamManager" in name:
-                setattr(manager, name, _asend(api, send, instance, asked))
+                setattr(manager, name, _asend(api, send, instance, asked, rebuilt))
             else:
-                setattr(manager, name, functools.partial(_send, api, send, instance, asked))
+                send = functools.partial(_send, api, send, instance, asked, rebuilt)
+                setattr(manager, name, send)
     except Exception as exc:  # a manager of another shape: its stream goes untraced
         report_internal_error(WHERE, exc)
     return manager
 
 
-def _send(api: SDKCalls, send: Callable[[], Any], resource: Any, kwargs: dict[str, Any]) -> Any:
-    return traced_call(api, lambda **_: send(), resource, (), kwargs)
+def _rebuilt(stream: Callable[..., Any], args: tuple[Any, ...], name: str, sent: Any) -> Any:
+    """The request a manager of ``stream`` (the SDK's own method) makes of the keywords
+    ``sent``: a fork's, when they are not the ones the program's manager was made with (a
+    setting ``stream`` does not name goes in the request's body, :func:`in_body`)."""
+    asked = {key: value for key, value in sent.items() if key != "stream"}
+    return getattr(stream(*args, **in_body(stream, asked)), name)
+
+
+def _as_asked(sent: dict[str, Any], asked: dict[str, Any]) -> bool:
+    """Whether the attempt sends the keywords the program asked (a fork's live call has
+    others: its manager's request is made again of them)."""
+    return sent.keys() == asked.keys() and all(sent[key] is asked[key] for key in asked)
+
+
+def _send(
+    api: SDKCalls,
+    send: Callable[[], Any],
+    resource: Any,
+    kwargs: dict[str, Any],
+    rebuilt: Callable[[dict[str, Any]], Callable[[], Any]],
+) -> Any:
+    def sending(**sent: Any) -> Any:
+        return send() if _as_asked(sent, kwargs) else rebuilt(sent)()
+
+    return traced_call(api, sending, resource, (), kwargs)
 
 
 async def _asend(
-    api: SDKCalls, request: Awaitable[Any], resource: Any, kwargs: dict[str, Any]
+    api: SDKCalls,
+    request: Awaitable[Any],
+    resource: Any,
+    kwargs: dict[str, Any],
+    rebuilt: Callable[[dict[str, Any]], Awaitable[Any]],
 ) -> Any:
     """The async manager's request (a coroutine it awaits once), sent as an attempt; closed
-    unawaited when the journal answers it."""
+    unawaited when the journal answers it, or when a fork's request is sent instead."""
     sent = False
 
-    async def send(**_: Any) -> Any:
+    async def send(**given: Any) -> Any:
         nonlocal sent
+        if not _as_asked(given, kwargs):
+            return await rebuilt(given)
         sent = True
         return await request
 
@@ -184,7 +217,7 @@ def _completed_attributes(attempt: Attempt, view: Any) -> dict[str, AttributeVal
 
 
 _MESSAGES = SDKCalls(
-    WHERE, _untraced, describe, replayed_response, _finish, "anthropic", "/v1/messages"
+    WHERE, _untraced, describe, replayed_response, _finish, "anthropic", "/v1/messages", MESSAGES
 )
 """What a ``messages`` call does its own way."""
 

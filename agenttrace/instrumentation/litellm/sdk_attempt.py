@@ -6,9 +6,10 @@ re-request rule) and its attempt a ``chat {model}`` span opened as litellm's are
 (:func:`~.tracking.open_span`), answered from the journal in a re-entered run, else sent with
 the attempt current (the SDK's retries see it) and ended once with what the reply says. What
 differs, each API gives as an :class:`SDKCalls`: whether a call passes through, what it asks,
-how a reply (or the journal's) ends its attempt. A raw-response call (``with_raw_response``,
-``with_streaming_response``) is the same attempt, its response object parsed in it
-(:mod:`.sdk_raw`).
+how a reply (or the journal's) ends its attempt, where its request puts the system prompt a
+fork overrides (:mod:`.fork`: a fork's live call is sent with them). A raw-response call
+(``with_raw_response``, ``with_streaming_response``) is the same attempt, its response object
+parsed in it (:mod:`.sdk_raw`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
 from agenttrace.instrumentation.litellm.attempt import Attempt, Request
+from agenttrace.instrumentation.litellm.fork import sdk_forked
 from agenttrace.instrumentation.litellm.sdk_raw import (
     aparsing,
     finish_raw,
@@ -38,6 +40,7 @@ from agenttrace.instrumentation.litellm.tracking import (
     open_span,
     run_attempt,
 )
+from agenttrace.model.fork import RequestShape
 from agenttrace.model.journal import Step
 from agenttrace.model.replay import ReplayDivergence
 from agenttrace.tracing.journal.llm_steps import ReplayedFailure, begin_llm_step
@@ -64,6 +67,8 @@ class SDKCalls(NamedTuple):
     raw call gets (:mod:`.sdk_raw`)."""
     path: str
     """The endpoint the calls go to (a replayed raw response's URL)."""
+    shape: RequestShape
+    """Where a request puts the system prompt a fork overrides."""
 
 
 def passes_through(enabled: bool) -> bool:
@@ -89,6 +94,7 @@ def traced_call(
         if attempt is None:
             result = wrapped(*args, **kwargs)
         else:
+            kwargs = fork_request(api, attempt, instance, kwargs, wrapped)
             recorded = recorded_step(attempt, kwargs)
             if recorded is not None:
                 result = replayed(api, recorded, attempt, instance, False, wrapped, kwargs)
@@ -117,6 +123,7 @@ async def atraced_call(
         if attempt is None:
             result = await wrapped(*args, **kwargs)
         else:
+            kwargs = fork_request(api, attempt, instance, kwargs, wrapped)
             recorded = recorded_step(attempt, kwargs)
             if recorded is not None:
                 result = replayed(api, recorded, attempt, instance, True, wrapped, kwargs)
@@ -137,6 +144,16 @@ def start_attempt(api: SDKCalls, resource: Any, kwargs: dict[str, Any]) -> Attem
     return begin_attempt(
         lambda: api.describe(getattr(resource, "_client", None), kwargs), api.where
     )
+
+
+def fork_request(
+    api: SDKCalls, attempt: Attempt, resource: Any, kwargs: dict[str, Any], wrapped: Any
+) -> dict[str, Any]:
+    """The keywords the attempt is sent with (by ``wrapped``, the SDK's method): in a fork, at
+    or after its label, with the fork's overrides (:mod:`.fork`), else the program's."""
+    client = getattr(resource, "_client", None)
+    described = functools.partial(api.describe, client)
+    return sdk_forked(attempt, kwargs, api.shape, described, wrapped)
 
 
 def recorded_step(attempt: Attempt, kwargs: Any) -> Step | None:

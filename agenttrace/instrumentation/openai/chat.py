@@ -37,6 +37,7 @@ from agenttrace.instrumentation.openai.raw import made_by_litellm
 from agenttrace.instrumentation.openai.replay import replayed_response
 from agenttrace.instrumentation.openai.request import WHERE, describe, price, state
 from agenttrace.instrumentation.openai.streaming import StreamProxy
+from agenttrace.model.fork import CHAT
 
 
 def untraced(kwargs: dict[str, Any]) -> bool:
@@ -117,6 +118,6 @@ def completed_attributes(attempt: Attempt, result: Any) -> dict[str, AttributeVa
 
 
 _CHAT = SDKCalls(
-    WHERE, untraced, describe, replayed_response, _finish, "openai", "/chat/completions"
+    WHERE, untraced, describe, replayed_response, _finish, "openai", "/chat/completions", CHAT
 )
 """What a chat completions call does its own way."""

@@ -26,6 +26,7 @@ from agenttrace.instrumentation.openai.replay import sdk_stream
 from agenttrace.instrumentation.openai.request import WHERE, describe
 from agenttrace.instrumentation.openai.streaming import StreamProxy
 from agenttrace.model.events import ContinuedMessages
+from agenttrace.model.fork import RESPONSES
 from agenttrace.model.journal import Step
 from agenttrace.tracing.llm_attributes import field
 
@@ -265,7 +266,9 @@ def _parsed(response: Any, parse: Mapping[str, Any]) -> Any:
     )
 
 
-_RESPONSES = SDKCalls(WHERE, untraced, _describe, _replay, _finish, "openai", "/responses")
+_RESPONSES = SDKCalls(
+    WHERE, untraced, _describe, _replay, _finish, "openai", "/responses", RESPONSES
+)
 """What a Responses API call does its own way."""
 
 
