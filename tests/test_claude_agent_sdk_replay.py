@@ -165,3 +165,23 @@ def test_an_edited_tool_input_diverges_under_strict_and_runs_live_under_lenient(
     else:
         assert side.read_text() == "charged\nrecharged\n"  # run live
         assert [(n.label, n.why) for n in report.live] == [(label, "diverged here")]
+
+
+def test_a_call_at_until_runs_live(
+    claude: None,  # noqa: F811  (the fixtures of tests/test_claude_agent_sdk.py)
+    traced: Traced,
+    model: AnthropicServer,  # noqa: F811
+    work: Path,  # noqa: F811
+) -> None:
+    side = work / "side.txt"
+    source, label, _ = record(traced, model, work)
+    model.reset(*script(charge(side)))
+    with agenttrace.replaying(source, until=label) as replay:
+        exchange(model, work)
+    assert side.read_text() == "charged\ncharged\n"  # the same call, run again live
+    report = replay.report
+    assert report.divergence is None and report.served == 0
+    assert [(n.label, n.why) for n in report.live] == [(label, "until")]
+    assert not [
+        s for s in named(traced, "execute_tool Bash") if attrs(s).get("agenttrace.replayed")
+    ]
