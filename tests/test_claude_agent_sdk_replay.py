@@ -131,19 +131,24 @@ def test_a_replayed_sdk_run_is_served_its_tool_calls(
     assert [attrs(s)["agenttrace.path"] for s in served] == [label]
 
 
-@pytest.mark.parametrize("mode", ["strict", "lenient"])
+@pytest.mark.parametrize(
+    ("mode", "loop"), [("strict", "reading"), ("strict", "busy"), ("lenient", "reading")]
+)
 def test_an_edited_tool_input_diverges_under_strict_and_runs_live_under_lenient(
     claude: None,  # noqa: F811  (the fixtures of tests/test_claude_agent_sdk.py)
     traced: Traced,
     model: AnthropicServer,  # noqa: F811
     work: Path,  # noqa: F811
     mode: ReplayMode,
+    loop: str,
 ) -> None:
+    """``busy``: the hook decides the call before the program has received it (a call run
+    live gets no hook answer to wait for: only strict is held)."""
     side = work / "side.txt"
     source, label, _ = record(traced, model, work)
     model.reset(*script(charge(side, "recharged")))
     with agenttrace.replaying(source, mode=mode) as replay:
-        received = exchange(model, work)
+        received = exchange(model, work, busy=loop == "busy")
     report = replay.report
     assert report.served == 0 and report.divergence is not None, report.lines()
     assert (report.divergence.label, report.divergence.kind) == (label, "tool")
