@@ -8,7 +8,8 @@ body ran. So:
 
 - a call the recording answers (``replay``) is **denied** with the recorded result as the
   reason: the tool's body does not run, and the model gets the recorded result text as the
-  call's result (marked as an error: the one thing the protocol cannot keep). The call's span
+  call's result, marked as an error and after the CLI's prefix (``PreToolUse:Bash hook error:
+  ``): what the protocol cannot keep. The call's span
   says ``agenttrace.replayed``, its journal line is ``replayed``, and the replay counts it
   served;
 - a call a strict replay diverges at (``diverge``) is denied with the
