@@ -26,13 +26,14 @@ from opentelemetry.util.types import AttributeValue
 from agenttrace import semconv as sc
 from agenttrace.model.outcome import OutcomeBuilder
 from agenttrace.tracing.content import tool_payload
-from agenttrace.tracing.journal.steps import begin_tool_step, end_tool_step
+from agenttrace.tracing.journal.steps import Pending, begin_tool_step, end_tool_step
 from agenttrace.tracing.relays import piece_for
 from agenttrace.tracing.scopes import OpScope, SessionScope, finish, start_op, start_session
 
 from . import claims
 from .effects import tool_effect
 from .messages import Message, current
+from .replayed import recorded_text
 from .transcript import CostState, Entry, UserEntry
 from .utils import block_type, mcp_server_of, result_text, unplaced
 
@@ -87,6 +88,8 @@ class ToolCall:
         taken = claims.take(run, self.id)
         if taken is not None:
             self.op.step = taken.step
+            if type(taken.step) is Pending:  # a replay's hook answered it from the recording
+                self.op.set_attribute(sc.REPLAYED, True)
         elif claims.label_taken(run, self.op.label, self.id):
             # Another call claimed this key ahead (a guess that proved wrong): journaling this
             # one there would mix two calls' lines, so it is not journaled.
@@ -102,6 +105,11 @@ class ToolCall:
             return
         self.done = True
         text = result_text(content)
+        pending = self.op.step
+        if type(pending) is Pending and pending.served:
+            # Answered from a replay's recording: the CLI's denial carried the recorded
+            # result (the protocol marks it an error); the call ends as it did then.
+            text, is_error = recorded_text(pending.plan), False
         scope = self.agent.scope
         sub = self.sub
         answer = sub.answer if sub is not None and sub.stopped_ns is not None else None

@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from agenttrace.tracing.journal.steps import Step
+from agenttrace.tracing.journal.steps import Pending, Step
 
 MAX_CLAIMS = 10_000
 """Claims kept for calls the program has not received yet (the oldest go first: a call the
@@ -27,10 +27,11 @@ program never reads, its stream abandoned, does not stay for ever)."""
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """What the hook did with a call: journaled its intent at ``step``'s key, or denied it
-    (``step`` is ``None``)."""
+    """What the hook did with a call: journaled its intent at ``step``'s key, denied it
+    (``step`` is ``None``), or answered it from a replay's recording (a served
+    :class:`Pending`)."""
 
-    step: Step | None
+    step: Step | Pending | None
 
 
 _lock = threading.Lock()
@@ -42,20 +43,23 @@ _count = 0
 """Labels kept in :data:`_labels`, all runs together."""
 
 
-def claim(call_id: str, run: str, step: Step | None) -> None:
-    """The hook settled call ``call_id`` of ``run`` (its intent journaled at ``step.key``)."""
+def claim(call_id: str, run: str, step: Step | Pending | None, label: str | None = None) -> None:
+    """The hook settled call ``call_id`` of ``run`` (its intent journaled at ``step.key``; a
+    served call at ``label``, the label its op is expected to get)."""
     global _count
     with _lock:
         _claims[(run, call_id)] = Claim(step)
         while len(_claims) > MAX_CLAIMS:
             _claims.popitem(last=False)
-        if step is None:
+        if type(step) is Step:
+            label = step.key[1]
+        if step is None or label is None:
             return
         labels = _labels.setdefault(run, {})
         _labels.move_to_end(run)
-        if step.key[1] not in labels:
+        if label not in labels:
             _count += 1
-        labels[step.key[1]] = call_id
+        labels[label] = call_id
         while _count > MAX_CLAIMS and len(_labels) > 1:
             _count -= len(_labels.popitem(last=False)[1])
 

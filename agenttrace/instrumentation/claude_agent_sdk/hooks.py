@@ -45,13 +45,13 @@ from agenttrace.model.reentry import Reentry
 from agenttrace.session.leases import token as lease_token
 from agenttrace.tracing.journal.steps import Pending, Step, tool_request_json
 
-from . import claims
+from . import claims, replayed
 from .agents import AgentRun, ToolCall
 from .effects import tool_effect
 from .tracker import SdkSession
-from .utils import WHERE, state, unplaced
+from .utils import PRE_TOOL_USE, WHERE, deny, state, unplaced
 
-EVENT = "PreToolUse"
+EVENT = PRE_TOOL_USE
 
 
 def journaling() -> bool:
@@ -135,10 +135,19 @@ class PreToolUse:
         attempt = 1
         reentry = run.reentry
         if reentry is not None:
-            plan = reentry.plan(label, name, fingerprint, call_id)
+            plan = reentry.plan(label, name, fingerprint, call_id, arguments_json)
+            if reentry.replay is not None and replayed.answers(plan):
+                # A served call leaves the op its Pending: its span and `replayed` line.
+                served = plan.what == "replay"
+                pending = Pending(
+                    plan, reentry, effect, fingerprint, arguments, arguments_json, None
+                )
+                pending.served = served
+                claims.claim(call_id, run.journal_run, pending if served else None, label)
+                return replayed.answer(plan)
             if plan.what in ("stop", "verify", "abandon"):
                 claims.claim(call_id, run.journal_run, None)
-                return _deny(_refusal(reentry, plan.what, plan.step, name))
+                return deny(_refusal(reentry, plan.what, plan.step, name))
             label = plan.label or label
             attempt = plan.step.key[2] + 1 if plan.what == "replay" and plan.step else plan.attempt
         line = jl.intent_line(
@@ -176,6 +185,12 @@ def _received(call: ToolCall) -> dict[str, Any]:
     if type(pending) is not Pending:
         return {}
     plan = pending.plan
+    if pending.reentry.replay is not None and replayed.answers(plan):
+        if plan.what == "replay":
+            replayed.served(op, pending)
+        else:
+            op.step = None  # denied: nothing runs, nothing is journaled
+        return replayed.answer(plan)
     if plan.what == "replay" and plan.step is not None:
         run = op.session.run
         key = (run.journal_run, plan.label or op.label, plan.step.key[2] + 1)
@@ -193,7 +208,7 @@ def _received(call: ToolCall) -> dict[str, Any]:
         op.step = Step(key, pending.effect)
         return {}
     op.step = None  # denied: nothing runs, nothing is journaled
-    return _deny(_refusal(pending.reentry, plan.what, plan.step, op.name))
+    return deny(_refusal(pending.reentry, plan.what, plan.step, op.name))
 
 
 def _refusal(reentry: Reentry, what: str, step: j.Step | None, name: str) -> str:
@@ -207,16 +222,6 @@ def _refusal(reentry: Reentry, what: str, step: j.Step | None, name: str) -> str
     # ``verify`` too: the CLI's tools have no verifier, so the policy stops there.
     error = reentry.stopped or reentry.stop(step)
     return f"agenttrace: {error}"
-
-
-def _deny(reason: str) -> dict[str, Any]:
-    return {
-        "hookSpecificOutput": {
-            "hookEventName": EVENT,
-            "permissionDecision": "deny",
-            "permissionDecisionReason": reason,
-        }
-    }
 
 
 _COUNT = re.compile(r"count\((\d+)\)")

@@ -25,6 +25,22 @@ def unplaced(reason: str) -> None:
         )
 
 
+PRE_TOOL_USE = "PreToolUse"
+"""The hook event agenttrace's hook answers (:mod:`.hooks`)."""
+
+
+def deny(reason: str) -> dict[str, Any]:
+    """A ``PreToolUse`` hook's denial: the CLI does not run the call, and the model gets
+    ``reason`` as the call's (error) result."""
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": PRE_TOOL_USE,
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
+    }
+
+
 DEFAULT_AGENT_NAME = "claude-code"
 """The name of the main agent's runs when ``instrument(agent_name=...)`` gives none."""
 
