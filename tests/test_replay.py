@@ -551,3 +551,42 @@ def test_a_clean_replay_diffs_as_the_same_run_as_its_source(
     assert diff.first_divergence is None, diff.first_divergence
     assert diff.only_in_a == diff.only_in_b == []
     assert len(diff.steps) >= 5  # the run, its turn, two LLM calls and two tool calls
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_streamed_reply_replays_chunk_for_chunk(
+    traced: Traced, llm: LLMServer, is_async: bool
+) -> None:
+    """What the program read from a stream, chunk by chunk (each delta and finish reason, in
+    order), is what the replay gives it, sync and async, with the model not asked."""
+
+    def chunks(reply: Any) -> list[tuple[Any, Any]]:
+        return [
+            (c.choices[0].delta.content, c.choices[0].finish_reason) for c in reply if c.choices
+        ]
+
+    @agenttrace.agent("Teller")
+    def teller() -> list[tuple[Any, Any]]:
+        request = http(llm, messages=[{"role": "user", "content": "a story"}], stream=True)
+        if not is_async:
+            return chunks(litellm.completion(**request))
+
+        async def read() -> list[tuple[Any, Any]]:
+            reply = await litellm.acompletion(**request)
+            return [
+                (c.choices[0].delta.content, c.choices[0].finish_reason)
+                async for c in reply
+                if c.choices
+            ]
+
+        return asyncio.run(read())
+
+    llm.reset(Reply(content="Once upon a time, there was a cup of green tea."))
+    recorded = teller()
+    assert len([content for content, _ in recorded if content]) >= 3  # a stream, not one piece
+    source = agenttrace.current_session()
+    traced.handle.force_flush()
+    llm.reset(Reply(content="never asked"))
+    with agenttrace.replaying(source.session_id, offline=True) as replay:
+        assert teller() == recorded
+    assert replay.report.clean and replay.report.served == 1 and llm.requests == []
