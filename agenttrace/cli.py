@@ -93,6 +93,27 @@ class _Warnings(logging.Handler):
 _warnings = _Warnings()
 
 
+verbose_option = click.option(
+    "--verbose", "console", flag_value="verbose", help="A console line per LLM call and tool call."
+)
+"""``--verbose``: the console's line per LLM call and tool call (resume, replay, fork)."""
+
+
+def source_run_options(function: Any) -> Any:
+    """``--agent MODULE:FACTORY`` and ``--run N``: the factory that rebuilds a recorded
+    session's agents and which of its runs runs again (``replay``, ``fork``)."""
+    function = click.option(
+        "--run",
+        "run_index",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Which run, numbered as tree prints them [default: the last that ended].",
+    )(function)
+    return click.option("--agent", "factory_name", metavar="MODULE:FACTORY", required=True)(
+        function
+    )
+
+
 def sessions_dir_option(function: Any) -> Any:
     """``--sessions-dir`` and ``--sessions-url`` (the latter kept aside: :func:`sessions_url`)."""
     function = click.option(
@@ -275,9 +296,7 @@ ends with one such line and exit status 1.
     help="The billing ledger the run's LLM calls and tool calls are appended to "
     "[default: AGENTTRACE_BILLING_FILE, else ~/.agenttrace/accounting.jsonl].",
 )
-@click.option(
-    "--verbose", "console", flag_value="verbose", help="A console line per LLM call and tool call."
-)
+@verbose_option
 @click.option(
     "--trace", "console", flag_value="trace", help="Also the request and response bodies."
 )
@@ -510,21 +529,12 @@ one line on stderr and exit status 2.
 
 @main.command(help=REPLAY_HELP)
 @click.argument("session")
-@click.option("--agent", "factory_name", metavar="MODULE:FACTORY", required=True)
-@click.option(
-    "--run",
-    "run_index",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Which run, numbered as tree prints them [default: the last that ended].",
-)
+@source_run_options
 @click.option("--until", default=None, metavar="LABEL", help="Run LABEL and after it live.")
 @click.option("--strict/--lenient", default=True, help="What a divergence does (see above).")
 @click.option("--offline", is_flag=True, help="Refuse every network connection.")
 @sessions_dir_option
-@click.option(
-    "--verbose", "console", flag_value="verbose", help="A console line per LLM call and tool call."
-)
+@verbose_option
 def replay(
     session: str,
     factory_name: str,
@@ -630,14 +640,7 @@ MAX_SYSTEM_PROMPT_BYTES = 1 << 20
 @main.command(help=FORK_HELP)
 @click.argument("session")
 @click.option("--at", "label", required=True, metavar="LABEL", help="Run LABEL and after it live.")
-@click.option("--agent", "factory_name", metavar="MODULE:FACTORY", required=True)
-@click.option(
-    "--run",
-    "run_index",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Which run, numbered as tree prints them [default: the last that ended].",
-)
+@source_run_options
 @click.option("--model", default=None, metavar="M", help="The model the live LLM calls ask.")
 @click.option(
     "--system-prompt",
@@ -656,9 +659,7 @@ MAX_SYSTEM_PROMPT_BYTES = 1 << 20
 )
 @click.option("--offline", is_flag=True, help="Refuse every network connection.")
 @sessions_dir_option
-@click.option(
-    "--verbose", "console", flag_value="verbose", help="A console line per LLM call and tool call."
-)
+@verbose_option
 def fork(
     session: str,
     label: str,

@@ -22,6 +22,7 @@ for _name in ("TRACEPARENT", "TRACESTATE", "BAGGAGE"):
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import agenttrace
 
+from .chromium import CHROMIUM, MISSING, Chromium
 from .llm_server import LLMServer
 
 
@@ -145,3 +147,16 @@ def mcp_sdk_spans_off(monkeypatch: pytest.MonkeyPatch) -> None:
     in a provider the test cannot read), or not. As in an application with no global provider."""
     otel = pytest.importorskip("mcp.shared._otel")
     monkeypatch.setattr(otel, "_tracer", trace.NoOpTracer())
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Chromium]:
+    """Headless Chromium with a profile of its own (``tests/chromium.py``), closed after the
+    test; a failure, not a skip, where it is not installed (``make test`` installs it)."""
+    if not CHROMIUM.exists():
+        pytest.fail(MISSING)
+    chromium = Chromium(tmp_path / "profile")
+    try:
+        yield chromium
+    finally:
+        chromium.close()

@@ -21,7 +21,7 @@ from agenttrace.views.diff import to_html
 from agenttrace.views.diff.compare import MAX_VALUE_CHARS
 from agenttrace.views.diff.html import COLUMNS, SIDE_COLUMNS
 
-from .chromium import CHROMIUM, MISSING, Chromium
+from .chromium import Chromium
 from .test_cli import ok, one_error_line
 from .test_diff import SCRIPT, SUNNY, baseline, cli, record, weather_agent
 
@@ -239,17 +239,6 @@ def test_a_page_that_cannot_be_written_is_one_line_and_exit_2(
     target = tmp_path / where
     line = one_error_line(cli(str(baseline), str(baseline), "--html", str(target)))
     assert line == f"{target}: {says}"
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Chromium]:
-    if not CHROMIUM.exists():
-        pytest.fail(MISSING)
-    chromium = Chromium(tmp_path / "profile")
-    try:
-        yield chromium
-    finally:
-        chromium.close()
 
 
 @pytest.mark.e2e

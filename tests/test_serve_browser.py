@@ -23,28 +23,16 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from . import live_agent
-from .chromium import CHROMIUM, MISSING, Chromium
+from .chromium import Chromium
 from .helpers import ROOT, child_env
 
 ARTIFACTS = ROOT / "tests" / "artifacts"
 DEADLINE_S = 60.0
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Chromium]:
-    if not CHROMIUM.exists():
-        pytest.fail(MISSING)
-    chromium = Chromium(tmp_path / "profile")
-    try:
-        yield chromium
-    finally:
-        chromium.close()
 
 
 def _wait_for_line(path: Path, text: str) -> None:
