@@ -1,0 +1,121 @@
+"""Rules on the shape of the tree: a step that never ended in a run that did (AT301), a run
+that names a parent it is not under (AT302), a sub-agent run whose trace or parent is not its
+caller's (AT303)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from agenttrace.formats.session.optree import children, hosted_sessions
+from agenttrace.views.lint.rule import Found, LintContext, Rule, label
+from agenttrace.views.lint.walk import AgentRun, Node, span_id
+
+
+def _ended(node: Node) -> bool:
+    return node.get("endedAt") is not None
+
+
+def unended(context: LintContext) -> Iterator[Found]:
+    """AT301: a run, turn or op with no end under a parent that ended. A run killed before it
+    ended is not one (its parent never ended either); a call a kill left in doubt is AT402."""
+    for number, root in enumerate(context.loaded.runs, 1):
+        if not isinstance(root, Mapping) or not _ended(root):
+            continue
+        open_nodes: list[Node] = []
+        pending: list[Node] = [root]
+        while pending:
+            node = pending.pop()
+            below = [*children(node, "turns"), *children(node, "ops")]
+            below += [child for child in hosted_sessions(node)]
+            for child in below:
+                if _ended(child):
+                    pending.append(child)
+                else:
+                    open_nodes.append(child)  # its own children: the one finding says it
+        for node in sorted(open_nodes, key=lambda node: str(node.get("path"))):
+            yield Found(
+                f"{_kind(node)} {label(node)} never ended, though the run it is in ended",
+                number,
+                (node,),
+            )
+
+
+def _kind(node: Node) -> str:
+    if "opId" in node:
+        return f"{node.get('kind', 'op')} op {node.get('name', '')}".replace("  ", " ").strip()
+    return "agent run" if "txnId" in node or "agentId" in node else "turn"
+
+
+def _source(run: Node) -> str | None:
+    attributes = run.get("attributes")
+    ingress = attributes.get("ingress") if isinstance(attributes, Mapping) else None
+    source = ingress.get("source") if isinstance(ingress, Mapping) else None
+    return source if isinstance(source, str) else None
+
+
+def orphan_roots(context: LintContext) -> Iterator[Found]:
+    """AT302: a root run whose ingress says another run started it (a sub-agent's, or a joined
+    process's: docs/session-file.md) though no op of the session holds it. Joined runs are
+    placed under their op when the session is read; one left a root has lost its caller."""
+    for number, root in enumerate(context.loaded.runs, 1):
+        if not isinstance(root, Mapping):
+            continue
+        source = _source(root)
+        if source in ("sub-agent", "joined"):
+            yield Found(
+                f"run {number} ({root.get('agentName', '?')}) has a {source} ingress but is a "
+                "root: no op of the session ran it",
+                number,
+                (root,),
+            )
+
+
+def _mismatches(agent: AgentRun) -> list[str]:
+    """What about sub-agent run ``agent`` is not its caller's."""
+    run, op, caller = agent.node, agent.host, agent.caller
+    if op is None or caller is None:
+        return []
+    wrong: list[str] = []
+    checks: list[tuple[str, Any, Any]] = [
+        ("trace id", run.get("traceId"), caller.node.get("traceId")),
+        ("parent run", run.get("parentTxnId"), caller.node.get("txnId")),
+        ("origin run", run.get("originTxnId"), caller.node.get("originTxnId")),
+    ]
+    span = run.get("span")
+    if isinstance(span, Mapping) and isinstance(op.get("span"), Mapping):
+        checks.append(("parent span", span.get("parentSpanId"), span_id(op)))
+    for what, own, expected in checks:
+        if isinstance(expected, str) and own != expected:
+            wrong.append(f"{what} {own} instead of {expected}")
+    path, host = run.get("path"), op.get("path")
+    if (
+        isinstance(path, str)
+        and isinstance(host, str)
+        and not path.startswith((host + ":", host + "."))
+    ):
+        wrong.append(f"label {path} not under {host}")
+    return wrong
+
+
+def sub_agent_mismatch(context: LintContext) -> Iterator[Found]:
+    """AT303: a sub-agent run whose trace, parent run, origin or parent span is not that of the
+    tool call that ran it."""
+    for agent in context.runs:
+        wrong = _mismatches(agent)
+        if wrong and agent.host is not None:
+            yield Found(
+                f"sub-agent run {label(agent.node)} ({agent.node.get('agentName', '?')}) under "
+                f"{agent.host.get('name')} at {label(agent.host)}: {'; '.join(wrong)}",
+                agent.run,
+                (agent.node, agent.host),
+            )
+
+
+RULES = (
+    Rule("AT301", "unended-span", "a step with no end in a run that ended", unended),
+    Rule("AT302", "orphan-root", "a root run that names a parent", orphan_roots),
+    Rule(
+        "AT303", "sub-agent-mismatch", "a sub-agent not in its caller's trace", sub_agent_mismatch
+    ),
+)
