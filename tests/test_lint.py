@@ -23,6 +23,7 @@ import pytest
 
 import agenttrace
 from agenttrace.cli import main
+from agenttrace.formats.session.fullest import load_fullest
 from agenttrace.views.lint import Finding, LintSettings, lint_session
 
 from .conftest import Traced
@@ -150,6 +151,9 @@ def test_a_tool_called_in_a_loop_is_a_repeated_call_and_its_turns_are_wasted(
     assert finding.wasted.tokens == 36
     assert finding.wasted.cost_usd is not None and finding.wasted.cost_usd > 0
     assert rules(saved(traced), repeat_min_calls=4) == []  # a threshold, set
+    assert rules(saved(traced), ignore=("repeated-tool-call",)) == []
+    # A session already read (what the views read) is linted as its file is.
+    assert lint_session(load_fullest(saved(traced))) == [finding]
 
 
 @CONTENT
