@@ -383,6 +383,28 @@ def test_a_seeded_defect_is_found_and_nothing_else(
     assert (finding.rule, finding.paths) == (rule, paths)
 
 
+def test_a_joined_run_is_an_orphan_only_when_it_names_this_session(
+    clean: Path, tmp_path: Path
+) -> None:
+    """A process started from a carrier that recorded into another sessions directory made a
+    session of its own, its caller in another session: no orphan. One naming this session,
+    left a root, lost its caller."""
+
+    def joined(session_id: str) -> Callable[[dict[str, Any]], None]:
+        def edit(document: dict[str, Any]) -> None:
+            block = {"session_id": session_id, "parent_txn_id": "0123456789abcdef"}
+            block["parent_path"] = "1.2"
+            _first_run(document)["attributes"]["ingress"] = {"source": "joined", "joined": block}
+
+        return edit
+
+    elsewhere = seeded(clean, tmp_path / "elsewhere", joined("0123456789abcdef"))
+    assert lint_session(elsewhere) == []
+    here = seeded(clean, tmp_path / "here", joined(clean.name[: -len(".json.gz")]))
+    finding = one(here)
+    assert (finding.rule, finding.paths) == ("AT302", ("0",))
+
+
 # --- clean sessions ------------------------------------------------------------------------------
 
 

@@ -17,8 +17,9 @@ def _ended(node: Node) -> bool:
 
 
 def unended(context: LintContext) -> Iterator[Found]:
-    """AT301: a run, turn or op with no end under a parent that ended. A run killed before it
-    ended is not one (its parent never ended either); a call a kill left in doubt is AT402."""
+    """AT301: a run, turn or op with no end under a parent that ended. A root run a kill cut
+    short is not one (nothing above it ended), and a call a kill left in doubt is AT402; the
+    run of a joined process that died while its caller went on is one (said so)."""
     for number, root in enumerate(context.loaded.runs, 1):
         if not isinstance(root, Mapping) or not _ended(root):
             continue
@@ -34,8 +35,11 @@ def unended(context: LintContext) -> Iterator[Found]:
                 else:
                     open_nodes.append(child)  # its own children: the one finding says it
         for node in sorted(open_nodes, key=lambda node: str(node.get("path"))):
+            joined = ""
+            if _source(node) == "joined":
+                joined = " (a joined process's: it died, or never flushed)"
             yield Found(
-                f"{_kind(node)} {label(node)} never ended, though the run it is in ended",
+                f"{_kind(node)} {label(node)}{joined} never ended, though the run it is in ended",
                 number,
                 (node,),
             )
@@ -54,15 +58,27 @@ def _source(run: Node) -> str | None:
     return source if isinstance(source, str) else None
 
 
+def _joined_here(context: LintContext, root: Node) -> bool:
+    """Whether a joined run's ingress names this session as its caller's: a process that
+    recorded into another sessions directory made a session of its own, whose caller is in
+    another session (not lost)."""
+    attributes = root.get("attributes")
+    ingress = attributes.get("ingress") if isinstance(attributes, Mapping) else None
+    joined = ingress.get("joined") if isinstance(ingress, Mapping) else None
+    named = joined.get("session_id") if isinstance(joined, Mapping) else None
+    return named is not None and named == context.loaded.session_id
+
+
 def orphan_roots(context: LintContext) -> Iterator[Found]:
-    """AT302: a root run whose ingress says another run started it (a sub-agent's, or a joined
-    process's: docs/session-file.md) though no op of the session holds it. Joined runs are
-    placed under their op when the session is read; one left a root has lost its caller."""
+    """AT302: a root run whose ingress says another run of this session started it (a
+    sub-agent's, or a joined process's naming this session: docs/session-file.md) though no op
+    of the session holds it. Joined runs are placed under their op when the session is read;
+    one left a root has lost its caller."""
     for number, root in enumerate(context.loaded.runs, 1):
         if not isinstance(root, Mapping):
             continue
         source = _source(root)
-        if source in ("sub-agent", "joined"):
+        if source == "sub-agent" or (source == "joined" and _joined_here(context, root)):
             yield Found(
                 f"run {number} ({root.get('agentName', '?')}) has a {source} ingress but is a "
                 "root: no op of the session ran it",
@@ -80,8 +96,9 @@ def _mismatches(agent: AgentRun) -> list[str]:
     checks: list[tuple[str, Any, Any]] = [
         ("trace id", run.get("traceId"), caller.node.get("traceId")),
         ("parent run", run.get("parentTxnId"), caller.node.get("txnId")),
-        ("origin run", run.get("originTxnId"), caller.node.get("originTxnId")),
     ]
+    if _source(run) != "joined":  # a joined process's run keeps its own origin in its file
+        checks.append(("origin run", run.get("originTxnId"), caller.node.get("originTxnId")))
     span = run.get("span")
     if isinstance(span, Mapping) and isinstance(op.get("span"), Mapping):
         checks.append(("parent span", span.get("parentSpanId"), span_id(op)))
