@@ -28,7 +28,7 @@ def unended(context: LintContext) -> Iterator[Found]:
         while pending:
             node = pending.pop()
             below = [*children(node, "turns"), *children(node, "ops")]
-            below += [child for child in hosted_sessions(node)]
+            below += list(hosted_sessions(node))
             for child in below:
                 if _ended(child):
                     pending.append(child)
@@ -47,7 +47,8 @@ def unended(context: LintContext) -> Iterator[Found]:
 
 def _kind(node: Node) -> str:
     if "opId" in node:
-        return f"{node.get('kind', 'op')} op {node.get('name', '')}".replace("  ", " ").strip()
+        name = node.get("name")
+        return f"{node.get('kind', 'op')} op" + (f" {name}" if isinstance(name, str) else "")
     return "agent run" if "txnId" in node or "agentId" in node else "turn"
 
 
