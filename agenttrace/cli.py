@@ -1474,6 +1474,67 @@ def doubts(session: str, as_json: bool, sessions_dir: Path | None) -> None:
         click.echo(escaped(line))
 
 
+LINT_HELP = """Find the defects SESSION's trace shows (a file or an id): the same tool call
+in a loop, the same failing call again, two calls in turn (A-B-A-B), polling without progress,
+a retry storm, retries with no backoff, the model asked again with nothing new, input near the
+context window, steps that never ended, orphan runs, a sub-agent outside its caller's trace, an
+unpriced model shown as $0, a tool call left in doubt (docs/lint.md).
+
+A line per finding (its run, rule id and name, what happened where, and the tokens and cost it
+wasted, ? where unknown), then the total. --json prints one JSON object (docs/lint.md).
+--set NAME=VALUE changes a threshold (repeatable: --set max_attempts=5 --set ignore=AT204).
+
+Exit status 0 with no finding, 1 with findings, 2 when SESSION cannot be read or a --set is
+not a setting (one line on stderr).
+"""
+
+
+@main.command(help=LINT_HELP)
+@click.argument("session")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON, for scripts.")
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Change a rule's threshold (docs/lint.md, Settings).",
+)
+@sessions_dir_option
+def lint(
+    session: str, as_json: bool, assignments: tuple[str, ...], sessions_dir: Path | None
+) -> None:
+    import json
+
+    from agenttrace.views.lint import (
+        LintSettingError,
+        LintSettings,
+        json_document,
+        lint_session,
+        text_lines,
+    )
+
+    try:
+        settings = LintSettings().updated(assignments)
+    except LintSettingError as exc:
+        fail(f"--set {exc}")
+    from agenttrace.formats.session.fullest import load_fullest
+
+    path = resolve(session, sessions_dir)
+    try:
+        loaded = load_fullest(path)  # as doubts reads it: both files, both journals
+        findings = lint_session(loaded, settings)
+    except SessionFileError as exc:
+        fail(str(exc))
+    if as_json:
+        click.echo(json.dumps(json_document(findings, loaded.session_id, settings), indent=2))
+    else:
+        for line in text_lines(findings):
+            click.echo(escaped(line))
+    if findings:
+        _warnings.flush()
+        sys.exit(EXIT_RUN_FAILED)
+
+
 RESOLVE_HELP = """Decide what became of the in-doubt call at LABEL (a step label that
 `agenttrace doubts SESSION` lists): --done RESULT_FILE (it happened: the file holds what the tool
 would have returned, as JSON or as text), --not-applied (it did not happen: a resume runs it),
