@@ -245,6 +245,23 @@ def test_an_empty_stream_is_refused_and_nothing_is_saved(traced: Traced, tmp_pat
     assert not cassette.path.exists()
 
 
+def test_a_recording_a_replay_could_not_answer_is_refused(
+    traced: Traced, tmp_path: Path, model: LLMServer
+) -> None:
+    @agenttrace.agent("Clerk")
+    def clerk() -> str:
+        return "ok"
+
+    for block, why in [
+        (lambda: (clerk(), clerk()), "ran 2 decorated runs, and a cassette answers one"),
+        (lambda: litellm.completion(**http(model)), "LLM calls outside any decorated run"),
+        (lambda: None, "ran no decorated run to record"),
+    ]:
+        with pytest.raises(CassetteError, match=why), use_cassette("refused", directory=tmp_path):
+            block()
+        assert not (tmp_path / "refused.session.json.gz").exists()
+
+
 def test_a_cassette_opens_in_tree(traced: Traced, tmp_path: Path, model: LLMServer) -> None:
     _, path = record(tmp_path, model)
     tree = CliRunner().invoke(main, ["tree", str(path)], catch_exceptions=False)

@@ -44,22 +44,28 @@ def journal_lines(document: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def check_recording(document: Mapping[str, Any], cassette: Path) -> None:
-    """Refuse a recording a replay could not answer from (:class:`CassetteError`): no decorated
-    run ended in it, or an LLM attempt whose reply the journal holds as a stream of no chunk
-    (an empty body: a replay would give back nothing where the live call gave something, or
-    hide that the provider sent nothing) or did not keep (``capped``)."""
+    """Refuse a recording a replay could not answer from (:class:`CassetteError`): not one
+    decorated run ended in it (a replay answers one), LLM calls outside any run, or an LLM
+    attempt whose reply the journal holds as a stream of no chunk (an empty body: a replay
+    would give back nothing where the live call gave something, or hide that the provider sent
+    nothing) or did not keep (``capped``)."""
     lines = journal_lines(document)
-    ended = [
-        line
-        for line in lines
-        if line.get("kind") == "run"
-        and line.get("step") == RUN_LABEL
-        and line.get("state") == "done"
-    ]
+    runs = [line for line in lines if line.get("kind") == "run" and line.get("step") == RUN_LABEL]
+    if any(line.get("implicit") for line in runs):
+        raise CassetteError(
+            f"{cassette}: not saved: the block made LLM calls outside any decorated run, which "
+            "a replay cannot answer (call them from an @agenttrace.agent function)"
+        )
+    ended = [line for line in runs if line.get("state") == "done"]
     if not ended:
         raise CassetteError(
             f"{cassette}: not saved: the block ran no decorated run to record (call an "
             "@agenttrace.agent function, or a function under agenttrace.run, inside it)"
+        )
+    if len({line.get("run") for line in ended}) > 1:
+        raise CassetteError(
+            f"{cassette}: not saved: the block ran {len(ended)} decorated runs, and a cassette "
+            "answers one (use a cassette for each)"
         )
     for line in lines:
         if line.get("kind") != "llm" or line.get("state") != "done":

@@ -209,7 +209,9 @@ def _recording(path: Path, mode: CassetteMode, redact: bool | Iterable[str]) -> 
     finally:
         use_session(previous)
     agenttrace.force_flush()
-    document = read_document(snapshot_path(runtime.settings.sessions_dir, session.session_id))
+    written = snapshot_path(runtime.settings.sessions_dir, session.session_id)
+    # A block that recorded nothing has no file: refused as a recording of no run.
+    document = read_document(written) if written.exists() else {}
     check_recording(document, path)
     save(path, redacted(document, redact))
 
