@@ -284,7 +284,7 @@ def test_agenttrace_replay_replays_a_cassette_offline(
     assert "3 step(s) served from the recording, 0 run live" in out
 
 
-def test_names_and_paths() -> None:
+def test_names_paths_and_a_damaged_cassette(tmp_path: Path) -> None:
     assert cassette_path("a-b_c[1]", None) == Path("cassettes/a-b_c[1].session.json.gz")
     assert cassette_path("x/y.json.gz", "d") == Path("d/x/y.json.gz")
     assert cassette_path(Path("/abs/c.json.gz"), "d") == Path("/abs/c.json.gz")
@@ -292,6 +292,10 @@ def test_names_and_paths() -> None:
         cassette_path("no spaces", None)
     with pytest.raises(ValueError, match="mode must be one of"):
         use_cassette("x", "sometimes")  # type: ignore[arg-type]
+    damaged = tmp_path / "damaged.session.json.gz"
+    damaged.write_bytes(gzip.compress(b'{"format": "agenttrace.session"'))
+    with pytest.raises(CassetteError, match="cannot be replayed"), use_cassette(damaged, "none"):
+        raise AssertionError("never entered")
 
 
 CONFTEST = """

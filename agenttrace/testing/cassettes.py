@@ -26,7 +26,7 @@ from typing import Literal
 
 import agenttrace
 from agenttrace._internal.runtime import runtime
-from agenttrace.formats.session.files import snapshot_path
+from agenttrace.formats.session.files import SessionFileError, snapshot_path
 from agenttrace.model.replay import ReplayDivergence, ReplayReport
 from agenttrace.session.replay import Replay, replaying
 from agenttrace.session.state import Session, session_if_any, use_session
@@ -227,7 +227,7 @@ def _replaying(path: Path, mode: CassetteMode, redact: bool | Iterable[str]) -> 
             replay = stack.enter_context(
                 replaying(path, mode="strict" if strict else "lenient", offline=strict)
             )
-        except ValueError as exc:
+        except (ValueError, SessionFileError) as exc:  # a damaged file, a run that never ended
             raise CassetteError(f"{path}: cannot be replayed: {exc}") from None
         cassette = Cassette(path, mode, False, replay.session, replay)
         try:
