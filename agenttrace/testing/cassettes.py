@@ -162,12 +162,12 @@ def use_cassette(
     ``directory/<name>.session.json.gz``, or a path), or record them into it, by ``mode``:
     ``once`` (record if missing, else replay strictly, offline), ``none`` (replay only),
     ``new_episodes`` (replay what matches, run the rest live, save both) or ``all`` (record,
-    overwriting). The block must run a decorated run (``@agenttrace.agent``); ``agenttrace.init``
-    must have been called to record. ``redact``: secrets are replaced when a cassette is saved
-    (the redaction policy: API keys, bearer tokens, values under secret-named keys, the
-    secrets agenttrace saw); an iterable of strings replaces those values too; ``False``
-    saves the session as it is. A replay that meets a call the cassette does not answer fails
-    with :class:`CassetteMismatch`."""
+    overwriting). The block must run one decorated run (``@agenttrace.agent``), which a
+    replay calls again; ``agenttrace.init`` must have been called to record. ``redact``:
+    secrets are replaced when a cassette is saved (the redaction policy: API keys, bearer
+    tokens, values under secret-named keys, the secrets agenttrace saw); an iterable of
+    strings replaces those values too; ``False`` saves the session as it is. A replay that
+    meets a call the cassette does not answer fails with :class:`CassetteMismatch`."""
     api = "agenttrace.testing.use_cassette"
     if mode not in CASSETTE_MODES:
         raise ValueError(f"{api}: mode must be one of {', '.join(CASSETTE_MODES)}, not {mode!r}")
@@ -198,10 +198,7 @@ def _block(path: Path, mode: CassetteMode, redact: bool | Iterable[str]) -> Iter
 def _recording(path: Path, mode: CassetteMode, redact: bool | Iterable[str]) -> Iterator[Cassette]:
     """The block runs live in a new session, saved as the cassette if the block succeeds (a
     block that raised saves nothing: a half run would be answered from next time)."""
-    if runtime.recorder is None or not runtime.settings.journal:
-        raise CassetteError(
-            f"{path}: recording needs agenttrace.init() first, with the step journal on"
-        )
+    _check_recording(path, "recording")
     previous = session_if_any()
     session = agenttrace.new_session()
     try:
@@ -222,6 +219,8 @@ def _replaying(path: Path, mode: CassetteMode, redact: bool | Iterable[str]) -> 
     any call it does not answer fails; or leniently (``new_episodes``), saved again with what
     ran live."""
     strict = mode != "new_episodes"
+    if not strict:
+        _check_recording(path, "new_episodes")
     with contextlib.ExitStack() as stack:
         try:
             replay = stack.enter_context(
@@ -249,6 +248,13 @@ def _replaying(path: Path, mode: CassetteMode, redact: bool | Iterable[str]) -> 
         materialized(document, source, replay.run)
         check_recording(document, path)
         save(path, redacted(document, redact))
+
+
+def _check_recording(path: Path, what: str) -> None:
+    """Refuse to record with no recorder: the session file the cassette is made of would not
+    be written."""
+    if runtime.recorder is None or not runtime.settings.journal:
+        raise CassetteError(f"{path}: {what} needs agenttrace.init() first, with the journal on")
 
 
 def _mismatch(cassette: Cassette, divergence: ReplayDivergence | None = None) -> CassetteMismatch:
