@@ -306,6 +306,7 @@ from agenttrace.testing.cassette_options import (
 
 def pytest_addoption(parser):
     add_cassette_options(parser)
+    add_cassette_options(parser)  # twice (the plugin's and a conftest's) does no harm
 
 def pytest_configure(config):
     register_cassette_marker(config)

@@ -31,17 +31,22 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]]")
 
 def add_cassette_options(parser: Any) -> None:
     """Register ``--agent-cassette-mode=once|none|new_episodes|all`` on a pytest ``Parser``
-    (from ``pytest_addoption``)."""
+    (from ``pytest_addoption``). Registering it twice (the plugin's and a conftest's) is
+    harmless: the second does nothing."""
     group = parser.getgroup("agenttrace")
-    group.addoption(
-        OPTION,
-        action="store",
-        dest="agent_cassette_mode",
-        default=None,
-        choices=CASSETTE_MODES,
-        help="record mode of every agent_cassette marker: none fails any call a cassette "
-        "does not answer, all records them again (default: each marker's, else once)",
-    )
+    try:
+        group.addoption(
+            OPTION,
+            action="store",
+            dest="agent_cassette_mode",
+            default=None,
+            choices=CASSETTE_MODES,
+            help="record mode of every agent_cassette marker: none fails any call a cassette "
+            "does not answer, all records them again (default: each marker's, else once)",
+        )
+    except ValueError as exc:  # pytest's "option names {...} already added"
+        if "already added" not in str(exc):
+            raise
 
 
 def register_cassette_marker(config: Any) -> None:
