@@ -32,6 +32,8 @@ from .plugin_agents import SCRIPTS, host, llm_options
 pytest_plugins = ["pytester"]
 
 AGENTS = Path(plugin_agents.__file__).read_text(encoding="utf-8")
+HOW_TO = (ROOT / "docs" / "how-to" / "testing.md").read_text(encoding="utf-8")
+(EXAMPLE,) = re.findall(r"which runs this file with pytest -->\n```python\n(.*?)```", HOW_TO, re.S)
 CONFTEST = """
 import pytest
 from agenttrace.testing import ScriptedModel
@@ -102,7 +104,8 @@ def test_agenttrace_testing_imports_the_assertions_when_first_named() -> None:
 
 def test_test_files_use_the_fixture_and_read_failures(project: pytest.Pytester) -> None:
     """One pytest run (each costs seconds) of test files that use the fixture: the run read
-    back, a failing ``assert_tree`` and its diff, the marker, a second test from a clean start."""
+    back, a failing ``assert_tree`` and its diff, the marker, a second test from a clean start,
+    and the how-to page's example."""
     project.makepyfile(
         test_host="""
         import re
@@ -158,6 +161,7 @@ def test_test_files_use_the_fixture_and_read_failures(project: pytest.Pytester) 
                 ...,
             ]})
         """,
+        test_weather=EXAMPLE,
         test_marked="""
         import pytest
 
@@ -171,7 +175,7 @@ def test_test_files_use_the_fixture_and_read_failures(project: pytest.Pytester) 
         """,
     )
     result = project.runpytest("-p", "no:randomly", "--strict-markers")
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(passed=5, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*the captured tree is not the one expected:",
