@@ -177,7 +177,7 @@ def _head(actual: Mapping[str, Any]) -> str:
 
 def _more(actual: Mapping[str, Any]) -> str:
     count = len(actual.get("children") or [])
-    return f"  (+{count} children)" if count else ""
+    return f"  (+{count} {'child' if count == 1 else 'children'})" if count else ""
 
 
 def _rendered(expected: Any, depth: int) -> list[str]:
