@@ -5,6 +5,7 @@ of tests/plugin_agents.py on the scripted model, and the assertions' failures re
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -207,6 +208,23 @@ def test_the_capture_refuses_to_start_under_another_init(tmp_path: Path) -> None
     finally:
         handle.shutdown()
         agenttrace.use_session(None)
+
+
+def test_the_capture_pins_its_settings_and_ships_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTTRACE_SESSIONS_URL", "file:///nowhere/sessions")
+    monkeypatch.setenv("AGENTTRACE_CAPTURE_CONTENT", "false")
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    with capturing(tmp_path) as captured:
+        settings = captured.tracing.settings
+        assert (settings.sessions_url, settings.capture_content, settings.disabled) == (
+            None,
+            True,
+            False,
+        )
+        assert settings.sessions_dir == tmp_path / "sessions"
+    assert os.environ["AGENTTRACE_SESSIONS_URL"] == "file:///nowhere/sessions"
 
 
 def test_two_runs_give_the_same_snapshot(recorded: CapturedRun, tmp_path: Path) -> None:
