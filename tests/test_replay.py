@@ -59,11 +59,15 @@ async def atext(reply: Any, stream: bool) -> str:
 
 
 def shop_agent(
-    llm: LLMServer, stream: bool = False, is_async: bool = False, edited: bool = False
+    llm: LLMServer,
+    stream: bool = False,
+    is_async: bool = False,
+    edited: bool = False,
+    edited_first: bool = False,
 ) -> Any:
     """The recorded program: Shop asks the model, asks Barista (a sub-agent, inside a tool
     call), charges, and asks the model again (``edited``: the program changed since, its last
-    prompt says more)."""
+    prompt says more; ``edited_first``: its first prompt does, before Barista is asked)."""
 
     @agenttrace.agent("Barista")
     def barista(question: str) -> str:
@@ -86,7 +90,7 @@ def shop_agent(
 
     @agenttrace.agent("Shop")
     def shop(prompt: str) -> str:
-        messages = [{"role": "user", "content": prompt}]
+        messages = [{"role": "user", "content": prompt + (", quickly" if edited_first else "")}]
         first = ask(messages)
         advice = ask_barista("which tea?")
         paid = charge(5)
