@@ -474,6 +474,11 @@ def test_the_cafe_demo_replays_offline_every_transcript_byte_for_byte(
         }
 
     assert len(said(source)) == 3 and said(replay.session) == said(source)
+    # Jack and Jill, copied as their served calls were, are the root's, as in the source (their
+    # cause: the replay's entry holding the call that created them).
+    parents = {r.name: r.parent_id for r in source.agents.values()}
+    assert parents["Jack"] == parents["Jill"] == source.root().agent_id  # type: ignore[union-attr]
+    assert {r.name: r.parent_id for r in replay.session.agents.values()} == parents
     assert sum(len(record.transcript) for record in source.agents.values()) >= 16
     # And as the saved files have them: the replay session's file is the source's state.
     traced.handle.force_flush()
