@@ -59,11 +59,15 @@ async def atext(reply: Any, stream: bool) -> str:
 
 
 def shop_agent(
-    llm: LLMServer, stream: bool = False, is_async: bool = False, edited: bool = False
+    llm: LLMServer,
+    stream: bool = False,
+    is_async: bool = False,
+    edited: bool = False,
+    edited_first: bool = False,
 ) -> Any:
     """The recorded program: Shop asks the model, asks Barista (a sub-agent, inside a tool
     call), charges, and asks the model again (``edited``: the program changed since, its last
-    prompt says more)."""
+    prompt says more; ``edited_first``: its first prompt does, before Barista is asked)."""
 
     @agenttrace.agent("Barista")
     def barista(question: str) -> str:
@@ -86,7 +90,7 @@ def shop_agent(
 
     @agenttrace.agent("Shop")
     def shop(prompt: str) -> str:
-        messages = [{"role": "user", "content": prompt}]
+        messages = [{"role": "user", "content": prompt + (", quickly" if edited_first else "")}]
         first = ask(messages)
         advice = ask_barista("which tea?")
         paid = charge(5)
@@ -470,6 +474,11 @@ def test_the_cafe_demo_replays_offline_every_transcript_byte_for_byte(
         }
 
     assert len(said(source)) == 3 and said(replay.session) == said(source)
+    # Jack and Jill, copied as their served calls were, are the root's, as in the source (their
+    # cause: the replay's entry holding the call that created them).
+    parents = {r.name: r.parent_id for r in source.agents.values()}
+    assert parents["Jack"] == parents["Jill"] == source.root().agent_id  # type: ignore[union-attr]
+    assert {r.name: r.parent_id for r in replay.session.agents.values()} == parents
     assert sum(len(record.transcript) for record in source.agents.values()) >= 16
     # And as the saved files have them: the replay session's file is the source's state.
     traced.handle.force_flush()

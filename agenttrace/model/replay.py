@@ -18,6 +18,7 @@ from typing import Any, Literal
 from agenttrace.model.fork import Fork
 from agenttrace.model.journal import Journal, Step
 from agenttrace.model.journal_lines import RUN_LABEL
+from agenttrace.model.served_bodies import ServedBodies
 
 ReplayMode = Literal["strict", "lenient"]
 REPLAY_MODES: tuple[ReplayMode, ...] = ("strict", "lenient")
@@ -127,6 +128,9 @@ class ReplayRules:
     transcript), for the field-level diff of an LLM call."""
     fork: Fork | None = None
     """A fork's overrides, for its LLM calls from ``until`` on (``agenttrace.forking``)."""
+    bodies: ServedBodies | None = None
+    """What the bodies of the tool calls it may serve logged, copied into the replay session
+    as each is served (``agenttrace.model.served_bodies``)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def runs_live(self, label: str, kind: str, name: str) -> bool:

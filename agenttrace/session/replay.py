@@ -2,10 +2,11 @@
 (docs/design/replay.md).
 
 The source session's files are only read. The replay session starts with the source's agents
-and transcripts as they were when the source run started (and what the bodies of the tool calls
-the replay answers logged: a re-entry keeps them too), its file's ``meta.replay_of`` names the
-source, and it is armed with a :class:`~agenttrace.model.reentry.Reentry` carrying the replay's
-rules, so the next root run is answered from the source run's journal by the re-entry code.
+and transcripts as they were when the source run started, its file's ``meta.replay_of`` names
+the source, and it is armed with a :class:`~agenttrace.model.reentry.Reentry` carrying the
+replay's rules, so the next root run is answered from the source run's journal by the re-entry
+code. What the body of a tool call the replay serves logged is copied into it when the call is
+served (``agenttrace.model.served_bodies``): a call that runs live logs its own.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agenttrace._internal.checks import check_callable, check_choice, check_flag, check_path
+from agenttrace._internal.context import Linkable
 from agenttrace._internal.offline import offline as refusing_connections
 from agenttrace._internal.runtime import runtime
 from agenttrace.formats.session.files import SessionFileError, check_session_files, find_session
@@ -32,6 +34,7 @@ from agenttrace.model.reentry import InDoubtAction, Reentry
 from agenttrace.model.replay import REPLAY_MODES, ReplayMode, ReplayReport, ReplayRules
 from agenttrace.model.replay import labels_before as labels_started_before
 from agenttrace.model.rewind import events_at_start, events_before
+from agenttrace.model.served_bodies import served_bodies
 from agenttrace.model.skipped_bodies import skipped_bodies
 from agenttrace.session.leases import hold as hold_lease
 from agenttrace.session.leases import take as take_lease
@@ -129,13 +132,15 @@ def replay_block(
     the fork's overrides, at ``until`` (its source, run and root span filled in here)."""
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
     previous = session_if_any()
-    replay = _start(find_session(str(session), directory), run, until, mode, fork)
+    replay, expected = _start(find_session(str(session), directory), run, until, mode, fork)
     try:
         if agent_factory is not None:
-            root = replay.session.root()
+            root = expected.root()
             if root is None:
                 raise SessionFileError(f"{session}: the session has no root agent")
-            replay.root = build_agents(replay.session, root, agent_factory)
+            # As the run will find them once its served calls are: a sub-agent a served call
+            # created is there (its body does not run to create it), as the source left it.
+            replay.root = build_agents(replay.session, root, agent_factory, expected)
         with refusing_connections() if offline else contextlib.nullcontext():
             yield replay
     finally:
@@ -144,9 +149,10 @@ def replay_block(
 
 def _start(
     path: Path, index: int | None, until: str | None, mode: ReplayMode, fork: Fork | None = None
-) -> Replay:
+) -> tuple[Replay, Session]:
     """The replay session of run number ``index`` of the session in ``path``, made current
-    (a fork's, with ``fork``)."""
+    (a fork's, with ``fork``); and the agents as the run finds them if every call the replay
+    may serve is (a session not written: what the agents are rebuilt from)."""
     (own, _), _writers = load_writers(path, keep_damaged=True)
     loaded, _ = without_unfinished(path, own)
     journal = Journal(loaded.journal)
@@ -162,9 +168,9 @@ def _start(
     if before is not None:  # only the calls before the label are answered
         callers = {k: v for k, v in skipped.callers.items() if k in before}
         skipped = dataclasses.replace(skipped, callers=callers)
-    events = events_at_start(
-        loaded.events, events_before(loaded.events, first.messages or 0), skipped
-    )
+    count = events_before(loaded.events, first.messages or 0)
+    expected = Session()  # never written: what the agents are rebuilt from
+    expected.restore(events_at_start(loaded.events, count, skipped), raw_lines=None)
     source = Session.from_file(loaded)  # for a divergence's diff: what each agent was sent
     if fork is not None:
         trace_id, span_id = _root_span(loaded.runs, origin)
@@ -178,8 +184,9 @@ def _start(
         run=last,
         requests={aid: list(record.transcript) for aid, record in source.agents.items()},
         fork=fork,
+        bodies=served_bodies(loaded.events, count, first.messages or 0, skipped),
     )
-    replay_session = _new_session(events)
+    replay_session = _new_session([dict(event) for event in loaded.events[:count]], expected)
     replay_session.meta["replay_of"] = {
         "session": source_id,
         "run": origin,
@@ -192,7 +199,25 @@ def _start(
         origin, 1, journal, RUN_AGAIN, name=last.name, fingerprint=last.fingerprint, replay=rules
     )
     use_session(replay_session)
-    return Replay(replay_session, source_id, origin, rules.report, fork=fork)
+    return Replay(replay_session, source_id, origin, rules.report, fork=fork), expected
+
+
+def copy_served_body(
+    session: Session,
+    reentry: Reentry | None,
+    step: Step | None,
+    call_message: str | None,
+    at: Linkable | None = None,
+) -> None:
+    """The tool call of a replay that ``session`` records was just served from the source's
+    ``step``: what its body logged there is copied into ``session`` now, once, in the call's
+    scope ``at`` (default: the current one). Nothing for a re-entry's call: a resumed session
+    holds what the body logged. ``call_message``: the replay's message id of the assistant
+    entry holding the call, if it has one."""
+    rules = reentry.replay if reentry is not None else None
+    if rules is None or rules.bodies is None or step is None:
+        return
+    session.log_copies(rules.bodies.take(step.key[1], call_message), at=at)
 
 
 def _root_span(runs: list[Any], origin: str) -> tuple[int | None, int | None]:
@@ -244,15 +269,19 @@ def _source_run(
     return steps[0], steps[-1]
 
 
-def _new_session(events: list[dict[str, Any]]) -> Session:
+def _new_session(events: list[dict[str, Any]], expected: Session) -> Session:
     """A new session holding ``events`` (written to its own files as restored ones are), under
-    its lease where it will be written, as ``load_session`` starts one."""
+    its lease where it will be written, as ``load_session`` starts one. Its ID counters start
+    past ``expected``'s: no message id of the source run's that a copy refers to, nor agent id
+    a served call's body gave a sub-agent, is allocated again."""
     session_id = new_txn_id()
     written = runtime.settings.sessions_dir if runtime.recorder is not None else None
     check_session_files(runtime.settings.sessions_dir, session_id)
     session = Session(session_id)
     session.restore(events, raw_lines=None)
     session.restored_count = len(events)
+    session.message_counter = max(session.message_counter, expected.message_counter)
+    session.agent_counter = max(session.agent_counter, expected.agent_counter)
     if written is not None:
         taken = take_lease(session_id, written)
         hold_lease(session, written)  # the lease just taken, shared

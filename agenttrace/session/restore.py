@@ -346,17 +346,22 @@ def _load(
 
 
 def build_agents(
-    session: Session, root: AgentRecord, agent_factory: Callable[[AgentRecord, Session], Any]
+    session: Session,
+    root: AgentRecord,
+    agent_factory: Callable[[AgentRecord, Session], Any],
+    registry: Session | None = None,
 ) -> Any:
     """The root agent ``root`` of ``session`` and its sub-agents rebuilt by ``agent_factory``
-    (``load_session``'s: each result gets its sub-agents in ``.subagents`` by name)."""
+    (``load_session``'s: each result gets its sub-agents in ``.subagents`` by name).
+    ``registry``: where the agents' records are, when not ``session`` (a replay's: the agents
+    as its run finds them)."""
     # A sub-agent the interrupted run created, that its re-entry creates again, did not exist
     # when the run started: rebuilt, the run's code would find it and tell it again what it
     # heard (nor is a sub-agent of it rebuilt).
     rewound = session.reentry.rewound if session.reentry is not None else None
     absent = rewound.absent if rewound is not None else frozenset()
     children: dict[str | None, list[AgentRecord]] = {}
-    for record in session.agents.values():
+    for record in (registry or session).agents.values():
         if record.agent_id not in absent:
             children.setdefault(record.parent_id, []).append(record)
     # Depth first, each agent before its sub-agents, without recursion: a file may nest agents

@@ -355,6 +355,16 @@ class Session:
                 _deliver(self, event, line, scope, last - index)
         return str(recorded[0][0]["message_id"])
 
+    def log_copies(
+        self, builds: Sequence[Callable[[str], dict[str, Any]]], *, at: Linkable | None = None
+    ) -> None:
+        """Log events copied from another session (what the bodies of a replay's served tool
+        calls logged: ``agenttrace.model.served_bodies``) in one write: each ``build`` is given
+        the next message id; the event gets the time now and the linkage of ``at`` (default:
+        the current scope), as any event logged now."""
+        if builds:
+            self._log_all(builds, at)
+
     def _record(
         self, build: Callable[[str], dict[str, Any]], scope: Linkable | None, more: bool = False
     ) -> tuple[dict[str, Any], bytes]:

@@ -143,6 +143,8 @@ class PreToolUse:
                     plan, reentry, effect, fingerprint, arguments, arguments_json, None
                 )
                 pending.served = served
+                if served:
+                    replayed.copy_body(run.session, pending)
                 claims.claim(call_id, run.journal_run, pending if served else None, label)
                 return replayed.answer(plan)
             if plan.what in ("stop", "verify", "abandon"):

@@ -26,7 +26,9 @@ from __future__ import annotations
 from typing import Any
 
 from agenttrace import semconv as sc
+from agenttrace._internal.errors import report_internal_error
 from agenttrace.model.reentry import Plan
+from agenttrace.session.replay import copy_served_body
 from agenttrace.tracing.journal.steps import Pending
 from agenttrace.tracing.scopes import OpScope
 
@@ -53,6 +55,19 @@ def recorded_text(plan: Plan) -> str:
 
 
 def served(op: OpScope, pending: Pending) -> None:
-    """The call ``op`` was answered from the recording: it says so, and ends as ``replayed``."""
+    """The call ``op`` was answered from the recording: it says so, and ends as ``replayed``;
+    what its body logged in the recording is copied into the replay session."""
     pending.served = True
     op.set_attribute(sc.REPLAYED, True)
+    copy_body(op.session.run.session, pending, op)
+
+
+def copy_body(session: Any, pending: Pending, op: OpScope | None = None) -> None:
+    """What the body of the served call ``pending`` (``op``'s, once the program has its
+    message) logged in the recording, copied into the replay session ``session``
+    (``agenttrace.session.replay.copy_served_body``)."""
+    try:
+        call_message = op.call_message if op is not None else None
+        copy_served_body(session, pending.reentry, pending.plan.step, call_message, at=op)
+    except Exception as exc:
+        report_internal_error("claude agent sdk replay", exc)

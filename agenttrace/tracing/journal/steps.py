@@ -27,6 +27,7 @@ from agenttrace.model import journal_lines as jl
 from agenttrace.model.journal_lines import JOURNAL_RESULT_BYTES, journal_bytes
 from agenttrace.model.reentry import AbandonedToolCall, Plan, Reentry, Verdict
 from agenttrace.session.leases import token as lease_token
+from agenttrace.session.replay import copy_served_body
 from agenttrace.tracing.journal.tool_results import (
     NotRebuilt,
     Returns,
@@ -205,6 +206,15 @@ def _served(pending: Pending, result: Any) -> Any:
     scope = current_scope()
     if isinstance(scope, OpScope):
         scope.set_attribute(sc.REPLAYED, True)
+        # The body does not run: a replay's session gets what it logged in the recording now,
+        # and only now (a call that runs live instead logs its own).
+        try:
+            session = scope.session.run.session
+            copy_served_body(
+                session, pending.reentry, pending.plan.step, scope.call_message, at=scope
+            )
+        except Exception as exc:
+            report_internal_error(WHERE, exc)
     return result
 
 
