@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def agenttrace_command(
-    *args: str, timeout: float = 60, **env: str
+    *args: str, timeout: float = 480, **env: str
 ) -> subprocess.CompletedProcess[str]:
     """``agenttrace ARGS`` run as a user runs it (``python -m agenttrace.cli``, from the
     checkout, in :func:`child_env` with ``env``), its output captured as text."""

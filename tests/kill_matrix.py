@@ -244,7 +244,7 @@ class Forks:
     def close(self) -> None:
         assert self._process.stdin is not None
         self._process.stdin.close()
-        self._process.wait(timeout=60)
+        self._process.wait(timeout=480)
 
 
 class KillMatrix:

@@ -88,14 +88,14 @@ def _post(amount: int, key: str | None) -> None:
     )
     if key:
         request.add_header("Idempotency-Key", key)
-    with urllib.request.urlopen(request, timeout=60) as answer:
+    with urllib.request.urlopen(request, timeout=480) as answer:
         answer.read()
 
 
 @agenttrace.tool(effect="read")
 def till() -> str:
     """Whether the payment server takes payments (it reads, changes nothing)."""
-    with urllib.request.urlopen(_payments + "/charges", timeout=60) as answer:
+    with urllib.request.urlopen(_payments + "/charges", timeout=480) as answer:
         answer.read()
     return "the till is open"
 

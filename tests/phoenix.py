@@ -44,7 +44,7 @@ def _free_port() -> int:
 class Phoenix:
     """One ``phoenix serve`` process; ``start()`` waits until it answers, ``stop()`` ends it."""
 
-    def __init__(self, working_dir: Path, *, start_timeout: float = 120.0) -> None:
+    def __init__(self, working_dir: Path, *, start_timeout: float = 480.0) -> None:
         self.working_dir = working_dir
         self.start_timeout = start_timeout
         self.port = _free_port()

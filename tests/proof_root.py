@@ -63,7 +63,7 @@ def main(spans: str, sessions: str) -> None:
             env=agenttrace.subprocess_env(),
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=480,
             check=True,
         )
         return done.stdout.strip()

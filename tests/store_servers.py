@@ -94,7 +94,7 @@ class PostgresServer:
             cwd=self.folder,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=480,
             check=False,
             **self.run_as,
         )

@@ -289,7 +289,7 @@ def test_without_the_atif_package_one_line_says_how_to_get_it(
             env=child_env(),
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=480,
         )
         assert (done.returncode, done.stderr) == (2, f"agenttrace: error: {line}\n")
 

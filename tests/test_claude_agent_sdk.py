@@ -341,7 +341,7 @@ def test_a_resumed_session_counts_on_from_its_totals_and_goes_on_in_the_same_age
         env=child_env(PYTHONPATH=str(ROOT), **model.env(home)),
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=480,
     )
     assert result.returncode == 0, result.stderr
     assert "Answer: Your colour is blue." in result.stdout

@@ -211,7 +211,7 @@ def child(*args: str) -> tuple[int, list[dict[str, Any]]]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=480,
     )
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return done.returncode, lines

@@ -80,7 +80,7 @@ def agenttrace(
     *args: str,
     cwd: Path | None = None,
     preexec_fn: Callable[[], None] | None = None,
-    timeout: float = 60,
+    timeout: float = 480,
     **env: str,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -279,7 +279,7 @@ def test_help_as_a_module(tmp_path: Path) -> None:
         env=env_for(tmp_path),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
     )
     assert "dialog" in ok(result)
 

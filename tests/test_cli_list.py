@@ -373,7 +373,7 @@ def test_list_as_a_user_runs_it(recorded: Recorded) -> None:
         env=child_env(AGENTTRACE_SESSIONS_DIR=str(recorded.sessions)),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
     )
     assert result.returncode == 0, result.stderr
     (row,) = json.loads(result.stdout)

@@ -27,7 +27,7 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
         env=child_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
         cwd=cwd,
     )
 
@@ -274,7 +274,7 @@ def test_a_progress_bar_on_a_terminal_for_a_large_file_only(tmp_path: Path) -> N
             if not chunk:
                 break
             chunks.append(chunk)
-        assert process.wait(timeout=60) == 0
+        assert process.wait(timeout=480) == 0
         os.close(leader)
         return output.read_text(), b"".join(chunks).decode(errors="replace")
 

@@ -313,7 +313,7 @@ def test_list_reads_a_session_again_only_when_its_files_change(
         (row,) = listing.list_sessions(sessions).rows
         assert (row.status, reads) == ("running", [stream])  # not read again
         child.kill()
-        child.wait(timeout=60)
+        child.wait(timeout=480)
         (row,) = listing.list_sessions(sessions).rows
         assert (row.status, reads) == ("interrupted", [stream])  # nothing was written
         with stream.open("a") as appended:  # a file that changes is read again
@@ -322,4 +322,4 @@ def test_list_reads_a_session_again_only_when_its_files_change(
         assert (row.status, reads) == ("interrupted", [stream, stream])
     finally:
         child.kill()
-        child.wait(timeout=60)
+        child.wait(timeout=480)

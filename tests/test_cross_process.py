@@ -184,7 +184,7 @@ def test_subprocess_joins_the_trace_and_session(traced: Traced, tmp_path: Path) 
             env=env,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=480,
             check=True,
         )
         return done.stdout

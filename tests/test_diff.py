@@ -127,7 +127,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
         env=child_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
     )
 
 
@@ -522,7 +522,7 @@ def test_the_quickstart_killed_and_re_entered_differs_only_where_the_kill_did(
     for argv, status in ((["crash"], 9), ([], 0)):
         run = subprocess.run(
             [sys.executable, "quickstart.py", *argv],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=480,
         )  # fmt: skip
         assert run.returncode == status, run.stderr
     sessions = tmp_path / "sessions"

@@ -472,7 +472,7 @@ def test_a_killed_process_loses_at_most_the_exchange_in_progress(tmp_path: Path)
         assert path.name, child.stderr.read()  # type: ignore[union-attr]
     finally:
         child.send_signal(signal.SIGKILL)
-        child.wait(timeout=60)
+        child.wait(timeout=480)
     lines = read_log(path)  # whole lines only, the last one ending in a newline
     assert [line["type"] for line in lines] == ["session_start", "exchange"]
     assert lines[1]["user_input"] == "first" and len(lines[1]["messages"]) == 3

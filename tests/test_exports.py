@@ -797,7 +797,7 @@ def test_html_page_files_load_from_a_zip(demo: Demo, tmp_path: Path) -> None:
         cwd=tmp_path,  # not the checkout, which -c would put first on sys.path
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(archive / "agenttrace/views/exports/html.py")
@@ -825,7 +825,7 @@ class _Browser:
             "--v=0",
             *arguments,
         ]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=90)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=480)
         assert result.returncode == 0, result.stderr[-3000:]
         # Uncaught exceptions and Content-Security-Policy refusals are logged as console lines.
         console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line]

@@ -135,7 +135,7 @@ def _record_limits(directory: Path) -> Session:
             cwd=directory,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=480,
         )
         assert result.returncode == 0, result.stderr
         live = receiver.wait_for(3)
@@ -176,7 +176,7 @@ def _export(session: Session, format_: str) -> dict[str, Any]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
     )
     assert result.returncode == 0, result.stderr
     document: dict[str, Any] = json.loads(result.stdout)

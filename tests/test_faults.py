@@ -59,7 +59,7 @@ def run_writer(
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
         preexec_fn=preexec_fn,
     )
 

@@ -262,7 +262,7 @@ def test_a_process_on_a_full_disk_catches_up_by_itself_and_exits_clean(small_dis
         small_disk.free()
         child.stdin.write("freed\n")
         child.stdin.flush()
-        stdout, stderr = child.communicate(timeout=180)
+        stdout, stderr = child.communicate(timeout=480)
     finally:
         if child.poll() is None:
             child.kill()

@@ -35,11 +35,11 @@ pytest.importorskip("uvicorn")
 
 
 def _get_with_httpx(url: str) -> str:
-    return httpx.get(url, headers=agenttrace.http_headers(url), timeout=60).text
+    return httpx.get(url, headers=agenttrace.http_headers(url), timeout=480).text
 
 
 def _get_with_requests(url: str) -> str:
-    return requests.get(url, headers=agenttrace.http_headers(url), timeout=60).text
+    return requests.get(url, headers=agenttrace.http_headers(url), timeout=480).text
 
 
 @pytest.mark.parametrize("get", [_get_with_httpx, _get_with_requests], ids=["httpx", "requests"])

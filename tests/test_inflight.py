@@ -475,7 +475,7 @@ def test_a_litellm_call_that_hangs_is_running_until_its_answer_comes(
     caller = threading.Thread(target=boss)
     caller.start()
     try:
-        assert received.wait(timeout=60)  # the request is at the server, which holds it
+        assert received.wait(timeout=480)  # the request is at the server, which holds it
         traced.handle.force_flush()  # what the call has journaled so far is on disk
         document = client.get(f"/api/runs/{session_id}/tree", headers=BEARER).json()
         drawn = _text(optree_tree(read_live(sessions, session_id).loaded.runs, running_at=None))

@@ -87,6 +87,6 @@ def test_a_package_check_step_fails_on_a_traceback_or_a_wrong_status(
         [sys.executable, str(ROOT / "tests" / "package_step.py"), *options, "--", *command],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
     )
     assert (step.returncode == 0) is passes, step.stderr

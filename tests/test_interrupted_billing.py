@@ -71,7 +71,7 @@ def _killed_in_flight(tmp_path: Path, llm: LLMServer) -> None:
     try:
         assert received.wait(60), "the agent's request never reached the server"
         os.kill(child.pid, signal.SIGKILL)
-        child.communicate(timeout=60)
+        child.communicate(timeout=480)
     finally:
         gate.set()  # the server's thread answers a client that is gone
         if child.poll() is None:

@@ -204,7 +204,7 @@ def test_appends_from_two_processes_never_interleave(tmp_path: Path) -> None:
         """
     )
     writers = [subprocess.Popen([sys.executable, "-c", code, name]) for name in ("first", "second")]
-    assert [w.wait(timeout=60) for w in writers] == [0, 0]
+    assert [w.wait(timeout=480) for w in writers] == [0, 0]
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert len(rows) == 2 * 60 * 8
     # Each run's lines stay together: a batch is never split by the other process's lines.

@@ -61,7 +61,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
         env=child_env(AGENTTRACE_SESSIONS_URL=store.url, PYTHONPATH=str(ROOT)),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
@@ -93,7 +93,7 @@ def _cli(store: LocalStore, sessions: Path, *args: str) -> subprocess.CompletedP
         ),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
         cwd=ROOT,
     )
 
@@ -255,12 +255,12 @@ def _resumer(store: LocalStore, sessions: Path, session_id: str) -> subprocess.P
 def _said(process: subprocess.Popen[str]) -> dict[str, Any]:
     assert process.stdout is not None
     line = process.stdout.readline()
-    assert line, process.communicate(timeout=60)[1]
+    assert line, process.communicate(timeout=480)[1]
     return dict(json.loads(line))
 
 
 def _let_go(process: subprocess.Popen[str]) -> None:
-    _, errors = process.communicate("\n", timeout=60)
+    _, errors = process.communicate("\n", timeout=480)
     assert process.returncode == 0, errors
 
 
@@ -315,7 +315,7 @@ def test_of_two_resumers_of_the_session_one_wins(
             env=child_env(PYTHONPATH=str(ROOT)),
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=480,
             cwd=ROOT,
         )  # fmt: skip
         assert command.returncode == 2, command.stderr

@@ -223,7 +223,7 @@ def test_one_context_manager_object_shared_by_threads(traced: Traced) -> None:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=60)
+        thread.join(timeout=480)
     spans: list[ReadableSpan] = traced.by_name("execute_tool work")
     assert len(spans) == 8 and all(s.end_time for s in spans)
     # Each thread had no agenttrace scope around it: each got a run of its own.

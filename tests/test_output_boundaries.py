@@ -100,7 +100,7 @@ def outputs(run: Run, logs: InMemoryLogRecordExporter) -> Iterator[tuple[str, st
 def served(run: Run) -> Iterator[tuple[str, str]]:
     """The serve API's answers, over real HTTP on 127.0.0.1."""
     session_id = run.snapshot.name.removesuffix(".json.gz")
-    with _served(run.tmp_path / "sessions") as base, httpx.Client(timeout=60) as http:
+    with _served(run.tmp_path / "sessions") as base, httpx.Client(timeout=480) as http:
         for path in ("/api/runs", f"/api/runs/{session_id}/tree"):
             response = http.get(f"{base}{path}", headers=BEARER)
             assert response.status_code == 200, path

@@ -97,7 +97,7 @@ def _spans(phoenix: Phoenix, project: str) -> tuple[list[dict[str, Any]], str]:
             return spans, "\n".join(bodies)
 
 
-def _wait_for_spans(phoenix: Phoenix, count: int, timeout: float = 60) -> tuple[list[Any], str]:
+def _wait_for_spans(phoenix: Phoenix, count: int, timeout: float = 480) -> tuple[list[Any], str]:
     deadline = time.monotonic() + timeout
     spans: list[dict[str, Any]] = []
     while True:

@@ -78,7 +78,7 @@ def test_the_plugin_is_an_entry_point_that_imports_nothing_when_loaded() -> None
         env=child_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
         cwd=ROOT,
     )
     assert loaded.returncode == 0, loaded.stderr
@@ -97,7 +97,7 @@ def test_agenttrace_testing_imports_the_assertions_when_first_named() -> None:
         env=child_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
         cwd=ROOT,
     )
     assert loaded.stdout.split() == ["False", "True", "False"], loaded.stderr

@@ -109,7 +109,7 @@ def run_agent(tmp_path: Path, receiver: OTLPReceiver, redacted_save: bool) -> di
             env=env,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=480,
         )
         assert exported.returncode == 0, exported.stderr
         outputs[f"export {export}"] = exported.stdout

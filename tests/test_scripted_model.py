@@ -220,7 +220,7 @@ def test_a_bad_script_file_is_one_line_and_exit_2(tmp_path: Path, content: str, 
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
     )
     assert done.returncode == 2 and done.stdout == ""
     (line,) = done.stderr.splitlines()
@@ -305,7 +305,7 @@ def test_a_mock_response_is_marked_mocked_and_costs_nothing(traced: Traced, tmp_
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
     )
     assert shown.returncode == 0, shown.stderr
     totals = json.loads(shown.stdout)["total"]

@@ -279,7 +279,7 @@ def test_a_child_on_another_host_5_s_behind_merges_inside_its_op(
             env=env,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=480,
             check=True,
         )
         return done.stdout.strip()

@@ -198,7 +198,7 @@ def test_the_event_stream_sends_the_tree_again_as_the_files_change(traced: Trace
     files are written, an event brings the ended one (read with a generous deadline)."""
     sessions = traced.handle.settings.sessions_dir
     session_id = agenttrace.current_session().session_id
-    with _served(sessions) as base, httpx.Client(timeout=60) as http:
+    with _served(sessions) as base, httpx.Client(timeout=480) as http:
         opened: list[Any] = []
 
         def look() -> None:  # the Worker runs: connect, and read the first tree
@@ -462,7 +462,7 @@ def test_serve_without_the_extra_names_it(tmp_path: Path) -> None:
         env=child_env(PYTHONPATH=str(ROOT)),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
     )
     assert result.returncode == 2
     assert result.stderr == (
@@ -490,11 +490,11 @@ def test_serve_takes_its_token_from_the_environment(tmp_path: Path) -> None:
         link = server.stdout.readline().strip()
         match = re.fullmatch(rf"open (http://127\.0\.0\.1:\d+)/\?token={TOKEN}", link)
         assert match, link
-        with httpx.Client(timeout=60) as http:
+        with httpx.Client(timeout=480) as http:
             assert http.get(f"{match[1]}/api/runs").status_code == 401
             listed = http.get(f"{match[1]}/api/runs", headers=BEARER)
             assert listed.status_code == 200 and listed.json()["runs"] == []
     finally:
         server.terminate()
-        _, err = server.communicate(timeout=60)
+        _, err = server.communicate(timeout=480)
     assert "Traceback" not in err

@@ -45,7 +45,7 @@ def _wait_for_line(path: Path, text: str) -> None:
 def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     request = urllib.request.Request(url, headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=480) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()

@@ -196,7 +196,7 @@ def test_unreadable_file(open_dir: Path) -> None:
         cwd=Path(__file__).resolve().parent.parent,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()

@@ -56,7 +56,7 @@ def _boss(sessions: Path, pool: agenttrace.ProcessPoolExecutor) -> str:
             env=agenttrace.subprocess_env(),
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=480,
             check=True,
         )
         return done.stdout.strip()
@@ -101,7 +101,7 @@ def boss_whose_child_dies(sessions: Path) -> int:
             [sys.executable, str(CHILD), str(sessions), "die"],
             env=agenttrace.subprocess_env(),
             capture_output=True,
-            timeout=60,
+            timeout=480,
         ).returncode
 
     @agenttrace.agent("boss")
@@ -198,7 +198,7 @@ def test_tree_shows_one_tree_and_resume_restores_every_writers_agents(
         env={**child_env(), "AGENTTRACE_SESSIONS_DIR": str(sessions)},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
     )
     assert tree.returncode == 0, tree.stderr
     lines = tree.stdout.splitlines()
@@ -229,7 +229,7 @@ def test_tree_shows_one_tree_and_resume_restores_every_writers_agents(
         env=child_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
         cwd=ROOT,
     )
     assert resumed.returncode == 0, resumed.stderr

@@ -299,7 +299,7 @@ def test_force_flush_with_a_refused_port_keeps_to_the_budget_and_loses_nothing(
         assert (handle.export.given, handle.export.exported) == (6, 0)
         port.close()
         receiver = OTLPReceiver(http_port=int(port.url.rsplit(":", 1)[1])).start()
-        assert len(receiver.wait_for(6, timeout=60)) == 6  # the exporter's next retry
+        assert len(receiver.wait_for(6, timeout=480)) == 6  # the exporter's next retry
         assert agenttrace.force_flush() is True
         assert handle.export.exported == 6
     finally:

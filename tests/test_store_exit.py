@@ -61,7 +61,7 @@ PROGRAM = textwrap.dedent(
                 env=env,
                 check=True,
                 stdout=subprocess.DEVNULL,
-                timeout=120,
+                timeout=480,
             )
         return f"notes on {topic}"
 
@@ -100,7 +100,7 @@ def _store_url(kind: str, tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return agenttrace_command(*args, timeout=120, **env)
+    return agenttrace_command(*args, timeout=480, **env)
 
 
 @pytest.mark.parametrize("kind", sorted(STORES))
@@ -115,7 +115,7 @@ def test_a_program_that_exits_without_shutdown_leaves_its_session_whole_in_the_s
             env=child_env(**env),
             capture_output=True,
             text=True,
-            timeout=240,
+            timeout=480,
             cwd=ROOT,
         )
         assert ran.returncode == 0, ran.stderr
@@ -195,7 +195,7 @@ def test_an_s3_store_is_reached_by_host_name_at_the_interpreters_exit(tmp_path: 
         env=child_env(**env),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
         cwd=ROOT,
     )
     assert (ran.returncode, ran.stdout) == (0, "written\n"), ran.stderr

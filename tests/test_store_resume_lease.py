@@ -108,7 +108,7 @@ def _said(process: subprocess.Popen[str]) -> dict[str, object]:
 
 def _finish(process: subprocess.Popen[str]) -> int:
     """Let a holding resumer go on: it records one entry, ships it and exits."""
-    _, errors = process.communicate("\n", timeout=60)
+    _, errors = process.communicate("\n", timeout=480)
     assert process.returncode == 0, errors
     return process.returncode
 
@@ -168,7 +168,7 @@ def test_a_killed_holders_lease_is_refused_until_forced_and_its_late_writes_are_
             env=child_env(PYTHONPATH=str(ROOT)),
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=480,
             cwd=code,
         )  # fmt: skip
 

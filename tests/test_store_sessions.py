@@ -68,7 +68,7 @@ def _converse(turns: int = 2) -> str:
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return agenttrace_command(*args, timeout=60, **env)
+    return agenttrace_command(*args, timeout=480, **env)
 
 
 def _names(store: LocalStore, session_id: str) -> list[str]:
@@ -192,7 +192,7 @@ def test_a_session_resumed_from_the_store_in_a_fresh_directory_goes_on_in_it(
         env=child_env(AGENTTRACE_SESSIONS_URL=store.url),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
         cwd=ROOT,
     )
     assert resumed.returncode == 0, resumed.stderr
@@ -289,7 +289,7 @@ def test_doubts_and_resolve_from_the_store_reach_the_store(tmp_path: Path) -> No
         [sys.executable, writers_child.__file__, str(sessions), "die"],
         env=child_env(),
         capture_output=True,
-        timeout=60,
+        timeout=480,
         cwd=ROOT,
     )
     assert killed.returncode == 9, killed.stderr
@@ -337,7 +337,7 @@ def test_the_resume_command_takes_the_session_from_the_store_and_goes_on_in_it(
         env=child_env(PYTHONPATH=str(ROOT)),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=480,
         cwd=code,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -140,7 +140,7 @@ def run_agent(
             child.kill()  # SIGKILL, inside the LLM call
         finally:
             child.kill()
-        return child.wait(timeout=60)
+        return child.wait(timeout=480)
 
 
 def resume_until_done(

@@ -379,7 +379,7 @@ def test_the_readme_session_viewer_example_runs_as_written(run: Run, tmp_path: P
         env=child_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=480,
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
