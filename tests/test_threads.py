@@ -423,6 +423,51 @@ def test_work_that_outlives_its_turn_is_saved_in_that_turn(traced: Traced) -> No
     ]
 
 
+def test_work_that_outlives_its_run_is_saved_in_that_run(traced: Traced) -> None:
+    """A tool a run left running in a thread, and the sub-agent it runs after the run's end,
+    land in the run's saved opTree ended, as in the spans: a late record of a run still
+    reaches its session file (the session file read alone, not merged with the stream)."""
+    running, finish = threading.Event(), threading.Event()
+
+    @agenttrace.agent("Helper")
+    def helper() -> int:
+        return fetch(2)
+
+    @agenttrace.tool
+    def background() -> int:
+        running.set()
+        assert finish.wait(WAIT)
+        return helper()
+
+    @agenttrace.agent("Leaver")
+    def run() -> threading.Thread:
+        with agenttrace.turn():
+            worker = threading.Thread(target=background)
+            worker.start()
+            assert running.wait(WAIT)  # the tool has started: it ends after the run
+        return worker
+
+    worker = run()
+    finish.set()
+    worker.join(WAIT)
+    assert traced.tree() == [
+        "invoke_agent Leaver [0]",
+        "  turn 1 [1]",
+        "    execute_tool background [1.1]",
+        "      invoke_agent Helper [1.1:1]",
+        "        turn 1 [1.1.1]",
+        "          execute_tool fetch [1.1.1.1]",
+    ]
+    assert saved_tree(traced) == [
+        ("0", True),
+        ("1", True),
+        ("1.1", True),
+        ("1.1:1", True),
+        ("1.1.1", True),
+        ("1.1.1.1", True),
+    ]
+
+
 # --- reuse and leaks -------------------------------------------------------------------------
 
 
