@@ -164,6 +164,10 @@ def test_the_saved_session_file_has_the_handoff_ended_and_the_agent_it_ran(
         ("2.2.1.2", "refund", "ok"),
         ("2.2.2.1", "gpt-4o-mini", "ok"),
     ]
+    # The agent that handed off ends with the trace, after the agent it handed to (the SDK's
+    # turn span, the handoff span's parent, is no scope: its agent is found by the op's run).
+    assert triage["span"]["endTimeUnixNano"] >= billing["span"]["endTimeUnixNano"]
+    assert triage["endedAt"] >= handoff["endedAt"]
 
 
 def stream_lines(traced: Traced) -> list[dict[str, Any]]:
