@@ -66,12 +66,6 @@ def test_an_openai_agents_agent_called_as_a_tool_has_no_finding(
     assert lint_session(saved(traced)) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a defect lint found: the SDK ends the triage run when it hands off, before its "
-    "handoff op 2.2 and the billing run under it end, and the session file keeps the run as it "
-    "ended: 2.2 never ends there and billing's run is missing (the spans have both)",
-)
 @pytest.mark.init(tool_effects={"refund": "idempotent"}, capture_content=True)
 def test_an_openai_agents_handoff_has_no_finding(traced: Traced, llm: LLMServer) -> None:
     agents = openai_agents(llm)

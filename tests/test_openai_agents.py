@@ -29,6 +29,7 @@ from agents import (  # noqa: E402
 
 from agenttrace import InDoubtToolCall  # noqa: E402
 from agenttrace import semconv as sc  # noqa: E402
+from agenttrace.formats.session.files import read_session_file  # noqa: E402
 from agenttrace.instrumentation.openai_agents import tracing_processor  # noqa: E402
 
 from .conftest import Traced, attrs, outcome  # noqa: E402
@@ -136,6 +137,37 @@ def test_a_run_with_a_handoff_and_a_tool_is_one_tree(traced: Traced, llm: LLMSer
     guard = traced.one("execute_tool polite")
     assert attrs(guard)[sc.TOOL_CATEGORY] == "guardrail"
     assert outcome(guard) == "ok"
+
+
+@pytest.mark.init(tool_effects={"refund": "idempotent"})
+def test_the_saved_session_file_has_the_handoff_ended_and_the_agent_it_ran(
+    traced: Traced, llm: LLMServer
+) -> None:
+    """The session file alone (not merged with the stream) has what the spans have: the
+    handoff's op ended, and the billing agent's run under it, whatever order the SDK ends
+    the agents in."""
+    llm.reset(*SCRIPT)
+    Runner.run_sync(desk(chat_model(llm)), "Refund order A1, please.")
+
+    traced.handle.force_flush()
+    (path,) = traced.handle.settings.sessions_dir.glob("*.json.gz")
+    (triage,) = read_session_file(path).runs
+    assert triage["agentName"] == "triage" and triage["success"] is True
+    handoff = triage["turns"][1]["ops"][1]
+    assert (handoff["path"], handoff["name"]) == ("2.2", "transfer_to_billing")
+    assert handoff["status"] == "ok" and handoff["endedAt"] >= handoff["startedAt"]
+    billing = handoff["childSession"]
+    assert (billing["path"], billing["agentName"], billing["success"]) == ("2.2:1", "billing", True)
+    ops = [op for turn in billing["turns"] for op in turn["ops"]]
+    assert [(op["path"], op["name"], op["status"]) for op in ops] == [
+        ("2.2.1.1", "gpt-4o-mini", "ok"),
+        ("2.2.1.2", "refund", "ok"),
+        ("2.2.2.1", "gpt-4o-mini", "ok"),
+    ]
+    # The agent that handed off ends with the trace, after the agent it handed to (the SDK's
+    # turn span, the handoff span's parent, is no scope: its agent is found by the op's run).
+    assert triage["span"]["endTimeUnixNano"] >= billing["span"]["endTimeUnixNano"]
+    assert triage["endedAt"] >= handoff["endedAt"]
 
 
 def stream_lines(traced: Traced) -> list[dict[str, Any]]:

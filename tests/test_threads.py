@@ -24,6 +24,7 @@ import agenttrace
 from agenttrace import semconv as sc
 from agenttrace._internal.config import Settings
 from agenttrace.formats.session.files import read_session_file
+from agenttrace.formats.session.fullest import load_fullest
 from agenttrace.instrumentation.threading import ThreadContextInstrumentor
 from agenttrace.recorder.worker import Worker
 from agenttrace.tracing.scopes import current_scope
@@ -421,6 +422,84 @@ def test_work_that_outlives_its_turn_is_saved_in_that_turn(traced: Traced) -> No
         ("2", True),
         ("2.1", True),
     ]
+
+
+def left_running(running: threading.Event, finish: threading.Event) -> threading.Thread:
+    """An agent run that leaves a tool running in a thread, started (``running``) before the
+    run ends; once ``finish`` is set, the tool runs a sub-agent and ends. The thread."""
+
+    @agenttrace.agent("Helper")
+    def helper() -> int:
+        return fetch(2)
+
+    @agenttrace.tool
+    def background() -> int:
+        running.set()
+        assert finish.wait(WAIT)
+        return helper()
+
+    @agenttrace.agent("Leaver")
+    def run() -> threading.Thread:
+        with agenttrace.turn():
+            worker = threading.Thread(target=background)
+            worker.start()
+            assert running.wait(WAIT)  # the tool has started: it ends after the run
+        return worker
+
+    return run()
+
+
+def test_work_that_outlives_its_run_is_saved_in_that_run(traced: Traced) -> None:
+    """A tool a run left running in a thread, and the sub-agent it runs after the run's end,
+    land in the run's saved opTree ended, as in the spans: a late record of a run still
+    reaches its session file (the session file read alone, not merged with the stream)."""
+    finish = threading.Event()
+    worker = left_running(threading.Event(), finish)
+    finish.set()
+    worker.join(WAIT)
+    assert traced.tree() == [
+        "invoke_agent Leaver [0]",
+        "  turn 1 [1]",
+        "    execute_tool background [1.1]",
+        "      invoke_agent Helper [1.1:1]",
+        "        turn 1 [1.1.1]",
+        "          execute_tool fetch [1.1.1.1]",
+    ]
+    assert saved_tree(traced) == [
+        ("0", True),
+        ("1", True),
+        ("1.1", True),
+        ("1.1:1", True),
+        ("1.1.1", True),
+        ("1.1.1.1", True),
+    ]
+
+
+def test_a_file_written_before_the_late_work_ended_gets_it_from_the_stream(
+    traced: Traced,
+) -> None:
+    """A session file written when the run's root had ended, its tool still running, and no
+    write after it (as if the process were killed then): reading it with its stream gives the
+    tool's end and the sub-agent's op, which only the stream has."""
+    finish = threading.Event()
+    worker = left_running(threading.Event(), finish)
+    traced.handle.force_flush()
+    (path,) = Path(traced.handle.settings.sessions_dir).glob("*.json.gz")
+    early = path.read_bytes()
+    (run,) = read_session_file(path).runs
+    assert "endedAt" in run and "endedAt" not in run["turns"][0]["ops"][0]
+    finish.set()
+    worker.join(WAIT)
+    traced.handle.force_flush()  # the stream has what ended since
+    path.write_bytes(early)
+
+    (run,) = load_fullest(path).runs
+    (tool,) = run["turns"][0]["ops"]
+    assert (tool["path"], tool["name"], tool["status"]) == ("1.1", "background", "ok")
+    helper = tool["childSession"]
+    assert (helper["path"], helper["agentName"]) == ("1.1:1", "Helper")
+    (fetched,) = helper["turns"][0]["ops"]
+    assert (fetched["path"], fetched["name"], fetched["status"]) == ("1.1.1.1", "fetch", "ok")
 
 
 # --- reuse and leaks -------------------------------------------------------------------------

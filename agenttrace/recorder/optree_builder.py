@@ -12,8 +12,11 @@ The builder is a sink of our processor and runs on its background worker. Memory
 by what is running, not by what ran: a node that ends is serialised at once (or, if some of
 its children still run, when the last of them ends) into a :class:`Fragment` in its parent's
 place (JSON text, compacted into the session's spool of compressed gzip members as it
-accumulates), and a run's tree is dropped once its root has ended (the session-file sink, which
-comes after this one among the processor's sinks, keeps the run it saw start). Only while an
+accumulates), and a run's tree is dropped once its root and everything in it have ended (the
+session-file sink, which comes after this one among the processor's sinks, keeps the run it saw
+start). A root that ends before something in it does (a tool left running in a thread, a
+framework that ends an agent before the handoff it made) keeps its run open until the last of
+them ends: a late record of a run still lands in its tree. Only while an
 ``on_optree`` subscriber
 listens are finished nodes kept whole, since the subscriber is handed the tree.
 """
@@ -75,6 +78,7 @@ class RunTree:
 
     __slots__ = (
         "encoded",
+        "ended",
         "fragment",
         "nodes",
         "open_children",
@@ -107,8 +111,11 @@ class RunTree:
         """The session's spool, where finished parts of the tree are compressed."""
         self.raw: dict[str, int] = {}
         """Per open node: bytes of its finished children not yet compressed."""
+        self.ended = False
+        """Its root has ended (the run may still wait for what runs in it)."""
         self.fragment: list[Piece] | None = None
-        """The whole run, serialised (refs into the spool), once its root has ended."""
+        """The whole run, serialised (refs into the spool), once its root and everything in
+        it have ended: the run is over."""
         self.open_children: dict[str, int] = {}
         """Per open node: how many of its children have not ended yet."""
         self.waiting: set[str] = set()
@@ -275,15 +282,22 @@ class OpTreeSink(RecordwiseSink):
             # The bytes the ledger and the stream have, when the scope made them.
             accounted = record.accounted
             run.encoded[record.label] = accounted.entry_json if accounted else _json(entry)
-        root = record.label == "0"
-        if root:
-            run.fragment = _compress(run, serialize(node))
-        self._offer(run, final=root, subscribers=subscribers)
-        if root:
-            # Released: the session-file sink, after this one, kept the run since its start.
-            del self.runs[record.origin]
+        if record.label == "0":
+            run.ended = True
         else:
             _settle(run, record.label, keep)
+        if not run.ended:
+            self._offer(run, final=False, subscribers=subscribers)
+        elif run.open_children.get("0"):
+            # Its root ended before everything in it did (work left running in a thread, an
+            # agent a framework ends before its handoff): the run stays open, so the late ends
+            # and the sub-agent runs still to come land in it, as they do in the spans.
+            self._offer(run, final=True, subscribers=subscribers)
+        else:
+            run.fragment = _compress(run, serialize(run.root or node))
+            self._offer(run, final=True, subscribers=subscribers)
+            # Released: the session-file sink, after this one, kept the run since its start.
+            del self.runs[record.origin]
 
     # -- helpers ------------------------------------------------------------------------------
 

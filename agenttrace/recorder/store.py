@@ -594,22 +594,26 @@ class SessionFileSink(RecordwiseSink):
             state.live += 1
 
     def _ended(self, record: Ended) -> None:
-        root = record.label == "0"
-        run = self._live.pop(record.origin, None) if root else self._live.get(record.origin)
+        run = self._live.get(record.origin)
         if run is None or run.session is None:
             return
         state = self._state(run.session)
         state.settle_journal()
         state.dirty = True
-        if root:  # a run ended: keep it serialised, the tree goes
+        # Over once its root and everything in it ended (the opTree then serialised it): a
+        # record that ends after its root still lands in the run, written as it comes.
+        if run.fragment is not None:  # the run is over: keep it serialised, the tree goes
+            del self._live[record.origin]
             index = _last_index(state.runs, run)
             if index is not None and run.fragment is not None and run.root is not None:
                 state.runs[index] = run.fragment
                 state.summaries[index] = _summary(run.root)
                 state.live -= 1
             self.request_write(run.session.segment_stem)
-        elif record.started is not None and record.started.kind == sc.KIND_SESSION:
-            self.request_write(run.session.segment_stem)  # a sub-agent finished
+        elif record.label == "0" or (
+            record.started is not None and record.started.kind == sc.KIND_SESSION
+        ):
+            self.request_write(run.session.segment_stem)  # a root or a sub-agent finished
 
     def request_write(self, session_id: str) -> None:
         """Write now if the last write is far enough back, else once, later."""

@@ -6,8 +6,10 @@ before most of the run. Its stream has more: a canonical event for everything sa
 the op's trace id, span id and path label. :func:`with_rebuilt_runs` puts those ops into the
 runs of what was read: a run the session file lacks is built from them (its root marked
 ``agenttrace.interrupted``), and a run the session file holds unfinished gets the ops that ended
-after that file was written. A finished run of the session file is complete and left alone, so
-no op is ever counted twice.
+after that file was written. So does a run whose root had ended while an op in it still ran (a
+tool left in a thread, a framework's handoff): the ops that ended after it land in it too. A run
+of the session file with everything in it ended is complete and left alone; an op that ended
+there is never replaced, so no op is ever counted twice.
 
 What a rebuilt node cannot know is left out, as the format allows: no ``span`` (the exports make
 one from the node's fields, as for files of the first release), no ``endedAt`` on a run or a
@@ -56,7 +58,7 @@ def with_rebuilt_runs(loaded: LoadedFile, max_depth: int | None = None) -> Loade
     added = False
     for origin, lines in _by_origin(loaded.accounted).items():
         run = by_origin.get(origin)
-        if run is not None and run.get("endedAt") is not None:
+        if run is not None and run.get("endedAt") is not None and _whole(run):
             continue  # a finished run of the session file: it has every op
         if run is None:
             run = builder.root(origin, lines, session_id or origin)
@@ -71,6 +73,17 @@ def with_rebuilt_runs(loaded: LoadedFile, max_depth: int | None = None) -> Loade
     _name_from_journal(runs, loaded.journal)
     runs.sort(key=lambda run: run.get("startedAt") or 0)
     return dataclasses.replace(loaded, runs=runs)
+
+
+def _whole(run: Mapping[str, Any]) -> bool:
+    """Whether every op under ``run``, in its sub-agent runs too, has ended."""
+    pending: list[Mapping[str, Any]] = [run]
+    while pending:  # not recursive: runs nest as deep as agents
+        for op in session_ops(pending.pop()):
+            if op.get("endedAt") is None:
+                return False
+            pending.extend(hosted_sessions(op))
+    return True
 
 
 def _name_from_journal(runs: Iterable[Node], journal: Iterable[Mapping[str, Any]]) -> None:

@@ -204,9 +204,19 @@ class AgentTraceTracingProcessor(TracingProcessor):
             entry.result = {"assistant": target}  # what the SDK tells the model
             kept.deferred.append(entry)
             kept.handoff, kept.target = entry, target
-            parent = self._open.get(span.parent_id or "")
-            if parent is not None and parent.kind == "agent":
-                parent.handed_off = True
+            agent = self._agent_of(entry)
+            if agent is not None:
+                agent.handed_off = True
+
+    def _agent_of(self, entry: _Open) -> _Open | None:
+        """The open agent whose run ``entry``'s op is in, found by its scope: the SDK's span
+        parent of a handoff is its turn span (no scope of ours) since the SDK has turn spans.
+        Called with the lock held."""
+        session = getattr(entry.scope, "session", None)
+        for other in self._open.values():
+            if other.kind == "agent" and other.scope is session:
+                return other
+        return None
 
     def _end_deferred(self, kept: _Trace) -> None:
         for entry in sorted(kept.deferred, key=lambda e: e.seq, reverse=True):
