@@ -146,6 +146,28 @@ def test_the_plugin_declares_the_cassette_option_and_marker_as_cassette_options_
     assert lint_gate("off").settings == LintSettings()
 
 
+def test_the_options_and_markers_import_nothing_of_agenttrace(pytester: pytest.Pytester) -> None:
+    # In a process of its own: this one has imported agenttrace already.
+    pytester.makepyfile(
+        test_quiet="""
+        import sys
+        import pytest
+
+        @pytest.mark.agent_cassette("x")
+        def test_nothing_imported():
+            assert not [m for m in sys.modules if m.split(".")[0] == "agenttrace"]
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:randomly",
+        "--strict-markers",
+        "--agent-cassette-mode=none",
+        "--agenttrace-lint=error",
+    )
+    result.assert_outcomes(passed=1)
+
+
 def test_a_marked_test_records_then_replays_with_the_model_stopped(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
