@@ -124,10 +124,10 @@ def test_every_block_is_run_or_says_why_not() -> None:
 
 def test_the_readme_stays_a_front_door() -> None:
     """Short (issue 32: at most about 250 lines; issue 35's section on sessions across processes
-    and hosts took it to some 285), release notes in CHANGELOG.md, and the quick start a program
-    the page runs."""
+    and hosts took it to some 285, issue 37's "Testing your agent" to 313), release notes in
+    CHANGELOG.md, and the quick start a program the page runs."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert len(readme.splitlines()) <= 290
+    assert len(readme.splitlines()) <= 313
     assert "## What changed" not in readme
     assert "## [Unreleased]" in (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     quick = [b for b in BLOCKS if b.page.name == "README.md" and b.saved_as == "quickstart.py"]

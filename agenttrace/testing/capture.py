@@ -1,5 +1,6 @@
 """``capturing``: agenttrace set up for one test and torn down after it, the one place the
-``agent_trace`` fixture does both (and where more is added: cassettes, the lint).
+``agent_trace`` fixture does both: with the test's cassette entered inside it, when it has one,
+and its session linted at its end, when asked.
 
 What is deterministic, and what is not:
 
@@ -24,9 +25,13 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agenttrace.testing.captured import CapturedRun
+
+if TYPE_CHECKING:
+    from agenttrace.testing.cassettes import UseCassette
+    from agenttrace.testing.lint_gate import LintGate
 
 PINNED: dict[str, Any] = {
     "console": "quiet",
@@ -50,12 +55,23 @@ class AlreadyTracing(RuntimeError):
 
 @contextmanager
 def capturing(
-    directory: str | Path, session_id: str = "test", **init_arguments: Any
+    directory: str | Path,
+    session_id: str = "test",
+    *,
+    cassette: UseCassette | None = None,
+    lint: LintGate | None = None,
+    **init_arguments: Any,
 ) -> Iterator[CapturedRun]:
     """Set agenttrace up on a fresh ``TracerProvider`` with an in-memory exporter, the sessions
     directory and ledger in ``directory``, and a new session ``session_id``; yield what it
     captures; tear it all down (the session made current before is not restored: none is).
     The run yielded can still be read after the block.
+
+    ``cassette`` (``agenttrace.testing.use_cassette(...)``, not entered): the block runs inside
+    it, after ``agenttrace.init``, and the run yielded describes the cassette's session (the
+    one recorded, or the replay's). ``lint``: its thresholds are the run's ``lint()``'s; it is
+    called with the run when the block (and the cassette) ended without an error, before
+    anything is torn down.
 
     ``init_arguments`` go to ``agenttrace.init`` over :data:`PINNED`. Raises
     :class:`AlreadyTracing` when ``agenttrace.init`` was called before and not shut down.
@@ -93,6 +109,9 @@ def capturing(
             "to that provider: call agenttrace.init() in your entry point, not at import time "
             "(or shut its handle down before the test)"
         )
+    # Made now, not at the first write: a cassette's replay takes the lease of its session in
+    # it before anything is written there.
+    Path(arguments["sessions_dir"]).mkdir(parents=True, exist_ok=True)
     captured = CapturedRun(
         tracing,
         exporter,
@@ -100,8 +119,18 @@ def capturing(
         Path(arguments["sessions_dir"]),
         Path(arguments["billing_file"]),
     )
+    if lint is not None:
+        captured.lint_settings = lint.settings
     try:
-        yield captured
+        if cassette is None:
+            yield captured
+        else:
+            with cassette as used:
+                # The cassette's session is current only inside it: the run keeps it after.
+                captured.use_session(used.session)
+                yield captured
+        if lint is not None:
+            lint(captured)
     finally:
         captured.close()  # still readable after the block, as it was at its end
         try:

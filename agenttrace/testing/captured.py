@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from agenttrace.sdk.setup import Tracing
     from agenttrace.session.state import Session
     from agenttrace.testing.span_query import SpanQuery
+    from agenttrace.views.lint import Finding, LintSettings
 
 
 class CapturedRun:
@@ -51,7 +52,17 @@ class CapturedRun:
         self.billing_file = billing_file
         """The ledger file (a temporary one)."""
         self._session = session
+        self._kept = False
         self._closed = False
+        self.lint_settings: LintSettings | None = None
+        """The thresholds :meth:`lint` uses by default (the fixture's: ``--agenttrace-lint-set``,
+        the ``agenttrace_lint_set`` ini option); ``None``: the rules' defaults."""
+
+    def use_session(self, session: Session) -> None:
+        """Describe ``session`` from now on, whichever session is current (a cassette's, which
+        is current only inside the cassette's block)."""
+        self._session = session
+        self._kept = True
 
     def close(self) -> None:
         """agenttrace is being shut down (which writes everything out): the session is kept as
@@ -72,11 +83,14 @@ class CapturedRun:
 
     @property
     def session(self) -> Session:
-        """The session the test's runs were recorded in: the fixture's, or the one the test
-        made current since (``agenttrace.new_session``, ``resume``)."""
+        """The session the test's runs were recorded in: the cassette's (:meth:`use_session`),
+        else the fixture's, or the one the test made current since (``agenttrace.new_session``,
+        ``resume``)."""
         from agenttrace.session.state import session_if_any
 
-        return self._session if self._closed else session_if_any() or self._session
+        if self._closed or self._kept:
+            return self._session
+        return session_if_any() or self._session
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -94,6 +108,28 @@ class CapturedRun:
             return []
         lines = self.billing_file.read_text(encoding="utf-8").splitlines()
         return [json.loads(line) for line in lines if line.strip()]
+
+    def lint(self, settings: LintSettings | None = None, **thresholds: Any) -> list[Finding]:
+        """The trace lint's findings on the session (docs/lint.md), its file written out first.
+        ``settings``: a :class:`~agenttrace.views.lint.LintSettings` (by default the fixture's,
+        else the rules' defaults); ``thresholds`` change some of them
+        (``lint(repeat_min_calls=4)``). A session that recorded nothing has no finding."""
+        import dataclasses
+
+        from agenttrace.formats.session.files import snapshot_path, stream_path
+        from agenttrace.views.lint import LintSettings, lint_session
+
+        base = settings or self.lint_settings or LintSettings()
+        chosen = dataclasses.replace(base, **thresholds) if thresholds else base
+        self.flush()
+        session_id = self.session.session_id
+        for path in (
+            snapshot_path(self.sessions_dir, session_id),
+            stream_path(self.sessions_dir, session_id),
+        ):
+            if path.exists():
+                return lint_session(path, chosen)
+        return []
 
     def transcript(self, agent: str) -> list[dict[str, Any]]:
         """The chat messages of ``agent`` (a name, the latest agent of that name, or an agent id

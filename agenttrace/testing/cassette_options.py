@@ -6,7 +6,9 @@ A test marked ``@pytest.mark.agent_cassette("name", mode="once")`` uses the cass
 ``cassettes/<test module>/<name>.session.json.gz`` beside its test file (the name defaults to
 the test's own, parameters included). ``--agent-cassette-mode`` overrides every marker's mode:
 ``none`` makes any call a cassette does not answer fail its test, ``all`` records them all again.
-pytest is imported by the caller, never here.
+pytest is imported by the caller, never here. The ``agenttrace`` pytest plugin declares the
+option and the marker itself (it may import nothing of agenttrace when loaded) and calls
+:func:`cassette_for` from its fixture; the other two are for a conftest that runs without it.
 """
 
 from __future__ import annotations
