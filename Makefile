@@ -91,15 +91,18 @@ faketime:
 			echo "make test needs libfaketime: sudo apt-get install faketime" >&2; exit 1; \
 		fi; }
 
+# On every core, a test file to a worker (pytest-xdist, as make check): on two cores the suite
+# takes about half the time of one process, which keeps CI inside its limit as tests grow. Each
+# worker has its own servers, home and temporary folders, and no test waits on another's timing.
 test: $(STAMP) $(PHOENIX_STAMP) chromium postgresql faketime
-	$(BIN)/python -m pytest
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n auto --dist loadfile
 
 # The fast loop: every test that needs no browser, no Phoenix and no Docker and does not run
 # whole programs in child processes (those are marked e2e and run by make test), that waits out
 # no real back-off or time-out (marked slow), and not the fuzz suite (some 3 minutes; its
 # regression cases stay in). On every core (pytest-xdist;
 # PYTEST_XDIST_AUTO_NUM_WORKERS=N for fewer), a test file to a worker, so a module's fixtures
-# (a recorded demo) are made once. make test runs every test in one process. Compiled modules
+# (a recorded demo) are made once, as in make test. Compiled modules
 # are cached even where PYTHONDONTWRITEBYTECODE is set: each worker would otherwise rewrite the
 # tests' asserts and compile them again on every run (some 3 s of CPU a worker).
 check: $(STAMP)

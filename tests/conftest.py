@@ -34,6 +34,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import agenttrace
 
 from .chromium import CHROMIUM, MISSING, Chromium
+from .fuzz.tally import KEY as FUZZ_TALLY
+from .fuzz.tally import merged as merged_fuzz_tallies
+from .fuzz.tally import summary_lines as fuzz_summary_lines
 from .llm_server import LLMServer
 
 
@@ -160,3 +163,23 @@ def browser(tmp_path: Path) -> Iterator[Chromium]:
         yield chromium
     finally:
         chromium.close()
+
+
+_FUZZ_TALLIES: list[dict[str, Any]] = []
+"""The fuzz tallies xdist workers handed over (tests/fuzz/conftest.py), for the run's end."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On the xdist controller: keep what a finished worker's fuzz cases tallied."""
+    tally = getattr(node, "workeroutput", {}).get(FUZZ_TALLY)
+    if tally:
+        _FUZZ_TALLIES.append(tally)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
+    """Under xdist, the fuzz suite's tally added up over the workers (one process prints its
+    own, in tests/fuzz/conftest.py)."""
+    if _FUZZ_TALLIES:
+        for line in fuzz_summary_lines(*merged_fuzz_tallies(_FUZZ_TALLIES)):
+            terminalreporter.write_line(line)

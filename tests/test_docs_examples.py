@@ -242,7 +242,7 @@ def run_python(block: Block, world: World, scratch: Path) -> None:
             cwd=scratch,
             capture_output=True,
             text=True,
-            timeout=480,
+            timeout=CHILD_GUARD,
         )
         _check(block, result, "the program")
         if "agenttrace.init(" in block.text:
@@ -309,7 +309,7 @@ def run_shell(block: Block, world: World, scratch: Path) -> None:
                 cwd=ROOT,
                 capture_output=True,
                 text=True,
-                timeout=300,
+                timeout=CHILD_GUARD,
             )
             _check(block, result, shlex.join(argv))
     finally:
@@ -372,7 +372,7 @@ def _run_console(block: Block, servers: Servers, directory: Path) -> None:
             cwd=directory,
             capture_output=True,
             text=True,
-            timeout=480,
+            timeout=CHILD_GUARD,
         )
         if command.status:  # a crash the page announces may well print its traceback
             assert result.returncode == command.status, f"{block.name}: {command.line}\n{result}"
@@ -453,19 +453,33 @@ WORKERS = 4
 """Blocks run at once: most of a block's time is a child process starting (litellm's import),
 the rest waits on servers, so a few more than a small machine's cores still gain."""
 
+CHILD_GUARD = 480
+"""Each child a block or page runs has this hang guard of its own (seconds)."""
 
+waits_for_the_pool = pytest.mark.timeout(
+    CHILD_GUARD
+    * (len({_unit(b) for b in BLOCKS if (b.marker or "").startswith("run")}) // WORKERS + 2)
+)
+"""A test waits for its block's turn in the pool as well as for the block, so pytest-timeout's
+600 s would fail it on a busy machine (it did, under make test's two workers on a loaded host)
+where no block hangs: its bound is the pool's, each child keeping its own guard."""
+
+
+@waits_for_the_pool
 @pytest.mark.e2e  # runs whole programs as a user does: make test, not make check
 @pytest.mark.parametrize("block", _runs("python", "run", "run with SESSION"), ids=lambda b: b.name)
 def test_a_python_block_runs(block: Block, runs: dict[str, Future[object]]) -> None:
     runs[_unit(block)].result()
 
 
+@waits_for_the_pool
 @pytest.mark.e2e
 @pytest.mark.parametrize("block", _runs("sh", "run"), ids=lambda b: b.name)
 def test_a_shell_block_runs(block: Block, runs: dict[str, Future[object]]) -> None:
     runs[_unit(block)].result()
 
 
+@waits_for_the_pool
 @pytest.mark.e2e
 @pytest.mark.parametrize("block", _runs("console", "run"), ids=lambda b: b.name)
 def test_a_console_block_runs(block: Block, runs: dict[str, Future[object]]) -> None:

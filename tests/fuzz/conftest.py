@@ -1,25 +1,21 @@
 """The fuzz suite's tally at the end of the run: how many cases, how many read as sessions, and
-that none failed (the README quotes these figures)."""
+that none failed (the README quotes these figures). In one process it is printed here; an xdist
+worker hands it to the controller, which adds the workers' up (tests/conftest.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .harness import DEAREST, TALLY
+from .tally import KEY, handed_over, summary_lines
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output[KEY] = handed_over(TALLY, DEAREST[0])
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
-    files = sum(TALLY[kind] for kind in ("mutated", "generated", "regression"))
-    if not files and not TALLY["event lists"]:
-        return
-    kinds = ", ".join(f"{TALLY[k]} {k}" for k in ("mutated", "generated", "regression") if TALLY[k])
-    terminalreporter.write_line(
-        f"fuzz: {files} files ({kinds}) through every reader, view and command, "
-        f"{TALLY['readable']} of them read as sessions; {TALLY['event lists']} event lists "
-        f"straight to the views; {TALLY['failed']} failed"
-    )
-    cpu, name = DEAREST[0]
-    if name:
-        terminalreporter.write_line(
-            f"fuzz: the dearest case under the CPU deadline took {cpu:.2f} s of CPU ({name})"
-        )
+    for line in summary_lines(TALLY, DEAREST[0]):
+        terminalreporter.write_line(line)
