@@ -7,7 +7,8 @@ traced too (unless they override the method itself):
   ``stream=True`` run ends);
 - ``MultiStepAgent.__call__``: a managed agent called by its manager, ``execute_tool {name}``,
   hosting the managed agent's run (called outside any run, only the run is traced);
-- ``Tool.__call__`` and ``PipelineTool.__call__``: a tool call, ``execute_tool {tool.name}``;
+- ``Tool.__call__`` and ``PipelineTool.__call__``: a tool call, ``execute_tool {tool.name}``
+  (journaled by its raw output, wrapped again as smolagents wraps it on a replay: :mod:`.outputs`);
 - ``LocalPythonExecutor.__call__`` and ``RemotePythonExecutor.__call__``: a code step's code,
   ``execute_tool python_interpreter``;
 - ``CallbackRegistry.callback``: the end of a step, which ends its turn (:mod:`.steps`).
@@ -30,14 +31,12 @@ from agenttrace.instrumentation.smolagents.agents import (
     agent_id,
     agent_model,
     agent_name,
-    tool_arguments,
-    tool_effect,
 )
+from agenttrace.instrumentation.smolagents.outputs import ToolCall
 from agenttrace.instrumentation.smolagents.steps import CodeStep, state, step_ended
 from agenttrace.tracing.instrument import (
     instrument_agent,
     instrument_method,
-    instrument_tool,
     uninstrument_agent,
     uninstrument_tool,
 )
@@ -92,7 +91,7 @@ def patch() -> None:
     instrument_method(MultiStepAgent, "__call__", lambda fn: ManagedCall())
     done.tools.append(MultiStepAgent)
     for tool in (Tool, PipelineTool):
-        instrument_tool(tool, "__call__", arguments=tool_arguments, effect=tool_effect)
+        instrument_method(tool, "__call__", lambda fn: ToolCall())
         done.tools.append(tool)
     for executor in _classes(_EXECUTORS):
         instrument_method(executor, "__call__", lambda fn: CodeStep())

@@ -19,6 +19,8 @@ started by a tool call is caused by the message holding the call.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from agenttrace._internal.errors import report_internal_error
@@ -66,6 +68,20 @@ class CodeStep(_ToolSpec):
             scope.call_message = _reply_in_turn(scope)
         return scope
 
+    def body(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        # The journal keeps the CodeOutput's fields (close, below), so the guard is given a
+        # function without the executor's ``-> CodeOutput``: its result is answered when those
+        # fields are plain JSON data, as that dict, which is made a CodeOutput again here. Code
+        # whose output is anything else (an object it built) is not replayable: it runs again.
+        guarded = super().body(lambda *args, **kwargs: fn(*args, **kwargs))
+
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            output = guarded(*args, **kwargs)
+            return _from_journal(output) if type(output) is dict else output
+
+        return run
+
     def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
         # The caller gets the executor's CodeOutput unchanged; its fields are what is recorded.
         super().close(scope, error, _code_output(result))
@@ -85,6 +101,18 @@ def _code_output(result: Any) -> Any:
             "is_final_answer": result.is_final_answer,
         }
     return result
+
+
+def _from_journal(fields: dict[str, Any]) -> Any:
+    """A code step's output the journal gave back (its fields) as the executor's
+    ``CodeOutput``."""
+    from smolagents.local_python_executor import CodeOutput
+
+    return CodeOutput(
+        output=fields.get("output"),
+        logs=fields.get("logs", ""),
+        is_final_answer=bool(fields.get("is_final_answer")),
+    )
 
 
 def _reply_in_turn(scope: OpScope) -> str | None:
