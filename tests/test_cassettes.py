@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -262,10 +264,25 @@ def test_a_recording_a_replay_could_not_answer_is_refused(
         assert not (tmp_path / "refused.session.json.gz").exists()
 
 
-def test_a_cassette_opens_in_tree(traced: Traced, tmp_path: Path, model: LLMServer) -> None:
+def test_a_cassette_keeps_no_local_detail_and_opens_in_every_view(
+    traced: Traced, tmp_path: Path, model: LLMServer
+) -> None:
     _, path = record(tmp_path, model)
+    recorded = "".join(text(f) for f in (tmp_path / "sessions").glob("*.json.gz"))
+    saved = text(path)
+    # The recording says where it ran (its ingress: pid, program, working directory); the
+    # cassette, checked into a repository, does not.
+    for local in (os.getcwd(), sys.argv[0], f'"pid":{os.getpid()}'):
+        assert local in recorded
+        assert local not in saved
+    assert '"source":"cli"' in saved
+    views = [["tree"], ["dialog"], ["stats"], ["lint"], ["doubts"]]
+    for form in ("otlp-json", "exchanges"):
+        views.append(["export", "--format", form, "-o", str(tmp_path / form)])
+    for view in views:
+        shown = CliRunner().invoke(main, [*view, str(path)], catch_exceptions=False)
+        assert shown.exit_code == 0, (view, shown.output)
     tree = CliRunner().invoke(main, ["tree", str(path)], catch_exceptions=False)
-    assert tree.exit_code == 0, tree.output
     assert "Shop" in tree.output and "charge" in tree.output and "gpt-4o-mini" in tree.output
 
 

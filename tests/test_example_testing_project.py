@@ -4,6 +4,7 @@ every network connection of the process refused, and leave the cassettes as they
 
 from __future__ import annotations
 
+import gzip
 import subprocess
 import sys
 from pathlib import Path
@@ -61,3 +62,14 @@ def test_the_example_project_passes_offline_on_its_cassettes(tmp_path: Path) -> 
     assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-2000:]
     assert " passed" in ran.stdout and "failed" not in ran.stdout and "error" not in ran.stdout
     assert {path: path.read_bytes() for path in cassettes} == before
+
+
+def test_the_checked_in_cassettes_say_nothing_of_the_machine_they_were_recorded_on() -> None:
+    cassettes = sorted((PROJECT / "tests" / "cassettes").rglob("*.session.json.gz"))
+    assert cassettes
+    for path in cassettes:
+        text = gzip.decompress(path.read_bytes()).decode()
+        # The ingress's working directory, program path and pid, and the journal's pids.
+        for key in ('"cwd"', '"argv0"', '"pid"', "ingress.cli."):
+            assert key not in text, (path.name, key)
+        assert '"source":"cli"' in text

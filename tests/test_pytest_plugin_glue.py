@@ -85,6 +85,8 @@ def llm():
 '''
 
 CASSETTE_TESTS = """
+import json
+
 import pytest
 from agenttrace.testing import assert_trajectory, assert_tree
 
@@ -104,6 +106,7 @@ def test_paris(agent_trace, llm):
     assert agent_trace.lint() == []
     replayed = {s.attributes.get("agenttrace.replayed") for s in agent_trace.spans} - {None}
     print("REPLAYED" if replayed else "RECORDED", "billed", len(agent_trace.ledger))
+    print("SNAPSHOT", json.dumps(agent_trace.snapshot()))
 
 
 @pytest.mark.agent_cassette("failed")
@@ -168,6 +171,11 @@ def test_the_options_and_markers_import_nothing_of_agenttrace(pytester: pytest.P
     result.assert_outcomes(passed=1)
 
 
+def snapshots(result: pytest.RunResult) -> list[str]:
+    """The snapshots a run of ``CASSETTE_TESTS`` printed (one a line, as JSON)."""
+    return [line.split("SNAPSHOT ", 1)[1] for line in result.outlines if "SNAPSHOT " in line]
+
+
 def test_a_marked_test_records_then_replays_with_the_model_stopped(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -185,6 +193,8 @@ def test_a_marked_test_records_then_replays_with_the_model_stopped(
     again = project.runpytest(*arguments, "-k", "paris", "--agent-cassette-mode=none")
     again.assert_outcomes(passed=1)
     again.stdout.fnmatch_lines(["*REPLAYED billed 0*"])  # a replay spends nothing
+    # The default normal form leaves out what only a replay marks: one snapshot for both runs.
+    assert snapshots(again) == snapshots(first) and len(snapshots(first)) == 1
 
     other = project.runpytest(*arguments, "-k", "rome", "--agent-cassette-mode=none")
     # The test fails where the replay diverged, and its tear-down says which cassette.

@@ -1,9 +1,11 @@
 """A cassette's file: a session file (one gzipped JSON document) saved where a test keeps it,
 checked and redacted on the way (docs/how-to/cassettes.md).
 
-Three things are done to a session's document before it becomes a cassette: a recording that
+Four things are done to a session's document before it becomes a cassette: a recording that
 could not be answered from is refused (no decorated run; a stream that delivered no chunk; a
-reply too long for the journal to keep); secrets are replaced by the redaction policy
+reply too long for the journal to keep); the recording machine's process details are left out
+(:func:`anonymous`: a cassette is checked into a repository); secrets are replaced by the
+redaction policy
 (``agenttrace._internal.redact``, the one the spans and ``redacted_save`` use) and by the
 values the caller names; and a replay session's ``replayed`` lines (which point at the source's
 recording) are replaced by the source's own lines, so the cassette answers alone.
@@ -17,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agenttrace import semconv as sc
 from agenttrace._internal.redact import REDACTED, scrub_json_text
 from agenttrace.formats.session.files import write_atomically
 from agenttrace.model.journal_lines import RUN_LABEL
@@ -118,6 +121,49 @@ def materialized(document: dict[str, Any], source: Mapping[str, Any], origin: st
     meta = document.get("meta")
     if isinstance(meta, dict):
         meta.pop("replay_of", None)
+
+
+LOCAL_DETAILS: tuple[str, ...] = ("pid", "argv0", "cwd")
+"""The details of a run's ``cli`` ingress (``agenttrace.tracing.scopes.default_ingress``) that
+say where it was recorded: the process id, the program's path, the working directory."""
+LOCAL_RESOURCE_PREFIXES: tuple[str, ...] = ("host.", "process.")
+"""OpenTelemetry resource attributes that describe the recording machine (host name, process
+command line, owner...), which a resource detector may have added."""
+_LOCAL_ATTRIBUTES = frozenset(f"{sc.INGRESS_PREFIX}cli.{name}" for name in LOCAL_DETAILS)
+
+
+def anonymous(document: dict[str, Any]) -> None:
+    """Leave out of ``document`` what says on which machine, in which directory and process
+    it was recorded: the ``cli`` ingress's pid, program path and working directory (in the
+    session's meta, on each run and as its span's flattened attributes), the pid on the
+    journal's run lines and the resource's ``host.*`` and ``process.*`` attributes. None of
+    them is read by a replay, and a view of an ended run does not ask whether its process
+    still runs; the ingress keeps its ``source``."""
+    pending: list[Any] = [document]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list):
+            pending += node
+            continue
+        if not isinstance(node, dict):
+            continue
+        ingress = node.get("ingress")
+        cli = ingress.get("cli") if isinstance(ingress, dict) else None
+        if isinstance(ingress, dict) and isinstance(cli, dict):
+            for name in LOCAL_DETAILS:
+                cli.pop(name, None)
+            if not cli:
+                del ingress["cli"]
+        for key in [key for key in node if key in _LOCAL_ATTRIBUTES]:
+            del node[key]
+        resource = node.get("resource")
+        values = resource.get("attributes") if isinstance(resource, dict) else None
+        if isinstance(values, dict):
+            for key in [key for key in values if str(key).startswith(LOCAL_RESOURCE_PREFIXES)]:
+                del values[key]
+        pending += node.values()
+    for line in journal_lines(document):
+        line.pop("pid", None)  # a run line's: its process's id
 
 
 def redacted(document: Mapping[str, Any], redact: bool | Iterable[str]) -> bytes:

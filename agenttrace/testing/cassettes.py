@@ -32,6 +32,7 @@ from agenttrace.session.replay import Replay, replaying
 from agenttrace.session.state import Session, session_if_any, use_session
 from agenttrace.testing.cassette_files import (
     CassetteError,
+    anonymous,
     check_recording,
     materialized,
     read_document,
@@ -210,6 +211,7 @@ def _recording(path: Path, mode: CassetteMode, redact: bool | Iterable[str]) -> 
     # A block that recorded nothing has no file: refused as a recording of no run.
     document = read_document(written) if written.exists() else {}
     check_recording(document, path)
+    anonymous(document)
     save(path, redacted(document, redact))
 
 
@@ -247,6 +249,7 @@ def _replaying(path: Path, mode: CassetteMode, redact: bool | Iterable[str]) -> 
         )
         materialized(document, source, replay.run)
         check_recording(document, path)
+        anonymous(document)
         save(path, redacted(document, redact))
 
 

@@ -25,11 +25,16 @@ DEFAULT_ATTRIBUTES: tuple[str, ...] = (
     sc.GEN_AI_TOOL_CALL_ARGUMENTS,
     sc.ATTEMPT,
     sc.ERROR_TYPE,
-    sc.REPLAYED,
 )
 """The attributes a normal form keeps unless told otherwise: what a tool was called with, an
-LLM call's attempt number, what failed, what a replay answered. Tokens, cost and model
-answers' ids are left out: they change with the price table and the provider, not the agent."""
+LLM call's attempt number, what failed. Tokens, cost and model answers' ids are left out: they
+change with the price table and the provider, not the agent. So is ``agenttrace.replayed``
+(:data:`REPLAY_MARKERS`): a test that records a cassette and the same test replaying it must
+take the same snapshot (ask for it by name to see what a replay answered)."""
+
+REPLAY_MARKERS: tuple[str, ...] = (sc.REPLAYED,)
+"""The attributes a replay's spans have and the recording's do not, which the default normal
+form leaves out: ``tree([*DEFAULT_ATTRIBUTES, *REPLAY_MARKERS])`` keeps them."""
 
 ALL_ATTRIBUTES = "*"
 """``tree(attributes=ALL_ATTRIBUTES)``: every attribute of every span."""
