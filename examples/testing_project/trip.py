@@ -36,9 +36,7 @@ SCRIPTS: dict[str, Any] = {
     ],
     GUIDE: [{"text": "Walk up to the Alfama."}],
     # Any other system prompt: the smolagents agent's, which answers with its final_answer tool.
-    # A list, not text: smolagents hands text back as its own AgentText, which a replay cannot
-    # give back as it was, so a cassette would run that call live.
-    "": [{"tool": "final_answer", "input": {"answer": ["sunglasses", "sandals"]}}],
+    "": [{"tool": "final_answer", "input": {"answer": "sunglasses, sandals"}}],
 }
 """What the scripted model answers each agent, turn by turn (agenttrace.testing.ScriptedModel)."""
 
@@ -83,8 +81,7 @@ def pack(weather: str) -> str:
         model_id=LLM["model"], api_base=LLM.get("api_base"), api_key=LLM.get("api_key")
     )
     packer = smolagents.ToolCallingAgent(tools=[], model=model, name="packer", verbosity_level=0)
-    items = packer.run(f"The weather is {weather}. What should I pack?")
-    return ", ".join(map(str, items))
+    return str(packer.run(f"The weather is {weather}. What should I pack?"))  # an AgentText
 
 
 RUN: dict[str, Callable[..., str]] = {"forecast": forecast, "ask_guide": guide, "pack": pack}
