@@ -95,7 +95,7 @@ faketime:
 # takes about half the time of one process, which keeps CI inside its limit as tests grow. Each
 # worker has its own servers, home and temporary folders, and no test waits on another's timing.
 test: $(STAMP) $(PHOENIX_STAMP) chromium postgresql faketime
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n auto --dist loadfile
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 # The fast loop: every test that needs no browser, no Phoenix and no Docker and does not run
 # whole programs in child processes (those are marked e2e and run by make test), that waits out

@@ -13,9 +13,13 @@ from typing import Any
 
 def child_env(**overrides: str) -> dict[str, str]:
     """The environment for a process a test starts, as a user's would be: the suite's own
-    ``OTEL_*`` and ``AGENTTRACE_*`` settings left out, litellm offline, then ``overrides``."""
+    ``OTEL_*`` and ``AGENTTRACE_*`` settings left out, litellm offline, no bytecode written,
+    then ``overrides``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTTRACE_"))}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    # No __pycache__ in the folders a test watches for what a command wrote, whatever the
+    # suite's own environment says (the hostile-file tests failed where it was not set).
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(overrides)
     return env
 
