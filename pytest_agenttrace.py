@@ -7,9 +7,10 @@ Loading it does nothing but declare the fixture, its markers and options. It is 
 own, outside the ``agenttrace`` package, because pytest loads plugins before any conftest:
 importing anything under ``agenttrace`` would import the package (the OpenTelemetry SDK, and
 settings read from the environment at import) before a conftest could set that environment up.
-That is also why the cassette option and marker are declared here, with the same names, modes
-and text as ``agenttrace.testing.cassette_options`` (tests/test_pytest_plugin_glue.py checks
-they agree), rather than by calling it. agenttrace is imported by the first test that asks for
+That is also why the cassette option and marker are declared here: this module is their one
+source, which ``agenttrace.testing.cassette_options`` imports for a conftest that runs without
+the plugin (the modes are ``agenttrace.testing.cassettes.CASSETTE_MODES``' too, which
+tests/test_pytest_plugin_glue.py checks). agenttrace is imported by the first test that asks for
 the fixture, not before. Set-up and tear-down are in one place,
 ``agenttrace.testing.capture.capturing``.
 """
@@ -31,9 +32,10 @@ CASSETTE_MARKER_LINE = (
     "from cassettes/<test module>/<name>.session.json.gz beside the test file, recording it "
     "by mode (once, none, new_episodes, all); --agent-cassette-mode overrides the mode"
 )
-"""``agenttrace.testing.cassette_options.MARKER_LINE``, which cannot be imported here."""
+"""The ``agent_cassette`` marker's line for ``config.addinivalue_line("markers", ...)``."""
 CASSETTE_MODES = ("once", "none", "new_episodes", "all")
-"""``agenttrace.testing.cassettes.CASSETTE_MODES``, which cannot be imported here."""
+"""``agenttrace.testing.cassettes.CASSETTE_MODES``, which cannot be imported here (a test
+checks they are equal)."""
 LINT_MODES = ("off", "warn", "error")
 """``--agenttrace-lint``: lint no session, warn with the findings, or fail the test on them."""
 
@@ -45,15 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """``--agent-cassette-mode``, ``--agenttrace-lint``, ``--agenttrace-lint-set`` and their
     ini options."""
     group = parser.getgroup("agenttrace")
-    group.addoption(
-        "--agent-cassette-mode",
-        action="store",
-        dest="agent_cassette_mode",
-        default=None,
-        choices=CASSETTE_MODES,
-        help="record mode of every agent_cassette marker: none fails any call a cassette "
-        "does not answer, all records them again (default: each marker's, else once)",
-    )
+    add_cassette_option(group)
     group.addoption(
         "--agenttrace-lint",
         action="store",
@@ -79,6 +73,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
     )
+
+
+def add_cassette_option(group: pytest.OptionGroup) -> None:
+    """Register ``--agent-cassette-mode=once|none|new_episodes|all`` in an option group.
+    Registering it twice (the plugin's and a conftest's) is harmless: the second does
+    nothing."""
+    try:
+        group.addoption(
+            "--agent-cassette-mode",
+            action="store",
+            dest="agent_cassette_mode",
+            default=None,
+            choices=CASSETTE_MODES,
+            help="record mode of every agent_cassette marker: none fails any call a cassette "
+            "does not answer, all records them again (default: each marker's, else once)",
+        )
+    except ValueError as exc:  # pytest's "option names {...} already added"
+        if "already added" not in str(exc):
+            raise
 
 
 def pytest_configure(config: pytest.Config) -> None:

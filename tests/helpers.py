@@ -27,6 +27,19 @@ def child_env(**overrides: str) -> dict[str, str]:
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def python_says(code: str, timeout: float = 480) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE`` run in a fresh interpreter from the checkout, in :func:`child_env`,
+    its output captured as text: what a module does when a new process first imports it."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
 def agenttrace_command(
     *args: str, timeout: float = 480, **env: str
 ) -> subprocess.CompletedProcess[str]:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from datetime import timedelta
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -27,7 +25,7 @@ from agenttrace.testing import CapturedRun, ScriptedModel, assert_trajectory, as
 from agenttrace.testing.capture import AlreadyTracing, capturing
 
 from . import plugin_agents
-from .helpers import ROOT, child_env
+from .helpers import ROOT, python_says
 from .plugin_agents import SCRIPTS, host, llm_options
 
 pytest_plugins = ["pytester"]
@@ -73,14 +71,7 @@ def test_the_plugin_is_an_entry_point_that_imports_nothing_when_loaded() -> None
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('agenttrace', 'litellm', 'opentelemetry')))"
     )
-    loaded = subprocess.run(
-        [sys.executable, "-c", code],
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=480,
-        cwd=ROOT,
-    )
+    loaded = python_says(code)
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.strip() == "[]"
 
@@ -92,14 +83,7 @@ def test_agenttrace_testing_imports_the_assertions_when_first_named() -> None:
         "t.assert_tree; print(before, 'agenttrace.testing.assertions' in sys.modules, "
         "'litellm' in sys.modules)"
     )
-    loaded = subprocess.run(
-        [sys.executable, "-c", code],
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=480,
-        cwd=ROOT,
-    )
+    loaded = python_says(code)
     assert loaded.stdout.split() == ["False", "True", "False"], loaded.stderr
 
 

@@ -142,9 +142,10 @@ def project(pytester: pytest.Pytester, warmed: None) -> pytest.Pytester:
 
 
 def test_the_plugin_declares_the_cassette_option_and_marker_as_cassette_options_does() -> None:
-    # The plugin cannot import agenttrace when loaded, so it keeps its own copy of these.
+    # The plugin cannot import agenttrace when loaded, so it keeps its own copy of the modes;
+    # the marker's line is the plugin's, which cassette_options takes.
     assert pytest_agenttrace.CASSETTE_MODES == CASSETTE_MODES
-    assert pytest_agenttrace.CASSETTE_MARKER_LINE == MARKER_LINE
+    assert MARKER_LINE is pytest_agenttrace.CASSETTE_MARKER_LINE
     assert pytest_agenttrace.LINT_MODES == LINT_MODES
     assert lint_gate("off").settings == LintSettings()
 

@@ -6,8 +6,9 @@ A test marked ``@pytest.mark.agent_cassette("name", mode="once")`` uses the cass
 ``cassettes/<test module>/<name>.session.json.gz`` beside its test file (the name defaults to
 the test's own, parameters included). ``--agent-cassette-mode`` overrides every marker's mode:
 ``none`` makes any call a cassette does not answer fail its test, ``all`` records them all again.
-pytest is imported by the caller, never here. The ``agenttrace`` pytest plugin declares the
-option and the marker itself (it may import nothing of agenttrace when loaded) and calls
+Only a conftest or the plugin imports this module, so pytest is there. The ``agenttrace`` pytest
+plugin (``pytest_agenttrace``) is the one source of the option and the marker's text (it may
+import nothing of agenttrace when loaded, so they cannot live here) and calls
 :func:`cassette_for` from its fixture; the other two are for a conftest that runs without it.
 """
 
@@ -17,15 +18,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agenttrace.testing.cassettes import CASSETTE_MODES, CassetteMode, UseCassette, use_cassette
+from agenttrace.testing.cassettes import CassetteMode, UseCassette, use_cassette
+from pytest_agenttrace import CASSETTE_MARKER_LINE, add_cassette_option
 
 OPTION = "--agent-cassette-mode"
 MARKER = "agent_cassette"
-MARKER_LINE = (
-    "agent_cassette(name=None, mode='once', redact=True): answer the test's LLM and tool calls "
-    "from cassettes/<test module>/<name>.session.json.gz beside the test file, recording it "
-    "by mode (once, none, new_episodes, all); --agent-cassette-mode overrides the mode"
-)
+MARKER_LINE = CASSETTE_MARKER_LINE
 """The marker's line for ``config.addinivalue_line("markers", MARKER_LINE)``."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]]")
@@ -35,20 +33,7 @@ def add_cassette_options(parser: Any) -> None:
     """Register ``--agent-cassette-mode=once|none|new_episodes|all`` on a pytest ``Parser``
     (from ``pytest_addoption``). Registering it twice (the plugin's and a conftest's) is
     harmless: the second does nothing."""
-    group = parser.getgroup("agenttrace")
-    try:
-        group.addoption(
-            OPTION,
-            action="store",
-            dest="agent_cassette_mode",
-            default=None,
-            choices=CASSETTE_MODES,
-            help="record mode of every agent_cassette marker: none fails any call a cassette "
-            "does not answer, all records them again (default: each marker's, else once)",
-        )
-    except ValueError as exc:  # pytest's "option names {...} already added"
-        if "already added" not in str(exc):
-            raise
+    add_cassette_option(parser.getgroup("agenttrace"))
 
 
 def register_cassette_marker(config: Any) -> None:
