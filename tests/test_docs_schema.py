@@ -150,3 +150,38 @@ def test_the_published_schema_is_the_structs_schema() -> None:
     assert (ROOT / "docs" / DOCS_COPY).read_text() == generated
     assert SCHEMA["$id"] == SCHEMA_ID == "urn:agenttrace:schema:agenttrace.session:1"
     assert SCHEMA["$defs"]["Label"]["pattern"] == LABEL_PATTERN
+
+
+def documented_line_kinds() -> dict[str, bool]:
+    """docs/events.md's table of what the stream holds: each kind of line and whether it has a
+    ``message_id``."""
+    text = (ROOT / "docs" / "events.md").read_text()
+    table = text.split("## What the stream holds", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| [^|]+ \| (yes|no) \|", table, flags=re.M)
+    return {kind: has_id == "yes" for kind, has_id in rows}
+
+
+def test_the_documented_line_kinds_are_the_schema_s() -> None:
+    kinds = documented_line_kinds()
+    mapping = SCHEMA["$defs"]["StreamLine"]["discriminator"]["mapping"]
+    assert sorted(kinds) == sorted(mapping)
+    assert sorted(k for k, has_id in kinds.items() if has_id) == sorted(
+        SCHEMA["$defs"]["Event"]["discriminator"]["mapping"]
+    )
+
+
+@pytest.mark.e2e
+def test_a_reader_that_follows_the_seed_reads_the_stream_by_the_documented_rule(
+    demo: Demo,
+) -> None:
+    """Seeds 000/001 read a stream as events that each have a message_id: docs/events.md's rule
+    (keep the lines with one, skip the rest) gives exactly the session's events, and every line
+    is of a documented kind, with a message_id exactly when the table says so."""
+    kinds = documented_line_kinds()
+    # The demo has every kind but step_decision (no one decided about a step in doubt).
+    assert {line["event_type"] for line in demo.events} == set(kinds) - {"step_decision"}
+    for line in demo.events:
+        assert ("message_id" in line) is kinds[line["event_type"]], line
+    seed_reader = [line for line in demo.events if "message_id" in line]
+    assert seed_reader == demo.document["events"]
+    assert len(seed_reader) < len(demo.events)

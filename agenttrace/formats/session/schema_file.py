@@ -27,7 +27,9 @@ DOCS_COPY = "session-file.schema.json"
 
 _EVENT_DESCRIPTION = "A canonical event (docs/events.md): one line of an event stream."
 _LINE_DESCRIPTION = (
-    "One line of an event stream (docs/events.md): a canonical event, or an op_accounted line."
+    "One line of an event stream (docs/events.md, What the stream holds): a canonical event "
+    "(the lines with a message_id), an op_accounted line, or a line of the step journal (step, "
+    "step_decision)."
 )
 
 _INGRESS_VALUE = {
@@ -79,9 +81,9 @@ def json_schema() -> dict[str, Any]:
         "description": (
             "The JSON document inside <session_id>.json.gz, as agenttrace writes and reads it "
             "(docs/session-file.md). $defs/StreamLine is the schema of one line of "
-            "<session_id>.events.jsonl (docs/events.md: a canonical event, $defs/Event, or an "
-            "op's accounting, $defs/OpAccounted), $defs/AccountingEntry that of one line of the "
-            "billing ledger. Generated from agenttrace/formats/session/schema.py."
+            "<session_id>.events.jsonl (docs/events.md: a canonical event, $defs/Event, an op's "
+            "accounting, $defs/OpAccounted, or the step journal, $defs/Step and "
+            "$defs/StepDecision), $defs/AccountingEntry that of one line of the billing ledger. Generated from agenttrace/formats/session/schema.py."
         ),
         **document,
         "$defs": dict(sorted(components.items())),
