@@ -83,7 +83,8 @@ def json_schema() -> dict[str, Any]:
             "(docs/session-file.md). $defs/StreamLine is the schema of one line of "
             "<session_id>.events.jsonl (docs/events.md: a canonical event, $defs/Event, an op's "
             "accounting, $defs/OpAccounted, or the step journal, $defs/Step and "
-            "$defs/StepDecision), $defs/AccountingEntry that of one line of the billing ledger. Generated from agenttrace/formats/session/schema.py."
+            "$defs/StepDecision), $defs/AccountingEntry that of one line of the billing "
+            "ledger. Generated from agenttrace/formats/session/schema.py."
         ),
         **document,
         "$defs": dict(sorted(components.items())),
