@@ -32,6 +32,7 @@ COMMANDS = {
     "tree": [],
     "stats": [],
     "export": ["--format", "html"],
+    "lint": [],
     "resume": ["--prompt", "Tea?", "--agent", "factories:rebuild"],
 }
 """Every command that reads a SESSION, with the arguments it needs besides."""
