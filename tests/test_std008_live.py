@@ -188,6 +188,30 @@ def test_a_second_task_call_switches_the_live_file_to_std008(
     assert final == live.export()
 
 
+def test_a_single_task_call_with_a_review_is_std008(live: Live, llm_server: LLMServer) -> None:
+    llm_server.reset(Reply(content="APPROVED: it works"))
+
+    @agenttrace.agent("Checker", role="reviewer")
+    def checker(prompt: str) -> str:
+        return ask(llm_server, prompt)
+
+    @agenttrace.tool
+    def review(prompt: str) -> str:
+        return checker(prompt)
+
+    @agenttrace.agent("Lead")
+    def lead() -> None:
+        review("Review part 1")
+
+    live.session_id = agenttrace.new_session().session_id
+    lead()
+    final = live.read()
+    # Section 5.1: a Task with a review cycle is STD-008, even with one call.
+    assert final["collaboration"]["mode"] == "multi_agent"
+    assert [m["message_type"] for m in final["messages"]] == ["review_request", "review_result"]
+    assert final == live.export()
+
+
 def test_a_directory_that_cannot_be_written_leaves_the_agent_running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
