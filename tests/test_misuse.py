@@ -471,6 +471,13 @@ CASES = [
         "5 (int)",
     ),
     Case(
+        "init-std008-dir",
+        lambda: agenttrace.init(std008_dir=["out"]),  # MISTAKE
+        TypeError,
+        "std008_dir must be a path",
+        "['out'] (list)",
+    ),
+    Case(
         "init-provider",
         lambda: agenttrace.init(tracer_provider="jaeger"),  # MISTAKE
         TypeError,

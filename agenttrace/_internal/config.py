@@ -117,6 +117,11 @@ class Settings:
     """Seconds a session's lease in the store (``sessions_url``) is taken for; its holder renews
     it every third of that, and another host takes the session over once a holder stopped
     renewing for that long (docs/how-to/session-stores.md, "Leases across hosts")."""
+    std008_dir: Path | None = None
+    """Where each session's STD-008 document is written as it runs, made when the session starts
+    and written again as each sub-agent run starts and ends (``<session id>.std008.json``;
+    docs/std008.md, "Written live"); ``None``: none (``agenttrace export --format std008``
+    writes one from a recorded session)."""
     billing_file: Path = DEFAULT_HOME / "accounting.jsonl"
     """The billing ledger: one accounting entry a line, across sessions."""
     capture_content: bool = False
@@ -177,6 +182,7 @@ class Settings:
             "sessions_dir": _path(env, "AGENTTRACE_SESSIONS_DIR", cls.sessions_dir),
             "sessions_url": env.get("AGENTTRACE_SESSIONS_URL", "").strip() or None,
             "lease_ttl": _lease_ttl(env),
+            "std008_dir": env.get("AGENTTRACE_STD008_DIR", "").strip() or None,
             "billing_file": _path(env, "AGENTTRACE_BILLING_FILE", cls.billing_file),
             "capture_content": False,
             "content_events": False,
@@ -206,6 +212,8 @@ class Settings:
         values["baggage_hosts"] = checked_hosts(values["baggage_hosts"])
         values["sessions_dir"] = Path(str(values["sessions_dir"])).expanduser()
         values["billing_file"] = Path(str(values["billing_file"])).expanduser()
+        if values["std008_dir"] is not None:
+            values["std008_dir"] = Path(str(values["std008_dir"])).expanduser()
         timeout = values["shutdown_timeout"]
         if not isinstance(timeout, (int, float)) or not 0 <= timeout < math.inf:
             raise ValueError(f"shutdown_timeout must be seconds >= 0, not {timeout!r}")

@@ -44,7 +44,7 @@ from agenttrace.formats.session.files import (
 )
 from agenttrace.formats.session.leftovers import remove_leftovers
 from agenttrace.formats.session.repair import repair_stream, restored_stream
-from agenttrace.formats.session.spool import Piece, Spool, write_pieces
+from agenttrace.formats.session.spool import Piece, Spool, gzip_bytes, write_pieces
 from agenttrace.model.lifecycle import Ended, EventLogged, Journaled, Record, Started
 from agenttrace.recorder.optree_builder import COMPACT_BYTES, OpTreeSink, RunTree, serialize
 from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, OutageBuffer, count
@@ -727,6 +727,16 @@ class SessionFileSink(RecordwiseSink):
         meta["session_id"] = state.session_id
         state.settle_journal()
         return document_pieces(state.session_id, runs, state.events, meta, state.journal)
+
+    def snapshot(self, session: Session) -> tuple[Path, bytes] | None:
+        """The session file of ``session`` as a write would make it now, not written: its path
+        and gzipped bytes (None for a session this sink does not write)."""
+        with self._lock:
+            state = self._states.get(session.segment_stem)
+            if state is None or state.owner() is not session:
+                return None
+            path = stem_path(self.sessions_dir, state.stem, SNAPSHOT_SUFFIX)
+            return path, gzip_bytes(self.pieces(state), state.spool)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         for session_id, state in list(self._states.items()):

@@ -74,6 +74,7 @@ def check_init_arguments(
     max_payload_bytes: int | None,
     sessions_dir: str | Path | None,
     billing_file: str | Path | None,
+    std008_dir: str | Path | None,
     shutdown_timeout: float | None,
     instrument: Iterable[str],
     tool_effects: Mapping[str, str] | None,
@@ -98,6 +99,7 @@ def check_init_arguments(
     check_number(API, "max_payload_bytes", max_payload_bytes, least=1, whole=True)
     check_path(API, "sessions_dir", sessions_dir)
     check_path(API, "billing_file", billing_file)
+    check_path(API, "std008_dir", std008_dir)
     check_text(API, "sessions_url", sessions_url)
     check_number(API, "shutdown_timeout", shutdown_timeout, least=0)
     for name, value in flags.items():

@@ -40,6 +40,7 @@ from agenttrace.recorder.console import ConsoleSink
 from agenttrace.recorder.ledger import LedgerSink
 from agenttrace.recorder.optree_builder import Node, OpTreeSink
 from agenttrace.recorder.shipper import ShipperSink
+from agenttrace.recorder.std008_live import Std008LiveSink
 from agenttrace.recorder.store import EventStreamSink, SessionFileSink
 from agenttrace.sdk.export import BoundedExport, in_background
 from agenttrace.sdk.init_arguments import check_init_arguments
@@ -190,6 +191,7 @@ def init(
     sessions_dir: str | Path | None = None,
     sessions_url: str | None = None,
     billing_file: str | Path | None = None,
+    std008_dir: str | Path | None = None,
     redacted_save: bool | None = None,
     openinference: bool | None = None,
     disabled: bool | None = None,
@@ -223,6 +225,9 @@ def init(
     ``sessions_url``: the session store the session files are shipped to as they are written
     (``file:///path``, ``s3://bucket/prefix``, ``postgresql://...``; default
     ``AGENTTRACE_SESSIONS_URL``; docs/how-to/session-stores.md).
+    ``std008_dir``: a directory where each session's STD-008 document is written as the session
+    runs, over ``<session id>.std008.json``, atomically, as it starts and as each sub-agent run
+    starts and ends (default ``AGENTTRACE_STD008_DIR``; docs/std008.md, "Written live").
     ``instrument_mcp``: for the ``mcp`` SDK's tool calls, which carry the trace and session to
     the server (docs/how-to/cross-process.md).
     ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
@@ -268,6 +273,7 @@ def init(
         max_payload_bytes=max_payload_bytes,
         sessions_dir=sessions_dir,
         billing_file=billing_file,
+        std008_dir=std008_dir,
         shutdown_timeout=shutdown_timeout,
         instrument=instrument,
         tool_effects=tool_effects,
@@ -309,6 +315,7 @@ def init(
             sessions_dir=sessions_dir,
             sessions_url=sessions_url,
             billing_file=billing_file,
+            std008_dir=std008_dir,
             redacted_save=redacted_save,
             openinference=openinference,
             disabled=disabled,
@@ -393,6 +400,10 @@ def _recorder(
             LedgerSink(settings.billing_file),
         )
     )
+    if settings.std008_dir is not None:  # after the session file, which it is made from
+        processor.add_sink(
+            Std008LiveSink(settings.std008_dir, session_file, settings.max_payload_bytes)
+        )
     shipper = _shipper(settings)
     if shipper is not None:  # last: its flush ships what the others' flushes wrote
         session_file.on_write = shipper.written

@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import errno
 import gzip
+import io
 import json
 import os
 import re
@@ -338,6 +339,14 @@ def read_session_file(
         if head == _GZIP_MAGIC:
             return _read_snapshot(path, handle, size, limits, progress)
         return _read_stream(path, handle, size, limits, progress)
+
+
+def read_snapshot_bytes(path: Path, data: bytes, limits: ReadLimits | None = None) -> LoadedFile:
+    """A session file's gzipped ``data``, not yet written, read as :func:`read_session_file`
+    reads the file at ``path`` (the live STD-008 document is made from it, so it is the export
+    of the same session)."""
+    limits = ReadLimits.from_env() if limits is None else limits
+    return _read_snapshot(path, io.BytesIO(data), len(data), limits)
 
 
 def _reason(exc: BaseException) -> str:

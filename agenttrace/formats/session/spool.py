@@ -291,3 +291,17 @@ def write_pieces(path: Path, pieces: Sequence[Piece], spool: Spool | None) -> No
                 raise ValueError("a piece refers to a spool that was not given")
             else:
                 spool.copy_to(handle, run)
+
+
+def gzip_bytes(pieces: Sequence[Piece], spool: Spool | None, level: int = 1) -> bytes:
+    """``pieces`` as the gzip data :func:`write_pieces` would write, in memory (runs of
+    ``bytes`` compressed at ``level``, refs read from ``spool``)."""
+    parts: list[bytes] = []
+    for run in _runs(pieces):
+        if isinstance(run, bytes):
+            parts.append(gzip_member(run, level))
+        elif spool is None:
+            raise ValueError("a piece refers to a spool that was not given")
+        else:
+            parts.append(spool.read(run))
+    return b"".join(parts)
