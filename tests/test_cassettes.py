@@ -22,12 +22,14 @@ from click.testing import CliRunner
 
 import agenttrace
 from agenttrace.cli import main
+from agenttrace.model.events import MESSAGE_PREFIX, id_number
 from agenttrace.testing.cassettes import (
     CassetteError,
     CassetteMismatch,
     cassette_path,
     use_cassette,
 )
+from agenttrace.testing.span_tree import build_tree
 
 from . import replay_agent
 from .conftest import Traced
@@ -214,6 +216,126 @@ def test_all_records_again_and_overwrites(traced: Traced, tmp_path: Path, model:
     assert said(out["chunks"]) == "Paid again."
 
 
+LOOKED_UP: list[str] = []
+
+
+@agenttrace.tool(effect="read")
+def look_up(city: str) -> dict[str, Any]:
+    LOOKED_UP.append(city)
+    return {"city": city, "weather": f"sunny in {city}"}
+
+
+def desk_agent(server: LLMServer) -> Any:
+    """Desk asks the model about a question, which asks for a look-up; looks it up."""
+
+    @agenttrace.agent("Desk")
+    def desk(question: str) -> dict[str, Any]:
+        messages = [{"role": "user", "content": question}]
+        asked = litellm.completion(**http(server, messages=messages))
+        call = asked.choices[0].message.tool_calls[0]
+        found = look_up(**json.loads(call.function.arguments))
+        return {"reply": asked.model_dump_json(), "found": found}
+
+    return desk
+
+
+def look_up_reply(city: str) -> Reply:
+    function = {"name": "look_up", "arguments": json.dumps({"city": city})}
+    call = {"id": f"call_{city}", "type": "function", "function": function}
+    return Reply(content="", tool_calls=[call])
+
+
+PARIS, ROME = "What is the weather in Paris?", "And in Rome?"
+
+
+def record_two_runs(traced: Traced, tmp_path: Path, model: LLMServer) -> tuple[list[Any], Path]:
+    """Desk asked two questions (two decorated runs) in one cassette, recorded: their
+    outputs, and the cassette."""
+    LOOKED_UP.clear()
+    model.reset(look_up_reply("Paris"), look_up_reply("Rome"))
+    with use_cassette("desk", directory=tmp_path / "cassettes") as cassette:
+        desk = desk_agent(model)
+        live = [desk(PARIS), desk(ROME)]
+    assert cassette.recording and len(model.requests) == 2 and LOOKED_UP == ["Paris", "Rome"]
+    return live, cassette.path
+
+
+def tree(traced: Traced) -> list[dict[str, Any]]:
+    """The normal form of every root the test traced since the last call, in start order."""
+    roots = [root.normal() for root in build_tree(traced.spans())]
+    traced.exporter.clear()
+    return roots
+
+
+def test_a_cassette_records_and_replays_several_runs_each_from_its_own(
+    traced: Traced, tmp_path: Path, model: LLMServer
+) -> None:
+    live, path = record_two_runs(traced, tmp_path, model)
+    recorded = tree(traced)
+    assert [root["name"] for root in recorded] == ["invoke_agent Desk"] * 2
+    model.stop()
+    with use_cassette(path, "none") as cassette:
+        desk = desk_agent(model)
+        assert [desk(PARIS), desk(ROME)] == live
+    assert LOOKED_UP == ["Paris", "Rome"]  # both look-ups answered from the cassette
+    assert cassette.report is not None and cassette.report.clean
+    assert cassette.report.served == 4  # each run's LLM call and tool call
+    assert tree(traced) == recorded
+    # Every id the replay allocates is past each recorded run's (the second's too): an id a
+    # copy from a served body keeps names no event of the replay's own.
+    held = [number(e) for e in json.loads(text(path))["events"]]
+    restored = cassette.session.restored_count
+    assert min(number(e) for e in cassette.session.events[restored:]) > max(held)
+
+
+def number(event: dict[str, Any]) -> int:
+    found = id_number(event["message_id"], MESSAGE_PREFIX)
+    assert found is not None
+    return found
+
+
+def test_a_strict_replay_of_fewer_or_more_runs_than_recorded_fails_naming_the_cassette(
+    traced: Traced, tmp_path: Path, model: LLMServer
+) -> None:
+    live, path = record_two_runs(traced, tmp_path, model)
+    model.stop()
+    with (
+        pytest.raises(CassetteMismatch, match=r"holds 2 runs and the test started 1") as fewer,
+        use_cassette(path, "none"),
+    ):
+        assert desk_agent(model)(PARIS) == live[0]  # served: only the second run is missing
+    assert str(path) in str(fewer.value) and "mode 'all'" in str(fewer.value)
+    with (
+        pytest.raises(CassetteMismatch, match=r"diverged at 0: run 'Desk'.*holds 2 run") as more,
+        use_cassette(path, "none"),
+    ):
+        desk = desk_agent(model)
+        desk(PARIS), desk(ROME), desk("And in Oslo?")
+    assert str(path) in str(more.value) and "--agent-cassette-mode=all" in str(more.value)
+    assert LOOKED_UP == ["Paris", "Rome"]
+
+
+def test_new_episodes_runs_a_changed_run_live_and_replays_the_next_from_its_own(
+    traced: Traced, tmp_path: Path, model: LLMServer
+) -> None:
+    live, path = record_two_runs(traced, tmp_path, model)
+    model.reset(look_up_reply("Lyon"))
+    lyon = "What is the weather in Lyon?"
+    with use_cassette(path, "new_episodes") as cassette:
+        desk = desk_agent(model)
+        grown = [desk(lyon), desk(ROME)]
+    assert len(model.requests) == 1 and LOOKED_UP == ["Paris", "Rome", "Lyon"]
+    assert grown[1] == live[1]  # the second run, served from its own recorded run
+    report = cassette.report
+    assert report is not None and report.served == 2 and report.divergence is not None
+    assert report.divergence.kind == "run"
+    model.stop()
+    with use_cassette(path, "none") as again:  # saved with the live run in place of the first
+        desk = desk_agent(model)
+        assert [desk(lyon), desk(ROME)] == grown
+    assert again.report is not None and again.report.clean and again.report.served == 4
+
+
 class _EmptyStream(JsonHandler):
     """A chat stream that delivers no chunk: ``data: [DONE]`` and nothing else."""
 
@@ -255,7 +377,6 @@ def test_a_recording_a_replay_could_not_answer_is_refused(
         return "ok"
 
     for block, why in [
-        (lambda: (clerk(), clerk()), "ran 2 decorated runs, and a cassette answers one"),
         (lambda: litellm.completion(**http(model)), "LLM calls outside any decorated run"),
         (lambda: None, "ran no decorated run to record"),
     ]:

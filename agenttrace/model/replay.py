@@ -43,7 +43,9 @@ class FieldDiff:
 class ReplayDivergence(Exception):
     """A strict replay reached a call the recording does not answer: another tool, model or
     request than the recorded step at that label (``fields``: a field-level diff of the two
-    requests, as far as the recording keeps them), or a call the recorded run never made."""
+    requests, as far as the recording keeps them), or a call the recorded run never made
+    (``what``, if given, says what differs instead: a run a replay of several has no recorded
+    run for)."""
 
     def __init__(
         self,
@@ -53,6 +55,7 @@ class ReplayDivergence(Exception):
         name: str,
         fingerprint: str | None,
         fields: Sequence[FieldDiff] = (),
+        what: str | None = None,
     ) -> None:
         self.label = label
         self.kind = kind
@@ -61,7 +64,9 @@ class ReplayDivergence(Exception):
         self.name = name
         self.fingerprint = fingerprint
         self.fields = list(fields)
-        if recorded is None:
+        if what is not None:
+            pass
+        elif recorded is None:
             what = f"the recorded run made no call at {label}; this {kind} call is new"
         elif recorded.kind != kind or recorded.name != name:
             what = f"the recorded {recorded.kind} call there was {recorded.name!r}"

@@ -5,14 +5,17 @@ The source session's files are only read. The replay session starts with the sou
 and transcripts as they were when the source run started, its file's ``meta.replay_of`` names
 the source, and it is armed with a :class:`~agenttrace.model.reentry.Reentry` carrying the
 replay's rules, so the next root run is answered from the source run's journal by the re-entry
-code. What the body of a tool call the replay serves logged is copied into it when the call is
-served (``agenttrace.model.served_bodies``): a call that runs live logs its own.
+code; a replay of every run of the session arms one per run, taken in the order runs start
+(``agenttrace.model.replay_runs``). What the body of a tool call the replay serves logged is
+copied into it when the call is served (``agenttrace.model.served_bodies``): a call that runs
+live logs its own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +36,8 @@ from agenttrace.model.journal_lines import RUN_LABEL
 from agenttrace.model.reentry import InDoubtAction, Reentry
 from agenttrace.model.replay import REPLAY_MODES, ReplayMode, ReplayReport, ReplayRules
 from agenttrace.model.replay import labels_before as labels_started_before
-from agenttrace.model.rewind import events_at_start, events_before
+from agenttrace.model.replay_runs import ReplayRuns, recorded_runs, run_events
+from agenttrace.model.rewind import events_at_start
 from agenttrace.model.served_bodies import served_bodies
 from agenttrace.model.skipped_bodies import skipped_bodies
 from agenttrace.session.leases import hold as hold_lease
@@ -61,6 +65,19 @@ class Replay:
     """The root agent ``agent_factory`` rebuilt (``None`` without one)."""
     fork: Fork | None = None
     """A fork's (``agenttrace.forking``): where it branches and its overrides."""
+    runs: list[str] = dataclasses.field(default_factory=list)
+    """The origin id of each source run the replay answers, in the order they started (one
+    but with ``every_run``): the k-th root run started in the block is answered from the
+    k-th."""
+
+    @property
+    def unused_runs(self) -> int:
+        """How many of ``runs`` no root run started in the block has been answered from."""
+        replays = self.session.replay_runs
+        if replays is not None:
+            return replays.unused
+        reentry = self.session.reentry
+        return 1 if reentry is not None and not reentry.taken else 0
 
 
 @contextlib.contextmanager
@@ -73,6 +90,7 @@ def replaying(
     offline: bool = False,
     sessions_dir: str | Path | None = None,
     agent_factory: Callable[[AgentRecord, Session], Any] | None = None,
+    every_run: bool = False,
 ) -> Iterator[Replay]:
     """Replay a recorded run: the code run inside the block (the source run's entry point,
     called as it was) is answered from the source run's journal, into a new session made
@@ -85,14 +103,22 @@ def replaying(
     raises :class:`~agenttrace.model.replay.ReplayDivergence` at the first call the recording
     does not answer; ``lenient`` runs that call and everything after it live. ``offline``:
     every network connection is refused inside the block. ``agent_factory``: rebuilds the
-    agents as ``load_session``'s does (``replay.root``).
+    agents as ``load_session``'s does (``replay.root``). ``every_run``: every decorated run of
+    the session is replayed, in the order they started: the k-th root run started in the block
+    is answered from the k-th (one past the last is a divergence at its start); not with
+    ``run`` nor ``until``.
     """
     api = "agenttrace.replaying"
     check_choice(api, "mode", mode, REPLAY_MODES)
     check_arguments(api, session, run, offline, sessions_dir, agent_factory)
     if until is not None and not isinstance(until, str):
         raise TypeError(f"{api}: until must be a path label (str), not {until!r}")
-    with replay_block(session, run, until, mode, offline, sessions_dir, agent_factory) as replay:
+    check_flag(api, "every_run", every_run, optional=False)
+    if every_run and (run is not None or until is not None):
+        raise ValueError(f"{api}: every_run replays every run: give it no run nor until")
+    with replay_block(
+        session, run, until, mode, offline, sessions_dir, agent_factory, every_run=every_run
+    ) as replay:
         yield replay
 
 
@@ -125,14 +151,17 @@ def replay_block(
     sessions_dir: str | Path | None,
     agent_factory: Callable[[AgentRecord, Session], Any] | None,
     fork: Fork | None = None,
+    every_run: bool = False,
 ) -> Iterator[Replay]:
     """The block of a replay whose arguments are checked (``replaying``'s, ``forking``'s):
     the replay session started and current, the agents rebuilt, connections refused if
     ``offline``; the session that was current before is current again after it. ``fork``:
-    the fork's overrides, at ``until`` (its source, run and root span filled in here)."""
+    the fork's overrides, at ``until`` (its source, run and root span filled in here);
+    ``every_run``: every run is replayed (``replaying``'s)."""
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
     previous = session_if_any()
-    replay, expected = _start(find_session(str(session), directory), run, until, mode, fork)
+    path = find_session(str(session), directory)
+    replay, expected = _start(path, run, until, mode, fork, every_run)
     try:
         if agent_factory is not None:
             root = expected.root()
@@ -148,15 +177,24 @@ def replay_block(
 
 
 def _start(
-    path: Path, index: int | None, until: str | None, mode: ReplayMode, fork: Fork | None = None
+    path: Path,
+    index: int | None,
+    until: str | None,
+    mode: ReplayMode,
+    fork: Fork | None = None,
+    every_run: bool = False,
 ) -> tuple[Replay, Session]:
-    """The replay session of run number ``index`` of the session in ``path``, made current
-    (a fork's, with ``fork``); and the agents as the run finds them if every call the replay
-    may serve is (a session not written: what the agents are rebuilt from)."""
+    """The replay session of run number ``index`` of the session in ``path`` (``every_run``:
+    of each of its decorated runs, in the order they started), made current (a fork's, with
+    ``fork``); and the agents as the (first) run finds them if every call the replay may serve
+    is (a session not written: what the agents are rebuilt from)."""
     (own, _), _writers = load_writers(path, keep_damaged=True)
     loaded, _ = without_unfinished(path, own)
     journal = Journal(loaded.journal)
-    first, last = _source_run(journal, loaded.runs, index, path)
+    runs = recorded_runs(journal) if every_run else [_source_run(journal, loaded.runs, index, path)]
+    if not runs:
+        raise ValueError(f"{path}: the session has no decorated run: nothing to replay")
+    first = runs[0][0]
     origin = first.key[0]
     source_id = loaded.session_id or path.name.split(".", 1)[0]
     before = None
@@ -168,38 +206,63 @@ def _start(
     if before is not None:  # only the calls before the label are answered
         callers = {k: v for k, v in skipped.callers.items() if k in before}
         skipped = dataclasses.replace(skipped, callers=callers)
-    count = events_before(loaded.events, first.messages or 0)
+    count, end = run_events(journal, loaded.events, first)
     expected = Session()  # never written: what the agents are rebuilt from
-    expected.restore(events_at_start(loaded.events, count, skipped), raw_lines=None)
+    expected.restore(events_at_start(loaded.events[:end], count, skipped), raw_lines=None)
     source = Session.from_file(loaded)  # for a divergence's diff: what each agent was sent
     if fork is not None:
         trace_id, span_id = _root_span(loaded.runs, origin)
         fork = dataclasses.replace(
             fork, session=source_id, run=origin, trace_id=trace_id, span_id=span_id
         )
-    rules = ReplayRules(
-        mode,
-        until,
-        before,
-        run=last,
-        requests={aid: list(record.transcript) for aid, record in source.agents.items()},
-        fork=fork,
-        bodies=served_bodies(loaded.events, count, first.messages or 0, skipped),
-    )
-    replay_session = _new_session([dict(event) for event in loaded.events[:count]], expected)
+    requests = {aid: list(record.transcript) for aid, record in source.agents.items()}
+    report, lock = ReplayReport(), threading.Lock()  # one report for all the runs
+
+    def reentry(run: tuple[Step, Step]) -> Reentry:
+        start, end_line = run
+        at, upto = run_events(journal, loaded.events, start)
+        body = skipped if start is first else skipped_bodies(journal, start.key[0])
+        rules = ReplayRules(
+            mode,
+            until,
+            before,
+            report=report,
+            run=end_line,
+            requests=requests,
+            fork=fork,
+            bodies=served_bodies(loaded.events[:upto], at, start.messages or 0, body),
+            _lock=lock,
+        )
+        return Reentry(
+            start.key[0],
+            1,
+            journal,
+            RUN_AGAIN,
+            name=end_line.name,
+            fingerprint=end_line.fingerprint,
+            replay=rules,
+        )
+
+    # Every run's ids counted: a copy from any run's body keeps ids the session never allocates.
+    counted = (expected, source) if every_run else (expected,)
+    replay_session = _new_session([dict(event) for event in loaded.events[:count]], *counted)
+    origins = [start.key[0] for start, _ in runs]
     replay_session.meta["replay_of"] = {
         "session": source_id,
         "run": origin,
+        **({"runs": origins} if every_run else {}),
         "mode": mode,
         **({"until": until} if until is not None else {}),
     }
     if fork is not None:
         replay_session.meta["fork_of"] = fork.meta()
-    replay_session.reentry = Reentry(
-        origin, 1, journal, RUN_AGAIN, name=last.name, fingerprint=last.fingerprint, replay=rules
-    )
+    reentries = [reentry(run) for run in runs]
+    if every_run:
+        replay_session.replay_runs = ReplayRuns.of(reentries)
+    else:
+        replay_session.reentry = reentries[0]
     use_session(replay_session)
-    return Replay(replay_session, source_id, origin, rules.report, fork=fork), expected
+    return Replay(replay_session, source_id, origin, report, fork=fork, runs=origins), expected
 
 
 def copy_served_body(
@@ -269,19 +332,20 @@ def _source_run(
     return steps[0], steps[-1]
 
 
-def _new_session(events: list[dict[str, Any]], expected: Session) -> Session:
+def _new_session(events: list[dict[str, Any]], *counted: Session) -> Session:
     """A new session holding ``events`` (written to its own files as restored ones are), under
     its lease where it will be written, as ``load_session`` starts one. Its ID counters start
-    past ``expected``'s: no message id of the source run's that a copy refers to, nor agent id
-    a served call's body gave a sub-agent, is allocated again."""
+    past each of ``counted``'s: no message id of a source run's that a copy refers to, nor agent
+    id a served call's body gave a sub-agent, is allocated again."""
     session_id = new_txn_id()
     written = runtime.settings.sessions_dir if runtime.recorder is not None else None
     check_session_files(runtime.settings.sessions_dir, session_id)
     session = Session(session_id)
     session.restore(events, raw_lines=None)
     session.restored_count = len(events)
-    session.message_counter = max(session.message_counter, expected.message_counter)
-    session.agent_counter = max(session.agent_counter, expected.agent_counter)
+    for other in counted:
+        session.message_counter = max(session.message_counter, other.message_counter)
+        session.agent_counter = max(session.agent_counter, other.agent_counter)
     if written is not None:
         taken = take_lease(session_id, written)
         hold_lease(session, written)  # the lease just taken, shared

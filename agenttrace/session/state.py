@@ -46,6 +46,7 @@ from agenttrace.model.lifecycle import EventLogged
 from agenttrace.model.links import Replies
 from agenttrace.model.reentry import Reentry
 from agenttrace.model.relays import CallAnswers
+from agenttrace.model.replay_runs import ReplayRuns
 from agenttrace.model.resets import MAX_MOVED, Plan, Replay, plan_reset
 
 logger = logging.getLogger("agenttrace")
@@ -130,6 +131,9 @@ class Session:
         ``agenttrace.session.store_leases``); its journal lines carry that lease's token."""
         self.reentry: Reentry | None = None
         """The interrupted run the next root run re-enters (``agenttrace.model.reentry``)."""
+        self.replay_runs: ReplayRuns | None = None
+        """A replay of several recorded runs: each root run takes the next one's re-entry
+        (``agenttrace.model.replay_runs``), and ``reentry`` is unused."""
         self._lock = threading.RLock()
         self._by_name: dict[str, str] = {}
         self._agent_of: dict[str, str] = {}  # message id -> the agent whose event it is

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +47,8 @@ def journal_lines(document: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def check_recording(document: Mapping[str, Any], cassette: Path) -> None:
-    """Refuse a recording a replay could not answer from (:class:`CassetteError`): not one
-    decorated run ended in it (a replay answers one), LLM calls outside any run, or an LLM
+    """Refuse a recording a replay could not answer from (:class:`CassetteError`): no
+    decorated run ended in it (a replay calls runs again), LLM calls outside any run, or an LLM
     attempt whose reply the journal holds as a stream of no chunk (an empty body: a replay
     would give back nothing where the live call gave something, or hide that the provider sent
     nothing) or did not keep (``capped``)."""
@@ -64,11 +64,6 @@ def check_recording(document: Mapping[str, Any], cassette: Path) -> None:
         raise CassetteError(
             f"{cassette}: not saved: the block ran no decorated run to record (call an "
             "@agenttrace.agent function, or a function under agenttrace.run, inside it)"
-        )
-    if len({line.get("run") for line in ended}) > 1:
-        raise CassetteError(
-            f"{cassette}: not saved: the block ran {len(ended)} decorated runs, and a cassette "
-            "answers one (use a cassette for each)"
         )
     for line in lines:
         if line.get("kind") != "llm" or line.get("state") != "done":
@@ -98,21 +93,26 @@ def _delivers(chunk: Any) -> bool:
     return False
 
 
-def materialized(document: dict[str, Any], source: Mapping[str, Any], origin: str) -> None:
+def materialized(
+    document: dict[str, Any], source: Mapping[str, Any], origins: Sequence[str]
+) -> None:
     """Make a replay session's ``document`` answer alone: each ``replayed`` line of a step of
-    the source run ``origin`` (in the ``source`` document) becomes that step's recorded lines,
-    under the replay run's key; the replay's ``meta.replay_of`` goes (its source is this file,
-    overwritten)."""
-    recorded: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    the k-th decorated run it started becomes that step's recorded lines in the source run
+    ``origins[k]`` (in the ``source`` document), under the replay run's key; the replay's
+    ``meta.replay_of`` goes (its source is this file, overwritten)."""
+    recorded: dict[tuple[Any, Any, Any], list[dict[str, Any]]] = {}
     for line in journal_lines(source):
-        if line.get("run") != origin or line.get("state") == "replayed":
+        if line.get("run") not in origins or line.get("state") == "replayed":
             continue
         if line.get("event_type") != "step":
             continue
-        recorded.setdefault((line.get("step"), line.get("attempt")), []).append(line)
+        key = (line.get("run"), line.get("step"), line.get("attempt"))
+        recorded.setdefault(key, []).append(line)
+    replayed = dict(zip(_decorated_runs(document), origins, strict=False))
     lines: list[dict[str, Any]] = []
     for line in journal_lines(document):
-        served = recorded.get((line.get("step"), line.get("attempt")))
+        origin = replayed.get(line.get("run"))
+        served = recorded.get((origin, line.get("step"), line.get("attempt")))
         if line.get("state") == "replayed" and served:
             lines += [{**step, "run": line.get("run")} for step in served]
         else:
@@ -121,6 +121,16 @@ def materialized(document: dict[str, Any], source: Mapping[str, Any], origin: st
     meta = document.get("meta")
     if isinstance(meta, dict):
         meta.pop("replay_of", None)
+
+
+def _decorated_runs(document: Mapping[str, Any]) -> list[Any]:
+    """The journal key of each decorated run of ``document``, in the order they started."""
+    runs: dict[Any, None] = {}
+    for line in journal_lines(document):
+        run = line.get("kind") == "run" and line.get("step") == RUN_LABEL
+        if run and not line.get("implicit"):
+            runs.setdefault(line.get("run"))
+    return list(runs)
 
 
 LOCAL_DETAILS: tuple[str, ...] = ("pid", "argv0", "cwd")

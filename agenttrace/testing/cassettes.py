@@ -163,12 +163,14 @@ def use_cassette(
     ``directory/<name>.session.json.gz``, or a path), or record them into it, by ``mode``:
     ``once`` (record if missing, else replay strictly, offline), ``none`` (replay only),
     ``new_episodes`` (replay what matches, run the rest live, save both) or ``all`` (record,
-    overwriting). The block must run one decorated run (``@agenttrace.agent``), which a
-    replay calls again; ``agenttrace.init`` must have been called to record. ``redact``:
+    overwriting). The block must run decorated runs (``@agenttrace.agent``), one or several,
+    which a replay calls again in the same order (the k-th is answered from the k-th recorded);
+    ``agenttrace.init`` must have been called to record. ``redact``:
     secrets are replaced when a cassette is saved (the redaction policy: API keys, bearer
     tokens, values under secret-named keys, the secrets agenttrace saw); an iterable of
     strings replaces those values too; ``False`` saves the session as it is. A replay that
-    meets a call the cassette does not answer fails with :class:`CassetteMismatch`."""
+    meets a call the cassette does not answer, or starts more or fewer runs than it holds,
+    fails with :class:`CassetteMismatch`."""
     api = "agenttrace.testing.use_cassette"
     if mode not in CASSETTE_MODES:
         raise ValueError(f"{api}: mode must be one of {', '.join(CASSETTE_MODES)}, not {mode!r}")
@@ -226,7 +228,9 @@ def _replaying(path: Path, mode: CassetteMode, redact: bool | Iterable[str]) -> 
     with contextlib.ExitStack() as stack:
         try:
             replay = stack.enter_context(
-                replaying(path, mode="strict" if strict else "lenient", offline=strict)
+                replaying(
+                    path, mode="strict" if strict else "lenient", offline=strict, every_run=True
+                )
             )
         except (ValueError, SessionFileError) as exc:  # a damaged file, a run that never ended
             raise CassetteError(f"{path}: cannot be replayed: {exc}") from None
@@ -241,16 +245,30 @@ def _replaying(path: Path, mode: CassetteMode, redact: bool | Iterable[str]) -> 
             raise
         if strict and not replay.report.clean:  # the program caught what it raised
             raise _mismatch(cassette)
+        if strict and replay.unused_runs:  # a recorded run the block never started
+            raise _unused(cassette, len(replay.runs) - replay.unused_runs)
     if not strict:
         agenttrace.force_flush()
         source = read_document(path)
         document = read_document(
             snapshot_path(runtime.settings.sessions_dir, replay.session.session_id)
         )
-        materialized(document, source, replay.run)
+        materialized(document, source, replay.runs)
         check_recording(document, path)
         anonymous(document)
         save(path, redacted(document, redact))
+
+
+def _unused(cassette: Cassette, started: int) -> CassetteMismatch:
+    """The error of a strict replay from ``cassette`` whose block started only ``started``
+    of the runs it holds: the cassette is not the test's."""
+    held = len(cassette.replay.runs) if cassette.replay is not None else 0
+    return CassetteMismatch(
+        f"cassette {cassette.path} (mode {cassette.mode!r}) holds {held} runs and the test "
+        f"started {started}: the runs after it were never asked. Record it again with mode "
+        "'all' (--agent-cassette-mode=all)",
+        report=cassette.report,
+    )
 
 
 def _check_recording(path: Path, what: str) -> None:

@@ -37,7 +37,8 @@ def root_run_fingerprint(
     """The fingerprint a root run of ``session`` journals and is matched by: ``None`` for an
     implicit run (it has no entry point), and when nothing would use it (the journal off and no
     re-entry armed)."""
-    if implicit or not (runtime.settings.journal or session.reentry is not None):
+    armed = session.reentry is not None or session.replay_runs is not None
+    if implicit or not (runtime.settings.journal or armed):
         return None
     try:
         return arguments_fingerprint(arguments)

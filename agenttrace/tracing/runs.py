@@ -13,6 +13,7 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.runtime import runtime
 from agenttrace.model.ids import new_txn_id
 from agenttrace.model.reentry import Reentry
+from agenttrace.model.replay_runs import ReplayRuns
 from agenttrace.model.request_digests import MessageDigests
 from agenttrace.session.reentry_match import enters as enters_reentry
 from agenttrace.session.reentry_match import replay_enters
@@ -69,12 +70,16 @@ def new_root_run(
 ) -> Run:
     """A root run of ``session`` starting now: named by the session if it is its first (its
     origin txn id is the session id), re-entering the interrupted run a resume armed if it is
-    that run's (``agenttrace.session.reentry_match``)."""
+    that run's (``agenttrace.session.reentry_match``), or answered from the next recorded run
+    of a replay of several (``agenttrace.model.replay_runs``)."""
     # A joined writer's runs never take the session id: the first writer's first run has it.
     first = session.run_count == 0 and not session.runs and session.writer is None
     run = Run(session.session_id if first else new_txn_id(), session)
     session.run_count += 1
     run.fingerprint = root_run_fingerprint(session, arguments, implicit)
+    if session.replay_runs is not None:
+        run.reentry = _next_replayed(session, session.replay_runs, name, run.fingerprint, implicit)
+        return run
     reentry = session.reentry
     if reentry is not None and reentry.take():
         session.reentry = None
@@ -87,6 +92,23 @@ def new_root_run(
             run.journal_run, run.attempt = reentry.origin, reentry.attempt
             run.reentry = reentry
     return run
+
+
+def _next_replayed(
+    session: Session, replays: ReplayRuns, name: str, fingerprint: str | None, implicit: bool
+) -> Reentry | None:
+    """The re-entry of the root run ``name`` starting now in a replay of several runs: the
+    k-th run started is answered from the k-th recorded (a divergence at its start if it is
+    another run); one past the last recorded is a divergence (strict: raised), and runs live."""
+    reentry = replays.take()
+    if reentry is None:
+        raised = replays.past_end(name, fingerprint)
+        if raised is not None:
+            raise raised
+        return None
+    reentry.take()
+    replay_enters(session, reentry, name, fingerprint, implicit)
+    return reentry
 
 
 def run_started(run: Run, agent_id: str, name: str, implicit: bool) -> None:
