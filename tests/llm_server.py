@@ -49,6 +49,8 @@ class Reply:
     """Set when the request has arrived (before any ``gate``)."""
     gate: threading.Event | None = None
     """The answer waits until this is set: a call that hangs for as long as a test wants."""
+    response_id: str = "chatcmpl-test"
+    """The chat completion's ``id`` (a provider's response id: the masking tests' canary)."""
     cut_after: int | None = None
     """A chat stream stops after this many chunks: the connection closes with its body short
     of the length it announced, so the client's read fails mid-stream."""
@@ -252,7 +254,7 @@ def _chat_body(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
     if reply.reasoning is not None:
         message["reasoning_content"] = reply.reasoning
     return {
-        "id": "chatcmpl-test",
+        "id": reply.response_id,
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model"),
@@ -270,7 +272,7 @@ def _chat_body(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
 
 def _chat_chunks(body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
     base = {
-        "id": "chatcmpl-test",
+        "id": reply.response_id,
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": body.get("model"),

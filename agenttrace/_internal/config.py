@@ -138,6 +138,10 @@ class Settings:
     redacted_save: bool = False
     """Redact the event stream and the session file too (they keep content verbatim by default:
     they are the state a run resumes from)."""
+    mask_sensitive: bool = False
+    """Mask IP addresses (``[IP]``) and provider request ids (``chatcmpl-[ID]``) in every
+    output: spans, console, ledger, event stream, session file, ingress, exports and ``serve``
+    (``AGENTTRACE_MASK_SENSITIVE``; docs/how-to/redaction.md, "Masking")."""
     openinference: bool = False
     """Also put OpenInference's attributes on spans (``openinference.span.kind``, ``llm.*``,
     ``tool.name``): for Arize Phoenix and other OpenInference viewers."""
@@ -192,6 +196,7 @@ class Settings:
             ),
             "console": _console(env.get("AGENTTRACE_CONSOLE")),
             "redacted_save": _flag(env, "AGENTTRACE_REDACTED_SAVE", False),
+            "mask_sensitive": _flag(env, "AGENTTRACE_MASK_SENSITIVE", False),
             "openinference": _flag(env, "AGENTTRACE_OPENINFERENCE", False),
             "shutdown_timeout": _shutdown_timeout(env),
             "read_limits": ReadLimits.from_env(env),

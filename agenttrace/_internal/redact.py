@@ -24,7 +24,10 @@ status, and the records that feed the opTree, the ledger and the console), the c
 writer, the views and exports (:mod:`agenttrace.views.public`); content once, where it is
 recorded (:func:`recorded_json`). The event stream and the session file's events are the
 agent's saved state: they keep transcript content verbatim unless ``redacted_save`` is on,
-which runs :func:`scrub_json_text` over each line.
+which runs :func:`scrub_json_text` over each line (:func:`saved_line`).
+
+With ``mask_sensitive`` on (:mod:`agenttrace._internal.masking`), the policy also masks IP
+addresses and provider request ids, and the saved state is masked too, redacted or not.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agenttrace._internal.caps import Long, capped_json, fits, original_size, truncate_utf8
+from agenttrace._internal.masking import ID_MARK, is_id_key, mask_text, masking
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
@@ -110,6 +114,12 @@ text, even with many URLs) is not scanned for parameters at all."""
 # ``://userinfo@``: the userinfo holds no ``/?#@`` (RFC 3986) and, here, no space, quote or
 # bracket, so it never reaches past the host or into ``[REDACTED]``.
 _URL_USERINFO = re.compile(r"://[^\s/?#@\"'<>\\\[\]{}|^`]{1,1024}@")
+# The start of a "key": "value" pair whose key names a request id (masking), as above.
+_JSON_ID_PAIR = re.compile(
+    r'(\\*")(?:x-)?(?:[A-Za-z]+-)?(?:request[-_]?id|requestid)\1\s*:\s*\1'
+    r'|(\\*")(?:x-amzn-requestid|gen_ai\.response\.id)\2\s*:\s*\2',
+    re.IGNORECASE,
+)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -140,9 +150,12 @@ def _url_value_end(text: str, match: re.Match[str]) -> int | None:
 
 
 def _replace_values(
-    text: str, names: re.Pattern[str], value_end: Callable[[str, re.Match[str]], int | None]
+    text: str,
+    names: re.Pattern[str],
+    value_end: Callable[[str, re.Match[str]], int | None],
+    mark: str = REDACTED,
 ) -> str:
-    """``text`` with the value after each match of ``names`` replaced by ``[REDACTED]``; the
+    """``text`` with the value after each match of ``names`` replaced by ``mark``; the
     value ends where ``value_end`` says (``None``, or an empty value: nothing to replace)."""
     pieces: list[str] = []
     done = 0
@@ -151,7 +164,7 @@ def _replace_values(
             continue  # inside a value just replaced
         end = value_end(text, match)
         if end is not None and end > match.end():  # "" is no secret
-            pieces += (text[done : match.end()], REDACTED)
+            pieces += (text[done : match.end()], mark)
             done = end
     if not pieces:
         return text
@@ -224,17 +237,39 @@ def scrub_text(text: str) -> str:
     if len(text) >= _SHORTEST_SHAPE and any(map(text.__contains__, _MARKS)):
         text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
         text = _KEY_SHAPES.sub(REDACTED, text)
-    return scrub_urls(text)
+    text = scrub_urls(text)
+    return mask_text(text) if masking() else text
 
 
 def scrub_json_text(text: str) -> str:
     """:func:`scrub_text` for JSON: also replaces the values of secret-named keys in it."""
     text = scrub_text(text)
     if '"' in text:  # no quote, no key
-        for key in _JSON_KEY.findall(text):
-            if is_secret_key(key):
-                return _scrub_secret_pairs(text)
+        keys = _JSON_KEY.findall(text)
+        if any(map(is_secret_key, keys)):
+            text = _scrub_secret_pairs(text)
+        if masking() and any(map(is_id_key, keys)):
+            text = _replace_values(text, _JSON_ID_PAIR, _json_value_end, ID_MARK)
     return text
+
+
+def mask_json_text(text: str) -> str:
+    """JSON text with its IP addresses and provider ids masked, and the values of its
+    request-id keys (:mod:`agenttrace._internal.masking`), whatever the setting says."""
+    text = mask_text(text)
+    if '"' in text and any(map(is_id_key, _JSON_KEY.findall(text))):
+        text = _replace_values(text, _JSON_ID_PAIR, _json_value_end, ID_MARK)
+    return text
+
+
+def saved_line(line: bytes, redacted: bool) -> bytes:
+    """A line of the saved state (event stream, session file) as it is written: scrubbed with
+    ``redacted_save``, masked with ``mask_sensitive``, else as it is."""
+    if redacted:
+        return scrub_json_text(line.decode()).encode()
+    if masking():
+        return mask_json_text(line.decode()).encode()
+    return line
 
 
 SHORT_TEXT = 256
@@ -245,7 +280,8 @@ def scrub_short(text: str) -> str:
     """:func:`scrub_json_text` of a short text (at most :data:`SHORT_TEXT` characters),
     remembered: names and ids recur on every span. What was scrubbed before a secret was
     remembered is not reused after (each entry keeps the secrets' generation it was made in)."""
-    generation = secret_values.generation  # read first: the scrub may see newer values only
+    # read first: the scrub may see newer values only; masking changes the text as a secret does
+    generation = (secret_values.generation, masking())
     entry = _short_memory.get(text)
     if entry is not None and entry[0] == generation:
         return entry[1]
@@ -257,7 +293,7 @@ def scrub_short(text: str) -> str:
 
 
 _SHORT_MEMORY = 4096
-_short_memory: dict[str, tuple[int, str]] = {}
+_short_memory: dict[str, tuple[tuple[int, bool], str]] = {}
 
 
 def _scrub_secret_pairs(text: str) -> str:
@@ -265,8 +301,9 @@ def _scrub_secret_pairs(text: str) -> str:
 
 
 def _json_value_end(text: str, match: re.Match[str]) -> int | None:
-    # group 1: the quote that opens the value, with the backslashes of its JSON depth
-    return _string_end(text, match.end(), len(match.group(1)) - 1)
+    # group 1 (or 2): the quote that opens the value, with the backslashes of its JSON depth
+    quote = match.group(1) or match.group(match.lastindex or 1)
+    return _string_end(text, match.end(), len(quote) - 1)
 
 
 def _string_end(text: str, start: int, depth: int) -> int | None:
@@ -378,10 +415,13 @@ def _redacted(value: Any, clean: Callable[[str], str], as_json: bool) -> Any:
     if isinstance(value, str):
         return clean(value)
     if isinstance(value, Mapping):
+        masked = masking()
         return {
             key: (
                 REDACTED
                 if isinstance(key, str) and is_secret_key(key) and item
+                else ID_MARK
+                if masked and isinstance(key, str) and isinstance(item, str) and is_id_key(key)
                 else _redacted(item, clean, as_json)
             )
             for key, item in value.items()

@@ -38,13 +38,19 @@ class Recorder(Protocol):
         ...
 
 
+def env_masking() -> bool:
+    """``AGENTTRACE_MASK_SENSITIVE`` before ``init`` and after ``shutdown``: a process that only
+    reads sessions (``agenttrace serve``, the commands) masks what it shows when it is set."""
+    return _flag(os.environ, "AGENTTRACE_MASK_SENSITIVE", False)
+
+
 class Runtime:
     """Mutable singleton; read on every span, written only by ``init``/``shutdown``."""
 
     __slots__ = ("disabled", "recorder", "settings", "setup", "tracer")
 
     def __init__(self) -> None:
-        self.settings = Settings()
+        self.settings = Settings(mask_sensitive=env_masking())
         self.disabled = _flag(os.environ, "OTEL_SDK_DISABLED", False)
         self.tracer: trace.Tracer = trace.get_tracer(INSTRUMENTATION_NAME)
         self.recorder: Recorder | None = None

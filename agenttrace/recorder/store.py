@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agenttrace import semconv as sc
-from agenttrace._internal.redact import scrub_json_text
+from agenttrace._internal.redact import saved_line
 from agenttrace.formats.ledger import accounted_line
 from agenttrace.formats.session.files import (
     SNAPSHOT_SUFFIX,
@@ -119,7 +119,7 @@ class EventStreamSink(Sink):
                     lines = []
                 session = of
                 line = accounted.stream_line()
-                lines.append(scrub_json_text(line.decode()).encode() if self.redacted else line)
+                lines.append(saved_line(line, self.redacted))
                 continue
             if lines:
                 self._write_lines(session, lines)  # type: ignore[arg-type]
@@ -135,8 +135,7 @@ class EventStreamSink(Sink):
         session: Session = record.session
         session_id = session.segment_stem
         line = record.line
-        if self.redacted:
-            line = scrub_json_text(line.decode()).encode()
+        line = saved_line(line, self.redacted)
         self._hold_lease(session)
         with self._lock:
             if record.more:  # the rest of its write is still to come
@@ -154,8 +153,7 @@ class EventStreamSink(Sink):
         line = journal_bytes(record)
         if line is None:
             return
-        if self.redacted:
-            line = scrub_json_text(line.decode()).encode()
+        line = saved_line(line, self.redacted)
         session: Session = record.session
         self._hold_lease(session)
         with self._lock:
@@ -166,8 +164,7 @@ class EventStreamSink(Sink):
         ``write`` to the session's open stream. The general way (:meth:`_write`: the outage
         buffer, opening and repairing the stream) only when the stream is not open, when lines
         wait, or when this write fails (the line then waits, as any refused line does)."""
-        if self.redacted:
-            line = scrub_json_text(line.decode()).encode()
+        line = saved_line(line, self.redacted)
         session_id = session.segment_stem
         appenders = self._appenders
         if session_id not in appenders:
@@ -413,8 +410,7 @@ class _SessionState:
         """Its share of the session's lease, kept until its last snapshot is written."""
 
     def add_event(self, line: bytes, redacted: bool) -> None:
-        if redacted:
-            line = scrub_json_text(line.decode()).encode()
+        line = saved_line(line, redacted)
         line = line.rstrip(b"\n")
         piece = b"," + line if self.event_count else line
         self.events.append(piece)
@@ -443,8 +439,7 @@ class _SessionState:
             count = self.journal_count
             while tail:
                 line = tail.popleft()
-                if self.redacted:
-                    line = scrub_json_text(line.decode()).encode()
+                line = saved_line(line, self.redacted)
                 line = line.rstrip(b"\n")
                 piece = b"," + line if count else line
                 count += 1

@@ -38,6 +38,7 @@ PROTOCOLS = ("http/protobuf", "http", "grpc")
 FLAGS = (
     "capture_content",
     "redacted_save",
+    "mask_sensitive",
     "openinference",
     "disabled",
     "instrument_litellm",

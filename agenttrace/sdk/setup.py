@@ -12,6 +12,7 @@ costs the exit that long and no more (``agenttrace.sdk.export``).
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import os
 import threading
@@ -32,7 +33,7 @@ from agenttrace._internal.checks import check_number, check_text, refuse
 from agenttrace._internal.config import ConsoleMode, Settings
 from agenttrace._internal.extras import install_hint
 from agenttrace._internal.redact import remember_environment_secrets
-from agenttrace._internal.runtime import INSTRUMENTATION_NAME, runtime
+from agenttrace._internal.runtime import INSTRUMENTATION_NAME, env_masking, runtime
 from agenttrace._version import __version__
 from agenttrace.formats.stores import StoreError, open_store
 from agenttrace.instrumentation.threading import instrument_threads
@@ -141,6 +142,9 @@ class Tracing:
         if self.processor is not None:
             self.processor.shutdown()
         release_leases()  # the sessions' last lines are written: another process may resume them
+        if runtime.settings is self.settings:
+            # Masking is process-wide (the views mask too): it ends with the tracing that set it.
+            runtime.settings = dataclasses.replace(self.settings, mask_sensitive=env_masking())
         budget = self.settings.shutdown_timeout
         deadline = time.monotonic() + budget
         metrics_done = None
@@ -193,6 +197,7 @@ def init(
     billing_file: str | Path | None = None,
     std008_dir: str | Path | None = None,
     redacted_save: bool | None = None,
+    mask_sensitive: bool | None = None,
     openinference: bool | None = None,
     disabled: bool | None = None,
     instrument_litellm: bool = True,
@@ -252,6 +257,8 @@ def init(
     of framework
     tools"). ``baggage_hosts``: hosts besides loopback that agenttrace's baggage (session id,
     op, writer) may be sent to (docs/how-to/cross-process.md).
+    ``mask_sensitive``: IP addresses and provider request ids masked in every output, the
+    event stream and the session file included (docs/how-to/redaction.md, "Masking").
 
     A process started with ``TRACEPARENT`` (and ``BAGGAGE``) in its environment, as
     ``agenttrace.subprocess_env()`` makes it, joins the trace and session of the op that
@@ -283,6 +290,7 @@ def init(
         flags={
             "capture_content": capture_content,
             "redacted_save": redacted_save,
+            "mask_sensitive": mask_sensitive,
             "openinference": openinference,
             "disabled": disabled,
             "instrument_litellm": instrument_litellm,
@@ -317,6 +325,7 @@ def init(
             billing_file=billing_file,
             std008_dir=std008_dir,
             redacted_save=redacted_save,
+            mask_sensitive=mask_sensitive,
             openinference=openinference,
             disabled=disabled,
             shutdown_timeout=shutdown_timeout,

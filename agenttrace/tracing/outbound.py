@@ -17,6 +17,7 @@ from typing import Any
 
 from agenttrace import semconv as sc
 from agenttrace._internal.caps import fits
+from agenttrace._internal.masking import ID_MARK, is_id_key, masking
 from agenttrace._internal.redact import (
     SHORT_TEXT,
     cap_text,
@@ -85,8 +86,11 @@ def outbound_attributes(attributes: dict[str, Any], max_bytes: int) -> dict[str,
     when that changes nothing (the common case costs a look-up per string)."""
     short = min(SHORT_TEXT, max_bytes // 4)  # text this short fits the cap: no measuring
     changed: dict[str, Any] | None = None
+    masked = masking()
     for key, value in attributes.items():
-        if type(value) is str and len(value) <= short:  # the common case, inlined
+        if masked and type(value) is str and is_id_key(key):
+            clean = ID_MARK  # gen_ai.response.id: the provider's id, whatever its shape
+        elif type(value) is str and len(value) <= short:  # the common case, inlined
             if key in _ONLY_CAPPED:
                 continue
             clean = scrub_short(value)
