@@ -185,3 +185,13 @@ def test_masking_is_off_unless_set() -> None:
     text = f'{{"host": "{IPV4}", "x-request-id": "{REQUEST_ID}"}}'
     assert scrub_json_text(text) == text
     assert redact({"request-id": "opaque"}) == {"request-id": "opaque"}
+
+
+def test_the_variable_sets_it() -> None:
+    from agenttrace._internal.config import Settings
+
+    assert Settings.resolve(env={"AGENTTRACE_MASK_SENSITIVE": "true"}).mask_sensitive
+    assert not Settings.resolve(env={}).mask_sensitive
+    assert not Settings.resolve(
+        env={"AGENTTRACE_MASK_SENSITIVE": "true"}, mask_sensitive=False
+    ).mask_sensitive
