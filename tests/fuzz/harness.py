@@ -55,6 +55,7 @@ from agenttrace.views.exports import (
     to_std008,
 )
 from agenttrace.views.exports.atif import to_atif
+from agenttrace.views.lint import lint_session, text_lines
 from agenttrace.views.live import read_live, session_document
 from agenttrace.views.tree import render_optree
 from agenttrace.views.viewer import SessionViewer, format_dialog
@@ -310,6 +311,7 @@ class Harness:
         _call(report, "exchanges_jsonl", lambda: exchanges_jsonl(loaded).encode())
         _call(report, "to_std008", lambda: _std008(loaded))
         _call(report, "to_atif", lambda: json.dumps(to_atif(loaded)))
+        _call(report, "lint", lambda: text_lines(lint_session(loaded)))
         self.agents = _agent_names(loaded)
 
     # -- the commands -----------------------------------------------------------------------
@@ -335,6 +337,7 @@ class Harness:
             ["list", "--json", "--sessions-dir", directory],
             ["doubts", file],
             ["doubts", "--json", file],
+            ["lint", "--json", file],
             # The killed demo's call in doubt (tests/fuzz/seeds/crashed.*), decided before the
             # resume re-enters its run; elsewhere most often no call in doubt there (exit 2).
             ["resolve", file, RESOLVED, "--not-applied"],
@@ -371,6 +374,13 @@ def _command_problem(result: Any) -> str | None:
     stderr = result.stderr
     if result.exit_code == 0 and result.exception is None:
         return None
+    if (
+        result.exit_code == 1
+        and isinstance(result.exception, SystemExit)
+        and not stderr
+        and result.stdout.lstrip("{ \n").startswith('"format": "agenttrace.lint"')
+    ):
+        return None  # agenttrace lint --json found something (docs/lint.md): not a failure
     lines = stderr.splitlines()
     if (
         result.exit_code == 2
