@@ -108,6 +108,8 @@ class EventStreamSink(Sink):
         if session.segment_stem not in self._appenders:
             if session.directory is not None:
                 self._homes[session.segment_stem] = session.directory
+            else:  # a session of the same id in the sessions directory, after one elsewhere
+                self._homes.pop(session.segment_stem, None)
             writing(session, session.directory or self.sessions_dir)
 
     def consume(self, records: Sequence[Record]) -> None:
