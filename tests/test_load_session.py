@@ -111,19 +111,80 @@ def test_a_file_that_is_not_a_session_is_an_error_in_one_line(
 
 
 @pytest.mark.parametrize(
-    "name", ["elsewhere/chat.json.gz", "chat.json.gz", "sessions/chat.txt", "sessions/.json.gz"]
+    "name", ["elsewhere/chat.jsonl", "chat.txt", "sessions/chat.txt", "sessions/.json.gz"]
 )
 def test_a_missing_file_where_no_session_can_start_is_an_error(
     traced: Traced, tmp_path: Path, name: str
 ) -> None:
-    """Only a name a session's files can have, in the sessions directory, starts a session
-    there: anywhere else the next call could not find it, and would start another."""
+    """Only a name a session's files can have starts a session: its two files find each other
+    by their names (``<id>.events.jsonl`` beside ``<id>.json.gz``), and the next call by the
+    same path must find what this one wrote."""
     path = tmp_path / name
     with pytest.raises(agenttrace.SessionFileError) as caught:
         agenttrace.load_session(path)
     message = one_line(caught)
     assert message.startswith(f"{path}: no such file, and no session can start there"), message
-    assert not (tmp_path / "sessions").exists()
+    assert not (tmp_path / "sessions").exists() and not (tmp_path / "elsewhere").exists()
+
+
+def rebuild(record: agenttrace.AgentRecord, session: agenttrace.Session) -> Rebuilt:
+    return Rebuilt(record)
+
+
+@pytest.mark.parametrize(
+    "name", ["chat.events.jsonl", "chat.json.gz", "runs/2026-12-07/chat.events.jsonl"]
+)
+def test_a_session_named_by_a_path_is_written_there_and_resumed_from_it(
+    traced: Traced, tmp_path: Path, name: str
+) -> None:
+    """Seed 001: ``load_session(session_file)`` starts the session where the program names it
+    (its stream at the path, its session file beside it; missing directories created), and each
+    later call with the same path resumes all of it, every run's events there, none in the
+    sessions directory."""
+    path = tmp_path / "project" / name
+    home = path.parent
+    sessions = traced.handle.settings.sessions_dir
+
+    root, session = agenttrace.load_session(path, rebuild)
+    assert session.session_id == "chat" and session.resumed_from is None
+    root.hear("Hello.")
+    in_a_new_process()
+    stream, snapshot = stream_path(home, "chat"), snapshot_path(home, "chat")
+    assert stream.is_file() and snapshot.is_file()
+    assert not stream_path(sessions, "chat").exists()
+    assert not snapshot_path(sessions, "chat").exists()
+
+    root, again = agenttrace.load_session(path, rebuild)
+    assert again.resumed_from is not None and Path(again.resumed_from).parent == home
+    assert root.transcript == [{"role": "user", "content": "Hello."}]
+    assert again.allocate_agent_id() == "agent_002"  # no id handed out twice
+    root.hear("Again.")
+    in_a_new_process()
+
+    root, third = agenttrace.load_session(path, rebuild)
+    assert root.transcript == [
+        {"role": "user", "content": "Hello."},
+        {"role": "user", "content": "Again."},
+    ]
+    assert [e["message_id"] for e in third.events] == ["msg_001", "msg_002", "msg_003"]
+    assert not stream_path(sessions, "chat").exists()
+    assert sorted(p.name for p in home.iterdir() if not p.name.endswith(".lease")) == [
+        "chat.events.jsonl",
+        "chat.json.gz",
+    ]
+
+
+def test_a_directory_that_cannot_be_made_for_a_named_session_is_an_error(
+    traced: Traced, tmp_path: Path
+) -> None:
+    """A file where the session's directory would be: one line naming it, at the call."""
+    (tmp_path / "runs").write_text("a file, not a directory\n")
+    path = tmp_path / "runs" / "day" / "chat.events.jsonl"
+    with pytest.raises(agenttrace.SessionFileError) as caught:
+        agenttrace.load_session(path)
+    message = one_line(caught)
+    assert message.startswith(f"{path}: cannot create its directory {path.parent}: "), message
+    assert (tmp_path / "runs").read_text() == "a file, not a directory\n"
 
 
 def test_an_id_that_is_no_plain_name_is_refused(traced: Traced) -> None:

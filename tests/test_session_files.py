@@ -39,6 +39,8 @@ EXAMPLE_1: list[dict[str, Any]] = json.loads((DATA / "seed001_examples.json").re
     "examples"
 ]["1"]["events"]
 SEED_000_EXAMPLE_1 = DATA / "seed000_example1.jsonl"
+SEED_000_EXAMPLE_2 = DATA / "seed000_example2.jsonl"
+SEED_000_EXAMPLE_3 = DATA / "seed000_example3.jsonl"
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 
 
@@ -550,15 +552,50 @@ def test_an_older_creation_gets_the_newest_open_task_call_that_asked_for_its_nam
     ]
 
 
-def test_the_seed_000_copy_is_the_seed_text() -> None:
+@pytest.mark.parametrize(
+    ("copy", "title", "count"),
+    [
+        (SEED_000_EXAMPLE_1, "### Example 1: Jack and Jill Discussion", 20),
+        (SEED_000_EXAMPLE_2, "### Example 2: Inner Monologue", 10),
+        (SEED_000_EXAMPLE_3, "### Example 3: Hook Intervention (Resource Constraints)", 6),
+    ],
+)
+def test_the_seed_000_copy_is_the_seed_text(copy: Path, title: str, count: int) -> None:
     seed_file = SEEDS / "000_f203a6fc91e9d152.txt"
     if not seed_file.exists():
         pytest.skip(f"the seed documents are not beside this checkout ({seed_file})")
     text = seed_file.read_text()
-    lines = SEED_000_EXAMPLE_1.read_text().splitlines()
-    assert len(lines) == 20
-    example = text[text.index("### Example 1: Jack and Jill Discussion") :]
+    lines = copy.read_text().splitlines()
+    assert len(lines) == count
+    example = text[text.index(title) :]
     assert example.split("```jsonl\n", 1)[1].startswith("\n".join(lines) + "\n```")
+
+
+def test_seed_000_a_first_agent_that_is_not_the_root_gets_its_parent() -> None:
+    """Seed 000's Examples 2 and 3 (conformance cases) start inside a session: the first agent
+    the stream creates is a sub-agent, created between its parent's `task` call and that call's
+    result, with the name the call asked for. Its parent is inferred as any sub-agent's is; the
+    root is the agent the stream names first that no `task` call created."""
+    from agenttrace.session.state import Session
+
+    for copy, agent, call, parent in (
+        (SEED_000_EXAMPLE_2, "agent_jill_inner", "msg_030", "agent_jill"),
+        (SEED_000_EXAMPLE_3, "agent_resource_hook", "msg_100", "agent_root"),
+    ):
+        loaded = read_session_file(copy)
+        created = next(e for e in loaded.events if e.get("agent_id") == agent)
+        assert created["event_type"] == "agent_created"
+        assert created["cause"] == call
+        session = Session.from_file(loaded)
+        assert session.agents[agent].parent_id == parent
+        root = session.root()
+        assert root is not None and root.agent_id == parent
+        assert [r.agent_id for r in session.children(parent)] == [agent]
+        viewer = SessionViewer(copy)
+        assert viewer.build_causality_index()[created["message_id"]] == call
+        # Events given directly (not a file) are read by the same rule.
+        direct = SessionViewer(json.loads(line) for line in copy.read_text().splitlines())
+        assert direct.build_causality_index()[created["message_id"]] == call
 
 
 def _task(message: str, call: str, name: str) -> dict[str, Any]:

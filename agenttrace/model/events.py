@@ -557,8 +557,12 @@ def infer_causes(events: list[dict[str, Any]]) -> None:
     that made them.
 
     The older spelling places a creation between the parent's tool call to ``task`` and its
-    result, with the agent's name in the call's arguments. The first agent is the root and gets
-    no cause.
+    result, with the agent's name in the call's arguments: a creation gets the newest open call
+    that asked for its name, else the newest open one. A creation while no ``task`` call is open
+    gets no cause: the root. The stream's first agent is no exception: a stream that starts
+    inside a session (seed 000's Examples 2 and 3: a sub-agent created in the call of an agent
+    the stream never saw created) gives it its parent too, and the root is then the agent no
+    call created (``Session.root``).
     """
     import json
 
@@ -568,7 +572,6 @@ def infer_causes(events: list[dict[str, Any]]) -> None:
     open_calls: list[tuple[str, str]] = []  # (message_id, call id)
     by_name: dict[str, list[tuple[str, str]]] = {}
     answered: set[str] = set()
-    first_agent = True
 
     def newest(stack: list[tuple[str, str]]) -> str | None:
         while stack and stack[-1][1] in answered:
@@ -598,9 +601,6 @@ def infer_causes(events: list[dict[str, Any]]) -> None:
             if event.get("role") == "tool" and answer and isinstance(answer, str):
                 answered.add(answer)
         elif kind == AGENT_CREATED:
-            if first_agent:
-                first_agent = False
-                continue
             if "cause" in event:
                 continue
             name = event.get("name")

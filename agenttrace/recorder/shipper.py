@@ -158,7 +158,9 @@ class ShipperSink(Sink):
     def consume(self, records: Sequence[Record]) -> None:
         for record in records:
             session = record.session  # type: ignore[union-attr]
-            if session is not None:
+            # One written where the program named (Session.directory) is not shipped: the
+            # shipper ships the files of the sessions directory.
+            if session is not None and session.directory is None:
                 self.written(session.segment_stem)
 
     def written(self, stem: str) -> None:

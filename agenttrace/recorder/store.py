@@ -89,9 +89,16 @@ class EventStreamSink(Sink):
         # session keeps anyway, so waiting costs no memory of its own and has no bound but that.
         self._waiting = OutageBuffer(self._lock, self._recovered, retry_interval)
         self._affected: set[Path] = set()
+        self._homes: dict[str, Path] = {}
+        """The directory of each session written elsewhere than ``sessions_dir`` (a path the
+        program named: ``Session.directory``), by stem, for what names its stream by stem."""
 
     def attach(self, scheduler: Scheduler) -> None:
         self._waiting.attach(scheduler)
+
+    def _path(self, stem: str) -> Path:
+        """The stream of the session ``stem``: in its own directory, or ``sessions_dir``."""
+        return stem_path(self._homes.get(stem, self.sessions_dir), stem, STREAM_SUFFIX)
 
     def _hold_lease(self, session: Session) -> None:
         """Before the session's first line (its stream not open yet): hold its lease
@@ -99,7 +106,11 @@ class EventStreamSink(Sink):
         sink's lock: taking the lease takes the leases' own lock, and a finalizer run meanwhile
         (a session collected) may take this one."""
         if session.segment_stem not in self._appenders:
-            writing(session, self.sessions_dir)
+            if session.directory is not None:
+                self._homes[session.segment_stem] = session.directory
+            else:  # a session of the same id in the sessions directory, after one elsewhere
+                self._homes.pop(session.segment_stem, None)
+            writing(session, session.directory or self.sessions_dir)
 
     def consume(self, records: Sequence[Record]) -> None:
         """Each canonical event's line, each op's ``op_accounted`` line (docs/events.md), each
@@ -199,7 +210,7 @@ class EventStreamSink(Sink):
 
     def _warn(self, session_id: str) -> None:
         """Say, once, that the session's stream cannot be written (an outage starts)."""
-        path = stem_path(self.sessions_dir, session_id, STREAM_SUFFIX)
+        path = self._path(session_id)
         waiting = self._waiting.counts[session_id]
         logger.warning(
             "agenttrace: cannot write %s (%s): %s of session %s %s in memory and will be "
@@ -224,7 +235,7 @@ class EventStreamSink(Sink):
         """A write to the session's stream failed: close it (it is opened again, and
         repaired, for the next try)."""
         self._close(session.segment_stem)
-        self._affected.add(stem_path(self.sessions_dir, session.segment_stem, STREAM_SUFFIX))
+        self._affected.add(self._path(session.segment_stem))
 
     def _recovered(self, caught_up: int) -> None:
         logger.warning(
@@ -248,7 +259,7 @@ class EventStreamSink(Sink):
         if appender is not None:
             appenders.move_to_end(session_id)
             return appender
-        path = stem_path(self.sessions_dir, session_id, STREAM_SUFFIX)
+        path = self._path(session_id)
         if session_id not in self._repaired:
             restored = session.restored_count
             repair_stream(
@@ -306,7 +317,7 @@ class EventStreamSink(Sink):
                     logger.warning(
                         "agenttrace: could not write %s before exit (%s): %s of session %s "
                         "%s not in it",
-                        stem_path(self.sessions_dir, str(session_id), STREAM_SUFFIX),
+                        self._path(str(session_id)),
                         reason,
                         count(lost, "event"),
                         session_id,
@@ -336,6 +347,7 @@ class _SessionState:
 
     __slots__ = (
         "__weakref__",
+        "directory",
         "dirty",
         "event_count",
         "events",
@@ -367,6 +379,8 @@ class _SessionState:
         self.session_id = session.session_id
         self.stem = session.segment_stem
         """What its files are named by (its session id, or a joined writer's segment)."""
+        self.directory = session.directory
+        """Where its files are, when not the sessions directory (a path the program named)."""
         self.redacted = redacted
         self.owner: weakref.ref[Session] = weakref.ref(session)
         self.meta = dict(session.meta)
@@ -487,7 +501,8 @@ class SessionFileSink(RecordwiseSink):
         self.cost_factor = cost_factor
         self._states: dict[str, _SessionState] = {}
         self._outage = Outage(retry_interval)
-        self._swept = False
+        self._swept: set[Path] = set()
+        """The directories whose leftovers were removed (before the first write in each)."""
         self._scheduler: Scheduler | None = None
         self._lock = threading.RLock()
         self._pending: dict[str, list[bytes]] = {}
@@ -530,8 +545,9 @@ class SessionFileSink(RecordwiseSink):
                 state.lease.give_back()
                 state.lease = None
         state = _SessionState(session, self.optree.spool_for(session), self.redacted)
-        if writing(session, self.sessions_dir):  # a run with no event yet: its first record
-            state.lease = share(session, self.sessions_dir)
+        directory = session.directory or self.sessions_dir
+        if writing(session, directory):  # a run with no event yet: its first record
+            state.lease = share(session, directory)
         weakref.finalize(session, state.release).atexit = False
         with self._journal_lock:  # no intent between the lines that waited and the state
             for line in self._pending.pop(session.segment_stem, ()):
@@ -641,11 +657,12 @@ class SessionFileSink(RecordwiseSink):
             if session_id in self._inherited:
                 state.dirty = False  # its parent's file: not this process's to write
                 return False
-            if not self._swept:  # the first write in the sessions directory: tidy it first
-                self._swept = True
-                remove_leftovers(self.sessions_dir)
+            directory = state.directory or self.sessions_dir
+            if directory not in self._swept:  # the first write in a directory: tidy it first
+                self._swept.add(directory)
+                remove_leftovers(directory)
             started = time.perf_counter()
-            path = stem_path(self.sessions_dir, session_id, SNAPSHOT_SUFFIX)
+            path = stem_path(directory, session_id, SNAPSHOT_SUFFIX)
             # Clean before the events are read, not after the write: an event the agent logs
             # meanwhile marks the session changed again, so the next snapshot has it.
             state.dirty = False
@@ -664,7 +681,9 @@ class SessionFileSink(RecordwiseSink):
                 self._recovered()
             took = time.perf_counter() - started
             state.next_allowed = time.monotonic() + max(self.min_interval, self.cost_factor * took)
-            if self.on_write is not None:
+            if self.on_write is not None and state.directory is None:
+                # (A session written where the program named is not the store's to ship: the
+                # shipper ships the sessions directory.)
                 self.on_write(session_id)
             return True
 
@@ -748,7 +767,7 @@ class SessionFileSink(RecordwiseSink):
                 missing = state.event_count - state.saved
                 logger.warning(
                     "agenttrace: could not write %s before exit (%s): %s",
-                    stem_path(self.sessions_dir, state.stem, SNAPSHOT_SUFFIX),
+                    stem_path(state.directory or self.sessions_dir, state.stem, SNAPSHOT_SUFFIX),
                     self._outage.reason,
                     f"{count(missing, 'event')} of session {state.session_id} "
                     f"{'is' if missing == 1 else 'are'} not in it"

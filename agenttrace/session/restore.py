@@ -22,6 +22,7 @@ from agenttrace.formats.session.files import (
     check_session_files,
     find_or_name_session,
     find_session,
+    session_home,
 )
 from agenttrace.formats.session.fullest import load_writers
 from agenttrace.formats.session.rebuilt import mark_interrupted
@@ -96,11 +97,27 @@ def resume(
     check_path(api, "sessions_dir", sessions_dir)
     checked_policy = _check_options(api, unanswered_tool_calls, force, reenter, policy)
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
+    return _resume(
+        path_or_id, directory, None, force, reenter, checked_policy, unanswered_tool_calls
+    )
+
+
+def _resume(
+    path_or_id: str | Path,
+    directory: Path,
+    home: Path | None,
+    force: bool,
+    reenter: bool,
+    checked_policy: dict[str, InDoubtAction],
+    unanswered_tool_calls: UnansweredPolicy,
+) -> Session:
+    """:func:`resume` once its arguments are checked; ``home``: where the session is written
+    when not init's sessions directory (``load_session`` of a path: ``session_home``)."""
     # From the session store, if one is set and holds it: under its lease there, taken first.
     stored = fetch_to_resume(str(path_or_id), directory, force)
     with _let_go_unless_resumed(stored):
         return _restore(
-            path_or_id, directory, force, reenter, checked_policy, unanswered_tool_calls
+            path_or_id, directory, home, force, reenter, checked_policy, unanswered_tool_calls
         )
 
 
@@ -119,6 +136,7 @@ def _let_go_unless_resumed(stored: StoreLease | None) -> Iterator[None]:
 def _restore(
     path_or_id: str | Path,
     directory: Path,
+    home: Path | None,
     force: bool,
     reenter: bool,
     checked_policy: dict[str, InDoubtAction],
@@ -141,15 +159,16 @@ def _restore(
             # are put on the bill once (agenttrace.session.interrupted_calls).
             loaded = account_interrupted(path, loaded, runtime.settings.billing_file)
         session = Session.from_file(loaded)
+        session.directory = home
         session.store_lease = stored_lease(session.session_id)  # None: not the store's
         session.restore_writers(
             [without_unfinished(segment.path, segment)[0].events for segment, _ in writers]
         )
         mark_interrupted(session.runs)  # the process that ran them is gone: they will not end
-        # Where the next run will write (init's sessions directory): refused now, not at its
-        # first event, when all agenttrace could do is warn and not save.
-        check_session_files(runtime.settings.sessions_dir, session.session_id)
-        written = _written_directory()
+        # Where the next run will write (init's sessions directory, or the session's own):
+        # refused now, not at its first event, when all agenttrace could do is warn and not save.
+        check_session_files(home or runtime.settings.sessions_dir, session.session_id)
+        written = _written_directory(home)
         directories = (path.parent,) if written is None else (written, path.parent)
         hold_lease(session, *directories, force=force, required=len(directories) - 1)
     finally:
@@ -228,21 +247,25 @@ def _recording() -> bool:
     return runtime.recorder is not None and not runtime.disabled
 
 
-def _written_directory() -> Path | None:
-    """Where a resumed session will be written: init's sessions directory (``None`` before
-    ``init``: nothing is written)."""
-    return None if runtime.recorder is None else runtime.settings.sessions_dir
+def _written_directory(home: Path | None = None) -> Path | None:
+    """Where a resumed session will be written: ``home`` (its own directory, when the program
+    named one), else init's sessions directory (``None`` before ``init``: nothing is
+    written)."""
+    if runtime.recorder is None:
+        return None
+    return home if home is not None else runtime.settings.sessions_dir
 
 
-def _started(session_id: str, force: bool) -> Session:
+def _started(session_id: str, home: Path | None, force: bool) -> Session:
     """A new session ``session_id`` with its root agent logged, made current; it holds its
     lease where it will be written (as a resumed one does), so no other process starts or
-    resumes it meanwhile."""
-    check_session_files(runtime.settings.sessions_dir, session_id)
-    written = _written_directory()
+    resumes it meanwhile. ``home``: where it is written, when not init's sessions directory."""
+    check_session_files(home or runtime.settings.sessions_dir, session_id)
+    written = _written_directory(home)
     if written is not None:  # taken before the session is made current: refused, none is
         taken = take_lease(session_id, written, force=force)
     session = new_session(session_id)
+    session.directory = home  # before its first event: the recorder writes it there
     if written is not None:
         hold_lease(session, written, force=force)  # the lease just taken, shared
         taken.give_back()
@@ -263,11 +286,27 @@ def load_session(
 
     Start or resume in one call: an existing session file, stream or session id is resumed
     (:func:`resume`, which takes its lease; ``force`` as there); where there is none yet, a new
-    session is started with its root agent logged, named by the id or file name (in the sessions
-    directory, where it will be written, so the same call resumes it next time:
-    ``find_or_name_session``); so is one whose stream recorded nothing (a process killed
-    before its first line was whole), in that stream. A new session takes its lease too
-    (after ``init``: before it, nothing is written), so two processes never start the same
+    session is started with its root agent logged, where the same call finds it next time
+    (``find_or_name_session``): named by an id, in the sessions directory; named by a path
+    (``"runs/chat.events.jsonl"`` or ``"runs/chat.json.gz"``), session ``chat`` with its event
+    stream at ``runs/chat.events.jsonl`` and its session file beside it. So is one whose stream
+    recorded nothing (a process killed before its first line was whole), in that stream. A
+    session named by such a path, new or not, is written there, not in the sessions directory,
+    so every later call with the path resumes all of it (``resume`` of a path, and this call
+    with a file named otherwise, write to the sessions directory, as before). A missing path
+    named otherwise (``chat.txt``, ``chat.jsonl``) raises :class:`SessionFileError`: the two
+    files of a session find each other by these names, and the command line reads them by them.
+
+    The path is the program's own, not untrusted input: a path outside the sessions directory is
+    taken as written, and its missing parent directories are created (as the sessions directory
+    is, ``0o700``), since a program that names ``runs/<date>/chat.events.jsonl`` expects the run
+    to be recorded there, not a failure it could not have prevented but by a ``mkdir`` before
+    every call. One that cannot be created (a file on the way, no permission) raises
+    :class:`SessionFileError` naming it, now, not as a warning at the first write. Both happen
+    once agenttrace records (after ``init``: before it, nothing is written). What the file holds
+    stays untrusted: it is read under the same bounds and checks as any session file.
+
+    A new session takes its lease too (after ``init``), so two processes never start the same
     session: the second gets :class:`LeaseHeld`, or, once the first has let it go, resumes
     what it wrote. A file that is not a session raises :class:`SessionFileError`.
 
@@ -282,7 +321,7 @@ def load_session(
     api = "agenttrace.load_session"
     check_path(api, "session_file", session_file, optional=False)
     check_callable(api, "agent_factory", agent_factory, "a callable of (record, session)")
-    _check_options(api, unanswered_tool_calls, force, reenter, policy)
+    checked_policy = _check_options(api, unanswered_tool_calls, force, reenter, policy)
     directory = runtime.settings.sessions_dir
     stored = fetch_to_resume(str(session_file), directory, force)  # as resume() does
     with _let_go_unless_resumed(stored):
@@ -292,7 +331,7 @@ def load_session(
             agent_factory,
             force,
             reenter,
-            policy,
+            checked_policy,
             unanswered_tool_calls,
         )
 
@@ -303,31 +342,31 @@ def _load(
     agent_factory: Callable[[AgentRecord, Session], Any] | None,
     force: bool,
     reenter: bool,
-    policy: Mapping[str, str] | None,
+    checked_policy: dict[str, InDoubtAction],
     unanswered_tool_calls: UnansweredPolicy,
 ) -> tuple[Any, Session]:
     """:func:`load_session` once the session's files are here (if the store holds them)."""
-    found = find_or_name_session(str(session_file), directory)
+    reference = str(session_file)
+    home = session_home(reference, directory)  # None: the sessions directory
+    found = find_or_name_session(reference, directory, home)
     starting = None
     if isinstance(found, str) and _written_directory() is not None:
         # A new session: its lease first (LeaseHeld if another process holds it), then a second
         # look, under it: a process that started the session before has written its files by
         # the time it let the lease go, and this one resumes them instead of starting over.
+        if home is not None:
+            _make_home(reference, home)
         with contextlib.suppress(OSError):  # else the lease says where and why, in one line
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        starting = take_lease(found, directory, force=force)
+        starting = take_lease(found, home or directory, force=force)
     try:
         if starting is not None:
-            found = find_or_name_session(str(session_file), directory)
+            found = find_or_name_session(reference, directory, home)
         if isinstance(found, str):
-            session = _started(found, force)
+            session = _started(found, home, force)
         else:
-            session = resume(
-                found,
-                unanswered_tool_calls=unanswered_tool_calls,
-                force=force,
-                reenter=reenter,
-                policy=policy,
+            session = _resume(
+                found, directory, home, force, reenter, checked_policy, unanswered_tool_calls
             )
     finally:
         if starting is not None:
@@ -343,6 +382,20 @@ def _load(
     if agent_factory is None:
         return root, session
     return build_agents(session, root, agent_factory), session
+
+
+def _make_home(reference: str, home: Path) -> None:
+    """Create the directory a new session named by the path ``reference`` is written to (and
+    its missing parents, as the sessions directory is made); one that cannot be is a
+    :class:`SessionFileError` naming it, in one line."""
+    try:
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise SessionFileError(
+            f"{reference}: cannot create its directory {home}: {exc.strerror or exc}"
+        ) from None
+    if not home.is_dir():  # exist_ok passes a symlink to a file, on some platforms
+        raise SessionFileError(f"{reference}: {home} is not a directory")
 
 
 def build_agents(

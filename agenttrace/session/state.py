@@ -98,6 +98,9 @@ class Session:
         self.segment_stem = segment_stem(self.session_id, writer)
         """What its files are named by in the sessions directory (the id, for the first
         writer)."""
+        self.directory: Path | None = None
+        """Where its files are written when the program named them (``load_session`` of
+        ``runs/chat.events.jsonl``: ``runs``); ``None``: init's sessions directory."""
         self._message_prefix = ev.writer_prefix(ev.MESSAGE_PREFIX, writer)
         self._agent_prefix = ev.writer_prefix(ev.AGENT_PREFIX, writer)
         self.message_counter = 0

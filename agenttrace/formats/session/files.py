@@ -235,16 +235,19 @@ def find_session(reference: str, sessions_dir: Path | None = None) -> Path:
     raise SessionFileError(f"no session {session_id!r} in {sessions_dir}")
 
 
-def find_or_name_session(reference: str, sessions_dir: Path) -> Path | str:
+def find_or_name_session(
+    reference: str, sessions_dir: Path, home: Path | None = None
+) -> Path | str:
     """What ``load_session(reference)`` starts or resumes: the file of an existing session
     (as :func:`find_session` finds it), else the id of the session to start.
 
-    A new session is written where agenttrace writes sessions, so the next call with the same
-    reference resumes it: a reference written as an id (``"chat"``), or as the name of one of
-    its files in ``sessions_dir`` (``sessions/chat.json.gz``, a session file missing while its
-    stream is there resumes from the stream). A missing file anywhere else, or named otherwise,
-    raises :class:`SessionFileError` saying so; so does a file that is not a session, later,
-    when it is read.
+    A new session is written where the next call with the same reference finds it: a reference
+    written as an id (``"chat"``) in ``sessions_dir``; a path with the name of a session's file
+    (``<id>.events.jsonl`` or ``<id>.json.gz``) in its own directory, ``home`` when that is
+    not ``sessions_dir`` (:func:`session_home`). A session file missing while its stream is
+    there resumes from the stream. A missing file named otherwise raises
+    :class:`SessionFileError` saying so; so does a file that is not a session, later, when it
+    is read.
     """
     path = Path(reference)
     try:
@@ -257,18 +260,15 @@ def find_or_name_session(reference: str, sessions_dir: Path) -> Path | str:
         return find_session(reference, sessions_dir)
     session_id = reference
     if _written_as_path(reference):
-        session_id = _session_id_named(path, sessions_dir) or ""
+        session_id = _file_session_id(path) or ""
         if not session_id:
             raise SessionFileError(
-                f"{reference}: no such file, and no session can start there: a new session's "
-                f"files are <id>{SNAPSHOT_SUFFIX} and <id>{STREAM_SUFFIX} in the sessions "
-                f"directory {sessions_dir}"
+                f"{reference}: no such file, and no session can start there: a session's "
+                f"files are named <id>{STREAM_SUFFIX} and <id>{SNAPSHOT_SUFFIX}"
             )
     check_session_id(session_id)
-    for candidate in (
-        stream_path(sessions_dir, session_id),
-        snapshot_path(sessions_dir, session_id),
-    ):
+    directory = home if home is not None else sessions_dir
+    for candidate in (stream_path(directory, session_id), snapshot_path(directory, session_id)):
         try:
             if candidate.exists() or candidate.is_symlink():
                 return candidate
@@ -277,16 +277,33 @@ def find_or_name_session(reference: str, sessions_dir: Path) -> Path | str:
     return session_id
 
 
-def _session_id_named(path: Path, sessions_dir: Path) -> str | None:
-    """The session id whose file ``path`` names, if it names one in ``sessions_dir``."""
+def session_home(reference: str, sessions_dir: Path) -> Path | None:
+    """The directory the session ``load_session(reference)`` names is written to, when it is
+    not ``sessions_dir``: that of a path the program wrote with the name of a session's file
+    (``runs/chat.events.jsonl``: ``runs``). ``None`` for an id, a path in ``sessions_dir``, or
+    a file named otherwise (resumed, it is written to ``sessions_dir``, as ``resume`` writes
+    every session)."""
+    if not _written_as_path(reference):
+        return None
+    path = Path(reference)
+    if _file_session_id(path) is None:
+        return None
+    directory = path.parent
+    try:
+        if directory.resolve() == sessions_dir.resolve():
+            return None
+    except (OSError, RuntimeError):  # a loop of symlinks on the way: not the sessions directory
+        pass
+    return directory.absolute()
+
+
+def _file_session_id(path: Path) -> str | None:
+    """The session id the name of a session's file gives (``chat`` for ``chat.events.jsonl``
+    or ``chat.json.gz``), unchecked; ``None`` for any other name."""
     name = path.name
     for suffix in (SNAPSHOT_SUFFIX, STREAM_SUFFIX):
         if name.endswith(suffix) and len(name) > len(suffix):
-            try:
-                same = path.parent.resolve() == sessions_dir.resolve()
-            except (OSError, RuntimeError):  # a loop of symlinks on the way
-                return None
-            return name[: -len(suffix)] if same else None
+            return name[: -len(suffix)]
     return None
 
 
