@@ -187,6 +187,7 @@ def init(
     console_stream: TextIO | Callable[[], TextIO] | None = None,
     capture_content: bool | None = None,
     max_payload_bytes: int | None = None,
+    max_reasoning_bytes: int | None = None,
     sessions_dir: str | Path | None = None,
     sessions_url: str | None = None,
     billing_file: str | Path | None = None,
@@ -223,6 +224,8 @@ def init(
     ``sessions_url``: the session store the session files are shipped to as they are written
     (``file:///path``, ``s3://bucket/prefix``, ``postgresql://...``; default
     ``AGENTTRACE_SESSIONS_URL``; docs/how-to/session-stores.md).
+    ``max_reasoning_bytes``: the bound on one LLM attempt's reasoning in the saved state (its
+    chunks are not capped by ``max_payload_bytes``, which caps its span event only).
     ``instrument_mcp``: for the ``mcp`` SDK's tool calls, which carry the trace and session to
     the server (docs/how-to/cross-process.md).
     ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
@@ -266,6 +269,7 @@ def init(
         console=console,
         console_stream=console_stream,
         max_payload_bytes=max_payload_bytes,
+        max_reasoning_bytes=max_reasoning_bytes,
         sessions_dir=sessions_dir,
         billing_file=billing_file,
         shutdown_timeout=shutdown_timeout,
@@ -306,6 +310,7 @@ def init(
             console=console,
             capture_content=capture_content,
             max_payload_bytes=max_payload_bytes,
+            max_reasoning_bytes=max_reasoning_bytes,
             sessions_dir=sessions_dir,
             sessions_url=sessions_url,
             billing_file=billing_file,
