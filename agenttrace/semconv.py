@@ -200,6 +200,16 @@ attempt's response became; its request is the agent's transcript just before it 
 REQUEST_INSTRUCTIONS: Final = "agenttrace.request.instructions"
 """Saved state only, never on a span: the system messages a request sent ahead of its agent's
 transcript, as recorded (redacted, capped JSON; the op node's ``instructions``)."""
+REQUEST_PROMPTS: Final = "agenttrace.request.prompts"
+"""Saved state only, never on a span: the system and user messages of the whole request of a
+turn's first LLM attempt, as recorded (redacted, capped JSON; the turn node's ``prompts``)."""
+REQUEST_FINAL_TURN: Final = "agenttrace.request.final_turn"
+"""True when an LLM request offers the model no tool to call (no tools, or ``tool_choice``
+``none``): the model can only answer, so the request is its agent's final turn; False when it
+offers tools (the request node's ``isFinalTurn``, docs/events.md)."""
+RESPONSE_FINAL_ANSWER: Final = "agenttrace.response.final_answer"
+"""True when an LLM response asks for no tool call: it is the agent's answer, which ends its
+loop; False when it asks for tool calls (the response node's ``isFinalAnswer``)."""
 
 # --- tool spans ---------------------------------------------------------------------------------
 TOOL_CHARS_IN: Final = "agenttrace.tool.chars_in"

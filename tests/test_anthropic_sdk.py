@@ -5,6 +5,7 @@ plain and streamed."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from collections.abc import Iterator
 from importlib import metadata
@@ -236,6 +237,23 @@ def test_thinking_is_reasoning_and_tool_use_a_tool_call_in_the_transcript(
 
 
 # --- streams ----------------------------------------------------------------------------------
+
+
+def test_a_streams_thinking_deltas_are_its_reasoning_chunks(
+    traced: Traced, claude: AnthropicServer, tmp_path: Path
+) -> None:
+    thought = "Is it Paris or Lyon? The capital is Paris."
+    claude.reset(Reply(blocks=[thinking(thought), text("Paris.")]))
+    stream = client(claude).messages.create(model=MODEL, max_tokens=64, messages=HI, stream=True)
+    for _ in stream:
+        pass
+    traced.handle.force_flush()
+    (snapshot,) = (tmp_path / "sessions").glob("*.json.gz")
+    document = json.loads(gzip.decompress(snapshot.read_bytes()))
+    (op,) = [op for run in document["runs"] for turn in run["turns"] for op in turn["ops"]]
+    # The server sends the thinking in deltas of 16 characters: one chunk each, as they came.
+    chunks = [chunk["text"] for chunk in op["reasoning"]["chunks"]]
+    assert chunks == [thought[i : i + 16] for i in range(0, len(thought), 16)]
 
 
 @pytest.mark.init(capture_content=True)

@@ -21,6 +21,8 @@ CONSOLE_MODES: tuple[ConsoleMode, ...] = ("quiet", "verbose", "trace")
 
 DEFAULT_HOME = Path("~/.agenttrace")
 DEFAULT_MAX_PAYLOAD_BYTES = 16384
+DEFAULT_MAX_REASONING_BYTES = 16 << 20
+"""The bound on one LLM attempt's reasoning in the saved state, when nothing else is set."""
 DEFAULT_SHUTDOWN_TIMEOUT = 3.0
 """Seconds agenttrace waits for its OTLP exporter at shutdown when nothing else is set."""
 DEFAULT_LEASE_TTL = 60.0
@@ -133,6 +135,11 @@ class Settings:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     """The cap on one payload on a span (also on log messages, console bodies, and each string
     the exports and the command line show)."""
+    max_reasoning_bytes: int = DEFAULT_MAX_REASONING_BYTES
+    """The bound on one LLM attempt's reasoning in the event stream's session file and the
+    opTree, all its chunks together (``AGENTTRACE_MAX_REASONING_BYTES``): no chunk is capped by
+    ``max_payload_bytes``, which caps its span event only. It keeps a hostile or broken provider
+    from filling memory and the session file; what is past it is cut, with a marker."""
     console: ConsoleMode = "quiet"
     """Console lines: ``quiet``, ``verbose`` or ``trace``."""
     redacted_save: bool = False
@@ -193,6 +200,9 @@ class Settings:
             **_content_capture(env),
             "max_payload_bytes": _int(
                 env, "AGENTTRACE_MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES
+            ),
+            "max_reasoning_bytes": _int(
+                env, "AGENTTRACE_MAX_REASONING_BYTES", DEFAULT_MAX_REASONING_BYTES
             ),
             "console": _console(env.get("AGENTTRACE_CONSOLE")),
             "redacted_save": _flag(env, "AGENTTRACE_REDACTED_SAVE", False),

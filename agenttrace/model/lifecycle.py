@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from agenttrace.model.outcome import OpOutcome
 
@@ -216,15 +216,30 @@ class Ended:
         bought nothing (its console line and opTree node are still made from it)."""
 
 
+class ReasoningParts(NamedTuple):
+    """A model's reasoning as it came, redacted and bounded: its chunks, each ``(text, time in
+    ns)`` (a stream's deltas, a response's thinking blocks), and the provider's summary of it, if
+    it gave one."""
+
+    chunks: tuple[tuple[str, int], ...]
+    final: str | None = None
+
+
 class Logged:
-    """A log line or reasoning chunk attached to the running scope (a span event of its own)."""
+    """A log line or reasoning attached to the running scope (a span event of its own)."""
 
     durability = WHENEVER
 
-    __slots__ = ("attributes", "label", "name", "origin", "time_ns")
+    __slots__ = ("attributes", "label", "name", "origin", "reasoning", "time_ns")
 
     def __init__(
-        self, origin: str, label: str, name: str, time_ns: int, attributes: AttributeMap
+        self,
+        origin: str,
+        label: str,
+        name: str,
+        time_ns: int,
+        attributes: AttributeMap,
+        reasoning: ReasoningParts | None = None,
     ) -> None:
         self.origin = origin
         self.label = label
@@ -232,6 +247,11 @@ class Logged:
         """``agenttrace.log`` or ``agenttrace.reasoning``."""
         self.time_ns = time_ns
         self.attributes = attributes
+        """The span event's attributes, as the span got them (capped by ``max_payload_bytes``)."""
+        self.reasoning = reasoning
+        """Reasoning's chunks and summary as the opTree keeps them (bounded by
+        ``max_reasoning_bytes`` only); ``None`` for a log line, or a record made by hand (its
+        span event's text is then its one chunk)."""
 
 
 class EventLogged:

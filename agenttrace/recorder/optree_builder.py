@@ -37,7 +37,7 @@ from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.later import recorded_text
 from agenttrace.formats.compact_json import compact_json
 from agenttrace.formats.ledger import accounting_entry
-from agenttrace.formats.session.schema import AccountingEntry
+from agenttrace.formats.session.schema import MAX_TURN_PROMPTS, AccountingEntry
 from agenttrace.formats.session.spool import Piece, Spool
 from agenttrace.model.amounts import latency_written
 from agenttrace.model.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
@@ -248,9 +248,16 @@ class OpTreeSink(RecordwiseSink):
             node.setdefault("logs", []).append(entry)
         elif record.name == sc.EVENT_REASONING:
             reasoning = node.setdefault("reasoning", {"chunks": []})
-            reasoning["chunks"].append(
-                {"text": attributes.get(sc.REASONING_TEXT, ""), "ts": _ms(record.time_ns)}
-            )
+            parts = record.reasoning
+            if parts is None:  # a record made by hand: its span event's text is its chunk
+                reasoning["chunks"].append(
+                    {"text": attributes.get(sc.REASONING_TEXT, ""), "ts": _ms(record.time_ns)}
+                )
+                return
+            # As they came (a stream's deltas each), bounded by max_reasoning_bytes only.
+            reasoning["chunks"].extend({"text": text, "ts": _ms(ts)} for text, ts in parts.chunks)
+            if parts.final is not None:
+                reasoning["final"] = parts.final
 
     def _event_logged(self, record: EventLogged) -> None:
         if record.origin is None or record.label is None:
@@ -277,7 +284,8 @@ class OpTreeSink(RecordwiseSink):
             if parent is not None and run.positions.get(parent) == "turn":
                 turn = run.nodes.get(parent)
                 if turn is not None:
-                    describe_turn(turn, node)
+                    payloads = record.payloads or {}
+                    describe_turn(turn, node, recorded_text(payloads.get(sc.REQUEST_PROMPTS)))
         if entry is not None:
             # The bytes the ledger and the stream have, when the scope made them.
             accounted = record.accounted
@@ -629,6 +637,7 @@ def _complete(node: Node, record: Ended, run: RunTree, keep: bool) -> Accounting
         entry = accounting_entry(op)
     _complete_op(node, op, latency_ms)
     _payloads(node, record.payloads if record.payloads is not None else attributes)
+    _final_flags(node, attributes)
     if record.accounted is None and attributes.get(sc.REPLAYED) is True:
         # Answered from the journal: nothing was bought or done again, so it has no accounting
         # entry (as it has no ledger line), and totals do not count the recorded call twice.
@@ -682,35 +691,92 @@ def _payloads(node: Node, attributes: Mapping[str, Any]) -> None:
             node["instructions"] = {"payload": instructions, "size": len(instructions)}
 
 
-MAX_TURN_PROMPTS = 32
-"""A turn keeps at most this many prompts (a request that adds more keeps its first ones)."""
+_FINAL_FLAGS = (
+    (sc.REQUEST_FINAL_TURN, "request", "isFinalTurn"),
+    (sc.RESPONSE_FINAL_ANSWER, "response", "isFinalAnswer"),
+)
+"""An LLM attempt's span attribute, the node's side that carries it, and its name there."""
 
 
-def describe_turn(turn: Node, llm_op: Node) -> None:
+def _final_flags(node: Node, attributes: Mapping[str, Any]) -> None:
+    """An LLM attempt's final-turn and final-answer flags (docs/events.md) on its request and
+    response, when the span says them and the side was recorded."""
+    for key, side, name in _FINAL_FLAGS:
+        flag = attributes.get(key)
+        entry = node.get(side)
+        if isinstance(flag, bool) and isinstance(entry, dict):
+            entry[name] = flag
+
+
+def describe_turn(turn: Node, llm_op: Node, prompts: str | None = None) -> None:
     """Let ``turn`` say what it was about, from an LLM attempt of it that just ended: its
-    ``prompts`` (the system and user messages its first attempt added to the conversation,
-    each ``{role, text, size}``) and its ``reply`` (the assistant text of its latest
-    attempt). The texts are the attempts' payloads as recorded (capped, redacted): nothing is
-    scrubbed twice; a payload cut by its cap, which is no longer JSON, describes nothing."""
+    ``prompts`` (the system and user messages of its first attempt's whole request, which that
+    attempt recorded as ``prompts``, each ``{role, text, size}``) and its ``reply`` (the
+    assistant text and tool calls of its latest attempt). Without ``prompts`` (a record made by
+    hand) they are those the attempt's request added. The texts are as recorded (capped,
+    redacted): nothing is scrubbed twice; a payload cut by its cap, which is no longer JSON,
+    describes nothing."""
     if "prompts" not in turn:
-        messages = _payload_messages(llm_op.get("request"))
+        messages = _json_list(prompts)
+        if messages is None:
+            messages = _payload_messages(llm_op.get("request"))
         if messages is not None:
-            prompts = []
+            texts = []
             for message in messages:
                 role = message.get("role") if isinstance(message, dict) else None
                 text = _message_text(message) if role in ("system", "user") else None
                 if text:
-                    prompts.append({"role": role, "text": text, "size": len(text)})
-            turn["prompts"] = prompts[:MAX_TURN_PROMPTS]
+                    texts.append({"role": role, "text": text, "size": len(text)})
+            if len(texts) > MAX_TURN_PROMPTS:  # the first (a system prompt) and the latest
+                texts = [texts[0], *texts[1 - MAX_TURN_PROMPTS :]]
+            turn["prompts"] = texts
     for message in reversed(_payload_messages(llm_op.get("response")) or []):
-        text = _message_text(message) if isinstance(message, dict) else None
-        if text and message.get("role", "assistant") == "assistant":
-            turn["reply"] = {"text": text, "size": len(text)}
+        if not isinstance(message, dict) or message.get("role", "assistant") != "assistant":
+            continue
+        reply = _reply(message)
+        if reply:
+            turn["reply"] = reply
             break
+
+
+def _reply(message: Mapping[str, Any]) -> Node:
+    """An assistant message as a turn's ``reply``: ``{text, size, toolCalls}``, each when it
+    has it."""
+    reply: Node = {}
+    text = _message_text(message)
+    if text:
+        reply["text"] = text
+        reply["size"] = len(text)
+    calls = []
+    asked = message.get("tool_calls")
+    for call in asked if isinstance(asked, list) else ():
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function")
+        function = function if isinstance(function, dict) else {}
+        calls.append(
+            {
+                "id": _str_or_none(call.get("id")),
+                "name": _str_or_none(function.get("name")),
+                "arguments": _str_or_none(function.get("arguments")),
+            }
+        )
+    if calls:
+        reply["toolCalls"] = calls
+    return reply
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _payload_messages(side: Any) -> list[Any] | None:
     payload = side.get("payload") if isinstance(side, dict) else None
+    return _json_list(payload)
+
+
+def _json_list(payload: Any) -> list[Any] | None:
+    """``payload`` (recorded JSON text) as the list it holds, else None."""
     if not isinstance(payload, str):
         return None
     try:

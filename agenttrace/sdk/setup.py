@@ -192,6 +192,7 @@ def init(
     console_stream: TextIO | Callable[[], TextIO] | None = None,
     capture_content: bool | None = None,
     max_payload_bytes: int | None = None,
+    max_reasoning_bytes: int | None = None,
     sessions_dir: str | Path | None = None,
     sessions_url: str | None = None,
     billing_file: str | Path | None = None,
@@ -233,6 +234,8 @@ def init(
     ``std008_dir``: a directory where each session's STD-008 document is written as the session
     runs, over ``<session id>.std008.json``, atomically, as it starts and as each sub-agent run
     starts and ends (default ``AGENTTRACE_STD008_DIR``; docs/std008.md, "Written live").
+    ``max_reasoning_bytes``: the bound on one LLM attempt's reasoning in the saved state (its
+    chunks are not capped by ``max_payload_bytes``, which caps its span event only).
     ``instrument_mcp``: for the ``mcp`` SDK's tool calls, which carry the trace and session to
     the server (docs/how-to/cross-process.md).
     ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
@@ -278,6 +281,7 @@ def init(
         console=console,
         console_stream=console_stream,
         max_payload_bytes=max_payload_bytes,
+        max_reasoning_bytes=max_reasoning_bytes,
         sessions_dir=sessions_dir,
         billing_file=billing_file,
         std008_dir=std008_dir,
@@ -320,6 +324,7 @@ def init(
             console=console,
             capture_content=capture_content,
             max_payload_bytes=max_payload_bytes,
+            max_reasoning_bytes=max_reasoning_bytes,
             sessions_dir=sessions_dir,
             sessions_url=sessions_url,
             billing_file=billing_file,

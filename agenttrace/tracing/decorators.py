@@ -77,6 +77,7 @@ from agenttrace.tracing.scopes import (
     start_turn,
 )
 from agenttrace.tracing.transcripts import log_llm_exchange, log_tool_result
+from agenttrace.tracing.turn_prompts import record_turn_prompts
 from agenttrace.tracing.wrapping import Streamed, wrap
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -845,6 +846,8 @@ class _LLMSpec(_Spec[OpScope]):
         )
         scope.payloads.update(payloads)
         scope.request = messages
+        if messages:
+            record_turn_prompts(scope, messages)
         try:
             begin_call_step(scope, str(model), args, kwargs, self.replayable)  # before the call
         except ReplayDivergence as error:  # a strict replay: the function is not called

@@ -198,9 +198,37 @@ def request_outcome(
     return outcome
 
 
-def request_attributes(stream: bool = False) -> dict[str, AttributeValue]:
-    """Attributes an attempt has when it starts beside its outcome's: whether it streams."""
-    return {sc.GEN_AI_REQUEST_STREAM: True} if stream else {}
+def request_attributes(
+    stream: bool = False, chat: Mapping[str, Any] | None = None
+) -> dict[str, AttributeValue]:
+    """Attributes an attempt has when it starts beside its outcome's: whether it streams and,
+    given the ``chat`` call's keyword arguments, whether it is a final turn
+    (:func:`final_turn`)."""
+    attributes: dict[str, AttributeValue] = {sc.GEN_AI_REQUEST_STREAM: True} if stream else {}
+    if chat is not None:
+        attributes[sc.REQUEST_FINAL_TURN] = final_turn(chat)
+    return attributes
+
+
+def final_turn(kwargs: Mapping[str, Any]) -> bool:
+    """Whether a chat request leaves the model nothing but to answer: it offers no tool
+    (``tools``, or the older ``functions``), or forbids calling one (``tool_choice`` ``none``,
+    OpenAI's string or Anthropic's ``{"type": "none"}``). Agents end their loop so."""
+    choice = kwargs.get("tool_choice")
+    if choice == "none" or (isinstance(choice, Mapping) and choice.get("type") == "none"):
+        return True
+    return not (kwargs.get("tools") or kwargs.get("functions"))
+
+
+def asks_for_tools(response: Any) -> bool:
+    """Whether a chat response asks the client to run a tool (OpenAI's ``tool_calls``, or an
+    Anthropic ``tool_use`` block); one that does not is the agent's final answer."""
+    if tool_calls_of(response):
+        return True
+    content = field(response, "content")
+    if isinstance(content, Sequence) and not isinstance(content, str):
+        return any(field(block, "type") == "tool_use" for block in content)
+    return False
 
 
 def request_messages(kwargs: Mapping[str, Any]) -> Any:
@@ -343,6 +371,8 @@ def response_attributes(
     if counts is not None:
         outcome.set_usage(counts)
     gateway_outcome(outcome, response, usage)
+    if field(response, "choices") is not None or field(response, "content") is not None:
+        attributes[sc.RESPONSE_FINAL_ANSWER] = not asks_for_tools(response)
     if payloads is not None or captures(Output.SPAN, runtime.settings):
         output = output_messages(response)
         if output:

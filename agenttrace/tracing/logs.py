@@ -8,6 +8,7 @@ text without parsing log lines. Both are kept in the opTree (docs/session-file.m
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry.util.types import AttributeValue
@@ -17,8 +18,8 @@ from agenttrace._internal.checks import refuse
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
-from agenttrace.model.lifecycle import Logged
-from agenttrace.tracing.outbound import outbound_attributes
+from agenttrace.model.lifecycle import Logged, ReasoningParts
+from agenttrace.tracing.outbound import outbound_attributes, outbound_text
 from agenttrace.tracing.recording import emit
 from agenttrace.tracing.scopes import Scope, current_scope
 
@@ -73,11 +74,62 @@ def thinking(text: str) -> None:
         report_internal_error("thinking", exc)
 
 
-def record_reasoning(scope: Scope | None, text: str) -> None:
-    """One chunk of reasoning on ``scope`` (an LLM attempt whose response carried it): capped
-    and redacted like content, a span event, a ``THK`` console line and the op's opTree
-    ``reasoning``."""
-    _emit(sc.EVENT_REASONING, {sc.REASONING_TEXT: str(text)}, scope)
+def record_reasoning(
+    scope: Scope | None,
+    text: str = "",
+    *,
+    chunks: Sequence[tuple[str, int]] | None = None,
+    final: str | None = None,
+) -> None:
+    """Reasoning on ``scope`` (an LLM attempt whose response carried it): ``text`` as one chunk,
+    or ``chunks`` as they came (``(text, time in ns)``: a stream's deltas), and ``final``, the
+    provider's summary of it. The opTree's ``reasoning`` keeps them whole, redacted, bounded
+    only by ``max_reasoning_bytes``; the span event and the ``THK`` console line get their text
+    (the summary when there are no chunks), capped like content."""
+    if scope is None:
+        scope = current_scope()
+    if scope is None:
+        return
+    now = time.time_ns()
+    arrived = list(chunks) if chunks is not None else [(str(text), now)]
+    bound = runtime.settings.max_reasoning_bytes
+    kept = saved_chunks(arrived, bound)
+    summary = outbound_text(final, bound) if final else None
+    shown = "".join(part for part, _ in kept) or summary or ""
+    attributes: dict[str, AttributeValue] = {sc.REASONING_TEXT: shown, sc.PATH: scope.label}
+    # Already scrubbed: only the span's cap is applied to it (scrubbing again changes nothing).
+    attributes = outbound_attributes(attributes, runtime.settings.max_payload_bytes)
+    span = scope.span
+    if span.is_recording():
+        span.add_event(sc.EVENT_REASONING, attributes, timestamp=now)
+    if runtime.recorder is not None:
+        parts = ReasoningParts(tuple(kept), summary)
+        emit(Logged(scope.origin, scope.label, sc.EVENT_REASONING, now, attributes, parts))
+
+
+def saved_chunks(chunks: Sequence[tuple[str, int]], max_bytes: int) -> list[tuple[str, int]]:
+    """``chunks`` (``(text, time)``) as the saved state keeps them: their text redacted as a
+    whole (a secret may be split across deltas) and in at most ``max_bytes``. They are kept as
+    they came up to the first place redaction or the bound changed; from there on the rest is
+    one chunk, with the time of the chunk it starts in."""
+    whole = "".join(text for text, _ in chunks)
+    clean = outbound_text(whole, max_bytes)
+    if clean == whole:
+        return [(text, ts) for text, ts in chunks if text]
+    kept: list[tuple[str, int]] = []
+    position = 0
+    for text, ts in chunks:
+        if clean.startswith(text, position):
+            if text:
+                kept.append((text, ts))
+            position += len(text)
+            continue
+        kept.append((clean[position:], ts))
+        break
+    else:
+        if position < len(clean) and chunks:
+            kept.append((clean[position:], chunks[-1][1]))
+    return kept
 
 
 def _emit(name: str, attributes: dict[str, AttributeValue], scope: Scope | None = None) -> None:

@@ -247,12 +247,15 @@ class TurnScope(_BaseScope):
         "op_counter",
         "owned_session",
         "pending_tool_calls",
+        "prompted",
         "session",
     )
 
     session: SessionScope
     index: int
     implicit: bool
+    prompted: bool
+    """An LLM attempt of the turn recorded the turn's prompts (the first one does)."""
     owned_session: SessionScope | None
     op_counter: itertools.count[int]
     pending_tool_calls: deque[tuple[str, str, str, str | None]]
@@ -276,6 +279,7 @@ class TurnScope(_BaseScope):
         self.label = f"{session.prefix}{index}"
         self.op_counter = itertools.count(1)
         self.pending_tool_calls = deque()
+        self.prompted = False
         self.origin = session.origin
 
     def next_op_index(self) -> int:

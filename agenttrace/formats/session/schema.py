@@ -311,16 +311,24 @@ class LogEntry(_Object, kw_only=True):
 
 
 class ReasoningChunk(_Object, kw_only=True):
-    """One ``agenttrace.thinking(text)``."""
+    """One chunk of reasoning, as it came: an ``agenttrace.thinking(text)``, a reasoning delta
+    of a stream, or the reasoning of a whole response."""
 
     text: str
     ts: EpochMs
 
 
 class Reasoning(_Object, kw_only=True):
-    """The reasoning chunks logged in a node."""
+    """The reasoning of a node: its chunks in the order they came, and the summary the provider
+    gave of them, if it gave one."""
 
     chunks: list[ReasoningChunk]
+    final: (
+        Annotated[
+            str, Meta(description="The provider's summary of the reasoning, when it gave one.")
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class Payload(_Object, kw_only=True):
@@ -337,6 +345,20 @@ class Payload(_Object, kw_only=True):
     kind: Annotated[Literal["llm", "tool"] | UnsetType, Meta(description="On request only.")] = (
         UNSET
     )
+    isFinalTurn: Annotated[
+        bool | UnsetType,
+        Meta(
+            description="An LLM request's: it offered the model no tool to call, so the model "
+            "could only answer (docs/events.md, 'LLM requests and responses')."
+        ),
+    ] = UNSET
+    isFinalAnswer: Annotated[
+        bool | UnsetType,
+        Meta(
+            description="An LLM response's: it asked for no tool call, so it is the agent's "
+            "answer (docs/events.md, 'LLM requests and responses')."
+        ),
+    ] = UNSET
 
 
 class Tokens(_Object, kw_only=True):
@@ -632,18 +654,45 @@ class ChildSessionNode(_SessionNode, kw_only=True):
     parentTxnId: TxnId
 
 
+MAX_TURN_PROMPTS = 32
+"""A turn keeps at most this many prompts: the first and the latest ones."""
+
+
 class TurnText(_Object, kw_only=True):
-    """A prompt or a reply of a turn, as its LLM attempt recorded it (capped, redacted)."""
+    """A prompt of a turn, as its LLM attempt recorded it (capped, redacted). Files of earlier
+    releases have a reply of this form too (a :class:`TurnReply` with text only)."""
 
     role: Literal["system", "user"] | UnsetType = UNSET
     text: str
     size: Annotated[int, Meta(ge=0, description="The text's length in characters.")]
 
 
+class TurnToolCall(_Object, kw_only=True):
+    """A tool call an assistant reply asked for, as the attempt recorded it."""
+
+    id: str | None = None
+    name: str | None = None
+    arguments: Annotated[
+        str | None, Meta(description="The JSON text the model wrote (capped).")
+    ] = None
+
+
+class TurnReply(_Object, kw_only=True):
+    """What the assistant said in a turn's latest attempt: its text and the tool calls it made
+    (capped, redacted as the attempt recorded them)."""
+
+    text: Annotated[str, Meta(description="Absent when it only called tools.")] | UnsetType = UNSET
+    size: Annotated[int, Meta(ge=0, description="The text's length in characters.")] | UnsetType = (
+        UNSET
+    )
+    toolCalls: list[TurnToolCall] | UnsetType = UNSET
+
+
 class TurnNode(_Object, kw_only=True):
     """One turn of an agent's loop: an LLM request and the tool calls after it. ``prompts``
     and ``reply`` say what it was about without the event stream: the system and user messages
-    its first LLM attempt added to the conversation, and its latest attempt's assistant text."""
+    of its first LLM attempt's whole request, and its latest attempt's assistant text and tool
+    calls. Files of earlier releases have only the prompts that attempt added."""
 
     id: Annotated[SpanId | None, Meta(description="The turn's span id.")]
     index: Annotated[int, Meta(ge=1, description="1-based within its agent run.")]
@@ -654,8 +703,8 @@ class TurnNode(_Object, kw_only=True):
     span: NodeSpan = UNSET
     logs: list[LogEntry] | UnsetType = UNSET
     reasoning: Reasoning | UnsetType = UNSET
-    prompts: Annotated[list[TurnText], Meta(max_length=32)] | UnsetType = UNSET
-    reply: TurnText | UnsetType = UNSET
+    prompts: Annotated[list[TurnText], Meta(max_length=MAX_TURN_PROMPTS)] | UnsetType = UNSET
+    reply: TurnReply | UnsetType = UNSET
     endedAt: EpochMs | UnsetType = UNSET
 
 

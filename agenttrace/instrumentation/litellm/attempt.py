@@ -6,6 +6,7 @@ Both ways an attempt ends use these: a plain response (:mod:`.patch`) and a stre
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -206,30 +207,64 @@ def _put_back_leaked_context(attempt: Attempt) -> None:
         report_internal_error(WHERE, exc)
 
 
-def offer_tool_calls(attempt: Attempt, response: Any) -> None:
+def offer_tool_calls(
+    attempt: Attempt, response: Any, streamed: Sequence[tuple[str, int]] | None = None
+) -> None:
     """Log the response as the agent's transcript entry (now: in order with everything else the
     agent logs), which also offers its tool calls, with that entry's id, to the turn; and the
-    reasoning it carries as the attempt's reasoning chunks."""
+    reasoning it carries as the attempt's reasoning: ``streamed``, the reasoning deltas of a
+    stream as they came (``(text, time in ns)``), else the response's."""
     if attempt.operation == sc.OP_CHAT:
-        for text in reasoning_of(response):
-            record_reasoning(attempt.scope, text)
+        if streamed:
+            record_reasoning(attempt.scope, chunks=streamed)
+        else:
+            texts, summary = reasoning_of(response)
+            if texts or summary:
+                now = time.time_ns()
+                record_reasoning(
+                    attempt.scope, chunks=[(text, now) for text in texts], final=summary
+                )
         log_llm_exchange(attempt.scope, attempt.messages, response)
 
 
-def reasoning_of(response: Any) -> list[str]:
-    """The reasoning a chat response carries, as litellm gives it: each thinking block's text
-    (Anthropic's; their signatures are opaque and not recorded), else ``reasoning_content``
-    (DeepSeek's, OpenAI-compatible servers'). Redacted thinking has no text to record."""
+REASONING_SUMMARY = "reasoning_summary"
+"""The field of a response's message that holds the provider's summary of its reasoning (the
+Responses API's, :func:`agenttrace.instrumentation.openai.responses.chat_view`)."""
+
+
+def reasoning_of(response: Any) -> tuple[list[str], str | None]:
+    """The reasoning a chat response carries, as litellm gives it, and the provider's summary of
+    it: each thinking block's text (Anthropic's; their signatures are opaque and not recorded),
+    else ``reasoning_content`` (DeepSeek's, OpenAI-compatible servers'); a summary only (the
+    Responses API gives no more) is ``([], summary)``. Redacted thinking has no text to
+    record."""
     choices = field(response, "choices")
     if not isinstance(choices, Sequence) or not choices:
-        return []
+        return [], None
     message = field(choices[0], "message")
+    summary = field(message, REASONING_SUMMARY)
+    if isinstance(summary, str) and summary:
+        return [], summary
     blocks = field(message, "thinking_blocks")
     if isinstance(blocks, Sequence) and blocks:
         texts = [field(block, "thinking") for block in blocks]
-        return [text for text in texts if isinstance(text, str) and text]
+        return [text for text in texts if isinstance(text, str) and text], None
     reasoning = field(message, "reasoning_content")
-    return [reasoning] if isinstance(reasoning, str) and reasoning else []
+    return ([reasoning] if isinstance(reasoning, str) and reasoning else []), None
+
+
+def reasoning_delta(chunk: Any) -> str | None:
+    """The reasoning a stream's chunk carries: litellm's and OpenAI-compatible servers'
+    ``reasoning_content`` delta, or an Anthropic ``thinking_delta``."""
+    choices = field(chunk, "choices")
+    if isinstance(choices, Sequence) and choices:
+        text = field(field(choices[0], "delta"), "reasoning_content")
+    elif field(chunk, "type") == "content_block_delta":
+        delta = field(chunk, "delta")
+        text = field(delta, "thinking") if field(delta, "type") == "thinking_delta" else None
+    else:
+        return None
+    return text if isinstance(text, str) and text else None
 
 
 def result_attributes(attempt: Attempt, response: Any) -> dict[str, AttributeValue]:

@@ -25,6 +25,7 @@ from agenttrace.instrumentation.litellm.attempt import (
     Attempt,
     Reply,
     offer_tool_calls,
+    reasoning_delta,
     result_attributes,
 )
 from agenttrace.model.outcome import Usage
@@ -40,12 +41,14 @@ class StreamEnd:
     """How a stream's attempt ends; a subclass assembles the reply (:meth:`assembled`) and
     prices it (:meth:`settle`)."""
 
-    __slots__ = ("attempt", "first_chunk_ns", "given")
+    __slots__ = ("attempt", "first_chunk_ns", "given", "reasoning")
 
     def __init__(self, attempt: Attempt) -> None:
         self.attempt = attempt
         self.first_chunk_ns: int | None = None
         self.given: list[Any] = []  # the chunks, as the reader got them: what the journal keeps
+        self.reasoning: list[tuple[str, int]] = []
+        """The reasoning deltas as they came, each with its time: the attempt's chunks."""
 
     def assembled(self) -> Any:
         """The reply the stream delivered, as the chat response litellm records (None: none)."""
@@ -57,9 +60,17 @@ class StreamEnd:
         raise NotImplementedError
 
     def chunk(self, chunk: Any) -> None:
+        now = None
         if self.first_chunk_ns is None:
-            self.first_chunk_ns = time.time_ns()
+            self.first_chunk_ns = now = time.time_ns()
         self.given.append(chunk)
+        try:
+            thought = reasoning_delta(chunk)
+        except Exception as exc:  # the reader gets its chunk whatever this does
+            report_internal_error(self.attempt.request.where, exc)
+            return
+        if thought is not None:
+            self.reasoning.append((thought, now or time.time_ns()))
 
     def complete(self, abandoned: bool = False) -> None:
         attempt = self.attempt
@@ -71,7 +82,8 @@ class StreamEnd:
         try:
             built = self.assembled()
             if built is not None and not abandoned:
-                offer_tool_calls(attempt, built)  # the streamed reply enters the transcript
+                # The streamed reply enters the transcript; its reasoning as it came.
+                offer_tool_calls(attempt, built, self.reasoning)
         except Exception as exc:
             report_internal_error(self.attempt.request.where, exc)
         attempt.succeed(  # billed, then journaled done

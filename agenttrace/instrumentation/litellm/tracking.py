@@ -36,6 +36,7 @@ from agenttrace.tracing.scopes import (
     make_current,
     start_op,
 )
+from agenttrace.tracing.turn_prompts import record_turn_prompts
 
 call_var: ContextVar[LogicalCall | None] = ContextVar("agenttrace_litellm_call", default=None)
 attempt_var: ContextVar[Attempt | None] = ContextVar("agenttrace_litellm_attempt", default=None)
@@ -88,7 +89,8 @@ def describe(operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R
     else:
         name = sc.SPAN_EMBEDDING.format(model=model)
         messages = None
-    start = request_attributes(bool(kwargs.get("stream")))
+    chat = kwargs if operation == sc.OP_CHAT else None
+    start = request_attributes(bool(kwargs.get("stream")), chat)
     outcome = request_outcome(model, provider, None, operation)  # numbered per attempt
     if is_mocked(operation, kwargs):
         outcome.set_mocked()  # on the span from its start: a failed mock says so too
@@ -205,6 +207,8 @@ def open_span(request: Request, call: LogicalCall | None) -> tuple[OpScope, Any]
     finally:
         if undo is not None:
             undo()
+    if messages:
+        record_turn_prompts(scope, messages)
     if call is not None:
         call.attempt_started(scope)
     return scope, new_input[0] if new_input else None

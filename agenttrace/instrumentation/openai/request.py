@@ -81,7 +81,7 @@ def describe(client: Any, kwargs: Mapping[str, Any]) -> Request:
     return Request(
         sc.OP_CHAT,
         sc.SPAN_LLM.format(model=model),
-        request_attributes(bool(kwargs.get("stream"))),
+        request_attributes(bool(kwargs.get("stream")), kwargs),
         model,
         priced_as,
         kwargs.get("messages"),

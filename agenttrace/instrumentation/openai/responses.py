@@ -19,7 +19,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agenttrace._internal.errors import report_internal_error
-from agenttrace.instrumentation.litellm.attempt import Attempt, Reply, Request, offer_tool_calls
+from agenttrace.instrumentation.litellm.attempt import (
+    REASONING_SUMMARY,
+    Attempt,
+    Reply,
+    Request,
+    offer_tool_calls,
+)
 from agenttrace.instrumentation.litellm.sdk_attempt import SDKCalls, atraced_call, traced_call
 from agenttrace.instrumentation.openai.chat import completed_attributes, untraced
 from agenttrace.instrumentation.openai.replay import sdk_stream
@@ -142,6 +148,8 @@ def chat_view(response: Any) -> Any:
         message["tool_calls"] = calls
     if reasoning:
         message["reasoning_content"] = "\n".join(reasoning)
+        # A summary is all the Responses API gives of the reasoning: the opTree's ``final``.
+        message[REASONING_SUMMARY] = message["reasoning_content"]
     data: dict[str, Any] = {
         "id": field(response, "id"),
         "object": "chat.completion",

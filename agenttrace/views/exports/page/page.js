@@ -339,6 +339,10 @@
         payload: chunks.map(function (c) { return c.text || ""; }).join("")
       });
     }
+    var summary = op.reasoning && op.reasoning.final;
+    if (typeof summary === "string" && summary) {
+      addPayload(shell.body, "reasoning summary", { payload: summary });
+    }
     if (children.length || calledOps.length) {
       var list = childList(shell.body);
       calledOps.forEach(function (item) { list.appendChild(item); });
