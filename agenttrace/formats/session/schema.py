@@ -88,6 +88,13 @@ TxnId = Annotated[
         "first run).",
     ),
 ]
+ParentTxnId = Annotated[
+    TxnId | UnsetType | None,
+    Meta(
+        description="The txn of the agent run whose tool call ran this entry's run; null in a "
+        "root run (absent in files of earlier releases)."
+    ),
+]
 TRACE_ID_PATTERN = _whole("[0-9a-f]{32}")
 SPAN_ID_PATTERN = _whole("[0-9a-f]{16}")
 TraceId = Annotated[str, Meta(pattern=TRACE_ID_PATTERN, description="32 hex digits.")]
@@ -302,6 +309,15 @@ class LogEntry(_Object, kw_only=True):
     level: Literal["VRB", "WRN", "ERR", "TRC", "THK", "FIN"]
     message: str
     path: Label
+    originTxnId: Annotated[
+        TxnId | UnsetType,
+        Meta(description="The run's root txn (absent in files of earlier releases)."),
+    ] = UNSET
+    txnId: Annotated[
+        TxnId | UnsetType,
+        Meta(description="The agent run's txn (absent in files of earlier releases)."),
+    ] = UNSET
+    parentTxnId: ParentTxnId = UNSET
     details: Annotated[
         str | UnsetType,
         Meta(
@@ -388,6 +404,7 @@ class AccountingEntry(_Object, kw_only=True):
     type: Literal["llm", "tool"]
     originTxnId: TxnId
     txnId: TxnId
+    parentTxnId: ParentTxnId = UNSET
     agentId: AgentId
     path: Label
     provider: str | UnsetType | None = UNSET
