@@ -953,6 +953,44 @@ class MetaResult(_Object, kw_only=True):
     error: str | None
 
 
+class CostMap(Struct, kw_only=True):
+    """Which litellm cost map priced the session's calls, where litellm says."""
+
+    source: Annotated[
+        str | UnsetType,
+        Meta(description="local: the map litellm ships; remote: fetched from litellm's GitHub."),
+    ] = UNSET
+    revision: Annotated[
+        str | UnsetType, Meta(description="The map's git blob id, as litellm gives it.")
+    ] = UNSET
+
+
+class ModelPricing(Struct, kw_only=True):
+    """The per-token prices one model was billed at in the session, and their source (keys a
+    later release adds are carried over, as meta's are)."""
+
+    source: Annotated[
+        Literal["litellm", "override"],
+        Meta(
+            description="litellm: litellm's cost map; override: the program's own prices "
+            "(litellm.register_model), which differ from the map."
+        ),
+    ]
+    pricedAs: Annotated[str, Meta(description="The model's key in the price map.")]
+    prices: Annotated[
+        dict[str, float],
+        Meta(
+            description="Every per-token rate of the model, in USD, under litellm's names "
+            "(input_cost_per_token, output_cost_per_token, cache_read_input_token_cost, "
+            "cache_creation_input_token_cost, their _above_ thresholds...)."
+        ),
+    ]
+    litellmVersion: Annotated[
+        str | UnsetType, Meta(description="The installed litellm's version.")
+    ] = UNSET
+    costMap: CostMap | UnsetType = UNSET
+
+
 class SessionMeta(Struct, kw_only=True):
     """Facts about the session as a whole, recomputed at every write (keys of an earlier file
     are carried over as they are)."""
@@ -973,6 +1011,14 @@ class SessionMeta(Struct, kw_only=True):
         list[TraceId] | UnsetType, Meta(description="The trace id of each run, in order.")
     ] = UNSET
     session_id: SessionId
+    pricingSnapshot: Annotated[
+        dict[str, ModelPricing] | UnsetType,
+        Meta(
+            description="Per model the session billed (the accounting entries' model): the "
+            "prices it was billed at, recorded when its first priced call ended (absent in "
+            "files of earlier releases)."
+        ),
+    ] = UNSET
 
     def __post_init__(self) -> None:
         _check_rules(self)
