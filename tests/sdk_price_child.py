@@ -1,7 +1,7 @@
 """A program that uses only the OpenAI SDK (issue 34 item 1): one ``chat.completions.create``
 against the test's scripted server (argv[1], an OpenAI base URL), traced by agenttrace into a
 real in-memory exporter. Prints the call's span cost, the ledger's amount and whether litellm
-was ever imported, as one JSON line."""
+was ever imported, and the session file's pricing snapshot, as one JSON line."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import agenttrace
 from agenttrace import semconv as sc
+from agenttrace.formats.session.files import read_session_file
 
 
 def main(api_base: str) -> None:
@@ -39,12 +40,15 @@ def main(api_base: str) -> None:
         provider.shutdown()
         (span,) = [s for s in exporter.get_finished_spans() if s.name == "chat gpt-4o-mini"]
         lines = ledger.read_text().splitlines() if ledger.exists() else []
+        (snapshot,) = (Path(folder) / "sessions").glob("*.json.gz")
+        meta = read_session_file(snapshot).meta
     print(
         json.dumps(
             {
                 "cost": (span.attributes or {}).get(sc.COST_USD),
                 "ledger": [json.loads(line) for line in lines],
                 "litellm_imported": "litellm" in sys.modules,
+                "pricing": meta.get("pricingSnapshot"),
             }
         )
     )

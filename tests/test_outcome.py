@@ -73,7 +73,7 @@ def _made(
     )
 
 
-def test_an_llm_attempt_s_outcome_is_typed_and_its_entry_is_the_ledger_line_it_always_was() -> None:
+def test_an_llm_attempt_s_outcome_is_typed_and_its_entry_is_its_ledger_line() -> None:
     op = _made(_llm(), "llm", "1.1", 1_250_000_000, None, "main", 1_000_000_000)
     assert (op.kind, op.name, op.operation, op.failed) == ("llm", "gpt-4o", "chat", False)
     assert op.usage is not None
@@ -86,8 +86,8 @@ def test_an_llm_attempt_s_outcome_is_typed_and_its_entry_is_the_ledger_line_it_a
     assert isinstance(entry, AccountingEntry)
     assert compact_json(entry) == (
         b'{"timestamp":1250,"status":"ok","latency":250.0,"type":"llm",'
-        b'"originTxnId":"0123456789abcdef","txnId":"0123456789abcdef","agentId":"agent_001",'
-        b'"path":"1.1","provider":"openai","model":"gpt-4o","actualModel":"gpt-4o-2024-08-06",'
+        b'"originTxnId":"0123456789abcdef","txnId":"0123456789abcdef","parentTxnId":null,'
+        b'"agentId":"agent_001","path":"1.1","provider":"openai","model":"gpt-4o","actualModel":"gpt-4o-2024-08-06",'
         b'"attempt":1,"tokens":{"inputTokens":120,"outputTokens":30,"cacheReadInputTokens":100,'
         b'"cacheWriteInputTokens":0,"reasoningTokens":5,"totalTokens":150},"costUsd":0.3,'
         b'"callPath":"main"}'
@@ -114,6 +114,7 @@ def test_a_failed_tool_call_s_entry_names_its_error_and_leaves_out_what_it_does_
         "type": "tool",
         "originTxnId": "0123456789abcdef",
         "txnId": "0123456789abcdef",
+        "parentTxnId": None,  # a root run's op
         "agentId": "agent_001",
         "path": "1.2",
         "providerLabel": "docs",

@@ -140,3 +140,11 @@ def test_an_openai_sdk_program_gets_a_cost_without_importing_litellm(llm: LLMSer
     assert out["cost"] == pytest.approx(expected)
     (entry,) = out["ledger"]
     assert entry["costUsd"] == pytest.approx(expected, abs=1e-9)  # the ledger's amount too
+    # The session file says what it was priced at: the map the installed litellm ships.
+    priced = out["pricing"]["gpt-4o-mini"]
+    assert (priced["source"], priced["costMap"]) == ("litellm", {"source": "local"})
+    rates = price_table.entry("gpt-4o-mini")
+    assert rates is not None
+    assert priced["prices"]["input_cost_per_token"] == rates["input_cost_per_token"]
+    recomputed = 1000 * rates["input_cost_per_token"] + 50 * rates["output_cost_per_token"]
+    assert entry["costUsd"] == pytest.approx(recomputed, abs=1e-12)

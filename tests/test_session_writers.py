@@ -165,9 +165,10 @@ def test_readers_merge_the_joined_runs_under_the_ops_that_started_them(
         assert child["parentTxnId"] == root["txnId"]
         [look_up] = session_ops(child)
         assert look_up["path"] == f"{ops[name]['path']}.1.1"  # relabelled under the op
-        # Its accounting entry names its op as a one-writer session's would: root and label.
-        entries = [(a["originTxnId"], a["path"]) for a in look_up["accounting"]]
-        assert entries == [(root["originTxnId"], look_up["path"])]
+        # Its accounting entry names its op as a one-writer session's would: root, label, and
+        # the run whose op started it (its writer knew of none).
+        entries = [(a["originTxnId"], a["path"], a["parentTxnId"]) for a in look_up["accounting"]]
+        assert entries == [(root["originTxnId"], look_up["path"], root["txnId"])]
         assert child["attributes"]["ingress"]["joined"]["parent_path"] == ops[name]["path"]
         del topic
     # The events: every writer's, each writer's in its order, by time across writers.

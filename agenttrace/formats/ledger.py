@@ -52,6 +52,7 @@ def accounting_entry(op: OpOutcome) -> AccountingEntry:
             type="llm",
             originTxnId=op.origin_txn_id,
             txnId=op.txn_id,
+            parentTxnId=op.parent_txn_id,
             agentId=op.agent_id,
             path=op.path,
             provider=op.provider,
@@ -81,6 +82,7 @@ def accounting_entry(op: OpOutcome) -> AccountingEntry:
         type="tool",
         originTxnId=op.origin_txn_id,
         txnId=op.txn_id,
+        parentTxnId=op.parent_txn_id,
         agentId=op.agent_id,
         path=op.path,
         # The tool's name when no provider is known, as every release wrote it.
@@ -119,11 +121,13 @@ def decided_entry(
     started_ms: int,
     ended_ms: int,
     call_path: str | None,
+    parent_txn_id: Any = UNSET,
 ) -> AccountingEntry:
     """The accounting entry of a tool call a kill left in doubt, as a person decided it
     (``agenttrace resolve``): status ok with ``--done`` (it happened; ``result`` is what it
     returned), else failed, the decision saying why. ``ended_ms``: the last the session's
-    files know of it (when it was killed is written nowhere)."""
+    files know of it (when it was killed is written nowhere). ``parent_txn_id``: its run's
+    (:func:`parent_of`), left out when its run is not known."""
     done = decision == "done"
     return AccountingEntry(
         timestamp=ended_ms,
@@ -132,6 +136,7 @@ def decided_entry(
         type="tool",
         originTxnId=origin,
         txnId=txn_id,
+        parentTxnId=parent_txn_id,
         agentId=agent_id,
         path=path,
         providerLabel=name,
@@ -144,6 +149,16 @@ def decided_entry(
         decision=decision,  # type: ignore[arg-type]  # one of the four resolve takes
         evidence=evidence if evidence else UNSET,
     )
+
+
+def parent_of(owner: Mapping[str, Any] | None) -> Any:
+    """The ``parentTxnId`` an entry of the agent run ``owner`` (its SessionNode) carries: the
+    run's own (``None`` for a root), or ``UNSET`` (left out) when the run is not known or its
+    file does not say."""
+    if not owner or "parentTxnId" not in owner:
+        return UNSET
+    parent = owner["parentTxnId"]
+    return parent if parent is None or isinstance(parent, str) else UNSET
 
 
 INTERRUPTED: Final = "interrupted"
@@ -167,6 +182,7 @@ def interrupted_entry(
     started_ms: int,
     ended_ms: int,
     call_path: str | None,
+    parent_txn_id: Any = UNSET,
 ) -> AccountingEntry:
     """The accounting entry of an LLM attempt a kill cut short (its journal ``intent`` and no
     outcome), written once by the process that takes its session over: status
@@ -180,6 +196,7 @@ def interrupted_entry(
         type="llm",
         originTxnId=origin,
         txnId=txn_id,
+        parentTxnId=parent_txn_id,
         agentId=agent_id,
         path=path,
         provider=None,

@@ -70,6 +70,8 @@ class OpOutcome(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The origin txn id of the run."""
     txn_id: str
     agent_id: str
+    parent_txn_id: str | None = None
+    """The txn id of the agent run whose tool call ran the op's run (``None`` in a root run)."""
     call_path: str | None = None
     """The call path of the agent run the op belongs to."""
     operation: str | None = None
@@ -257,6 +259,7 @@ class OutcomeBuilder:
         origin_txn_id: str,
         txn_id: str,
         agent_id: str,
+        parent_txn_id: str | None = None,
         call_path: str | None = None,
         trace_id: int = 0,
         span_id: int = 0,
@@ -276,6 +279,7 @@ class OutcomeBuilder:
             origin_txn_id=origin_txn_id,
             txn_id=txn_id,
             agent_id=agent_id,
+            parent_txn_id=parent_txn_id,
             call_path=call_path,
             operation=self.operation,
             error=error,

@@ -34,5 +34,6 @@ def bare_outcome(
         origin_txn_id=get(sc.TXN_ORIGIN),
         txn_id=get(sc.TXN_ID),
         agent_id=get(sc.AGENT_ID),
+        parent_txn_id=get(sc.TXN_PARENT),
         call_path=call_path,
     )

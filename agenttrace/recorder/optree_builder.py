@@ -48,6 +48,10 @@ from agenttrace.recorder.sink import RecordwiseSink
 Node = dict[str, Any]
 
 
+_RUN_IDS = ("originTxnId", "txnId", "parentTxnId")
+"""The ids of its agent run a log entry carries (the accounting entries' own)."""
+
+
 def _ms(nanoseconds: int) -> int:
     return nanoseconds // 1_000_000
 
@@ -243,6 +247,11 @@ class OpTreeSink(RecordwiseSink):
                 "message": attributes.get(sc.LOG_MESSAGE),
                 "path": attributes.get(sc.PATH),
             }
+            # Its run's ids, so a log read on its own (serve's flat list) says whose it is.
+            owner = self.runs[record.origin].session_of(record.label)
+            if owner is not None:
+                for key in _RUN_IDS:
+                    entry[key] = owner.get(key)
             if sc.LOG_DETAILS in attributes:
                 entry["details"] = attributes[sc.LOG_DETAILS]
             node.setdefault("logs", []).append(entry)

@@ -48,6 +48,7 @@ from agenttrace.formats.session.spool import Piece, Spool, gzip_bytes, write_pie
 from agenttrace.model.lifecycle import Ended, EventLogged, Journaled, Record, Started
 from agenttrace.recorder.optree_builder import COMPACT_BYTES, OpTreeSink, RunTree, serialize
 from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, OutageBuffer, count
+from agenttrace.recorder.pricing import note_prices
 from agenttrace.recorder.sink import RecordwiseSink, Scheduler, Sink, journal_bytes
 from agenttrace.session.leases import Taken, share, writing
 from agenttrace.session.state import Session
@@ -611,6 +612,9 @@ class SessionFileSink(RecordwiseSink):
         state = self._state(run.session)
         state.settle_journal()
         state.dirty = True
+        accounted = record.accounted
+        if accounted is not None and accounted.inline:  # an LLM attempt's prices, once a model
+            note_prices(state.meta, accounted.entry)
         # Over once its root and everything in it ended (the opTree then serialised it): a
         # record that ends after its root still lands in the run, written as it comes.
         if run.fragment is not None:  # the run is over: keep it serialised, the tree goes

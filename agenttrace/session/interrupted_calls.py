@@ -40,6 +40,7 @@ from agenttrace.formats.ledger import (
     interrupted_entry,
     is_interrupted_entry,
     op_accounted,
+    parent_of,
 )
 from agenttrace.formats.ledger_file import append_lines, entry_timestamp, find_lines
 from agenttrace.formats.safe_open import open_inside
@@ -99,6 +100,7 @@ def owed_lines(loaded: LoadedFile, now_ns: int | None = None) -> list[dict[str, 
             started_ms=start,
             ended_ms=max(start, last if last is not None else start),
             call_path=_text(owner.get("callPath")),
+            parent_txn_id=parent_of(owner),
         )
         # No trace or span: no span of it ever ended; its run is found by its origin.
         line = accounted_line(op_accounted(entry, "llm", step.name, ts, None, None))

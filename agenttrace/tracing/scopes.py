@@ -1094,6 +1094,7 @@ def _outcome(scope: OpScope, ended_ns: int, error: str | None) -> OpOutcome:
         origin_txn_id=str(common[sc.TXN_ORIGIN]),
         txn_id=str(common[sc.TXN_ID]),
         agent_id=str(common[sc.AGENT_ID]),
+        parent_txn_id=session.parent_txn_id,
         call_path=session.call_path,
         trace_id=scope.trace_id,
         span_id=scope.span_id,

@@ -27,7 +27,7 @@ from agenttrace._internal.config import Settings
 from agenttrace._internal.redact import cap_text, scrub_json_text
 from agenttrace._internal.times import event_ts
 from agenttrace.formats.compact_json import compact_json
-from agenttrace.formats.ledger import accounted_line, decided_entry, op_accounted
+from agenttrace.formats.ledger import accounted_line, decided_entry, op_accounted, parent_of
 from agenttrace.formats.ledger_file import append_lines
 from agenttrace.formats.safe_open import open_regular
 from agenttrace.formats.session.files import (
@@ -195,6 +195,7 @@ def _decided(
         started_ms=started,
         ended_ms=started + ran,
         call_path=_text(owner.get("callPath")),
+        parent_txn_id=parent_of(owner),
     )
     # No trace or span: no span was ever ended for it; its run is found by its origin.
     return entry, accounted_line(op_accounted(entry, "tool", step.name, ts, None, None))

@@ -88,6 +88,13 @@ TxnId = Annotated[
         "first run).",
     ),
 ]
+ParentTxnId = Annotated[
+    TxnId | UnsetType | None,
+    Meta(
+        description="The txn of the agent run whose tool call ran this entry's run; null in a "
+        "root run (absent in files of earlier releases)."
+    ),
+]
 TRACE_ID_PATTERN = _whole("[0-9a-f]{32}")
 SPAN_ID_PATTERN = _whole("[0-9a-f]{16}")
 TraceId = Annotated[str, Meta(pattern=TRACE_ID_PATTERN, description="32 hex digits.")]
@@ -302,6 +309,15 @@ class LogEntry(_Object, kw_only=True):
     level: Literal["VRB", "WRN", "ERR", "TRC", "THK", "FIN"]
     message: str
     path: Label
+    originTxnId: Annotated[
+        TxnId | UnsetType,
+        Meta(description="The run's root txn (absent in files of earlier releases)."),
+    ] = UNSET
+    txnId: Annotated[
+        TxnId | UnsetType,
+        Meta(description="The agent run's txn (absent in files of earlier releases)."),
+    ] = UNSET
+    parentTxnId: ParentTxnId = UNSET
     details: Annotated[
         str | UnsetType,
         Meta(
@@ -410,6 +426,7 @@ class AccountingEntry(_Object, kw_only=True):
     type: Literal["llm", "tool"]
     originTxnId: TxnId
     txnId: TxnId
+    parentTxnId: ParentTxnId = UNSET
     agentId: AgentId
     path: Label
     provider: str | UnsetType | None = UNSET
@@ -985,6 +1002,44 @@ class MetaResult(_Object, kw_only=True):
     error: str | None
 
 
+class CostMap(Struct, kw_only=True):
+    """Which litellm cost map priced the session's calls, where litellm says."""
+
+    source: Annotated[
+        str | UnsetType,
+        Meta(description="local: the map litellm ships; remote: fetched from litellm's GitHub."),
+    ] = UNSET
+    revision: Annotated[
+        str | UnsetType, Meta(description="The map's git blob id, as litellm gives it.")
+    ] = UNSET
+
+
+class ModelPricing(Struct, kw_only=True):
+    """The per-token prices one model was billed at in the session, and their source (keys a
+    later release adds are carried over, as meta's are)."""
+
+    source: Annotated[
+        Literal["litellm", "override"],
+        Meta(
+            description="litellm: litellm's cost map; override: the program's own prices "
+            "(litellm.register_model), which differ from the map."
+        ),
+    ]
+    pricedAs: Annotated[str, Meta(description="The model's key in the price map.")]
+    prices: Annotated[
+        dict[str, float],
+        Meta(
+            description="Every per-token rate of the model, in USD, under litellm's names "
+            "(input_cost_per_token, output_cost_per_token, cache_read_input_token_cost, "
+            "cache_creation_input_token_cost, their _above_ thresholds...)."
+        ),
+    ]
+    litellmVersion: Annotated[
+        str | UnsetType, Meta(description="The installed litellm's version.")
+    ] = UNSET
+    costMap: CostMap | UnsetType = UNSET
+
+
 class SessionMeta(Struct, kw_only=True):
     """Facts about the session as a whole, recomputed at every write (keys of an earlier file
     are carried over as they are)."""
@@ -1005,6 +1060,14 @@ class SessionMeta(Struct, kw_only=True):
         list[TraceId] | UnsetType, Meta(description="The trace id of each run, in order.")
     ] = UNSET
     session_id: SessionId
+    pricingSnapshot: Annotated[
+        dict[str, ModelPricing] | UnsetType,
+        Meta(
+            description="Per model the session billed (the accounting entries' model): the "
+            "prices it was billed at, recorded when its first priced call ended (absent in "
+            "files of earlier releases)."
+        ),
+    ] = UNSET
 
     def __post_init__(self) -> None:
         _check_rules(self)

@@ -357,6 +357,7 @@ def _place(run: MutableMapping[str, Any], ops: _Ops) -> Any:
     address = (*op_address, len(hosted) + 1)
     _relabel(run, address)
     run["parentTxnId"] = parent_txn
+    _adopt_entries(run, parent_txn)
     op["kind"] = "session"  # a tool call that ran sub-agents, as one process records it
     if hosted:
         op.pop("childSession", None)
@@ -380,6 +381,22 @@ def _relabel(run: MutableMapping[str, Any], prefix: Address) -> None:
                         _prefix_path(entry, prefix)  # type: ignore[arg-type]
         for entry in children(session, "logs"):
             _prefix_path(entry, prefix)  # type: ignore[arg-type]
+
+
+def _adopt_entries(run: Mapping[str, Any], parent_txn: str) -> None:
+    """The joined ``run``'s own accounting and log entries name the run it now sits under,
+    as its node does (its writer knew of no parent and wrote ``null``). Entries of earlier
+    releases (no ``parentTxnId``) and of its sub-agents' runs are left as they are."""
+    txn = run.get("txnId")
+    entries = list(children(run, "logs"))
+    for turn in children(run, "turns"):
+        entries += children(turn, "logs")
+        for op in children(turn, "ops"):
+            entries += [*children(op, "accounting"), *children(op, "logs")]
+    for entry in entries:
+        own = isinstance(entry, MutableMapping) and entry.get("txnId") == txn
+        if own and "parentTxnId" in entry:
+            entry["parentTxnId"] = parent_txn  # type: ignore[index]
 
 
 def _prefix_path(node: MutableMapping[str, Any], prefix: Address) -> None:
