@@ -560,9 +560,9 @@ def infer_causes(events: list[dict[str, Any]]) -> None:
     result, with the agent's name in the call's arguments: a creation gets the newest open call
     that asked for its name, else the newest open one. A creation while no ``task`` call is open
     gets no cause: the root. The stream's first agent is no exception: a stream that starts
-    inside a session (seed 000's Examples 2 and 3: a sub-agent created in the call of an agent
-    the stream never saw created) gives it its parent too, and the root is then the agent no
-    call created (``Session.root``).
+    inside a session (a sub-agent created in the call of an agent the stream never saw created;
+    docs/events.md, "Older spelling read back") gives it its parent too, and the root is then
+    the agent no call created (``Session.root``).
     """
     import json
 
