@@ -10,41 +10,29 @@ checked the way an auditor would: from the snapshot's prices and the ledger's to
 from __future__ import annotations
 
 import importlib.metadata
-import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import litellm
 import msgspec
 
 import agenttrace
 from agenttrace.formats.session.files import read_session_file, snapshot_path
 from agenttrace.formats.session.schema import SessionMeta
-from agenttrace.formats.session.schema_file import published_schema
-from examples.cafe import SCRIPTS, run_first
-from examples.scripted_model import ScriptedModel
 
 from .conftest import Traced
 from .llm_server import LLMServer
 from .test_litellm import http
+from .test_trace_fields import ledger, record_cafe, valid
 
 CAFE_MODEL = "claude-sonnet-4-5-20250929"
-
-
-def ledger(tmp_path: Path) -> list[dict[str, Any]]:
-    path = tmp_path / "accounting.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def meta_of(tmp_path: Path, session_id: str) -> dict[str, Any]:
     """The session file's ``meta``, read back (and validated) as every reader reads it."""
     meta = read_session_file(snapshot_path(tmp_path / "sessions", session_id)).meta
     msgspec.convert(meta, SessionMeta)
-    validator = jsonschema.Draft202012Validator(
-        {"$defs": published_schema()["$defs"], "$ref": "#/$defs/SessionMeta"}
-    )
-    assert [error.message for error in validator.iter_errors(meta)] == []
+    assert valid("SessionMeta", meta) == []
     return dict(meta)
 
 
@@ -67,10 +55,7 @@ def recomputed(line: dict[str, Any], prices: dict[str, float]) -> float:
 async def test_each_cost_is_rechecked_from_the_snapshot_and_the_ledger_s_tokens(
     traced: Traced, tmp_path: Path
 ) -> None:
-    session = agenttrace.new_session()
-    with ScriptedModel(SCRIPTS) as model:
-        await run_first({"api_key": "offline-test-key", "api_base": model.api_base})
-    traced.handle.force_flush()
+    session = await record_cafe(traced)
     snapshot = meta_of(tmp_path, session.session_id)["pricingSnapshot"]
     assert list(snapshot) == [CAFE_MODEL]  # the one model the session billed
     priced = snapshot[CAFE_MODEL]
@@ -137,10 +122,7 @@ def test_only_the_models_the_session_paid_for_are_in_it(
 async def test_a_resumed_session_keeps_the_prices_its_earlier_runs_were_billed_at(
     traced: Traced, tmp_path: Path
 ) -> None:
-    session = agenttrace.new_session()
-    with ScriptedModel(SCRIPTS) as model:
-        await run_first({"api_key": "offline-test-key", "api_base": model.api_base})
-    agenttrace.force_flush()
+    session = await record_cafe(traced)
     before = meta_of(tmp_path, session.session_id)["pricingSnapshot"]
     agenttrace.use_session(None)  # a later process
 

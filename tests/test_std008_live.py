@@ -53,17 +53,23 @@ class Live:
         return to_std008(snapshot_path(self.sessions, self.session_id))
 
 
-@pytest.fixture
-def live(tmp_path: Path) -> Iterator[Live]:
-    provider = TracerProvider()
+def traced_into(provider: TracerProvider, tmp_path: Path, std008_dir: Path) -> agenttrace.Tracing:
+    """agenttrace on ``provider``, a new session, files under ``tmp_path``, the live STD-008
+    document in ``std008_dir``."""
     agenttrace.use_session(None)
-    handle = agenttrace.init(
+    return agenttrace.init(
         tracer_provider=provider,
         console_stream=io.StringIO(),
         sessions_dir=tmp_path / "sessions",
         billing_file=tmp_path / "accounting.jsonl",
-        std008_dir=tmp_path / "std008",
+        std008_dir=std008_dir,
     )
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Live]:
+    provider = TracerProvider()
+    handle = traced_into(provider, tmp_path, tmp_path / "std008")
     try:
         yield Live(handle, tmp_path / "std008", tmp_path / "sessions")
     finally:
@@ -219,14 +225,7 @@ def test_a_directory_that_cannot_be_written_leaves_the_agent_running(
     blocked = tmp_path / "a-file"
     blocked.write_text("not a directory")
     provider = TracerProvider()
-    agenttrace.use_session(None)
-    handle = agenttrace.init(
-        tracer_provider=provider,
-        console_stream=io.StringIO(),
-        sessions_dir=tmp_path / "sessions",
-        billing_file=tmp_path / "accounting.jsonl",
-        std008_dir=blocked,
-    )
+    handle = traced_into(provider, tmp_path, blocked)
 
     @agenttrace.agent("Helper")
     def helper(prompt: str) -> str:

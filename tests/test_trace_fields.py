@@ -26,6 +26,7 @@ from examples.cafe import SCRIPTS, run_first
 from examples.scripted_model import ScriptedModel
 
 from .conftest import Traced
+from .test_ledger_fields import TOOL_ENTRY
 
 
 def ledger(tmp_path: Path) -> list[dict[str, Any]]:
@@ -39,6 +40,16 @@ def valid(definition: str, entry: dict[str, Any]) -> list[str]:
         {"$defs": published_schema()["$defs"], "$ref": f"#/$defs/{definition}"}
     )
     return [error.message for error in validator.iter_errors(entry)]
+
+
+async def record_cafe(traced: Traced) -> agenttrace.Session:
+    """The cafe demo's first run on the scripted model, in a session of its own, its lines
+    written (the ledger, the stream, the session file)."""
+    session = agenttrace.new_session()
+    with ScriptedModel(SCRIPTS) as model:
+        await run_first({"api_key": "offline-test-key", "api_base": model.api_base})
+    traced.handle.force_flush()
+    return session
 
 
 def ops_of(run: dict[str, Any]) -> list[dict[str, Any]]:
@@ -55,10 +66,7 @@ def ops_of(run: dict[str, Any]) -> list[dict[str, Any]]:
 async def test_every_ledger_line_names_the_run_whose_tool_call_ran_its_run(
     traced: Traced, tmp_path: Path
 ) -> None:
-    session = agenttrace.new_session()
-    with ScriptedModel(SCRIPTS) as model:
-        await run_first({"api_key": "offline-test-key", "api_base": model.api_base})
-    traced.handle.force_flush()
+    session = await record_cafe(traced)
     lines = ledger(tmp_path)
     assert all("parentTxnId" in line for line in lines), lines
     (root_txn,) = {line["txnId"] for line in lines if line["callPath"] == "Agent"}
@@ -131,19 +139,7 @@ def test_entries_of_earlier_releases_without_the_fields_still_read() -> None:
     log = {"ts": 1795393954351, "level": "VRB", "message": "hi", "path": "1.1"}
     msgspec.convert(log, LogEntry)
     assert valid("LogEntry", log) == []
-    entry = {
-        "timestamp": 1795393954383,
-        "status": "ok",
-        "latency": 13.196,
-        "type": "tool",
-        "originTxnId": "91397038ebfdb98b",
-        "txnId": "91397038ebfdb98b",
-        "agentId": "agent_001",
-        "path": "3.2",
-        "providerLabel": "discuss",
-        "charactersIn": 85,
-        "charactersOut": 58,
-    }
+    entry = {key: value for key, value in TOOL_ENTRY.items() if key != "callPath"}
     msgspec.convert(entry, AccountingEntry)
     assert valid("AccountingEntry", entry) == []
     # Entries of this release, with them, read too.
