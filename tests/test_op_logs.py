@@ -9,6 +9,7 @@ Real runs: decorators, litellm against the local LLM server, the files read back
 
 from __future__ import annotations
 
+import gzip
 import logging
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from .llm_server import LLMServer
 from .test_trace_fields import ops_of, valid
 
 MODEL = "openai/gpt-4o-mini"
+SECRET = "abc.def-ghi_jkl"
 
 
 def chat(llm: LLMServer) -> Any:
@@ -43,6 +45,10 @@ def chat(llm: LLMServer) -> Any:
 
 def snapshot(tmp_path: Path, session: agenttrace.Session) -> Path:
     return snapshot_path(tmp_path / "sessions", session.session_id)
+
+
+def snapshot_text(tmp_path: Path, session: agenttrace.Session) -> str:
+    return gzip.decompress(snapshot(tmp_path, session).read_bytes()).decode()
 
 
 def the_run(traced: Traced, tmp_path: Path, session: agenttrace.Session) -> dict[str, Any]:
@@ -69,7 +75,7 @@ def shop(llm: LLMServer) -> None:
 
     @agenttrace.tool
     def pay(amount: int) -> str:
-        raise ValueError(f"card declined for {amount}")
+        raise ValueError(f"card declined for {amount}, Authorization: Bearer {SECRET}")
 
     @agenttrace.agent("Shop")
     def run() -> None:
@@ -97,7 +103,9 @@ def test_the_consoles_lines_are_on_their_ops_with_the_console_quiet(
     assert done.startswith("VRB ok ") and done.endswith("ms, chars in 15 out 13"), done
     (failure,) = lines(pay)
     assert failure.startswith("WRN failed (ValueError) after ")
-    assert failure.endswith(": card declined for 3")
+    # Redacted as the console's lines are.
+    assert failure.endswith(": card declined for 3, Authorization: Bearer [REDACTED]"), failure
+    assert SECRET not in snapshot_text(tmp_path, session)
     assert lines(run) == [lines(run)[0]] and lines(run)[0].startswith("VRB agent run ok ")
     for op in (attempt, look_up, pay):
         (entry,) = op["logs"]
