@@ -248,6 +248,9 @@ IMPORT_MESSAGE_INDEX: Final = "agenttrace.import.message.index"
 LOG_LEVEL: Final = "agenttrace.log.level"
 LOG_MESSAGE: Final = "agenttrace.log.message"
 LOG_DETAILS: Final = "agenttrace.log.details"
+LOG_SOURCE: Final = "agenttrace.log.source"
+"""Who made a log that ``agenttrace.log`` did not: ``agenttrace`` (its own warning about the
+node); the opTree keeps it as the entry's ``source``."""
 REASONING_TEXT: Final = "agenttrace.reasoning.text"
 
 EVENT_CANONICAL: Final = "agenttrace.event"

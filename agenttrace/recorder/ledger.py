@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agenttrace._internal.errors import concerning, note_on_node
 from agenttrace.formats.ledger_file import _append_to, _open
 from agenttrace.formats.ledger_file import append_lines as append_lines
 from agenttrace.model.lifecycle import Ended, Record
@@ -180,17 +181,12 @@ class LedgerSink(Sink):
 
     def consume(self, records: Sequence[Record]) -> None:
         """The ops' ledger lines, in one write (a paid op's in its caller's thread)."""
-        if len(records) == 1:
-            accounted = records[0].accounted  # type: ignore[union-attr]
-            if accounted is not None:
-                self.bill(accounted.ledger_line())
+        billed = [r for r in records if isinstance(r, Ended) and r.accounted is not None]
+        if not billed:
             return
-        lines = b"".join(
-            r.accounted.ledger_line()  # type: ignore[union-attr]
-            for r in records
-            if r.accounted is not None  # type: ignore[union-attr]
-        )
-        if lines:
+        lines = b"".join(r.accounted.ledger_line() for r in billed if r.accounted is not None)
+        # A warning about the write is about the (first) op whose line it holds: on its node.
+        with concerning(billed[0].origin, billed[0].label):
             self.bill(lines)  # one write
 
     def bill(self, line: bytes) -> None:
@@ -198,15 +194,14 @@ class LedgerSink(Sink):
         with self._lock:
             if self._waiting.put(None, line, line.count(b"\n"), self._file.append):
                 waiting = sum(self._waiting.counts.values())
-                logger.warning(
-                    "agenttrace: cannot write the billing ledger %s (%s): %s %s in memory "
-                    "and will be written as soon as writing works again. The agent keeps "
-                    "running.",
-                    self.path,
-                    self._waiting.outage.reason,
-                    count(waiting, "accounting record"),
-                    "waits" if waiting == 1 else "wait",
+                message = (
+                    f"agenttrace: cannot write the billing ledger {self.path} "
+                    f"({self._waiting.outage.reason}): {count(waiting, 'accounting record')} "
+                    f"{'waits' if waiting == 1 else 'wait'} in memory and will be written as "
+                    "soon as writing works again. The agent keeps running."
                 )
+                logger.warning("%s", message)
+                note_on_node("WRN", message)  # the op whose line waits (see consume)
 
     def _recovered(self, written: int) -> None:
         logger.warning(

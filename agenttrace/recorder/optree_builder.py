@@ -35,14 +35,22 @@ import msgspec
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.later import recorded_text
+from agenttrace._internal.redact import scrub_json_text
 from agenttrace.formats.compact_json import compact_json
 from agenttrace.formats.ledger import accounting_entry
-from agenttrace.formats.session.schema import MAX_TURN_PROMPTS, AccountingEntry
+from agenttrace.formats.session.schema import (
+    LOG_SOURCE_AGENTTRACE,
+    LOG_SOURCE_END,
+    MAX_NODE_LOGS,
+    MAX_TURN_PROMPTS,
+    AccountingEntry,
+)
 from agenttrace.formats.session.spool import Piece, Spool
 from agenttrace.model.amounts import latency_written
 from agenttrace.model.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
 from agenttrace.model.outcome import OpOutcome
 from agenttrace.recorder.bare_outcome import bare_outcome
+from agenttrace.recorder.op_lines import end_lines
 from agenttrace.recorder.sink import RecordwiseSink
 
 Node = dict[str, Any]
@@ -235,11 +243,17 @@ class OpTreeSink(RecordwiseSink):
         self._offer(run, final=False)
 
     def _logged(self, record: Logged) -> None:
+        attributes = record.attributes
+        ours = sc.LOG_SOURCE in attributes  # agenttrace's own warning: a record, no span event
         node = self._node(record.origin, record.label)
+        if node is None and ours:
+            # About an op whose end was written already (a sink's warning on the worker): on
+            # the nearest node still open, its path saying where it happened.
+            node = self._open_ancestor(record.origin, record.label)
         if node is None:
             return
-        attributes = record.attributes
-        _add_span_event(node, (record.name, record.time_ns, attributes))
+        if not ours:
+            _add_span_event(node, (record.name, record.time_ns, attributes))
         if record.name == sc.EVENT_LOG:
             entry: Node = {
                 "ts": _ms(record.time_ns),
@@ -247,14 +261,12 @@ class OpTreeSink(RecordwiseSink):
                 "message": attributes.get(sc.LOG_MESSAGE),
                 "path": attributes.get(sc.PATH),
             }
-            # Its run's ids, so a log read on its own (serve's flat list) says whose it is.
-            owner = self.runs[record.origin].session_of(record.label)
-            if owner is not None:
-                for key in _RUN_IDS:
-                    entry[key] = owner.get(key)
             if sc.LOG_DETAILS in attributes:
                 entry["details"] = attributes[sc.LOG_DETAILS]
-            node.setdefault("logs", []).append(entry)
+            source = attributes.get(sc.LOG_SOURCE)
+            if isinstance(source, str):
+                entry["source"] = source
+            _add_log(self.runs[record.origin], str(node.get("path", record.label)), node, entry)
         elif record.name == sc.EVENT_REASONING:
             reasoning = node.setdefault("reasoning", {"chunks": []})
             parts = record.reasoning
@@ -287,7 +299,18 @@ class OpTreeSink(RecordwiseSink):
             return
         subscribers = self._subscribers  # one list for the whole end (it is replaced, not changed)
         keep = bool(subscribers)  # a subscriber is handed whole trees
+        started_ns, started = node["span"]["startTimeUnixNano"], node["span"]["attributes"]
         entry = _complete(node, record, run, keep)
+        # What the console says of its end, at its most detailed level, whatever it prints.
+        for level, text in end_lines(record, started_ns, started, node["span"]["attributes"]):
+            line: Node = {
+                "ts": _ms(record.ended_ns),
+                "level": level,
+                "message": scrub_json_text(text),  # as the console's boundary scrubs it
+                "path": record.label,
+                "source": LOG_SOURCE_END,
+            }
+            _add_log(run, record.label, node, line)
         if node.get("kind") == sc.KIND_LLM:
             parent = run.parents.get(record.label)
             if parent is not None and run.positions.get(parent) == "turn":
@@ -321,6 +344,16 @@ class OpTreeSink(RecordwiseSink):
     def _node(self, origin: str, label: str) -> Node | None:
         run = self.runs.get(origin)
         return run.nodes.get(label) if run is not None else None
+
+    def _open_ancestor(self, origin: str, label: str) -> Node | None:
+        """The nearest node above ``label`` (``1.2`` → ``1`` → ``0``) still open in its run."""
+        run = self.runs.get(origin)
+        while run is not None and "." in label:
+            label = label.rsplit(".", 1)[0]
+            node = run.nodes.get(label)
+            if node is not None:
+                return node
+        return run.nodes.get("0") if run is not None and label != "0" else None
 
     def _offer(
         self, run: RunTree, final: bool, subscribers: list[_Subscriber] | None = None
@@ -511,6 +544,32 @@ def _compress(run: RunTree, pieces: list[Piece]) -> list[Piece]:
     if run.spool is None:
         return pieces
     return list(run.spool.compress(pieces))
+
+
+# --- logs ---------------------------------------------------------------------------------------
+
+
+def _add_log(run: RunTree, label: str, node: Node, entry: Node) -> None:
+    """Put ``entry`` on ``node`` with its run's ids (so a log read on its own, as in serve's
+    flat list, says whose it is), within :data:`MAX_NODE_LOGS`: the last place says how many
+    more there were."""
+    owner = run.session_of(label)
+    if owner is not None:
+        for key in _RUN_IDS:
+            entry[key] = owner.get(key)
+    logs = node.setdefault("logs", [])
+    if len(logs) < MAX_NODE_LOGS - 1:
+        logs.append(entry)
+        return
+    if len(logs) == MAX_NODE_LOGS - 1:  # the cap's marker, counting what it stands for
+        logs.append({**entry, "level": "WRN", "message": "", "source": LOG_SOURCE_AGENTTRACE})
+    marker = logs[-1]
+    dropped = int(marker.get("dropped", 0)) + 1
+    marker["dropped"] = dropped
+    marker["message"] = (
+        f"agenttrace: {dropped} more log {'entry' if dropped == 1 else 'entries'} on this node "
+        f"not kept (at most {MAX_NODE_LOGS} per node)"
+    )
 
 
 # --- nodes --------------------------------------------------------------------------------------

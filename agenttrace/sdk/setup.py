@@ -31,6 +31,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from agenttrace._internal.checks import check_number, check_text, refuse
 from agenttrace._internal.config import ConsoleMode, Settings
+from agenttrace._internal.errors import set_note_hook
 from agenttrace._internal.extras import install_hint
 from agenttrace._internal.redact import remember_environment_secrets
 from agenttrace._internal.runtime import INSTRUMENTATION_NAME, env_masking, runtime
@@ -51,6 +52,7 @@ from agenttrace.sdk.processor import AgentTraceProcessor
 from agenttrace.session.leases import release_all as release_leases
 from agenttrace.tracing.env_carrier import join_from_environment
 from agenttrace.tracing.implicit import end_runs
+from agenttrace.tracing.logs import record_note
 
 logger = logging.getLogger("agenttrace")
 
@@ -402,6 +404,8 @@ def _recorder(
         },
     )
     stream = EventStreamSink(settings.sessions_dir, redacted=settings.redacted_save)
+    # agenttrace's own warnings about an op or a run also go on its node (the logger keeps them).
+    set_note_hook(record_note)
     session_file = SessionFileSink(
         settings.sessions_dir, optree, stream, redacted=settings.redacted_save
     )

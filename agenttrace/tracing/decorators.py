@@ -36,7 +36,7 @@ from agenttrace._internal.checks import (
     refuse,
     shown,
 )
-from agenttrace._internal.errors import report_internal_error, report_misuse
+from agenttrace._internal.errors import concerning, report_internal_error, report_misuse
 from agenttrace._internal.runtime import runtime
 from agenttrace.model.journal import EFFECTS
 from agenttrace.model.outcome import OutcomeBuilder
@@ -685,6 +685,15 @@ class _ToolSpec(_Spec[OpScope]):
         return None
 
     def close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
+        # Run once the call's context is left: a warning here is about this op all the same,
+        # so it is reported here, where the op is known (the callers report it elsewhere).
+        with concerning(scope.origin, scope.label):
+            try:
+                self._close(scope, error, result)
+            except Exception as internal:
+                report_internal_error(self.where, internal)
+
+    def _close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
         error, passed = self._outcome(error)
         # The journal's outcome: an exception the tool ends with without failing is done.
         # A generator tool's results were its items: they are what a re-entry gives back.

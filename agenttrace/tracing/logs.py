@@ -18,6 +18,7 @@ from agenttrace._internal.checks import refuse
 from agenttrace._internal.errors import report_internal_error
 from agenttrace._internal.redact import recorded_json
 from agenttrace._internal.runtime import runtime
+from agenttrace.formats.session.schema import LOG_SOURCE_AGENTTRACE
 from agenttrace.model.lifecycle import Logged, ReasoningParts
 from agenttrace.tracing.outbound import outbound_attributes, outbound_text
 from agenttrace.tracing.recording import emit
@@ -146,3 +147,27 @@ def _emit(name: str, attributes: dict[str, AttributeValue], scope: Scope | None 
         span.add_event(name, attributes, timestamp=now)
     if runtime.recorder is not None:
         emit(Logged(scope.origin, scope.label, name, now, attributes))
+
+
+def record_note(level: str, message: str, node: tuple[str, str] | None) -> None:
+    """agenttrace's own warning as a log entry on ``node`` (``(origin, label)``), else on the
+    running scope: a record only (the opTree and the console take it; the span may have ended),
+    marked as agenttrace's (``source``). What :func:`~agenttrace._internal.errors.note_on_node`
+    calls once the SDK is set up."""
+    recorder = runtime.recorder
+    if recorder is None:
+        return
+    if node is None:
+        scope = current_scope()
+        if scope is None:
+            return
+        node = (scope.origin, scope.label)
+    origin, label = node
+    attributes: dict[str, AttributeValue] = {
+        sc.LOG_LEVEL: level,
+        sc.LOG_MESSAGE: message,
+        sc.PATH: label,
+        sc.LOG_SOURCE: LOG_SOURCE_AGENTTRACE,
+    }
+    attributes = outbound_attributes(attributes, runtime.settings.max_payload_bytes)
+    emit(Logged(origin, label, sc.EVENT_LOG, time.time_ns(), attributes))

@@ -138,7 +138,10 @@ def session_document(live: LiveSession) -> dict[str, Any]:
         "tree": runs,
         "conversation": dialog,
         "conversations": conversations,
-        "logs": [_with_path(op, log) for op in _all_ops(runs) for log in children(op, "logs")],
+        # Every node's: an op's, and a run's or turn's (its failure, a log made there).
+        "logs": [
+            _with_path(node, log) for node in _all_nodes(runs) for log in children(node, "logs")
+        ],
         "accounting": [
             _with_path(op, entry) for op in _all_ops(runs) for entry in children(op, "accounting")
         ],
@@ -156,6 +159,22 @@ def _ops_under(session: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
         yield op
         for child in hosted_sessions(op):
             yield from _ops_under(child)
+
+
+def _all_nodes(runs: list[dict[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    """Every run, turn and op of ``runs``, sub-agents' too, in tree order."""
+    for run in runs:
+        yield from _nodes_under(run)
+
+
+def _nodes_under(session: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    yield session
+    for turn in children(session, "turns"):
+        yield turn
+        for op in children(turn, "ops"):
+            yield op
+            for child in hosted_sessions(op):
+                yield from _nodes_under(child)
 
 
 def _with_path(op: Mapping[str, Any], item: Mapping[str, Any]) -> dict[str, Any]:

@@ -66,6 +66,7 @@ def _add_session(parent: Tree, node: Mapping[str, Any], running_at: int | None) 
             f"{status}{latency}"
         )
     )
+    _add_warnings(branch, node)
     for turn in children(node, "turns"):
         running = ""
         if turn.get("endedAt") is None and running_at:
@@ -73,6 +74,7 @@ def _add_session(parent: Tree, node: Mapping[str, Any], running_at: int | None) 
         turn_branch = branch.add(
             _line(f"{turn.get('path')} turn {turn.get('index')}{' ' if running else ''}{running}")
         )
+        _add_warnings(turn_branch, turn)
         ops = list(children(turn, "ops"))
         branches: list[Tree] = []
         # An op called by another op of the turn (a tool a tool called, or a code agent's
@@ -127,9 +129,26 @@ def _add_op(parent: Tree, op: Mapping[str, Any], running_at: int | None = None) 
     branch = parent.add(
         _line(f"{op.get('path')} {op.get('kind')} {op.get('name')} {status}{_latency(op)}{details}")
     )
+    _add_warnings(branch, op)
     for child in hosted_sessions(op):
         _add_session(branch, child, running_at)
     return branch
+
+
+_SHOWN_LEVELS = ("WRN", "ERR")
+_MAX_SHOWN = 300
+
+
+def _add_warnings(branch: Tree, node: Mapping[str, Any]) -> None:
+    """The node's WRN and ERR log entries (its failure, agenttrace's own warnings about it,
+    the program's), each a line under it: the tree says where they happened."""
+    for entry in children(node, "logs"):
+        level = entry.get("level")
+        if level in _SHOWN_LEVELS:
+            message = str(entry.get("message"))
+            if len(message) > _MAX_SHOWN:  # the file has it whole; a tree line stays a line
+                message = message[:_MAX_SHOWN] + "..."
+            branch.add(_line(f"{level} {message}"))
 
 
 def _attribute(node: Mapping[str, Any], key: str) -> Any:

@@ -302,8 +302,21 @@ NodeSpan = Annotated[
 # --- what nodes hold ----------------------------------------------------------------------------
 
 
+MAX_NODE_LOGS = 1000
+"""A node keeps at most this many log entries: the last place is a ``WRN`` that counts the
+ones past it (``dropped``), so a chatty op cannot fill memory or the file."""
+
+LOG_SOURCE_END = "end"
+"""A log entry's ``source``: a line the console prints at the node's end (its summary, its
+failure), kept whatever the console's level."""
+LOG_SOURCE_AGENTTRACE = "agenttrace"
+"""A log entry's ``source``: agenttrace's own warning about the node (a write that failed, an
+internal error), which its Python logger gets too."""
+
+
 class LogEntry(_Object, kw_only=True):
-    """A log attached to the node that was running (``agenttrace.log``)."""
+    """A log attached to the node it concerns: an ``agenttrace.log`` call in the node, a line
+    the console prints at its end, or agenttrace's own warning about it (``source``)."""
 
     ts: EpochMs
     level: Literal["VRB", "WRN", "ERR", "TRC", "THK", "FIN"]
@@ -324,6 +337,24 @@ class LogEntry(_Object, kw_only=True):
             description="The keyword arguments of agenttrace.log, as JSON text (redacted, capped)."
         ),
     ] = UNSET
+    source: Annotated[
+        Literal["end", "agenttrace"] | UnsetType,
+        Meta(
+            description="Absent: an agenttrace.log call. 'end': a line the console prints at the "
+            "node's end (its summary or failure), kept at the console's most detailed level. "
+            "'agenttrace': agenttrace's own warning about the node. Absent in files of earlier "
+            "releases, which kept only agenttrace.log calls."
+        ),
+    ] = UNSET
+    dropped: (
+        Annotated[
+            int,
+            Meta(
+                ge=1, description="On a node's last entry: how many past MAX_NODE_LOGS it counts."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class ReasoningChunk(_Object, kw_only=True):

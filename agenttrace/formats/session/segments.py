@@ -374,6 +374,8 @@ def _relabel(run: MutableMapping[str, Any], prefix: Address) -> None:
         _prefix_path(session, prefix)
         for turn in children(session, "turns"):
             _prefix_path(turn, prefix)  # type: ignore[arg-type]
+            for entry in children(turn, "logs"):  # a failed turn's line, a log made there
+                _prefix_path(entry, prefix)  # type: ignore[arg-type]
             for op in children(turn, "ops"):
                 _prefix_path(op, prefix)  # type: ignore[arg-type]
                 for key in ("accounting", "logs"):
