@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -275,12 +276,25 @@ class EventStreamSink(Sink):
             )
             self._repaired.add(session_id)
         appender = appenders[session_id] = StreamAppender(path)
+        if session.stream_source is None:  # where evicted agents are revived from
+            session.stream_source = functools.partial(self._faithful, session_id)
         # The file is closed when the session object goes away (it can log no more)...
         weakref.finalize(session, self._release, session_id, appender).atexit = False
         while len(appenders) > self.max_open:  # ... and reopened on demand past the cap
             _, oldest = appenders.popitem(last=False)
             oldest.close()
         return appender
+
+    def _faithful(self, session_id: str) -> Path | None:
+        """The stream of ``session_id`` if it holds every event logged so far as logged (open,
+        nothing waiting for an outage to end, not redacted), else ``None``: only then can
+        agents be evicted to it (``Session.agent_stopped``)."""
+        if self.redacted:
+            return None
+        with self._lock:
+            if self._waiting.waits(session_id):
+                return None
+            return self._path(session_id)
 
     def _close(self, session_id: str) -> None:
         appender = self._appenders.pop(session_id, None)
