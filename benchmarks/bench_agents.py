@@ -124,14 +124,19 @@ def main(argv: list[str] | None = None) -> int:
     session = agenttrace.new_session("agents")
     tracemalloc.start()
     probes: list[tuple[int, int, int]] = []
-    first: list[Any] = []
+    snapshots: list[Any] = []  # at the first probe and the last, inside the root run
 
     def probe(done: int) -> None:
         tracing.force_flush()
         gc.collect()
-        probes.append((done, rss_bytes(), tracemalloc.get_traced_memory()[0]))
-        if not first:
-            first.append(tracemalloc.take_snapshot())
+        if args.top and done == args.agents:
+            snapshots.append(tracemalloc.take_snapshot())
+        traced = tracemalloc.get_traced_memory()[0]
+        if args.top and not probes:
+            # A snapshot is Python objects, traced: the baseline is read after it is taken.
+            snapshots.append(tracemalloc.take_snapshot())
+            traced = tracemalloc.get_traced_memory()[0]
+        probes.append((done, rss_bytes(), traced))
         print(
             f"{done:>7,} sub-agents: RSS {probes[-1][1] / 1e6:7.1f} MB, "
             f"traced {probes[-1][2] / 1e6:7.1f} MB, agents held "
@@ -142,10 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     workload(args.agents, probe)()
     tracing.force_flush()
     held = session.agents_in_memory()
-    if args.top and first:
-        gc.collect()
-        stats = tracemalloc.take_snapshot().compare_to(first[0], "lineno")
-        print(f"largest growth since the first {PROBE_EVERY:,} sub-agents:")
+    if len(snapshots) == 2:
+        stats = snapshots[1].compare_to(snapshots[0], "lineno")
+        print(f"largest growth from the first {PROBE_EVERY:,} sub-agents to the last:")
         for stat in stats[: args.top]:
             print(f"  {stat}")
     tracemalloc.stop()

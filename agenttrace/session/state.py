@@ -366,29 +366,31 @@ class Session:
             self._running[agent_id] = self._running.get(agent_id, 0) + 1
             self._done.pop(agent_id, None)
 
-    def agent_stopped(self, agent_id: str) -> None:
+    def agent_stopped(self, agent_id: str) -> list[str]:
         """A run of ``agent_id`` ended (after its end was recorded); with none of its runs
-        open it is done, and done agents past :attr:`done_agents_kept` are evicted."""
+        open it is done, and done agents past :attr:`done_agents_kept` are evicted. Returns
+        the ids of the agents evicted now (the caller drops what it keeps of them)."""
         source = self.stream_source  # asked outside the lock: the sink takes its own first
         path = source() if source is not None else None
         with self._lock:
             left = self._running.get(agent_id, 0) - 1
             if left > 0:
                 self._running[agent_id] = left
-                return
+                return []
             self._running.pop(agent_id, None)
             if agent_id in self.agents:
                 self._done[agent_id] = None
             if path is not None and len(self._done) > 2 * self.done_agents_kept:
-                self._evict(path, len(self._done) - self.done_agents_kept)
+                return self._evict(path, len(self._done) - self.done_agents_kept)
+            return []
 
-    def _evict(self, path: Path, count: int) -> None:
+    def _evict(self, path: Path, count: int) -> list[str]:
         """Evict up to ``count`` of the oldest done agents, whose events are all in ``path``
         (under the lock): their records, their events and lines, their message ids."""
         if self.reentry is not None or self.replay_runs is not None:
-            return  # a replay refers to events by their place in self.events
+            return []  # a replay refers to events by their place in self.events
         if self._evicted_from is not None and self._evicted_from != path:
-            return  # revived from one stream only
+            return []  # revived from one stream only
         chosen: dict[str, AgentRecord] = {}
         while self._done and len(chosen) < count:
             agent_id, _ = self._done.popitem(last=False)
@@ -403,7 +405,7 @@ class Session:
             ):
                 chosen[agent_id] = record
         if not chosen:
-            return
+            return []
         self._evicted_from = path
         kept_events: list[dict[str, Any]] = []
         kept_lines: list[bytes | None] = []
@@ -420,6 +422,7 @@ class Session:
                 agent_of.pop(str(entry.get("message_id")), None)
             agent_of.pop(record.created, None)  # type: ignore[arg-type]
             self.agents.evict(agent_id, record.parent_id, record.created)  # type: ignore[arg-type]
+        return list(chosen)
 
     def _owner_in_stream(self, message_id: str) -> str | None:
         """The agent whose event ``message_id`` is, read from the stream evicted agents'

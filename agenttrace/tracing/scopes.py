@@ -1058,8 +1058,13 @@ def _finish_owned(
     elif isinstance(scope, SessionScope):
         if not scope.address:  # a root run ended
             run_ended(scope.run, scope.agent_id, scope.name)
-        # Its end is recorded (its events are in the stream): the agent may be done.
-        scope.run.session.agent_stopped(scope.agent_id)
+        # Its end is recorded (its events are in the stream): the agent may be done, and the
+        # agents evicted now need no request memory in this run (a cache: rebuilt if one runs
+        # again).
+        run = scope.run
+        for evicted in run.session.agent_stopped(scope.agent_id):
+            run.histories.pop(evicted, None)
+            run.digests.pop(evicted, None)
         if scope.host_op is not None:
             finish(scope.host_op, error, passed=passed, ended_ns=ended_ns)
     elif scope.owned_session is not None:
