@@ -129,14 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     def probe(done: int) -> None:
         tracing.force_flush()
         gc.collect()
-        if args.top and done == args.agents:
-            snapshots.append(tracemalloc.take_snapshot())
-        traced = tracemalloc.get_traced_memory()[0]
         if args.top and not probes:
             # A snapshot is Python objects, traced: the baseline is read after it is taken.
             snapshots.append(tracemalloc.take_snapshot())
-            traced = tracemalloc.get_traced_memory()[0]
-        probes.append((done, rss_bytes(), traced))
+        probes.append((done, rss_bytes(), tracemalloc.get_traced_memory()[0]))
+        if args.top and done == args.agents:  # after the figures: it would be in them
+            snapshots.append(tracemalloc.take_snapshot())
         print(
             f"{done:>7,} sub-agents: RSS {probes[-1][1] / 1e6:7.1f} MB, "
             f"traced {probes[-1][2] / 1e6:7.1f} MB, agents held "
@@ -147,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     workload(args.agents, probe)()
     tracing.force_flush()
     held = session.agents_in_memory()
+    kept = session.done_agents_kept
     if len(snapshots) == 2:
         stats = snapshots[1].compare_to(snapshots[0], "lineno")
         print(f"largest growth from the first {PROBE_EVERY:,} sub-agents to the last:")
@@ -176,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         [
             f"agents held in memory after {args.agents:,} sub-agents",
             f"{held:,}",
-            "the agents alive",
-            "",
+            f"at most {2 * kept + 1:,}: the root and 2 x {kept:,} done",
+            "yes" if held <= 2 * kept + 1 else "no",
         ],
     ]
     for row in rows:

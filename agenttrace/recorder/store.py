@@ -269,7 +269,7 @@ class EventStreamSink(Sink):
                 restored,
                 cut_short=bool(session.cut_short),
                 restored_stream=lambda: restored_stream(
-                    session.event_lines()[:restored],
+                    session.event_lines(restored),
                     map(accounted_line, session.accounted),
                     session.restored_journal,
                 ),
@@ -410,7 +410,7 @@ class _SessionState:
         self.events: list[Piece] = []
         self.events_raw = 0
         self.event_count = 0
-        for line in session.event_lines()[: session.restored_count]:
+        for line in session.event_lines(session.restored_count):
             self.add_event(line, redacted)
         # The step journal: settled pieces (the worker's) and the lines journaled since (a
         # deque: appended in the caller's thread, taken from its other end by the worker or a

@@ -674,14 +674,18 @@ class Session:
                         )
                 self._replay.close()
 
-    def event_lines(self) -> list[bytes]:
-        """Every event as its JSON line (serialising restored events the first time)."""
+    def event_lines(self, count: int | None = None) -> list[bytes]:
+        """Every event in :attr:`events` (its first ``count``) as its JSON line, made the
+        first time it is asked for (the restored prefix is: the sinks read it again)."""
         with self._lock:
-            lines = self.lines
-            for index, line in enumerate(lines):
-                if line is None:
-                    lines[index] = _event_line(self.events[index])
-            return list(lines)  # type: ignore[arg-type]
+            lines = self.lines[:count] if count is not None else self.lines
+            made = [
+                line if line is not None else _event_line(self.events[index])
+                for index, line in enumerate(lines)
+            ]
+            restored = min(len(made), self.restored_count)
+            self.lines[:restored] = made[:restored]  # kept: new events' lines are not
+            return made
 
 
 def _reused_ids(plan: Plan, before: Sequence[Mapping[str, Any]]) -> list[Any] | None:
