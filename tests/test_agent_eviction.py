@@ -147,3 +147,38 @@ def test_agents_held_in_memory_stay_bounded_over_2000_sub_agents(traced: Traced)
     assert session.agents.is_evicted("agent_002")
     assert session.agent("agent_002").name == "Worker"
     assert not session.agents.is_evicted("agent_002")
+
+
+def test_an_evicted_agent_that_runs_again_keeps_its_id_and_transcript(
+    traced: Traced, tmp_path: Path
+) -> None:
+    session = agenttrace.new_session("again")
+    session.done_agents_kept = 1
+    first = _Worker()
+    _root_spawning(0)()  # the root agent, done
+
+    @agenttrace.agent("Root")
+    def root() -> None:
+        first.run(0)
+        for index in range(1, 6):  # enough done agents to evict ``first``
+            _Worker().run(index)
+
+    root()
+    agent_id = first.agent_id  # type: ignore[attr-defined]
+    assert session.agents.is_evicted(agent_id)
+    created = session.agent_counter
+
+    @agenttrace.agent("Root")
+    def again() -> None:
+        first.run(99)  # revived: its transcript goes on, no second agent_created
+
+    again()
+    assert session.agent_counter == created  # no new agent for it
+    record = session.agent(agent_id)
+    # Its new request restarted the conversation (a transcript_reset), as without eviction:
+    # what the session holds is what the stream, replayed whole, says.
+    assert [entry["content"] for entry in record.transcript] == ["task 99", "done: task 99"]
+    resumed = agenttrace.Session.load(stream_path(tmp_path / "sessions", "again"))
+    assert _record_state(resumed.agents[agent_id]) == _record_state(record)
+    created_events = [e for e in resumed.events if e["event_type"] == "agent_created"]
+    assert [e["agent_id"] for e in created_events].count(agent_id) == 1

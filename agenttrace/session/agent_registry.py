@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 from agenttrace.model import events as ev
@@ -31,10 +32,10 @@ class AgentRegistry(MutableMapping[str, R]):
     """agent id -> record, as a dict, with records of evicted agents revived on access.
 
     ``prefix`` and ``message_prefix``: the session's agent and message id prefixes (``agent_``
-    and ``msg_``, or a joined writer's). ``revive``:
-    rebuilds the records of the ids given from the stream (every id it is given was evicted),
-    returning them by id. Iteration yields every agent's id, held or evicted, in creation order
-    and revives none; ``values()`` and ``items()`` revive every evicted agent, in one read.
+    and ``msg_``, or a joined writer's). ``revive``: rebuilds the records of the ids given from
+    the stream (every id it is given was evicted), returning them by id; ``lock``: the session's
+    (reentrant) lock. Iteration yields every agent's id, held or evicted, in creation order and
+    revives none; ``values()`` and ``items()`` revive every evicted agent, in one read.
     """
 
     def __init__(
@@ -42,6 +43,7 @@ class AgentRegistry(MutableMapping[str, R]):
         prefix: str,
         message_prefix: str,
         revive: Callable[[list[str]], dict[str, R]] | None = None,
+        lock: AbstractContextManager[Any] | None = None,
     ) -> None:
         self._prefix = prefix
         self._message_prefix = message_prefix
@@ -52,6 +54,9 @@ class AgentRegistry(MutableMapping[str, R]):
         """By agent number: its parent's agent number if evicted (-1: no parent)."""
         self._evicted = 0
         self.revive = revive
+        self._lock: AbstractContextManager[Any] = lock if lock is not None else nullcontext()
+        """The session's lock (reentrant): a revival reads and inserts under it, as the session
+        registers and evicts under it."""
 
     # -- the dict interface --------------------------------------------------------------------
 
@@ -61,8 +66,10 @@ class AgentRegistry(MutableMapping[str, R]):
             return record
         if not self.is_evicted(agent_id):
             raise KeyError(agent_id)
-        self._revive_ids([agent_id])
-        return self._held[agent_id]
+        with self._lock:
+            if agent_id not in self._held:  # another thread may have revived it meanwhile
+                self._revive_ids([agent_id])
+            return self._held[agent_id]
 
     def __setitem__(self, agent_id: str, record: R) -> None:
         self._forget(agent_id)
@@ -158,9 +165,10 @@ class AgentRegistry(MutableMapping[str, R]):
 
     def revive_all(self) -> None:
         """Revive every evicted agent, in one read of the stream."""
-        if self._evicted:
-            ids = [self._agent_id(n) for n, c in enumerate(self._created) if c != _NONE]
-            self._revive_ids(ids)
+        with self._lock:
+            if self._evicted:
+                ids = [self._agent_id(n) for n, c in enumerate(self._created) if c != _NONE]
+                self._revive_ids(ids)
 
     def _revive_ids(self, ids: Iterable[str]) -> None:
         wanted = list(ids)

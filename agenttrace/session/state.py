@@ -111,8 +111,9 @@ class Session:
         self._agent_prefix = ev.writer_prefix(ev.AGENT_PREFIX, writer)
         self.message_counter = 0
         self.agent_counter = 0
+        self._lock = threading.RLock()
         self.agents: AgentRegistry[AgentRecord] = AgentRegistry(
-            self._agent_prefix, self._message_prefix, self._revive
+            self._agent_prefix, self._message_prefix, self._revive, self._lock
         )
         """Every agent that ever existed, by id: a dict whose evicted agents are revived from
         the event stream when looked up (``agenttrace.session.agent_registry``)."""
@@ -166,7 +167,6 @@ class Session:
         self.replay_runs: ReplayRuns | None = None
         """A replay of several recorded runs: each root run takes the next one's re-entry
         (``agenttrace.model.replay_runs``), and ``reentry`` is unused."""
-        self._lock = threading.RLock()
         self._by_name: dict[str, str] = {}
         self._agent_of: dict[str, str] = {}  # message id -> the agent whose event it is
         self._replay = Replay()
