@@ -1,6 +1,7 @@
 """``Session``: the state registry (docs/events.md). It allocates agent and message ids (one
-message counter for all events), keeps every agent that ever existed with its transcript, and
-logs the canonical events.
+message counter for all events), knows every agent that ever existed with its transcript (the
+done ones past ``done_agents_kept`` evicted from memory and read back from the stream on demand:
+``Session.agent_stopped``), and logs the canonical events.
 
 Each event goes, at once and in message-id order, to the scope it was logged in
 (``Linkable.event_logged``: the tracing layer's scope puts it on its span, as a span event, and
