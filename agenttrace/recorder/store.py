@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -268,19 +269,32 @@ class EventStreamSink(Sink):
                 restored,
                 cut_short=bool(session.cut_short),
                 restored_stream=lambda: restored_stream(
-                    session.event_lines()[:restored],
+                    session.event_lines(restored),
                     map(accounted_line, session.accounted),
                     session.restored_journal,
                 ),
             )
             self._repaired.add(session_id)
         appender = appenders[session_id] = StreamAppender(path)
+        if session.stream_source is None:  # where evicted agents are revived from
+            session.stream_source = functools.partial(self._faithful, session_id)
         # The file is closed when the session object goes away (it can log no more)...
         weakref.finalize(session, self._release, session_id, appender).atexit = False
         while len(appenders) > self.max_open:  # ... and reopened on demand past the cap
             _, oldest = appenders.popitem(last=False)
             oldest.close()
         return appender
+
+    def _faithful(self, session_id: str) -> Path | None:
+        """The stream of ``session_id`` if it holds every event logged so far as logged (open,
+        nothing waiting for an outage to end, not redacted), else ``None``: only then can
+        agents be evicted to it (``Session.agent_stopped``)."""
+        if self.redacted:
+            return None
+        with self._lock:
+            if self._waiting.waits(session_id):
+                return None
+            return self._path(session_id)
 
     def _close(self, session_id: str) -> None:
         appender = self._appenders.pop(session_id, None)
@@ -396,7 +410,7 @@ class _SessionState:
         self.events: list[Piece] = []
         self.events_raw = 0
         self.event_count = 0
-        for line in session.event_lines()[: session.restored_count]:
+        for line in session.event_lines(session.restored_count):
             self.add_event(line, redacted)
         # The step journal: settled pieces (the worker's) and the lines journaled since (a
         # deque: appended in the caller's thread, taken from its other end by the worker or a

@@ -1,6 +1,7 @@
 """``Session``: the state registry (docs/events.md). It allocates agent and message ids (one
-message counter for all events), keeps every agent that ever existed with its transcript, and
-logs the canonical events.
+message counter for all events), knows every agent that ever existed with its transcript (the
+done ones past ``done_agents_kept`` evicted from memory and read back from the stream on demand:
+``Session.agent_stopped``), and logs the canonical events.
 
 Each event goes, at once and in message-id order, to the scope it was logged in
 (``Linkable.event_logged``: the tracing layer's scope puts it on its span, as a span event, and
@@ -13,6 +14,7 @@ a session file or stream, so a resumed run never reuses an id.
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import json
@@ -48,8 +50,13 @@ from agenttrace.model.reentry import Reentry
 from agenttrace.model.relays import CallAnswers
 from agenttrace.model.replay_runs import ReplayRuns
 from agenttrace.model.resets import MAX_MOVED, Plan, Replay, plan_reset
+from agenttrace.session.agent_registry import AgentRegistry
 
 logger = logging.getLogger("agenttrace")
+
+DONE_AGENTS_KEPT = 256
+"""How many done agents a session keeps in memory before it evicts the oldest
+(:attr:`Session.done_agents_kept`)."""
 
 
 @dataclass
@@ -105,10 +112,34 @@ class Session:
         self._agent_prefix = ev.writer_prefix(ev.AGENT_PREFIX, writer)
         self.message_counter = 0
         self.agent_counter = 0
-        self.agents: dict[str, AgentRecord] = {}
+        self._lock = threading.RLock()
+        self.agents: AgentRegistry[AgentRecord] = AgentRegistry(
+            self._agent_prefix, self._message_prefix, self._revive, self._lock
+        )
+        """Every agent that ever existed, by id: a dict whose evicted agents are revived from
+        the event stream when looked up (``agenttrace.session.agent_registry``)."""
         self.events: list[dict[str, Any]] = []
+        """The events in memory, in message-id order: every event of the session, less those
+        of evicted agents (the stream on disk holds them all)."""
         self.lines: list[bytes | None] = []
-        """The JSON line of each event as written (``None`` until needed for a resumed one)."""
+        """The JSON line of each event in :attr:`events` as restored (``None``: made when
+        needed, as for every event logged in this process; the sinks got theirs when it was
+        logged)."""
+        self.done_agents_kept = DONE_AGENTS_KEPT
+        """How many done agents (none of their runs open) stay in memory; past that the oldest
+        are evicted, in batches of this many, when the stream on disk holds all their events
+        (docs/how-to/long-agents.md). 0: evict whenever one more is done."""
+        self.stream_source: Callable[[], Path | None] | None = None
+        """Set by the event-stream sink: the stream's path if every event logged so far is in
+        it as logged (no outage, no redaction), else ``None``; eviction needs one."""
+        self._evicted_from: Path | None = None
+        self._running: dict[str, int] = {}
+        """Agent id -> how many of its runs are open."""
+        self._done: collections.OrderedDict[str, None] = collections.OrderedDict()
+        """Done agents held in memory, oldest first."""
+        self._restored_upto = 0
+        """The message counter after a restore: agents created up to it are never evicted
+        (their events are the restored prefix the sinks may read again)."""
         self.runs: list[dict[str, Any]] = []
         """opTree SessionNodes of earlier runs (from a session file)."""
         self.meta: dict[str, Any] = {}
@@ -137,7 +168,6 @@ class Session:
         self.replay_runs: ReplayRuns | None = None
         """A replay of several recorded runs: each root run takes the next one's re-entry
         (``agenttrace.model.replay_runs``), and ``reentry`` is unused."""
-        self._lock = threading.RLock()
         self._by_name: dict[str, str] = {}
         self._agent_of: dict[str, str] = {}  # message id -> the agent whose event it is
         self._replay = Replay()
@@ -175,13 +205,14 @@ class Session:
 
     def _root_of(self, agent_id: str) -> str:
         seen = {agent_id}
-        record = self.agents.get(agent_id)
-        while record is not None and record.parent_id is not None:
-            if record.parent_id in seen:  # a cycle a file made up: stop at it
+        # Parents of evicted agents are known without reviving them.
+        known, parent = self.agents.parent_of(agent_id)
+        while known and parent is not None:
+            if parent in seen:  # a cycle a file made up: stop at it
                 break
-            seen.add(record.parent_id)
-            agent_id = record.parent_id
-            record = self.agents.get(agent_id)
+            seen.add(parent)
+            agent_id = parent
+            known, parent = self.agents.parent_of(agent_id)
         return agent_id
 
     @staticmethod
@@ -308,11 +339,121 @@ class Session:
         return self._log(lambda mid: ev.piece_of_text(mid, agent_id, content, cause), at)
 
     def revivify(self, agent_id: str) -> AgentRecord:
-        """The agent's record, transcript included, rebuilt from the events."""
+        """The agent's record, transcript included, rebuilt from the events (read back from
+        the stream on disk if the agent was evicted)."""
         try:
-            return self.agents[agent_id]
+            record = self.agents[agent_id]
         except KeyError:
             raise KeyError(f"no agent {agent_id!r} in session {self.session_id}") from None
+        with self._lock:
+            if agent_id not in self._running:  # revived while done: evictable again
+                self._done[agent_id] = None
+                self._done.move_to_end(agent_id)
+        return record
+
+    def agent(self, agent_id: str) -> AgentRecord:
+        """The agent ``agent_id``, held or evicted (:meth:`revivify`)."""
+        return self.revivify(agent_id)
+
+    def agents_in_memory(self) -> int:
+        """How many agent records the session holds in memory (the rest are evicted)."""
+        return self.agents.held()
+
+    # -- eviction (docs/how-to/long-agents.md) ----------------------------------------------
+
+    def agent_running(self, agent_id: str) -> None:
+        """A run of ``agent_id`` started: it is not done (the tracing layer calls this)."""
+        with self._lock:
+            self._running[agent_id] = self._running.get(agent_id, 0) + 1
+            self._done.pop(agent_id, None)
+
+    def agent_stopped(self, agent_id: str) -> list[str]:
+        """A run of ``agent_id`` ended (after its end was recorded); with none of its runs
+        open it is done, and done agents past :attr:`done_agents_kept` are evicted. Returns
+        the ids of the agents evicted now (the caller drops what it keeps of them)."""
+        source = self.stream_source  # asked outside the lock: the sink takes its own first
+        path = source() if source is not None else None
+        with self._lock:
+            left = self._running.get(agent_id, 0) - 1
+            if left > 0:
+                self._running[agent_id] = left
+                return []
+            self._running.pop(agent_id, None)
+            if agent_id in self.agents:
+                self._done[agent_id] = None
+            if path is not None and len(self._done) > 2 * self.done_agents_kept:
+                return self._evict(path, len(self._done) - self.done_agents_kept)
+            return []
+
+    def _evict(self, path: Path, count: int) -> list[str]:
+        """Evict up to ``count`` of the oldest done agents, whose events are all in ``path``
+        (under the lock): their records, their events and lines, their message ids."""
+        if self.reentry is not None or self.replay_runs is not None:
+            return []  # a replay refers to events by their place in self.events
+        if self._evicted_from is not None and self._evicted_from != path:
+            return []  # revived from one stream only
+        chosen: dict[str, AgentRecord] = {}
+        while self._done and len(chosen) < count:
+            agent_id, _ = self._done.popitem(last=False)
+            record = self.agents._held.get(agent_id)
+            if record is None:
+                continue
+            created = ev.id_number(record.created, self._message_prefix)
+            if (
+                created is not None
+                and created > self._restored_upto
+                and self.agents.evictable(agent_id, record.parent_id, record.created)
+            ):
+                chosen[agent_id] = record
+        if not chosen:
+            return []
+        self._evicted_from = path
+        kept_events: list[dict[str, Any]] = []
+        kept_lines: list[bytes | None] = []
+        agent_of = self._agent_of
+        for event, line in zip(self.events, self.lines, strict=True):
+            if event.get("agent_id") in chosen:
+                agent_of.pop(event.get("message_id"), None)  # type: ignore[arg-type]
+                continue
+            kept_events.append(event)
+            kept_lines.append(line)
+        self.events, self.lines = kept_events, kept_lines
+        for agent_id, record in chosen.items():
+            for entry in record.transcript:  # entries a revived agent had (not in events)
+                agent_of.pop(str(entry.get("message_id")), None)
+            agent_of.pop(record.created, None)  # type: ignore[arg-type]
+            self.agents.evict(agent_id, record.parent_id, record.created)  # type: ignore[arg-type]
+        return list(chosen)
+
+    def _owner_in_stream(self, message_id: str) -> str | None:
+        """The agent whose event ``message_id`` is, read from the stream evicted agents'
+        events are in (their message ids left memory with them)."""
+        if ev.id_number(message_id, self._message_prefix) is None or self._evicted_from is None:
+            return None
+        for event in read_session_file(self._evicted_from).events:
+            if event.get("message_id") == message_id:
+                agent = event.get("agent_id")
+                return agent if isinstance(agent, str) else None
+        return None
+
+    def _revive(self, agent_ids: list[str]) -> dict[str, AgentRecord]:
+        """The records of evicted ``agent_ids``, rebuilt from the events the stream holds of
+        them (read and validated as any reader does), their parents as they were."""
+        if self._evicted_from is None:
+            raise KeyError(f"agents of session {self.session_id} were evicted from no stream")
+        wanted = set(agent_ids)
+        loaded = read_session_file(self._evicted_from)
+        rebuilt = Session(self.session_id, writer=self.writer)
+        rebuilt.restore([e for e in loaded.events if e.get("agent_id") in wanted], None)
+        revived: dict[str, AgentRecord] = {}
+        for agent_id in agent_ids:
+            _, parent = self.agents.parent_of(agent_id)
+            record = rebuilt.agents.get(agent_id)
+            if record is None:
+                raise KeyError(f"agent {agent_id!r} is not in {self._evicted_from}")
+            record.parent_id = parent
+            revived[agent_id] = record
+        return revived
 
     def list_agents(self) -> dict[str, str | None]:
         """agent id -> name, for every agent that ever existed."""
@@ -321,11 +462,15 @@ class Session:
     def agent_named(self, name: str) -> AgentRecord | None:
         """The most recent agent of this name."""
         agent_id = self._by_name.get(name)
-        return self.agents.get(agent_id) if agent_id else None
+        if not agent_id:
+            return None
+        record: AgentRecord | None = self.agents.get(agent_id)
+        return record
 
     def root(self) -> AgentRecord | None:
         """The first agent created without a cause."""
-        for record in self.agents.values():
+        for agent_id in self.agents:  # in creation order; revived one by one (the first, often)
+            record: AgentRecord = self.agents[agent_id]
             if record.cause is None:
                 return record
         return None
@@ -389,7 +534,7 @@ class Session:
         self._apply(event)
         line = continued(_event_line(event)) if more else _event_line(event)
         self.events.append(event)
-        self.lines.append(line)
+        self.lines.append(None)  # the sinks get it now; kept, it would double the event's size
         return event, line
 
     def _apply(self, event: dict[str, Any]) -> None:
@@ -413,6 +558,8 @@ class Session:
             parent = None
             if isinstance(cause, str):
                 parent = self._agent_of.get(cause)
+                if parent is None and self._evicted_from is not None:
+                    parent = self._owner_in_stream(cause)  # a message of an evicted agent
             record = AgentRecord(
                 agent,
                 _string(event.get("name")),
@@ -510,6 +657,7 @@ class Session:
         self.lines = list(raw_lines) if raw_lines is not None else [None] * len(events)
         self.message_counter = max(self.message_counter, message_ids)
         self.agent_counter = max(self.agent_counter, agent_ids)
+        self._restored_upto = self.message_counter
 
     def restore_writers(self, segments: Sequence[Sequence[dict[str, Any]]]) -> None:
         """Replay the events of the session's other writers' ``segments`` (each in its file's
@@ -527,14 +675,18 @@ class Session:
                         )
                 self._replay.close()
 
-    def event_lines(self) -> list[bytes]:
-        """Every event as its JSON line (serialising restored events the first time)."""
+    def event_lines(self, count: int | None = None) -> list[bytes]:
+        """Every event in :attr:`events` (its first ``count``) as its JSON line, made the
+        first time it is asked for (the restored prefix is: the sinks read it again)."""
         with self._lock:
-            lines = self.lines
-            for index, line in enumerate(lines):
-                if line is None:
-                    lines[index] = _event_line(self.events[index])
-            return list(lines)  # type: ignore[arg-type]
+            lines = self.lines[:count] if count is not None else self.lines
+            made = [
+                line if line is not None else _event_line(self.events[index])
+                for index, line in enumerate(lines)
+            ]
+            restored = min(len(made), self.restored_count)
+            self.lines[:restored] = made[:restored]  # kept: new events' lines are not
+            return made
 
 
 def _reused_ids(plan: Plan, before: Sequence[Mapping[str, Any]]) -> list[Any] | None:

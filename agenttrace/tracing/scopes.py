@@ -575,6 +575,7 @@ def start_session(
         hosted_by=parent,
         started_ns=started_ns,
     )
+    run.session.agent_running(scope.agent_id)  # not done, so never evicted, while it runs
     attributes = place.attributes
     _add_session_attributes(attributes, scope, model, implicit)
     if parent is None and run.reentry is not None and run.reentry.replay is None:  # its tree too
@@ -1057,6 +1058,13 @@ def _finish_owned(
     elif isinstance(scope, SessionScope):
         if not scope.address:  # a root run ended
             run_ended(scope.run, scope.agent_id, scope.name)
+        # Its end is recorded (its events are in the stream): the agent may be done, and the
+        # agents evicted now need no request memory in this run (a cache: rebuilt if one runs
+        # again).
+        run = scope.run
+        for evicted in run.session.agent_stopped(scope.agent_id):
+            run.histories.pop(evicted, None)
+            run.digests.pop(evicted, None)
         if scope.host_op is not None:
             finish(scope.host_op, error, passed=passed, ended_ns=ended_ns)
     elif scope.owned_session is not None:

@@ -1,0 +1,184 @@
+"""Done agents evicted from memory and revived from the event stream (issue 38 item 9; seed 001,
+Justification 5; docs/how-to/long-agents.md): a session of many short-lived sub-agents holds a
+bounded number of agents, an evicted agent reads back as it was, and the files still hold
+everything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import agenttrace
+from agenttrace.formats.session.files import read_session_file, snapshot_path, stream_path
+
+from .conftest import Traced
+
+
+@agenttrace.llm
+def _chat(*, model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """An LLM call answered in process (the shape benchmarks/bench_agents.py uses)."""
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": f"done: {messages[-1]['content']}"},
+            }
+        ],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 8, "total_tokens": 38},
+    }
+
+
+class _Worker:
+    """One sub-agent per object; ``talks``: whether its run makes an LLM call."""
+
+    def __init__(self, talks: bool = True) -> None:
+        self.talks = talks
+
+    @agenttrace.agent("Worker")
+    def run(self, index: int) -> str:
+        if not self.talks:
+            return f"done {index}"
+        messages = [{"role": "user", "content": f"task {index}"}]
+        reply = _chat(model="gpt-4o-mini", messages=messages)
+        return str(reply["choices"][0]["message"]["content"])
+
+
+def _root_spawning(count: int, talks: bool = True, seen: dict[str, Any] | None = None) -> Any:
+    """A root run whose tool runs ``count`` sub-agents one after another; ``seen`` gets each
+    sub-agent's transcript as it was when its run ended."""
+
+    @agenttrace.tool
+    def delegate(index: int) -> str:
+        worker = _Worker(talks)
+        said = worker.run(index)
+        if seen is not None:
+            record = agenttrace.current_session().agents[worker.agent_id]  # type: ignore[attr-defined]
+            seen[worker.agent_id] = _record_state(record)  # type: ignore[attr-defined]
+        return said
+
+    @agenttrace.agent("Root")
+    def root() -> str:
+        for index in range(count):
+            delegate(index)
+        return "done"
+
+    return root
+
+
+def _record_state(record: Any) -> tuple[Any, ...]:
+    """An agent record's state: name, model, cause, parent, creation and transcript."""
+    transcript = [dict(entry) for entry in record.transcript]
+    return (record.name, record.language_model, record.cause, record.parent_id, transcript)
+
+
+def _state(session: agenttrace.Session) -> dict[str, Any]:
+    """What a resumed session restores, less times and trace ids (which differ by run)."""
+    agents = {}
+    for agent_id, record in session.agents.items():
+        transcript = [
+            {k: v for k, v in e.items() if k not in ("ts", "trace_id", "span_id")}
+            for e in record.transcript
+        ]
+        agents[agent_id] = (record.name, record.parent_id, record.cause, transcript)
+    return {
+        "agents": agents,
+        "messages": session.message_counter,
+        "agent_counter": session.agent_counter,
+    }
+
+
+def test_an_evicted_agents_transcript_is_revived_as_it_was(traced: Traced) -> None:
+    session = agenttrace.new_session("evicting")
+    session.done_agents_kept = 2
+    seen: dict[str, Any] = {}
+    _root_spawning(12, seen=seen)()
+    traced.handle.force_flush()
+    evicted = [agent_id for agent_id in seen if session.agents.is_evicted(agent_id)]
+    assert evicted, "no sub-agent was evicted"
+    assert session.agents_in_memory() < len(seen) + 1
+    first = evicted[0]
+    assert first not in {e.get("agent_id") for e in session.events}  # its events left memory
+    revived = session.agent(first)
+    assert _record_state(revived) == seen[first]
+    assert revived.name == "Worker" and len(revived.transcript) == 2  # its request and reply
+    # Every sub-agent, held or evicted, reads as it was when its run ended.
+    for agent_id, state in seen.items():
+        assert _record_state(session.agents[agent_id]) == state
+
+
+def test_a_session_resumed_after_eviction_equals_one_without(
+    traced: Traced, tmp_path: Path
+) -> None:
+    states = []
+    for name, kept in (("evicting", 1), ("keeping", 10_000)):
+        session = agenttrace.new_session(name)
+        session.done_agents_kept = kept
+        _root_spawning(10)()
+        traced.handle.force_flush()
+        sessions = tmp_path / "sessions"
+        evicted = session.agents.evicted()
+        live = _state(session)  # every agent revived: read back from the stream
+        resumed = agenttrace.Session.load(stream_path(sessions, name))
+        from_file = agenttrace.Session.load(snapshot_path(sessions, name))
+        assert _state(resumed) == live == _state(from_file)
+        # The session file holds every event, evicted agents' too.
+        assert len(read_session_file(snapshot_path(sessions, name)).events) == (
+            session.message_counter
+        )
+        states.append((live, evicted))
+    (evicting, evicted), (keeping, kept) = states
+    assert evicted > 0 and kept == 0
+    assert evicting == keeping
+
+
+def test_agents_held_in_memory_stay_bounded_over_2000_sub_agents(traced: Traced) -> None:
+    session = agenttrace.new_session("many")
+    session.done_agents_kept = 50
+    _root_spawning(2000, talks=False)()
+    assert session.agent_counter == 2001
+    assert len(session.agents) == 2001  # every agent is still known ...
+    assert session.agents_in_memory() <= 2 * 50 + 1  # ... and at most 101 are in memory
+    assert len(session.events) <= 2 * 50 + 1  # their agent_created events, and the root's
+    # An evicted one is revived on demand.
+    assert session.agents.is_evicted("agent_002")
+    assert session.agent("agent_002").name == "Worker"
+    assert not session.agents.is_evicted("agent_002")
+
+
+def test_an_evicted_agent_that_runs_again_keeps_its_id_and_transcript(
+    traced: Traced, tmp_path: Path
+) -> None:
+    session = agenttrace.new_session("again")
+    session.done_agents_kept = 1
+    first = _Worker()
+    _root_spawning(0)()  # the root agent, done
+
+    @agenttrace.agent("Root")
+    def root() -> None:
+        first.run(0)
+        for index in range(1, 6):  # enough done agents to evict ``first``
+            _Worker().run(index)
+
+    root()
+    agent_id = first.agent_id  # type: ignore[attr-defined]
+    assert session.agents.is_evicted(agent_id)
+    created = session.agent_counter
+
+    @agenttrace.agent("Root")
+    def again() -> None:
+        first.run(99)  # revived: its transcript goes on, no second agent_created
+
+    again()
+    assert session.agent_counter == created  # no new agent for it
+    record = session.agent(agent_id)
+    # Its new request restarted the conversation (a transcript_reset), as without eviction:
+    # what the session holds is what the stream, replayed whole, says.
+    assert [entry["content"] for entry in record.transcript] == ["task 99", "done: task 99"]
+    resumed = agenttrace.Session.load(stream_path(tmp_path / "sessions", "again"))
+    assert _record_state(resumed.agents[agent_id]) == _record_state(record)
+    created_events = [e for e in resumed.events if e["event_type"] == "agent_created"]
+    assert [e["agent_id"] for e in created_events].count(agent_id) == 1
