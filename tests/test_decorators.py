@@ -577,3 +577,24 @@ def test_disabled_agenttrace_is_a_no_op(traced: Traced, monkeypatch: pytest.Monk
         call.set_result("x")
         assert call.path is None
     assert traced.spans() == []
+
+
+def test_a_tool_result_agenttrace_cannot_record_still_ends_the_span(
+    traced: Traced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A result no JSON holds (a list that contains itself) is the user's to return: the call
+    gives it back, agenttrace says once that it could not record it, and the tool's span ends
+    in the call, as every span does (it stayed open, "in progress", for the rest of the run)."""
+    monkeypatch.setattr(_internal_errors, "raise_internal_errors", False)
+    _internal_errors.reset_reported()
+    loop: list[Any] = []
+    loop.append(loop)
+
+    @agenttrace.tool
+    def knot() -> list[Any]:
+        return loop
+
+    assert knot() is loop
+    tool_span = traced.one("execute_tool knot")  # ended: the exporter has it
+    assert tool_span.end_time is not None
+    assert all(span.end_time is not None for span in traced.spans())

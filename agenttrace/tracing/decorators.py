@@ -695,6 +695,20 @@ class _ToolSpec(_Spec[OpScope]):
 
     def _close(self, scope: OpScope, error: BaseException | None, result: Any) -> None:
         error, passed = self._outcome(error)
+        attributes: dict[str, AttributeValue] = {}
+        try:
+            attributes = self._recorded_result(scope, error, passed, result)
+        finally:
+            # The span ends in the call whatever recording the result did: a result no JSON
+            # holds (a list that contains itself) raises there, and the error is reported by
+            # the caller's boundary, but a span left open would read "in progress" all run.
+            finish(scope, error, attributes, passed=passed)
+
+    def _recorded_result(
+        self, scope: OpScope, error: BaseException | None, passed: Any, result: Any
+    ) -> dict[str, AttributeValue]:
+        """Journal the call's outcome, log its result for the calling agent, and give the
+        result's span attributes."""
         # The journal's outcome: an exception the tool ends with without failing is done.
         # A generator tool's results were its items: they are what a re-entry gives back.
         if isinstance(result, Streamed):
@@ -705,12 +719,11 @@ class _ToolSpec(_Spec[OpScope]):
             end_tool_step(scope, done, error, streamed=isinstance(result, Streamed))
         if isinstance(result, Streamed):  # a generator tool: its results were its items
             scope.outcome.set_sizes(chars_out=scope.streamed_chars)
-            finish(scope, error, passed=passed)
-            return
+            return {}
         ok = error is None and passed is None and result is not NO_RESULT
         if ok and scope.call_id is not None:
             log_tool_result(scope, result)  # the calling agent's tool entry
-        finish(scope, error, _tool_result_attributes(scope, result) if ok else {}, passed=passed)
+        return _tool_result_attributes(scope, result) if ok else {}
 
     def on_item(self, scope: OpScope, item: Any) -> None:
         scope.streamed_chars += len(item) if isinstance(item, str) else len(str(item))
