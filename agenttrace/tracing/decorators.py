@@ -698,10 +698,13 @@ class _ToolSpec(_Spec[OpScope]):
         attributes: dict[str, AttributeValue] = {}
         try:
             attributes = self._recorded_result(scope, error, passed, result)
+        except Exception as internal:
+            # Reported while the op is still open, so the warning is one of its logs.
+            report_internal_error(self.where, internal)
         finally:
             # The span ends in the call whatever recording the result did: a result no JSON
-            # holds (a list that contains itself) raises there, and the error is reported by
-            # the caller's boundary, but a span left open would read "in progress" all run.
+            # holds (a list that contains itself) raises there, but a span left open would
+            # read "in progress" all run.
             finish(scope, error, attributes, passed=passed)
 
     def _recorded_result(
