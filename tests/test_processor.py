@@ -6,10 +6,12 @@ generous timeout that only matters when the code is broken.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -348,6 +350,39 @@ def test_a_records_durability_decides_where_the_stream_writes_it(tmp_path: Path)
     blocked.release.set()
     assert processor.force_flush() is True
     assert _stream(path) == b'{"state":"soon"}\n{"state":"intent"}\n{"state":"outcome"}\n'
+    processor.shutdown()
+
+
+def _open_descriptors(path: Path) -> int:
+    """How many of this process's file descriptors are open on ``path``."""
+    fds = Path("/proc/self/fd")
+    return sum(os.path.realpath(fd) == str(path.resolve()) for fd in fds.iterdir())
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd (Linux)")
+# A hang guard: before the fix the collection below waited for ever for a lock its own thread
+# held (seen in make test: a worker stuck in EventStreamSink._release under _appender).
+@pytest.mark.timeout(120)
+def test_a_session_collected_while_the_stream_sink_holds_its_lock_does_not_hang(
+    tmp_path: Path,
+) -> None:
+    stream = EventStreamSink(tmp_path)
+    processor = AgentTraceProcessor((stream,))
+    gone = Session("gone")
+    processor.record(Journaled(gone, b'{"state":"intent"}\n', BEFORE_CALL_GOES_ON))
+    path = tmp_path / "gone.events.jsonl"
+    assert _open_descriptors(path) == 1
+    collected = weakref.ref(gone)
+    # A collection can start at any allocation, also on a thread writing another session's
+    # line under the sink's lock: the gone session's finalizer then runs there.
+    with stream._lock:
+        del gone
+        gc.collect()
+    assert collected() is None
+    # Its stream is closed by the next holder of the lock: the next write.
+    processor.record(Journaled(Session("next"), b'{"state":"intent"}\n', BEFORE_CALL_GOES_ON))
+    assert _open_descriptors(path) == 0
+    assert path.read_bytes() == b'{"state":"intent"}\n'
     processor.shutdown()
 
 

@@ -91,6 +91,8 @@ class EventStreamSink(Sink):
         # session keeps anyway, so waiting costs no memory of its own and has no bound but that.
         self._waiting = OutageBuffer(self._lock, self._recovered, retry_interval)
         self._affected: set[Path] = set()
+        self._released: collections.deque[tuple[str, StreamAppender]] = collections.deque()
+        """Appenders of sessions that went away, to close under the lock (:meth:`_release`)."""
         self._homes: dict[str, Path] = {}
         """The directory of each session written elsewhere than ``sessions_dir`` (a path the
         program named: ``Session.directory``), by stem, for what names its stream by stem."""
@@ -255,6 +257,8 @@ class EventStreamSink(Sink):
 
     def _appender(self, session: Session) -> StreamAppender:
         """The session's open appender (opened, after repairing the file, if need be)."""
+        if self._released:
+            self._close_released()
         session_id = session.segment_stem
         appenders = self._appenders
         appender = appenders.get(session_id)
@@ -302,9 +306,23 @@ class EventStreamSink(Sink):
             appender.close()
 
     def _release(self, session_id: str, appender: StreamAppender) -> None:
-        # A finalizer: runs on whatever thread collects the session; never blocks on the lock
-        # for long (closing a file descriptor twice is prevented by StreamAppender).
-        with self._lock:
+        # A finalizer: it runs on whatever thread collects the session, and a collection can
+        # start at any allocation, also on a thread inside this sink's lock (writing another
+        # session's line): waiting for the lock there would wait for itself for ever. So it
+        # never waits: the appender is closed now if the lock is free, else by the next
+        # holder (closing a file descriptor twice is prevented by StreamAppender).
+        self._released.append((session_id, appender))
+        if self._lock.acquire(blocking=False):
+            try:
+                self._close_released()
+            finally:
+                self._lock.release()
+
+    def _close_released(self) -> None:
+        """Close the appenders of sessions that went away (under the lock)."""
+        released = self._released
+        while released:
+            session_id, appender = released.popleft()
             if self._appenders.get(session_id) is appender:
                 del self._appenders[session_id]
             appender.close()
@@ -319,10 +337,12 @@ class EventStreamSink(Sink):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         with self._lock:
+            self._close_released()
             return self._waiting.flush()
 
     def shutdown(self) -> None:
         with self._lock:
+            self._close_released()
             if not self._waiting.flush():
                 reason = self._waiting.outage.reason
                 left = self._waiting.give_up()
