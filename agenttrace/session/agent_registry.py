@@ -1,5 +1,5 @@
-"""The session's agents, some held in memory and some evicted to the event stream (issue 38
-item 9; seed 001, Justification 5).
+"""The session's agents, some held in memory and some evicted to the event stream
+(docs/how-to/long-agents.md, "Done agents leave memory").
 
 An agent that is done (no run of it open) can be *evicted*: its record leaves memory and the
 registry keeps only what it needs to answer without reading the stream, in tables indexed by
