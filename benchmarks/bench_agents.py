@@ -46,6 +46,7 @@ import figures  # benchmarks/figures.py, beside this script
 from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
+from agenttrace.testing.scripted_model import completion_body
 
 PROBE_EVERY = 1000
 GROWTH_TARGET_KB = 50.0
@@ -69,19 +70,8 @@ def workload(agents: int, probe: Any) -> Any:
 
     @agenttrace.llm
     def chat(*, model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        return {
-            "id": "chatcmpl-bench",
-            "object": "chat.completion",
-            "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": f"done: {messages[-1]['content']}"},
-                }
-            ],
-            "usage": {"prompt_tokens": 30, "completion_tokens": 8, "total_tokens": 38},
-        }
+        reply = {"text": f"done: {messages[-1]['content']}"}
+        return completion_body(reply, {"model": model, "messages": messages})
 
     class Worker:
         """One sub-agent per object (a function agent of one name is one agent for all its

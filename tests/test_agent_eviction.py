@@ -10,26 +10,17 @@ from typing import Any
 
 import agenttrace
 from agenttrace.formats.session.files import read_session_file, snapshot_path, stream_path
+from agenttrace.testing.scripted_model import completion_body
 
 from .conftest import Traced
 
 
 @agenttrace.llm
 def _chat(*, model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """An LLM call answered in process (the shape benchmarks/bench_agents.py uses)."""
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": f"done: {messages[-1]['content']}"},
-            }
-        ],
-        "usage": {"prompt_tokens": 30, "completion_tokens": 8, "total_tokens": 38},
-    }
+    """An LLM call answered in process, as the scripted model answers (benchmarks/bench_agents.py
+    makes the same one)."""
+    reply = {"text": f"done: {messages[-1]['content']}"}
+    return completion_body(reply, {"model": model, "messages": messages})
 
 
 class _Worker:
