@@ -1,0 +1,117 @@
+"""Programs run as ``python -m MODULE ARGS...`` runs them, each forked from one interpreter that
+imported their heavy dependencies once: a new interpreter spends seconds importing litellm (on
+a busy 2-core machine over 10), more than the test programs run.
+
+``python -m tests.fork_server MODULE...`` imports each ``MODULE`` (in that order: the order the
+programs import them), then reads one JSON line per program on its standard input:
+``{"module": M, "argv": [...], "env": {...}, "cwd": DIR, "stdout": PATH, "stderr": PATH}``.
+It forks; the child takes that environment, working directory and command line, writes its
+standard output and error to those files, and runs ``M`` as ``__main__`` as ``-m`` does (the
+program's own module is never imported ahead: its classes are ``__main__``'s, as in a process
+of its own), then ends as an interpreter ends (``atexit`` handlers run, streams flushed). The
+server answers with JSON lines: ``{"pid": N}`` once the child runs, ``{"status": S}`` when it
+has ended (``-9``: SIGKILLed). One program at a time.
+
+:class:`Forks` is the tests' side."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _say(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def _become(request: dict[str, Any]) -> None:
+    """In the child: the program's environment, directory, streams and command line, then the
+    program (its SystemExit, or any exception, ends the interpreter as ``python -m`` would)."""
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(opened, fd)
+        os.close(opened)
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's stdin, for its whole life
+    sys.argv = [request["module"], *request["argv"]]
+    runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+
+
+def serve() -> bool:
+    """Fork a child per request until standard input ends: False in the server, True in each
+    child once its program has returned (it then ends as an interpreter does)."""
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _become(request)
+            return True
+        _say({"pid": pid})
+        _, code = os.waitpid(pid, 0)
+        _say({"status": os.waitstatus_to_exitcode(code)})
+    return False
+
+
+class Forks:
+    """A fork server (``python -m tests.fork_server``) with ``preload`` imported, started in
+    ``cwd`` with ``env`` (what its imports read of the environment, they read from this)."""
+
+    def __init__(self, preload: list[str], env: dict[str, str], cwd: Path) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "tests.fork_server", *preload],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def _next(self) -> dict[str, Any]:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        assert line, f"the fork server ended ({self._process.wait()})"
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def start(
+        self, module: str, argv: list[str], env: dict[str, str], cwd: Path, out: Path, err: Path
+    ) -> int:
+        """Start ``python -m module *argv`` (forked), its standard output to ``out`` and its
+        error to ``err``: its pid. :meth:`wait` for it before the next."""
+        assert self._process.stdin is not None
+        request = {"module": module, "argv": argv, "env": env, "cwd": str(cwd)}
+        request.update(stdout=str(out), stderr=str(err))
+        self._process.stdin.write(json.dumps(request) + "\n")
+        self._process.stdin.flush()
+        return int(self._next()["pid"])
+
+    def wait(self) -> int:
+        """The exit status of the program started last (``-9``: SIGKILLed)."""
+        return int(self._next()["status"])
+
+    def close(self) -> None:
+        """End the server (after the program it runs, if any)."""
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        self._process.wait(timeout=480)
+        assert self._process.stdout is not None
+        self._process.stdout.close()
+
+
+if __name__ == "__main__":
+    for name in sys.argv[1:]:
+        importlib.import_module(name)
+    if serve():
+        sys.exit(0)  # the child's program returned: exit as its interpreter would
