@@ -4,11 +4,14 @@ a busy 2-core machine over 10), more than the test programs run.
 
 ``python -m tests.fork_server MODULE...`` imports each ``MODULE`` (in that order: the order the
 programs import them), then reads one JSON line per program on its standard input:
-``{"module": M, "argv": [...], "env": {...}, "cwd": DIR, "stdout": PATH, "stderr": PATH}``.
+``{"module": M, "argv": [...], "env": {...}, "cwd": DIR, "stdout": PATH, "stderr": PATH}``
+(and ``"prog"``: the ``argv[0]`` of a console script).
 It forks; the child takes that environment, working directory and command line, writes its
 standard output and error to those files, and runs ``M`` as ``__main__`` as ``-m`` does (the
 program's own module is never imported ahead: its classes are ``__main__``'s, as in a process
-of its own), then ends as an interpreter ends (``atexit`` handlers run, streams flushed). The
+of its own), or, for ``M`` written ``module:function``, exits with what ``function()`` returns
+as a console script does (``agenttrace.cli:main`` is the ``agenttrace`` command); then it ends
+as an interpreter ends (``atexit`` handlers run, streams flushed). The
 server answers with JSON lines: ``{"pid": N}`` once the child runs, ``{"status": S}`` when it
 has ended (``-9``: SIGKILLed). One program at a time.
 
@@ -45,8 +48,11 @@ def _become(request: dict[str, Any]) -> None:
     os.dup2(nothing, 0)
     os.close(nothing)
     sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's stdin, for its whole life
-    sys.argv = [request["module"], *request["argv"]]
-    runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+    module, _, function = request["module"].partition(":")
+    sys.argv = [request.get("prog") or module, *request["argv"]]
+    if function:
+        sys.exit(getattr(importlib.import_module(module), function)())
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
 def serve() -> bool:
@@ -86,12 +92,20 @@ class Forks:
         return message
 
     def start(
-        self, module: str, argv: list[str], env: dict[str, str], cwd: Path, out: Path, err: Path
+        self,
+        module: str,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        out: Path,
+        err: Path,
+        prog: str = "",
     ) -> int:
-        """Start ``python -m module *argv`` (forked), its standard output to ``out`` and its
-        error to ``err``: its pid. :meth:`wait` for it before the next."""
+        """Start ``python -m module *argv`` (forked; ``module:function`` a console script
+        named ``prog``), its standard output to ``out`` and its error to ``err``: its pid.
+        :meth:`wait` for it before the next."""
         assert self._process.stdin is not None
-        request = {"module": module, "argv": argv, "env": env, "cwd": str(cwd)}
+        request = {"module": module, "argv": argv, "env": env, "cwd": str(cwd), "prog": prog}
         request.update(stdout=str(out), stderr=str(err))
         self._process.stdin.write(json.dumps(request) + "\n")
         self._process.stdin.flush()

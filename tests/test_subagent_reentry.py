@@ -115,9 +115,9 @@ def server() -> Iterator[LLMServer]:
 
 @pytest.fixture(scope="module")
 def forks() -> Iterator[Forks]:
-    """The agent's runs, forked from one interpreter that imported what the agent imports (in
-    its order): litellm's import alone takes a new interpreter seconds. The resumes stay
-    ``agenttrace resume`` processes of their own, as a user runs them."""
+    """The agent's runs and ``agenttrace resume``, forked from one interpreter that imported
+    what the agent imports (in its order): litellm's import alone takes a new interpreter
+    seconds, each case runs the agent and resumes it twice or more."""
     env = child_env(PYTHONPATH=str(ROOT), AGENTTRACE_RAISE_INTERNAL_ERRORS="1")
     started = Forks(["litellm", "agenttrace", "tests.payment_server"], env, ROOT)
     yield started
@@ -161,8 +161,18 @@ def run_agent(
     return code, out.read_text(), err.read_text()
 
 
+def resume(forks: Forks, tmp_path: Path, env: dict[str, str], stream: Path) -> tuple[int, str, str]:
+    """``agenttrace resume STREAM --agent tests.subagent_reentry_agent:rebuild`` (the command's
+    entry point, forked: the factory's litellm is imported already): its exit status,
+    standard output and error."""
+    out, err = tmp_path / "resume-stdout.txt", tmp_path / "resume-stderr.txt"
+    args = ["resume", str(stream), "--agent", "tests.subagent_reentry_agent:rebuild"]
+    forks.start("agenttrace.cli:main", args, env, ROOT, out, err, prog=AGENTTRACE[-1])
+    return forks.wait(), out.read_text(), err.read_text()
+
+
 def resume_until_done(
-    tmp_path: Path, model: Model, payments: PaymentServer, shape: str
+    forks: Forks, tmp_path: Path, model: Model, payments: PaymentServer, shape: str
 ) -> tuple[str, list[list[str]]]:
     """``agenttrace resume`` until the run ends, deciding each call it stopped at in doubt
     with ``resolve --retry``: the answer, and the labels decided at each stop."""
@@ -176,14 +186,14 @@ def resume_until_done(
         )
 
     for _ in range(4):
-        resumed = cli("resume", str(stream), "--agent", "tests.subagent_reentry_agent:rebuild")
-        if resumed.returncode == 0:
-            first = resumed.stdout.splitlines()[0]
+        code, out, err = resume(forks, tmp_path, env, stream)
+        if code == 0:
+            first = out.splitlines()[0]
             return first.removeprefix("Answer: "), decided
-        assert resumed.returncode == 1 and "in doubt" in resumed.stderr, resumed.stderr
+        assert code == 1 and "in doubt" in err, err
         doubts = json.loads(cli("doubts", str(stream), "--json").stdout)
         labels = [doubt["step"] for doubt in doubts]
-        assert labels, resumed.stderr
+        assert labels, err
         for label in labels:
             done = cli("resolve", str(stream), label, "--retry")
             assert done.returncode == 0, done.stderr
@@ -263,7 +273,7 @@ def test_every_request_after_a_resume_is_the_uninterrupted_runs(
         assert code == -9, err
         server.reset()
         model = Model(server, shape)
-        resumed, _ = resume_until_done(tmp_path / "killed", model, payments, shape)
+        resumed, _ = resume_until_done(forks, tmp_path / "killed", model, payments, shape)
     finally:
         payments.stop()
     assert resumed == answer
