@@ -10,7 +10,8 @@ It forks; the child takes that environment, working directory and command line, 
 standard output and error to those files, and runs ``M`` as ``__main__`` as ``-m`` does (the
 program's own module is never imported ahead: its classes are ``__main__``'s, as in a process
 of its own), or, for ``M`` written ``module:function``, exits with what ``function()`` returns
-as a console script does (``agenttrace.cli:main`` is the ``agenttrace`` command); then it ends
+as a console script does (``agenttrace.cli:main`` is the ``agenttrace`` command), or, for
+``M`` a ``.py`` file, runs it as ``python M`` does (its folder first on ``sys.path``); then it ends
 as an interpreter ends (``atexit`` handlers run, streams flushed). The
 server answers with JSON lines: ``{"pid": N}`` once the child runs, ``{"status": S}`` when it
 has ended (``-9``: SIGKILLed). One program at a time.
@@ -52,7 +53,11 @@ def _become(request: dict[str, Any]) -> None:
     sys.argv = [request.get("prog") or module, *request["argv"]]
     if function:
         sys.exit(getattr(importlib.import_module(module), function)())
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    if module.endswith(".py"):
+        sys.path[0] = str(Path(module).parent)
+        runpy.run_path(module, run_name="__main__")
+    else:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
 def serve() -> bool:
@@ -102,8 +107,9 @@ class Forks:
         prog: str = "",
     ) -> int:
         """Start ``python -m module *argv`` (forked; ``module:function`` a console script
-        named ``prog``), its standard output to ``out`` and its error to ``err``: its pid.
-        :meth:`wait` for it before the next."""
+        named ``prog``; ``FILE.py`` ``python FILE.py``), its standard output to ``out`` and its
+        error to ``err`` (files, or a FIFO the caller then opens): its pid. :meth:`wait` for it
+        before the next."""
         assert self._process.stdin is not None
         request = {"module": module, "argv": argv, "env": env, "cwd": str(cwd), "prog": prog}
         request.update(stdout=str(out), stderr=str(err))
