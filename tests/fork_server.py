@@ -24,6 +24,7 @@ import importlib
 import json
 import os
 import runpy
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,8 @@ class Forks:
             stdout=subprocess.PIPE,
             text=True,
         )
+        self._running: int | None = None
+        """The pid of the program started and not yet waited for."""
 
     def _next(self) -> dict[str, Any]:
         assert self._process.stdout is not None
@@ -115,14 +118,21 @@ class Forks:
         request.update(stdout=str(out), stderr=str(err))
         self._process.stdin.write(json.dumps(request) + "\n")
         self._process.stdin.flush()
-        return int(self._next()["pid"])
+        self._running = int(self._next()["pid"])
+        return self._running
 
     def wait(self) -> int:
         """The exit status of the program started last (``-9``: SIGKILLed)."""
-        return int(self._next()["status"])
+        status = int(self._next()["status"])
+        self._running = None
+        return status
 
     def close(self) -> None:
-        """End the server (after the program it runs, if any)."""
+        """End the server, and the program it runs if a failed test left one running (the
+        server waits for it, and a writer that loops until killed never ends)."""
+        if self._running is not None:
+            os.kill(self._running, signal.SIGKILL)
+            self.wait()
         assert self._process.stdin is not None
         self._process.stdin.close()
         self._process.wait(timeout=480)
