@@ -246,10 +246,20 @@ def test_a_policy_names_what_it_refuses() -> None:
 # --- LLM steps ---------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def shop_forks() -> Iterator[Forks]:
+    """tests/llm_reentry_child.py's runs (two a test), forked from one interpreter that
+    imported what it imports, in its order."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    started = Forks(["litellm", "tests.shop_child"], env, ROOT)
+    yield started
+    started.close()
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("shape", ["tool", "stream"])
 def test_a_recorded_reply_is_not_asked_for_again(
-    tmp_path: Path, llm_server: LLMServer, shape: str
+    tmp_path: Path, llm_server: LLMServer, shop_forks: Forks, shape: str
 ) -> None:
     call = {
         "id": "call_1",
@@ -265,6 +275,7 @@ def test_a_recorded_reply_is_not_asked_for_again(
         shape,
         lambda: len(llm_server.requests),
         lambda: llm_server.reset(Reply(content="Thank you!")),
+        shop_forks,
     )
     assert report["answer"] == "Thank you!"
     assert len(llm_server.requests) == 1  # only the reply the killed run never got
