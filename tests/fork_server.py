@@ -16,7 +16,8 @@ as an interpreter ends (``atexit`` handlers run, streams flushed). The
 server answers with JSON lines: ``{"pid": N}`` once the child runs, ``{"status": S}`` when it
 has ended (``-9``: SIGKILLed). One program at a time.
 
-:class:`Forks` is the tests' side."""
+:class:`Forks` is the tests' side, :class:`Forked` a program it started as a test that used
+:class:`subprocess.Popen` sees it."""
 
 from __future__ import annotations
 
@@ -113,6 +114,7 @@ class Forks:
         named ``prog``; ``FILE.py`` ``python FILE.py``), its standard output to ``out`` and its
         error to ``err`` (files, or a FIFO the caller then opens): its pid. :meth:`wait` for it
         before the next."""
+        self._end_running()  # a failed test's, never waited for: the next test starts clean
         assert self._process.stdin is not None
         request = {"module": module, "argv": argv, "env": env, "cwd": str(cwd), "prog": prog}
         request.update(stdout=str(out), stderr=str(err))
@@ -121,23 +123,58 @@ class Forks:
         self._running = int(self._next()["pid"])
         return self._running
 
+    def popen(
+        self, module: str, argv: list[str], env: dict[str, str], cwd: Path, out: Path, err: Path
+    ) -> Forked:
+        """:meth:`start`, as a :class:`Forked` (what a test that used Popen uses of it)."""
+        return Forked(self, self.start(module, argv, env, cwd, out, err), out, err)
+
     def wait(self) -> int:
         """The exit status of the program started last (``-9``: SIGKILLed)."""
         status = int(self._next()["status"])
         self._running = None
         return status
 
-    def close(self) -> None:
-        """End the server, and the program it runs if a failed test left one running (the
-        server waits for it, and a writer that loops until killed never ends)."""
+    def _end_running(self) -> None:
+        """SIGKILL the program started and not waited for, if any, and wait for it."""
         if self._running is not None:
             os.kill(self._running, signal.SIGKILL)
             self.wait()
+
+    def close(self) -> None:
+        """End the server, and the program it runs if a failed test left one running (the
+        server waits for it, and a writer that loops until killed never ends)."""
+        self._end_running()
         assert self._process.stdin is not None
         self._process.stdin.close()
         self._process.wait(timeout=480)
         assert self._process.stdout is not None
         self._process.stdout.close()
+
+
+class Forked:
+    """A program :class:`Forks` started, with what tests use of a :class:`subprocess.Popen`:
+    ``pid``, ``returncode``, :meth:`communicate`, :meth:`poll`, :meth:`kill`."""
+
+    def __init__(self, forks: Forks, pid: int, out: Path, err: Path) -> None:
+        self._forks, self.pid, self._out, self._err = forks, pid, out, err
+        self.returncode: int | None = None
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Wait for the program's end: its standard output and error. ``timeout`` is not
+        enforced (pytest-timeout is the hang guard): the server answers only once it ended."""
+        if self.returncode is None:
+            self.returncode = self._forks.wait()
+        return self._out.read_text(), self._err.read_text()
+
+    def poll(self) -> int | None:
+        """The exit status once :meth:`communicate` has seen the end, else None."""
+        return self.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the program if it has not been seen to end."""
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
 
 
 if __name__ == "__main__":
