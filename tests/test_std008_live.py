@@ -219,6 +219,20 @@ def test_a_single_task_call_with_a_review_is_std008(live: Live, llm_server: LLMS
     assert final == live.export()
 
 
+def shouting_task() -> Callable[[str], str]:
+    """A ``task`` tool whose Helper sub-agent answers its prompt in capitals, with no model."""
+
+    @agenttrace.agent("Helper")
+    def helper(prompt: str) -> str:
+        return prompt.upper()
+
+    @agenttrace.tool
+    def task(prompt: str) -> str:
+        return helper(prompt)
+
+    return task
+
+
 def test_a_directory_that_cannot_be_written_leaves_the_agent_running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -228,13 +242,7 @@ def test_a_directory_that_cannot_be_written_leaves_the_agent_running(
     provider = TracerProvider()
     handle = traced_into(provider, tmp_path, blocked)
 
-    @agenttrace.agent("Helper")
-    def helper(prompt: str) -> str:
-        return prompt.upper()
-
-    @agenttrace.tool
-    def task(prompt: str) -> str:
-        return helper(prompt)
+    task = shouting_task()
 
     @agenttrace.agent("Lead")
     def lead() -> str:
@@ -269,13 +277,7 @@ def test_changes_closer_than_the_interval_are_written_once_and_flush_writes_them
     def worker_caught_up() -> None:  # the records so far consumed, no sink flushed
         assert live.handle.processor.worker.flush(30)
 
-    @agenttrace.agent("Helper")
-    def helper(prompt: str) -> str:
-        return prompt.upper()
-
-    @agenttrace.tool
-    def task(prompt: str) -> str:
-        return helper(prompt)
+    task = shouting_task()
 
     @agenttrace.agent("Lead")
     def lead() -> None:
