@@ -268,14 +268,16 @@ def test_changes_closer_than_the_interval_are_written_once_and_flush_writes_them
     """The document is made from the whole session, so it is not made at every sub-session
     start and end (a session of many sub-agents would cost the square of their number): a
     change within ``min_interval`` of the last write waits, and ``force_flush`` writes it."""
-    (sink,) = [s for s in live.handle.processor.sinks if isinstance(s, Std008LiveSink)]
+    processor = live.handle.processor
+    assert processor is not None
+    (sink,) = [s for s in processor.sinks if isinstance(s, Std008LiveSink)]
     sink.min_interval = 3600.0  # every change after the first write waits for the flush
     live.session_id = agenttrace.new_session().session_id
     path = live_path(live.directory, live.session_id)
     inside: list[dict[str, Any]] = []
 
     def worker_caught_up() -> None:  # the records so far consumed, no sink flushed
-        assert live.handle.processor.worker.flush(30)
+        assert processor.worker.flush(30)
 
     task = shouting_task()
 
