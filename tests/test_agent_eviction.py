@@ -8,14 +8,17 @@ from __future__ import annotations
 import gc
 import gzip
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import agenttrace
+from agenttrace._internal.config import Settings
 from agenttrace.formats.session.files import read_session_file, snapshot_path, stream_path
 from agenttrace.formats.session.spool import Ref
+from agenttrace.session.state import DONE_AGENTS_KEPT
 from agenttrace.testing.scripted_model import completion_body
 
 from .conftest import Traced
@@ -238,3 +241,26 @@ def test_a_long_session_holds_spool_refs_per_merge_not_per_sub_agent(
     document = json.loads(text)
     assert sum(_hosted_runs(run) for run in document["runs"]) == 400
     assert len(read_session_file(path).events) == session.message_counter
+
+
+@pytest.mark.init(done_agents_kept=3)
+def test_how_many_done_agents_stay_is_a_setting(traced: Traced) -> None:
+    session = agenttrace.new_session("setting")
+    assert session.done_agents_kept == 3
+    _root_spawning(20, talks=False)()
+    assert session.agents_in_memory() <= 2 * 3 + 1
+    assert session.agents.evicted() > 0
+
+
+def test_the_setting_comes_from_agenttrace_done_agents_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert Settings.resolve({}).done_agents_kept == DONE_AGENTS_KEPT == 256
+    assert Settings.resolve({"AGENTTRACE_DONE_AGENTS_KEPT": "8"}).done_agents_kept == 8
+    assert (
+        Settings.resolve({"AGENTTRACE_DONE_AGENTS_KEPT": "8"}, done_agents_kept=2).done_agents_kept
+        == 2
+    )
+    with caplog.at_level(logging.WARNING, logger="agenttrace"):
+        assert Settings.resolve({"AGENTTRACE_DONE_AGENTS_KEPT": "many"}).done_agents_kept == 256
+    assert "AGENTTRACE_DONE_AGENTS_KEPT='many' is not a count" in caplog.text

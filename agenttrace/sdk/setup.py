@@ -195,6 +195,7 @@ def init(
     capture_content: bool | None = None,
     max_payload_bytes: int | None = None,
     max_reasoning_bytes: int | None = None,
+    done_agents_kept: int | None = None,
     sessions_dir: str | Path | None = None,
     sessions_url: str | None = None,
     billing_file: str | Path | None = None,
@@ -238,6 +239,10 @@ def init(
     starts and ends (default ``AGENTTRACE_STD008_DIR``; docs/std008.md, "Written live").
     ``max_reasoning_bytes``: the bound on one LLM attempt's reasoning in the saved state (its
     chunks are not capped by ``max_payload_bytes``, which caps its span event only).
+    ``done_agents_kept``: how many done agents each session made after this keeps in memory
+    before it evicts the oldest to its event stream (default 256, or
+    ``AGENTTRACE_DONE_AGENTS_KEPT``; ``Session.done_agents_kept`` changes one session's):
+    docs/how-to/long-agents.md.
     ``instrument_mcp``: for the ``mcp`` SDK's tool calls, which carry the trace and session to
     the server (docs/how-to/cross-process.md).
     ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
@@ -284,6 +289,7 @@ def init(
         console_stream=console_stream,
         max_payload_bytes=max_payload_bytes,
         max_reasoning_bytes=max_reasoning_bytes,
+        done_agents_kept=done_agents_kept,
         sessions_dir=sessions_dir,
         billing_file=billing_file,
         std008_dir=std008_dir,
@@ -327,6 +333,7 @@ def init(
             capture_content=capture_content,
             max_payload_bytes=max_payload_bytes,
             max_reasoning_bytes=max_reasoning_bytes,
+            done_agents_kept=done_agents_kept,
             sessions_dir=sessions_dir,
             sessions_url=sessions_url,
             billing_file=billing_file,
