@@ -199,6 +199,7 @@ class Spool:
                 self._file = handle
                 # A spool dropped unclosed closes its file; not at interpreter exit, where
                 # agenttrace's own shutdown may still be writing the session file from it.
+                # Inline in the collector's thread: closing a descriptor takes no lock of ours.
                 weakref.finalize(self, _close_quietly, handle).atexit = False
             _pwrite_all(self._file.fileno(), self._chunks, self._on_file)
         except OSError:
