@@ -168,7 +168,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_history.py $(BENCH_ARGS) $(call save_as,bench_history)
 	$(BIN)/python benchmarks/bench_full_request.py $(BENCH_ARGS) $(call save_as,bench_full_request)
 	$(BIN)/python benchmarks/bench_kills.py $(BENCH_ARGS) $(call save_as,bench_kills)
-	$(BIN)/python benchmarks/bench_agents.py $(if $(QUICK_BENCH),--agents 2000) \
+	$(BIN)/python benchmarks/bench_agents.py $(if $(QUICK_BENCH),--agents 3000) \
 		$(call save_as,bench_agents)
 	$(if $(QUICK_BENCH),,$(BIN)/python benchmarks/figures.py)
 

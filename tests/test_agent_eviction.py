@@ -5,11 +5,20 @@ everything."""
 
 from __future__ import annotations
 
+import gc
+import gzip
+import json
+import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import agenttrace
+from agenttrace._internal.config import Settings
 from agenttrace.formats.session.files import read_session_file, snapshot_path, stream_path
+from agenttrace.formats.session.spool import Ref
+from agenttrace.session.state import DONE_AGENTS_KEPT
 from agenttrace.testing.scripted_model import completion_body
 
 from .conftest import Traced
@@ -173,3 +182,85 @@ def test_an_evicted_agent_that_runs_again_keeps_its_id_and_transcript(
     assert _record_state(resumed.agents[agent_id]) == _record_state(record)
     created_events = [e for e in resumed.events if e["event_type"] == "agent_created"]
     assert [e["agent_id"] for e in created_events].count(agent_id) == 1
+
+
+def _root_fanning_out(count: int) -> Any:
+    """A root run whose one tool call runs ``count`` sub-agents: one op hosts them all."""
+
+    @agenttrace.tool
+    def fan_out(count: int) -> int:
+        for index in range(count):
+            _Worker().run(index)
+        return count
+
+    @agenttrace.agent("Root")
+    def root() -> str:
+        fan_out(count)
+        return "done"
+
+    return root
+
+
+def _hosted_runs(node: Any) -> int:
+    """How many sub-agent runs the ops under ``node`` hosted, at every depth."""
+    count = 0
+    for turn_or_op in (*node.get("turns", ()), *node.get("ops", ())):
+        count += _hosted_runs(turn_or_op)
+    hosted = node.get("childSessions") or ([node["childSession"]] if "childSession" in node else [])
+    return count + len(hosted) + sum(_hosted_runs(run) for run in hosted)
+
+
+def _refs_held() -> int:
+    gc.collect()
+    return sum(1 for held in gc.get_objects() if type(held) is Ref)
+
+
+@pytest.mark.parametrize("shape", ["a tool call each", "one tool call for all"])
+def test_a_long_session_holds_spool_refs_per_merge_not_per_sub_agent(
+    traced: Traced, tmp_path: Path, shape: str
+) -> None:
+    """A finished sub-agent run is compressed into the session's spool; the run's tree keeps
+    where. Merged with its siblings, those places become one ref per merge, so the refs a long
+    session holds do not grow by one or two per sub-agent it ever had, whether each sub-agent
+    has its own tool call or one call hosts them all."""
+    session = agenttrace.new_session("refs")
+    spawn = _root_spawning if shape == "a tool call each" else _root_fanning_out
+    spawn(100)()
+    traced.handle.force_flush()
+    before = _refs_held()
+    spawn(300)()  # a second root run of the session: 300 more sub-agents
+    traced.handle.force_flush()
+    grown = _refs_held() - before
+    assert grown < 100, f"{grown} spool refs more after 300 more sub-agents"
+    # ... and the session file still holds every sub-agent's run, each once, its reply in it.
+    path = snapshot_path(tmp_path / "sessions", "refs")
+    text = gzip.decompress(path.read_bytes()).decode()
+    assert session.agent_counter == 401
+    missing = [i for i in range(300) if f'"done: task {i}"' not in text]
+    assert not missing, f"sub-agent runs missing from the session file: {missing[:5]}"
+    document = json.loads(text)
+    assert sum(_hosted_runs(run) for run in document["runs"]) == 400
+    assert len(read_session_file(path).events) == session.message_counter
+
+
+@pytest.mark.init(done_agents_kept=3)
+def test_how_many_done_agents_stay_is_a_setting(traced: Traced) -> None:
+    session = agenttrace.new_session("setting")
+    assert session.done_agents_kept == 3
+    _root_spawning(20, talks=False)()
+    assert session.agents_in_memory() <= 2 * 3 + 1
+    assert session.agents.evicted() > 0
+
+
+def test_the_setting_comes_from_agenttrace_done_agents_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert Settings.resolve({}).done_agents_kept == DONE_AGENTS_KEPT == 256
+    assert Settings.resolve({"AGENTTRACE_DONE_AGENTS_KEPT": "8"}).done_agents_kept == 8
+    assert (
+        Settings.resolve({"AGENTTRACE_DONE_AGENTS_KEPT": "8"}, done_agents_kept=2).done_agents_kept
+        == 2
+    )
+    with caplog.at_level(logging.WARNING, logger="agenttrace"):
+        assert Settings.resolve({"AGENTTRACE_DONE_AGENTS_KEPT": "many"}).done_agents_kept == 256
+    assert "AGENTTRACE_DONE_AGENTS_KEPT='many' is not a count" in caplog.text

@@ -56,10 +56,13 @@ def charge(amount: int, card_token: str) -> dict[str, Any]:
     return {"charge": f"ch_{len(CHARGES)}", "amount": amount}
 
 
-def shop_agent(server: LLMServer, prompt: str = "two teas", more: bool = False) -> Any:
+def shop_agent(
+    server: LLMServer, prompt: str = "two teas", more: bool = False, fewer: bool = False
+) -> Any:
     """Shop asks the model, which asks for a charge; charges; then asks again, streamed
-    (``more``: and once more, a call the first recording does not have). Returns each reply
-    as litellm's JSON, the stream's chunk by chunk."""
+    (``more``: and once more, a call the first recording does not have; ``fewer``: it stops
+    after the charge, without asking again). Returns each reply as litellm's JSON, the
+    stream's chunk by chunk."""
 
     @agenttrace.agent("Shop")
     def shop() -> dict[str, Any]:
@@ -67,6 +70,8 @@ def shop_agent(server: LLMServer, prompt: str = "two teas", more: bool = False) 
         first = litellm.completion(**http(server, messages=messages, api_key=FAKE_KEY))
         call = first.choices[0].message.tool_calls[0]
         paid = charge(**json.loads(call.function.arguments), card_token=CARD)
+        if fewer:
+            return {"first": first.model_dump_json(), "paid": paid}
         messages += [
             first.choices[0].message.model_dump(),
             {"role": "tool", "tool_call_id": call.id, "content": json.dumps(paid)},
@@ -184,6 +189,29 @@ def test_none_fails_a_call_the_cassette_does_not_answer_naming_its_step(
         contextlib.suppress(Exception),
     ):
         shop_agent(model, more=True)()
+
+
+def test_a_strict_replay_that_makes_fewer_calls_than_recorded_fails_naming_the_first(
+    traced: Traced, tmp_path: Path, model: LLMServer
+) -> None:
+    """Every call the test made was answered, but the recording holds one more it never
+    made: the code changed, and a strict cassette that passed would test nothing of it."""
+    live, path = record(tmp_path, model)
+    model.stop()
+    with (
+        pytest.raises(CassetteMismatch, match=r"holds 1 call\(s\) the test never made") as raised,
+        use_cassette(path, "none"),
+    ):
+        replayed = shop_agent(model, fewer=True)()
+        assert replayed == {"first": live["first"], "paid": live["paid"]}  # each one served
+    first_unasked = "the first llm 'gpt-4o-mini' at 2.1"
+    assert first_unasked in str(raised.value) and str(path) in str(raised.value)
+    # A replay through the API says so in its report, in any mode.
+    with agenttrace.replaying(path, mode="lenient", every_run=True, offline=True) as replay:
+        shop_agent(model, fewer=True)()
+    assert replay.report.clean and replay.report.served == 2
+    assert [(n.label, n.kind) for n in replay.report.unasked] == [("2.1", "llm")]
+    assert "1 recorded call(s) never asked" in replay.report.lines()
 
 
 def test_new_episodes_replays_what_matches_and_adds_the_new_call(

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import agenttrace
+from agenttrace._internal import finalizers
 from agenttrace.formats.session.lease import acquire, lease_path, read_holder
 
 from .conftest import Traced
@@ -96,6 +97,7 @@ def test_a_second_resume_in_the_same_process_takes_the_lease_over(tmp_path: Path
     agenttrace.use_session(None)  # no longer the current session either
     del second
     gc.collect()
+    assert finalizers.drain(60)  # a lease is let go on the finalizer thread
     assert not lease.held  # nothing can record into the session any more
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import socket
+import threading
 from typing import Any
 
 import litellm
@@ -18,7 +20,9 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import agenttrace
 from agenttrace import semconv as sc
+from agenttrace._internal import finalizers
 from agenttrace.instrumentation.litellm import LiteLLMInstrumentor
+from agenttrace.recorder.store import EventStreamSink
 
 from .conftest import Traced, attrs, duration_ms, outcome
 from .llm_server import LLMServer, Reply
@@ -269,6 +273,44 @@ def test_abandoned_and_closed_streams_end_their_spans(traced: Traced, llm: LLMSe
     spans = llm_spans(traced)
     assert len(spans) == 2
     assert attrs(spans[1])[sc.STREAM_ABANDONED] is True
+
+
+# A hang guard: before the finalizer thread, the abandoned stream's end ran in the collecting
+# thread and waited for ever for the event stream's lock, which that thread held.
+@pytest.mark.timeout(120)
+def test_a_stream_collected_while_its_thread_holds_the_lock_its_end_takes_does_not_hang(
+    traced: Traced, llm: LLMServer
+) -> None:
+    llm.reset(Reply(content="a long answer in many chunks"))
+    streams = [litellm.completion(**http(llm, stream=True))]
+    next(iter(streams[0]))
+    processor = traced.handle.processor
+    assert processor is not None
+    (sink,) = [s for s in processor._sinks if isinstance(s, EventStreamSink)]
+
+    def collect_under_the_lock() -> None:
+        # A collection can start at any allocation, also on a thread writing a line under
+        # the sink's lock: the abandoned stream's finalizer then runs there.
+        sink._lock.acquire()
+        try:
+            streams.clear()
+            gc.collect()
+        finally:
+            with contextlib.suppress(RuntimeError):  # released by the test below if it hung
+                sink._lock.release()
+
+    thread = threading.Thread(target=collect_under_the_lock, daemon=True)
+    thread.start()
+    thread.join(60)
+    hung = thread.is_alive()
+    if hung:  # free it (any thread may release a plain Lock): the test fails, the suite goes on
+        sink._lock.release()
+        thread.join(60)
+    assert not hung, "the collecting thread waited for a lock it held"
+    assert finalizers.drain(60) is True
+    # The span ended on the finalizer thread, before any flush.
+    (chat,) = [s for s in traced.exporter.get_finished_spans() if attrs(s).get(sc.KIND) == "llm"]
+    assert attrs(chat)[sc.STREAM_ABANDONED] is True
 
 
 def test_mock_stream(traced: Traced) -> None:

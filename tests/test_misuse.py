@@ -457,6 +457,13 @@ CASES = [
         "0 (int)",
     ),
     Case(
+        "init-done-agents-negative",
+        lambda: agenttrace.init(done_agents_kept=-1),  # MISTAKE
+        ValueError,
+        "done_agents_kept must be a whole number >= 0",
+        "-1 (int)",
+    ),
+    Case(
         "init-payload-str",
         lambda: agenttrace.init(max_payload_bytes="16k"),  # MISTAKE
         TypeError,

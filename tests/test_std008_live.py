@@ -27,6 +27,7 @@ from agenttrace.formats.session.files import snapshot_path
 from agenttrace.formats.std008 import schema as std008_schema
 from agenttrace.formats.std008.live import live_path, single_task_form
 from agenttrace.formats.std008.rules import validate
+from agenttrace.recorder.std008_live import Std008LiveSink
 from agenttrace.views.exports import to_std008
 
 from .llm_server import LLMServer, Reply
@@ -218,6 +219,20 @@ def test_a_single_task_call_with_a_review_is_std008(live: Live, llm_server: LLMS
     assert final == live.export()
 
 
+def shouting_task() -> Callable[[str], str]:
+    """A ``task`` tool whose Helper sub-agent answers its prompt in capitals, with no model."""
+
+    @agenttrace.agent("Helper")
+    def helper(prompt: str) -> str:
+        return prompt.upper()
+
+    @agenttrace.tool
+    def task(prompt: str) -> str:
+        return helper(prompt)
+
+    return task
+
+
 def test_a_directory_that_cannot_be_written_leaves_the_agent_running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -227,13 +242,7 @@ def test_a_directory_that_cannot_be_written_leaves_the_agent_running(
     provider = TracerProvider()
     handle = traced_into(provider, tmp_path, blocked)
 
-    @agenttrace.agent("Helper")
-    def helper(prompt: str) -> str:
-        return prompt.upper()
-
-    @agenttrace.tool
-    def task(prompt: str) -> str:
-        return helper(prompt)
+    task = shouting_task()
 
     @agenttrace.agent("Lead")
     def lead() -> str:
@@ -251,6 +260,45 @@ def test_a_directory_that_cannot_be_written_leaves_the_agent_running(
     warnings = [r.getMessage() for r in caplog.records if "live STD-008" in r.getMessage()]
     assert len(warnings) == 1
     assert snapshot_path(tmp_path / "sessions", session.session_id).exists()
+
+
+def test_changes_closer_than_the_interval_are_written_once_and_flush_writes_them(
+    live: Live,
+) -> None:
+    """The document is made from the whole session, so it is not made at every sub-session
+    start and end (a session of many sub-agents would cost the square of their number): a
+    change within ``min_interval`` of the last write waits, and ``force_flush`` writes it."""
+    processor = live.handle.processor
+    assert processor is not None
+    (sink,) = [s for s in processor.sinks if isinstance(s, Std008LiveSink)]
+    sink.min_interval = 3600.0  # every change after the first write waits for the flush
+    live.session_id = agenttrace.new_session().session_id
+    path = live_path(live.directory, live.session_id)
+    inside: list[dict[str, Any]] = []
+
+    def worker_caught_up() -> None:  # the records so far consumed, no sink flushed
+        assert processor.worker.flush(30)
+
+    task = shouting_task()
+
+    @agenttrace.agent("Lead")
+    def lead() -> None:
+        for part in range(5):
+            task(f"part {part}")
+            worker_caught_up()
+            inside.append(json.loads(path.read_text()))
+
+    lead()
+    worker_caught_up()
+    # Written once, at the lead's start: five sub-sessions started and ended since.
+    assert [(d["status"], d["tool_calls"]) for d in inside] == [("in_progress", [])] * 5
+    assert json.loads(path.read_text()) == inside[0]
+    final = live.read()  # force_flush
+    assert final["status"] != "in_progress"
+    assert [s["task"]["description"] for s in final["sub_sessions"]] == [
+        f"part {part}" for part in range(5)
+    ]
+    assert final == live.export()
 
 
 def test_the_setting_comes_from_agenttrace_std008_dir() -> None:

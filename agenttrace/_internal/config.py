@@ -22,6 +22,7 @@ CONSOLE_MODES: tuple[ConsoleMode, ...] = ("quiet", "verbose", "trace")
 DEFAULT_HOME = Path("~/.agenttrace")
 DEFAULT_MAX_PAYLOAD_BYTES = 16384
 DEFAULT_MAX_REASONING_BYTES = 16 << 20
+DEFAULT_DONE_AGENTS_KEPT = 256
 """The bound on one LLM attempt's reasoning in the saved state, when nothing else is set."""
 DEFAULT_SHUTDOWN_TIMEOUT = 3.0
 """Seconds agenttrace waits for its OTLP exporter at shutdown when nothing else is set."""
@@ -140,6 +141,10 @@ class Settings:
     opTree, all its chunks together (``AGENTTRACE_MAX_REASONING_BYTES``): no chunk is capped by
     ``max_payload_bytes``, which caps its span event only. It keeps a hostile or broken provider
     from filling memory and the session file; what is past it is cut, with a marker."""
+    done_agents_kept: int = DEFAULT_DONE_AGENTS_KEPT
+    """How many done agents a session keeps in memory before it evicts the oldest to its
+    event stream (``AGENTTRACE_DONE_AGENTS_KEPT``; each session's ``done_agents_kept`` starts
+    at it): docs/how-to/long-agents.md."""
     console: ConsoleMode = "quiet"
     """Console lines: ``quiet``, ``verbose`` or ``trace``."""
     redacted_save: bool = False
@@ -203,6 +208,9 @@ class Settings:
             ),
             "max_reasoning_bytes": _int(
                 env, "AGENTTRACE_MAX_REASONING_BYTES", DEFAULT_MAX_REASONING_BYTES
+            ),
+            "done_agents_kept": _int(
+                env, "AGENTTRACE_DONE_AGENTS_KEPT", DEFAULT_DONE_AGENTS_KEPT, "a count"
             ),
             "console": _console(env.get("AGENTTRACE_CONSOLE")),
             "redacted_save": _flag(env, "AGENTTRACE_REDACTED_SAVE", False),

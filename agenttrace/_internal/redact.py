@@ -279,21 +279,22 @@ SHORT_TEXT = 256
 def scrub_short(text: str) -> str:
     """:func:`scrub_json_text` of a short text (at most :data:`SHORT_TEXT` characters),
     remembered: names and ids recur on every span. What was scrubbed before a secret was
-    remembered is not reused after (each entry keeps the secrets' generation it was made in)."""
+    remembered is not reused after (an entry is keyed by the secrets' generation it was made
+    in)."""
     # read first: the scrub may see newer values only; masking changes the text as a secret does
-    generation = (secret_values.generation, masking())
-    entry = _short_memory.get(text)
-    if entry is not None and entry[0] == generation:
-        return entry[1]
-    clean = scrub_json_text(text)
-    if len(_short_memory) >= _SHORT_MEMORY:
-        _short_memory.clear()  # texts made up per call: keep only recent ones
-    _short_memory[text] = (generation, clean)
-    return clean
+    return _scrub_short(text, secret_values.generation, masking())
 
 
 _SHORT_MEMORY = 4096
-_short_memory: dict[str, tuple[tuple[int, bool], str]] = {}
+
+
+@functools.lru_cache(maxsize=_SHORT_MEMORY)
+def _scrub_short(text: str, generation: int, masked: bool) -> str:
+    # Least recently used out, rather than all at once: texts made up per call (a prompt, an
+    # index) pass through while the names and ids that recur stay, and the memory stays full
+    # at its bound instead of rising and falling.
+    del generation, masked  # the key only
+    return scrub_json_text(text)
 
 
 def _scrub_secret_pairs(text: str) -> str:

@@ -177,6 +177,9 @@ class Reentry:
     """The labels of the journal's tool steps a call of the re-entered run has matched."""
     fresh: set[str] = field(default_factory=set)
     """The labels this re-entry gave requests that were not the journal's at their place."""
+    asked: set[str] = field(default_factory=set)
+    """A replay's: the labels its run's LLM attempts asked at (the tool calls' are
+    ``claimed``)."""
     stopped: InDoubtToolCall | None = None
     """Once a call stopped the resume, every later call of the run stops with it."""
     shown: dict[str, str] = field(default_factory=dict)
@@ -280,6 +283,27 @@ class Reentry:
                     return step
         return None
 
+    def unasked(self) -> list[Step]:
+        """A replay's recorded LLM and tool calls (the last attempt at each place) that no
+        call of its run asked for, in the order they started: the run made fewer calls than
+        the recording. None inside a tool call the replay matched (its body did not run when
+        served), and none if no run took this re-entry (a run never started is counted apart).
+        """
+        if not self.taken:
+            return []
+        with self._lock:
+            asked = self.asked | self.claimed
+            inside = tuple(f"{label}." for label in self.claimed)
+        last: dict[str, Step] = {}
+        for (run, label, _), step in self.journal.steps.items():
+            if run == self.origin and step.kind in ("llm", "tool"):
+                last[label] = step
+        return [
+            step
+            for label, step in last.items()
+            if label not in asked and not label.startswith(inside)
+        ]
+
     def _fresh(self, label: str) -> str:
         """A label for another request at ``label``'s place: ``label/2``, ``label/3``, ...,
         the first that neither the journal nor an earlier call of this re-entry used."""
@@ -352,6 +376,8 @@ class Reentry:
         agent_id: str | None,
         name: str,
     ) -> Plan:
+        with self._lock:
+            self.asked.add(label)
         if rules.runs_live(label, "llm", name):
             return Plan("run")
         if step is None or step.kind != "llm" or step.fingerprint != fingerprint:

@@ -98,6 +98,9 @@ class ReplayReport:
     divergence: NotReplayed | None = None
     """The first call that asked something the recording did not (lenient: everything after it
     ran live)."""
+    unasked: list[NotReplayed] = field(default_factory=list)
+    """Recorded LLM and tool calls of the runs replayed that no call asked for: the code made
+    fewer calls than the recording (filled once the block exits)."""
 
     @property
     def clean(self) -> bool:
@@ -111,6 +114,9 @@ class ReplayReport:
             d = self.divergence
             lines.append(f"diverged at {d.label}: {d.kind} {d.name}: {d.why}")
         lines += [f"  live {n.label} {n.kind} {n.name}: {n.why}" for n in self.live]
+        if self.unasked:
+            lines.append(f"{len(self.unasked)} recorded call(s) never asked")
+            lines += [f"  never asked {n.label} {n.kind} {n.name}" for n in self.unasked]
         return lines
 
 

@@ -32,6 +32,8 @@ class ReplayRuns:
     """How many recorded runs the replay answers."""
     started: int = 0
     """How many root runs started in the replay session so far."""
+    taken: list[Reentry] = field(default_factory=list)
+    """The re-entries root runs took, in the order they took them."""
     _last: Reentry | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -48,6 +50,7 @@ class ReplayRuns:
             if not self.pending:
                 return None
             self._last = self.pending.popleft()
+            self.taken.append(self._last)
             return self._last
 
     @property

@@ -45,7 +45,7 @@ from agenttrace.formats.session.schema import (
     MAX_TURN_PROMPTS,
     AccountingEntry,
 )
-from agenttrace.formats.session.spool import Piece, Spool
+from agenttrace.formats.session.spool import Piece, Ref, Spool
 from agenttrace.model.amounts import latency_written
 from agenttrace.model.lifecycle import Ended, EventLogged, Logged, SpanEvent, Started
 from agenttrace.model.outcome import OpOutcome
@@ -68,6 +68,10 @@ COMPACT_BYTES = 64 << 10
 """Finished children whose JSON adds up to this much are compressed into the spool together."""
 SMALL_BYTES = 4 << 10
 """A finished sub-agent run bigger than this is compressed into the spool on its own."""
+REF_WEIGHT = 1 << 10
+"""What a ref to the spool in a finished child counts toward :data:`COMPACT_BYTES`: a ref costs
+memory for the session's life however little JSON is left beside it, so an op that hosted many
+compressed sub-agent runs merges them too (into one ref per merge)."""
 
 
 class Fragment:
@@ -505,8 +509,9 @@ def _fold(run: RunTree, label: str, node: Node) -> None:
             if siblings[index] is node:
                 siblings[index] = fragment
                 break
-    raw = run.raw.get(parent_label, 0) + fragment.raw  # type: ignore[arg-type]
-    if raw < COMPACT_BYTES or run.spool is None or hosting:
+    refs = sum(1 for piece in fragment.pieces if type(piece) is Ref)
+    raw = run.raw.get(parent_label, 0) + fragment.raw + refs * REF_WEIGHT  # type: ignore[arg-type]
+    if raw < COMPACT_BYTES or run.spool is None or alone:
         run.raw[parent_label] = raw  # type: ignore[index]
         return
     run.raw[parent_label] = 0  # type: ignore[index]
@@ -514,20 +519,26 @@ def _fold(run: RunTree, label: str, node: Node) -> None:
 
 
 def _merge(spool: Spool, children: list[Any]) -> list[Any]:
-    """``children`` with each run of consecutive fragments compressed into one (its pieces
-    start with no separator; the separators between its members are inside it)."""
+    """``children`` with each run of consecutive fragments packed into one ref (its pieces
+    start with no separator; the separators between its members are inside it). A run's first
+    fragment that is one ref already (the last merge's) stays as it is: packing it again would
+    copy the whole of it on every merge. So a node keeps a ref per merge (per
+    :data:`COMPACT_BYTES` of its children's JSON), not one per child it ever had."""
     merged: list[Any] = []
     run_: list[Fragment] = []
 
     def close() -> None:
         if not run_:
             return
+        first = run_[0].pieces
+        if len(run_) > 1 and len(first) == 1 and isinstance(first[0], Ref):
+            merged.append(run_.pop(0))
         pieces: list[Piece] = []
         for index, fragment in enumerate(run_):
             if index:
                 pieces.append(b",")
             pieces.extend(fragment.pieces)
-        merged.append(Fragment(list(spool.compress(pieces))))
+        merged.append(Fragment([spool.pack(pieces)]))
         run_.clear()
 
     for child in children:

@@ -11,12 +11,18 @@ of the finished session, but for a single Task call, which it writes as STD-001 
 ``SubagentInfo``.
 
 Making the document reads the whole session, so its cost grows with the session: it is done
-only at these points, not on every record.
+only at these points, not on every record, and, as the session file is written, no sooner than
+``min_interval`` after the last one and than ``cost_factor`` times what the last one took. A
+change that comes sooner is written once, when that time has come (or at ``force_flush`` and
+shutdown): a session of a thousand sub-agents writes its document a few times a second, not two
+thousand times, each longer than the last.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,8 +33,11 @@ from agenttrace.formats.session.files import read_snapshot_bytes
 from agenttrace.formats.std008.live import live_form, live_path, replace_document
 from agenttrace.formats.std008.writer import std008_document
 from agenttrace.model.lifecycle import Ended, Started
-from agenttrace.recorder.sink import RecordwiseSink, Sink
+from agenttrace.recorder.sink import RecordwiseSink, Scheduler, Sink
 from agenttrace.recorder.store import SessionFileSink
+
+_SESSIONS_TIMED = 256
+"""Past this many sessions' next write times, the ones already past are dropped."""
 
 
 class Std008LiveSink(RecordwiseSink):
@@ -38,16 +47,45 @@ class Std008LiveSink(RecordwiseSink):
 
     handlers: ClassVar[dict[type, str]] = {Started: "_started", Ended: "_ended"}
 
-    def __init__(self, directory: Path, session_file: SessionFileSink, max_bytes: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        session_file: SessionFileSink,
+        max_bytes: int,
+        min_interval: float = 0.25,
+        cost_factor: float = 20.0,
+    ) -> None:
         self.directory = directory
         self.session_file = session_file
         self.max_bytes = max_bytes
         """The cap on each string, as an export's (``max_payload_bytes``)."""
+        self.min_interval = min_interval
+        self.cost_factor = cost_factor
         self._sessions: dict[str, Any] = {}
         """Per origin txn id: the session its run records into, from its root's start."""
+        self._due: dict[str, Any] = {}
+        """Per session file stem: a session whose document is behind, to be written."""
+        self._next_allowed: dict[str, float] = {}
+        self._timed: set[str] = set()
+        """The stems a write is scheduled for on the worker."""
+        self._scheduler: Scheduler | None = None
+        self._lock = threading.RLock()
+        """The worker writes as records come and on its timer; ``force_flush`` in its caller."""
 
     def reads_from(self) -> tuple[Sink, ...]:
         return (self.session_file,)
+
+    def attach(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        with self._lock:
+            for stem in list(self._due):
+                self._write_due(stem)
+        return True
+
+    def shutdown(self) -> None:
+        self.force_flush()
 
     def _started(self, record: Started) -> None:
         if record.label == "0":
@@ -55,7 +93,7 @@ class Std008LiveSink(RecordwiseSink):
                 self._sessions[record.origin] = record.session
         elif record.kind != sc.KIND_SESSION:
             return
-        self._write(self._sessions.get(record.origin))
+        self._request(self._sessions.get(record.origin))
 
     def _ended(self, record: Ended) -> None:
         session = self._sessions.get(record.origin)
@@ -63,7 +101,42 @@ class Std008LiveSink(RecordwiseSink):
             self._sessions.pop(record.origin, None)
         elif record.started is None or record.started.kind != sc.KIND_SESSION:
             return
+        self._request(session)
+
+    def _request(self, session: Any) -> None:
+        """The document of ``session`` changed: write it now if the last write is far enough
+        back, else once, later."""
+        if session is None:
+            return
+        stem = session.segment_stem
+        with self._lock:
+            self._due[stem] = session
+            if stem in self._timed:
+                return
+            delay = self._next_allowed.get(stem, 0.0) - time.monotonic()
+            if delay <= 0 or self._scheduler is None:
+                self._write_due(stem)
+                return
+            self._timed.add(stem)
+        self._scheduler.schedule(delay, lambda: self._on_timer(stem))
+
+    def _on_timer(self, stem: str) -> None:
+        with self._lock:
+            self._timed.discard(stem)
+            self._write_due(stem)
+
+    def _write_due(self, stem: str) -> None:
+        """Write the document of ``stem`` if it is behind (under the lock)."""
+        session = self._due.pop(stem, None)
+        if session is None:
+            return
+        started = time.perf_counter()
         self._write(session)
+        took = time.perf_counter() - started
+        now = time.monotonic()
+        if len(self._next_allowed) >= _SESSIONS_TIMED:  # forget the sessions written long ago
+            self._next_allowed = {k: t for k, t in self._next_allowed.items() if t > now}
+        self._next_allowed[stem] = now + max(self.min_interval, self.cost_factor * took)
 
     def _write(self, session: Any) -> None:
         """Make the document of ``session`` now and write it; a failure is reported once and

@@ -282,7 +282,8 @@ class EventStreamSink(Sink):
         appender = appenders[session_id] = StreamAppender(path)
         if session.stream_source is None:  # where evicted agents are revived from
             session.stream_source = functools.partial(self._faithful, session_id)
-        # The file is closed when the session object goes away (it can log no more)...
+        # The file is closed when the session object goes away (it can log no more), inline in
+        # the collector's thread: _release never waits...
         weakref.finalize(session, self._release, session_id, appender).atexit = False
         while len(appenders) > self.max_open:  # ... and reopened on demand past the cap
             _, oldest = appenders.popitem(last=False)
@@ -583,6 +584,7 @@ class SessionFileSink(RecordwiseSink):
         directory = session.directory or self.sessions_dir
         if writing(session, directory):  # a run with no event yet: its first record
             state.lease = share(session, directory)
+        # Inline in the collector's thread: it only sets a flag the worker reads.
         weakref.finalize(session, state.release).atexit = False
         with self._journal_lock:  # no intent between the lines that waited and the state
             for line in self._pending.pop(session.segment_stem, ()):

@@ -84,6 +84,7 @@ def check_init_arguments(
     baggage_hosts: Iterable[str] | None = None,
     sessions_url: str | None = None,
     max_reasoning_bytes: int | None = None,
+    done_agents_kept: int | None = None,
 ) -> list[str]:
     """Refuse a wrong argument of ``init``; returns ``instrument`` as a list of names."""
     check_text(API, "service_name", service_name)
@@ -100,6 +101,7 @@ def check_init_arguments(
     _check_stream(console_stream)
     check_number(API, "max_payload_bytes", max_payload_bytes, least=1, whole=True)
     check_number(API, "max_reasoning_bytes", max_reasoning_bytes, least=1, whole=True)
+    check_number(API, "done_agents_kept", done_agents_kept, least=0, whole=True)
     check_path(API, "sessions_dir", sessions_dir)
     check_path(API, "billing_file", billing_file)
     check_path(API, "std008_dir", std008_dir)

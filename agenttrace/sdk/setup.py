@@ -33,6 +33,7 @@ from agenttrace._internal.checks import check_number, check_text, refuse
 from agenttrace._internal.config import ConsoleMode, Settings
 from agenttrace._internal.errors import set_note_hook
 from agenttrace._internal.extras import install_hint
+from agenttrace._internal.finalizers import drain as drain_finalizers
 from agenttrace._internal.redact import remember_environment_secrets
 from agenttrace._internal.runtime import INSTRUMENTATION_NAME, env_masking, runtime
 from agenttrace._version import __version__
@@ -111,7 +112,9 @@ class Tracing:
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Write out everything buffered: our outputs, then the provider's exporters."""
-        ok = True
+        # What collected objects left to do first (an abandoned stream's span ends there). No
+        # lock is held here, so that work can take the recorder's.
+        ok = drain_finalizers(timeout_millis / 1000)
         if self.processor is not None:
             # Implicit runs with no call running end now (a later call starts a new run).
             end_runs(idle_only=True)
@@ -135,6 +138,13 @@ class Tracing:
             if _active is self:
                 _active = None
         atexit.unregister(self.shutdown)
+        # As force_flush does, outside _lock, before anything is undone. A finalizer's failure
+        # is raised only under the test suite: then after the rest is shut down.
+        failure: Exception | None = None
+        try:
+            drain_finalizers(self.settings.shutdown_timeout)
+        except Exception as exc:
+            failure = exc
         end_runs()  # implicit runs still open end now, recorded
         for undo in reversed(self._undo):
             try:
@@ -173,6 +183,8 @@ class Tracing:
                     else str(outcome).splitlines()[0],
                 )
         runtime.tracer = trace.get_tracer(INSTRUMENTATION_NAME)
+        if failure is not None:
+            raise failure
 
 
 _lock = threading.RLock()
@@ -195,6 +207,7 @@ def init(
     capture_content: bool | None = None,
     max_payload_bytes: int | None = None,
     max_reasoning_bytes: int | None = None,
+    done_agents_kept: int | None = None,
     sessions_dir: str | Path | None = None,
     sessions_url: str | None = None,
     billing_file: str | Path | None = None,
@@ -238,6 +251,10 @@ def init(
     starts and ends (default ``AGENTTRACE_STD008_DIR``; docs/std008.md, "Written live").
     ``max_reasoning_bytes``: the bound on one LLM attempt's reasoning in the saved state (its
     chunks are not capped by ``max_payload_bytes``, which caps its span event only).
+    ``done_agents_kept``: how many done agents each session made after this keeps in memory
+    before it evicts the oldest to its event stream (default 256, or
+    ``AGENTTRACE_DONE_AGENTS_KEPT``; ``Session.done_agents_kept`` changes one session's):
+    docs/how-to/long-agents.md.
     ``instrument_mcp``: for the ``mcp`` SDK's tool calls, which carry the trace and session to
     the server (docs/how-to/cross-process.md).
     ``instrument``: libraries to trace too, by name (``["smolagents", "claude_agent_sdk"]``;
@@ -284,6 +301,7 @@ def init(
         console_stream=console_stream,
         max_payload_bytes=max_payload_bytes,
         max_reasoning_bytes=max_reasoning_bytes,
+        done_agents_kept=done_agents_kept,
         sessions_dir=sessions_dir,
         billing_file=billing_file,
         std008_dir=std008_dir,
@@ -327,6 +345,7 @@ def init(
             capture_content=capture_content,
             max_payload_bytes=max_payload_bytes,
             max_reasoning_bytes=max_reasoning_bytes,
+            done_agents_kept=done_agents_kept,
             sessions_dir=sessions_dir,
             sessions_url=sessions_url,
             billing_file=billing_file,

@@ -29,6 +29,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from agenttrace._internal.finalizers import on_collect
 from agenttrace.formats.session.files import (
     SNAPSHOT_SUFFIX,
     STREAM_SUFFIX,
@@ -117,7 +118,7 @@ def hold(session: Any, *directories: Path, force: bool = False, required: int = 
     journal lines carry. Raises as :func:`take` does."""
     taken = take(session.session_id, *directories, force=force, required=required)
     session.lease = taken.lease if taken.holdings else None
-    weakref.finalize(session, taken.give_back).atexit = False
+    _give_back_when_collected(session, taken)
 
 
 _refused: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -157,8 +158,15 @@ def writing(session: Any, directory: Path) -> bool:
             )
         return False
     session.lease = taken.lease
-    weakref.finalize(session, taken.give_back).atexit = False
+    _give_back_when_collected(session, taken)
     return True
+
+
+def _give_back_when_collected(session: Any, taken: Taken) -> None:
+    """Give ``taken`` back once ``session`` is collected: on the finalizer thread, since letting
+    a lease go takes this module's lock and may ask the session store, over the network, to let
+    its lease go too. Not at exit: :func:`release_all` lets every lease go then."""
+    on_collect(session, taken.give_back).atexit = False
 
 
 def _held_by_parent(refusal: LeaseHeld) -> bool:

@@ -34,7 +34,13 @@ from agenttrace.model.ids import new_txn_id
 from agenttrace.model.journal import EFFECTS, Journal, Step
 from agenttrace.model.journal_lines import RUN_LABEL
 from agenttrace.model.reentry import InDoubtAction, Reentry
-from agenttrace.model.replay import REPLAY_MODES, ReplayMode, ReplayReport, ReplayRules
+from agenttrace.model.replay import (
+    REPLAY_MODES,
+    NotReplayed,
+    ReplayMode,
+    ReplayReport,
+    ReplayRules,
+)
 from agenttrace.model.replay import labels_before as labels_started_before
 from agenttrace.model.replay_runs import ReplayRuns, recorded_runs, run_events
 from agenttrace.model.rewind import events_at_start
@@ -69,6 +75,8 @@ class Replay:
     """The origin id of each source run the replay answers, in the order they started (one
     but with ``every_run``): the k-th root run started in the block is answered from the
     k-th."""
+    reentries: list[Reentry] = dataclasses.field(default_factory=list, repr=False)
+    """One per source run, as ``runs``: what answers it, and what it was asked."""
 
     @property
     def unused_runs(self) -> int:
@@ -78,6 +86,15 @@ class Replay:
             return replays.unused
         reentry = self.session.reentry
         return 1 if reentry is not None and not reentry.taken else 0
+
+    def unasked(self) -> list[NotReplayed]:
+        """The recorded LLM and tool calls of the runs started in the block that no call asked
+        for (the block made fewer calls than the recording), in each run's order."""
+        return [
+            NotReplayed(step.key[1], step.kind, step.name or "", "recorded, never asked")
+            for reentry in self.reentries
+            for step in reentry.unasked()
+        ]
 
 
 @contextlib.contextmanager
@@ -172,6 +189,7 @@ def replay_block(
             replay.root = build_agents(replay.session, root, agent_factory, expected)
         with refusing_connections() if offline else contextlib.nullcontext():
             yield replay
+        replay.report.unasked = replay.unasked()
     finally:
         use_session(previous)
 
@@ -262,7 +280,10 @@ def _start(
     else:
         replay_session.reentry = reentries[0]
     use_session(replay_session)
-    return Replay(replay_session, source_id, origin, report, fork=fork, runs=origins), expected
+    replayed = Replay(
+        replay_session, source_id, origin, report, fork=fork, runs=origins, reentries=reentries
+    )
+    return replayed, expected
 
 
 def copy_served_body(

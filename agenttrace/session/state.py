@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agenttrace._internal.checks import check_text, refuse
+from agenttrace._internal.config import DEFAULT_DONE_AGENTS_KEPT
 from agenttrace._internal.context import Linkable, current_linkable
 from agenttrace._internal.runtime import runtime
 from agenttrace._internal.times import event_ts
@@ -54,9 +55,9 @@ from agenttrace.session.agent_registry import AgentRegistry
 
 logger = logging.getLogger("agenttrace")
 
-DONE_AGENTS_KEPT = 256
-"""How many done agents a session keeps in memory before it evicts the oldest
-(:attr:`Session.done_agents_kept`)."""
+DONE_AGENTS_KEPT = DEFAULT_DONE_AGENTS_KEPT
+"""How many done agents a session keeps in memory before it evicts the oldest, unless the
+``done_agents_kept`` setting says otherwise (:attr:`Session.done_agents_kept`)."""
 
 
 @dataclass
@@ -125,7 +126,7 @@ class Session:
         """The JSON line of each event in :attr:`events` as restored (``None``: made when
         needed, as for every event logged in this process; the sinks got theirs when it was
         logged)."""
-        self.done_agents_kept = DONE_AGENTS_KEPT
+        self.done_agents_kept = runtime.settings.done_agents_kept
         """How many done agents (none of their runs open) stay in memory; past that the oldest
         are evicted, in batches of this many, when the stream on disk holds all their events
         (docs/how-to/long-agents.md). 0: evict whenever one more is done."""

@@ -27,7 +27,7 @@ from typing import Literal
 import agenttrace
 from agenttrace._internal.runtime import runtime
 from agenttrace.formats.session.files import SessionFileError, snapshot_path
-from agenttrace.model.replay import ReplayDivergence, ReplayReport
+from agenttrace.model.replay import NotReplayed, ReplayDivergence, ReplayReport
 from agenttrace.session.replay import Replay, replaying
 from agenttrace.session.state import Session, session_if_any, use_session
 from agenttrace.testing.cassette_files import (
@@ -247,6 +247,9 @@ def _replaying(path: Path, mode: CassetteMode, redact: bool | Iterable[str]) -> 
             raise _mismatch(cassette)
         if strict and replay.unused_runs:  # a recorded run the block never started
             raise _unused(cassette, len(replay.runs) - replay.unused_runs)
+        unasked = replay.unasked() if strict else []
+        if unasked:  # a recorded call the block's runs never made
+            raise _unasked(cassette, unasked)
     if not strict:
         agenttrace.force_flush()
         source = read_document(path)
@@ -267,6 +270,18 @@ def _unused(cassette: Cassette, started: int) -> CassetteMismatch:
         f"cassette {cassette.path} (mode {cassette.mode!r}) holds {held} runs and the test "
         f"started {started}: the runs after it were never asked. Record it again with mode "
         "'all' (--agent-cassette-mode=all)",
+        report=cassette.report,
+    )
+
+
+def _unasked(cassette: Cassette, unasked: list[NotReplayed]) -> CassetteMismatch:
+    """The error of a strict replay from ``cassette`` whose runs made fewer calls than it
+    holds: the code changed, and the cassette answers a run it no longer makes."""
+    first = unasked[0]
+    return CassetteMismatch(
+        f"cassette {cassette.path} (mode {cassette.mode!r}) holds {len(unasked)} call(s) the "
+        f"test never made, the first {first.kind} {first.name!r} at {first.label}. Record it "
+        "again with mode 'all' (--agent-cassette-mode=all)",
         report=cassette.report,
     )
 

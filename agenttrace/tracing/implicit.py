@@ -154,6 +154,7 @@ class _ThreadRuns:
     def __init__(self) -> None:
         self.runs: list[ImplicitRun] = []
         self.kept = 8
+        # Inline in the collector's thread: a deque append takes no lock (the runs end later).
         weakref.finalize(self, _orphans.append, self.runs)
 
     def add(self, run: ImplicitRun) -> None:

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import functools
 import inspect
-import weakref
 from collections.abc import AsyncGenerator, Callable, Generator
 from types import AsyncGeneratorType, GeneratorType
 from typing import Any, Protocol, TypeVar
 
 from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.finalizers import on_collect
 from agenttrace._internal.runtime import runtime
 from agenttrace.tracing.scopes import Scope, Tokens, deactivate
 
@@ -343,7 +343,8 @@ def _stream(opener: Opener, scope: Scope, stream: Any) -> Any:
             wrapped = _wrap_generator(lambda: stream, opened)()
         else:
             wrapped = _wrap_async_generator(lambda: stream, opened)()
-        weakref.finalize(wrapped, opened.abandoned)
+        # On the finalizer thread: ending a scope records its end, under the recorder's locks.
+        on_collect(wrapped, opened.abandoned)
     except Exception as exc:
         report_internal_error(opener.where, exc)
         _close(opener, scope, None, Streamed())

@@ -104,6 +104,8 @@ class Lease:
         self._lock = threading.Lock()
         # Closing the descriptor drops the lock: on release, or when the lease is dropped (not
         # for release itself: a finalizer does nothing once the interpreter is exiting).
+        # Inline in the collector's thread: it takes no lock of ours, only the directory's
+        # flock, which _renames_held never waits for on a thread that holds it already.
         self._dropped = weakref.finalize(self, _let_go, path, fd)
         self._dropped.atexit = False  # the process's end drops the lock anyway
         _open_leases.add(self)

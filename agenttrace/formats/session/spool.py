@@ -14,8 +14,8 @@ spool. :func:`write_pieces` writes a list of pieces as one gzip file, atomically
 
 from __future__ import annotations
 
+import bisect
 import contextlib
-import io
 import os
 import sys
 import tempfile
@@ -63,13 +63,20 @@ class Spool:
     Members are added in memory and moved to the file ``spill_bytes`` at a time. If the file
     cannot be written (a full disk), they stay in memory and the move is tried again once twice
     as much has gathered: a spool loses nothing to a full disk, it only costs memory meanwhile.
+
+    The members in memory are kept as they came, a list, not one growing buffer: a buffer
+    grown to a few hundred kB, copied and dropped at every move, left the C allocator's heap
+    fragmented, and the process grew by megabytes per 1,000 sub-agents with no Python object
+    more (``benchmarks/bench_agents.py``).
     """
 
     def __init__(self, directory: Path, spill_bytes: int = 256 << 10) -> None:
         self.directory = directory
         self.spill_bytes = spill_bytes
-        self._memory = io.BytesIO()
+        self._chunks: list[bytes] = []
         """The members after the first ``_on_file`` bytes (all of them until the first move)."""
+        self._chunk_ends: list[int] = []
+        """Where each of ``_chunks`` ends in the spool (ascending: a bisection finds a ref's)."""
         self._file: BinaryIO | None = None
         self._on_file = 0
         self._size = 0
@@ -89,13 +96,7 @@ class Spool:
 
     def add(self, members: bytes) -> Ref:
         """Store compressed ``members``; returns where they are."""
-        with self._lock:
-            ref = Ref(self._size, len(members))
-            self._memory.write(members)
-            self._size += len(members)
-            if self._size - self._on_file > self._spill_at:
-                self._spill()
-            return ref
+        return self._add_all((members,))
 
     def compress(self, pieces: Iterable[Piece], level: int = MEMBER_LEVEL) -> list[Ref]:
         """``pieces`` with every run of ``bytes`` compressed into the spool: refs only."""
@@ -106,6 +107,23 @@ class Spool:
             ]
         )
 
+    def pack(self, pieces: Iterable[Piece], level: int = MEMBER_LEVEL) -> Ref:
+        """``pieces`` as one ref: runs of ``bytes`` compressed, and members already in the spool
+        copied after them (compressed bytes, not compressed again) unless they already follow
+        one another. :meth:`compress` leaves a ref per run of pieces, and a node that holds
+        them holds them for the session's life; one ref per pack keeps a long session's
+        memory flat. The copies' first places stay in the spool unused (it only grows)."""
+        runs = list(_runs(pieces))
+        refs = [run for run in runs if isinstance(run, Ref)]
+        if len(refs) == len(runs):
+            refs = _merge_adjacent(refs)
+            if len(refs) == 1:
+                return refs[0]  # already one: nothing to copy
+        parts = [
+            gzip_member(run, level) if isinstance(run, bytes) else self.read(run) for run in runs
+        ]
+        return self._add_all(parts)
+
     def read(self, ref: Ref) -> bytes:
         """The bytes ``ref`` points at."""
         with self._lock:
@@ -115,9 +133,7 @@ class Spool:
                 parts.append(
                     _pread(self._file.fileno(), min(end, self._on_file) - ref.offset, ref.offset)
                 )
-            if end > self._on_file:
-                start = max(ref.offset, self._on_file) - self._on_file
-                parts.append(self._memory.getbuffer()[start : end - self._on_file].tobytes())
+            parts.extend(bytes(view) for view in self._in_memory(ref))
             return b"".join(parts)
 
     def copy_to(self, target: BinaryIO, ref: Ref) -> None:
@@ -128,23 +144,50 @@ class Spool:
                 target.flush()
                 length = min(end, self._on_file) - ref.offset
                 _copy_range(self._file.fileno(), target.fileno(), ref.offset, length)
-            if end > self._on_file:
-                start = max(ref.offset, self._on_file) - self._on_file
-                target.write(self._memory.getbuffer()[start : end - self._on_file])
+            for view in self._in_memory(ref):
+                target.write(view)
 
     def close(self) -> None:
         """Release the memory or the temporary file (its refs are invalid afterwards)."""
         with self._lock:
             self.closed = True
-            self._memory = io.BytesIO()
+            self._chunks = []
+            self._chunk_ends = []
             if self._file is not None:
                 with contextlib.suppress(OSError):
                     self._file.close()
                 self._file = None
 
+    def _add_all(self, parts: Sequence[bytes]) -> Ref:
+        """Store ``parts`` one after the other; returns where they are, together."""
+        with self._lock:
+            start = self._size
+            for members in parts:
+                if not members:
+                    continue
+                self._chunks.append(members)
+                self._size += len(members)
+                self._chunk_ends.append(self._size)
+            if self._size - self._on_file > self._spill_at:
+                self._spill()
+            return Ref(start, self._size - start)
+
+    def _in_memory(self, ref: Ref) -> Iterator[memoryview]:
+        """The parts of ``ref`` that are in memory, in order (under the lock)."""
+        start = max(ref.offset, self._on_file)
+        end = ref.offset + ref.length
+        index = bisect.bisect_right(self._chunk_ends, start)
+        while start < end and index < len(self._chunks):
+            chunk_end = self._chunk_ends[index]
+            chunk = self._chunks[index]
+            chunk_start = chunk_end - len(chunk)
+            yield memoryview(chunk)[start - chunk_start : min(end, chunk_end) - chunk_start]
+            start = chunk_end
+            index += 1
+
     def _spill(self) -> None:
         """Move the members in memory to the end of the temporary file (made on first use)."""
-        data = self._memory.getvalue()
+        length = self._size - self._on_file
         try:
             if self._file is None:
                 self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -156,16 +199,18 @@ class Spool:
                 self._file = handle
                 # A spool dropped unclosed closes its file; not at interpreter exit, where
                 # agenttrace's own shutdown may still be writing the session file from it.
+                # Inline in the collector's thread: closing a descriptor takes no lock of ours.
                 weakref.finalize(self, _close_quietly, handle).atexit = False
-            _pwrite(self._file.fileno(), data, self._on_file)
+            _pwrite_all(self._file.fileno(), self._chunks, self._on_file)
         except OSError:
             if self._file is not None:
                 with contextlib.suppress(OSError):
                     os.ftruncate(self._file.fileno(), self._on_file)
-            self._spill_at = 2 * len(data)  # try again once twice as much has gathered
+            self._spill_at = 2 * length  # try again once twice as much has gathered
             return
-        self._on_file += len(data)
-        self._memory = io.BytesIO()
+        self._on_file += length
+        self._chunks = []
+        self._chunk_ends = []
         self._spill_at = self.spill_bytes
 
 
@@ -181,12 +226,24 @@ def _pread(fd: int, length: int, offset: int) -> bytes:
     return b"".join(parts)
 
 
-def _pwrite(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
+def _pwrite_all(fd: int, chunks: Sequence[bytes], offset: int) -> None:
+    """Write ``chunks`` one after the other at ``offset``: a system call per
+    :data:`_IOV_MAX` chunks, not one buffer joined from them."""
+    views = [memoryview(chunk) for chunk in chunks]
+    first = 0
+    while first < len(views):
+        written = os.pwritev(fd, views[first : first + _IOV_MAX], offset)
+        if written <= 0:
+            raise OSError("the spool's file took no more bytes")
         offset += written
+        while first < len(views) and written >= len(views[first]):
+            written -= len(views[first])
+            first += 1
+        if written:
+            views[first] = views[first][written:]
+
+
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 
 
 def _runs(pieces: Iterable[Piece]) -> Iterator[Piece]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import time
-import weakref
 from typing import Any, TypeVar
 
 import wrapt
@@ -21,6 +20,7 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrace import semconv as sc
 from agenttrace._internal.errors import report_internal_error
+from agenttrace._internal.finalizers import on_collect
 from agenttrace.instrumentation.litellm.attempt import (
     Attempt,
     Reply,
@@ -139,8 +139,9 @@ class ChunkProxy(wrapt.ObjectProxy[Any]):
     def __init__(self, stream: Any, end: StreamEnd) -> None:
         super().__init__(stream)
         self._self_state = end
-        # Abandoned without being exhausted or closed: end the span when the proxy is collected.
-        self._self_finalizer = weakref.finalize(self, end.complete, True)
+        # Abandoned without being exhausted or closed: end the span when the proxy is collected
+        # (on the finalizer thread: ending it takes the recorder's locks).
+        self._self_finalizer = on_collect(self, end.complete, True)
 
     def __iter__(self: _Proxy) -> _Proxy:
         return self
