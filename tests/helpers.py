@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .fork_server import Forks
+
 
 def child_env(**overrides: str) -> dict[str, str]:
     """The environment for a process a test starts, as a user's would be: the suite's own
@@ -81,13 +83,16 @@ def killed_then_resumed_shop(
     shape: str,
     asked: Callable[[], int],
     answer_next: Callable[[], None],
+    forks: Forks | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run the shop agent of ``tests/{child}.py`` (tests/shop_child.py's: it asks the model at
     ``model_url`` for the ``shape`` of exchange and pays through a payment server started here)
     until it kills itself inside the payment, having asked the model once (``asked()``: the
     requests the model server got); then ``answer_next()`` scripts the model's next reply and
     the agent resumes and re-enters its run. Its session goes to ``tmp_path/sessions``, its
-    ledger to ``tmp_path/ledger.jsonl``. The resumed process's report, and the charges made."""
+    ledger to ``tmp_path/ledger.jsonl``. The resumed process's report, and the charges made.
+    With ``forks`` (a fork server that imported what the child imports) both processes are
+    forked from it instead of each starting a new interpreter."""
     from .payment_server import PaymentServer
 
     payments = PaymentServer().start()
@@ -96,6 +101,12 @@ def killed_then_resumed_shop(
     env["AGENTTRACE_BILLING_FILE"] = str(tmp_path / "ledger.jsonl")
 
     def agent(mode: str) -> subprocess.CompletedProcess[str]:
+        if forks is not None:
+            argv = [sessions, model_url, payments.url, shape, mode]
+            out, err = tmp_path / f"{mode}-stdout.txt", tmp_path / f"{mode}-stderr.txt"
+            forks.start(f"tests.{child}", argv, env, ROOT, out, err)
+            code = forks.wait()
+            return subprocess.CompletedProcess(argv, code, out.read_text(), err.read_text())
         return subprocess.run(
             [sys.executable, "-m", f"tests.{child}", sessions, model_url, payments.url, shape,
              mode],

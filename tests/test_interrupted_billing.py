@@ -12,15 +12,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agenttrace.formats.session.files import read_session_file
 from agenttrace.model.journal import Journal
 
+from .fork_server import Forked, Forks
 from .helpers import ROOT, child_env
 from .llm_server import LLMServer, Reply
 from .test_cli import agenttrace as agenttrace_command
@@ -29,19 +31,29 @@ from .test_cli import ok
 MODEL = "openai/gpt-4o-mini"
 
 
-def _child(tmp_path: Path, llm: LLMServer, mode: str) -> subprocess.Popen[str]:
+def _env() -> dict[str, str]:
+    return child_env(PYTHONPATH=str(ROOT), AGENTTRACE_RAISE_INTERNAL_ERRORS="1")
+
+
+@pytest.fixture(scope="module")
+def forks() -> Iterator[Forks]:
+    """The agent's processes (two to four a test), forked from one interpreter that imported
+    what tests/interrupted_billing_child.py imports, in its order: a new interpreter spends
+    seconds on litellm's import alone."""
+    preload = ["litellm", "agenttrace", "agenttrace.formats.session.files"]
+    started = Forks(preload, _env(), ROOT)
+    yield started
+    started.close()
+
+
+def _child(forks: Forks, tmp_path: Path, llm: LLMServer, mode: str) -> Forked:
+    """``python -m tests.interrupted_billing_child`` in ``mode`` (forked), started."""
     arguments = [str(tmp_path / "sessions"), str(_ledger(tmp_path)), llm.api_base, mode]
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.interrupted_billing_child", *arguments],
-        cwd=ROOT,
-        env=child_env(PYTHONPATH=str(ROOT), AGENTTRACE_RAISE_INTERNAL_ERRORS="1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    out, err = tmp_path / f"{mode}-stdout.txt", tmp_path / f"{mode}-stderr.txt"
+    return forks.popen("tests.interrupted_billing_child", arguments, _env(), ROOT, out, err)
 
 
-def _finish(child: subprocess.Popen[str]) -> str:
+def _finish(child: Forked) -> str:
     out, err = child.communicate(timeout=480)
     assert child.returncode == 0, err
     assert "Traceback" not in err, err
@@ -63,11 +75,11 @@ def _stream(tmp_path: Path) -> Path:
     return stream
 
 
-def _killed_in_flight(tmp_path: Path, llm: LLMServer) -> None:
+def _killed_in_flight(forks: Forks, tmp_path: Path, llm: LLMServer) -> None:
     """Run the agent and SIGKILL it while the server holds its request."""
     received, gate = threading.Event(), threading.Event()
     llm.reset(Reply(received=received, gate=gate))
-    child = _child(tmp_path, llm, "run")
+    child = _child(forks, tmp_path, llm, "run")
     try:
         assert received.wait(60), "the agent's request never reached the server"
         os.kill(child.pid, signal.SIGKILL)
@@ -93,15 +105,15 @@ def _interrupted(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_a_call_killed_in_flight_is_billed_once_as_interrupted(
-    tmp_path: Path, llm: LLMServer
+    tmp_path: Path, llm: LLMServer, forks: Forks
 ) -> None:
-    _killed_in_flight(tmp_path, llm)
+    _killed_in_flight(forks, tmp_path, llm)
     assert [line for line in _ledger_lines(tmp_path) if line["type"] == "llm"] == []
     journal = Journal(read_session_file(_stream(tmp_path)).journal)
     (cut,) = [s for s in journal.steps.values() if s.kind == "llm" and s.state == "intent"]
 
     # A second process takes the session over: the call it was killed in is on the bill.
-    _finish(_child(tmp_path, llm, "take-over"))
+    _finish(_child(forks, tmp_path, llm, "take-over"))
     (line,) = _interrupted(_ledger_lines(tmp_path))
     run, label, attempt = cut.key
     assert (line["originTxnId"], line["path"], line["attempt"]) == (run, label, attempt)
@@ -117,7 +129,7 @@ def test_a_call_killed_in_flight_is_billed_once_as_interrupted(
     # A third process resumes it and runs the agent again (its run re-entered: the model is
     # asked again, and answers): the interrupted call is not billed twice.
     llm.reset()
-    out = _finish(_child(tmp_path, llm, "resume"))
+    out = _finish(_child(forks, tmp_path, llm, "resume"))
     assert json.loads(out)["answer"] == "Hello!"
     llm_lines = [entry for entry in _ledger_lines(tmp_path) if entry["type"] == "llm"]
     assert _interrupted(llm_lines) == [line]
@@ -126,7 +138,7 @@ def test_a_call_killed_in_flight_is_billed_once_as_interrupted(
     assert llm.answered == 1
 
     # A fourth takes it over again: nothing more is owed.
-    _finish(_child(tmp_path, llm, "take-over"))
+    _finish(_child(forks, tmp_path, llm, "take-over"))
     assert len(_interrupted(_ledger_lines(tmp_path))) == 1
 
     # stats counts it as an interrupted call, not as paid tokens or an unknown cost.
@@ -151,57 +163,61 @@ def test_a_call_killed_in_flight_is_billed_once_as_interrupted(
 
 
 def test_a_takeover_killed_between_the_ledger_and_the_stream_bills_once(
-    tmp_path: Path, llm: LLMServer
+    tmp_path: Path, llm: LLMServer, forks: Forks
 ) -> None:
     """The ledger's line is written first: a takeover killed before the stream's line leaves
     it in the ledger alone, and the next takeover finds it there and writes the stream's only."""
-    _killed_in_flight(tmp_path, llm)
-    killed = _child(tmp_path, llm, "take-over-killed")
+    _killed_in_flight(forks, tmp_path, llm)
+    killed = _child(forks, tmp_path, llm, "take-over-killed")
     killed.communicate(timeout=480)
     assert killed.returncode == -signal.SIGKILL
     (line,) = _interrupted(_ledger_lines(tmp_path))
     assert _accounted(tmp_path) == []
-    _finish(_child(tmp_path, llm, "take-over"))
+    _finish(_child(forks, tmp_path, llm, "take-over"))
     assert _interrupted(_ledger_lines(tmp_path)) == [line]
     (event,) = _accounted(tmp_path)
     assert {**event["accounting"], "timestamp": 0} == {**line, "timestamp": 0}
 
 
-def test_a_call_billed_before_the_kill_is_not_billed_again(tmp_path: Path, llm: LLMServer) -> None:
+def test_a_call_billed_before_the_kill_is_not_billed_again(
+    tmp_path: Path, llm: LLMServer, forks: Forks
+) -> None:
     """Killed the moment its reply was back: the attempt was billed as it ended (its ledger
     and stream lines are written before it returns), though its journal ``done`` line, written
     after by agenttrace's background thread, may be lost. It owes no interrupted line."""
     llm.reset()
-    killed = _child(tmp_path, llm, "replied-killed")
+    killed = _child(forks, tmp_path, llm, "replied-killed")
     killed.communicate(timeout=480)
     assert killed.returncode == -signal.SIGKILL
-    _finish(_child(tmp_path, llm, "take-over"))
+    _finish(_child(forks, tmp_path, llm, "take-over"))
     lines = _ledger_lines(tmp_path)
     assert [entry["status"] for entry in lines if entry["type"] == "llm"] == ["ok"]
 
 
-def test_a_session_with_no_call_in_flight_owes_nothing(tmp_path: Path, llm: LLMServer) -> None:
+def test_a_session_with_no_call_in_flight_owes_nothing(
+    tmp_path: Path, llm: LLMServer, forks: Forks
+) -> None:
     """A run that ended: its resume writes no interrupted line."""
     llm.reset()
-    _finish(_child(tmp_path, llm, "run"))
-    _finish(_child(tmp_path, llm, "take-over"))
+    _finish(_child(forks, tmp_path, llm, "run"))
+    _finish(_child(forks, tmp_path, llm, "take-over"))
     lines = _ledger_lines(tmp_path)
     assert [entry["status"] for entry in lines if entry["type"] == "llm"] == ["ok"]
 
 
 def test_a_call_killed_between_the_stream_and_the_ledger_is_billed_by_the_takeover(
-    tmp_path: Path, llm: LLMServer
+    tmp_path: Path, llm: LLMServer, forks: Forks
 ) -> None:
     """Killed where its ended LLM call's ledger line would be written, its ``op_accounted`` line
     in the stream: the stream holds what it cost, the ledger not. The takeover appends it from
     the stream, once: a second takeover finds it there."""
     llm.reset()
-    killed = _child(tmp_path, llm, "billed-killed")
+    killed = _child(forks, tmp_path, llm, "billed-killed")
     killed.communicate(timeout=480)
     assert killed.returncode == -signal.SIGKILL
     (event,) = _accounted(tmp_path)
     assert [entry for entry in _ledger_lines(tmp_path) if entry["type"] == "llm"] == []
-    _finish(_child(tmp_path, llm, "take-over"))
-    _finish(_child(tmp_path, llm, "take-over"))
+    _finish(_child(forks, tmp_path, llm, "take-over"))
+    _finish(_child(forks, tmp_path, llm, "take-over"))
     billed = [entry for entry in _ledger_lines(tmp_path) if entry["type"] == "llm"]
     assert billed == [event["accounting"]]

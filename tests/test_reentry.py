@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from agenttrace.session.reentry_match import why_not
 from agenttrace.tracing.run_arguments import arguments_fingerprint
 
 from .conftest import Traced
+from .fork_server import Forks
 from .helpers import ROOT, killed_then_resumed_shop, llm_entries, run_journal_child
 from .llm_server import LLMServer, Reply
 from .payment_server import PaymentServer
@@ -244,10 +246,20 @@ def test_a_policy_names_what_it_refuses() -> None:
 # --- LLM steps ---------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def shop_forks() -> Iterator[Forks]:
+    """tests/llm_reentry_child.py's runs (two a test), forked from one interpreter that
+    imported what it imports, in its order."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    started = Forks(["litellm", "tests.shop_child"], env, ROOT)
+    yield started
+    started.close()
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("shape", ["tool", "stream"])
 def test_a_recorded_reply_is_not_asked_for_again(
-    tmp_path: Path, llm_server: LLMServer, shape: str
+    tmp_path: Path, llm_server: LLMServer, shop_forks: Forks, shape: str
 ) -> None:
     call = {
         "id": "call_1",
@@ -263,6 +275,7 @@ def test_a_recorded_reply_is_not_asked_for_again(
         shape,
         lambda: len(llm_server.requests),
         lambda: llm_server.reset(Reply(content="Thank you!")),
+        shop_forks,
     )
     assert report["answer"] == "Thank you!"
     assert len(llm_server.requests) == 1  # only the reply the killed run never got
@@ -402,15 +415,41 @@ def test_transcripts_are_set_back_to_where_the_run_started_and_the_events_say_so
 # --- which run a resume re-enters ------------------------------------------------------------
 
 
+def _match_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+@pytest.fixture(scope="module")
+def match_forks() -> Iterator[Forks]:
+    """tests/resume_match_child.py's runs (five a test), forked from one interpreter that
+    imported what it imports, in its order: litellm's import takes a new one seconds."""
+    preload = [
+        "litellm",
+        "opentelemetry.sdk.trace",
+        "opentelemetry.sdk.trace.export",
+        "opentelemetry.sdk.trace.export.in_memory_span_exporter",
+        "agenttrace",
+    ]
+    started = Forks(preload, _match_env(), ROOT)
+    yield started
+    started.close()
+
+
 def _match_child(
-    sessions: Path, llm_server: LLMServer, payments: PaymentServer, mode: str, *question: str
+    forks: Forks,
+    sessions: Path,
+    llm_server: LLMServer,
+    payments: PaymentServer,
+    mode: str,
+    *question: str,
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run(
-        [sys.executable, "-m", "tests.resume_match_child", str(sessions), llm_server.api_base,
-         payments.url, mode, *question],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=480,
-    )  # fmt: skip
+    """``python -m tests.resume_match_child SESSIONS API_BASE PAYMENTS MODE *QUESTION``
+    (forked), to its end."""
+    argv = [str(sessions), llm_server.api_base, payments.url, mode, *question]
+    out, err = sessions.parent / f"{mode}-stdout.txt", sessions.parent / f"{mode}-stderr.txt"
+    forks.start("tests.resume_match_child", argv, _match_env(), ROOT, out, err)
+    code = forks.wait()
+    return subprocess.CompletedProcess(argv, code, out.read_text(), err.read_text())
 
 
 def _reported(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -424,7 +463,7 @@ def _dropped(stderr: str) -> list[str]:
 
 @pytest.mark.e2e
 def test_a_resume_re_enters_only_a_call_with_the_killed_runs_arguments(
-    tmp_path: Path, llm_server: LLMServer
+    tmp_path: Path, llm_server: LLMServer, match_forks: Forks
 ) -> None:
     call = {
         "id": "call_1",
@@ -435,7 +474,7 @@ def test_a_resume_re_enters_only_a_call_with_the_killed_runs_arguments(
     payments = PaymentServer().start()
     killed_dir = tmp_path / "killed"
     try:
-        killed = _match_child(killed_dir, llm_server, payments, "run")
+        killed = _match_child(match_forks, killed_dir, llm_server, payments, "run")
         assert killed.returncode == -9, killed.stderr
         copies = {mode: tmp_path / mode for mode in ("same", "other", "fresh", "bare")}
         for copy in copies.values():
@@ -444,7 +483,7 @@ def test_a_resume_re_enters_only_a_call_with_the_killed_runs_arguments(
         for mode, sessions in copies.items():
             llm_server.reset(Reply(content=f"answer to {mode}"))
             question = () if mode == "same" else ("Is the tea green?",)
-            done = _match_child(sessions, llm_server, payments, mode, *question)
+            done = _match_child(match_forks, sessions, llm_server, payments, mode, *question)
             sent = [request.body["messages"] for request in llm_server.requests]
             outcomes[mode] = (_reported(done), sent, done.stderr)
     finally:
@@ -487,16 +526,18 @@ def test_a_resume_re_enters_only_a_call_with_the_killed_runs_arguments(
 
 @pytest.mark.e2e
 def test_an_interrupted_implicit_run_is_not_re_entered(
-    tmp_path: Path, llm_server: LLMServer
+    tmp_path: Path, llm_server: LLMServer, match_forks: Forks
 ) -> None:
     sessions = tmp_path / "sessions"
     payments = PaymentServer().start()
     try:
         llm_server.reset(Reply(content="first"))
-        killed = _match_child(sessions, llm_server, payments, "bare-run", "Hello?")
+        killed = _match_child(match_forks, sessions, llm_server, payments, "bare-run", "Hello?")
         assert killed.returncode == -9, killed.stderr
         llm_server.reset(Reply(content="second"))
-        resumed = _reported(_match_child(sessions, llm_server, payments, "bare", "Hello?"))
+        resumed = _reported(
+            _match_child(match_forks, sessions, llm_server, payments, "bare", "Hello?")
+        )
     finally:
         payments.stop()
     assert resumed["answer"] == "second" and not resumed["armed"]  # asked again, not replayed

@@ -10,16 +10,18 @@ it has had), so both runs get the same replies whatever the resume answers from 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
-import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .helpers import ROOT
+from .fork_server import Forks
+from .helpers import ROOT, child_env
 from .llm_server import LLMServer, Reply, Request
 from .payment_server import PaymentServer
 from .test_cli import AGENTTRACE, env_for
@@ -111,6 +113,17 @@ def server() -> Iterator[LLMServer]:
     started.stop()
 
 
+@pytest.fixture(scope="module")
+def forks() -> Iterator[Forks]:
+    """The agent's runs and ``agenttrace resume``, forked from one interpreter that imported
+    what the agent imports (in its order): litellm's import alone takes a new interpreter
+    seconds, each case runs the agent and resumes it twice or more."""
+    env = child_env(PYTHONPATH=str(ROOT), AGENTTRACE_RAISE_INTERNAL_ERRORS="1")
+    started = Forks(["litellm", "agenttrace", "tests.payment_server"], env, ROOT)
+    yield started
+    started.close()
+
+
 def _env(tmp_path: Path, payments: PaymentServer, api_base: str, shape: str, **extra: str) -> Any:
     return env_for(
         tmp_path,
@@ -123,28 +136,43 @@ def _env(tmp_path: Path, payments: PaymentServer, api_base: str, shape: str, **e
 
 
 def run_agent(
-    tmp_path: Path, model: Model, payments: PaymentServer, shape: str, kill_at: str = ""
-) -> subprocess.CompletedProcess[str] | int:
-    """Boss's run in a process of its own; SIGKILLed when the held request arrives (then its
-    return code), or at ``kill_at`` by itself."""
+    forks: Forks,
+    tmp_path: Path,
+    model: Model,
+    payments: PaymentServer,
+    shape: str,
+    kill_at: str = "",
+) -> tuple[int, str, str]:
+    """Boss's run (``python -m tests.subagent_reentry_agent``) in a process of its own,
+    SIGKILLed when the held request arrives, or at ``kill_at`` by itself: its exit status,
+    standard output and error."""
     env = _env(tmp_path, payments, model.server.api_base, shape, KILL_AT=kill_at)
-    arguments = [sys.executable, "-m", "tests.subagent_reentry_agent", str(tmp_path / "s")]
-    if model.hold is None:
-        return subprocess.run(
-            arguments, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-        )
-    quiet = subprocess.DEVNULL  # nothing read from it: a full pipe would block the child
-    with subprocess.Popen(arguments, cwd=ROOT, env=env, stdout=quiet, stderr=quiet) as child:
-        try:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    module = "tests.subagent_reentry_agent"
+    pid = forks.start(module, [str(tmp_path / "s")], env, ROOT, out, err)
+    try:
+        if model.hold is not None:
             assert model.held.wait(timeout=300), "the held request never came"
-            child.kill()  # SIGKILL, inside the LLM call
-        finally:
-            child.kill()
-        return child.wait(timeout=480)
+    finally:
+        if model.hold is not None:
+            os.kill(pid, signal.SIGKILL)  # inside the LLM call (or a hang ended)
+        code = forks.wait()
+    return code, out.read_text(), err.read_text()
+
+
+def resume(forks: Forks, tmp_path: Path, env: dict[str, str], stream: Path) -> tuple[int, str, str]:
+    """``agenttrace resume STREAM --agent tests.subagent_reentry_agent:rebuild`` (the command's
+    entry point, forked: the factory's litellm is imported already): its exit status,
+    standard output and error."""
+    out, err = tmp_path / "resume-stdout.txt", tmp_path / "resume-stderr.txt"
+    args = ["resume", str(stream), "--agent", "tests.subagent_reentry_agent:rebuild"]
+    forks.start("agenttrace.cli:main", args, env, ROOT, out, err, prog=AGENTTRACE[-1])
+    return forks.wait(), out.read_text(), err.read_text()
 
 
 def resume_until_done(
-    tmp_path: Path, model: Model, payments: PaymentServer, shape: str
+    forks: Forks, tmp_path: Path, model: Model, payments: PaymentServer, shape: str
 ) -> tuple[str, list[list[str]]]:
     """``agenttrace resume`` until the run ends, deciding each call it stopped at in doubt
     with ``resolve --retry``: the answer, and the labels decided at each stop."""
@@ -158,14 +186,14 @@ def resume_until_done(
         )
 
     for _ in range(4):
-        resumed = cli("resume", str(stream), "--agent", "tests.subagent_reentry_agent:rebuild")
-        if resumed.returncode == 0:
-            first = resumed.stdout.splitlines()[0]
+        code, out, err = resume(forks, tmp_path, env, stream)
+        if code == 0:
+            first = out.splitlines()[0]
             return first.removeprefix("Answer: "), decided
-        assert resumed.returncode == 1 and "in doubt" in resumed.stderr, resumed.stderr
+        assert code == 1 and "in doubt" in err, err
         doubts = json.loads(cli("doubts", str(stream), "--json").stdout)
         labels = [doubt["step"] for doubt in doubts]
-        assert labels, resumed.stderr
+        assert labels, err
         for label in labels:
             done = cli("resolve", str(stream), label, "--retry")
             assert done.returncode == 0, done.stderr
@@ -173,18 +201,40 @@ def resume_until_done(
     raise AssertionError("the resumed run never ended")
 
 
-def reference(tmp_path: Path, server: LLMServer, shape: str) -> tuple[str, dict[Key, list[str]]]:
-    """What an uninterrupted run answers, and the requests it sends."""
+Reference = tuple[str, dict[Key, list[str]]]
+"""What an uninterrupted run answers, and the requests it sends."""
+
+
+def reference(forks: Forks, tmp_path: Path, server: LLMServer, shape: str) -> Reference:
+    """An uninterrupted run of ``shape``: what it answers, and the requests it sends."""
     model = Model(server, shape)
     payments = PaymentServer().start()
     try:
-        done = run_agent(tmp_path / "reference", model, payments, shape)
+        code, out, err = run_agent(forks, tmp_path / "reference", model, payments, shape)
     finally:
         payments.stop()
-    assert isinstance(done, subprocess.CompletedProcess) and done.returncode == 0, done
+    assert code == 0, err
     sent = model.requests()
     assert all(len(bodies) == 1 for bodies in sent.values()), sent
-    return done.stdout.strip(), sent
+    return out.strip(), sent
+
+
+@pytest.fixture(scope="module")
+def references(
+    forks: Forks, server: LLMServer, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], Reference]:
+    """The uninterrupted run of each shape, made once (the first time a case asks for it) and
+    shared by the shape's cases: the model answers by what is asked, so every uninterrupted
+    run of a shape sends the same requests, and each case's kill and resume have directories
+    of their own."""
+    made: dict[str, Reference] = {}
+
+    def of(shape: str) -> Reference:
+        if shape not in made:
+            made[shape] = reference(forks, tmp_path_factory.mktemp(shape), server, shape)
+        return made[shape]
+
+    return of
 
 
 KILLS = {
@@ -207,22 +257,23 @@ CASES = [(shape, *kill) for shape, kills in KILLS.items() for kill in kills]
 def test_every_request_after_a_resume_is_the_uninterrupted_runs(
     tmp_path: Path,
     server: LLMServer,
+    forks: Forks,
+    references: Callable[[str], Reference],
     shape: str,
     agent: str | None,
     replies: int | None,
     kill_at: str,
 ) -> None:
-    answer, expected = reference(tmp_path, server, shape)
+    answer, expected = references(shape)
     hold = (agent, replies) if agent is not None and replies is not None else None
     model = Model(server, shape, hold)
     payments = PaymentServer().start()
     try:
-        killed = run_agent(tmp_path / "killed", model, payments, shape, kill_at)
-        code = killed if isinstance(killed, int) else killed.returncode
-        assert code == -9, killed
+        code, _, err = run_agent(forks, tmp_path / "killed", model, payments, shape, kill_at)
+        assert code == -9, err
         server.reset()
         model = Model(server, shape)
-        resumed, _ = resume_until_done(tmp_path / "killed", model, payments, shape)
+        resumed, _ = resume_until_done(forks, tmp_path / "killed", model, payments, shape)
     finally:
         payments.stop()
     assert resumed == answer
