@@ -501,24 +501,26 @@ def test_a_call_a_killed_process_left_is_interrupted_once_a_resumed_process_runs
     tmp_path: Path, llm_server: LLMServer
 ) -> None:
     from .payment_server import PaymentServer
-    from .test_reentry import _match_child
+    from .test_reentry import _match_child, match_fork_server
 
     charge_5 = {"name": "charge", "arguments": '{"amount": 5}'}
     call = {"id": "c1", "type": "function", "function": charge_5}
     llm_server.reset(Reply(content="", tool_calls=[call]))
     sessions = tmp_path / "sessions"
     payments = PaymentServer().start()
+    forks = match_fork_server()
     try:
-        killed = _match_child(sessions, llm_server, payments, "run")
+        killed = _match_child(forks, sessions, llm_server, payments, "run")
         assert killed.returncode == -9, killed.stderr
         (stream,) = sessions.glob("*.events.jsonl")
         session_id = stream.name.split(".")[0]
         before = read_live(sessions, session_id)
         llm_server.reset(Reply(content="Green."))
-        resumed = _match_child(sessions, llm_server, payments, "other", "Is the tea green?")
+        resumed = _match_child(forks, sessions, llm_server, payments, "other", "Is the tea green?")
         assert resumed.returncode == 0, resumed.stderr
     finally:
         payments.stop()
+        forks.close()
     # Its journal names its process, gone at once: the call is cut short, not in flight.
     assert before.status == "interrupted" and before.running_steps == ()
     cut = _node(before.loaded.runs, "1.2")

@@ -419,18 +419,26 @@ def _match_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
 
+MATCH_PRELOAD = [
+    "litellm",
+    "opentelemetry.sdk.trace",
+    "opentelemetry.sdk.trace.export",
+    "opentelemetry.sdk.trace.export.in_memory_span_exporter",
+    "agenttrace",
+]
+"""What tests/resume_match_child.py imports, in its order."""
+
+
+def match_fork_server() -> Forks:
+    """A fork server for tests/resume_match_child.py's runs (:func:`_match_child`)."""
+    return Forks(MATCH_PRELOAD, _match_env(), ROOT)
+
+
 @pytest.fixture(scope="module")
 def match_forks() -> Iterator[Forks]:
     """tests/resume_match_child.py's runs (five a test), forked from one interpreter that
     imported what it imports, in its order: litellm's import takes a new one seconds."""
-    preload = [
-        "litellm",
-        "opentelemetry.sdk.trace",
-        "opentelemetry.sdk.trace.export",
-        "opentelemetry.sdk.trace.export.in_memory_span_exporter",
-        "agenttrace",
-    ]
-    started = Forks(preload, _match_env(), ROOT)
+    started = match_fork_server()
     yield started
     started.close()
 
