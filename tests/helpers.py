@@ -13,6 +13,24 @@ from typing import Any
 from .fork_server import Forks
 
 
+def in_forked_child(work: Callable[[], Any]) -> str:
+    """``repr(work())`` as a forked child of this process computed it (the child ends with
+    ``os._exit``: no exit hook, no flush of the parent's buffers, runs there)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            os.write(write, repr(work()).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        report = pipe.read()
+    os.waitpid(pid, 0)
+    return report
+
+
 def child_env(**overrides: str) -> dict[str, str]:
     """The environment for a process a test starts, as a user's would be: the suite's own
     ``OTEL_*`` and ``AGENTTRACE_*`` settings left out, litellm offline, no bytecode written,

@@ -16,6 +16,8 @@ import pytest
 from agenttrace._internal import errors
 from agenttrace._internal.finalizers import drain, on_collect
 
+from .helpers import in_forked_child
+
 WAIT = 60.0  # a hang guard only: every wait below ends as soon as its work is done
 
 
@@ -101,22 +103,15 @@ def test_a_forked_child_runs_its_own_work_on_a_thread_of_its_own() -> None:
     on_collect(blocker, release.wait, WAIT)  # the parent's thread is busy while it forks...
     on_collect(parents, _seen_on_thread, seen, "queued in the parent")
     del blocker, parents  # ... and its queue holds this
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: the parent's work is not its own, and a new thread does its own
-        try:
-            os.close(read)
-            childs = Thing()
-            on_collect(childs, _seen_on_thread, seen, "child")
-            del childs
-            ok = drain(WAIT)
-            os.write(write, repr((ok, seen)).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        report = pipe.read()
-    os.waitpid(pid, 0)
+
+    def in_the_child() -> tuple[bool, list[tuple[str, str]]]:
+        # the parent's work is not its own, and a new thread does its own
+        childs = Thing()
+        on_collect(childs, _seen_on_thread, seen, "child")
+        del childs
+        return drain(WAIT), seen
+
+    report = in_forked_child(in_the_child)
     release.set()
     assert drain(WAIT) is True
     assert report == repr((True, [("child", "agenttrace-finalizers")]))

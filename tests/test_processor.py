@@ -36,6 +36,7 @@ from agenttrace.sdk.processor import AgentTraceProcessor, Sink, _Deferred
 from agenttrace.session.state import Session
 
 from .conftest import Traced
+from .helpers import in_forked_child
 
 WAIT = 30.0  # seconds; only reached when something is broken
 
@@ -143,20 +144,13 @@ def test_a_forked_child_starts_with_an_empty_queue_and_its_own_thread() -> None:
     worker = Worker(consume)
     worker.put("block")  # the parent's thread is busy; its queue holds "queued in the parent"
     worker.put("queued in the parent")
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: the parent's items are not its own, and a new thread works
-        try:
-            os.close(read)
-            worker.put("child")
-            ok = worker.flush(WAIT)
-            os.write(write, repr((ok, seen)).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        report = pipe.read()
-    os.waitpid(pid, 0)
+
+    def in_the_child() -> tuple[bool, list[str]]:
+        # the parent's items are not its own, and a new thread works
+        worker.put("child")
+        return worker.flush(WAIT), seen
+
+    report = in_forked_child(in_the_child)
     block.set()
     worker.flush(WAIT)
     assert report == repr((True, ["child"]))
