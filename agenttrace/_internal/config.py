@@ -22,8 +22,9 @@ CONSOLE_MODES: tuple[ConsoleMode, ...] = ("quiet", "verbose", "trace")
 DEFAULT_HOME = Path("~/.agenttrace")
 DEFAULT_MAX_PAYLOAD_BYTES = 16384
 DEFAULT_MAX_REASONING_BYTES = 16 << 20
-DEFAULT_DONE_AGENTS_KEPT = 256
 """The bound on one LLM attempt's reasoning in the saved state, when nothing else is set."""
+DEFAULT_DONE_AGENTS_KEPT = 256
+"""How many done agents a session keeps in memory, when nothing else is set."""
 DEFAULT_SHUTDOWN_TIMEOUT = 3.0
 """Seconds agenttrace waits for its OTLP exporter at shutdown when nothing else is set."""
 DEFAULT_LEASE_TTL = 60.0
