@@ -137,7 +137,9 @@ def test_a_resume_written_elsewhere_holds_the_lease_where_it_was_read_too(
     elsewhere.mkdir()
     agenttrace.init(sessions_dir=elsewhere, console="quiet")
     try:
-        session = agenttrace.resume(stream)
+        # By its id in another sessions directory: written to init's (a path would be written
+        # beside itself, as load_session writes it).
+        session = agenttrace.resume("s1", sessions_dir=stream.parent)
         for directory in (elsewhere, stream.parent):
             holder = read_holder(lease_path(directory, "s1"))
             assert holder is not None and holder.pid == os.getpid()

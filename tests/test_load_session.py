@@ -191,3 +191,37 @@ def test_an_id_that_is_no_plain_name_is_refused(traced: Traced) -> None:
     with pytest.raises(agenttrace.SessionFileError) as caught:
         agenttrace.load_session("-rf")
     assert "not a session id" in one_line(caught)
+
+
+@pytest.mark.parametrize("name", ["chat.events.jsonl", "chat.json.gz"])
+def test_resume_of_a_path_goes_on_writing_beside_it(
+    traced: Traced, tmp_path: Path, name: str
+) -> None:
+    """``resume(path)`` writes where it read, as ``load_session(path)`` and ``agenttrace resume
+    FILE`` do: the next resume of the same path finds every run, and the sessions directory is
+    left as it was (it held the session's first files, copied away)."""
+    sessions = traced.handle.settings.sessions_dir
+    # The first object stays alive meanwhile: its stream stays open in this process.
+    root, first = agenttrace.load_session("chat", rebuild)
+    root.hear("Hello.")
+    in_a_new_process()
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    for original in (stream_path(sessions, "chat"), snapshot_path(sessions, "chat")):
+        (copied / original.name).write_bytes(original.read_bytes())
+    left = {p.name: p.read_bytes() for p in sessions.iterdir() if not p.name.endswith(".lease")}
+
+    resumed = agenttrace.resume(copied / name)
+    assert resumed.session_id == "chat" and Path(resumed.resumed_from or "").parent == copied
+    resumed.log_transcript_entry("agent_001", {"role": "user", "content": "Again."})
+    in_a_new_process()
+
+    again = agenttrace.resume(copied / name)
+    assert again.agents["agent_001"].messages() == [
+        {"role": "user", "content": "Hello."},
+        {"role": "user", "content": "Again."},
+    ]
+    assert [e["message_id"] for e in again.events] == ["msg_001", "msg_002", "msg_003"]
+    now = {p.name: p.read_bytes() for p in sessions.iterdir() if not p.name.endswith(".lease")}
+    assert now == left
+    assert first.session_id == "chat" and first is not again

@@ -109,12 +109,35 @@ class EventStreamSink(Sink):
         (``agenttrace.session.leases.writing``: once per session, not per line). Outside this
         sink's lock: taking the lease takes the leases' own lock, and a finalizer run meanwhile
         (a session collected) may take this one."""
-        if session.segment_stem not in self._appenders:
-            if session.directory is not None:
-                self._homes[session.segment_stem] = session.directory
-            else:  # a session of the same id in the sessions directory, after one elsewhere
-                self._homes.pop(session.segment_stem, None)
-            writing(session, session.directory or self.sessions_dir)
+        stem = session.segment_stem
+        if stem in self._appenders and (
+            self._homes.get(stem) is session.directory or not self._moved(session)
+        ):
+            return
+        if session.directory is not None:
+            self._homes[stem] = session.directory
+        else:  # a session of the same id in the sessions directory, after one elsewhere
+            self._homes.pop(stem, None)
+        writing(session, session.directory or self.sessions_dir)
+
+    def _moved(self, session: Session) -> bool:
+        """Whether another object of a session id this sink writes is written elsewhere (the
+        same session resumed from a copy of its files in another directory, in one process): the
+        open stream, the other's, is closed, so this one's lines go to its own (and the next line
+        of the other object's moves them back). Not while lines wait for an outage to end: they
+        are the open stream's."""
+        stem = session.segment_stem
+        here = session.directory or self.sessions_dir
+        with self._lock:
+            if self._homes.get(stem, self.sessions_dir) == here:
+                if session.directory is not None:  # the same directory: `is` holds from now on
+                    self._homes[stem] = session.directory
+                return False
+            if self._waiting.waits(stem):
+                return False
+            self._close(stem)
+            self._repaired.discard(stem)
+            return True
 
     def consume(self, records: Sequence[Record]) -> None:
         """Each canonical event's line, each op's ``op_accounted`` line (docs/events.md), each
@@ -182,8 +205,7 @@ class EventStreamSink(Sink):
         line = saved_line(line, self.redacted)
         session_id = session.segment_stem
         appenders = self._appenders
-        if session_id not in appenders:
-            self._hold_lease(session)
+        self._hold_lease(session)
         with self._lock:
             appender = appenders.get(session_id)
             if appender is None or self._waiting.waits(session_id):

@@ -70,6 +70,12 @@ def resume(
     re-entered. ``reenter=False`` leaves the interrupted run as it stopped: the next run is a
     new one.
 
+    A session named by a path with a session file's name (``runs/chat.events.jsonl`` or
+    ``runs/chat.json.gz``) outside the sessions directory goes on being written there, beside
+    the file (as :func:`load_session` and ``agenttrace resume FILE`` write it), so resuming the
+    path again finds every run; one named by an id, or by a file named otherwise, is written to
+    init's sessions directory.
+
     The session's lease is taken beside its files, and where it will be written if elsewhere
     (``agenttrace.session.leases``), and held until ``shutdown()`` or the process's end:
     another process resuming it meanwhile gets :class:`LeaseHeld`, as this call does while
@@ -97,8 +103,12 @@ def resume(
     check_path(api, "sessions_dir", sessions_dir)
     checked_policy = _check_options(api, unanswered_tool_calls, force, reenter, policy)
     directory = Path(sessions_dir) if sessions_dir is not None else runtime.settings.sessions_dir
+    # Written where it was read when named by a path with a session file's name, as
+    # load_session and `agenttrace resume FILE` write it: the next resume of the path finds all
+    # of it, not the runs before this one.
+    home = session_home(str(path_or_id), runtime.settings.sessions_dir)
     return _resume(
-        path_or_id, directory, None, force, reenter, checked_policy, unanswered_tool_calls
+        path_or_id, directory, home, force, reenter, checked_policy, unanswered_tool_calls
     )
 
 
@@ -292,8 +302,8 @@ def load_session(
     stream at ``runs/chat.events.jsonl`` and its session file beside it. So is one whose stream
     recorded nothing (a process killed before its first line was whole), in that stream. A
     session named by such a path, new or not, is written there, not in the sessions directory,
-    so every later call with the path resumes all of it (``resume`` of a path, and this call
-    with a file named otherwise, write to the sessions directory, as before). A missing path
+    so every later call with the path resumes all of it (as ``resume`` of the path does; a file
+    named otherwise is written to the sessions directory). A missing path
     named otherwise (``chat.txt``, ``chat.jsonl``) raises :class:`SessionFileError`: the two
     files of a session find each other by these names, and the command line reads them by them.
 

@@ -281,8 +281,7 @@ def session_home(reference: str, sessions_dir: Path) -> Path | None:
     """The directory the session ``load_session(reference)`` names is written to, when it is
     not ``sessions_dir``: that of a path the program wrote with the name of a session's file
     (``runs/chat.events.jsonl``: ``runs``). ``None`` for an id, a path in ``sessions_dir``, or
-    a file named otherwise (resumed, it is written to ``sessions_dir``, as ``resume`` writes
-    every session)."""
+    a file named otherwise (resumed, it is written to ``sessions_dir``)."""
     if not _written_as_path(reference):
         return None
     path = Path(reference)
