@@ -28,7 +28,7 @@ FORKING = textwrap.dedent(
     )
     session = agenttrace.new_session("parent")
     [session_file] = [s for s in handle.processor.sinks if type(s).__name__ == "SessionFileSink"]
-    session_file.min_interval = 3600.0  # the next write is put off: the state stays changed
+    session_file.throttle.min_interval = 3600.0  # the next write is put off: the state stays dirty
 
     @agenttrace.agent("Jack")
     def run():

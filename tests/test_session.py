@@ -176,7 +176,7 @@ def test_snapshots_are_coalesced_not_one_per_sub_agent(traced: Traced, tmp_path:
     from agenttrace.recorder.store import SessionFileSink
 
     sink = next(s for s in traced.handle.processor.sinks if isinstance(s, SessionFileSink))
-    sink.min_interval = 3600
+    sink.throttle.min_interval = 3600
     writes: list[bool] = []
     original = sink.write
 

@@ -271,7 +271,7 @@ def test_changes_closer_than_the_interval_are_written_once_and_flush_writes_them
     processor = live.handle.processor
     assert processor is not None
     (sink,) = [s for s in processor.sinks if isinstance(s, Std008LiveSink)]
-    sink.min_interval = 3600.0  # every change after the first write waits for the flush
+    sink.throttle.min_interval = 3600.0  # every change after the first write waits for the flush
     live.session_id = agenttrace.new_session().session_id
     path = live_path(live.directory, live.session_id)
     inside: list[dict[str, Any]] = []

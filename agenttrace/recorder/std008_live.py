@@ -12,10 +12,11 @@ of the finished session, but for a single Task call, which it writes as STD-001 
 
 Making the document reads the whole session, so its cost grows with the session: it is done
 only at these points, not on every record, and, as the session file is written, no sooner than
-``min_interval`` after the last one and than ``cost_factor`` times what the last one took. A
-change that comes sooner is written once, when that time has come (or at ``force_flush`` and
-shutdown): a session of a thousand sub-agents writes its document a few times a second, not two
-thousand times, each longer than the last.
+``min_interval`` after the last one and than ``cost_factor`` times what the last one took
+(:class:`agenttrace.recorder.throttle.WriteThrottle`). A change that comes sooner is written
+once, when that time has come (or at ``force_flush`` and shutdown): a session of a thousand
+sub-agents writes its document a few times a second, not two thousand times, each longer than
+the last.
 """
 
 from __future__ import annotations
@@ -35,9 +36,7 @@ from agenttrace.formats.std008.writer import std008_document
 from agenttrace.model.lifecycle import Ended, Started
 from agenttrace.recorder.sink import RecordwiseSink, Scheduler, Sink
 from agenttrace.recorder.store import SessionFileSink
-
-_SESSIONS_TIMED = 256
-"""Past this many sessions' next write times, the ones already past are dropped."""
+from agenttrace.recorder.throttle import WriteThrottle
 
 
 class Std008LiveSink(RecordwiseSink):
@@ -59,24 +58,25 @@ class Std008LiveSink(RecordwiseSink):
         self.session_file = session_file
         self.max_bytes = max_bytes
         """The cap on each string, as an export's (``max_payload_bytes``)."""
-        self.min_interval = min_interval
-        self.cost_factor = cost_factor
         self._sessions: dict[str, Any] = {}
         """Per origin txn id: the session its run records into, from its root's start."""
         self._due: dict[str, Any] = {}
         """Per session file stem: a session whose document is behind, to be written."""
-        self._next_allowed: dict[str, float] = {}
-        self._timed: set[str] = set()
-        """The stems a write is scheduled for on the worker."""
-        self._scheduler: Scheduler | None = None
         self._lock = threading.RLock()
         """The worker writes as records come and on its timer; ``force_flush`` in its caller."""
+        self.throttle: WriteThrottle[str] = WriteThrottle(
+            lambda stem: self._write_due(stem),  # looked up at each call, as a method
+            lambda stem: self._on_timer(stem),
+            min_interval,
+            cost_factor,
+        )
+        """When each session's document may be written again (by stem)."""
 
     def reads_from(self) -> tuple[Sink, ...]:
         return (self.session_file,)
 
     def attach(self, scheduler: Scheduler) -> None:
-        self._scheduler = scheduler
+        self.throttle.attach(scheduler)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         with self._lock:
@@ -111,18 +111,10 @@ class Std008LiveSink(RecordwiseSink):
         stem = session.segment_stem
         with self._lock:
             self._due[stem] = session
-            if stem in self._timed:
-                return
-            delay = self._next_allowed.get(stem, 0.0) - time.monotonic()
-            if delay <= 0 or self._scheduler is None:
-                self._write_due(stem)
-                return
-            self._timed.add(stem)
-        self._scheduler.schedule(delay, lambda: self._on_timer(stem))
+            self.throttle.request(stem)
 
     def _on_timer(self, stem: str) -> None:
         with self._lock:
-            self._timed.discard(stem)
             self._write_due(stem)
 
     def _write_due(self, stem: str) -> None:
@@ -132,11 +124,7 @@ class Std008LiveSink(RecordwiseSink):
             return
         started = time.perf_counter()
         self._write(session)
-        took = time.perf_counter() - started
-        now = time.monotonic()
-        if len(self._next_allowed) >= _SESSIONS_TIMED:  # forget the sessions written long ago
-            self._next_allowed = {k: t for k, t in self._next_allowed.items() if t > now}
-        self._next_allowed[stem] = now + max(self.min_interval, self.cost_factor * took)
+        self.throttle.wrote(stem, time.perf_counter() - started)
 
     def _write(self, session: Any) -> None:
         """Make the document of ``session`` now and write it; a failure is reported once and

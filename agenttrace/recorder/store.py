@@ -51,6 +51,7 @@ from agenttrace.recorder.optree_builder import COMPACT_BYTES, OpTreeSink, RunTre
 from agenttrace.recorder.outage import RETRY_INTERVAL, Outage, OutageBuffer, count
 from agenttrace.recorder.pricing import note_prices
 from agenttrace.recorder.sink import RecordwiseSink, Scheduler, Sink, journal_bytes
+from agenttrace.recorder.throttle import WriteThrottle
 from agenttrace.session.leases import Taken, share, writing
 from agenttrace.session.state import Session
 
@@ -420,13 +421,11 @@ class _SessionState:
         "lease",
         "live",
         "meta",
-        "next_allowed",
         "owner",
         "redacted",
         "released",
         "runs",
         "saved",
-        "scheduled",
         "session_id",
         "spool",
         "stem",
@@ -474,10 +473,8 @@ class _SessionState:
         """Its last write failed: it is tried again after the retry interval."""
         self.saved = 0
         """How many of its events the last file written holds."""
-        self.scheduled = False
         self.released = False
         """The session object is gone: no more runs or events will come."""
-        self.next_allowed = 0.0
         self.lease: Taken | None = None
         """Its share of the session's lease, kept until its last snapshot is written."""
 
@@ -555,13 +552,18 @@ class SessionFileSink(RecordwiseSink):
         self.optree = optree
         self.stream = stream
         self.redacted = redacted
-        self.min_interval = min_interval
-        self.cost_factor = cost_factor
         self._states: dict[str, _SessionState] = {}
+        self.throttle: WriteThrottle[str] = WriteThrottle(
+            # Looked up at each call, as a method: what replaces ``write`` on the sink counts.
+            lambda stem: self.write(stem),
+            lambda stem: self._scheduled_write(stem),
+            min_interval,
+            cost_factor,
+        )
+        """When each session's file may be written again (by stem); a failed write's retry."""
         self._outage = Outage(retry_interval)
         self._swept: set[Path] = set()
         """The directories whose leftovers were removed (before the first write in each)."""
-        self._scheduler: Scheduler | None = None
         self._lock = threading.RLock()
         self._pending: dict[str, list[bytes]] = {}
         """Journal lines of sessions whose state the worker has not made yet, by session id."""
@@ -588,7 +590,7 @@ class SessionFileSink(RecordwiseSink):
         return (self.optree,)
 
     def attach(self, scheduler: Scheduler) -> None:
-        self._scheduler = scheduler
+        self.throttle.attach(scheduler)
 
     def _state(self, session: Session) -> _SessionState:
         """The session's state, made if need be (on the worker only: the opTree's spools are
@@ -602,6 +604,7 @@ class SessionFileSink(RecordwiseSink):
             if state.lease is not None:
                 state.lease.give_back()
                 state.lease = None
+            self.throttle.forget(state.stem)  # the new object's file starts afresh
         state = _SessionState(session, self.optree.spool_for(session), self.redacted)
         directory = session.directory or self.sessions_dir
         if writing(session, directory):  # a run with no event yet: its first record
@@ -690,22 +693,15 @@ class SessionFileSink(RecordwiseSink):
 
     def request_write(self, session_id: str) -> None:
         """Write now if the last write is far enough back, else once, later."""
-        state = self._states.get(session_id)
-        if state is None or state.scheduled:
-            return
-        delay = state.next_allowed - time.monotonic()
-        if delay <= 0 or self._scheduler is None:
-            self.write(session_id)
-            return
-        state.scheduled = True
-        self._scheduler.schedule(delay, lambda: self._scheduled_write(session_id))
+        if session_id in self._states:
+            self.throttle.request(session_id)
 
     def _scheduled_write(self, session_id: str) -> None:
+        """On the throttle's timer: write the session if it changed since; forget the sessions
+        done with."""
         state = self._states.get(session_id)
-        if state is not None:
-            state.scheduled = False
-            if state.dirty:
-                self.write(session_id)
+        if state is not None and state.dirty:
+            self.write(session_id)
         self._drop_released()
 
     def write(self, session_id: str) -> bool:
@@ -741,8 +737,7 @@ class SessionFileSink(RecordwiseSink):
             if state.failing:
                 state.failing = False
                 self._recovered()
-            took = time.perf_counter() - started
-            state.next_allowed = time.monotonic() + max(self.min_interval, self.cost_factor * took)
+            self.throttle.wrote(session_id, time.perf_counter() - started)
             if self.on_write is not None and state.directory is None:
                 # (A session written where the program named is not the store's to ship: the
                 # shipper ships the sessions directory.)
@@ -753,7 +748,7 @@ class SessionFileSink(RecordwiseSink):
         """A write failed: the session stays changed and is written again later."""
         state.dirty = True
         state.failing = True
-        state.next_allowed = time.monotonic() + self._outage.retry_interval
+        self.throttle.retry(state.stem, self._outage.retry_interval)
         if self._outage.failed(exc):
             waiting = state.event_count - state.saved
             logger.warning(
@@ -763,11 +758,6 @@ class SessionFileSink(RecordwiseSink):
                 self._outage.reason,
                 state.session_id,
                 count(waiting, "event"),
-            )
-        if not state.scheduled and self._scheduler is not None:
-            state.scheduled = True
-            self._scheduler.schedule(
-                self._outage.retry_interval, lambda: self._scheduled_write(state.stem)
             )
 
     def _recovered(self) -> None:
@@ -841,8 +831,14 @@ class SessionFileSink(RecordwiseSink):
         """Forget sessions that can change no more and are written: their spools go too."""
         with self._lock:
             for session_id, state in list(self._states.items()):
-                if state.released and not state.dirty and not state.live and not state.scheduled:
+                if (
+                    state.released
+                    and not state.dirty
+                    and not state.live
+                    and not self.throttle.pending(session_id)
+                ):
                     del self._states[session_id]
+                    self.throttle.forget(session_id)
                     state.spool.close()
                     if state.lease is not None:  # its last snapshot is written
                         state.lease.give_back()
