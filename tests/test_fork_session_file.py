@@ -24,11 +24,12 @@ FORKING = textwrap.dedent(
     sessions = Path(sys.argv[1])
     handle = agenttrace.init(
         tracer_provider=TracerProvider(), console="quiet", sessions_dir=sessions,
-        billing_file=os.path.join(sessions, "accounting.jsonl"),
+        billing_file=os.path.join(sessions, "accounting.jsonl"), std008_dir=sessions / "std008",
     )
     session = agenttrace.new_session("parent")
-    [session_file] = [s for s in handle.processor.sinks if type(s).__name__ == "SessionFileSink"]
-    session_file.throttle.min_interval = 3600.0  # the next write is put off: the state stays dirty
+    sinks = {type(s).__name__: s for s in handle.processor.sinks}
+    # The next writes are put off: the states stay dirty (and the STD-008 document due).
+    sinks["SessionFileSink"].throttle.min_interval = 3600.0
 
     @agenttrace.agent("Jack")
     def run():
@@ -36,18 +37,24 @@ FORKING = textwrap.dedent(
 
     run()
     handle.force_flush()
+    sinks["Std008LiveSink"].throttle.min_interval = 3600.0
     path = snapshot_path(sessions, "parent")
-    written = path.stat().st_ino
+    document = sessions / "std008" / "parent.std008.json"
+    written = path.stat().st_ino, document.stat().st_ino
     run()  # its end asks for a write, put off for an hour
     handle.processor.worker.flush()  # consumed: the parent's state is changed and unwritten
     child = os.fork()
     if child == 0:
         agenttrace.force_flush()
-        os._exit(0 if path.stat().st_ino == written else 3)
+        now = path.stat().st_ino, document.stat().st_ino
+        os._exit(0 if now == written else 3 if now[0] != written[0] else 4)
     _, status = os.waitpid(child, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, "the child rewrote the parent's file"
+    code = os.waitstatus_to_exitcode(status)
+    assert code != 3, "the child rewrote the parent's session file"
+    assert code != 4, "the child rewrote the parent's STD-008 document"
+    assert code == 0, code
     handle.force_flush()  # the parent still writes its own
-    assert path.stat().st_ino != written
+    assert path.stat().st_ino != written[0] and document.stat().st_ino != written[1]
     print("ok")
     """
 )

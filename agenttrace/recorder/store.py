@@ -796,12 +796,14 @@ class SessionFileSink(RecordwiseSink):
 
     def snapshot(self, session: Session) -> tuple[Path, bytes] | None:
         """The session file of ``session`` as a write would make it now, not written: its path
-        and gzipped bytes (None for a session this sink does not write)."""
+        and gzipped bytes (None for a session this sink does not write, and in a forked child
+        for one it inherited: what is made of it, the live STD-008 document, is the parent's
+        to write, as the file is)."""
         with self._lock:
             state = self._states.get(session.segment_stem)
-            if state is None or state.owner() is not session:
+            if state is None or state.owner() is not session or state.stem in self._inherited:
                 return None
-            path = stem_path(self.sessions_dir, state.stem, SNAPSHOT_SUFFIX)
+            path = stem_path(state.directory or self.sessions_dir, state.stem, SNAPSHOT_SUFFIX)
             return path, gzip_bytes(self.pieces(state), state.spool)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
