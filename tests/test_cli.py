@@ -96,8 +96,8 @@ def agenttrace(
 
 
 CLI_PRELOAD = [
+    "click",
     "agenttrace",
-    "agenttrace.cli",
     "rich.console",
     "rich.table",
     "agenttrace.formats.session.fullest",
@@ -108,8 +108,10 @@ CLI_PRELOAD = [
     "agenttrace.views.tree",
     "agenttrace.views.viewer",
 ]
-"""What the ``agenttrace`` command imports to read a session (the command's module first, then
-what its view commands import when they run)."""
+"""What the ``agenttrace`` command imports to read a session: what its module imports, then
+what its view commands import when they run. Not ``agenttrace.cli`` itself: a forked
+``python -m agenttrace.cli`` runs it as ``__main__`` as that does, and finding it imported
+already it would warn on stderr (which the tests count the lines of)."""
 
 
 def cli_fork_server() -> Forks:
