@@ -115,8 +115,9 @@ already it would warn on stderr (which the tests count the lines of)."""
 
 
 def cli_fork_server() -> Forks:
-    """A fork server for :func:`forked_agenttrace`: the command and its views imported once (a
-    new interpreter spends a second or more on them, longer than a view of a small session)."""
+    """A fork server for :func:`forked_agenttrace`: what the command and its views import,
+    imported once (a new interpreter spends a second or more on it, longer than a view of a
+    small session takes)."""
     return Forks(CLI_PRELOAD, child_env(), ROOT)
 
 
