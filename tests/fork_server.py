@@ -25,9 +25,11 @@ import importlib
 import json
 import os
 import runpy
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,8 @@ class Forks:
         )
         self._running: int | None = None
         """The pid of the program started and not yet waited for."""
+        self._outputs = Path(tempfile.mkdtemp(prefix="forks-"))
+        """Where :meth:`run` has its programs write their standard output and error."""
 
     def _next(self) -> dict[str, Any]:
         assert self._process.stdout is not None
@@ -129,6 +133,17 @@ class Forks:
         """:meth:`start`, as a :class:`Forked` (what a test that used Popen uses of it)."""
         return Forked(self, self.start(module, argv, env, cwd, out, err), out, err)
 
+    def run(
+        self, module: str, argv: list[str], env: dict[str, str], cwd: Path, prog: str = ""
+    ) -> subprocess.CompletedProcess[str]:
+        """:meth:`start` and :meth:`wait`: the program's end as ``subprocess.run(...,
+        capture_output=True, text=True)`` gives it (``returncode`` -9: SIGKILLed)."""
+        out, err = self._outputs / "stdout.txt", self._outputs / "stderr.txt"
+        self.start(module, argv, env, cwd, out, err, prog)
+        code = self.wait()
+        command = [prog or module, *argv]
+        return subprocess.CompletedProcess(command, code, out.read_text(), err.read_text())
+
     def wait(self) -> int:
         """The exit status of the program started last (``-9``: SIGKILLed)."""
         status = int(self._next()["status"])
@@ -150,6 +165,7 @@ class Forks:
         self._process.wait(timeout=480)
         assert self._process.stdout is not None
         self._process.stdout.close()
+        shutil.rmtree(self._outputs, ignore_errors=True)
 
 
 class Forked:

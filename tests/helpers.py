@@ -75,19 +75,50 @@ def agenttrace_command(
     )
 
 
+def _journal_env(**env: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True", **env}
+
+
+JOURNAL_PRELOAD = [
+    "opentelemetry.sdk.trace",
+    "opentelemetry.sdk.trace.export",
+    "opentelemetry.sdk.trace.export.in_memory_span_exporter",
+    "agenttrace",
+    "agenttrace.tracing.decorators",
+]
+"""What tests/journal_child.py imports, in its order (itself excepted: it runs as ``__main__``)."""
+
+
+def journal_fork_server() -> Forks:
+    """A fork server for :func:`run_journal_child`'s ``forks``: a new interpreter spends a
+    second or two importing agenttrace and OpenTelemetry, longer than the child's run, and the
+    crash-point matrix runs it some sixty times."""
+    return Forks(JOURNAL_PRELOAD, _journal_env(), ROOT)
+
+
 def run_journal_child(
-    sessions: Path, payments_url: str, effect: str, kill: str, mode: str = "run", **env: str
+    sessions: Path,
+    payments_url: str,
+    effect: str,
+    kill: str,
+    mode: str = "run",
+    *,
+    forks: Forks | None = None,
+    **env: str,
 ) -> subprocess.CompletedProcess[str]:
     """The shop agent of ``tests/journal_child.py`` in a process of its own, its session going to
     ``sessions``, paying through the payment server at ``payments_url`` with a ``charge`` tool of
     the ``effect`` class, SIGKILLed at the ``kill`` point (``mode`` "run"), or resuming the
     killed session and re-entering its run (``mode`` "resume" or "verify"); ``env`` is added to
-    this process's environment."""
+    this process's environment. With ``forks`` (:func:`journal_fork_server`) the process is
+    forked from it instead of being a new interpreter."""
     arguments = [str(sessions), payments_url, effect, kill, mode]
+    if forks is not None:
+        return forks.run("tests.journal_child", arguments, _journal_env(**env), ROOT)
     return subprocess.run(
         [sys.executable, "-m", "tests.journal_child", *arguments],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True", **env},
+        env=_journal_env(**env),
         capture_output=True,
         text=True,
         timeout=480,

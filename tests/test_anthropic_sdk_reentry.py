@@ -7,7 +7,8 @@ re-entered run gets the SDK's own objects back, a ``Message``, the SDK's ``Strea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ from agenttrace import semconv as sc
 
 from .anthropic_server import AnthropicServer, Reply, text, thinking, tool_use
 from .conftest import Traced, attrs
-from .helpers import killed_then_resumed_shop, llm_entries
+from .fork_server import Forks
+from .helpers import ROOT, killed_then_resumed_shop, llm_entries
 from .test_anthropic_sdk import HI, MODEL, aclient, claude, client, llm_spans, server
 from .test_llm_steps import llm_lines, rearm
 
@@ -161,10 +163,23 @@ def test_a_failed_call_is_asked_again_on_re_entry(
     assert len(claude.message_requests()) == 1  # a failure is no answer: the model is asked
 
 
+@pytest.fixture(scope="module")
+def shop_forks() -> Iterator[Forks]:
+    """tests/anthropic_reentry_child.py's killed and resumed runs, forked from one interpreter
+    that imported what it imports, in its order (anthropic, then agenttrace through
+    tests/shop_child.py): a new interpreter spends seconds on them, more than the run. The
+    kill is a SIGKILL of the process wherever it runs (tests/test_reentry.py kills
+    tests/journal_child.py and tests/reentry_agent.py in new interpreters)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    started = Forks(["anthropic", "tests.shop_child"], env, ROOT)
+    yield started
+    started.close()
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("shape", ["tool", "stream"])
 def test_after_a_kill_a_resumed_run_does_not_ask_for_a_recorded_reply_again(
-    tmp_path: Path, server: AnthropicServer, shape: str
+    tmp_path: Path, server: AnthropicServer, shop_forks: Forks, shape: str
 ) -> None:
     """tests/test_openai_sdk_reentry.py's case through the Anthropic SDK: killed (SIGKILL)
     inside the tool that follows the model's reply, resumed: the reply comes from the
@@ -179,6 +194,7 @@ def test_after_a_kill_a_resumed_run_does_not_ask_for_a_recorded_reply_again(
         shape,
         lambda: len(server.message_requests()),
         lambda: server.reset(Reply(blocks=[text("Thank you!")])),
+        shop_forks,
     )
     assert report["answer"] == "Thank you!"
     (asked,) = server.message_requests()  # only the reply the killed run never got

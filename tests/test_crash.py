@@ -15,6 +15,7 @@ no tool result, no run ended, so no session file was ever written. What must hol
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import subprocess
@@ -29,7 +30,9 @@ import pytest
 from examples.cafe import scripted_model
 from examples.scripted_model import ScriptedModel
 
+from .fork_server import Forks
 from .helpers import ROOT, canonical_events, child_env
+from .test_cli import cli_fork_server
 
 pytestmark = pytest.mark.e2e
 
@@ -40,6 +43,28 @@ def model() -> Iterator[ScriptedModel]:
         yield server
 
 
+@dataclass(frozen=True)
+class Servers:
+    """Fork servers for the programs of a crash test: each program forked from an interpreter
+    that imported what it imports, in its order, instead of a new interpreter (the cafe's
+    litellm alone takes one some seconds, more than the run)."""
+
+    cafe: Forks
+    """For tests/crash_child.py and ``agenttrace resume`` of its agents (agenttrace, then the
+    cafe and its litellm)."""
+    commands: Forks
+    """For the ``agenttrace`` commands that read the session (no litellm: as they run)."""
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[Servers]:
+    cafe = Forks(["agenttrace", "examples.cafe"], child_env(PYTHONPATH=str(ROOT)), ROOT)
+    commands = cli_fork_server()
+    yield Servers(cafe, commands)
+    cafe.close()
+    commands.close()
+
+
 @dataclass
 class Crashed:
     """What the killed first run left."""
@@ -48,11 +73,15 @@ class Crashed:
     ledger: Path
     stream: Path
     env: dict[str, str]
+    servers: Servers | None = None
+    """Where the commands run on it are forked from (None: each in a new interpreter)."""
 
 
-def crash(tmp_path: Path, model: ScriptedModel, at: str = "discuss") -> Crashed:
+def crash(
+    tmp_path: Path, model: ScriptedModel, at: str = "discuss", servers: Servers | None = None
+) -> Crashed:
     """The cafe's first run, SIGKILLed at ``discuss`` or after Jill answered in it (see
-    tests/crash_child.py)."""
+    tests/crash_child.py), in a new interpreter or forked from ``servers``."""
     sessions = tmp_path / "sessions"
     ledger = tmp_path / "accounting.jsonl"
     env = child_env(
@@ -60,21 +89,31 @@ def crash(tmp_path: Path, model: ScriptedModel, at: str = "discuss") -> Crashed:
         AGENTTRACE_BILLING_FILE=str(ledger),
         PYTHONPATH=str(ROOT),
     )
-    child = subprocess.run(
-        [sys.executable, "-m", "tests.crash_child", "first", str(sessions), at],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=480,
-    )
+    argv = ["first", str(sessions), at]
+    if servers is not None:
+        child = servers.cafe.run("tests.crash_child", argv, env, ROOT)
+    else:
+        child = subprocess.run(
+            [sys.executable, "-m", "tests.crash_child", *argv],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=480,
+        )
     assert child.returncode == -9, child.stderr  # killed by SIGKILL, as a crash is
     assert child.stdout.splitlines() == ["killing"]
     (stream,) = sessions.glob("*.events.jsonl")
-    return Crashed(sessions, ledger, stream, env)
+    return Crashed(sessions, ledger, stream, env, servers)
 
 
 def agenttrace_cli(crashed: Crashed, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m agenttrace.cli ARGS`` in the crashed run's environment (forked from its
+    servers' ``commands``, or ``cafe`` for ``resume``, when it has them)."""
+    if crashed.servers is not None:
+        servers = crashed.servers
+        forks = servers.cafe if args[:1] == ("resume",) else servers.commands
+        return forks.run("agenttrace.cli", list(args), crashed.env, ROOT)
     return subprocess.run(
         [sys.executable, "-m", "agenttrace.cli", *args],
         env=crashed.env,
@@ -119,6 +158,8 @@ def stats(crashed: Crashed) -> dict[str, Any]:
 def test_a_killed_run_has_billed_and_streamed_every_op_that_ended(
     tmp_path: Path, model: ScriptedModel
 ) -> None:
+    """The crash in a new interpreter, as a user's program is killed (the other tests fork
+    tests/crash_child.py from the cafe's fork server)."""
     crashed = crash(tmp_path, model)
     assert len(model.requests) == 3
     assert not list(crashed.sessions.glob("*.json.gz"))  # no run ended: no session file
@@ -134,9 +175,9 @@ def test_a_killed_run_has_billed_and_streamed_every_op_that_ended(
 
 
 def test_tree_stats_and_exports_read_a_killed_session_from_its_stream(
-    tmp_path: Path, model: ScriptedModel
+    tmp_path: Path, model: ScriptedModel, servers: Servers
 ) -> None:
-    crashed = crash(tmp_path, model)
+    crashed = crash(tmp_path, model, servers=servers)
     totals = stats(crashed)
     assert totals["runs"] == 1
     assert totals["total"]["llm_attempts_ok"] == 3 and totals["total"]["tool_calls"] == 2
@@ -165,11 +206,11 @@ def test_tree_stats_and_exports_read_a_killed_session_from_its_stream(
 
 
 def test_a_session_file_written_mid_run_gets_the_ops_that_ended_after_it(
-    tmp_path: Path, model: ScriptedModel
+    tmp_path: Path, model: ScriptedModel, servers: Servers
 ) -> None:
     """The session file was written when Jack's run ended (the root's run unfinished); Jill's
     attempt ended after it. Every command sees both, each once."""
-    crashed = crash(tmp_path, model, at="jill")
+    crashed = crash(tmp_path, model, at="jill", servers=servers)
     (snapshot,) = crashed.sessions.glob("*.json.gz")
     written = json.loads(gzip.decompress(snapshot.read_bytes()))
     assert "endedAt" not in written["runs"][0]
@@ -186,10 +227,12 @@ def test_a_session_file_written_mid_run_gets_the_ops_that_ended_after_it(
 
 
 def test_resume_after_the_kill_counts_every_attempt_that_reached_the_model_once(
-    tmp_path: Path, model: ScriptedModel
+    tmp_path: Path, model: ScriptedModel, servers: Servers
 ) -> None:
-    crashed = crash(tmp_path, model)
-    resume(crashed, crashed.stream)
+    crashed = crash(tmp_path, model, servers=servers)
+    # agenttrace resume in a new interpreter, as a user runs it: its init() comes before the
+    # factory imports litellm (the forked resumes of the other tests have litellm imported).
+    resume(dataclasses.replace(crashed, servers=None), crashed.stream)
     reached = len(model.requests)
     assert reached > 3  # the resumed run asked the model too
     billed = ledger_lines(crashed)
@@ -207,9 +250,9 @@ def test_resume_after_the_kill_counts_every_attempt_that_reached_the_model_once(
 
 
 def test_a_resumed_transcript_answers_every_tool_call_it_sends(
-    tmp_path: Path, model: ScriptedModel
+    tmp_path: Path, model: ScriptedModel, servers: Servers
 ) -> None:
-    crashed = crash(tmp_path, model)
+    crashed = crash(tmp_path, model, servers=servers)
     resume(crashed, crashed.stream)
     for request in model.requests:
         assert_every_tool_use_answered(request["messages"])
@@ -240,9 +283,9 @@ def assert_every_tool_use_answered(messages: list[dict[str, Any]]) -> None:
 
 
 def test_every_view_of_a_killed_session_says_once_that_it_skipped_a_torn_line(
-    tmp_path: Path, model: ScriptedModel
+    tmp_path: Path, model: ScriptedModel, servers: Servers
 ) -> None:
-    crashed = crash(tmp_path, model)
+    crashed = crash(tmp_path, model, servers=servers)
     with crashed.stream.open("ab") as handle:  # a kill in the middle of the next write
         handle.write(b'{"message_id": "msg_099", "event_type": "transcript_en')
     path = str(crashed.stream)
@@ -273,12 +316,12 @@ def damage_after_first_run(snapshot: Path) -> bytes:
 
 
 def test_resume_keeps_a_damaged_session_file_aside_and_recovers_its_whole_runs(
-    tmp_path: Path, model: ScriptedModel
+    tmp_path: Path, model: ScriptedModel, servers: Servers
 ) -> None:
     """A session whose file was damaged after its first run ended, then killed: resuming it
     (by the damaged file's own name: its stream beside it gives the rest) never writes over the
     damaged file, keeps the run that still reads, and says so once."""
-    crashed = crash(tmp_path, model)
+    crashed = crash(tmp_path, model, servers=servers)
     resume(crashed, crashed.stream)
     (snapshot,) = crashed.sessions.glob("*.json.gz")
     runs = json.loads(gzip.decompress(snapshot.read_bytes()))["runs"]
@@ -328,14 +371,14 @@ def _accounted_line(path: str, **entry: Any) -> str:
     ],
 )
 def test_a_hand_made_stream_of_accounting_lines_reads_in_every_view(
-    tmp_path: Path, lines: list[str]
+    tmp_path: Path, servers: Servers, lines: list[str]
 ) -> None:
     """Streams are untrusted: whatever ``op_accounted`` lines the schema lets through, every
     view shows what it can or says in one line why it cannot."""
     stream = tmp_path / "hand.events.jsonl"
     first = {"message_id": "msg_001", "event_type": "agent_created", "agent_id": "agent_001"}
     stream.write_text("".join(line + "\n" for line in [json.dumps(first), *lines]))
-    crashed = Crashed(tmp_path, tmp_path / "ledger.jsonl", stream, child_env())
+    crashed = Crashed(tmp_path, tmp_path / "ledger.jsonl", stream, child_env(), servers)
     for args in (("tree",), ("stats", "--json"), ("export", "--format", "otlp-json")):
         result = agenttrace_cli(crashed, *args[:1], str(stream), *args[1:])
         assert "Traceback" not in result.stderr, (args, result.stderr)

@@ -10,6 +10,7 @@ for ``serve``, as its page asks (``GET /api/runs``, ``GET /api/runs/ID/tree``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -33,11 +34,19 @@ from agenttrace.views.serve.app import create_app
 
 from . import live_agent
 from .conftest import Traced
-from .helpers import run_journal_child
+from .fork_server import Forks
+from .helpers import journal_fork_server, run_journal_child
 from .payment_server import PaymentServer
-from .test_cli import agenttrace as agenttrace_command
-from .test_cli import ok
-from .test_crash import Crashed, agenttrace_cli, crash, ledger_lines, model  # noqa: F401
+from .test_cli import cli_fork_server, forked_agenttrace, ok
+from .test_crash import (  # noqa: F401
+    Crashed,
+    Servers,
+    agenttrace_cli,
+    crash,
+    ledger_lines,
+    model,
+    servers,
+)
 
 TOKEN = "test-token-of-this-server"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
@@ -102,8 +111,9 @@ def _agree_on_the_totals(views: dict[str, Any]) -> None:
 def test_every_view_tells_a_run_killed_in_a_sub_agent_call_alike(
     tmp_path: Path,
     model: Any,  # noqa: F811
+    servers: Servers,  # noqa: F811
 ) -> None:
-    crashed = crash(tmp_path, model, at="jill")  # a session file was written mid-run
+    crashed = crash(tmp_path, model, at="jill", servers=servers)  # a session file written mid-run
     views = _views(crashed)
     _agree_on_the_totals(views)
     page = views["page"]
@@ -140,8 +150,12 @@ def test_every_view_tells_a_run_killed_in_a_sub_agent_call_alike(
 def test_a_run_killed_before_any_session_file_is_interrupted_at_once(
     tmp_path: Path,
     model: Any,  # noqa: F811
+    servers: Servers,  # noqa: F811
 ) -> None:
-    crashed = crash(tmp_path, model)  # killed as the root is about to run discuss
+    # Killed as the root is about to run discuss, in a new interpreter: the process its journal
+    # names is one that started as a user's does (a forked one gets its name from agenttrace's
+    # at-fork handler); the views are forked.
+    crashed = dataclasses.replace(crash(tmp_path, model), servers=servers)
     assert not list(crashed.sessions.glob("*.json.gz"))
     views = _views(crashed)
     # Its journal names the process: gone now, so the session is interrupted, not running for
@@ -160,16 +174,37 @@ def payments() -> Iterator[PaymentServer]:
     server.stop()
 
 
-def _shop_killed_after_paying(tmp_path: Path, payments: PaymentServer) -> tuple[Path, Path]:
-    """The shop's run killed inside ``charge`` once the payment server charged, then resumed:
-    the re-entry refuses the call in doubt. Returns the stream and the ledger (the one the
-    ``agenttrace`` command of tests/test_cli.py bills to)."""
+@pytest.fixture(scope="module")
+def journal_forks() -> Iterator[Forks]:
+    """The shop agent's killed and resumed runs, forked (tests/test_steps_journal.py kills it
+    in new interpreters)."""
+    started = journal_fork_server()
+    yield started
+    started.close()
+
+
+@pytest.fixture(scope="module")
+def cli_forks() -> Iterator[Forks]:
+    """The ``agenttrace`` commands on the shop's session, forked."""
+    started = cli_fork_server()
+    yield started
+    started.close()
+
+
+def _shop_killed_after_paying(
+    tmp_path: Path, payments: PaymentServer, forks: Forks
+) -> tuple[Path, Path]:
+    """The shop's run killed inside ``charge`` once the payment server charged, then resumed
+    (both forked from ``forks``): the re-entry refuses the call in doubt. Returns the stream
+    and the ledger (the one the ``agenttrace`` command of tests/test_cli.py bills to)."""
     ledger = tmp_path / "accounting.jsonl"
     sessions = tmp_path / "sessions"
     env = {"AGENTTRACE_BILLING_FILE": str(ledger)}
-    killed = run_journal_child(sessions, payments.url, "effect", "inside", **env)
+    killed = run_journal_child(sessions, payments.url, "effect", "inside", forks=forks, **env)
     assert killed.returncode == -9, killed.stderr
-    resumed = run_journal_child(sessions, payments.url, "effect", "inside", "resume", **env)
+    resumed = run_journal_child(
+        sessions, payments.url, "effect", "inside", "resume", forks=forks, **env
+    )
     assert json.loads(resumed.stdout.splitlines()[-1])["in_doubt"] == [["1.2", "charge"]]
     (stream,) = sessions.glob("*.events.jsonl")
     return stream, ledger
@@ -181,20 +216,25 @@ def _ledger(path: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.e2e
 def test_the_ledger_and_every_view_say_what_resolve_decided(
-    tmp_path: Path, payments: PaymentServer
+    tmp_path: Path, payments: PaymentServer, journal_forks: Forks, cli_forks: Forks
 ) -> None:
-    stream, ledger = _shop_killed_after_paying(tmp_path, payments)
+    stream, ledger = _shop_killed_after_paying(tmp_path, payments, journal_forks)
+
     sessions = stream.parent
     charges = [line for line in _ledger(ledger) if line.get("command") == "charge"]
     assert [(line["status"], line.get("decision")) for line in charges] == [("failed", None)]
     (row,) = json.loads(
-        ok(agenttrace_command(tmp_path, "list", "--json", "--sessions-dir", str(sessions)))
+        ok(
+            forked_agenttrace(
+                cli_forks, tmp_path, "list", "--json", "--sessions-dir", str(sessions)
+            )
+        )
     )
     assert (row["status"], row["runs"]) == ("failed", 2)  # the re-entry failed: not "ended"
 
     result = tmp_path / "result.json"
     result.write_text(json.dumps(payments.charges[-1]["charge"]))
-    ok(agenttrace_command(tmp_path, "resolve", str(stream), "1.2", "--done", str(result)))
+    ok(forked_agenttrace(cli_forks, tmp_path, "resolve", str(stream), "1.2", "--done", str(result)))
 
     charges = [line for line in _ledger(ledger) if line.get("command") == "charge"]
     assert [(line["status"], line.get("decision")) for line in charges] == [
@@ -204,23 +244,23 @@ def test_the_ledger_and_every_view_say_what_resolve_decided(
     decided = charges[-1]
     assert decided["charactersOut"] == len(result.read_text())
     # The call is in the killed run's tree as decided, and counted as the ledger counts it.
-    tree = ok(agenttrace_command(tmp_path, "tree", str(stream)))
+    tree = ok(forked_agenttrace(cli_forks, tmp_path, "tree", str(stream)))
     first_run = tree.split("run 2:")[0]
     assert re.search(r"^.*1\.2 tool charge ok \d+ms", first_run, re.M), tree
-    totals = json.loads(ok(agenttrace_command(tmp_path, "stats", "--json", str(stream))))
+    totals = json.loads(ok(forked_agenttrace(cli_forks, tmp_path, "stats", "--json", str(stream))))
     tools = [line for line in _ledger(ledger) if line["type"] == "tool"]
     assert totals["total"]["tool_calls"] == len(tools)
     assert totals["total"]["tool_calls_failed"] == sum(line["status"] == "failed" for line in tools)
-    assert ok(agenttrace_command(tmp_path, "doubts", str(stream))) == "no call in doubt\n"
+    assert ok(forked_agenttrace(cli_forks, tmp_path, "doubts", str(stream))) == "no call in doubt\n"
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("decision", ["--abandon", "--retry", "--not-applied"])
 def test_the_ledger_says_a_call_was_abandoned_or_is_to_be_run_again(
-    tmp_path: Path, payments: PaymentServer, decision: str
+    tmp_path: Path, payments: PaymentServer, journal_forks: Forks, cli_forks: Forks, decision: str
 ) -> None:
-    stream, ledger = _shop_killed_after_paying(tmp_path, payments)
-    ok(agenttrace_command(tmp_path, "resolve", str(stream), "1.2", decision))
+    stream, ledger = _shop_killed_after_paying(tmp_path, payments, journal_forks)
+    ok(forked_agenttrace(cli_forks, tmp_path, "resolve", str(stream), "1.2", decision))
     last = _ledger(ledger)[-1]
     assert (last["command"], last["status"]) == ("charge", "failed")
     assert last["decision"] == decision.removeprefix("--").replace("-", "_")

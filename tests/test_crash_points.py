@@ -23,10 +23,10 @@ import pytest
 from agenttrace.formats.session.files import read_session_file
 from agenttrace.model.journal import Journal
 
-from .helpers import run_journal_child
+from .fork_server import Forks
+from .helpers import journal_fork_server, run_journal_child
 from .payment_server import PaymentServer
-from .test_cli import agenttrace as run_cli
-from .test_cli import ok
+from .test_cli import cli_fork_server, forked_agenttrace, ok
 
 POINTS = ("before_intent", "before_body", "inside", "after_body", "after_done")
 CHARGED = {"before_intent": 0, "before_body": 0, "inside": 1, "after_body": 1, "after_done": 1}
@@ -42,19 +42,42 @@ def payments() -> Iterator[PaymentServer]:
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def journal_forks() -> Iterator[Forks]:
+    """The shop agent's sixty runs, each forked (tests/journal_child.py's kill points are
+    SIGKILLs of the process wherever it runs: tests/test_steps_journal.py runs it in new
+    interpreters)."""
+    started = journal_fork_server()
+    yield started
+    started.close()
+
+
+@pytest.fixture(scope="module")
+def cli_forks() -> Iterator[Forks]:
+    """``agenttrace doubts`` of each killed session, forked."""
+    started = cli_fork_server()
+    yield started
+    started.close()
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("effect", ["pure", "read", "idempotent", "effect"])
 @pytest.mark.parametrize("point", POINTS)
 def test_what_the_journal_says_after_a_kill_at_each_point_of_a_tool_call(
-    tmp_path: Path, payments: PaymentServer, effect: str, point: str
+    tmp_path: Path,
+    payments: PaymentServer,
+    journal_forks: Forks,
+    cli_forks: Forks,
+    effect: str,
+    point: str,
 ) -> None:
     before = len(payments.charges)
     sessions = tmp_path / "sessions"
-    child = run_journal_child(sessions, payments.url, effect, point)
+    child = run_journal_child(sessions, payments.url, effect, point, forks=journal_forks)
     assert child.returncode == -9, child.stderr
     assert len(payments.charges) - before == CHARGED[point]
     (stream,) = sessions.glob("*.events.jsonl")
-    listed = json.loads(ok(run_cli(tmp_path, "doubts", str(stream), "--json")))
+    listed = json.loads(ok(forked_agenttrace(cli_forks, tmp_path, "doubts", str(stream), "--json")))
     journaled = Journal(read_session_file(stream).journal).steps.values()
     steps = [step for step in journaled if step.name == "charge"]  # not the run's, the read's
     if effect == "pure" or point == "before_intent":
@@ -87,13 +110,15 @@ def resumed_charges(effect: str, point: str) -> int:
 @pytest.mark.parametrize("effect", ["pure", "read", "idempotent", "effect"])
 @pytest.mark.parametrize("point", POINTS)
 def test_resuming_after_a_kill_at_each_point_never_repeats_an_effect(
-    tmp_path: Path, payments: PaymentServer, effect: str, point: str
+    tmp_path: Path, payments: PaymentServer, journal_forks: Forks, effect: str, point: str
 ) -> None:
     before = len(payments.charges)
     sessions = tmp_path / "sessions"
-    killed = run_journal_child(sessions, payments.url, effect, point)
+    killed = run_journal_child(sessions, payments.url, effect, point, forks=journal_forks)
     assert killed.returncode == -9, killed.stderr
-    resumed = run_journal_child(sessions, payments.url, effect, point, "resume")
+    resumed = run_journal_child(
+        sessions, payments.url, effect, point, "resume", forks=journal_forks
+    )
     assert resumed.returncode == 0, resumed.stderr
     out = json.loads(resumed.stdout.splitlines()[-1])
     assert len(payments.charges) - before == resumed_charges(effect, point), out

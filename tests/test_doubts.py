@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from agenttrace.formats.session.lease import lease_path
 from agenttrace.model import journal as j
 from agenttrace.model import journal_lines as jl
 
-from .test_cli import agenttrace, ok, one_error_line
+from .fork_server import Forks
+from .test_cli import agenttrace, cli_fork_server, forked_agenttrace, ok, one_error_line
 from .test_journal import hold_in_child
 from .test_session_files import META
 
@@ -62,6 +64,15 @@ def session_with_a_doubt(directory: Path) -> Path:
     return stream
 
 
+@pytest.fixture(scope="module")
+def cli_forks() -> Iterator[Forks]:
+    """The ``agenttrace`` commands of the tests after the first, forked (the first runs the
+    command as a user does, in a new interpreter)."""
+    started = cli_fork_server()
+    yield started
+    started.close()
+
+
 def test_doubts_lists_the_calls_in_doubt_with_their_arguments_redacted(tmp_path: Path) -> None:
     stream = session_with_a_doubt(tmp_path / "sessions")
     listed = ok(agenttrace(tmp_path, "doubts", str(stream)))
@@ -75,12 +86,15 @@ def test_doubts_lists_the_calls_in_doubt_with_their_arguments_redacted(tmp_path:
     assert "hunter2-canary" not in json.dumps(doubt)
 
 
-def test_resolve_journals_a_decision_and_the_call_is_no_longer_in_doubt(tmp_path: Path) -> None:
+def test_resolve_journals_a_decision_and_the_call_is_no_longer_in_doubt(
+    tmp_path: Path, cli_forks: Forks
+) -> None:
     stream = session_with_a_doubt(tmp_path / "sessions")
     result = tmp_path / "result.json"
     result.write_text('{"charge": "ch_1"}')
     said = ok(
-        agenttrace(
+        forked_agenttrace(
+            cli_forks,
             tmp_path,
             "resolve",
             str(stream),
@@ -96,13 +110,19 @@ def test_resolve_journals_a_decision_and_the_call_is_no_longer_in_doubt(tmp_path
     step = journal.step(RUN, "2.1")
     assert step is not None and step.outcome == "decided: done"
     assert (step.result, step.evidence) == ('{"charge": "ch_1"}', "seen in the dashboard")
-    assert ok(agenttrace(tmp_path, "doubts", str(stream))) == "no call in doubt\n"
+    assert ok(forked_agenttrace(cli_forks, tmp_path, "doubts", str(stream))) == "no call in doubt\n"
     # Nothing is left at that label to decide, and the refusal says why.
-    assert one_error_line(agenttrace(tmp_path, "resolve", str(stream), "2.1", "--retry")) == (
-        "the call at 2.1 was decided already (done): a decision is taken once"
+    assert (
+        one_error_line(
+            forked_agenttrace(cli_forks, tmp_path, "resolve", str(stream), "2.1", "--retry")
+        )
+        == "the call at 2.1 was decided already (done): a decision is taken once"
     )
-    assert one_error_line(agenttrace(tmp_path, "resolve", str(stream), "9.9", "--retry")) == (
-        "no call in doubt at 9.9"
+    assert (
+        one_error_line(
+            forked_agenttrace(cli_forks, tmp_path, "resolve", str(stream), "9.9", "--retry")
+        )
+        == "no call in doubt at 9.9"
     )
 
 
@@ -114,28 +134,38 @@ def test_resolve_journals_a_decision_and_the_call_is_no_longer_in_doubt(tmp_path
         (("--done", "missing.json"), "missing.json: cannot read: No such file or directory"),
     ],
 )
-def test_resolve_takes_one_decision(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+def test_resolve_takes_one_decision(
+    tmp_path: Path, cli_forks: Forks, args: tuple[str, ...], message: str
+) -> None:
     stream = session_with_a_doubt(tmp_path / "sessions")
     before = stream.read_bytes()
-    assert message in one_error_line(agenttrace(tmp_path, "resolve", str(stream), "2.1", *args))
+    assert message in one_error_line(
+        forked_agenttrace(cli_forks, tmp_path, "resolve", str(stream), "2.1", *args)
+    )
     assert stream.read_bytes() == before  # nothing journaled
 
 
-def test_resolve_waits_for_no_one_while_a_resume_holds_the_session(tmp_path: Path) -> None:
+def test_resolve_waits_for_no_one_while_a_resume_holds_the_session(
+    tmp_path: Path, cli_forks: Forks
+) -> None:
     stream = session_with_a_doubt(tmp_path / "sessions")
     holder = hold_in_child(lease_path(stream.parent, "s1"))
     try:
-        error = one_error_line(agenttrace(tmp_path, "resolve", str(stream), "2.1", "--retry"))
+        error = one_error_line(
+            forked_agenttrace(cli_forks, tmp_path, "resolve", str(stream), "2.1", "--retry")
+        )
         assert error.startswith(
             f"s1.lease: the session is held by resume of the test (pid {holder.pid}"
         )
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
-    ok(agenttrace(tmp_path, "resolve", str(stream), "2.1", "--not-applied"))
+    ok(forked_agenttrace(cli_forks, tmp_path, "resolve", str(stream), "2.1", "--not-applied"))
 
 
-def test_a_decision_appended_to_a_stream_behind_its_session_file_is_kept(tmp_path: Path) -> None:
+def test_a_decision_appended_to_a_stream_behind_its_session_file_is_kept(
+    tmp_path: Path, cli_forks: Forks
+) -> None:
     # The stream stopped at the search's intent (a full disk); the session file, written once
     # there was room, holds the whole journal: the search done, the charge in doubt.
     stream = session_with_a_doubt(tmp_path / "sessions")
@@ -146,12 +176,16 @@ def test_a_decision_appended_to_a_stream_behind_its_session_file_is_kept(tmp_pat
         snapshot_bytes("s1", [], [event], {**META, "session_id": "s1"}, journal_lines=lines[1:])
     )
     stream.write_bytes(event + lines[1])
-    assert ok(agenttrace(tmp_path, "doubts", str(stream))).startswith("2.1  charge (effect)")
-    ok(agenttrace(tmp_path, "resolve", str(stream), "2.1", "--not-applied"))
+    assert ok(forked_agenttrace(cli_forks, tmp_path, "doubts", str(stream))).startswith(
+        "2.1  charge (effect)"
+    )
+    ok(forked_agenttrace(cli_forks, tmp_path, "resolve", str(stream), "2.1", "--not-applied"))
     # The stream is still the shorter journal, the decision in it: both files are read.
     assert len(read_session_file(stream).journal) < len(journal)
-    assert ok(agenttrace(tmp_path, "doubts", str(stream))) == "no call in doubt\n"
-    assert ok(agenttrace(tmp_path, "doubts", str(snapshot))) == "no call in doubt\n"
+    assert ok(forked_agenttrace(cli_forks, tmp_path, "doubts", str(stream))) == "no call in doubt\n"
+    assert (
+        ok(forked_agenttrace(cli_forks, tmp_path, "doubts", str(snapshot))) == "no call in doubt\n"
+    )
     merged = load_fullest(stream).journal
     assert merged[:-1] == journal and merged[-1]["decision"] == "not_applied"
     step = j.Journal(merged).step(RUN, "2.1")
@@ -173,13 +207,13 @@ def test_the_journal_of_two_files_is_every_line_of_either_once() -> None:
     assert journal_union([], [intent]) == [intent]
 
 
-def test_a_decision_never_lands_on_a_torn_last_line(tmp_path: Path) -> None:
+def test_a_decision_never_lands_on_a_torn_last_line(tmp_path: Path, cli_forks: Forks) -> None:
     # The process was killed in the middle of writing an event after the charge's intent.
     stream = session_with_a_doubt(tmp_path / "sessions")
     whole = stream.read_bytes()
     stream.write_bytes(whole + b'{"message_id": "msg_002", "event_type": "transcr')
-    ok(agenttrace(tmp_path, "resolve", str(stream), "2.1", "--abandon"))
+    ok(forked_agenttrace(cli_forks, tmp_path, "resolve", str(stream), "2.1", "--abandon"))
     assert stream.read_bytes().startswith(whole)  # the torn bytes cut off, nothing else
     loaded = read_session_file(stream)  # every line whole: the stream still reads
     assert loaded.torn is None and loaded.journal[-1]["decision"] == "abandon"
-    assert ok(agenttrace(tmp_path, "doubts", str(stream))) == "no call in doubt\n"
+    assert ok(forked_agenttrace(cli_forks, tmp_path, "doubts", str(stream))) == "no call in doubt\n"

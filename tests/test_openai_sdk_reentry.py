@@ -5,6 +5,8 @@ a ``ChatCompletion`` or the SDK's ``Stream``/``AsyncStream``, without calling th
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,8 @@ import agenttrace
 from agenttrace import semconv as sc
 
 from .conftest import Traced, attrs
-from .helpers import killed_then_resumed_shop, llm_entries
+from .fork_server import Forks
+from .helpers import ROOT, killed_then_resumed_shop, llm_entries
 from .llm_server import LLMServer, Reply
 from .test_cli import agenttrace as run_cli
 from .test_cli import ok
@@ -125,10 +128,23 @@ def test_a_failed_call_is_journaled_as_failed_and_asked_again_on_re_entry(
     assert len(llm.requests) == 1  # a failure is no answer: the model is asked
 
 
+@pytest.fixture(scope="module")
+def shop_forks() -> Iterator[Forks]:
+    """tests/openai_reentry_child.py's killed and resumed runs, forked from one interpreter
+    that imported what it imports, in its order (openai, then agenttrace through
+    tests/shop_child.py): a new interpreter spends seconds on them, more than the run. The
+    kill is a SIGKILL of the process wherever it runs (tests/test_reentry.py kills
+    tests/journal_child.py and tests/reentry_agent.py in new interpreters)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    started = Forks(["openai", "tests.shop_child"], env, ROOT)
+    yield started
+    started.close()
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("shape", ["tool", "stream", "responses"])
 def test_after_a_kill_a_resumed_run_does_not_ask_for_a_recorded_reply_again(
-    tmp_path: Path, llm_server: LLMServer, shape: str
+    tmp_path: Path, llm_server: LLMServer, shop_forks: Forks, shape: str
 ) -> None:
     """tests/test_reentry.py's litellm case, through the SDK: killed (SIGKILL) inside the tool
     that follows the model's reply, resumed: the reply comes from the journal."""
@@ -142,6 +158,7 @@ def test_after_a_kill_a_resumed_run_does_not_ask_for_a_recorded_reply_again(
         shape,
         lambda: len(llm_server.requests),
         lambda: llm_server.reset(Reply(content="Thank you!")),
+        shop_forks,
     )
     assert report["answer"] == "Thank you!"
     assert len(llm_server.requests) == 1  # only the reply the killed run never got
