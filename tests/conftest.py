@@ -34,9 +34,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import agenttrace
 
 from .chromium import CHROMIUM, MISSING, Chromium
+from .fork_server import Forks
 from .fuzz.tally import KEY as FUZZ_TALLY
 from .fuzz.tally import merged as merged_fuzz_tallies
 from .fuzz.tally import summary_lines as fuzz_summary_lines
+from .helpers import cli_fork_server, journal_fork_server
 from .llm_server import LLMServer
 
 
@@ -140,6 +142,26 @@ def llm(llm_server: LLMServer) -> LLMServer:
     """The local LLM server, with an empty script and no recorded requests."""
     llm_server.reset()
     return llm_server
+
+
+@pytest.fixture(scope="module")
+def cli_forks() -> Iterator[Forks]:
+    """The ``agenttrace`` command forked from a server that imported what it reads sessions
+    with (``helpers.cli_fork_server``; ``test_cli.forked_agenttrace`` runs it), one server per
+    test file that asks: the file's tests that run the command as a user does use a new
+    interpreter instead."""
+    with cli_fork_server() as forks:
+        yield forks
+
+
+@pytest.fixture(scope="module")
+def journal_forks() -> Iterator[Forks]:
+    """tests/journal_child.py's shop agent (killed, resumed) forked from a server that imported
+    what it imports (``helpers.journal_fork_server``), one per test file that asks; the kill
+    points are SIGKILLs of the process wherever it runs (tests/test_steps_journal.py runs the
+    child in new interpreters)."""
+    with journal_fork_server() as forks:
+        yield forks
 
 
 @pytest.fixture

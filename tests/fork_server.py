@@ -156,6 +156,12 @@ class Forks:
             os.kill(self._running, signal.SIGKILL)
             self.wait()
 
+    def __enter__(self) -> Forks:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """End the server, and the program it runs if a failed test left one running (the
         server waits for it, and a writer that loops until killed never ends)."""

@@ -75,7 +75,41 @@ def agenttrace_command(
     )
 
 
-def _journal_env(**env: str) -> dict[str, str]:
+CLI_PRELOAD = [
+    "click",
+    "agenttrace",
+    "rich.console",
+    "rich.table",
+    "agenttrace.formats.session.fullest",
+    "agenttrace.views.account",
+    "agenttrace.views.doubts",
+    "agenttrace.views.exports",
+    "agenttrace.views.listing",
+    "agenttrace.views.tree",
+    "agenttrace.views.viewer",
+]
+"""What the ``agenttrace`` command imports to read a session: what its module imports, then
+what its view commands import when they run. Not ``agenttrace.cli`` itself: a forked
+``python -m agenttrace.cli`` runs it as ``__main__`` as that does, and finding it imported
+already it would warn on stderr (which the tests count the lines of)."""
+
+
+def cli_fork_server() -> Forks:
+    """A fork server for :func:`tests.test_cli.forked_agenttrace`: what the command and its
+    views import, imported once (a new interpreter spends a second or more on it, longer than a
+    view of a small session takes)."""
+    return Forks(CLI_PRELOAD, child_env(), ROOT)
+
+
+def shop_fork_server(sdk: str) -> Forks:
+    """A fork server for tests/shop_child.py's programs on ``sdk`` (``litellm``, ``openai``,
+    ``anthropic``): the SDK imported, then agenttrace through the shop, in the order the program
+    imports them (a new interpreter spends seconds on them, more than the run)."""
+    return Forks([sdk, "tests.shop_child"], _repo_env(), ROOT)
+
+
+def _repo_env(**env: str) -> dict[str, str]:
+    """This process's environment, the repository importable, litellm offline; ``env`` added."""
     return {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True", **env}
 
 
@@ -93,7 +127,7 @@ def journal_fork_server() -> Forks:
     """A fork server for :func:`run_journal_child`'s ``forks``: a new interpreter spends a
     second or two importing agenttrace and OpenTelemetry, longer than the child's run, and the
     crash-point matrix runs it some sixty times."""
-    return Forks(JOURNAL_PRELOAD, _journal_env(), ROOT)
+    return Forks(JOURNAL_PRELOAD, _repo_env(), ROOT)
 
 
 def run_journal_child(
@@ -114,11 +148,11 @@ def run_journal_child(
     forked from it instead of being a new interpreter."""
     arguments = [str(sessions), payments_url, effect, kill, mode]
     if forks is not None:
-        return forks.run("tests.journal_child", arguments, _journal_env(**env), ROOT)
+        return forks.run("tests.journal_child", arguments, _repo_env(**env), ROOT)
     return subprocess.run(
         [sys.executable, "-m", "tests.journal_child", *arguments],
         cwd=ROOT,
-        env=_journal_env(**env),
+        env=_repo_env(**env),
         capture_output=True,
         text=True,
         timeout=480,

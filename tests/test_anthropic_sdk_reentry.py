@@ -7,7 +7,6 @@ re-entered run gets the SDK's own objects back, a ``Message``, the SDK's ``Strea
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from agenttrace import semconv as sc
 from .anthropic_server import AnthropicServer, Reply, text, thinking, tool_use
 from .conftest import Traced, attrs
 from .fork_server import Forks
-from .helpers import ROOT, killed_then_resumed_shop, llm_entries
+from .helpers import killed_then_resumed_shop, llm_entries, shop_fork_server
 from .test_anthropic_sdk import HI, MODEL, aclient, claude, client, llm_spans, server
 from .test_llm_steps import llm_lines, rearm
 
@@ -170,10 +169,8 @@ def shop_forks() -> Iterator[Forks]:
     tests/shop_child.py): a new interpreter spends seconds on them, more than the run. The
     kill is a SIGKILL of the process wherever it runs (tests/test_reentry.py kills
     tests/journal_child.py and tests/reentry_agent.py in new interpreters)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    started = Forks(["anthropic", "tests.shop_child"], env, ROOT)
-    yield started
-    started.close()
+    with shop_fork_server("anthropic") as forks:
+        yield forks
 
 
 @pytest.mark.e2e

@@ -95,32 +95,6 @@ def agenttrace(
     )
 
 
-CLI_PRELOAD = [
-    "click",
-    "agenttrace",
-    "rich.console",
-    "rich.table",
-    "agenttrace.formats.session.fullest",
-    "agenttrace.views.account",
-    "agenttrace.views.doubts",
-    "agenttrace.views.exports",
-    "agenttrace.views.listing",
-    "agenttrace.views.tree",
-    "agenttrace.views.viewer",
-]
-"""What the ``agenttrace`` command imports to read a session: what its module imports, then
-what its view commands import when they run. Not ``agenttrace.cli`` itself: a forked
-``python -m agenttrace.cli`` runs it as ``__main__`` as that does, and finding it imported
-already it would warn on stderr (which the tests count the lines of)."""
-
-
-def cli_fork_server() -> Forks:
-    """A fork server for :func:`forked_agenttrace`: what the command and its views import,
-    imported once (a new interpreter spends a second or more on it, longer than a view of a
-    small session takes)."""
-    return Forks(CLI_PRELOAD, child_env(), ROOT)
-
-
 def forked_agenttrace(
     forks: Forks, tmp_path: Path, *args: str, cwd: Path | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:

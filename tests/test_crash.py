@@ -31,8 +31,7 @@ from examples.cafe import scripted_model
 from examples.scripted_model import ScriptedModel
 
 from .fork_server import Forks
-from .helpers import ROOT, canonical_events, child_env
-from .test_cli import cli_fork_server
+from .helpers import ROOT, canonical_events, child_env, cli_fork_server
 
 pytestmark = pytest.mark.e2e
 
@@ -59,10 +58,8 @@ class Servers:
 @pytest.fixture(scope="module")
 def servers() -> Iterator[Servers]:
     cafe = Forks(["agenttrace", "examples.cafe"], child_env(PYTHONPATH=str(ROOT)), ROOT)
-    commands = cli_fork_server()
-    yield Servers(cafe, commands)
-    cafe.close()
-    commands.close()
+    with cafe, cli_fork_server() as commands:
+        yield Servers(cafe, commands)
 
 
 @dataclass

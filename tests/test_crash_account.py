@@ -35,9 +35,9 @@ from agenttrace.views.serve.app import create_app
 from . import live_agent
 from .conftest import Traced
 from .fork_server import Forks
-from .helpers import journal_fork_server, run_journal_child
+from .helpers import run_journal_child
 from .payment_server import PaymentServer
-from .test_cli import cli_fork_server, forked_agenttrace, ok
+from .test_cli import forked_agenttrace, ok
 from .test_crash import (  # noqa: F401
     Crashed,
     Servers,
@@ -172,23 +172,6 @@ def payments() -> Iterator[PaymentServer]:
     server = PaymentServer().start()
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def journal_forks() -> Iterator[Forks]:
-    """The shop agent's killed and resumed runs, forked (tests/test_steps_journal.py kills it
-    in new interpreters)."""
-    started = journal_fork_server()
-    yield started
-    started.close()
-
-
-@pytest.fixture(scope="module")
-def cli_forks() -> Iterator[Forks]:
-    """The ``agenttrace`` commands on the shop's session, forked."""
-    started = cli_fork_server()
-    yield started
-    started.close()
 
 
 def _shop_killed_after_paying(

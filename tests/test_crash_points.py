@@ -24,9 +24,9 @@ from agenttrace.formats.session.files import read_session_file
 from agenttrace.model.journal import Journal
 
 from .fork_server import Forks
-from .helpers import journal_fork_server, run_journal_child
+from .helpers import run_journal_child
 from .payment_server import PaymentServer
-from .test_cli import cli_fork_server, forked_agenttrace, ok
+from .test_cli import forked_agenttrace, ok
 
 POINTS = ("before_intent", "before_body", "inside", "after_body", "after_done")
 CHARGED = {"before_intent": 0, "before_body": 0, "inside": 1, "after_body": 1, "after_done": 1}
@@ -40,24 +40,6 @@ def payments() -> Iterator[PaymentServer]:
     server = PaymentServer().start()
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def journal_forks() -> Iterator[Forks]:
-    """The shop agent's sixty runs, each forked (tests/journal_child.py's kill points are
-    SIGKILLs of the process wherever it runs: tests/test_steps_journal.py runs it in new
-    interpreters)."""
-    started = journal_fork_server()
-    yield started
-    started.close()
-
-
-@pytest.fixture(scope="module")
-def cli_forks() -> Iterator[Forks]:
-    """``agenttrace doubts`` of each killed session, forked."""
-    started = cli_fork_server()
-    yield started
-    started.close()
 
 
 @pytest.mark.e2e

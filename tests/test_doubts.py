@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from agenttrace.model import journal as j
 from agenttrace.model import journal_lines as jl
 
 from .fork_server import Forks
-from .test_cli import agenttrace, cli_fork_server, forked_agenttrace, ok, one_error_line
+from .test_cli import agenttrace, forked_agenttrace, ok, one_error_line
 from .test_journal import hold_in_child
 from .test_session_files import META
 
@@ -62,15 +61,6 @@ def session_with_a_doubt(directory: Path) -> Path:
     ]
     stream.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return stream
-
-
-@pytest.fixture(scope="module")
-def cli_forks() -> Iterator[Forks]:
-    """The ``agenttrace`` commands of the tests after the first, forked (the first runs the
-    command as a user does, in a new interpreter)."""
-    started = cli_fork_server()
-    yield started
-    started.close()
 
 
 def test_doubts_lists_the_calls_in_doubt_with_their_arguments_redacted(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ a ``ChatCompletion`` or the SDK's ``Stream``/``AsyncStream``, without calling th
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from agenttrace import semconv as sc
 
 from .conftest import Traced, attrs
 from .fork_server import Forks
-from .helpers import ROOT, killed_then_resumed_shop, llm_entries
+from .helpers import killed_then_resumed_shop, llm_entries, shop_fork_server
 from .llm_server import LLMServer, Reply
 from .test_cli import agenttrace as run_cli
 from .test_cli import ok
@@ -135,10 +134,8 @@ def shop_forks() -> Iterator[Forks]:
     tests/shop_child.py): a new interpreter spends seconds on them, more than the run. The
     kill is a SIGKILL of the process wherever it runs (tests/test_reentry.py kills
     tests/journal_child.py and tests/reentry_agent.py in new interpreters)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    started = Forks(["openai", "tests.shop_child"], env, ROOT)
-    yield started
-    started.close()
+    with shop_fork_server("openai") as forks:
+        yield forks
 
 
 @pytest.mark.e2e

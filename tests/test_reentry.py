@@ -29,7 +29,13 @@ from agenttrace.tracing.run_arguments import arguments_fingerprint
 
 from .conftest import Traced
 from .fork_server import Forks
-from .helpers import ROOT, killed_then_resumed_shop, llm_entries, run_journal_child
+from .helpers import (
+    ROOT,
+    killed_then_resumed_shop,
+    llm_entries,
+    run_journal_child,
+    shop_fork_server,
+)
 from .llm_server import LLMServer, Reply
 from .payment_server import PaymentServer
 from .test_cli import agenttrace as run_cli
@@ -250,10 +256,8 @@ def test_a_policy_names_what_it_refuses() -> None:
 def shop_forks() -> Iterator[Forks]:
     """tests/llm_reentry_child.py's runs (two a test), forked from one interpreter that
     imported what it imports, in its order."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    started = Forks(["litellm", "tests.shop_child"], env, ROOT)
-    yield started
-    started.close()
+    with shop_fork_server("litellm") as forks:
+        yield forks
 
 
 @pytest.mark.e2e
