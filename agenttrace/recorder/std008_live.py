@@ -65,10 +65,7 @@ class Std008LiveSink(RecordwiseSink):
         self._lock = threading.RLock()
         """The worker writes as records come and on its timer; ``force_flush`` in its caller."""
         self.throttle: WriteThrottle[str] = WriteThrottle(
-            lambda stem: self._write_due(stem),  # looked up at each call, as a method
-            lambda stem: self._on_timer(stem),
-            min_interval,
-            cost_factor,
+            self._write_due, self._on_timer, min_interval, cost_factor
         )
         """When each session's document may be written again (by stem)."""
 

@@ -303,9 +303,9 @@ def load_session(
     recorded nothing (a process killed before its first line was whole), in that stream. A
     session named by such a path, new or not, is written there, not in the sessions directory,
     so every later call with the path resumes all of it (as ``resume`` of the path does; a file
-    named otherwise is written to the sessions directory). A missing path
-    named otherwise (``chat.txt``, ``chat.jsonl``) raises :class:`SessionFileError`: the two
-    files of a session find each other by these names, and the command line reads them by them.
+    named otherwise is written to the sessions directory). A missing path named otherwise
+    (``chat.txt``, ``chat.jsonl``) raises :class:`SessionFileError`: the two files of a session
+    find each other by these names, and the command line reads them by them.
 
     The path is the program's own, not untrusted input: a path outside the sessions directory is
     taken as written, and its missing parent directories are created (as the sessions directory
